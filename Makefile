@@ -1,0 +1,146 @@
+# flightrec: make, make test, make demo, make bench, make install.
+#
+#   make V=1                 show the commands
+#   make WERROR=1            warnings are errors (CI)
+#   make SANITIZE=address    also undefined, thread
+#   make install PREFIX=/usr/local DESTDIR=
+
+CC ?= gcc
+MPICC ?= mpicc
+PKG_CONFIG ?= pkg-config
+PREFIX ?= /usr/local
+DESTDIR ?=
+BUILD ?= build
+
+CFLAGS ?= -O2 -g
+WARNINGS := -Wall -Wextra -Wshadow -Wstrict-prototypes -Wmissing-prototypes -Wformat=2 \
+	-Wvla -Wpointer-arith -Wundef
+ifeq ($(WERROR),1)
+WARNINGS += -Werror
+endif
+ifneq ($(SANITIZE),)
+CFLAGS += -fsanitize=$(SANITIZE) -fno-omit-frame-pointer
+LDFLAGS += -fsanitize=$(SANITIZE)
+endif
+
+MPI_CFLAGS := $(shell $(MPICC) --showme:compile 2>/dev/null)
+DEP_CFLAGS := $(shell $(PKG_CONFIG) --cflags libuv jansson libmicrohttpd 2>/dev/null)
+ALL_CFLAGS := -std=gnu11 -fPIC -D_GNU_SOURCE -MMD -MP $(WARNINGS) $(DEP_CFLAGS) $(CFLAGS)
+
+ifeq ($(V),1)
+Q :=
+else
+Q := @
+endif
+
+# Code shared by the agent, the daemon and fr-analyze: compiled once.
+CORE_SRC := protocol/op.c protocol/wire.c dumps/trace.c dumps/dump.c dumps/correlate.c
+AGENT_SRC := agent/agent.c agent/ring.c agent/handles.c agent/hooks_mpi.c agent/link.c \
+	agent/dumper.c agent/stacks.c
+DAEMON_SRC := $(wildcard daemon/*.c)
+CLI_SRC := cli/fr_analyze.c
+
+obj = $(patsubst %.c,$(BUILD)/obj/%.o,$(1))
+
+CORE_LIB := $(BUILD)/lib/libfrcore.a
+AGENT_LIB := $(BUILD)/lib/libflightrec.so
+DAEMON := $(BUILD)/bin/flightrecd
+CLI := $(BUILD)/bin/fr-analyze
+
+UNIT_TESTS := $(addprefix $(BUILD)/tests/,test_ring test_handles test_wire test_dump test_correlate)
+MPI_PROGS := $(addprefix $(BUILD)/tests/,mpi_hang mpi_overhead)
+
+.PHONY: all test unit e2e demo bench install clean fuzz
+all: $(AGENT_LIB) $(DAEMON) $(CLI)
+
+$(BUILD)/obj/%.o: %.c
+	@mkdir -p $(dir $@)
+	@$(if $(Q),echo "  CC      $<")
+	$(Q)$(CC) $(ALL_CFLAGS) -c $< -o $@
+
+# The agent sees mpi.h; nothing else does.
+$(BUILD)/obj/agent/hooks_mpi.o: ALL_CFLAGS += $(MPI_CFLAGS)
+$(call obj,$(AGENT_SRC)): ALL_CFLAGS += -fvisibility=hidden
+$(BUILD)/obj/tests/%.o: ALL_CFLAGS += -Iprotocol -Idumps -Iagent
+
+$(CORE_LIB): $(call obj,$(CORE_SRC))
+	@mkdir -p $(dir $@)
+	@$(if $(Q),echo "  AR      $@")
+	$(Q)rm -f $@ && ar rcs $@ $^
+
+# Never linked against libmpi: its MPI references are weak (agent/mpi_weak.h)
+# so the library loads in any process; lazy binding resolves them to the
+# application's libmpi.
+$(AGENT_LIB): $(call obj,$(AGENT_SRC)) $(CORE_LIB) agent/exports.map
+	@mkdir -p $(dir $@)
+	@$(if $(Q),echo "  LD      $@")
+	$(Q)$(CC) -shared -Wl,--version-script=agent/exports.map -Wl,-z,lazy -Wl,-z,nodelete \
+		$(LDFLAGS) -o $@ $(call obj,$(AGENT_SRC)) $(CORE_LIB) \
+		$$($(PKG_CONFIG) --libs libuv jansson) -lunwind -lpthread
+
+$(DAEMON): $(call obj,$(DAEMON_SRC)) $(CORE_LIB)
+	@mkdir -p $(dir $@)
+	@$(if $(Q),echo "  LD      $@")
+	$(Q)$(CC) $(LDFLAGS) -o $@ $(call obj,$(DAEMON_SRC)) $(CORE_LIB) \
+		$$($(PKG_CONFIG) --libs libuv jansson libmicrohttpd) -lpthread -lm
+
+$(CLI): $(call obj,$(CLI_SRC)) $(CORE_LIB)
+	@mkdir -p $(dir $@)
+	@$(if $(Q),echo "  LD      $@")
+	$(Q)$(CC) $(LDFLAGS) -o $@ $(call obj,$(CLI_SRC)) $(CORE_LIB) \
+		$$($(PKG_CONFIG) --libs jansson) -lpthread -lm
+
+# ---- tests ----
+
+$(BUILD)/tests/test_ring: $(call obj,tests/unit/test_ring.c agent/ring.c)
+$(BUILD)/tests/test_handles: $(call obj,tests/unit/test_handles.c agent/handles.c)
+$(BUILD)/tests/test_wire: $(call obj,tests/unit/test_wire.c) $(CORE_LIB)
+$(BUILD)/tests/test_dump: $(call obj,tests/unit/test_dump.c) $(CORE_LIB)
+$(BUILD)/tests/test_correlate: $(call obj,tests/unit/test_correlate.c) $(CORE_LIB)
+$(UNIT_TESTS):
+	@mkdir -p $(dir $@)
+	@$(if $(Q),echo "  LD      $@")
+	$(Q)$(CC) $(LDFLAGS) -o $@ $^ $$($(PKG_CONFIG) --libs cmocka jansson) -lpthread -lm
+
+# MPI test programs keep frame pointers and no tail calls, so that stacks in
+# dumps name the function a rank is stuck in.
+$(BUILD)/tests/mpi_%: tests/mpi/%.c
+	@mkdir -p $(dir $@)
+	@$(if $(Q),echo "  MPICC   $<")
+	$(Q)$(MPICC) -std=gnu11 -O1 -g -fno-omit-frame-pointer -fno-optimize-sibling-calls \
+		-Iinclude $(WARNINGS) $< -o $@
+
+unit: $(UNIT_TESTS)
+	$(Q)tests/run-unit $(UNIT_TESTS)
+
+e2e: all $(MPI_PROGS)
+	$(Q)tests/e2e/run
+
+test: all $(UNIT_TESTS) $(MPI_PROGS)
+	$(Q)tests/run-unit $(UNIT_TESTS)
+	$(Q)tests/e2e/run
+
+demo: all $(MPI_PROGS)
+	$(Q)tests/e2e/demo.sh
+
+bench: all $(MPI_PROGS)
+	$(Q)bench/run
+
+# ---- install ----
+
+install: all
+	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/lib $(DESTDIR)$(PREFIX)/include \
+		$(DESTDIR)$(PREFIX)/lib/systemd/system $(DESTDIR)/etc/default
+	install -m 0755 $(DAEMON) $(CLI) $(DESTDIR)$(PREFIX)/bin/
+	install -m 0755 $(AGENT_LIB) $(DESTDIR)$(PREFIX)/lib/
+	install -m 0644 include/flightrec.h $(DESTDIR)$(PREFIX)/include/
+	sed 's|@BINDIR@|$(PREFIX)/bin|g' systemd/flightrecd.service \
+		> $(DESTDIR)$(PREFIX)/lib/systemd/system/flightrecd.service
+	chmod 0644 $(DESTDIR)$(PREFIX)/lib/systemd/system/flightrecd.service
+	test -e $(DESTDIR)/etc/default/flightrecd || \
+		install -m 0644 systemd/flightrecd.default $(DESTDIR)/etc/default/flightrecd
+
+clean:
+	rm -rf $(BUILD)
+
+-include $(shell find $(BUILD)/obj -name '*.d' 2>/dev/null)

@@ -1,0 +1,316 @@
+/*
+ * Agent life cycle, settings, identity and the communicator table.
+ *
+ * Loading the library does nothing: no thread, no socket, no file. The agent
+ * starts when a hook family sees its library initialise (MPI_Init), so that
+ * launchers, compilers and other programs that inherit LD_PRELOAD run
+ * untouched. A forked child stops recording at once and never uses the
+ * parent's connection; it starts afresh only if it initialises a library
+ * itself.
+ */
+#include "agent.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "../include/flightrec.h"
+
+struct fr_agent fr_agent;
+
+static bool started;
+static pid_t started_pid;
+
+static const char *env_first(const char *const *names)
+{
+	for (; *names; names++) {
+		const char *v = getenv(*names);
+
+		if (v && *v)
+			return v;
+	}
+	return NULL;
+}
+
+static bool parse_u32(const char *s, uint32_t *out)
+{
+	char *end;
+	unsigned long v;
+
+	if (!s)
+		return false;
+	errno = 0;
+	v = strtoul(s, &end, 10);
+	if (errno || end == s || *end || v > UINT32_MAX)
+		return false;
+	*out = (uint32_t)v;
+	return true;
+}
+
+/* Job ids name directories: keep [A-Za-z0-9._-], replace the rest. */
+static void set_job(char *dst, const char *src)
+{
+	size_t i;
+
+	for (i = 0; src[i] && i < FR_JOB_MAX; i++) {
+		char ch = src[i];
+		bool ok = (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') ||
+			  (ch >= '0' && ch <= '9') || ch == '-' || ch == '_' || ch == '.';
+
+		dst[i] = ok ? ch : '_';
+	}
+	dst[i] = '\0';
+	if (dst[0] == '.' || dst[0] == '\0')
+		dst[0] = '_';
+}
+
+static void read_settings(struct fr_settings *s)
+{
+	const char *v;
+	uint32_t u;
+
+	memset(s, 0, sizeof(*s));
+	v = getenv("FLIGHTREC_ADDR");
+	if (v)
+		snprintf(s->addr, sizeof(s->addr), "%s", v);
+	v = getenv("FLIGHTREC_DUMP_DIR");
+	snprintf(s->dump_dir, sizeof(s->dump_dir), "%s", v && *v ? v : "/tmp/flightrec");
+	s->ring_capacity = parse_u32(getenv("FLIGHTREC_BUFFER"), &u) && u > 0 ? u : 2048;
+	s->timeout_s = 600;
+	v = getenv("FLIGHTREC_TIMEOUT");
+	if (v && *v) {
+		char *end;
+		double t = strtod(v, &end);
+
+		if (end != v && !*end && t > 0)
+			s->timeout_s = t;
+	}
+	s->stack_signal = SIGRTMIN + 7;
+	if (parse_u32(getenv("FLIGHTREC_STACK_SIGNAL"), &u) && (int)u >= SIGRTMIN &&
+	    (int)u <= SIGRTMAX)
+		s->stack_signal = (int)u;
+}
+
+static void read_identity(struct fr_identity *id, const char *comm_lib, int mpi_rank,
+			  int mpi_size)
+{
+	static const char *const rank_vars[] = { "FLIGHTREC_RANK", "OMPI_COMM_WORLD_RANK",
+		"PMI_RANK", "PMIX_RANK", "SLURM_PROCID", "RANK", NULL };
+	static const char *const size_vars[] = { "FLIGHTREC_WORLD_SIZE", "OMPI_COMM_WORLD_SIZE",
+		"PMI_SIZE", "SLURM_NTASKS", "WORLD_SIZE", NULL };
+	static const char *const job_vars[] = { "FLIGHTREC_JOB", "SLURM_JOB_ID",
+		"TORCHELASTIC_RUN_ID", NULL };
+	const char *v;
+	char buf[FR_JOB_MAX + 16];
+
+	memset(id, 0, sizeof(*id));
+	if (!parse_u32(env_first(rank_vars), &id->rank))
+		id->rank = mpi_rank >= 0 ? (uint32_t)mpi_rank : 0;
+	if (!parse_u32(env_first(size_vars), &id->world_size) || id->world_size == 0)
+		id->world_size = mpi_size > 0 ? (uint32_t)mpi_size : 1;
+	v = env_first(job_vars);
+	if (!v && (v = getenv("PMIX_NAMESPACE")) && *v) {
+		/* Open MPI / PMIx: the namespace is shared by all ranks of a job. */
+		snprintf(buf, sizeof(buf), "mpi-%s", v);
+		v = buf;
+	}
+	set_job(id->job, v ? v : "default");
+	if (gethostname(id->host, sizeof(id->host) - 1) != 0)
+		snprintf(id->host, sizeof(id->host), "unknown");
+	id->pid = (uint32_t)getpid();
+	id->start_ns = fr_now_ns();
+	snprintf(id->comm_lib, sizeof(id->comm_lib), "%s", comm_lib);
+}
+
+/* In a forked child the parent's link thread does not exist and its socket
+ * is not ours: record nothing until the child initialises a library. */
+static void atfork_child(void)
+{
+	__atomic_store_n(&fr_agent.active, false, __ATOMIC_RELAXED);
+	started = false;
+}
+
+int fr_agent_start(const char *comm_lib, int world_rank, int world_size,
+		   struct fr_name_table dtypes, struct fr_name_table redops)
+{
+	static bool atfork_set;
+	int rc;
+
+	if (started && started_pid == getpid())
+		return 0;
+	read_settings(&fr_agent.cfg);
+	read_identity(&fr_agent.id, comm_lib, world_rank, world_size);
+	fr_agent.dtypes = dtypes;
+	fr_agent.redops = redops;
+	/* A child that re-initialises keeps the parent's table and ring memory
+	 * but starts a fresh recording. */
+	if (fr_agent.ring.slots)
+		fr_ring_destroy(&fr_agent.ring);
+	rc = fr_ring_init(&fr_agent.ring, fr_agent.cfg.ring_capacity);
+	if (rc)
+		return rc;
+	if (!atfork_set) {
+		pthread_atfork(NULL, NULL, atfork_child);
+		atfork_set = true;
+	}
+	started = true;
+	started_pid = getpid();
+	__atomic_store_n(&fr_agent.active, true, __ATOMIC_RELEASE);
+	rc = fr_link_start();
+	if (rc)
+		fprintf(stderr, "flightrec: rank %u: link thread not started (%s); recording locally only\n",
+			fr_agent.id.rank, strerror(-rc));
+	return 0;
+}
+
+void fr_agent_stop(void)
+{
+	if (!started || started_pid != getpid())
+		return;
+	fr_link_stop();
+	__atomic_store_n(&fr_agent.active, false, __ATOMIC_RELAXED);
+	started = false;
+}
+
+/* FNV-1a, 64 bits: a stable hash every rank computes alike. */
+static uint64_t fnv1a(const char *s, uint64_t h)
+{
+	for (; *s; s++) {
+		h ^= (unsigned char)*s;
+		h *= UINT64_C(0x100000001b3);
+	}
+	return h;
+}
+
+void fr_comm_derive_id(char out[FR_COMM_ID_MAX + 1], const char *parent, uint64_t seq,
+		       char kind, long colour)
+{
+	char full[FR_COMM_ID_MAX * 2 + 64];
+	int n = snprintf(full, sizeof(full), "%s/%llu%c%ld", parent, (unsigned long long)seq,
+			 kind, colour);
+
+	if (n > 0 && n <= FR_COMM_ID_MAX) {
+		memcpy(out, full, (size_t)n + 1);
+		return;
+	}
+	snprintf(out, FR_COMM_ID_MAX + 1, "h%016llx",
+		 (unsigned long long)fnv1a(full, UINT64_C(0xcbf29ce484222325)));
+}
+
+struct fr_comm_rec *fr_comm_register(const char *id, const char *desc, uint32_t rank,
+				     uint32_t size, const uint32_t *members)
+{
+	uint32_t n = __atomic_load_n(&fr_agent.ncomms, __ATOMIC_ACQUIRE);
+	struct fr_comm_rec *c;
+
+	if (n >= FR_MAX_COMMS || size == 0)
+		return NULL;
+	c = calloc(1, sizeof(*c));
+	if (!c)
+		return NULL;
+	c->members = calloc(size, sizeof(*c->members));
+	c->p2p_send = calloc(size, sizeof(*c->p2p_send));
+	c->p2p_recv = calloc((size_t)size + 1, sizeof(*c->p2p_recv));
+	if (!c->members || !c->p2p_send || !c->p2p_recv)
+		goto out_free;
+	memcpy(c->members, members, size * sizeof(*members));
+	snprintf(c->id, sizeof(c->id), "%s", id);
+	snprintf(c->desc, sizeof(c->desc), "%s", desc);
+	c->rank = rank;
+	c->size = size;
+	/* Registration happens outside the hot path, but two threads may
+	 * create communicators at once: claim the slot atomically. */
+	n = __atomic_fetch_add(&fr_agent.ncomms, 0, __ATOMIC_ACQUIRE);
+	for (;;) {
+		if (n >= FR_MAX_COMMS)
+			goto out_free;
+		c->index = (uint16_t)n;
+		if (__atomic_compare_exchange_n(&fr_agent.ncomms, &n, n + 1, false,
+						__ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
+			break;
+	}
+	__atomic_store_n(&fr_agent.comms[c->index], c, __ATOMIC_RELEASE);
+	return c;
+
+out_free:
+	free(c->members);
+	free(c->p2p_send);
+	free(c->p2p_recv);
+	free(c);
+	return NULL;
+}
+
+void fr_op_enter(struct fr_ticket *t, struct fr_comm_rec *c, enum fr_op_type type,
+		 unsigned flags, int32_t peer, uint64_t count, uint8_t dtype,
+		 uint32_t dtype_size, uint8_t redop)
+{
+	struct fr_rec rec;
+
+	t->comm = c;
+	t->collective = !(flags & FR_REC_P2P);
+	if (t->collective) {
+		/* MPI and NCCL require collectives on one communicator to be
+		 * issued in one order by one thread at a time, so a plain
+		 * increment suffices; the atomic store is for the reader. */
+		t->seq = __atomic_load_n(&c->coll_entered, __ATOMIC_RELAXED) + 1;
+		__atomic_store_n(&c->coll_entered, t->seq, __ATOMIC_RELAXED);
+	} else {
+		uint64_t *ctr;
+
+		if (type == FR_OP_RECV)
+			ctr = &c->p2p_recv[peer >= 0 && (uint32_t)peer < c->size ? (uint32_t)peer : c->size];
+		else
+			ctr = &c->p2p_send[peer >= 0 && (uint32_t)peer < c->size ? (uint32_t)peer : 0];
+		t->seq = __atomic_add_fetch(ctr, 1, __ATOMIC_RELAXED);
+	}
+	rec.seq = t->seq;
+	rec.count = count;
+	rec.t_entered_ns = fr_now_ns();
+	rec.t_completed_ns = 0;
+	rec.comm = c->index;
+	rec.type = (uint8_t)type;
+	rec.state = FR_STATE_ENTERED;
+	rec.flags = (uint8_t)flags;
+	rec.dtype = dtype;
+	rec.redop = redop;
+	rec.peer = peer;
+	rec.dtype_size = dtype_size;
+	t->record = fr_ring_push(&fr_agent.ring, &rec);
+}
+
+void fr_op_complete_record(uint64_t record, uint16_t comm, uint64_t seq, bool collective)
+{
+	fr_ring_complete(&fr_agent.ring, record, fr_now_ns());
+	if (collective) {
+		struct fr_comm_rec *c = fr_agent.comms[comm];
+		uint64_t prev = __atomic_load_n(&c->coll_completed, __ATOMIC_RELAXED);
+
+		/* Non-blocking collectives may complete out of order: keep the
+		 * highest. Only one thread issues collectives on a comm. */
+		if (seq > prev)
+			__atomic_store_n(&c->coll_completed, seq, __ATOMIC_RELAXED);
+	}
+}
+
+void fr_op_complete(const struct fr_ticket *t)
+{
+	fr_op_complete_record(t->record, t->comm->index, t->seq, t->collective);
+}
+
+/* Public API (include/flightrec.h). */
+
+__attribute__((visibility("default"))) const char *fr_version(void)
+{
+	return FLIGHTREC_VERSION;
+}
+
+__attribute__((visibility("default"))) int fr_dump_now(const char *reason)
+{
+	if (!fr_is_active())
+		return -ENOTCONN;
+	return fr_link_request_dump(reason ? reason : "requested by the application");
+}

@@ -1,0 +1,162 @@
+#include "dumper.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "../dumps/dump.h"
+#include "agent.h"
+
+static bool is_rooted(unsigned type)
+{
+	return type == FR_OP_BROADCAST || type == FR_OP_REDUCE || type == FR_OP_GATHER ||
+	       type == FR_OP_GATHERV || type == FR_OP_SCATTER || type == FR_OP_SCATTERV;
+}
+
+static const char *table_name(const struct fr_name_table *t, unsigned i)
+{
+	return i < t->n && t->names[i] ? t->names[i] : "";
+}
+
+static void op_from_record(struct fr_op *op, const struct fr_rec *rec,
+			   const struct fr_comm_rec *c)
+{
+	int32_t global = rec->peer >= 0 && (uint32_t)rec->peer < c->size ?
+				 (int32_t)c->members[rec->peer] : -1;
+
+	op->record_id = rec->record_id;
+	memcpy(op->comm, c->id, sizeof(op->comm));
+	op->type = (enum fr_op_type)rec->type;
+	op->state = (enum fr_op_state)rec->state;
+	op->is_p2p = !!(rec->flags & FR_REC_P2P);
+	op->nonblocking = !!(rec->flags & FR_REC_NONBLOCKING);
+	op->seq = rec->seq;
+	op->peer = op->is_p2p ? global : -1;
+	op->root = is_rooted(rec->type) ? global : -1;
+	op->count = rec->count;
+	op->bytes = rec->count * rec->dtype_size;
+	snprintf(op->dtype, sizeof(op->dtype), "%s", table_name(&fr_agent.dtypes, rec->dtype));
+	snprintf(op->redop, sizeof(op->redop), "%s", table_name(&fr_agent.redops, rec->redop));
+	op->t_entered_ns = rec->t_entered_ns;
+	op->t_completed_ns = rec->t_completed_ns;
+}
+
+static int add_comms(struct fr_trace *t)
+{
+	uint32_t n = __atomic_load_n(&fr_agent.ncomms, __ATOMIC_ACQUIRE);
+	size_t cap = 0;
+
+	for (uint32_t i = 0; i < n; i++) {
+		const struct fr_comm_rec *c = __atomic_load_n(&fr_agent.comms[i], __ATOMIC_ACQUIRE);
+		struct fr_comm *out;
+
+		if (!c)
+			continue;
+		out = fr_trace_add_comm(t, &cap);
+		if (!out)
+			return -ENOMEM;
+		memcpy(out->id, c->id, sizeof(out->id));
+		memcpy(out->desc, c->desc, sizeof(out->desc));
+		out->rank = c->rank;
+		out->size = c->size;
+		out->members = malloc(c->size * sizeof(*out->members));
+		if (!out->members)
+			return -ENOMEM;
+		memcpy(out->members, c->members, c->size * sizeof(*out->members));
+		out->last_entered = __atomic_load_n(&c->coll_entered, __ATOMIC_RELAXED);
+		out->last_completed = __atomic_load_n(&c->coll_completed, __ATOMIC_RELAXED);
+	}
+	return 0;
+}
+
+static int add_ops(struct fr_trace *t)
+{
+	const struct fr_ring *r = &fr_agent.ring;
+	uint64_t head = fr_ring_head(r);
+	uint64_t first = head > r->capacity ? head - r->capacity : 0;
+	size_t cap = 0;
+
+	t->dropped = first;
+	for (uint64_t id = first; id < head; id++) {
+		struct fr_rec rec;
+		const struct fr_comm_rec *c;
+		struct fr_op *op;
+
+		if (!fr_ring_read(r, id, &rec) || !(c = fr_agent.comms[rec.comm]))
+			continue;
+		op = fr_trace_add_op(t, &cap);
+		if (!op)
+			return -ENOMEM;
+		op_from_record(op, &rec, c);
+	}
+	return 0;
+}
+
+int fr_dumper_build(struct fr_trace *t, const char *incident, const char *reason)
+{
+	const struct fr_identity *id = &fr_agent.id;
+	int rc;
+
+	memset(t, 0, sizeof(*t));
+	t->status = FR_RANK_DUMPED;
+	memcpy(t->job, id->job, sizeof(t->job));
+	t->rank = id->rank;
+	t->world_size = id->world_size;
+	memcpy(t->host, id->host, sizeof(t->host));
+	t->pid = id->pid;
+	memcpy(t->comm_lib, id->comm_lib, sizeof(t->comm_lib));
+	snprintf(t->incident, sizeof(t->incident), "%s", incident);
+	snprintf(t->reason, sizeof(t->reason), "%s", reason);
+	t->time_ns = fr_now_ns();
+	rc = add_comms(t);
+	if (!rc)
+		rc = add_ops(t);
+	if (!rc)
+		rc = fr_stacks_collect(t, fr_agent.cfg.stack_signal);
+	if (rc)
+		fr_trace_free(t);
+	return rc;
+}
+
+static int mkdir_p(char *path)
+{
+	for (char *p = path + 1; *p; p++) {
+		if (*p != '/')
+			continue;
+		*p = '\0';
+		if (mkdir(path, 0755) < 0 && errno != EEXIST) {
+			*p = '/';
+			return -errno;
+		}
+		*p = '/';
+	}
+	if (mkdir(path, 0755) < 0 && errno != EEXIST)
+		return -errno;
+	return 0;
+}
+
+int fr_dumper_write(const char *incident, const char *reason, char **buf, size_t *len,
+		    char *path, size_t pathlen)
+{
+	struct fr_trace t;
+	char dir[1024];
+	int rc;
+
+	*buf = NULL;
+	*len = 0;
+	snprintf(dir, sizeof(dir), "%s/%s/%s", fr_agent.cfg.dump_dir, fr_agent.id.job, incident);
+	snprintf(path, pathlen, "%s/rank-%u.json", dir, fr_agent.id.rank);
+	rc = fr_dumper_build(&t, incident, reason);
+	if (rc)
+		return rc;
+	rc = fr_dump_serialize(&t, buf, len);
+	fr_trace_free(&t);
+	if (rc)
+		return rc;
+	rc = mkdir_p(dir);
+	if (!rc)
+		rc = fr_write_file_atomic(path, *buf, *len);
+	return rc;
+}

@@ -1,0 +1,681 @@
+/*
+ * The link: a background thread with its own libuv loop that connects to
+ * the daemon (FLIGHTREC_ADDR), says who this rank is, streams progress when
+ * it changes and a heartbeat every second, and answers dump requests.
+ *
+ * The application never waits for it: hooks only write the ring and a few
+ * counters, and this thread polls them every 100 ms. When the daemon is
+ * unreachable, updates are dropped (the recorder keeps running) and the
+ * thread reconnects with backoff; when no daemon is reachable and an
+ * operation exceeds FLIGHTREC_TIMEOUT, it writes a local dump by itself.
+ */
+#include "agent.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <uv.h>
+
+#include "dumper.h"
+
+#define TICK_MS 100
+#define HEARTBEAT_MS 1000
+#define BACKOFF_MIN_MS 100
+#define BACKOFF_MAX_MS 5000
+#define MAX_INFLIGHT 256
+/* Progress is dropped rather than queued past this much unsent data. */
+#define MAX_QUEUED (4u << 20)
+#define STOP_GRACE_MS 1000
+
+enum link_state { LINK_IDLE, LINK_RESOLVING, LINK_CONNECTING, LINK_UP, LINK_CLOSING };
+
+struct link {
+	pthread_t thread;
+	bool running;
+	uv_loop_t loop;
+	uv_async_t wake;
+	uv_timer_t tick;
+	uv_timer_t retry;
+	uv_tcp_t tcp;
+	uv_connect_t connect_req;
+	uv_getaddrinfo_t resolve_req;
+	enum link_state state;
+	bool have_addr;
+	char host[FR_HOST_MAX + 1];
+	char port[8];
+	uint64_t backoff_ms;
+	uint64_t last_heartbeat_ms;
+	uint8_t *rbuf;
+	size_t rlen, rcap;
+	uint32_t comms_sent;
+	uint64_t sent_entered[FR_MAX_COMMS];
+	uint64_t sent_completed[FR_MAX_COMMS];
+	uint64_t inflight_sig;
+	uint64_t local_dumped;       /* record id + 1 of the op last dumped locally */
+	bool stopping;
+	/* Set by other threads, read by the loop after a wake. */
+	pthread_mutex_t lock;
+	bool stop_requested;
+	bool dump_requested;
+	char dump_reason[FR_REASON_MAX + 1];
+};
+
+static struct link L;
+
+static void start_connect(void);
+
+struct write_req {
+	uv_write_t req;
+	uint8_t *buf;
+};
+
+static void on_written(uv_write_t *req, int status)
+{
+	struct write_req *w = (struct write_req *)req;
+
+	(void)status;
+	free(w->buf);
+	free(w);
+}
+
+/* Queues a whole frame (takes ownership of buf). Droppable frames are
+ * dropped when the daemon does not keep up. */
+static int send_frame(uint8_t *buf, size_t len, bool droppable)
+{
+	struct write_req *w;
+	uv_buf_t b;
+
+	if (L.state != LINK_UP ||
+	    (droppable && uv_stream_get_write_queue_size((uv_stream_t *)&L.tcp) > MAX_QUEUED)) {
+		free(buf);
+		return -EAGAIN;
+	}
+	w = malloc(sizeof(*w));
+	if (!w) {
+		free(buf);
+		return -ENOMEM;
+	}
+	w->buf = buf;
+	b = uv_buf_init((char *)buf, (unsigned)len);
+	if (uv_write(&w->req, (uv_stream_t *)&L.tcp, &b, 1, on_written) < 0) {
+		free(buf);
+		free(w);
+		return -EIO;
+	}
+	return 0;
+}
+
+#define SEND_MSG(name, msg, droppable)                                          \
+	({                                                                     \
+		size_t n_ = fr_wire_##name##_size(msg);                        \
+		uint8_t *b_ = malloc(n_);                                      \
+		int rc_ = -ENOMEM;                                             \
+		if (b_ && (rc_ = fr_wire_##name##_encode(msg, b_, n_)) > 0)    \
+			rc_ = send_frame(b_, n_, droppable);                   \
+		else                                                           \
+			free(b_);                                              \
+		rc_;                                                           \
+	})
+
+static uint64_t mono_ms(void)
+{
+	return uv_hrtime() / 1000000u;
+}
+
+/* ---- what is sent ---- */
+
+static void send_hello(void)
+{
+	struct fr_msg_hello h;
+	const struct fr_identity *id = &fr_agent.id;
+
+	memset(&h, 0, sizeof(h));
+	memcpy(h.job, id->job, sizeof(h.job));
+	h.rank = id->rank;
+	h.world_size = id->world_size;
+	h.pid = id->pid;
+	memcpy(h.host, id->host, sizeof(h.host));
+	h.ring_capacity = (uint32_t)fr_agent.ring.capacity;
+	h.start_ns = id->start_ns;
+	memcpy(h.comm_lib, id->comm_lib, sizeof(h.comm_lib));
+	SEND_MSG(hello, &h, false);
+}
+
+static void announce_comms(void)
+{
+	uint32_t n = __atomic_load_n(&fr_agent.ncomms, __ATOMIC_ACQUIRE);
+
+	for (; L.comms_sent < n; L.comms_sent++) {
+		const struct fr_comm_rec *c =
+			__atomic_load_n(&fr_agent.comms[L.comms_sent], __ATOMIC_ACQUIRE);
+		struct fr_msg_comm m;
+
+		if (!c)
+			break; /* registered but not yet published */
+		memset(&m, 0, sizeof(m));
+		memcpy(m.id, c->id, sizeof(m.id));
+		memcpy(m.desc, c->desc, sizeof(m.desc));
+		m.rank = c->rank;
+		m.size = c->size;
+		m.members = c->members;
+		SEND_MSG(comm, &m, false);
+	}
+}
+
+static int32_t global_rank(const struct fr_comm_rec *c, int32_t peer)
+{
+	return peer >= 0 && (uint32_t)peer < c->size ? (int32_t)c->members[peer] : -1;
+}
+
+/*
+ * Collects the operations in flight (oldest first) from the ring. Returns
+ * how many; `sig` receives a signature of the set, to send only changes.
+ */
+static uint32_t scan_inflight(struct fr_wire_inflight *out, uint32_t max, uint64_t now_ns,
+			      uint64_t *sig, uint64_t *oldest_record)
+{
+	const struct fr_ring *r = &fr_agent.ring;
+	uint64_t head = fr_ring_head(r);
+	uint64_t first = head > r->capacity ? head - r->capacity : 0;
+	uint64_t h = UINT64_C(0xcbf29ce484222325);
+	uint32_t n = 0;
+
+	*oldest_record = 0;
+	for (uint64_t id = first; id < head && n < max; id++) {
+		struct fr_rec rec;
+		const struct fr_comm_rec *c;
+		struct fr_wire_inflight *f;
+
+		if (!fr_ring_read(r, id, &rec) || rec.state != FR_STATE_ENTERED)
+			continue;
+		c = fr_agent.comms[rec.comm];
+		if (!c)
+			continue;
+		if (n == 0)
+			*oldest_record = id + 1;
+		f = &out[n++];
+		memset(f, 0, sizeof(*f));
+		memcpy(f->comm, c->id, sizeof(f->comm));
+		f->type = rec.type;
+		f->is_p2p = !!(rec.flags & FR_REC_P2P);
+		f->peer = global_rank(c, rec.peer);
+		f->seq = rec.seq;
+		f->count = rec.count;
+		f->bytes = rec.count * rec.dtype_size;
+		if (rec.dtype < fr_agent.dtypes.n)
+			snprintf(f->dtype, sizeof(f->dtype), "%s", fr_agent.dtypes.names[rec.dtype]);
+		f->age_ms = now_ns > rec.t_entered_ns ? (now_ns - rec.t_entered_ns) / 1000000u : 0;
+		h = (h ^ id) * UINT64_C(0x100000001b3);
+	}
+	*sig = h ^ n;
+	return n;
+}
+
+static void send_progress(bool force)
+{
+	static struct fr_wire_comm_progress comms[FR_MAX_COMMS];
+	static struct fr_wire_inflight inflight[MAX_INFLIGHT];
+	struct fr_msg_progress m;
+	uint32_t n = __atomic_load_n(&fr_agent.ncomms, __ATOMIC_ACQUIRE);
+	uint64_t sig, oldest;
+	uint32_t nc = 0;
+
+	if (n > L.comms_sent)
+		n = L.comms_sent; /* never report a comm the daemon does not know */
+	for (uint32_t i = 0; i < n; i++) {
+		const struct fr_comm_rec *c = fr_agent.comms[i];
+		uint64_t e = __atomic_load_n(&c->coll_entered, __ATOMIC_RELAXED);
+		uint64_t d = __atomic_load_n(&c->coll_completed, __ATOMIC_RELAXED);
+
+		if (!force && e == L.sent_entered[i] && d == L.sent_completed[i])
+			continue;
+		memcpy(comms[nc].comm, c->id, sizeof(comms[nc].comm));
+		comms[nc].last_entered = e;
+		comms[nc].last_completed = d;
+		nc++;
+	}
+	m.ncomms = nc;
+	m.comms = comms;
+	m.ninflight = scan_inflight(inflight, MAX_INFLIGHT, fr_now_ns(), &sig, &oldest);
+	m.inflight = inflight;
+	if (!force && nc == 0 && sig == L.inflight_sig)
+		return;
+	if (SEND_MSG(progress, &m, true) < 0)
+		return; /* not sent: try again next tick */
+	for (uint32_t i = 0, j = 0; i < n && j < nc; i++) {
+		if (strcmp(fr_agent.comms[i]->id, comms[j].comm) != 0)
+			continue;
+		L.sent_entered[i] = comms[j].last_entered;
+		L.sent_completed[i] = comms[j].last_completed;
+		j++;
+	}
+	L.inflight_sig = sig;
+}
+
+static void send_heartbeat(void)
+{
+	struct fr_msg_heartbeat hb = { .now_ns = fr_now_ns() };
+
+	SEND_MSG(heartbeat, &hb, true);
+}
+
+/* ---- dumps ---- */
+
+static void upload(const char *incident, const char *buf, size_t len)
+{
+	struct fr_msg_dump_data d;
+	size_t off = 0;
+
+	memset(&d, 0, sizeof(d));
+	snprintf(d.incident, sizeof(d.incident), "%s", incident);
+	d.total = len;
+	do {
+		size_t chunk = len - off < FR_WIRE_DUMP_CHUNK ? len - off : FR_WIRE_DUMP_CHUNK;
+
+		d.offset = off;
+		d.len = (uint32_t)chunk;
+		d.data = (const uint8_t *)buf + off;
+		if (SEND_MSG(dump_data, &d, false) < 0)
+			return;
+		off += chunk;
+	} while (off < len);
+}
+
+static void dump(const char *incident, const char *reason)
+{
+	char *buf = NULL;
+	size_t len = 0;
+	char path[1024];
+	int rc = fr_dumper_write(incident, reason, &buf, &len, path, sizeof(path));
+
+	if (rc < 0)
+		fprintf(stderr, "flightrec: rank %u: local dump %s not written: %s\n",
+			fr_agent.id.rank, path, strerror(-rc));
+	if (buf && L.state == LINK_UP)
+		upload(incident, buf, len);
+	free(buf);
+}
+
+/* An incident id from the daemon names a directory: accept only safe ones. */
+static bool safe_name(const char *s)
+{
+	if (!*s || *s == '.')
+		return false;
+	for (; *s; s++)
+		if (!((*s >= 'a' && *s <= 'z') || (*s >= 'A' && *s <= 'Z') ||
+		      (*s >= '0' && *s <= '9') || *s == '-' || *s == '_' || *s == '.'))
+			return false;
+	return true;
+}
+
+static void local_incident_id(char *out, size_t len)
+{
+	time_t now = time(NULL);
+	struct tm tm;
+	char stamp[32];
+
+	gmtime_r(&now, &tm);
+	strftime(stamp, sizeof(stamp), "%Y%m%dT%H%M%SZ", &tm);
+	snprintf(out, len, "local-%s-rank%u", stamp, fr_agent.id.rank);
+}
+
+/* ---- connection ---- */
+
+static void on_retry(uv_timer_t *t)
+{
+	(void)t;
+	start_connect();
+}
+
+/* Connection lost or never made: try again later, backing off. */
+static void retry_later(void)
+{
+	L.state = LINK_IDLE;
+	L.rlen = 0;
+	if (L.stopping)
+		return;
+	uv_timer_start(&L.retry, on_retry, L.backoff_ms, 0);
+	L.backoff_ms = L.backoff_ms * 2 > BACKOFF_MAX_MS ? BACKOFF_MAX_MS : L.backoff_ms * 2;
+}
+
+static void on_closed(uv_handle_t *h)
+{
+	(void)h;
+	retry_later();
+}
+
+static void disconnect(void)
+{
+	if (L.state == LINK_UP || L.state == LINK_CONNECTING) {
+		L.state = LINK_CLOSING;
+		uv_close((uv_handle_t *)&L.tcp, on_closed);
+	}
+}
+
+static void on_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf)
+{
+	(void)h;
+	if (L.rcap - L.rlen < suggested) {
+		size_t cap = L.rlen + suggested;
+		uint8_t *grown = realloc(L.rbuf, cap);
+
+		if (!grown) {
+			*buf = uv_buf_init(NULL, 0);
+			return;
+		}
+		L.rbuf = grown;
+		L.rcap = cap;
+	}
+	*buf = uv_buf_init((char *)L.rbuf + L.rlen, (unsigned)(L.rcap - L.rlen));
+}
+
+static int handle_frame(const struct fr_wire_header *h, const uint8_t *payload)
+{
+	struct fr_msg_dump_request req;
+	int rc;
+
+	if (h->type != FR_MSG_DUMP_REQUEST)
+		return 0; /* nothing else is meant for agents; ignore */
+	rc = fr_wire_dump_request_decode(payload, h->length, &req);
+	if (rc < 0)
+		return rc;
+	if (!safe_name(req.incident))
+		return -EPROTO;
+	dump(req.incident, req.reason);
+	return 0;
+}
+
+static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
+{
+	size_t off = 0;
+
+	(void)s;
+	(void)buf;
+	if (nread < 0) {
+		disconnect();
+		return;
+	}
+	L.rlen += (size_t)nread;
+	while (L.rlen - off >= FR_WIRE_HEADER_SIZE) {
+		struct fr_wire_header h;
+		int rc = fr_wire_header_decode(L.rbuf + off, L.rlen - off, &h);
+
+		if (rc == 0 && L.rlen - off < FR_WIRE_HEADER_SIZE + (size_t)h.length)
+			break;
+		if (rc == 0)
+			rc = handle_frame(&h, L.rbuf + off + FR_WIRE_HEADER_SIZE);
+		if (rc < 0) {
+			fprintf(stderr, "flightrec: rank %u: bad frame from daemon (%s); reconnecting\n",
+				fr_agent.id.rank, strerror(-rc));
+			disconnect();
+			return;
+		}
+		off += FR_WIRE_HEADER_SIZE + h.length;
+	}
+	memmove(L.rbuf, L.rbuf + off, L.rlen - off);
+	L.rlen -= off;
+}
+
+static void on_connected(uv_connect_t *req, int status)
+{
+	(void)req;
+	if (status < 0) {
+		disconnect();
+		return;
+	}
+	L.state = LINK_UP;
+	L.backoff_ms = BACKOFF_MIN_MS;
+	L.comms_sent = 0;
+	memset(L.sent_entered, 0, sizeof(L.sent_entered));
+	memset(L.sent_completed, 0, sizeof(L.sent_completed));
+	L.inflight_sig = 0;
+	uv_tcp_nodelay(&L.tcp, 1);
+	uv_read_start((uv_stream_t *)&L.tcp, on_alloc, on_read);
+	send_hello();
+	announce_comms();
+	send_progress(true);
+	send_heartbeat();
+	L.last_heartbeat_ms = mono_ms();
+}
+
+static void on_resolved(uv_getaddrinfo_t *req, int status, struct addrinfo *res)
+{
+	(void)req;
+	if (L.stopping) {
+		uv_freeaddrinfo(res);
+		L.state = LINK_IDLE;
+		return;
+	}
+	if (status < 0 || !res || uv_tcp_init(&L.loop, &L.tcp) < 0) {
+		uv_freeaddrinfo(res);
+		retry_later();
+		return;
+	}
+	L.state = LINK_CONNECTING;
+	if (uv_tcp_connect(&L.connect_req, &L.tcp, res->ai_addr, on_connected) < 0)
+		disconnect();
+	uv_freeaddrinfo(res);
+}
+
+static void start_connect(void)
+{
+	struct addrinfo hints = { .ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM };
+
+	if (!L.have_addr || L.stopping || L.state != LINK_IDLE)
+		return;
+	L.state = LINK_RESOLVING;
+	if (uv_getaddrinfo(&L.loop, &L.resolve_req, on_resolved, L.host, L.port, &hints) < 0)
+		retry_later();
+}
+
+/* "host:port" or "[v6]:port". */
+static bool parse_addr(const char *addr)
+{
+	const char *colon = strrchr(addr, ':');
+	size_t hlen;
+
+	if (!colon || colon == addr || !colon[1] || strlen(colon + 1) >= sizeof(L.port))
+		return false;
+	hlen = (size_t)(colon - addr);
+	if (addr[0] == '[' && colon[-1] == ']') {
+		addr++;
+		hlen -= 2;
+	}
+	if (hlen == 0 || hlen >= sizeof(L.host))
+		return false;
+	memcpy(L.host, addr, hlen);
+	L.host[hlen] = '\0';
+	snprintf(L.port, sizeof(L.port), "%s", colon + 1);
+	return true;
+}
+
+/* ---- the loop ---- */
+
+static void local_watchdog(void)
+{
+	static struct fr_wire_inflight one;
+	uint64_t sig, oldest;
+	char incident[FR_INCIDENT_MAX + 1], reason[FR_REASON_MAX + 1];
+
+	if (L.state == LINK_UP || !scan_inflight(&one, 1, fr_now_ns(), &sig, &oldest))
+		return;
+	if ((double)one.age_ms < fr_agent.cfg.timeout_s * 1000 || oldest == L.local_dumped)
+		return;
+	L.local_dumped = oldest;
+	local_incident_id(incident, sizeof(incident));
+	snprintf(reason, sizeof(reason), "local watchdog: %s #%llu on %s in flight for %llu ms",
+		 fr_op_name(one.type), (unsigned long long)one.seq, one.comm,
+		 (unsigned long long)one.age_ms);
+	fprintf(stderr, "flightrec: rank %u: %s; no daemon reachable, dumping locally\n",
+		fr_agent.id.rank, reason);
+	dump(incident, reason);
+}
+
+static void on_tick(uv_timer_t *t)
+{
+	uint64_t now = mono_ms();
+
+	(void)t;
+	if (L.state == LINK_UP) {
+		announce_comms();
+		send_progress(false);
+		if (now - L.last_heartbeat_ms >= HEARTBEAT_MS) {
+			send_heartbeat();
+			L.last_heartbeat_ms = now;
+		}
+	}
+	local_watchdog();
+}
+
+static void close_all(void)
+{
+	uv_handle_t *handles[] = { (uv_handle_t *)&L.wake, (uv_handle_t *)&L.tick,
+				   (uv_handle_t *)&L.retry };
+
+	for (size_t i = 0; i < sizeof(handles) / sizeof(handles[0]); i++)
+		if (!uv_is_closing(handles[i]))
+			uv_close(handles[i], NULL);
+	if (L.state == LINK_UP || L.state == LINK_CONNECTING) {
+		L.state = LINK_CLOSING;
+		uv_close((uv_handle_t *)&L.tcp, on_closed);
+	}
+}
+
+static void on_grace(uv_timer_t *t)
+{
+	(void)t;
+	close_all();
+}
+
+static void on_shutdown(uv_shutdown_t *req, int status)
+{
+	(void)status;
+	free(req);
+	close_all();
+}
+
+/* Finalise: last progress and goodbye, flushed, then everything closes. */
+static void begin_stop(void)
+{
+	L.stopping = true;
+	uv_timer_stop(&L.retry);
+	if (L.state == LINK_UP) {
+		struct fr_msg_bye bye = { 0 };
+		uv_shutdown_t *req = malloc(sizeof(*req));
+
+		announce_comms();
+		send_progress(false);
+		SEND_MSG(bye, &bye, false);
+		if (req && uv_shutdown(req, (uv_stream_t *)&L.tcp, on_shutdown) == 0) {
+			/* Bounded: if the daemon does not read, close anyway. */
+			uv_timer_start(&L.tick, on_grace, STOP_GRACE_MS, 0);
+			return;
+		}
+		free(req);
+	}
+	close_all();
+}
+
+static void on_wake(uv_async_t *a)
+{
+	bool stop, want_dump;
+	char reason[FR_REASON_MAX + 1];
+
+	(void)a;
+	pthread_mutex_lock(&L.lock);
+	stop = L.stop_requested;
+	want_dump = L.dump_requested;
+	L.dump_requested = false;
+	memcpy(reason, L.dump_reason, sizeof(reason));
+	pthread_mutex_unlock(&L.lock);
+	if (want_dump) {
+		char incident[FR_INCIDENT_MAX + 1];
+
+		local_incident_id(incident, sizeof(incident));
+		dump(incident, reason);
+	}
+	if (stop && !L.stopping)
+		begin_stop();
+}
+
+static void *link_main(void *arg)
+{
+	(void)arg;
+	uv_run(&L.loop, UV_RUN_DEFAULT);
+	return NULL;
+}
+
+int fr_link_start(void)
+{
+	sigset_t all, old;
+	int rc;
+
+	memset(&L, 0, sizeof(L));
+	pthread_mutex_init(&L.lock, NULL);
+	L.backoff_ms = BACKOFF_MIN_MS;
+	if (fr_agent.cfg.addr[0]) {
+		L.have_addr = parse_addr(fr_agent.cfg.addr);
+		if (!L.have_addr)
+			fprintf(stderr, "flightrec: FLIGHTREC_ADDR=%s is not host:port; not connecting\n",
+				fr_agent.cfg.addr);
+	}
+	rc = uv_loop_init(&L.loop);
+	if (rc < 0)
+		return rc;
+	uv_async_init(&L.loop, &L.wake, on_wake);
+	uv_timer_init(&L.loop, &L.tick);
+	uv_timer_init(&L.loop, &L.retry);
+	uv_timer_start(&L.tick, on_tick, TICK_MS, TICK_MS);
+	start_connect();
+	/* The application's signal handlers must never run on our thread. */
+	sigfillset(&all);
+	pthread_sigmask(SIG_SETMASK, &all, &old);
+	rc = pthread_create(&L.thread, NULL, link_main, NULL);
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	if (rc) {
+		uv_loop_close(&L.loop);
+		return -rc;
+	}
+	L.running = true;
+	return 0;
+}
+
+void fr_link_stop(void)
+{
+	struct timespec deadline;
+
+	if (!L.running)
+		return;
+	pthread_mutex_lock(&L.lock);
+	L.stop_requested = true;
+	pthread_mutex_unlock(&L.lock);
+	uv_async_send(&L.wake);
+	clock_gettime(CLOCK_REALTIME, &deadline);
+	deadline.tv_sec += 2;
+	if (pthread_timedjoin_np(L.thread, NULL, &deadline) != 0) {
+		/* Never hold up the application's exit. */
+		pthread_detach(L.thread);
+		L.running = false;
+		return;
+	}
+	L.running = false;
+	uv_loop_close(&L.loop);
+	free(L.rbuf);
+	L.rbuf = NULL;
+}
+
+int fr_link_request_dump(const char *reason)
+{
+	if (!L.running)
+		return -ENOTCONN;
+	pthread_mutex_lock(&L.lock);
+	L.dump_requested = true;
+	snprintf(L.dump_reason, sizeof(L.dump_reason), "%s", reason);
+	pthread_mutex_unlock(&L.lock);
+	uv_async_send(&L.wake);
+	return 0;
+}

@@ -1,0 +1,409 @@
+/*
+ * fr-analyze: the offline analyzer. Reads an incident directory (or any
+ * directory of rank dumps), correlates the ranks' evidence with the same
+ * engine the daemon uses live, and says which rank the job is stuck on and
+ * why, for a person or as JSON.
+ */
+#include <dirent.h>
+#include <errno.h>
+#include <fnmatch.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include <jansson.h>
+
+#include "../dumps/correlate.h"
+#include "../dumps/dump.h"
+
+#ifndef FR_VERSION
+#define FR_VERSION "0.1.0"
+#endif
+
+#define PROG "fr-analyze"
+
+enum {
+	EXIT_VERDICT_OK = 0,
+	EXIT_PROBLEM = 1,
+	EXIT_UNUSABLE = 2,
+};
+
+static const char usage_text[] =
+	"Usage: " PROG " [--json] PATH\n"
+	"       " PROG " --help | --version\n"
+	"\n"
+	"Names the rank(s) and the operation a hung MPI/NCCL job is stuck on, from\n"
+	"the dumps flightrec collected.\n"
+	"\n"
+	"PATH is an incident directory written by flightrecd, or any directory of\n"
+	"rank dumps. " PROG " reads every rank-*.json in it, and any other *.json\n"
+	"whose \"format\" is \"" FR_DUMP_FORMAT "\". When manifest.json is present, the\n"
+	"job's world size comes from it, and a rank without a usable dump file is\n"
+	"judged from the daemon's live view of it (and its status: unresponsive,\n"
+	"disconnected, finished); otherwise the world size is the largest any dump\n"
+	"states, and a rank without a dump counts as missing.\n"
+	"\n"
+	"A dump that cannot be read (malformed, unknown format version, I/O error)\n"
+	"is reported on stderr with its file name and left out: that rank is then\n"
+	"treated as having no dump, so that one lost file does not hide the verdict.\n"
+	"Two dumps of the same rank are an error.\n"
+	"\n"
+	"Options:\n"
+	"  --json      print the verdict as JSON (the contract documented in the\n"
+	"              README) instead of the report for a person\n"
+	"  -h, --help     print this help and exit\n"
+	"  -V, --version  print the version and exit\n"
+	"\n"
+	"Exit status:\n"
+	"  0  no problem found (nothing in flight, no mismatch)\n"
+	"  1  a problem was named: hang, mismatch or deadlock\n"
+	"  2  bad usage, or no usable evidence (no dump could be read, PATH is not\n"
+	"     a readable directory, two dumps of one rank)\n";
+
+/* Everything read from the directory: owned traces and the manifest. */
+struct evidence {
+	struct fr_trace **dumps;   /* each owned */
+	char **paths;              /* the file each dump came from, owned */
+	size_t ndumps;
+	size_t cap;
+	bool have_manifest;
+	struct fr_manifest manifest;
+	size_t nbad;               /* dump files left out */
+};
+
+static void evidence_free(struct evidence *ev)
+{
+	for (size_t i = 0; i < ev->ndumps; i++) {
+		fr_trace_free(ev->dumps[i]);
+		free(ev->dumps[i]);
+		free(ev->paths[i]);
+	}
+	free(ev->dumps);
+	free(ev->paths);
+	if (ev->have_manifest)
+		fr_manifest_free(&ev->manifest);
+	memset(ev, 0, sizeof(*ev));
+}
+
+static char *join(const char *dir, const char *name)
+{
+	size_t dl = strlen(dir);
+	bool slash = dl && dir[dl - 1] == '/';
+	char *p = malloc(dl + strlen(name) + 2);
+
+	if (p)
+		sprintf(p, "%s%s%s", dir, slash ? "" : "/", name);
+	return p;
+}
+
+/* Adds a dump that was read; takes ownership of `t` and `path`. */
+static int evidence_add(struct evidence *ev, struct fr_trace *t, char *path)
+{
+	if (ev->ndumps == ev->cap) {
+		size_t ncap = ev->cap ? ev->cap * 2 : 64;
+		struct fr_trace **d = realloc(ev->dumps, ncap * sizeof(*d));
+		char **p;
+
+		if (!d)
+			return -ENOMEM;
+		ev->dumps = d;
+		p = realloc(ev->paths, ncap * sizeof(*p));
+		if (!p)
+			return -ENOMEM;
+		ev->paths = p;
+		ev->cap = ncap;
+	}
+	ev->dumps[ev->ndumps] = t;
+	ev->paths[ev->ndumps] = path;
+	ev->ndumps++;
+	return 0;
+}
+
+/*
+ * Whether a *.json file not named rank-*.json is a dump: only its "format"
+ * says so. Anything else in the directory (notes, other tools' output) is
+ * not ours and is passed over in silence.
+ */
+static bool looks_like_dump(const char *path)
+{
+	json_t *root = json_load_file(path, 0, NULL);
+	bool yes;
+
+	yes = root && json_is_string(json_object_get(root, "format")) &&
+	      strcmp(json_string_value(json_object_get(root, "format")), FR_DUMP_FORMAT) == 0;
+	json_decref(root);
+	return yes;
+}
+
+/* Reads one dump file. Returns 0, 1 when the file was left out, or -ENOMEM. */
+static int read_dump(struct evidence *ev, const char *path)
+{
+	struct fr_trace *t = calloc(1, sizeof(*t));
+	char err[512];
+	char *copy;
+	int rc;
+
+	if (!t)
+		return -ENOMEM;
+	rc = fr_dump_read_file(path, t, err, sizeof(err));
+	if (rc == -ENOMEM) {
+		free(t);
+		return rc;
+	}
+	if (rc < 0) {
+		fprintf(stderr, PROG ": %s; leaving this file out\n",
+			err[0] ? err : path);
+		free(t);
+		ev->nbad++;
+		return 1;
+	}
+	copy = strdup(path);
+	if (!copy || evidence_add(ev, t, copy) < 0) {
+		free(copy);
+		fr_trace_free(t);
+		free(t);
+		return -ENOMEM;
+	}
+	return 0;
+}
+
+static int cmp_names(const struct dirent **a, const struct dirent **b)
+{
+	return strcmp((*a)->d_name, (*b)->d_name);
+}
+
+/*
+ * Reads the directory's dumps and manifest into `ev`. Returns 0, or an exit
+ * status after printing why.
+ */
+static int read_dir(const char *dir, struct evidence *ev)
+{
+	struct dirent **names = NULL;
+	int n = scandir(dir, &names, NULL, cmp_names);
+	int status = 0;
+
+	if (n < 0) {
+		fprintf(stderr, PROG ": %s: %s\n", dir, strerror(errno));
+		return EXIT_UNUSABLE;
+	}
+	for (int i = 0; i < n; i++) {
+		const char *name = names[i]->d_name;
+		struct stat st;
+		char *path;
+		int rc = 0;
+
+		if (fnmatch("*.json", name, FNM_PERIOD) != 0)
+			continue;
+		path = join(dir, name);
+		if (!path) {
+			status = EXIT_UNUSABLE;
+			fprintf(stderr, PROG ": out of memory\n");
+			break;
+		}
+		if (stat(path, &st) < 0) {
+			fprintf(stderr, PROG ": %s: %s; leaving this file out\n", path,
+				strerror(errno));
+			ev->nbad++;
+		} else if (!S_ISREG(st.st_mode)) {
+			/* Not a file: nothing to read. */
+		} else if (strcmp(name, "manifest.json") == 0) {
+			char err[512];
+
+			rc = fr_manifest_read_file(path, &ev->manifest, err, sizeof(err));
+			if (rc == 0) {
+				ev->have_manifest = true;
+			} else if (rc != -ENOMEM) {
+				fprintf(stderr, PROG ": %s; going on without the manifest\n",
+					err[0] ? err : path);
+				rc = 0;
+			}
+		} else if (fnmatch("rank-*.json", name, 0) == 0 || looks_like_dump(path)) {
+			rc = read_dump(ev, path);
+		}
+		free(path);
+		if (rc == -ENOMEM) {
+			fprintf(stderr, PROG ": out of memory\n");
+			status = EXIT_UNUSABLE;
+			break;
+		}
+	}
+	for (int i = 0; i < n; i++)
+		free(names[i]);
+	free(names);
+	return status;
+}
+
+/*
+ * One piece of evidence per rank: its dump, else the manifest's live view.
+ * Fills a newly allocated array (the caller frees the array only; traces
+ * stay owned by `ev`). Returns 0, or an exit status after printing why.
+ */
+static int assemble(struct evidence *ev, const struct fr_trace ***out, size_t *nout,
+		    uint32_t *world)
+{
+	const struct fr_trace **traces;
+	size_t n = 0;
+	size_t nmax = ev->ndumps + (ev->have_manifest ? ev->manifest.nranks : 0);
+	uint32_t w = ev->have_manifest ? ev->manifest.world_size : 0;
+
+	/* Duplicates first: two files for one rank mean a mixed-up directory. */
+	for (size_t i = 0; i < ev->ndumps; i++) {
+		for (size_t k = 0; k < i; k++) {
+			if (ev->dumps[k]->rank == ev->dumps[i]->rank) {
+				fprintf(stderr, PROG ": %s: rank %" PRIu32 " is dumped twice (also "
+					"in %s)\n", ev->paths[i], ev->dumps[i]->rank, ev->paths[k]);
+				return EXIT_UNUSABLE;
+			}
+		}
+	}
+	traces = calloc(nmax ? nmax : 1, sizeof(*traces));
+	if (!traces) {
+		fprintf(stderr, PROG ": out of memory\n");
+		return EXIT_UNUSABLE;
+	}
+	for (size_t i = 0; i < ev->ndumps; i++) {
+		const struct fr_trace *t = ev->dumps[i];
+
+		if (!ev->have_manifest && t->world_size > w)
+			w = t->world_size;
+		if (!ev->have_manifest && t->rank >= w)
+			w = t->rank + 1;
+		if (ev->have_manifest && t->rank >= w)
+			fprintf(stderr, PROG ": %s: rank %" PRIu32 " is outside the manifest's "
+				"world of %" PRIu32 " ranks\n", ev->paths[i], t->rank, w);
+		if (ev->have_manifest && t->job[0] && ev->manifest.job[0] &&
+		    strcmp(t->job, ev->manifest.job) != 0)
+			fprintf(stderr, PROG ": %s: job \"%s\" is not the manifest's \"%s\"\n",
+				ev->paths[i], t->job, ev->manifest.job);
+		traces[n++] = t;
+	}
+	for (size_t i = 0; ev->have_manifest && i < ev->manifest.nranks; i++) {
+		struct fr_trace *live = &ev->manifest.ranks[i];
+		bool dumped = false;
+
+		for (size_t k = 0; k < ev->ndumps && !dumped; k++)
+			dumped = ev->dumps[k]->rank == live->rank;
+		if (dumped)
+			continue;
+		/* It answered, but its file is gone or unreadable: what remains
+		 * is the daemon's view of it, without stacks. */
+		if (live->status == FR_RANK_DUMPED)
+			live->status = FR_RANK_LIVE;
+		traces[n++] = live;
+	}
+	*out = traces;
+	*nout = n;
+	*world = w;
+	return 0;
+}
+
+static int report(const struct fr_trace *const *traces, size_t n, uint32_t world, bool json)
+{
+	struct fr_verdict v;
+	int status;
+	int rc;
+
+	rc = fr_correlate(traces, n, world, &v);
+	if (rc < 0) {
+		fprintf(stderr, PROG ": correlating: %s\n", strerror(-rc));
+		return EXIT_UNUSABLE;
+	}
+	status = v.kind == FR_VERDICT_OK ? EXIT_VERDICT_OK : EXIT_PROBLEM;
+	if (json) {
+		json_t *o = fr_verdict_to_json(&v);
+
+		if (!o || json_dumpf(o, stdout, JSON_INDENT(2)) < 0) {
+			fprintf(stderr, PROG ": cannot write the verdict as JSON\n");
+			status = EXIT_UNUSABLE;
+		}
+		fputc('\n', stdout);
+		json_decref(o);
+	} else {
+		fr_verdict_print(stdout, &v, traces, n);
+	}
+	fr_verdict_free(&v);
+	if (fflush(stdout) != 0 || ferror(stdout)) {
+		fprintf(stderr, PROG ": writing the report: %s\n", strerror(errno));
+		return EXIT_UNUSABLE;
+	}
+	return status;
+}
+
+int main(int argc, char **argv)
+{
+	static const struct option opts[] = {
+		{ "json", no_argument, NULL, 'j' },
+		{ "help", no_argument, NULL, 'h' },
+		{ "version", no_argument, NULL, 'V' },
+		{ NULL, 0, NULL, 0 },
+	};
+	struct evidence ev;
+	const struct fr_trace **traces = NULL;
+	size_t ntraces = 0;
+	uint32_t world = 0;
+	struct stat st;
+	bool json = false;
+	int status;
+	int c;
+
+	opterr = 0;
+	while ((c = getopt_long(argc, argv, "hV", opts, NULL)) != -1) {
+		switch (c) {
+		case 'j':
+			json = true;
+			break;
+		case 'h':
+			fputs(usage_text, stdout);
+			return 0;
+		case 'V':
+			printf(PROG " (flightrec) %s, reads dump format %d.x\n", FR_VERSION,
+			       FR_DUMP_VERSION_MAJOR);
+			return 0;
+		default:
+			fprintf(stderr, PROG ": bad option '%s'\n", argv[optind - 1]);
+			fprintf(stderr, "Try '" PROG " --help'.\n");
+			return EXIT_UNUSABLE;
+		}
+	}
+	if (argc - optind != 1) {
+		fprintf(stderr, PROG ": %s\nUsage: " PROG " [--json] PATH\n",
+			argc - optind ? "one PATH only" : "missing PATH (an incident directory)");
+		return EXIT_UNUSABLE;
+	}
+	if (stat(argv[optind], &st) < 0) {
+		fprintf(stderr, PROG ": %s: %s\n", argv[optind], strerror(errno));
+		return EXIT_UNUSABLE;
+	}
+	if (!S_ISDIR(st.st_mode)) {
+		fprintf(stderr, PROG ": %s: not a directory (give the incident directory "
+			"that holds the rank-*.json dumps)\n", argv[optind]);
+		return EXIT_UNUSABLE;
+	}
+
+	memset(&ev, 0, sizeof(ev));
+	status = read_dir(argv[optind], &ev);
+	if (status)
+		goto out_free;
+	if (!ev.ndumps && !(ev.have_manifest && ev.manifest.nranks)) {
+		fprintf(stderr, PROG ": %s: no usable dump (%s)\n", argv[optind],
+			ev.nbad ? "every dump file was left out, see above" :
+				  "no rank-*.json or flightrec dump in it");
+		status = EXIT_UNUSABLE;
+		goto out_free;
+	}
+	if (!ev.ndumps)
+		fprintf(stderr, PROG ": %s: no rank dumped; judging from the daemon's live view "
+			"in manifest.json only\n", argv[optind]);
+	status = assemble(&ev, &traces, &ntraces, &world);
+	if (status)
+		goto out_free;
+	status = report(traces, ntraces, world, json);
+out_free:
+	free(traces);
+	evidence_free(&ev);
+	return status;
+}

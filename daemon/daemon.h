@@ -1,0 +1,298 @@
+/*
+ * flightrecd's internal interfaces: the state the daemon keeps (jobs, ranks,
+ * communicators, connections, incidents), its configuration and counters,
+ * and the functions its modules call on each other.
+ *
+ * Threads. The libuv loop (main thread) owns all state and is the only
+ * thread that changes it; it holds `lock` while doing so. The HTTP server
+ * runs in libmicrohttpd's own thread and holds `lock` while it reads the
+ * state and builds its answer. Dump validation and file writes run on the
+ * libuv thread pool with data they own; their results are applied on the
+ * loop. Only `last_tick_ns` is read without the lock.
+ */
+#ifndef FR_DAEMON_H
+#define FR_DAEMON_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/socket.h>
+#include <netinet/in.h>
+#include <arpa/inet.h>
+#include <jansson.h>
+#include <uv.h>
+
+#include "../protocol/wire.h"
+#include "../dumps/trace.h"
+#include "../dumps/correlate.h"
+
+#ifndef FR_VERSION
+#define FR_VERSION "0.1.0"
+#endif
+
+/* Largest world size the daemon accepts; bounds every per-rank table. */
+#define DAEMON_MAX_WORLD (1u << 16)
+/* Jobs kept at once; beyond it, a job with no connected rank is forgotten. */
+#define DAEMON_MAX_JOBS 1024
+/* Communicators per job (and per rank). */
+#define DAEMON_MAX_COMMS 1024
+/* Incident records kept per job; the oldest are forgotten first. */
+#define DAEMON_MAX_INCIDENT_RECORDS 256
+/* What a connection's read buffer shrinks back to between big frames. */
+#define DAEMON_CONN_BUF_MIN 4096
+/* A disconnected rank counts as a fault after min(this, heartbeat timeout). */
+#define DAEMON_DISCONNECT_GRACE_S 2.0
+/* The loop is healthy when it ticked within this long. */
+#define DAEMON_HEALTH_MAX_AGE_NS (2ull * 1000000000ull)
+#define DAEMON_TICK_MS 100
+#define DAEMON_WATCHDOG_MS 100
+
+#define NS_PER_S 1000000000ull
+
+struct MHD_Daemon;
+struct conn;
+struct incident;
+
+struct daemon_config {
+	struct sockaddr_storage listen_addr;
+	struct sockaddr_storage http_addr;
+	const char *dump_dir;
+	const char *ports_file;     /* NULL: none */
+	double timeout_s;           /* an op in flight longer than this is a hang */
+	double heartbeat_timeout_s; /* a rank silent longer than this is unresponsive */
+	double dump_deadline_s;     /* how long an incident waits for dumps */
+	uint64_t max_dump_size;
+	uint32_t max_connections;
+};
+
+/* Monotonic counters exported by /metrics (guarded by the daemon's lock). */
+struct daemon_metrics {
+	uint64_t frames_received;
+	uint64_t frames_rejected;
+	uint64_t connections_rejected;
+	uint64_t incidents;
+	uint64_t dumps_received;
+	uint64_t dumps_invalid;
+	uint64_t dumps_rejected;
+	uint64_t incident_write_errors;
+};
+
+/* A rank's membership of a communicator and its progress on it. */
+struct rank_comm {
+	char id[FR_COMM_ID_MAX + 1];
+	bool member_known;      /* a COMM frame told us `rank` */
+	uint32_t rank;          /* this rank's rank in the communicator */
+	uint64_t last_entered;
+	uint64_t last_completed;
+};
+
+/* One operation in flight on a rank, as the last PROGRESS frame listed it. */
+struct rank_op {
+	struct fr_wire_inflight w;
+	uint64_t entered_ns;    /* CLOCK_REALTIME: receive time - age */
+};
+
+/* What a person (and /v1/jobs/<job>) calls a rank's state. */
+enum rank_state {
+	RANK_STATE_CONNECTED,
+	RANK_STATE_UNRESPONSIVE,
+	RANK_STATE_DISCONNECTED,
+	RANK_STATE_FINISHED,
+};
+
+/* One rank of a job, created on its first HELLO and kept after it leaves. */
+struct job_rank {
+	uint32_t rank;
+	struct conn *conn;          /* live connection, NULL when none */
+	bool finished;              /* said BYE */
+	bool disconnected;          /* lost its connection without BYE */
+	bool silence_logged;        /* "unresponsive" was logged for this silence */
+	uint64_t last_seen_mono;    /* monotonic ns of its last frame */
+	uint64_t disconnected_mono;
+	uint32_t pid;
+	char host[FR_HOST_MAX + 1];
+	char comm_lib[FR_LIBVER_MAX + 1];
+	size_t ncomms;
+	size_t comms_cap;
+	struct rank_comm *comms;
+	size_t nops;
+	struct rank_op *ops;
+};
+
+/* A communicator as the job knows it (from its members' COMM frames). */
+struct job_comm {
+	char id[FR_COMM_ID_MAX + 1];
+	char desc[FR_COMM_DESC_MAX + 1];
+	uint32_t size;
+	uint32_t *members;          /* global ranks, owned */
+};
+
+/* What /v1/jobs/<job>/incidents lists; outlives the incident itself. */
+struct incident_record {
+	char id[FR_INCIDENT_MAX + 1];
+	char reason[16];
+	uint64_t opened_ns;
+	uint64_t closed_ns;         /* 0 while collecting */
+	uint32_t answered;
+	uint32_t requested;
+	bool incomplete;
+	char summary[1024];
+};
+
+struct job {
+	struct job *next;
+	char id[FR_JOB_MAX + 1];
+	uint32_t world_size;
+	uint32_t nslots;            /* ranks[] entries allocated */
+	struct job_rank **ranks;    /* by rank number, NULL until seen */
+	uint32_t nknown;
+	uint32_t nconnected;
+	uint64_t touched_mono;      /* last HELLO; picks the job to forget */
+	size_t ncomms;
+	size_t comms_cap;
+	struct job_comm *comms;
+	size_t nrecords;
+	struct incident_record *records; /* oldest first */
+	struct incident *active;    /* being collected, at most one */
+	/* The stuck state the last incident was about; an incident needs a
+	 * different one. Cleared once nothing would open an incident. */
+	bool has_last_key;
+	uint64_t last_key;
+	uint64_t recheck_mono;      /* no new verdict before this */
+};
+
+/* Dump bytes arriving from one connection for the incident being collected. */
+struct upload {
+	bool active;
+	char incident[FR_INCIDENT_MAX + 1];
+	uint8_t *data;
+	uint64_t total;
+	uint64_t received;
+};
+
+/* One agent connection. */
+struct conn {
+	uv_tcp_t tcp;
+	struct flightrecd *d;
+	struct conn *prev;
+	struct conn *next;
+	char peer[INET6_ADDRSTRLEN + 8];
+	bool closing;
+	/* Frame reassembly: bytes received and not consumed yet. */
+	uint8_t *buf;
+	size_t len;
+	size_t cap;
+	size_t need;                /* bytes the frame being read needs */
+	/* Set by an accepted HELLO; cleared when another connection takes over. */
+	bool said_hello;
+	struct job *job;
+	uint32_t rank;
+	struct upload up;
+};
+
+struct flightrecd {
+	struct daemon_config cfg;
+	uv_loop_t *loop;
+	uv_tcp_t server;
+	uv_timer_t tick_timer;
+	uv_timer_t watchdog_timer;
+	uv_signal_t sigterm;
+	uv_signal_t sigint;
+	struct MHD_Daemon *http;
+	uint16_t listen_port;
+	uint16_t http_port;
+	bool stopping;
+	atomic_uint_fast64_t last_tick_ns; /* monotonic, written by the loop */
+	pthread_mutex_t lock;
+	/* Everything below is guarded by `lock`. */
+	struct daemon_metrics m;
+	struct job *jobs;
+	size_t njobs;
+	struct conn *conns;
+	size_t nconns;
+	uint64_t incident_seq;
+};
+
+/* The live view of a job: one trace per rank, as the correlator reads them. */
+struct live_view {
+	size_t n;
+	struct fr_trace *traces;
+	const struct fr_trace **ptrs;
+};
+
+/* main.c */
+void daemon_log(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+uint64_t daemon_now_ns(void);
+uint64_t daemon_mono_ns(void);
+int daemon_format_addr(const struct sockaddr *sa, char *buf, size_t cap);
+/* Records the port actually bound (for port 0) in a configured address. */
+void daemon_set_port(struct sockaddr_storage *ss, uint16_t port);
+/* mkdir -p with mode 0755; returns 0 or -errno. */
+int daemon_make_dirs(const char *path);
+void daemon_stop(struct flightrecd *d);
+
+/* server.c */
+int server_start(struct flightrecd *d);
+void server_close_all(struct flightrecd *d);
+/* Closes an agent connection; the caller holds the lock. */
+void conn_close(struct conn *c);
+int conn_send_dump_request(struct conn *c, const char *incident, const char *reason);
+void conn_drop_upload(struct conn *c);
+
+/* registry.c: frame handlers return 0 or a negative errno and name why. */
+bool registry_valid_job_id(const char *id);
+int registry_hello(struct flightrecd *d, struct conn *c, const struct fr_msg_hello *m,
+		   const char **why);
+int registry_comm(struct flightrecd *d, struct conn *c, const struct fr_msg_comm *m,
+		  const char **why);
+int registry_progress(struct flightrecd *d, struct conn *c, const struct fr_msg_progress *m,
+		      const char **why);
+void registry_bye(struct flightrecd *d, struct conn *c);
+void registry_seen(struct conn *c);
+void registry_conn_lost(struct flightrecd *d, struct conn *c);
+struct job *registry_job_find(struct flightrecd *d, const char *id);
+struct job_rank *registry_rank(const struct job *job, uint32_t rank);
+const struct job_comm *registry_job_comm(const struct job *job, const char *id);
+enum rank_state registry_rank_state(const struct flightrecd *d, const struct job_rank *r,
+				    uint64_t now_mono);
+const char *registry_rank_state_name(enum rank_state s);
+const char *registry_job_status(const struct job *job);
+uint32_t registry_ranks_connected(const struct flightrecd *d);
+/* Live traces of the known ranks, or with `all` of ranks 0..world_size-1. */
+int registry_live_view(const struct flightrecd *d, const struct job *job, bool all,
+		       struct live_view *lv);
+void live_view_free(struct live_view *lv);
+int registry_live_verdict(const struct job *job, const struct live_view *lv,
+			  struct fr_verdict *v);
+void registry_free(struct flightrecd *d);
+
+/* watchdog.c */
+int watchdog_start(struct flightrecd *d);
+
+/* incident.c */
+struct incident_trigger {
+	const char *reason;         /* "timeout", "heartbeat", "disconnect" */
+	int32_t rank;               /* the rank that showed it, -1 if none */
+	char comm[FR_COMM_ID_MAX + 1]; /* "" when no op is involved */
+	bool has_seq;
+	uint64_t seq;
+	double waited_s;            /* how long the condition had lasted */
+};
+
+void incident_open(struct flightrecd *d, struct job *job, const struct incident_trigger *t,
+		   const struct fr_verdict *v, uint64_t key);
+void incident_close(struct incident *inc, bool incomplete);
+bool incident_collecting(const struct incident *inc);
+void incident_check_deadline(struct incident *inc, uint64_t now_mono);
+void incident_dump_data(struct flightrecd *d, struct conn *c, const struct fr_msg_dump_data *m);
+/* A rank of the job connected (HELLO), went away, or said BYE. */
+void incident_rank_joined(struct incident *inc, struct conn *c);
+void incident_rank_left(struct incident *inc, uint32_t rank, bool finished);
+json_t *incident_records_json(const struct flightrecd *d, const struct job *job);
+
+/* http.c */
+int http_start(struct flightrecd *d);
+void http_stop(struct flightrecd *d);
+
+#endif

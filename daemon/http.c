@@ -1,0 +1,389 @@
+/*
+ * The HTTP API (libmicrohttpd, its own thread): health, Prometheus metrics,
+ * and JSON views of jobs, their live verdicts and their incidents. Handlers
+ * hold the daemon's lock while they read the registry and build their
+ * answer, and never change it.
+ */
+#include "daemon.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <microhttpd.h>
+
+#define HTTP_CONNECTION_LIMIT 64
+#define HTTP_CONNECTION_TIMEOUT_S 10
+#define JOBS_PREFIX "/v1/jobs"
+
+static enum MHD_Result http_reply(struct MHD_Connection *mc, unsigned status,
+				  const char *type, char *body, size_t len)
+{
+	struct MHD_Response *resp;
+	enum MHD_Result ret;
+
+	resp = MHD_create_response_from_buffer(len, body, MHD_RESPMEM_MUST_FREE);
+	if (!resp) {
+		free(body);
+		return MHD_NO;
+	}
+	MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, type);
+	if (status == MHD_HTTP_METHOD_NOT_ALLOWED)
+		MHD_add_response_header(resp, MHD_HTTP_HEADER_ALLOW, "GET");
+	ret = MHD_queue_response(mc, status, resp);
+	MHD_destroy_response(resp);
+	return ret;
+}
+
+/* Answers with a JSON document (reference taken), one line. */
+static enum MHD_Result http_reply_json(struct MHD_Connection *mc, unsigned status, json_t *doc)
+{
+	char *text = doc ? json_dumps(doc, JSON_COMPACT) : NULL;
+	char *body;
+	size_t len;
+
+	json_decref(doc);
+	if (!text)
+		return MHD_NO;
+	len = strlen(text);
+	body = realloc(text, len + 2);
+	if (!body) {
+		free(text);
+		return MHD_NO;
+	}
+	body[len++] = '\n';
+	body[len] = '\0';
+	return http_reply(mc, status, "application/json", body, len);
+}
+
+static enum MHD_Result http_error(struct MHD_Connection *mc, unsigned status, const char *msg)
+{
+	return http_reply_json(mc, status, json_pack("{s:s}", "error", msg));
+}
+
+static enum MHD_Result http_text(struct MHD_Connection *mc, unsigned status, const char *type,
+				 const char *text)
+{
+	char *body = strdup(text);
+
+	if (!body)
+		return MHD_NO;
+	return http_reply(mc, status, type, body, strlen(body));
+}
+
+static enum MHD_Result handle_healthz(struct flightrecd *d, struct MHD_Connection *mc)
+{
+	uint64_t last = atomic_load(&d->last_tick_ns);
+	uint64_t now = daemon_mono_ns();
+
+	if (now - last < DAEMON_HEALTH_MAX_AGE_NS)
+		return http_text(mc, MHD_HTTP_OK, "text/plain", "ok\n");
+	return http_text(mc, MHD_HTTP_SERVICE_UNAVAILABLE, "text/plain",
+			 "event loop stalled\n");
+}
+
+static void metric(FILE *f, const char *name, const char *type, const char *help, uint64_t v)
+{
+	fprintf(f, "# HELP flightrec_%s %s\n# TYPE flightrec_%s %s\nflightrec_%s %" PRIu64 "\n",
+		name, help, name, type, name, v);
+}
+
+static uint64_t incidents_open(const struct flightrecd *d)
+{
+	uint64_t n = 0;
+
+	for (const struct job *job = d->jobs; job; job = job->next)
+		n += job->active != NULL;
+	return n;
+}
+
+static void write_metrics(struct flightrecd *d, FILE *f)
+{
+	const struct daemon_metrics *m = &d->m;
+
+	metric(f, "up", "gauge", "Whether the daemon is running.", 1);
+	metric(f, "connections", "gauge", "Open agent connections.", d->nconns);
+	metric(f, "ranks_connected", "gauge", "Ranks with a live connection.",
+	       registry_ranks_connected(d));
+	metric(f, "jobs", "gauge", "Jobs the daemon knows.", d->njobs);
+	metric(f, "frames_received_total", "counter", "Agent frames accepted.",
+	       m->frames_received);
+	metric(f, "frames_rejected_total", "counter",
+	       "Agent frames rejected (the connection was closed).", m->frames_rejected);
+	metric(f, "connections_rejected_total", "counter",
+	       "Agent connections refused over --max-connections.", m->connections_rejected);
+	metric(f, "incidents_total", "counter", "Incidents opened.", m->incidents);
+	metric(f, "incidents_open", "gauge", "Incidents being collected.", incidents_open(d));
+	metric(f, "dumps_received_total", "counter", "Complete dumps received.",
+	       m->dumps_received);
+	metric(f, "dumps_invalid_total", "counter", "Complete dumps that failed validation.",
+	       m->dumps_invalid);
+	metric(f, "dumps_rejected_total", "counter",
+	       "Dump uploads refused (too big or out of order).", m->dumps_rejected);
+	metric(f, "incident_write_errors_total", "counter",
+	       "Incident files or directories that could not be written.",
+	       m->incident_write_errors);
+}
+
+static enum MHD_Result handle_metrics(struct flightrecd *d, struct MHD_Connection *mc)
+{
+	char *body = NULL;
+	size_t len = 0;
+	FILE *f = open_memstream(&body, &len);
+
+	if (!f)
+		return MHD_NO;
+	pthread_mutex_lock(&d->lock);
+	write_metrics(d, f);
+	pthread_mutex_unlock(&d->lock);
+	if (fclose(f)) {
+		free(body);
+		return MHD_NO;
+	}
+	return http_reply(mc, MHD_HTTP_OK, "text/plain; version=0.0.4", body, len);
+}
+
+static json_t *job_summary_json(const struct flightrecd *d, const struct job *job)
+{
+	struct fr_verdict v = { 0 };
+	struct live_view lv;
+	const char *verdict = "unknown";
+	json_t *o;
+
+	if (registry_live_view(d, job, false, &lv) == 0) {
+		if (registry_live_verdict(job, &lv, &v) == 0) {
+			verdict = fr_verdict_name(v.kind);
+			fr_verdict_free(&v);
+		}
+		live_view_free(&lv);
+	}
+	o = json_pack("{s:s, s:I, s:I, s:s, s:I, s:s}", "job", job->id, "world_size",
+		      (json_int_t)job->world_size, "ranks_connected", (json_int_t)job->nconnected,
+		      "status", registry_job_status(job), "incidents", (json_int_t)job->nrecords,
+		      "verdict", verdict);
+	return o;
+}
+
+static enum MHD_Result handle_jobs(struct flightrecd *d, struct MHD_Connection *mc)
+{
+	json_t *jobs = json_array();
+
+	pthread_mutex_lock(&d->lock);
+	for (const struct job *job = d->jobs; jobs && job; job = job->next)
+		json_array_append_new(jobs, job_summary_json(d, job));
+	pthread_mutex_unlock(&d->lock);
+	return http_reply_json(mc, MHD_HTTP_OK, json_pack("{s:o}", "jobs", jobs));
+}
+
+static json_t *rank_comms_json(const struct job_rank *r)
+{
+	json_t *o = json_object();
+
+	for (size_t i = 0; o && i < r->ncomms; i++)
+		json_object_set_new(o, r->comms[i].id,
+				    json_pack("{s:I, s:I}", "last_entered",
+					      (json_int_t)r->comms[i].last_entered,
+					      "last_completed",
+					      (json_int_t)r->comms[i].last_completed));
+	return o;
+}
+
+static json_t *inflight_json(const struct fr_trace *t, uint64_t now)
+{
+	json_t *arr = json_array();
+
+	for (size_t i = 0; arr && i < t->nops; i++) {
+		const struct fr_op *op = &t->ops[i];
+		json_t *o = fr_op_to_json(op);
+		double waited = now > op->t_entered_ns ?
+					(double)(now - op->t_entered_ns) / NS_PER_S :
+					0.0;
+
+		json_object_set_new(o, "waited_s", json_real(waited));
+		json_array_append_new(arr, o);
+	}
+	return arr;
+}
+
+static json_t *rank_json(const struct flightrecd *d, const struct job_rank *r,
+			 const struct fr_trace *t, uint64_t now, uint64_t now_mono)
+{
+	enum rank_state s = registry_rank_state(d, r, now_mono);
+	double ago = now_mono > r->last_seen_mono ?
+			     (double)(now_mono - r->last_seen_mono) / NS_PER_S :
+			     0.0;
+
+	return json_pack("{s:I, s:s, s:I, s:s, s:f, s:o, s:o}", "rank", (json_int_t)r->rank,
+			 "host", r->host, "pid", (json_int_t)r->pid, "state",
+			 registry_rank_state_name(s), "last_seen_s_ago", ago, "comms",
+			 rank_comms_json(r), "inflight", inflight_json(t, now));
+}
+
+static json_t *communicators_json(const struct job *job)
+{
+	json_t *arr = json_array();
+
+	for (size_t i = 0; arr && i < job->ncomms; i++) {
+		const struct job_comm *jc = &job->comms[i];
+		json_t *members = json_array();
+
+		for (uint32_t k = 0; members && k < jc->size; k++)
+			json_array_append_new(members, json_integer(jc->members[k]));
+		json_array_append_new(arr, json_pack("{s:s, s:s, s:I, s:o}", "id", jc->id, "desc",
+						     jc->desc, "size", (json_int_t)jc->size,
+						     "members", members));
+	}
+	return arr;
+}
+
+static json_t *job_detail_json(const struct flightrecd *d, const struct job *job)
+{
+	uint64_t now = daemon_now_ns();
+	uint64_t now_mono = daemon_mono_ns();
+	struct fr_verdict v = { 0 };
+	struct live_view lv;
+	json_t *ranks;
+	json_t *verdict;
+
+	if (registry_live_view(d, job, false, &lv))
+		return NULL;
+	verdict = registry_live_verdict(job, &lv, &v) == 0 ? fr_verdict_to_json(&v) : NULL;
+	fr_verdict_free(&v);
+	ranks = json_array();
+	for (size_t i = 0; ranks && i < lv.n; i++) {
+		const struct job_rank *r = registry_rank(job, lv.traces[i].rank);
+
+		json_array_append_new(ranks, rank_json(d, r, &lv.traces[i], now, now_mono));
+	}
+	live_view_free(&lv);
+	return json_pack("{s:s, s:I, s:s, s:o, s:o, s:o, s:o}", "job", job->id, "world_size",
+			 (json_int_t)job->world_size, "status", registry_job_status(job), "ranks",
+			 ranks, "communicators", communicators_json(job), "verdict",
+			 verdict ? verdict : json_null(),
+			 "incidents", incident_records_json(d, job));
+}
+
+static enum MHD_Result handle_job(struct flightrecd *d, struct MHD_Connection *mc,
+				  const char *id, bool incidents)
+{
+	struct job *job;
+	json_t *doc;
+
+	if (!registry_valid_job_id(id))
+		return http_error(mc, MHD_HTTP_NOT_FOUND, "invalid job id");
+	pthread_mutex_lock(&d->lock);
+	job = registry_job_find(d, id);
+	if (!job)
+		doc = NULL;
+	else if (incidents)
+		doc = json_pack("{s:o}", "incidents", incident_records_json(d, job));
+	else
+		doc = job_detail_json(d, job);
+	pthread_mutex_unlock(&d->lock);
+	if (!job)
+		return http_error(mc, MHD_HTTP_NOT_FOUND, "no such job");
+	if (!doc)
+		return http_error(mc, MHD_HTTP_INTERNAL_SERVER_ERROR, "out of memory");
+	return http_reply_json(mc, MHD_HTTP_OK, doc);
+}
+
+/* Routes /v1/jobs, /v1/jobs/<job> and /v1/jobs/<job>/incidents. */
+static enum MHD_Result route_jobs(struct flightrecd *d, struct MHD_Connection *mc,
+				  const char *rest)
+{
+	char id[FR_JOB_MAX + 2];
+	const char *slash;
+	size_t n;
+
+	if (rest[0] == '\0' || strcmp(rest, "/") == 0)
+		return handle_jobs(d, mc);
+	if (rest[0] != '/')
+		return http_error(mc, MHD_HTTP_NOT_FOUND, "not found");
+	rest++;
+	slash = strchr(rest, '/');
+	n = slash ? (size_t)(slash - rest) : strlen(rest);
+	if (n >= sizeof(id))
+		return http_error(mc, MHD_HTTP_NOT_FOUND, "invalid job id");
+	memcpy(id, rest, n);
+	id[n] = '\0';
+	if (!slash || strcmp(slash, "/") == 0)
+		return handle_job(d, mc, id, false);
+	if (strcmp(slash, "/incidents") == 0)
+		return handle_job(d, mc, id, true);
+	return http_error(mc, MHD_HTTP_NOT_FOUND, "not found");
+}
+
+static enum MHD_Result on_request(void *cls, struct MHD_Connection *mc, const char *url,
+				  const char *method, const char *version,
+				  const char *upload_data, size_t *upload_size, void **req_cls)
+{
+	struct flightrecd *d = cls;
+
+	(void)version;
+	(void)upload_data;
+	(void)upload_size;
+	(void)req_cls;
+	if (strcmp(method, MHD_HTTP_METHOD_GET) != 0)
+		return http_error(mc, MHD_HTTP_METHOD_NOT_ALLOWED, "method not allowed");
+	if (strcmp(url, "/healthz") == 0)
+		return handle_healthz(d, mc);
+	if (strcmp(url, "/metrics") == 0)
+		return handle_metrics(d, mc);
+	if (strncmp(url, JOBS_PREFIX, strlen(JOBS_PREFIX)) == 0)
+		return route_jobs(d, mc, url + strlen(JOBS_PREFIX));
+	return http_error(mc, MHD_HTTP_NOT_FOUND, "not found");
+}
+
+static void on_mhd_log(void *cls, const char *fmt, va_list ap)
+{
+	char msg[512];
+	size_t n;
+
+	(void)cls;
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	n = strlen(msg);
+	while (n && msg[n - 1] == '\n')
+		msg[--n] = '\0';
+	daemon_log("http: %s", msg);
+}
+
+int http_start(struct flightrecd *d)
+{
+	const struct sockaddr *sa = (const struct sockaddr *)&d->cfg.http_addr;
+	unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_AUTO | MHD_USE_ERROR_LOG;
+	const union MHD_DaemonInfo *info;
+	char addr[INET6_ADDRSTRLEN + 8];
+
+	if (sa->sa_family == AF_INET6)
+		flags |= MHD_USE_IPv6;
+	daemon_format_addr(sa, addr, sizeof(addr));
+	/* The logger goes first, so that every message gets our prefix. */
+	d->http = MHD_start_daemon(flags, 0, NULL, NULL, on_request, d,
+				   MHD_OPTION_EXTERNAL_LOGGER, on_mhd_log, NULL,
+				   MHD_OPTION_SOCK_ADDR, sa,
+				   MHD_OPTION_CONNECTION_LIMIT, (unsigned)HTTP_CONNECTION_LIMIT,
+				   MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)HTTP_CONNECTION_TIMEOUT_S,
+				   MHD_OPTION_END);
+	if (!d->http) {
+		daemon_log("cannot serve HTTP on %s", addr);
+		return -1;
+	}
+	info = MHD_get_daemon_info(d->http, MHD_DAEMON_INFO_BIND_PORT);
+	if (!info || !info->port) {
+		daemon_log("cannot find the HTTP port bound on %s", addr);
+		return -1;
+	}
+	d->http_port = info->port;
+	daemon_set_port(&d->cfg.http_addr, d->http_port);
+	return 0;
+}
+
+void http_stop(struct flightrecd *d)
+{
+	if (d->http)
+		MHD_stop_daemon(d->http);
+	d->http = NULL;
+}

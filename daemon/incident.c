@@ -1,0 +1,729 @@
+/*
+ * Incidents: when the watchdog sees a hang, every connected rank of the job
+ * is asked for a dump; the dumps arrive in pieces over the agents'
+ * connections, are checked and written as DIR/<job>/<id>/rank-<N>.json, and
+ * once every asked rank has answered (or the deadline passed, or the rest
+ * went away) manifest.json is written last, with the daemon's live view of
+ * every rank and what became of each request.
+ *
+ * Validation and file writes run on the libuv thread pool, so a big dump
+ * never stalls the loop; the manifest waits for them.
+ */
+#include "daemon.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+
+#include "../dumps/dump.h"
+
+/* What became of the dump request to one rank. */
+enum incident_answer {
+	ANSWER_NEVER_CONNECTED,
+	ANSWER_PENDING,       /* asked; no complete dump yet */
+	ANSWER_WRITING,       /* complete dump being validated and written */
+	ANSWER_RECEIVED,
+	ANSWER_INVALID,       /* its dump was malformed or its upload rejected */
+	ANSWER_UNRESPONSIVE,  /* connected, but no dump by the deadline */
+	ANSWER_DISCONNECTED,
+	ANSWER_FINISHED,
+};
+
+static const char *const answer_names[] = {
+	[ANSWER_NEVER_CONNECTED] = "never_connected",
+	[ANSWER_PENDING] = "pending",
+	[ANSWER_WRITING] = "pending",
+	[ANSWER_RECEIVED] = "received",
+	[ANSWER_INVALID] = "invalid",
+	[ANSWER_UNRESPONSIVE] = "unresponsive",
+	[ANSWER_DISCONNECTED] = "disconnected",
+	[ANSWER_FINISHED] = "finished",
+};
+
+struct incident_rank {
+	enum incident_answer answer;
+	bool requested;
+	bool dumped;        /* sent a valid dump */
+	bool written;       /* rank-N.json is on disk */
+	char *error;        /* owned; why the dump is invalid or was not written */
+};
+
+struct incident {
+	struct flightrecd *d;
+	struct job *job;
+	char id[FR_INCIDENT_MAX + 1];
+	char reason[16];
+	/* Short enough that every file name inside fits in PATH_MAX. */
+	char dir[PATH_MAX - 32];
+	struct incident_trigger trigger;
+	uint64_t detected_ns;
+	uint64_t opened_ns;
+	uint64_t closed_ns;
+	uint64_t deadline_mono;
+	uint32_t world_size;
+	struct incident_rank *ranks;    /* world_size entries */
+	unsigned writes;                /* dumps on the thread pool */
+	bool closing;
+	bool incomplete;                /* closed by shutdown */
+	json_t *verdict;                /* live verdict when it opened */
+	struct live_view snapshot;      /* every rank, taken when it closed */
+};
+
+/* A complete dump on its way to disk; owns its bytes. */
+struct dump_write {
+	uv_work_t req;
+	struct incident *inc;
+	uint32_t rank;
+	char job[FR_JOB_MAX + 1];
+	uint8_t *data;
+	size_t len;
+	char path[PATH_MAX];
+	bool valid;
+	int write_err;
+	char err[512];
+};
+
+struct manifest_write {
+	uv_work_t req;
+	struct incident *inc;
+	json_t *doc;
+	char path[PATH_MAX];
+	int err;
+};
+
+bool incident_collecting(const struct incident *inc)
+{
+	return inc && !inc->closing;
+}
+
+static void rank_set_error(struct incident_rank *ir, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
+
+static void rank_set_error(struct incident_rank *ir, const char *fmt, ...)
+{
+	char msg[512];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	free(ir->error);
+	ir->error = strdup(msg);
+}
+
+static struct incident_record *incident_record(struct incident *inc)
+{
+	struct job *job = inc->job;
+
+	/* The incident being collected is always the newest record. */
+	return &job->records[job->nrecords - 1];
+}
+
+static void incident_count(const struct incident *inc, uint32_t *answered, uint32_t *requested)
+{
+	*answered = 0;
+	*requested = 0;
+	for (uint32_t i = 0; i < inc->world_size; i++) {
+		const struct incident_rank *ir = &inc->ranks[i];
+
+		*requested += ir->requested;
+		*answered += ir->answer == ANSWER_RECEIVED || ir->answer == ANSWER_INVALID;
+	}
+}
+
+static void incident_update_record(struct incident *inc)
+{
+	struct incident_record *rec = incident_record(inc);
+
+	incident_count(inc, &rec->answered, &rec->requested);
+}
+
+static void incident_free(struct incident *inc)
+{
+	for (uint32_t i = 0; inc->ranks && i < inc->world_size; i++)
+		free(inc->ranks[i].error);
+	free(inc->ranks);
+	json_decref(inc->verdict);
+	live_view_free(&inc->snapshot);
+	free(inc);
+}
+
+/* Creates DIR/<job>/<id>/, choosing an id whose directory does not exist yet. */
+static int incident_make_dir(struct incident *inc)
+{
+	struct flightrecd *d = inc->d;
+	char jobdir[PATH_MAX];
+	char stamp[32];
+	time_t secs = (time_t)(inc->detected_ns / NS_PER_S);
+	struct tm tm;
+	int err;
+
+	gmtime_r(&secs, &tm);
+	strftime(stamp, sizeof(stamp), "%Y%m%dT%H%M%SZ", &tm);
+	if ((size_t)snprintf(jobdir, sizeof(jobdir), "%s/%s", d->cfg.dump_dir, inc->job->id) >=
+	    sizeof(jobdir))
+		return -ENAMETOOLONG;
+	err = daemon_make_dirs(jobdir);
+	if (err)
+		return err;
+	for (int tries = 0; tries < 1000; tries++) {
+		snprintf(inc->id, sizeof(inc->id), "%s-%" PRIu64, stamp, ++d->incident_seq);
+		if ((size_t)snprintf(inc->dir, sizeof(inc->dir), "%s/%s", jobdir, inc->id) >=
+		    sizeof(inc->dir))
+			return -ENAMETOOLONG;
+		if (mkdir(inc->dir, 0755) == 0)
+			return 0;
+		if (errno != EEXIST)
+			return -errno;
+	}
+	return -EEXIST;
+}
+
+static int incident_add_record(struct incident *inc, const struct fr_verdict *v)
+{
+	struct job *job = inc->job;
+	struct incident_record *rec;
+
+	if (job->nrecords == DAEMON_MAX_INCIDENT_RECORDS) {
+		memmove(job->records, job->records + 1,
+			(job->nrecords - 1) * sizeof(*job->records));
+		job->nrecords--;
+	} else {
+		rec = realloc(job->records, (job->nrecords + 1) * sizeof(*rec));
+		if (!rec)
+			return -ENOMEM;
+		job->records = rec;
+	}
+	rec = &job->records[job->nrecords++];
+	memset(rec, 0, sizeof(*rec));
+	snprintf(rec->id, sizeof(rec->id), "%s", inc->id);
+	snprintf(rec->reason, sizeof(rec->reason), "%s", inc->reason);
+	snprintf(rec->summary, sizeof(rec->summary), "%s", v->summary);
+	rec->opened_ns = inc->opened_ns;
+	return 0;
+}
+
+static void incident_request(struct incident *inc, struct conn *c)
+{
+	struct incident_rank *ir = &inc->ranks[c->rank];
+	int err = conn_send_dump_request(c, inc->id, inc->reason);
+
+	ir->requested = true;
+	if (err) {
+		daemon_log("cannot send the dump request of incident %s to job %s rank %" PRIu32 ": %s",
+			   inc->id, inc->job->id, c->rank, strerror(-err));
+		ir->answer = ANSWER_DISCONNECTED;
+		return;
+	}
+	ir->answer = ANSWER_PENDING;
+}
+
+/* Asks every connected rank for its dump; notes why the others cannot answer. */
+static void incident_request_all(struct incident *inc)
+{
+	for (uint32_t i = 0; i < inc->world_size; i++) {
+		struct job_rank *r = registry_rank(inc->job, i);
+		struct incident_rank *ir = &inc->ranks[i];
+
+		if (!r)
+			ir->answer = ANSWER_NEVER_CONNECTED;
+		else if (r->finished)
+			ir->answer = ANSWER_FINISHED;
+		else if (!r->conn)
+			ir->answer = ANSWER_DISCONNECTED;
+		else
+			incident_request(inc, r->conn);
+	}
+}
+
+static void incident_log_open(const struct incident *inc, const struct fr_verdict *v)
+{
+	const struct incident_trigger *t = &inc->trigger;
+	char what[160];
+
+	if (t->comm[0])
+		snprintf(what, sizeof(what), "rank %" PRId32 ", comm %s seq %" PRIu64 ", %.1f s",
+			 t->rank, t->comm, t->seq, t->waited_s);
+	else
+		snprintf(what, sizeof(what), "rank %" PRId32 ", %.1f s", t->rank, t->waited_s);
+	daemon_log("incident %s opened for job %s: reason %s (%s); live verdict: %s", inc->id,
+		   inc->job->id, inc->reason, what, v->summary);
+}
+
+static void incident_check_done(struct incident *inc)
+{
+	if (inc->closing)
+		return;
+	for (uint32_t i = 0; i < inc->world_size; i++) {
+		enum incident_answer a = inc->ranks[i].answer;
+
+		if (a == ANSWER_PENDING || a == ANSWER_WRITING)
+			return;
+	}
+	incident_close(inc, false);
+}
+
+void incident_open(struct flightrecd *d, struct job *job, const struct incident_trigger *t,
+		   const struct fr_verdict *v, uint64_t key)
+{
+	struct incident *inc = calloc(1, sizeof(*inc));
+	int err;
+
+	if (!inc || !(inc->ranks = calloc(job->world_size, sizeof(*inc->ranks))))
+		goto out_nomem;
+	inc->d = d;
+	inc->job = job;
+	inc->world_size = job->world_size;
+	inc->trigger = *t;
+	snprintf(inc->reason, sizeof(inc->reason), "%s", t->reason);
+	inc->detected_ns = daemon_now_ns();
+	err = incident_make_dir(inc);
+	if (err) {
+		daemon_log("cannot create the incident directory for job %s under %s: %s", job->id,
+			   d->cfg.dump_dir, strerror(-err));
+		d->m.incident_write_errors++;
+		incident_free(inc);
+		return;
+	}
+	inc->opened_ns = daemon_now_ns();
+	inc->deadline_mono = daemon_mono_ns() + (uint64_t)(d->cfg.dump_deadline_s * NS_PER_S);
+	inc->verdict = fr_verdict_to_json(v);
+	if (!inc->verdict || incident_add_record(inc, v))
+		goto out_nomem;
+	job->active = inc;
+	job->has_last_key = true;
+	job->last_key = key;
+	d->m.incidents++;
+	incident_log_open(inc, v);
+	incident_request_all(inc);
+	incident_update_record(inc);
+	incident_check_done(inc);
+	return;
+
+out_nomem:
+	daemon_log("out of memory opening an incident for job %s", job->id);
+	if (inc)
+		incident_free(inc);
+}
+
+void incident_rank_joined(struct incident *inc, struct conn *c)
+{
+	enum incident_answer a;
+
+	if (inc->closing || c->rank >= inc->world_size)
+		return;
+	a = inc->ranks[c->rank].answer;
+	if (a == ANSWER_RECEIVED || a == ANSWER_INVALID || a == ANSWER_WRITING)
+		return;
+	incident_request(inc, c);
+	incident_update_record(inc);
+}
+
+void incident_rank_left(struct incident *inc, uint32_t rank, bool finished)
+{
+	struct incident_rank *ir;
+
+	if (inc->closing || rank >= inc->world_size)
+		return;
+	ir = &inc->ranks[rank];
+	if (ir->answer != ANSWER_PENDING)
+		return;
+	ir->answer = finished ? ANSWER_FINISHED : ANSWER_DISCONNECTED;
+	incident_check_done(inc);
+}
+
+void incident_check_deadline(struct incident *inc, uint64_t now_mono)
+{
+	if (inc->closing || now_mono < inc->deadline_mono)
+		return;
+	daemon_log("incident %s of job %s: dump deadline passed", inc->id, inc->job->id);
+	incident_close(inc, false);
+}
+
+/* Gives up on a rank still owing its dump when the incident closes. */
+static void incident_give_up(struct incident *inc, uint32_t rank)
+{
+	struct incident_rank *ir = &inc->ranks[rank];
+	struct job_rank *r = registry_rank(inc->job, rank);
+	struct conn *c = r ? r->conn : NULL;
+
+	if (ir->answer != ANSWER_PENDING)
+		return;
+	if (!c) {
+		ir->answer = ANSWER_DISCONNECTED;
+		return;
+	}
+	ir->answer = ANSWER_UNRESPONSIVE;
+	if (c->up.active && strcmp(c->up.incident, inc->id) == 0) {
+		rank_set_error(ir, "upload incomplete: %" PRIu64 " of %" PRIu64 " bytes received",
+			       c->up.received, c->up.total);
+		conn_drop_upload(c);
+	}
+}
+
+static void incident_finish(struct incident *inc);
+
+void incident_close(struct incident *inc, bool incomplete)
+{
+	if (inc->closing)
+		return;
+	inc->closing = true;
+	inc->incomplete = incomplete;
+	inc->closed_ns = daemon_now_ns();
+	for (uint32_t i = 0; i < inc->world_size; i++)
+		incident_give_up(inc, i);
+	incident_update_record(inc);
+	if (registry_live_view(inc->d, inc->job, true, &inc->snapshot))
+		daemon_log("out of memory taking the live view of incident %s", inc->id);
+	for (size_t i = 0; i < inc->snapshot.n; i++) {
+		struct fr_trace *t = &inc->snapshot.traces[i];
+
+		snprintf(t->incident, sizeof(t->incident), "%s", inc->id);
+		snprintf(t->reason, sizeof(t->reason), "%s", inc->reason);
+	}
+	if (inc->writes == 0)
+		incident_finish(inc);
+}
+
+static json_t *trigger_json(const struct incident_trigger *t)
+{
+	return json_pack("{s:o, s:o, s:o, s:f}", "rank",
+			 t->rank >= 0 ? json_integer(t->rank) : json_null(), "comm",
+			 t->comm[0] ? json_string(t->comm) : json_null(), "seq",
+			 t->has_seq ? json_integer((json_int_t)t->seq) : json_null(), "waited_s",
+			 t->waited_s);
+}
+
+/* Adds what became of the request to one rank's object in the manifest. */
+static void annotate_rank(json_t *obj, uint32_t rank, const struct incident_rank *ir)
+{
+	char name[32];
+
+	snprintf(name, sizeof(name), "rank-%" PRIu32 ".json", rank);
+	json_object_set_new(obj, "dump", ir->written ? json_string(name) : json_null());
+	json_object_set_new(obj, "answer", json_string(answer_names[ir->answer]));
+	json_object_set_new(obj, "error", ir->error ? json_string(ir->error) : json_null());
+}
+
+static json_t *incident_manifest(struct incident *inc)
+{
+	struct live_view *lv = &inc->snapshot;
+	json_t *doc;
+	json_t *ranks;
+	json_t *obj;
+	size_t i;
+
+	for (i = 0; i < lv->n; i++)
+		if (lv->traces[i].rank < inc->world_size && inc->ranks[lv->traces[i].rank].dumped)
+			lv->traces[i].status = FR_RANK_DUMPED;
+	doc = fr_manifest_to_json(inc->job->id, inc->id, inc->reason, inc->world_size,
+				  inc->opened_ns, inc->closed_ns, lv->ptrs, lv->n, inc->verdict);
+	if (!doc)
+		return NULL;
+	ranks = json_object_get(doc, "ranks");
+	json_array_foreach(ranks, i, obj) {
+		json_t *jr = json_object_get(obj, "rank");
+		json_int_t rank = json_is_integer(jr) ? json_integer_value(jr) : (json_int_t)i;
+
+		if (rank >= 0 && (uint64_t)rank < inc->world_size)
+			annotate_rank(obj, (uint32_t)rank, &inc->ranks[rank]);
+	}
+	json_object_set_new(doc, "trigger", trigger_json(&inc->trigger));
+	json_object_set_new(doc, "detected_ns", json_integer((json_int_t)inc->detected_ns));
+	json_object_set_new(doc, "incomplete", json_boolean(inc->incomplete));
+	return doc;
+}
+
+static void manifest_work(uv_work_t *req)
+{
+	struct manifest_write *w = req->data;
+	char *text = json_dumps(w->doc, JSON_INDENT(2));
+
+	if (!text) {
+		w->err = -ENOMEM;
+		return;
+	}
+	w->err = fr_write_file_atomic(w->path, text, strlen(text));
+	free(text);
+}
+
+/* The manifest is on disk (or could not be): the incident is over. */
+static void incident_done(struct incident *inc, int err, const char *path)
+{
+	struct flightrecd *d = inc->d;
+	struct incident_record *rec = incident_record(inc);
+
+	if (err) {
+		daemon_log("cannot write %s: %s", path, strerror(-err));
+		d->m.incident_write_errors++;
+	}
+	incident_update_record(inc);
+	rec->closed_ns = inc->closed_ns;
+	rec->incomplete = inc->incomplete;
+	daemon_log("incident %s of job %s closed%s: answered %" PRIu32 " of %" PRIu32 ", %s",
+		   inc->id, inc->job->id, inc->incomplete ? " (incomplete)" : "", rec->answered,
+		   rec->requested, inc->dir);
+	inc->job->active = NULL;
+	incident_free(inc);
+}
+
+static void manifest_after(uv_work_t *req, int status)
+{
+	struct manifest_write *w = req->data;
+	struct flightrecd *d = w->inc->d;
+
+	(void)status;
+	pthread_mutex_lock(&d->lock);
+	incident_done(w->inc, w->err, w->path);
+	pthread_mutex_unlock(&d->lock);
+	json_decref(w->doc);
+	free(w);
+}
+
+/* Builds the manifest and writes it last, on the thread pool. */
+static void incident_finish(struct incident *inc)
+{
+	struct manifest_write *w = calloc(1, sizeof(*w));
+	char path[PATH_MAX];
+
+	snprintf(path, sizeof(path), "%s/manifest.json", inc->dir);
+	if (!w || !(w->doc = incident_manifest(inc))) {
+		free(w);
+		incident_done(inc, -ENOMEM, path);
+		return;
+	}
+	w->req.data = w;
+	w->inc = inc;
+	memcpy(w->path, path, sizeof(path));
+	if (uv_queue_work(inc->d->loop, &w->req, manifest_work, manifest_after)) {
+		manifest_work(&w->req);
+		incident_done(inc, w->err, path);
+		json_decref(w->doc);
+		free(w);
+	}
+}
+
+static void dump_work(uv_work_t *req)
+{
+	struct dump_write *w = req->data;
+	struct fr_trace t = { 0 };
+	char name[32];
+
+	snprintf(name, sizeof(name), "rank-%" PRIu32 ".json", w->rank);
+	if (fr_dump_parse((const char *)w->data, w->len, name, &t, w->err, sizeof(w->err)))
+		return;
+	if (t.rank != w->rank || strcmp(t.job, w->job) != 0) {
+		snprintf(w->err, sizeof(w->err), "%s: dump is of job %s rank %" PRIu32 ", expected job %s rank %" PRIu32,
+			 name, t.job, t.rank, w->job, w->rank);
+		fr_trace_free(&t);
+		return;
+	}
+	fr_trace_free(&t);
+	w->valid = true;
+	w->write_err = fr_write_file_atomic(w->path, w->data, w->len);
+}
+
+static void dump_record_result(struct incident *inc, const struct dump_write *w)
+{
+	struct flightrecd *d = inc->d;
+	struct incident_rank *ir = &inc->ranks[w->rank];
+
+	if (!w->valid) {
+		ir->answer = ANSWER_INVALID;
+		rank_set_error(ir, "%s", w->err);
+		d->m.dumps_invalid++;
+		daemon_log("invalid dump from job %s rank %" PRIu32 " for incident %s: %s",
+			   inc->job->id, w->rank, inc->id, w->err);
+		return;
+	}
+	ir->answer = ANSWER_RECEIVED;
+	ir->dumped = true;
+	if (w->write_err) {
+		daemon_log("cannot write %s: %s", w->path, strerror(-w->write_err));
+		rank_set_error(ir, "cannot write rank-%" PRIu32 ".json: %s", w->rank,
+			       strerror(-w->write_err));
+		d->m.incident_write_errors++;
+		return;
+	}
+	ir->written = true;
+	daemon_log("received the dump of job %s rank %" PRIu32 " for incident %s (%zu bytes)",
+		   inc->job->id, w->rank, inc->id, w->len);
+}
+
+/* Applies a finished dump write; the caller holds the lock. */
+static void dump_apply(struct dump_write *w)
+{
+	struct incident *inc = w->inc;
+
+	inc->writes--;
+	dump_record_result(inc, w);
+	if (inc->closing) {
+		if (inc->writes == 0)
+			incident_finish(inc);
+	} else {
+		incident_update_record(inc);
+		incident_check_done(inc);
+	}
+	free(w->data);
+	free(w);
+}
+
+static void dump_after(uv_work_t *req, int status)
+{
+	struct dump_write *w = req->data;
+	struct flightrecd *d = w->inc->d;
+
+	(void)status;
+	pthread_mutex_lock(&d->lock);
+	dump_apply(w);
+	pthread_mutex_unlock(&d->lock);
+}
+
+/* The last piece arrived: validate and write the dump off the loop. */
+static void upload_complete(struct incident *inc, struct conn *c)
+{
+	struct incident_rank *ir = &inc->ranks[c->rank];
+	struct dump_write *w = calloc(1, sizeof(*w));
+
+	if (!w) {
+		ir->answer = ANSWER_INVALID;
+		rank_set_error(ir, "out of memory");
+		conn_drop_upload(c);
+		incident_check_done(inc);
+		return;
+	}
+	w->req.data = w;
+	w->inc = inc;
+	w->rank = c->rank;
+	snprintf(w->job, sizeof(w->job), "%s", inc->job->id);
+	snprintf(w->path, sizeof(w->path), "%s/rank-%" PRIu32 ".json", inc->dir, c->rank);
+	w->data = c->up.data;
+	w->len = (size_t)c->up.total;
+	memset(&c->up, 0, sizeof(c->up));
+	ir->answer = ANSWER_WRITING;
+	inc->writes++;
+	inc->d->m.dumps_received++;
+	if (uv_queue_work(inc->d->loop, &w->req, dump_work, dump_after)) {
+		dump_work(&w->req);
+		dump_apply(w);
+	}
+}
+
+static void upload_reject(struct incident *inc, struct conn *c, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+
+/* Refuses a rank's upload: its answer becomes invalid, the connection stays. */
+static void upload_reject(struct incident *inc, struct conn *c, const char *fmt, ...)
+{
+	struct incident_rank *ir = &inc->ranks[c->rank];
+	char msg[256];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	inc->d->m.dumps_rejected++;
+	ir->answer = ANSWER_INVALID;
+	rank_set_error(ir, "%s", msg);
+	daemon_log("rejected the dump of job %s rank %" PRIu32 " for incident %s: %s",
+		   inc->job->id, c->rank, inc->id, msg);
+	conn_drop_upload(c);
+	incident_update_record(inc);
+	incident_check_done(inc);
+}
+
+static int upload_start(struct incident *inc, struct conn *c, const struct fr_msg_dump_data *m)
+{
+	uint64_t max = inc->d->cfg.max_dump_size;
+
+	conn_drop_upload(c);
+	if (m->total == 0) {
+		upload_reject(inc, c, "empty dump");
+		return -EPROTO;
+	}
+	if (m->total > max) {
+		upload_reject(inc, c, "dump of %" PRIu64 " bytes is over --max-dump-size %" PRIu64,
+			      m->total, max);
+		return -EMSGSIZE;
+	}
+	c->up.data = malloc((size_t)m->total);
+	if (!c->up.data) {
+		upload_reject(inc, c, "out of memory for a dump of %" PRIu64 " bytes", m->total);
+		return -ENOMEM;
+	}
+	c->up.active = true;
+	c->up.total = m->total;
+	snprintf(c->up.incident, sizeof(c->up.incident), "%s", inc->id);
+	return 0;
+}
+
+static void dump_ignore(struct conn *c, const struct fr_msg_dump_data *m)
+{
+	if (c->up.active && strcmp(c->up.incident, m->incident) == 0)
+		conn_drop_upload(c);
+	if (m->offset == 0)
+		daemon_log("ignoring a dump from job %s rank %" PRIu32 " for incident %s: not being collected from it",
+			   c->job->id, c->rank, m->incident);
+}
+
+void incident_dump_data(struct flightrecd *d, struct conn *c, const struct fr_msg_dump_data *m)
+{
+	struct incident *inc = c->job ? c->job->active : NULL;
+	struct upload *up = &c->up;
+
+	(void)d;
+	if (!c->job)
+		return;
+	if (!incident_collecting(inc) || strcmp(inc->id, m->incident) != 0 ||
+	    c->rank >= inc->world_size || inc->ranks[c->rank].answer != ANSWER_PENDING) {
+		dump_ignore(c, m);
+		return;
+	}
+	if (m->offset == 0 && upload_start(inc, c, m))
+		return;
+	if (!up->active) {
+		upload_reject(inc, c, "piece at offset %" PRIu64 " of a dump never started", m->offset);
+		return;
+	}
+	if (m->offset != up->received || m->total != up->total ||
+	    m->len > up->total - up->received) {
+		upload_reject(inc, c, "piece of %" PRIu32 " bytes at offset %" PRIu64 " of %" PRIu64 " out of order (expected offset %" PRIu64 " of %" PRIu64 ")",
+			      m->len, m->offset, m->total, up->received, up->total);
+		return;
+	}
+	memcpy(up->data + up->received, m->data, m->len);
+	up->received += m->len;
+	if (up->received == up->total)
+		upload_complete(inc, c);
+}
+
+json_t *incident_records_json(const struct flightrecd *d, const struct job *job)
+{
+	json_t *arr = json_array();
+	char path[PATH_MAX];
+
+	for (size_t i = 0; arr && i < job->nrecords; i++) {
+		const struct incident_record *rec = &job->records[i];
+
+		snprintf(path, sizeof(path), "%s/%s/%s", d->cfg.dump_dir, job->id, rec->id);
+		json_array_append_new(
+			arr, json_pack("{s:s, s:s, s:I, s:o, s:s, s:I, s:I, s:s, s:s}", "id", rec->id,
+				       "reason", rec->reason, "opened_ns", (json_int_t)rec->opened_ns,
+				       "closed_ns",
+				       rec->closed_ns ? json_integer((json_int_t)rec->closed_ns) :
+							json_null(),
+				       "path", path, "ranks_answered", (json_int_t)rec->answered,
+				       "ranks_requested", (json_int_t)rec->requested, "summary",
+				       rec->summary, "status",
+				       !rec->closed_ns ? "collecting" :
+				       rec->incomplete ? "incomplete" :
+							 "complete"));
+	}
+	return arr;
+}

@@ -1,0 +1,707 @@
+/*
+ * The registry: jobs, their ranks and communicators, and each rank's live
+ * state (progress per communicator, operations in flight), kept from the
+ * agents' frames. It also builds the live view of a job as traces, which the
+ * correlator turns into the live verdict.
+ */
+#include "daemon.h"
+
+#include <assert.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define NS_PER_MS 1000000ull
+
+bool registry_valid_job_id(const char *id)
+{
+	size_t n = 0;
+
+	if (id[0] == '.')
+		return false;
+	for (; id[n]; n++) {
+		char ch = id[n];
+		bool ok = (ch >= 'A' && ch <= 'Z') || (ch >= 'a' && ch <= 'z') ||
+			  (ch >= '0' && ch <= '9') || ch == '.' || ch == '_' || ch == '-';
+
+		if (!ok || n >= FR_JOB_MAX)
+			return false;
+	}
+	return n > 0;
+}
+
+struct job *registry_job_find(struct flightrecd *d, const char *id)
+{
+	for (struct job *job = d->jobs; job; job = job->next)
+		if (strcmp(job->id, id) == 0)
+			return job;
+	return NULL;
+}
+
+struct job_rank *registry_rank(const struct job *job, uint32_t rank)
+{
+	return rank < job->nslots ? job->ranks[rank] : NULL;
+}
+
+const struct job_comm *registry_job_comm(const struct job *job, const char *id)
+{
+	for (size_t i = 0; i < job->ncomms; i++)
+		if (strcmp(job->comms[i].id, id) == 0)
+			return &job->comms[i];
+	return NULL;
+}
+
+static void rank_free(struct job_rank *r)
+{
+	if (!r)
+		return;
+	free(r->comms);
+	free(r->ops);
+	free(r);
+}
+
+/* Forgets ranks and communicators (not incidents): a new run of the job. */
+static void job_reset(struct job *job)
+{
+	for (uint32_t i = 0; i < job->nslots; i++)
+		rank_free(job->ranks[i]);
+	free(job->ranks);
+	job->ranks = NULL;
+	job->nslots = 0;
+	job->nknown = 0;
+	for (size_t i = 0; i < job->ncomms; i++)
+		free(job->comms[i].members);
+	free(job->comms);
+	job->comms = NULL;
+	job->ncomms = 0;
+	job->comms_cap = 0;
+	job->has_last_key = false;
+}
+
+static void job_free(struct job *job)
+{
+	assert(!job->active);
+	job_reset(job);
+	free(job->records);
+	free(job);
+}
+
+/* Unlinks and frees the least recently greeted job with nobody connected. */
+static bool registry_forget_one(struct flightrecd *d)
+{
+	struct job **victim = NULL;
+
+	for (struct job **pp = &d->jobs; *pp; pp = &(*pp)->next) {
+		struct job *job = *pp;
+
+		if (job->nconnected || job->active)
+			continue;
+		if (!victim || job->touched_mono < (*victim)->touched_mono)
+			victim = pp;
+	}
+	if (!victim)
+		return false;
+	{
+		struct job *job = *victim;
+
+		daemon_log("forgetting job %s to make room for a new one", job->id);
+		*victim = job->next;
+		job_free(job);
+		d->njobs--;
+	}
+	return true;
+}
+
+static struct job *registry_job_create(struct flightrecd *d, const char *id, uint32_t world,
+				       const char **why)
+{
+	struct job *job;
+
+	if (d->njobs >= DAEMON_MAX_JOBS && !registry_forget_one(d)) {
+		*why = "too many jobs";
+		return NULL;
+	}
+	job = calloc(1, sizeof(*job));
+	if (!job) {
+		*why = "out of memory";
+		return NULL;
+	}
+	snprintf(job->id, sizeof(job->id), "%s", id);
+	job->world_size = world;
+	job->next = d->jobs;
+	d->jobs = job;
+	d->njobs++;
+	daemon_log("new job %s, world size %" PRIu32, id, world);
+	return job;
+}
+
+/* The rank's slot, created when first seen. */
+static struct job_rank *job_rank_get(struct job *job, uint32_t rank)
+{
+	if (rank >= job->nslots) {
+		uint32_t n = job->nslots ? job->nslots : 8;
+		struct job_rank **slots;
+
+		while (n <= rank)
+			n *= 2;
+		if (n > job->world_size)
+			n = job->world_size;
+		slots = realloc(job->ranks, n * sizeof(*slots));
+		if (!slots)
+			return NULL;
+		memset(slots + job->nslots, 0, (n - job->nslots) * sizeof(*slots));
+		job->ranks = slots;
+		job->nslots = n;
+	}
+	if (!job->ranks[rank]) {
+		job->ranks[rank] = calloc(1, sizeof(struct job_rank));
+		if (!job->ranks[rank])
+			return NULL;
+		job->ranks[rank]->rank = rank;
+		job->nknown++;
+	}
+	return job->ranks[rank];
+}
+
+/* Detaches a connection from its rank without marking the rank lost. */
+static void conn_unbind(struct conn *c)
+{
+	struct job_rank *r = c->job ? registry_rank(c->job, c->rank) : NULL;
+
+	if (r && r->conn == c) {
+		r->conn = NULL;
+		c->job->nconnected--;
+	}
+	c->job = NULL;
+}
+
+static int hello_check(const struct fr_msg_hello *m, const char **why)
+{
+	if (!registry_valid_job_id(m->job)) {
+		*why = "invalid job id";
+		return -EPROTO;
+	}
+	if (m->world_size == 0 || m->world_size > DAEMON_MAX_WORLD) {
+		*why = "world size out of range";
+		return -EPROTO;
+	}
+	if (m->rank >= m->world_size) {
+		*why = "rank not below world size";
+		return -EPROTO;
+	}
+	return 0;
+}
+
+/* The job for a HELLO: found, created, or restarted with a new world size. */
+static struct job *hello_job(struct flightrecd *d, const struct fr_msg_hello *m,
+			     const char **why)
+{
+	struct job *job = registry_job_find(d, m->job);
+
+	if (!job)
+		return registry_job_create(d, m->job, m->world_size, why);
+	if (job->world_size != m->world_size) {
+		if (job->nconnected || job->active) {
+			*why = "world size differs from the job's";
+			return NULL;
+		}
+		daemon_log("job %s restarted with world size %" PRIu32 " (was %" PRIu32 ")",
+			   job->id, m->world_size, job->world_size);
+		job_reset(job);
+		job->world_size = m->world_size;
+	}
+	return job;
+}
+
+static void rank_take_hello(struct job_rank *r, const struct fr_msg_hello *m)
+{
+	/* A new process in this slot starts from scratch; the same process
+	 * reconnecting keeps its progress until it sends it again. */
+	if (r->pid != m->pid || strcmp(r->host, m->host) != 0)
+		r->ncomms = 0;
+	r->nops = 0;
+	r->pid = m->pid;
+	snprintf(r->host, sizeof(r->host), "%s", m->host);
+	snprintf(r->comm_lib, sizeof(r->comm_lib), "%s", m->comm_lib);
+	r->finished = false;
+	r->disconnected = false;
+	r->silence_logged = false;
+}
+
+int registry_hello(struct flightrecd *d, struct conn *c, const struct fr_msg_hello *m,
+		   const char **why)
+{
+	struct job_rank *r;
+	struct job *job;
+	int err;
+
+	err = hello_check(m, why);
+	if (err)
+		return err;
+	job = hello_job(d, m, why);
+	if (!job)
+		return -EPROTO;
+	r = job_rank_get(job, m->rank);
+	if (!r) {
+		*why = "out of memory";
+		return -ENOMEM;
+	}
+	if (r->conn) {
+		struct conn *old = r->conn;
+
+		daemon_log("job %s rank %" PRIu32 " reconnected from %s; closing its old connection from %s",
+			   job->id, m->rank, c->peer, old->peer);
+		conn_unbind(old);
+		conn_close(old);
+	}
+	rank_take_hello(r, m);
+	r->conn = c;
+	job->nconnected++;
+	job->touched_mono = daemon_mono_ns();
+	c->said_hello = true;
+	c->job = job;
+	c->rank = m->rank;
+	daemon_log("job %s rank %" PRIu32 "/%" PRIu32 " connected from %s (host %s pid %" PRIu32 ", %s)",
+		   job->id, m->rank, m->world_size, c->peer, r->host, r->pid,
+		   r->comm_lib[0] ? r->comm_lib : "unknown library");
+	if (job->active)
+		incident_rank_joined(job->active, c);
+	return 0;
+}
+
+static struct job_rank *conn_rank(struct conn *c)
+{
+	return c->job ? registry_rank(c->job, c->rank) : NULL;
+}
+
+void registry_seen(struct conn *c)
+{
+	struct job_rank *r = conn_rank(c);
+
+	if (!r || r->conn != c)
+		return;
+	r->last_seen_mono = daemon_mono_ns();
+	if (r->silence_logged) {
+		r->silence_logged = false;
+		daemon_log("job %s rank %" PRIu32 " is responsive again", c->job->id, r->rank);
+	}
+}
+
+static struct rank_comm *rank_comm_get(struct job_rank *r, const char *id)
+{
+	struct rank_comm *rc;
+
+	for (size_t i = 0; i < r->ncomms; i++)
+		if (strcmp(r->comms[i].id, id) == 0)
+			return &r->comms[i];
+	if (r->ncomms >= DAEMON_MAX_COMMS)
+		return NULL;
+	if (r->ncomms == r->comms_cap) {
+		size_t cap = r->comms_cap ? r->comms_cap * 2 : 4;
+
+		rc = realloc(r->comms, cap * sizeof(*rc));
+		if (!rc)
+			return NULL;
+		r->comms = rc;
+		r->comms_cap = cap;
+	}
+	rc = &r->comms[r->ncomms++];
+	memset(rc, 0, sizeof(*rc));
+	snprintf(rc->id, sizeof(rc->id), "%s", id);
+	return rc;
+}
+
+static bool job_comm_same(const struct job_comm *jc, const struct fr_msg_comm *m)
+{
+	return jc->size == m->size && strcmp(jc->desc, m->desc) == 0 &&
+	       memcmp(jc->members, m->members, m->size * sizeof(*m->members)) == 0;
+}
+
+/* Records a communicator in the job's table (replacing a stale entry). */
+static int job_comm_store(struct job *job, const struct fr_msg_comm *m, const char **why)
+{
+	struct job_comm *jc = (struct job_comm *)registry_job_comm(job, m->id);
+	uint32_t *members;
+
+	if (jc && job_comm_same(jc, m))
+		return 0;
+	if (!jc) {
+		if (job->ncomms >= DAEMON_MAX_COMMS) {
+			*why = "too many communicators in the job";
+			return -EPROTO;
+		}
+		if (job->ncomms == job->comms_cap) {
+			size_t cap = job->comms_cap ? job->comms_cap * 2 : 4;
+			struct job_comm *comms = realloc(job->comms, cap * sizeof(*comms));
+
+			if (!comms)
+				goto out_nomem;
+			job->comms = comms;
+			job->comms_cap = cap;
+		}
+		jc = &job->comms[job->ncomms++];
+		memset(jc, 0, sizeof(*jc));
+		snprintf(jc->id, sizeof(jc->id), "%s", m->id);
+	}
+	members = malloc(m->size * sizeof(*members));
+	if (!members)
+		goto out_nomem;
+	memcpy(members, m->members, m->size * sizeof(*members));
+	free(jc->members);
+	jc->members = members;
+	jc->size = m->size;
+	snprintf(jc->desc, sizeof(jc->desc), "%s", m->desc);
+	return 0;
+
+out_nomem:
+	*why = "out of memory";
+	return -ENOMEM;
+}
+
+int registry_comm(struct flightrecd *d, struct conn *c, const struct fr_msg_comm *m,
+		  const char **why)
+{
+	struct job_rank *r = conn_rank(c);
+	struct rank_comm *rc;
+	int err;
+
+	(void)d;
+	if (!r)
+		return -EPROTO;
+	if (m->id[0] == '\0' || m->size == 0 || m->size > c->job->world_size ||
+	    m->rank >= m->size) {
+		*why = "communicator size or rank out of range";
+		return -EPROTO;
+	}
+	for (uint32_t i = 0; i < m->size; i++) {
+		if (m->members[i] >= c->job->world_size) {
+			*why = "communicator member not below world size";
+			return -EPROTO;
+		}
+	}
+	err = job_comm_store(c->job, m, why);
+	if (err)
+		return err;
+	rc = rank_comm_get(r, m->id);
+	if (!rc) {
+		*why = "too many communicators on the rank";
+		return -EPROTO;
+	}
+	rc->member_known = true;
+	rc->rank = m->rank;
+	return 0;
+}
+
+static int progress_ops(struct job_rank *r, const struct fr_msg_progress *m, const char **why)
+{
+	uint64_t now = daemon_now_ns();
+	struct rank_op *ops = NULL;
+
+	if (m->ninflight) {
+		ops = calloc(m->ninflight, sizeof(*ops));
+		if (!ops) {
+			*why = "out of memory";
+			return -ENOMEM;
+		}
+	}
+	for (uint32_t i = 0; i < m->ninflight; i++) {
+		const struct fr_wire_inflight *w = &m->inflight[i];
+		uint64_t age = w->age_ms > now / NS_PER_MS ? now / NS_PER_MS : w->age_ms;
+
+		if (w->type >= FR_OP__COUNT) {
+			free(ops);
+			*why = "unknown operation type";
+			return -EPROTO;
+		}
+		ops[i].w = *w;
+		ops[i].entered_ns = now - age * NS_PER_MS;
+	}
+	free(r->ops);
+	r->ops = ops;
+	r->nops = m->ninflight;
+	return 0;
+}
+
+int registry_progress(struct flightrecd *d, struct conn *c, const struct fr_msg_progress *m,
+		      const char **why)
+{
+	struct job_rank *r = conn_rank(c);
+
+	(void)d;
+	if (!r)
+		return -EPROTO;
+	for (uint32_t i = 0; i < m->ncomms; i++) {
+		const struct fr_wire_comm_progress *p = &m->comms[i];
+		struct rank_comm *rc = rank_comm_get(r, p->comm);
+
+		if (!rc) {
+			*why = "too many communicators on the rank";
+			return -EPROTO;
+		}
+		rc->last_entered = p->last_entered;
+		rc->last_completed = p->last_completed;
+	}
+	return progress_ops(r, m, why);
+}
+
+static bool job_all_finished(const struct job *job)
+{
+	if (job->nknown == 0)
+		return false;
+	for (uint32_t i = 0; i < job->nslots; i++)
+		if (job->ranks[i] && !job->ranks[i]->finished)
+			return false;
+	return true;
+}
+
+void registry_bye(struct flightrecd *d, struct conn *c)
+{
+	struct job_rank *r = conn_rank(c);
+
+	(void)d;
+	if (!r)
+		return;
+	r->finished = true;
+	r->nops = 0;
+	daemon_log("job %s rank %" PRIu32 " finished", c->job->id, r->rank);
+	if (c->job->active)
+		incident_rank_left(c->job->active, r->rank, true);
+	if (job_all_finished(c->job))
+		daemon_log("job %s finished: every rank said goodbye", c->job->id);
+}
+
+/* A connection is going away; its rank (if still its own) is disconnected. */
+void registry_conn_lost(struct flightrecd *d, struct conn *c)
+{
+	struct job_rank *r = conn_rank(c);
+	struct job *job = c->job;
+
+	(void)d;
+	if (!r || r->conn != c) {
+		c->job = NULL;
+		return;
+	}
+	conn_unbind(c);
+	if (!r->finished) {
+		r->disconnected = true;
+		r->disconnected_mono = daemon_mono_ns();
+		daemon_log("job %s rank %" PRIu32 " disconnected without saying goodbye (%s)",
+			   job->id, r->rank, c->peer);
+	}
+	if (job->active)
+		incident_rank_left(job->active, r->rank, r->finished);
+}
+
+enum rank_state registry_rank_state(const struct flightrecd *d, const struct job_rank *r,
+				    uint64_t now_mono)
+{
+	double silent;
+
+	if (r->finished)
+		return RANK_STATE_FINISHED;
+	if (!r->conn)
+		return RANK_STATE_DISCONNECTED;
+	silent = (double)(now_mono - r->last_seen_mono) / NS_PER_S;
+	if (silent > d->cfg.heartbeat_timeout_s)
+		return RANK_STATE_UNRESPONSIVE;
+	return RANK_STATE_CONNECTED;
+}
+
+const char *registry_rank_state_name(enum rank_state s)
+{
+	switch (s) {
+	case RANK_STATE_CONNECTED:
+		return "connected";
+	case RANK_STATE_UNRESPONSIVE:
+		return "unresponsive";
+	case RANK_STATE_DISCONNECTED:
+		return "disconnected";
+	case RANK_STATE_FINISHED:
+		return "finished";
+	}
+	return "unknown";
+}
+
+const char *registry_job_status(const struct job *job)
+{
+	if (job->active || job->has_last_key)
+		return "hung";
+	if (job_all_finished(job))
+		return "finished";
+	return "running";
+}
+
+uint32_t registry_ranks_connected(const struct flightrecd *d)
+{
+	uint32_t n = 0;
+
+	for (const struct job *job = d->jobs; job; job = job->next)
+		n += job->nconnected;
+	return n;
+}
+
+static enum fr_rank_status trace_status(enum rank_state s)
+{
+	switch (s) {
+	case RANK_STATE_CONNECTED:
+		return FR_RANK_LIVE;
+	case RANK_STATE_UNRESPONSIVE:
+		return FR_RANK_UNRESPONSIVE;
+	case RANK_STATE_DISCONNECTED:
+		return FR_RANK_DISCONNECTED;
+	case RANK_STATE_FINISHED:
+		return FR_RANK_FINISHED;
+	}
+	return FR_RANK_MISSING;
+}
+
+/* Copies a rank's communicators into its trace, with the job's member lists. */
+static int trace_add_comms(const struct job *job, const struct job_rank *r, struct fr_trace *t)
+{
+	size_t cap = 0;
+
+	for (size_t i = 0; i < r->ncomms; i++) {
+		const struct rank_comm *rc = &r->comms[i];
+		const struct job_comm *jc = registry_job_comm(job, rc->id);
+		struct fr_comm *fc = fr_trace_add_comm(t, &cap);
+
+		if (!fc)
+			return -ENOMEM;
+		snprintf(fc->id, sizeof(fc->id), "%s", rc->id);
+		fc->rank = rc->rank;
+		fc->last_entered = rc->last_entered;
+		fc->last_completed = rc->last_completed;
+		if (!jc)
+			continue;
+		snprintf(fc->desc, sizeof(fc->desc), "%s", jc->desc);
+		fc->members = malloc(jc->size * sizeof(*fc->members));
+		if (!fc->members)
+			return -ENOMEM;
+		memcpy(fc->members, jc->members, jc->size * sizeof(*fc->members));
+		fc->size = jc->size;
+	}
+	return 0;
+}
+
+static bool op_is_rooted(unsigned type)
+{
+	switch (type) {
+	case FR_OP_BROADCAST:
+	case FR_OP_REDUCE:
+	case FR_OP_GATHER:
+	case FR_OP_GATHERV:
+	case FR_OP_SCATTER:
+	case FR_OP_SCATTERV:
+		return true;
+	default:
+		return false;
+	}
+}
+
+static int trace_add_ops(const struct job_rank *r, struct fr_trace *t)
+{
+	size_t cap = 0;
+
+	for (size_t i = 0; i < r->nops; i++) {
+		const struct rank_op *ro = &r->ops[i];
+		struct fr_op *op = fr_trace_add_op(t, &cap);
+
+		if (!op)
+			return -ENOMEM;
+		op->record_id = i;
+		snprintf(op->comm, sizeof(op->comm), "%s", ro->w.comm);
+		op->type = (enum fr_op_type)ro->w.type;
+		op->state = FR_STATE_ENTERED;
+		op->is_p2p = ro->w.is_p2p != 0;
+		op->seq = ro->w.seq;
+		op->peer = op->is_p2p ? ro->w.peer : -1;
+		op->root = !op->is_p2p && op_is_rooted(ro->w.type) ? ro->w.peer : -1;
+		op->count = ro->w.count;
+		op->bytes = ro->w.bytes;
+		snprintf(op->dtype, sizeof(op->dtype), "%s", ro->w.dtype);
+		op->t_entered_ns = ro->entered_ns;
+	}
+	return 0;
+}
+
+static int rank_trace(const struct flightrecd *d, const struct job *job,
+		      const struct job_rank *r, uint64_t now_mono, struct fr_trace *t)
+{
+	int err;
+
+	t->status = trace_status(registry_rank_state(d, r, now_mono));
+	snprintf(t->host, sizeof(t->host), "%s", r->host);
+	t->pid = r->pid;
+	snprintf(t->comm_lib, sizeof(t->comm_lib), "%s", r->comm_lib);
+	err = trace_add_comms(job, r, t);
+	if (!err)
+		err = trace_add_ops(r, t);
+	return err;
+}
+
+void live_view_free(struct live_view *lv)
+{
+	for (size_t i = 0; i < lv->n; i++)
+		fr_trace_free(&lv->traces[i]);
+	free(lv->traces);
+	free(lv->ptrs);
+	memset(lv, 0, sizeof(*lv));
+}
+
+int registry_live_view(const struct flightrecd *d, const struct job *job, bool all,
+		       struct live_view *lv)
+{
+	uint64_t now = daemon_now_ns();
+	uint64_t now_mono = daemon_mono_ns();
+	size_t n = all ? job->world_size : job->nknown;
+	size_t k = 0;
+	int err = 0;
+
+	memset(lv, 0, sizeof(*lv));
+	lv->traces = calloc(n ? n : 1, sizeof(*lv->traces));
+	lv->ptrs = calloc(n ? n : 1, sizeof(*lv->ptrs));
+	if (!lv->traces || !lv->ptrs) {
+		live_view_free(lv);
+		return -ENOMEM;
+	}
+	for (uint32_t rank = 0; rank < job->world_size && k < n; rank++) {
+		const struct job_rank *r = registry_rank(job, rank);
+		struct fr_trace *t = &lv->traces[k];
+
+		if (!r && !all)
+			continue;
+		snprintf(t->job, sizeof(t->job), "%s", job->id);
+		t->rank = rank;
+		t->world_size = job->world_size;
+		t->time_ns = now;
+		t->status = FR_RANK_MISSING;
+		lv->ptrs[k] = t;
+		lv->n = ++k;
+		if (r)
+			err = rank_trace(d, job, r, now_mono, t);
+		if (err) {
+			live_view_free(lv);
+			return err;
+		}
+	}
+	return 0;
+}
+
+int registry_live_verdict(const struct job *job, const struct live_view *lv,
+			  struct fr_verdict *v)
+{
+	return fr_correlate(lv->ptrs, lv->n, job->world_size, v);
+}
+
+void registry_free(struct flightrecd *d)
+{
+	while (d->jobs) {
+		struct job *job = d->jobs;
+
+		d->jobs = job->next;
+		job_free(job);
+	}
+	d->njobs = 0;
+}

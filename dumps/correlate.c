@@ -1,0 +1,1981 @@
+/*
+ * The correlation engine (see correlate.h for the model).
+ *
+ * Everything is indexed once: communicators by id, collective entries by
+ * (communicator, seq), each rank's operations in flight. The work after that
+ * is proportional to the stuck operations times their communicators' sizes,
+ * never to ranks squared times ring length, so that a 1024-rank job with full
+ * rings correlates in well under a second.
+ */
+#include "correlate.h"
+
+#include <assert.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define NONE UINT32_MAX
+
+/* Culprits described one by one in fr_verdict_print(); the rest are listed. */
+#define PRINT_CULPRITS_MAX 8
+/* Lines of "who waits in what" in fr_verdict_print(). */
+#define PRINT_WAIT_GROUPS_MAX 16
+/* Ranks of a cycle spelled out in a deadlock summary. */
+#define SUMMARY_CYCLE_MAX 6
+
+static const char *const verdict_names[] = {
+#define FR_V_NAME(e, n) [FR_VERDICT_##e] = n,
+	FR_VERDICTS(FR_V_NAME)
+#undef FR_V_NAME
+};
+
+static const char *const reason_names[] = {
+#define FR_R_NAME(e, n) [FR_REASON_##e] = n,
+	FR_REASONS(FR_R_NAME)
+#undef FR_R_NAME
+};
+
+const char *fr_verdict_name(unsigned v)
+{
+	if (v >= sizeof(verdict_names) / sizeof(verdict_names[0]))
+		return "unknown";
+	return verdict_names[v];
+}
+
+const char *fr_reason_name(unsigned r)
+{
+	if (r >= sizeof(reason_names) / sizeof(reason_names[0]))
+		return "unknown";
+	return reason_names[r];
+}
+
+/* ---- small text helpers ---- */
+
+/* Appends what fits of `s` at *len, keeping buf NUL-terminated. */
+static void put(char *buf, size_t cap, size_t *len, const char *s)
+{
+	size_t n = strlen(s);
+
+	if (cap && *len < cap - 1) {
+		size_t room = cap - 1 - *len;
+		size_t k = n < room ? n : room;
+
+		memcpy(buf + *len, s, k);
+		buf[*len + k] = '\0';
+	}
+	*len += n;
+}
+
+size_t fr_format_ranks(char *buf, size_t cap, const uint32_t *ranks, size_t n)
+{
+	size_t len = 0;
+	size_t i = 0;
+	char num[32];
+
+	if (cap)
+		buf[0] = '\0';
+	while (i < n) {
+		uint32_t first = ranks[i];
+		uint32_t last = first;
+
+		/* Duplicates fold into the run; only +1 steps extend it. */
+		for (i++; i < n && (ranks[i] == last || ranks[i] == last + 1); i++)
+			last = ranks[i];
+		if (len)
+			put(buf, cap, &len, ",");
+		if (first == last)
+			snprintf(num, sizeof(num), "%" PRIu32, first);
+		else
+			snprintf(num, sizeof(num), "%" PRIu32 "-%" PRIu32, first, last);
+		put(buf, cap, &len, num);
+	}
+	return len;
+}
+
+/*
+ * Rank ranges for a person: when they do not fit, cut at a comma and end with
+ * ",..." rather than leave half a number. Returns buf.
+ */
+static const char *ranks_text(char *buf, size_t cap, const uint32_t *ranks, size_t n)
+{
+	size_t need = fr_format_ranks(buf, cap, ranks, n);
+
+	if (need >= cap && cap > 8) {
+		char *comma;
+
+		buf[cap - 5] = '\0';
+		comma = strrchr(buf, ',');
+		if (comma)
+			*comma = '\0';
+		strcat(buf, ",...");
+	}
+	return buf;
+}
+
+static int cmp_u32(const void *a, const void *b)
+{
+	uint32_t x = *(const uint32_t *)a;
+	uint32_t y = *(const uint32_t *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+/* Like ranks_text() for a list in any order (communicator members). */
+static const char *members_text(char *buf, size_t cap, const uint32_t *ranks, size_t n)
+{
+	uint32_t *sorted = n ? malloc(n * sizeof(*sorted)) : NULL;
+
+	/* Out of memory only costs the ranges: the unsorted list still reads. */
+	if (!sorted)
+		return ranks_text(buf, cap, ranks, n);
+	memcpy(sorted, ranks, n * sizeof(*sorted));
+	qsort(sorted, n, sizeof(*sorted), cmp_u32);
+	ranks_text(buf, cap, sorted, n);
+	free(sorted);
+	return buf;
+}
+
+/* A growing line of text that silently truncates at its capacity. */
+struct line {
+	char *buf;
+	size_t cap;
+	size_t len;
+};
+
+__attribute__((format(printf, 2, 3)))
+static void line_add(struct line *l, const char *fmt, ...)
+{
+	va_list ap;
+	int n;
+
+	if (l->len >= l->cap - 1)
+		return;
+	va_start(ap, fmt);
+	n = vsnprintf(l->buf + l->len, l->cap - l->len, fmt, ap);
+	va_end(ap);
+	if (n < 0)
+		return;
+	l->len += (size_t)n;
+	if (l->len > l->cap - 1)
+		l->len = l->cap - 1;
+}
+
+static double ns_to_s(uint64_t ns)
+{
+	return (double)ns / 1e9;
+}
+
+static void duration_text(char *buf, size_t cap, double s)
+{
+	if (s < 10)
+		snprintf(buf, cap, "%.1f s", s);
+	else
+		snprintf(buf, cap, "%.0f s", s);
+}
+
+static bool is_p2p(const struct fr_op *op)
+{
+	return op->is_p2p || op->type == FR_OP_SEND || op->type == FR_OP_RECV ||
+	       op->type == FR_OP_SENDRECV;
+}
+
+/* "all_reduce #11", "send #4 to rank 3", "recv #2 from any rank". */
+static void op_head(char *buf, size_t cap, const struct fr_op *op)
+{
+	const char *name = fr_op_name(op->type);
+
+	if (!is_p2p(op)) {
+		snprintf(buf, cap, "%s #%" PRIu64, name, op->seq);
+		return;
+	}
+	if (op->peer < 0)
+		snprintf(buf, cap, "%s #%" PRIu64 " %s any rank", name, op->seq,
+			 op->type == FR_OP_SEND ? "to" : "from");
+	else
+		snprintf(buf, cap, "%s #%" PRIu64 " %s rank %" PRId32, name, op->seq,
+			 op->type == FR_OP_SEND ? "to" :
+			 op->type == FR_OP_RECV ? "from" : "with", op->peer);
+}
+
+/* "count 1, double, root 0, sum": what a signature comparison looks at. */
+static void op_details(char *buf, size_t cap, const struct fr_op *op)
+{
+	struct line l = { buf, cap, 0 };
+
+	buf[0] = '\0';
+	line_add(&l, "count %" PRIu64 ", %s", op->count, op->dtype[0] ? op->dtype : "?");
+	if (op->root >= 0)
+		line_add(&l, ", root %" PRId32, op->root);
+	if (op->redop[0])
+		line_add(&l, ", %s", op->redop);
+}
+
+/* ---- indexes ---- */
+
+/* A communicator, interned by id. Pointers borrow from the traces. */
+struct cinfo {
+	const char *id;
+	uint32_t n;
+	const uint32_t *members;   /* global ranks in communicator order */
+	uint32_t *owned;           /* members made up from ops when no trace lists it */
+	size_t owned_cap;
+	const struct fr_comm **ent; /* per member: that member's own view of it */
+};
+
+/* One rank's entry at a (comm, seq); entries of a group chain by `next`. */
+struct gentry {
+	uint32_t rank;
+	uint32_t next;
+	const struct fr_op *op;
+};
+
+/* All ranks' entries for one collective (comm, seq). */
+struct group {
+	uint32_t comm;
+	uint32_t head;
+	uint32_t count;
+	uint64_t seq;
+};
+
+enum blocker_kind {
+	BK_NOT_ENTERED,
+	BK_UNRESPONSIVE,
+	BK_MISSING,
+	BK_DISCONNECTED,
+	BK_FINISHED,
+};
+
+struct blocker {
+	uint32_t rank;
+	uint8_t kind;
+	bool waits;   /* the blocker itself waits on something (not a sink) */
+};
+
+/*
+ * A stuck operation: a collective (comm, seq) some rank has in flight, or one
+ * rank's p2p operation in flight. `cls` orders the candidates for the root
+ * cause: 0 when some blocker is a sink, 1 when nobody is missing from it,
+ * 2 when every blocker itself waits (a cycle somewhere).
+ */
+struct cand {
+	int cls;
+	bool bad;     /* a blocker is unresponsive, missing, disconnected or finished */
+	bool pure;    /* every blocker is a sink */
+	uint64_t wait_ns;
+	const struct fr_op *op;
+	const char *comm_id;
+	uint32_t comm;
+	uint32_t owner;    /* the rank whose op `op` is */
+	uint32_t group;    /* collectives: group index; p2p: NONE */
+	uint32_t partner;  /* p2p: the peer whose op matches, or NONE */
+	size_t boff;
+	size_t nb;
+};
+
+struct ctx {
+	uint32_t world;
+	const struct fr_trace **by_rank;
+	bool *waits;
+	uint64_t *wait_ns;
+	/* Operations in flight, per rank: inflight[infl_off[r] .. + infl_n[r]]. */
+	const struct fr_op **inflight;
+	size_t *infl_off;
+	uint32_t *infl_n;
+
+	struct cinfo *comms;
+	size_t ncomms;
+	size_t comms_cap;
+	uint32_t *cslots;
+	size_t cslots_cap;
+
+	struct group *groups;
+	size_t ngroups;
+	size_t groups_cap;
+	uint32_t *gslots;
+	size_t gslots_cap;
+	struct gentry *ents;
+	size_t nents;
+	size_t ents_cap;
+
+	struct cand *cands;
+	size_t ncands;
+	size_t cands_cap;
+	struct blocker *blk;
+	size_t nblk;
+	size_t blk_cap;
+	uint32_t *mark;
+};
+
+static uint64_t mix64(uint64_t x)
+{
+	x ^= x >> 30;
+	x *= 0xbf58476d1ce4e5b9ull;
+	x ^= x >> 27;
+	x *= 0x94d049bb133111ebull;
+	x ^= x >> 31;
+	return x;
+}
+
+static uint64_t hash_str(const char *s)
+{
+	uint64_t h = 0xcbf29ce484222325ull;
+
+	for (; *s; s++)
+		h = (h ^ (unsigned char)*s) * 0x100000001b3ull;
+	return h;
+}
+
+static int grow_array(void **arr, size_t *cap, size_t need, size_t size)
+{
+	size_t ncap;
+	void *p;
+
+	if (need <= *cap)
+		return 0;
+	ncap = *cap ? *cap : 16;
+	while (ncap < need)
+		ncap *= 2;
+	if (ncap > SIZE_MAX / size)
+		return -ENOMEM;
+	p = realloc(*arr, ncap * size);
+	if (!p)
+		return -ENOMEM;
+	*arr = p;
+	*cap = ncap;
+	return 0;
+}
+
+/* Open addressing with a power-of-two table of indexes (NONE = empty). */
+static int slots_init(uint32_t **slots, size_t *cap, size_t expect)
+{
+	size_t c = 64;
+
+	while (c < expect * 2)
+		c *= 2;
+	*slots = malloc(c * sizeof(**slots));
+	if (!*slots)
+		return -ENOMEM;
+	memset(*slots, 0xff, c * sizeof(**slots));
+	*cap = c;
+	return 0;
+}
+
+static int comm_rehash(struct ctx *cx)
+{
+	uint32_t *slots;
+	size_t cap;
+
+	if (slots_init(&slots, &cap, cx->ncomms * 2) < 0)
+		return -ENOMEM;
+	for (size_t i = 0; i < cx->ncomms; i++) {
+		size_t s = hash_str(cx->comms[i].id) & (cap - 1);
+
+		while (slots[s] != NONE)
+			s = (s + 1) & (cap - 1);
+		slots[s] = (uint32_t)i;
+	}
+	free(cx->cslots);
+	cx->cslots = slots;
+	cx->cslots_cap = cap;
+	return 0;
+}
+
+/* Index of the communicator `id`, added when new; NONE when out of memory. */
+static uint32_t comm_intern(struct ctx *cx, const char *id)
+{
+	size_t mask = cx->cslots_cap - 1;
+	size_t s = hash_str(id) & mask;
+	struct cinfo *c;
+
+	for (; cx->cslots[s] != NONE; s = (s + 1) & mask)
+		if (strcmp(cx->comms[cx->cslots[s]].id, id) == 0)
+			return cx->cslots[s];
+	if (grow_array((void **)&cx->comms, &cx->comms_cap, cx->ncomms + 1, sizeof(*c)) < 0)
+		return NONE;
+	c = &cx->comms[cx->ncomms];
+	memset(c, 0, sizeof(*c));
+	c->id = id;
+	cx->cslots[s] = (uint32_t)cx->ncomms++;
+	if (cx->ncomms * 2 > cx->cslots_cap && comm_rehash(cx) < 0)
+		return NONE;
+	return (uint32_t)(cx->ncomms - 1);
+}
+
+static size_t group_slot(const struct ctx *cx, uint32_t comm, uint64_t seq)
+{
+	return mix64(seq * 0x9e3779b97f4a7c15ull + comm) & (cx->gslots_cap - 1);
+}
+
+static int group_rehash(struct ctx *cx)
+{
+	uint32_t *old = cx->gslots;
+
+	if (slots_init(&cx->gslots, &cx->gslots_cap, cx->ngroups * 2) < 0) {
+		cx->gslots = old;
+		return -ENOMEM;
+	}
+	free(old);
+	for (size_t i = 0; i < cx->ngroups; i++) {
+		size_t s = group_slot(cx, cx->groups[i].comm, cx->groups[i].seq);
+
+		while (cx->gslots[s] != NONE)
+			s = (s + 1) & (cx->gslots_cap - 1);
+		cx->gslots[s] = (uint32_t)i;
+	}
+	return 0;
+}
+
+static uint32_t group_find(const struct ctx *cx, uint32_t comm, uint64_t seq)
+{
+	size_t s = group_slot(cx, comm, seq);
+
+	for (; cx->gslots[s] != NONE; s = (s + 1) & (cx->gslots_cap - 1)) {
+		const struct group *g = &cx->groups[cx->gslots[s]];
+
+		if (g->comm == comm && g->seq == seq)
+			return cx->gslots[s];
+	}
+	return NONE;
+}
+
+/* Records that `rank` has `op` at (comm, seq); the latest entry of a rank wins. */
+static int group_add(struct ctx *cx, uint32_t comm, uint32_t rank, const struct fr_op *op)
+{
+	uint32_t gi = group_find(cx, comm, op->seq);
+	struct group *g;
+	struct gentry *e;
+
+	if (gi == NONE) {
+		if (grow_array((void **)&cx->groups, &cx->groups_cap, cx->ngroups + 1,
+			       sizeof(*g)) < 0)
+			return -ENOMEM;
+		gi = (uint32_t)cx->ngroups++;
+		g = &cx->groups[gi];
+		g->comm = comm;
+		g->seq = op->seq;
+		g->head = NONE;
+		g->count = 0;
+		if (cx->ngroups * 2 > cx->gslots_cap) {
+			if (group_rehash(cx) < 0)
+				return -ENOMEM;
+		} else {
+			size_t s = group_slot(cx, comm, op->seq);
+
+			while (cx->gslots[s] != NONE)
+				s = (s + 1) & (cx->gslots_cap - 1);
+			cx->gslots[s] = gi;
+		}
+	}
+	g = &cx->groups[gi];
+	/* Ranks are added in ascending order, so a repeat is at the head. */
+	if (g->head != NONE && cx->ents[g->head].rank == rank) {
+		cx->ents[g->head].op = op;
+		return 0;
+	}
+	if (grow_array((void **)&cx->ents, &cx->ents_cap, cx->nents + 1, sizeof(*e)) < 0)
+		return -ENOMEM;
+	e = &cx->ents[cx->nents];
+	e->rank = rank;
+	e->op = op;
+	e->next = g->head;
+	g->head = (uint32_t)cx->nents++;
+	g->count++;
+	return 0;
+}
+
+static bool status_good(const struct fr_trace *t)
+{
+	return t && (t->status == FR_RANK_DUMPED || t->status == FR_RANK_LIVE);
+}
+
+static void ctx_free(struct ctx *cx)
+{
+	for (size_t i = 0; i < cx->ncomms; i++) {
+		free(cx->comms[i].owned);
+		free(cx->comms[i].ent);
+	}
+	free(cx->comms);
+	free(cx->cslots);
+	free(cx->groups);
+	free(cx->gslots);
+	free(cx->ents);
+	free(cx->cands);
+	free(cx->blk);
+	free(cx->mark);
+	free(cx->by_rank);
+	free(cx->waits);
+	free(cx->wait_ns);
+	free(cx->inflight);
+	free(cx->infl_off);
+	free(cx->infl_n);
+}
+
+/* A communicator that no trace lists takes as members the ranks that used it. */
+static int comm_note_user(struct cinfo *c, uint32_t rank)
+{
+	if (c->members && !c->owned)
+		return 0;
+	if (c->n && c->owned[c->n - 1] == rank)
+		return 0;
+	if (grow_array((void **)&c->owned, &c->owned_cap, c->n + 1, sizeof(*c->owned)) < 0)
+		return -ENOMEM;
+	c->owned[c->n++] = rank;
+	c->members = c->owned;
+	return 0;
+}
+
+static int ctx_build(struct ctx *cx, const struct fr_trace *const *traces, size_t ntraces,
+		     uint32_t world_size)
+{
+	size_t total_ops = 0;
+	size_t total_infl = 0;
+	uint32_t w = world_size;
+
+	for (size_t i = 0; i < ntraces; i++) {
+		const struct fr_trace *t = traces[i];
+
+		if (!t || t->rank == NONE)
+			continue;
+		if (t->rank >= w)
+			w = t->rank + 1;
+		for (size_t j = 0; j < t->ncomms; j++)
+			for (uint32_t k = 0; t->comms[j].members && k < t->comms[j].size; k++)
+				if (t->comms[j].members[k] != NONE && t->comms[j].members[k] >= w)
+					w = t->comms[j].members[k] + 1;
+		total_ops += t->nops;
+	}
+	cx->world = w;
+	cx->by_rank = calloc(w ? w : 1, sizeof(*cx->by_rank));
+	cx->waits = calloc(w ? w : 1, sizeof(*cx->waits));
+	cx->wait_ns = calloc(w ? w : 1, sizeof(*cx->wait_ns));
+	cx->mark = calloc(w ? w : 1, sizeof(*cx->mark));
+	cx->infl_off = calloc(w ? w : 1, sizeof(*cx->infl_off));
+	cx->infl_n = calloc(w ? w : 1, sizeof(*cx->infl_n));
+	if (!cx->by_rank || !cx->waits || !cx->wait_ns || !cx->mark || !cx->infl_off ||
+	    !cx->infl_n)
+		return -ENOMEM;
+	/* The first trace of a rank is its evidence; a duplicate is ignored. */
+	for (size_t i = 0; i < ntraces; i++)
+		if (traces[i] && traces[i]->rank != NONE && !cx->by_rank[traces[i]->rank])
+			cx->by_rank[traces[i]->rank] = traces[i];
+
+	if (slots_init(&cx->cslots, &cx->cslots_cap, 16) < 0 ||
+	    slots_init(&cx->gslots, &cx->gslots_cap, total_ops / 4 + 16) < 0)
+		return -ENOMEM;
+
+	/* Membership comes from the lowest rank that lists a communicator. */
+	for (uint32_t r = 0; r < w; r++) {
+		const struct fr_trace *t = cx->by_rank[r];
+
+		if (!t || t->status == FR_RANK_MISSING)
+			continue;
+		for (size_t j = 0; j < t->ncomms; j++) {
+			const struct fr_comm *fc = &t->comms[j];
+			uint32_t ci = comm_intern(cx, fc->id);
+			struct cinfo *c;
+
+			if (ci == NONE)
+				return -ENOMEM;
+			c = &cx->comms[ci];
+			/* A writer may list a communicator without knowing its members. */
+			if (c->members || !fc->members || fc->size == 0)
+				continue;
+			c->members = fc->members;
+			c->n = fc->size;
+			c->ent = calloc(c->n, sizeof(*c->ent));
+			if (!c->ent)
+				return -ENOMEM;
+		}
+	}
+	/* Each member's own view of each communicator, for its last_entered. */
+	for (uint32_t r = 0; r < w; r++) {
+		const struct fr_trace *t = cx->by_rank[r];
+
+		if (!t || t->status == FR_RANK_MISSING)
+			continue;
+		for (size_t j = 0; j < t->ncomms; j++) {
+			const struct fr_comm *fc = &t->comms[j];
+			struct cinfo *c = &cx->comms[comm_intern(cx, fc->id)];
+			uint32_t idx = fc->rank;
+
+			if (!c->ent)
+				continue;
+			if (idx >= c->n || c->members[idx] != r)
+				for (idx = 0; idx < c->n && c->members[idx] != r; idx++)
+					;
+			if (idx < c->n)
+				c->ent[idx] = fc;
+		}
+		for (size_t j = 0; j < t->nops; j++)
+			if (t->ops[j].state == FR_STATE_ENTERED)
+				total_infl++;
+	}
+
+	cx->inflight = malloc((total_infl ? total_infl : 1) * sizeof(*cx->inflight));
+	if (!cx->inflight)
+		return -ENOMEM;
+	total_infl = 0;
+	for (uint32_t r = 0; r < w; r++) {
+		const struct fr_trace *t = cx->by_rank[r];
+
+		cx->infl_off[r] = total_infl;
+		if (!t || t->status == FR_RANK_MISSING)
+			continue;
+		for (size_t j = 0; j < t->nops; j++) {
+			const struct fr_op *op = &t->ops[j];
+			uint32_t ci = comm_intern(cx, op->comm);
+
+			if (ci == NONE || comm_note_user(&cx->comms[ci], r) < 0)
+				return -ENOMEM;
+			if (op->state == FR_STATE_ENTERED) {
+				uint64_t age = t->time_ns > op->t_entered_ns ?
+					       t->time_ns - op->t_entered_ns : 0;
+
+				cx->inflight[total_infl++] = op;
+				cx->infl_n[r]++;
+				/* Only a rank that still runs can be said to wait. */
+				if (status_good(t)) {
+					cx->waits[r] = true;
+					if (age > cx->wait_ns[r])
+						cx->wait_ns[r] = age;
+				}
+			}
+			if (!is_p2p(op) && group_add(cx, ci, r, op) < 0)
+				return -ENOMEM;
+		}
+	}
+	return 0;
+}
+
+/* ---- verdict assembly ---- */
+
+static void culprit_fill(const struct ctx *cx, struct fr_culprit *cu, uint32_t rank,
+			 enum fr_reason reason, const char *comm)
+{
+	const struct fr_trace *t = cx->by_rank[rank];
+
+	memset(cu, 0, sizeof(*cu));
+	cu->rank = rank;
+	cu->reason = reason;
+	if (!t)
+		return;
+	snprintf(cu->host, sizeof(cu->host), "%s", t->host);
+	cu->pid = t->pid;
+	for (size_t j = t->nops; j-- > 0;) {
+		if (t->ops[j].state == FR_STATE_COMPLETED && strcmp(t->ops[j].comm, comm) == 0) {
+			cu->has_last_completed = true;
+			cu->last_completed = t->ops[j];
+			break;
+		}
+	}
+}
+
+static int cmp_culprit(const void *a, const void *b)
+{
+	const struct fr_culprit *x = a;
+	const struct fr_culprit *y = b;
+
+	return x->rank < y->rank ? -1 : x->rank > y->rank;
+}
+
+static int verdict_set_comm(struct fr_verdict *v, const struct cinfo *c)
+{
+	v->comm_size = c->n;
+	if (!c->n)
+		return 0;
+	v->comm_ranks = malloc(c->n * sizeof(*v->comm_ranks));
+	if (!v->comm_ranks)
+		return -ENOMEM;
+	memcpy(v->comm_ranks, c->members, c->n * sizeof(*v->comm_ranks));
+	return 0;
+}
+
+/* "rank 3 (node7, pid 4242)", or "ranks 1,3" for several. */
+static void who_text(char *buf, size_t cap, const struct ctx *cx, const uint32_t *ranks,
+		     size_t n)
+{
+	char r[256];
+
+	if (n == 1) {
+		const struct fr_trace *t = cx->by_rank[ranks[0]];
+
+		if (t && t->host[0] && t->pid)
+			snprintf(buf, cap, "rank %" PRIu32 " (%s, pid %" PRIu32 ")", ranks[0],
+				 t->host, t->pid);
+		else if (t && t->pid)
+			snprintf(buf, cap, "rank %" PRIu32 " (pid %" PRIu32 ")", ranks[0], t->pid);
+		else if (t && t->host[0])
+			snprintf(buf, cap, "rank %" PRIu32 " (%s)", ranks[0], t->host);
+		else
+			snprintf(buf, cap, "rank %" PRIu32, ranks[0]);
+		return;
+	}
+	snprintf(buf, cap, "ranks %s", ranks_text(r, sizeof(r), ranks, n));
+}
+
+/* "ranks 0-2,4-5 have waited 42 s" */
+static void waited_text(struct line *l, const uint32_t *ranks, size_t n, double s)
+{
+	char r[256];
+	char d[32];
+
+	if (!n)
+		return;
+	duration_text(d, sizeof(d), s);
+	line_add(l, "%s %s %s waited %s", n == 1 ? "rank" : "ranks",
+		 ranks_text(r, sizeof(r), ranks, n), n == 1 ? "has" : "have", d);
+}
+
+/* "all_reduce #11 on world [0-5]" */
+static void where_text(char *buf, size_t cap, const struct fr_verdict *v)
+{
+	char head[128];
+	char m[256];
+
+	op_head(head, sizeof(head), &v->op);
+	snprintf(buf, cap, "%s on %s [%s]", head, v->op.comm[0] ? v->op.comm : "?",
+		 members_text(m, sizeof(m), v->comm_ranks, v->comm_size));
+}
+
+static void summary_ok(const struct ctx *cx, struct fr_verdict *v)
+{
+	struct line l = { v->summary, sizeof(v->summary), 0 };
+	uint32_t *none = malloc(cx->world * sizeof(*none) + 1);
+	size_t n = 0;
+
+	line_add(&l, "no hang: no rank has an operation in flight (%zu of %" PRIu32
+		 " ranks with evidence", v->nranks_with_evidence, cx->world);
+	for (uint32_t r = 0; none && r < cx->world; r++)
+		if (!cx->by_rank[r] || cx->by_rank[r]->status == FR_RANK_MISSING)
+			none[n++] = r;
+	if (n) {
+		char rt[256];
+
+		line_add(&l, "; none from %s %s", n == 1 ? "rank" : "ranks",
+			 ranks_text(rt, sizeof(rt), none, n));
+	}
+	line_add(&l, ")");
+	free(none);
+}
+
+/* ---- mismatch ---- */
+
+static bool count_varies(enum fr_op_type t)
+{
+	return t == FR_OP_ALL_GATHERV || t == FR_OP_GATHERV || t == FR_OP_SCATTERV ||
+	       t == FR_OP_ALL_TO_ALLV || t == FR_OP_REDUCE_SCATTER;
+}
+
+/*
+ * Whether two ranks called the same thing. Vector collectives legitimately
+ * differ in count per rank, communicator constructors have no payload, and a
+ * derived datatype matches a basic one of the same size in bytes.
+ */
+static bool sig_equal(const struct fr_op *a, const struct fr_op *b)
+{
+	bool derived;
+
+	if (a->type != b->type)
+		return false;
+	if (a->type == FR_OP_COMM_SPLIT || a->type == FR_OP_COMM_DUP ||
+	    a->type == FR_OP_COMM_CREATE)
+		return true;
+	if (a->root != b->root || strcmp(a->redop, b->redop) != 0)
+		return false;
+	derived = strcmp(a->dtype, "derived") == 0 || strcmp(b->dtype, "derived") == 0;
+	if (derived)
+		return count_varies(a->type) || a->bytes == b->bytes;
+	if (strcmp(a->dtype, b->dtype) != 0)
+		return false;
+	return count_varies(a->type) || a->count == b->count;
+}
+
+static bool group_mismatched(const struct ctx *cx, const struct group *g)
+{
+	const struct fr_op *ref = cx->ents[g->head].op;
+
+	for (uint32_t e = cx->ents[g->head].next; e != NONE; e = cx->ents[e].next)
+		if (!sig_equal(ref, cx->ents[e].op))
+			return true;
+	return false;
+}
+
+static uint32_t find_mismatch(const struct ctx *cx)
+{
+	uint32_t best = NONE;
+
+	for (size_t i = 0; i < cx->ngroups; i++) {
+		const struct group *g = &cx->groups[i];
+		const struct group *b;
+
+		if (g->count < 2 || !group_mismatched(cx, g))
+			continue;
+		if (best == NONE) {
+			best = (uint32_t)i;
+			continue;
+		}
+		b = &cx->groups[best];
+		if (g->seq < b->seq ||
+		    (g->seq == b->seq && strcmp(cx->comms[g->comm].id, cx->comms[b->comm].id) < 0))
+			best = (uint32_t)i;
+	}
+	return best;
+}
+
+static int verdict_mismatch(const struct ctx *cx, uint32_t gi, struct fr_verdict *v)
+{
+	const struct group *g = &cx->groups[gi];
+	const struct cinfo *c = &cx->comms[g->comm];
+	struct gentry *list;
+	uint32_t *cls = NULL;
+	uint32_t *ccount = NULL;
+	uint32_t *same = NULL;
+	uint32_t ref;
+	uint32_t refcount = 0;
+	bool tie = false;
+	size_t n = 0;
+	size_t nsame = 0;
+	int rc = -ENOMEM;
+
+	list = malloc(g->count * sizeof(*list));
+	cls = malloc(g->count * sizeof(*cls));
+	ccount = calloc(g->count, sizeof(*ccount));
+	same = malloc(g->count * sizeof(*same));
+	if (!list || !cls || !ccount || !same)
+		goto out_free;
+	/* The chain runs from the highest rank down; lay it out ascending. */
+	n = g->count;
+	for (uint32_t e = g->head, i = 0; e != NONE; e = cx->ents[e].next, i++)
+		list[n - 1 - i] = cx->ents[e];
+
+	for (size_t i = 0; i < n; i++) {
+		uint32_t k;
+
+		for (k = 0; k < i; k++)
+			if (cls[k] == k && sig_equal(list[k].op, list[i].op))
+				break;
+		cls[i] = k < i ? cls[k] : (uint32_t)i;
+		ccount[cls[i]]++;
+	}
+	/* The majority's signature, or on a tie the lowest rank's. */
+	ref = cls[0];
+	for (size_t k = 0; k < n; k++) {
+		if (ccount[k] > refcount) {
+			refcount = ccount[k];
+			ref = (uint32_t)k;
+			tie = false;
+		} else if (ccount[k] == refcount && ccount[k]) {
+			tie = true;
+		}
+	}
+	if (tie)
+		ref = cls[0];
+
+	v->kind = FR_VERDICT_MISMATCH;
+	v->culprits = calloc(n - ccount[ref], sizeof(*v->culprits));
+	if (!v->culprits)
+		goto out_free;
+	if (verdict_set_comm(v, c) < 0)
+		goto out_free;
+	v->waiting = malloc(n * sizeof(*v->waiting));
+	if (!v->waiting)
+		goto out_free;
+	v->has_op = true;
+	v->op = *list[ref].op;
+	for (size_t i = 0; i < n; i++) {
+		const struct fr_trace *t = cx->by_rank[list[i].rank];
+
+		if (cls[i] != ref) {
+			struct fr_culprit *cu = &v->culprits[v->nculprits++];
+
+			culprit_fill(cx, cu, list[i].rank, FR_REASON_MISMATCH, c->id);
+			cu->has_op = true;
+			cu->op = *list[i].op;
+			continue;
+		}
+		same[nsame++] = list[i].rank;
+		if (list[i].op->state == FR_STATE_ENTERED && status_good(t)) {
+			uint64_t age = t->time_ns > list[i].op->t_entered_ns ?
+				       t->time_ns - list[i].op->t_entered_ns : 0;
+
+			v->waiting[v->nwaiting++] = list[i].rank;
+			if (ns_to_s(age) > v->waited_s)
+				v->waited_s = ns_to_s(age);
+		}
+	}
+
+	{
+		struct line l = { v->summary, sizeof(v->summary), 0 };
+		const struct fr_culprit *c0 = &v->culprits[0];
+		bool one_sig = true;
+		uint32_t *cr = malloc(v->nculprits * sizeof(*cr));
+		char who[512];
+		char det[128];
+		char rt[256];
+
+		if (!cr)
+			goto out_free;
+		for (size_t i = 0; i < v->nculprits; i++) {
+			cr[i] = v->culprits[i].rank;
+			if (!sig_equal(&v->culprits[i].op, &c0->op))
+				one_sig = false;
+		}
+		who_text(who, sizeof(who), cx, cr, v->nculprits);
+		free(cr);
+		line_add(&l, "%s called ", who);
+		if (one_sig) {
+			line_add(&l, "%s #%" PRIu64, fr_op_name(c0->op.type), c0->op.seq);
+			if (c0->op.type == v->op.type) {
+				op_details(det, sizeof(det), &c0->op);
+				line_add(&l, " (%s)", det);
+			}
+		} else {
+			line_add(&l, "different operations at #%" PRIu64, v->op.seq);
+		}
+		op_details(det, sizeof(det), &v->op);
+		line_add(&l, " on %s where %s %s called %s (%s)", c->id,
+			 nsame == 1 ? "rank" : "ranks", ranks_text(rt, sizeof(rt), same, nsame),
+			 fr_op_name(v->op.type), det);
+		if (v->nwaiting) {
+			line_add(&l, "; ");
+			waited_text(&l, v->waiting, v->nwaiting, v->waited_s);
+		}
+	}
+	rc = 0;
+out_free:
+	free(list);
+	free(cls);
+	free(ccount);
+	free(same);
+	return rc;
+}
+
+/* ---- hang ---- */
+
+static int add_blocker(struct ctx *cx, uint32_t rank, enum blocker_kind kind)
+{
+	struct blocker *b;
+
+	if (grow_array((void **)&cx->blk, &cx->blk_cap, cx->nblk + 1, sizeof(*b)) < 0)
+		return -ENOMEM;
+	b = &cx->blk[cx->nblk++];
+	b->rank = rank;
+	b->kind = (uint8_t)kind;
+	b->waits = kind == BK_NOT_ENTERED && cx->waits[rank];
+	return 0;
+}
+
+/* Unless a rank runs normally, why it cannot take part; -1 when it can. */
+static int bad_kind(const struct fr_trace *t)
+{
+	if (!t)
+		return BK_MISSING;
+	switch (t->status) {
+	case FR_RANK_MISSING:
+		return BK_MISSING;
+	case FR_RANK_UNRESPONSIVE:
+		return BK_UNRESPONSIVE;
+	case FR_RANK_DISCONNECTED:
+		return BK_DISCONNECTED;
+	case FR_RANK_FINISHED:
+		return BK_FINISHED;
+	default:
+		return -1;
+	}
+}
+
+static enum fr_reason kind_reason(int kind)
+{
+	switch (kind) {
+	case BK_DISCONNECTED:
+		return FR_REASON_DISCONNECTED;
+	case BK_FINISHED:
+		return FR_REASON_FINISHED;
+	case BK_UNRESPONSIVE:
+	case BK_MISSING:
+		return FR_REASON_UNRESPONSIVE;
+	default:
+		return FR_REASON_NOT_ENTERED;
+	}
+}
+
+static void cand_classify(struct ctx *cx, struct cand *k)
+{
+	bool sink = false;
+	bool waiting = false;
+
+	k->nb = cx->nblk - k->boff;
+	for (size_t i = k->boff; i < cx->nblk; i++) {
+		if (cx->blk[i].kind != BK_NOT_ENTERED)
+			k->bad = true;
+		if (cx->blk[i].waits)
+			waiting = true;
+		else
+			sink = true;
+	}
+	k->pure = sink && !waiting;
+	k->cls = sink ? 0 : k->nb == 0 ? 1 : 2;
+}
+
+static struct cand *cand_new(struct ctx *cx)
+{
+	struct cand *k;
+
+	if (grow_array((void **)&cx->cands, &cx->cands_cap, cx->ncands + 1, sizeof(*k)) < 0)
+		return NULL;
+	k = &cx->cands[cx->ncands++];
+	memset(k, 0, sizeof(*k));
+	k->boff = cx->nblk;
+	k->group = NONE;
+	k->partner = NONE;
+	return k;
+}
+
+/* A collective (comm, seq) that some running rank has in flight. */
+static int cand_collective(struct ctx *cx, uint32_t gi)
+{
+	const struct group *g = &cx->groups[gi];
+	const struct cinfo *c = &cx->comms[g->comm];
+	uint32_t stamp = gi + 1;
+	struct cand *k;
+
+	bool stuck = false;
+
+	/* Stuck only when a rank that still runs waits in it. */
+	for (uint32_t e = g->head; e != NONE && !stuck; e = cx->ents[e].next)
+		stuck = cx->ents[e].op->state == FR_STATE_ENTERED &&
+			status_good(cx->by_rank[cx->ents[e].rank]);
+	if (!stuck)
+		return 0;
+	k = cand_new(cx);
+	if (!k)
+		return -ENOMEM;
+	k->group = gi;
+	k->comm = g->comm;
+	k->comm_id = c->id;
+	for (uint32_t e = g->head; e != NONE; e = cx->ents[e].next) {
+		const struct gentry *en = &cx->ents[e];
+		const struct fr_trace *t = cx->by_rank[en->rank];
+
+		cx->mark[en->rank] = stamp;
+		if (en->op->state != FR_STATE_ENTERED || !status_good(t))
+			continue;
+		/* The chain is descending: the last in-flight one is the lowest rank. */
+		k->op = en->op;
+		k->owner = en->rank;
+		if (t->time_ns > en->op->t_entered_ns &&
+		    t->time_ns - en->op->t_entered_ns > k->wait_ns)
+			k->wait_ns = t->time_ns - en->op->t_entered_ns;
+	}
+	for (uint32_t i = 0; i < c->n; i++) {
+		uint32_t m = c->members[i];
+		const struct fr_trace *t;
+		int bad;
+		int rc = 0;
+
+		if (m >= cx->world)
+			continue;
+		t = cx->by_rank[m];
+		bad = bad_kind(t);
+		if (bad >= 0)
+			rc = add_blocker(cx, m, (enum blocker_kind)bad);
+		else if (cx->mark[m] == stamp)
+			continue;
+		else if (c->ent && c->ent[i] && c->ent[i]->last_entered >= g->seq)
+			continue;
+		else
+			rc = add_blocker(cx, m, BK_NOT_ENTERED);
+		if (rc < 0)
+			return rc;
+	}
+	cand_classify(cx, k);
+	return 0;
+}
+
+/* Whether `peer` has in flight the counterpart of `rank`'s p2p `op`. */
+static bool p2p_matched(const struct ctx *cx, uint32_t rank, const struct fr_op *op,
+			uint32_t peer)
+{
+	for (uint32_t i = 0; i < cx->infl_n[peer]; i++) {
+		const struct fr_op *o = cx->inflight[cx->infl_off[peer] + i];
+
+		if (!is_p2p(o) || strcmp(o->comm, op->comm) != 0)
+			continue;
+		if (o->peer >= 0 && (uint32_t)o->peer != rank)
+			continue;
+		if (o->peer < 0 && o->type != FR_OP_RECV)
+			continue;
+		if (op->type == FR_OP_SEND && o->type == FR_OP_SEND)
+			continue;
+		if (op->type == FR_OP_RECV && o->type == FR_OP_RECV)
+			continue;
+		return true;
+	}
+	return false;
+}
+
+/* One running rank's p2p op in flight; its peer is what it waits for. */
+static int cand_p2p(struct ctx *cx, uint32_t rank, const struct fr_op *op)
+{
+	const struct fr_trace *t = cx->by_rank[rank];
+	struct cand *k = cand_new(cx);
+	uint32_t ci;
+
+	if (!k)
+		return -ENOMEM;
+	ci = comm_intern(cx, op->comm);
+	if (ci == NONE)
+		return -ENOMEM;
+	k->comm = ci;
+	k->comm_id = cx->comms[ci].id;
+	k->op = op;
+	k->owner = rank;
+	k->wait_ns = t->time_ns > op->t_entered_ns ? t->time_ns - op->t_entered_ns : 0;
+	if (op->peer >= 0 && (uint32_t)op->peer < cx->world && (uint32_t)op->peer != rank) {
+		uint32_t p = (uint32_t)op->peer;
+		int bad = bad_kind(cx->by_rank[p]);
+		int rc = 0;
+
+		if (bad >= 0)
+			rc = add_blocker(cx, p, (enum blocker_kind)bad);
+		else if (p2p_matched(cx, rank, op, p))
+			k->partner = p;
+		else
+			rc = add_blocker(cx, p, BK_NOT_ENTERED);
+		if (rc < 0)
+			return rc;
+	}
+	cand_classify(cx, k);
+	return 0;
+}
+
+/* Negative when `a` is the better explanation of the hang. */
+static int cand_cmp(const struct cand *a, const struct cand *b)
+{
+	int c;
+
+	if (a->cls != b->cls)
+		return a->cls - b->cls;
+	if (a->bad != b->bad)
+		return a->bad ? -1 : 1;
+	if (a->pure != b->pure)
+		return a->pure ? -1 : 1;
+	if (a->wait_ns != b->wait_ns)
+		return a->wait_ns > b->wait_ns ? -1 : 1;
+	c = strcmp(a->comm_id, b->comm_id);
+	if (c)
+		return c;
+	if (a->op->seq != b->op->seq)
+		return a->op->seq < b->op->seq ? -1 : 1;
+	if ((a->group == NONE) != (b->group == NONE))
+		return a->group == NONE ? 1 : -1;
+	return a->owner < b->owner ? -1 : a->owner > b->owner;
+}
+
+/* The ranks that wait in candidate `k`, ascending; returns how many. */
+static size_t cand_waiters(const struct ctx *cx, const struct cand *k, uint32_t *out)
+{
+	size_t n = 0;
+
+	if (k->group == NONE) {
+		out[0] = k->owner;
+		return 1;
+	}
+	for (uint32_t e = cx->groups[k->group].head; e != NONE; e = cx->ents[e].next) {
+		const struct gentry *en = &cx->ents[e];
+
+		if (en->op->state == FR_STATE_ENTERED && status_good(cx->by_rank[en->rank]))
+			out[n++] = en->rank;
+	}
+	/* Entries chain from the highest rank down. */
+	for (size_t i = 0; i < n / 2; i++) {
+		uint32_t x = out[i];
+
+		out[i] = out[n - 1 - i];
+		out[n - 1 - i] = x;
+	}
+	return n;
+}
+
+/* The latest op a rank has in flight, for a culprit's "called" evidence. */
+static const struct fr_op *latest_inflight(const struct ctx *cx, uint32_t r)
+{
+	if (!cx->infl_n[r])
+		return NULL;
+	return cx->inflight[cx->infl_off[r] + cx->infl_n[r] - 1];
+}
+
+static const char *kind_phrase(int kind, bool plural)
+{
+	switch (kind) {
+	case BK_UNRESPONSIVE:
+		return plural ? "are unresponsive (stopped heartbeating)" :
+				"is unresponsive (stopped heartbeating)";
+	case BK_MISSING:
+		return "sent no evidence (no dump, no live view)";
+	case BK_DISCONNECTED:
+		return "disconnected without finalising";
+	case BK_FINISHED:
+		return "finalised";
+	default:
+		return "never entered";
+	}
+}
+
+static void summary_hang(const struct ctx *cx, const struct cand *k, struct fr_verdict *v,
+			 const uint32_t *opw, size_t nopw)
+{
+	struct line l = { v->summary, sizeof(v->summary), 0 };
+	uint32_t *r = malloc((v->nculprits ? v->nculprits : 1) * sizeof(*r));
+	char where[512];
+	char who[512];
+	char rt[256];
+
+	if (!r) {
+		snprintf(v->summary, sizeof(v->summary), "hang (out of memory describing it)");
+		return;
+	}
+	where_text(where, sizeof(where), v);
+	if (v->culprits[0].reason == FR_REASON_STUCK_IN_OP) {
+		if (k->group != NONE)
+			line_add(&l, "every member entered %s and it does not complete", where);
+		else if (k->partner != NONE)
+			line_add(&l, "ranks %" PRIu32 " and %" PRIu32 " both posted %s and it "
+				 "does not complete", k->owner, k->partner, where);
+		else
+			line_add(&l, "rank %" PRIu32 " waits in %s and no rank is known to "
+				 "match it", k->owner, where);
+		line_add(&l, "; ");
+		waited_text(&l, v->waiting, v->nwaiting, v->waited_s);
+		goto out;
+	}
+	if (v->culprits[0].reason == FR_REASON_NOT_ENTERED) {
+		for (size_t i = 0; i < v->nculprits; i++)
+			r[i] = v->culprits[i].rank;
+		who_text(who, sizeof(who), cx, r, v->nculprits);
+		if (k->group != NONE)
+			line_add(&l, "%s never entered %s", who, where);
+		else
+			line_add(&l, "%s never posted the %s matching rank %" PRIu32 "'s %s",
+				 who, v->op.type == FR_OP_SEND ? "receive" :
+				 v->op.type == FR_OP_RECV ? "send" : "operation", k->owner, where);
+		line_add(&l, "; ");
+		waited_text(&l, v->waiting, v->nwaiting, v->waited_s);
+		goto out;
+	}
+	/* Bad-status culprits, grouped by what became of them. */
+	{
+		bool first = true;
+		char d[32];
+
+		for (int kind = BK_UNRESPONSIVE; kind <= BK_FINISHED; kind++) {
+			size_t n = 0;
+
+			for (size_t i = 0; i < v->nculprits; i++)
+				if (bad_kind(cx->by_rank[v->culprits[i].rank]) == kind)
+					r[n++] = v->culprits[i].rank;
+			if (!n)
+				continue;
+			who_text(who, sizeof(who), cx, r, n);
+			line_add(&l, "%s%s %s", first ? "" : " and ", who, kind_phrase(kind, n > 1));
+			first = false;
+		}
+		duration_text(d, sizeof(d), v->waited_s);
+		line_add(&l, " while %s %s wait in %s (longest wait %s)",
+			 nopw == 1 ? "rank" : "ranks", ranks_text(rt, sizeof(rt), opw, nopw),
+			 where, d);
+	}
+out:
+	free(r);
+}
+
+static void summary_deadlock(const struct ctx *cx, struct fr_verdict *v,
+			     const uint32_t *cycle, const struct cand *const *hop, size_t n)
+{
+	struct line l = { v->summary, sizeof(v->summary), 0 };
+	char head[128];
+
+	line_add(&l, "deadlock: ");
+	for (size_t i = 0; i < n && i < SUMMARY_CYCLE_MAX; i++) {
+		const struct cand *k = hop[i];
+
+		op_head(head, sizeof(head), k->op);
+		line_add(&l, "%srank %" PRIu32 " waits in %s on %s", i ? "; " : "", cycle[i],
+			 head, k->comm_id);
+		/* A p2p op names its peer already. */
+		if (k->group != NONE)
+			line_add(&l, " for rank %" PRIu32, cycle[(i + 1) % n]);
+	}
+	if (n > SUMMARY_CYCLE_MAX)
+		line_add(&l, "; ... (%zu ranks in the cycle)", n);
+	(void)cx;
+}
+
+/*
+ * Follows "waits for" edges from `start` until a rank repeats. Each rank's
+ * edge is its best candidate's lowest waiting blocker. Returns the cycle's
+ * length (0 when the walk ends at a rank with no edge) and writes the cycle,
+ * starting at its lowest rank, with the candidate each rank waits in.
+ */
+static int find_cycle(struct ctx *cx, uint32_t start, uint32_t **cycle_out,
+		      const struct cand ***hop_out, size_t *n_out)
+{
+	const struct cand **best = calloc(cx->world, sizeof(*best));
+	uint32_t *pos = malloc(cx->world * sizeof(*pos));
+	uint32_t *path = malloc(cx->world * sizeof(*path));
+	uint32_t *w = malloc(cx->world * sizeof(*w));
+	uint32_t *cycle = NULL;
+	const struct cand **hop = NULL;
+	size_t len = 0;
+	size_t at;
+	uint32_t cur;
+	int rc = -ENOMEM;
+
+	*n_out = 0;
+	if (!best || !pos || !path || !w)
+		goto out_free;
+	for (size_t i = 0; i < cx->ncands; i++) {
+		const struct cand *k = &cx->cands[i];
+		size_t nw;
+
+		if (!k->nb)
+			continue;
+		nw = cand_waiters(cx, k, w);
+		for (size_t j = 0; j < nw; j++)
+			if (!best[w[j]] || cand_cmp(k, best[w[j]]) < 0)
+				best[w[j]] = k;
+	}
+	memset(pos, 0xff, cx->world * sizeof(*pos));
+	rc = 0;
+	for (cur = start; pos[cur] == NONE;) {
+		const struct cand *k = best[cur];
+		uint32_t next = NONE;
+
+		pos[cur] = (uint32_t)len;
+		path[len++] = cur;
+		if (!k)
+			goto out_free;
+		for (size_t i = k->boff; i < k->boff + k->nb; i++)
+			if (cx->blk[i].waits && (next == NONE || cx->blk[i].rank < next))
+				next = cx->blk[i].rank;
+		if (next == NONE)
+			goto out_free;
+		cur = next;
+	}
+	at = pos[cur];
+	{
+		size_t n = len - at;
+		size_t low = 0;
+
+		cycle = malloc(n * sizeof(*cycle));
+		hop = malloc(n * sizeof(*hop));
+		if (!cycle || !hop) {
+			rc = -ENOMEM;
+			goto out_free;
+		}
+		for (size_t i = 1; i < n; i++)
+			if (path[at + i] < path[at + low])
+				low = i;
+		for (size_t i = 0; i < n; i++) {
+			cycle[i] = path[at + (low + i) % n];
+			hop[i] = best[cycle[i]];
+		}
+		*n_out = n;
+	}
+	*cycle_out = cycle;
+	*hop_out = hop;
+	cycle = NULL;
+	hop = NULL;
+out_free:
+	free(cycle);
+	free(hop);
+	free(best);
+	free(pos);
+	free(path);
+	free(w);
+	return rc;
+}
+
+static int verdict_from_cand(struct ctx *cx, const struct cand *k, struct fr_verdict *v)
+{
+	const struct cinfo *c = &cx->comms[k->comm];
+	uint32_t *opw = malloc(cx->world * sizeof(*opw));
+	size_t nopw;
+	int rc = -ENOMEM;
+
+	if (!opw)
+		return -ENOMEM;
+	v->kind = FR_VERDICT_HANG;
+	v->has_op = true;
+	v->op = *k->op;
+	if (verdict_set_comm(v, c) < 0)
+		goto out_free;
+	nopw = cand_waiters(cx, k, opw);
+
+	if (k->cls == 0) {
+		v->culprits = calloc(k->nb, sizeof(*v->culprits));
+		if (!v->culprits)
+			goto out_free;
+		for (size_t i = k->boff; i < k->boff + k->nb; i++) {
+			const struct blocker *b = &cx->blk[i];
+			struct fr_culprit *cu;
+
+			if (k->bad ? b->kind == BK_NOT_ENTERED : b->waits)
+				continue;
+			cu = &v->culprits[v->nculprits++];
+			culprit_fill(cx, cu, b->rank, kind_reason(b->kind), k->comm_id);
+			if (b->kind != BK_NOT_ENTERED) {
+				const struct fr_op *o = latest_inflight(cx, b->rank);
+
+				if (o) {
+					cu->has_op = true;
+					cu->op = *o;
+				}
+			}
+		}
+	} else if (k->cls == 1) {
+		size_t n = k->group != NONE ? c->n : k->partner != NONE ? 2 : 1;
+
+		v->culprits = calloc(n, sizeof(*v->culprits));
+		if (!v->culprits)
+			goto out_free;
+		if (k->group != NONE) {
+			for (uint32_t i = 0; i < c->n; i++)
+				if (c->members[i] < cx->world)
+					culprit_fill(cx, &v->culprits[v->nculprits++],
+						     c->members[i], FR_REASON_STUCK_IN_OP,
+						     k->comm_id);
+		} else {
+			culprit_fill(cx, &v->culprits[v->nculprits++], k->owner,
+				     FR_REASON_STUCK_IN_OP, k->comm_id);
+			if (k->partner != NONE)
+				culprit_fill(cx, &v->culprits[v->nculprits++], k->partner,
+					     FR_REASON_STUCK_IN_OP, k->comm_id);
+		}
+	}
+	qsort(v->culprits, v->nculprits, sizeof(*v->culprits), cmp_culprit);
+	summary_hang(cx, k, v, opw, nopw);
+	rc = 0;
+out_free:
+	free(opw);
+	return rc;
+}
+
+static int verdict_deadlock(struct ctx *cx, const struct cand *k, struct fr_verdict *v)
+{
+	uint32_t *cycle = NULL;
+	const struct cand **hop = NULL;
+	uint32_t *w = malloc(cx->world * sizeof(*w));
+	size_t n = 0;
+	int rc;
+
+	if (!w)
+		return -ENOMEM;
+	cand_waiters(cx, k, w);
+	rc = find_cycle(cx, w[0], &cycle, &hop, &n);
+	free(w);
+	if (rc < 0)
+		return rc;
+	if (!n) {
+		/* Not expected (every waiter then has an edge); say what is stuck. */
+		struct cand k2 = *k;
+
+		k2.cls = 1;
+		k2.nb = 0;
+		return verdict_from_cand(cx, &k2, v);
+	}
+	v->kind = FR_VERDICT_DEADLOCK;
+	v->has_op = true;
+	v->op = *hop[0]->op;
+	rc = verdict_set_comm(v, &cx->comms[hop[0]->comm]);
+	if (rc < 0)
+		goto out_free;
+	v->culprits = calloc(n, sizeof(*v->culprits));
+	if (!v->culprits) {
+		rc = -ENOMEM;
+		goto out_free;
+	}
+	for (size_t i = 0; i < n; i++) {
+		struct fr_culprit *cu = &v->culprits[v->nculprits++];
+		const struct fr_op *o = hop[i]->op;
+
+		culprit_fill(cx, cu, cycle[i], FR_REASON_NOT_ENTERED, hop[i]->comm_id);
+		/* What the rank waits in instead: its own op of that stuck op. */
+		if (hop[i]->group != NONE) {
+			for (uint32_t e = cx->groups[hop[i]->group].head; e != NONE;
+			     e = cx->ents[e].next)
+				if (cx->ents[e].rank == cycle[i])
+					o = cx->ents[e].op;
+		}
+		cu->has_op = true;
+		cu->op = *o;
+	}
+	summary_deadlock(cx, v, cycle, hop, n);
+	qsort(v->culprits, v->nculprits, sizeof(*v->culprits), cmp_culprit);
+out_free:
+	free(cycle);
+	free(hop);
+	return rc;
+}
+
+static int correlate_hang(struct ctx *cx, struct fr_verdict *v)
+{
+	const struct cand *best = NULL;
+	int rc;
+
+	for (size_t i = 0; i < cx->ngroups; i++) {
+		rc = cand_collective(cx, (uint32_t)i);
+		if (rc < 0)
+			return rc;
+	}
+	for (uint32_t r = 0; r < cx->world; r++) {
+		if (!cx->waits[r])
+			continue;
+		for (uint32_t i = 0; i < cx->infl_n[r]; i++) {
+			const struct fr_op *op = cx->inflight[cx->infl_off[r] + i];
+
+			if (is_p2p(op)) {
+				rc = cand_p2p(cx, r, op);
+				if (rc < 0)
+					return rc;
+			}
+		}
+	}
+	for (size_t i = 0; i < cx->ncands; i++)
+		if (!best || cand_cmp(&cx->cands[i], best) < 0)
+			best = &cx->cands[i];
+	assert(best);
+	if (best->cls == 2)
+		return verdict_deadlock(cx, best, v);
+	return verdict_from_cand(cx, best, v);
+}
+
+int fr_correlate(const struct fr_trace *const *traces, size_t ntraces, uint32_t world_size,
+		 struct fr_verdict *v)
+{
+	struct ctx cx;
+	uint64_t longest = 0;
+	int rc;
+
+	memset(v, 0, sizeof(*v));
+	memset(&cx, 0, sizeof(cx));
+	rc = ctx_build(&cx, traces, ntraces, world_size);
+	if (rc < 0)
+		goto out_free;
+	v->world_size = cx.world;
+	for (uint32_t r = 0; r < cx.world; r++)
+		if (cx.by_rank[r] && cx.by_rank[r]->status != FR_RANK_MISSING)
+			v->nranks_with_evidence++;
+
+	{
+		uint32_t gi = find_mismatch(&cx);
+
+		if (gi != NONE) {
+			rc = verdict_mismatch(&cx, gi, v);
+			goto out_free;
+		}
+	}
+
+	v->waiting = malloc((cx.world ? cx.world : 1) * sizeof(*v->waiting));
+	if (!v->waiting) {
+		rc = -ENOMEM;
+		goto out_free;
+	}
+	for (uint32_t r = 0; r < cx.world; r++) {
+		if (!cx.waits[r])
+			continue;
+		v->waiting[v->nwaiting++] = r;
+		if (cx.wait_ns[r] > longest)
+			longest = cx.wait_ns[r];
+	}
+	v->waited_s = ns_to_s(longest);
+	if (!v->nwaiting) {
+		v->kind = FR_VERDICT_OK;
+		summary_ok(&cx, v);
+		rc = 0;
+		goto out_free;
+	}
+	rc = correlate_hang(&cx, v);
+out_free:
+	ctx_free(&cx);
+	if (rc < 0)
+		fr_verdict_free(v);
+	return rc;
+}
+
+void fr_verdict_free(struct fr_verdict *v)
+{
+	free(v->culprits);
+	free(v->comm_ranks);
+	free(v->waiting);
+	memset(v, 0, sizeof(*v));
+}
+
+/* ---- JSON ---- */
+
+static json_t *ju64(uint64_t x)
+{
+	return json_integer(x > INT64_MAX ? INT64_MAX : (json_int_t)x);
+}
+
+static int jset(json_t *obj, const char *key, json_t *val)
+{
+	return val ? json_object_set_new(obj, key, val) : -1;
+}
+
+static json_t *ranks_json(const uint32_t *r, size_t n)
+{
+	json_t *a = json_array();
+
+	for (size_t i = 0; a && i < n; i++) {
+		if (json_array_append_new(a, json_integer(r[i])) < 0) {
+			json_decref(a);
+			return NULL;
+		}
+	}
+	return a;
+}
+
+static json_t *op_json(const struct fr_op *op, const struct fr_verdict *v)
+{
+	json_t *o = json_object();
+	int rc = 0;
+
+	if (!o)
+		return NULL;
+	rc |= jset(o, "comm", json_string(op->comm));
+	if (v)
+		rc |= jset(o, "comm_ranks", ranks_json(v->comm_ranks, v->comm_size));
+	rc |= jset(o, "seq", ju64(op->seq));
+	rc |= jset(o, "type", json_string(fr_op_name(op->type)));
+	rc |= jset(o, "count", ju64(op->count));
+	rc |= jset(o, "dtype", json_string(op->dtype));
+	rc |= jset(o, "bytes", ju64(op->bytes));
+	rc |= jset(o, "root", json_integer(op->root));
+	rc |= jset(o, "peer", json_integer(op->peer));
+	rc |= jset(o, "is_p2p", json_boolean(is_p2p(op)));
+	rc |= jset(o, "state", json_string(fr_state_name(op->state)));
+	if (rc) {
+		json_decref(o);
+		return NULL;
+	}
+	return o;
+}
+
+json_t *fr_op_to_json(const struct fr_op *op)
+{
+	return op_json(op, NULL);
+}
+
+/*
+ * The summary is cut to fit its buffer, possibly inside a UTF-8 sequence of
+ * a host or communicator name: drop the broken tail rather than the summary.
+ */
+static json_t *summary_json(const char *s)
+{
+	size_t n = strlen(s);
+	json_t *j = json_string(s);
+
+	for (size_t cut = 1; !j && cut <= 3 && cut <= n; cut++)
+		j = json_stringn(s, n - cut);
+	return j ? j : json_string("");
+}
+
+json_t *fr_verdict_to_json(const struct fr_verdict *v)
+{
+	json_t *o = json_object();
+	json_t *cs = json_array();
+	int rc = 0;
+
+	if (!o || !cs)
+		goto out_free;
+	for (size_t i = 0; i < v->nculprits; i++) {
+		const struct fr_culprit *cu = &v->culprits[i];
+		json_t *c = json_object();
+
+		if (!c || json_array_append_new(cs, c) < 0)
+			goto out_free;
+		rc |= jset(c, "rank", json_integer(cu->rank));
+		rc |= jset(c, "reason", json_string(fr_reason_name(cu->reason)));
+		rc |= jset(c, "host", json_string(cu->host));
+		rc |= jset(c, "pid", json_integer(cu->pid));
+		rc |= jset(c, "last_completed", cu->has_last_completed ?
+						fr_op_to_json(&cu->last_completed) : json_null());
+		rc |= jset(c, "called", cu->has_op ? fr_op_to_json(&cu->op) : json_null());
+	}
+	rc |= jset(o, "verdict", json_string(fr_verdict_name(v->kind)));
+	rc |= json_object_set_new(o, "culprits", cs);
+	cs = NULL;
+	rc |= jset(o, "op", v->has_op ? op_json(&v->op, v) : json_null());
+	rc |= jset(o, "waiting_ranks", ranks_json(v->waiting, v->nwaiting));
+	rc |= jset(o, "waited_s", json_real(v->waited_s));
+	rc |= jset(o, "world_size", json_integer(v->world_size));
+	rc |= jset(o, "summary", summary_json(v->summary));
+	if (rc)
+		goto out_free;
+	return o;
+out_free:
+	json_decref(cs);
+	json_decref(o);
+	return NULL;
+}
+
+/* ---- report for a person ---- */
+
+static const struct fr_trace *trace_of(const struct fr_trace *const *traces, size_t ntraces,
+				       uint32_t rank)
+{
+	for (size_t i = 0; i < ntraces; i++)
+		if (traces[i] && traces[i]->rank == rank)
+			return traces[i];
+	return NULL;
+}
+
+static void print_op_line(FILE *out, const char *label, const struct fr_op *op)
+{
+	char head[128];
+	char det[128];
+
+	op_head(head, sizeof(head), op);
+	op_details(det, sizeof(det), op);
+	fprintf(out, "%s%s on %s (%s, %" PRIu64 " bytes), %s\n", label, head,
+		op->comm[0] ? op->comm : "?", det, op->bytes, fr_state_name(op->state));
+}
+
+struct wait_item {
+	const struct fr_op *op;
+	uint32_t rank;
+	uint64_t wait_ns;
+};
+
+static int cmp_wait_item(const void *a, const void *b)
+{
+	const struct wait_item *x = a;
+	const struct wait_item *y = b;
+	int c;
+
+	if (!x->op || !y->op)
+		return x->op ? -1 : y->op ? 1 : (x->rank > y->rank) - (x->rank < y->rank);
+	c = strcmp(x->op->comm, y->op->comm);
+	if (c)
+		return c;
+	if (x->op->seq != y->op->seq)
+		return x->op->seq < y->op->seq ? -1 : 1;
+	if (x->op->type != y->op->type)
+		return x->op->type < y->op->type ? -1 : 1;
+	if (x->op->peer != y->op->peer)
+		return x->op->peer < y->op->peer ? -1 : 1;
+	return (x->rank > y->rank) - (x->rank < y->rank);
+}
+
+static bool same_wait(const struct wait_item *a, const struct wait_item *b)
+{
+	if (!a->op || !b->op)
+		return !a->op && !b->op;
+	return strcmp(a->op->comm, b->op->comm) == 0 && a->op->seq == b->op->seq &&
+	       a->op->type == b->op->type && a->op->peer == b->op->peer;
+}
+
+/*
+ * Who waits in what: each waiting rank's oldest operation in flight, grouped
+ * so that 1024 ranks in the same barrier make one line.
+ */
+static void print_waiting(FILE *out, const struct fr_verdict *v,
+			  const struct fr_trace *const *traces, size_t ntraces,
+			  const struct fr_trace **idx)
+{
+	struct wait_item *it = malloc((v->nwaiting ? v->nwaiting : 1) * sizeof(*it));
+	uint32_t *r = malloc((v->nwaiting ? v->nwaiting : 1) * sizeof(*r));
+	size_t lines = 0;
+	char d[32];
+	char rt[512];
+
+	duration_text(d, sizeof(d), v->waited_s);
+	fprintf(out, "Waiting: %s %s (%zu), longest %s\n", v->nwaiting == 1 ? "rank" : "ranks",
+		ranks_text(rt, sizeof(rt), v->waiting, v->nwaiting), v->nwaiting, d);
+	if (!it || !r)
+		goto out_free;
+	for (size_t i = 0; i < v->nwaiting; i++) {
+		uint32_t rank = v->waiting[i];
+		const struct fr_trace *t = idx ? (rank < v->world_size ? idx[rank] : NULL) :
+					   trace_of(traces, ntraces, rank);
+
+		it[i].rank = rank;
+		it[i].op = NULL;
+		it[i].wait_ns = 0;
+		for (size_t j = 0; t && j < t->nops; j++) {
+			const struct fr_op *op = &t->ops[j];
+
+			if (op->state != FR_STATE_ENTERED)
+				continue;
+			if (!it[i].op || op->t_entered_ns < it[i].op->t_entered_ns)
+				it[i].op = op;
+		}
+		if (it[i].op && t->time_ns > it[i].op->t_entered_ns)
+			it[i].wait_ns = t->time_ns - it[i].op->t_entered_ns;
+	}
+	qsort(it, v->nwaiting, sizeof(*it), cmp_wait_item);
+	for (size_t i = 0; i < v->nwaiting;) {
+		size_t j = i;
+		size_t n = 0;
+		uint64_t longest = 0;
+		char head[128];
+
+		for (; j < v->nwaiting && same_wait(&it[i], &it[j]); j++) {
+			r[n++] = it[j].rank;
+			if (it[j].wait_ns > longest)
+				longest = it[j].wait_ns;
+		}
+		if (lines++ == PRINT_WAIT_GROUPS_MAX) {
+			fprintf(out, "  ... and more\n");
+			break;
+		}
+		qsort(r, n, sizeof(*r), cmp_u32);
+		duration_text(d, sizeof(d), ns_to_s(longest));
+		if (it[i].op) {
+			op_head(head, sizeof(head), it[i].op);
+			fprintf(out, "  %s %s: in %s on %s, up to %s\n", n == 1 ? "rank" : "ranks",
+				ranks_text(rt, sizeof(rt), r, n), head, it[i].op->comm, d);
+		} else {
+			fprintf(out, "  %s %s: (no operation in its evidence)\n",
+				n == 1 ? "rank" : "ranks", ranks_text(rt, sizeof(rt), r, n));
+		}
+		i = j;
+	}
+out_free:
+	free(it);
+	free(r);
+}
+
+static void print_stack(FILE *out, const struct fr_trace *t)
+{
+	if (!t->nthreads) {
+		fprintf(out, "  stack: none in its evidence\n");
+		return;
+	}
+	for (size_t i = 0; i < t->nthreads; i++) {
+		const struct fr_thread *th = &t->threads[i];
+
+		fprintf(out, "  thread %" PRIu32 "%s%s%s%s:\n", th->tid, th->name[0] ? " \"" : "",
+			th->name, th->name[0] ? "\"" : "", th->current ? " (dumping thread)" : "");
+		if (!th->nframes)
+			fprintf(out, "    (no frames)\n");
+		for (size_t j = 0; j < th->nframes; j++)
+			fprintf(out, "    #%zu %s+0x%" PRIx64 "\n", j,
+				th->frames[j].name ? th->frames[j].name : "??",
+				th->frames[j].offset);
+	}
+}
+
+static const char *reason_text(enum fr_reason r)
+{
+	switch (r) {
+	case FR_REASON_NOT_ENTERED:
+		return "never entered the operation its peers wait in";
+	case FR_REASON_UNRESPONSIVE:
+		return "unresponsive (stopped heartbeating or answering)";
+	case FR_REASON_DISCONNECTED:
+		return "lost its connection without finalising";
+	case FR_REASON_FINISHED:
+		return "finalised while its peers still wait on it";
+	case FR_REASON_MISMATCH:
+		return "called a different operation at the same seq";
+	case FR_REASON_STUCK_IN_OP:
+		return "entered the operation, which does not complete";
+	}
+	return "?";
+}
+
+static void print_culprit(FILE *out, const struct fr_verdict *v, const struct fr_culprit *cu,
+			  const struct fr_trace *t)
+{
+	fprintf(out, "\nCulprit rank %" PRIu32, cu->rank);
+	if (cu->host[0] || cu->pid)
+		fprintf(out, " (%s, pid %" PRIu32 ")", cu->host[0] ? cu->host : "?", cu->pid);
+	fprintf(out, ": %s\n", reason_text(cu->reason));
+	if (cu->has_op)
+		print_op_line(out, cu->reason == FR_REASON_MISMATCH ? "  called: " :
+				   "  in flight: ", &cu->op);
+	if (cu->has_last_completed)
+		print_op_line(out, "  last completed: ", &cu->last_completed);
+	else if (t)
+		fprintf(out, "  last completed: none on %s in its evidence\n",
+			v->has_op && v->op.comm[0] ? v->op.comm : "this communicator");
+	if (!t || t->status == FR_RANK_MISSING) {
+		fprintf(out, "  no dump: %s\n", t ? "missing" : "no evidence at all (missing)");
+		return;
+	}
+	if (t->status != FR_RANK_DUMPED) {
+		fprintf(out, "  no dump: %s (the daemon's live view only)\n",
+			fr_rank_status_name(t->status));
+		if (!t->nthreads)
+			return;
+	}
+	if (t->dropped)
+		fprintf(out, "  (%" PRIu64 " older entries lost to ring wrap)\n", t->dropped);
+	print_stack(out, t);
+}
+
+void fr_verdict_print(FILE *out, const struct fr_verdict *v,
+		      const struct fr_trace *const *traces, size_t ntraces)
+{
+	/* An index by rank; without memory, a linear search per lookup. */
+	const struct fr_trace **idx = calloc(v->world_size ? v->world_size : 1, sizeof(*idx));
+	char rt[512];
+	uint32_t *r = NULL;
+	size_t n = 0;
+
+	for (size_t i = 0; idx && i < ntraces; i++)
+		if (traces[i] && traces[i]->rank < v->world_size && !idx[traces[i]->rank])
+			idx[traces[i]->rank] = traces[i];
+
+	fprintf(out, "%s\n", v->summary);
+	fprintf(out, "\nVerdict: %s\n", fr_verdict_name(v->kind));
+	if (v->has_op) {
+		print_op_line(out, v->kind == FR_VERDICT_MISMATCH ? "Operation (majority): " :
+				   "Operation: ", &v->op);
+		fprintf(out, "Communicator: %s, %" PRIu32 " ranks [%s]\n", v->op.comm,
+			v->comm_size, members_text(rt, sizeof(rt), v->comm_ranks, v->comm_size));
+	}
+	if (v->nwaiting)
+		print_waiting(out, v, traces, ntraces, idx);
+	fprintf(out, "Evidence: %zu of %" PRIu32 " ranks\n", v->nranks_with_evidence,
+		v->world_size);
+	r = malloc((v->world_size ? v->world_size : 1) * sizeof(*r));
+	if (r && idx) {
+		for (uint32_t i = 0; i < v->world_size; i++)
+			if (!idx[i] || idx[i]->status == FR_RANK_MISSING)
+				r[n++] = i;
+		if (n)
+			fprintf(out, "  no evidence: %s %s\n", n == 1 ? "rank" : "ranks",
+				ranks_text(rt, sizeof(rt), r, n));
+		for (int s = FR_RANK_LIVE; s < FR_RANK_MISSING; s++) {
+			n = 0;
+			for (uint32_t i = 0; i < v->world_size; i++)
+				if (idx[i] && (int)idx[i]->status == s)
+					r[n++] = i;
+			if (n)
+				fprintf(out, "  no dump, %s: %s %s\n", fr_rank_status_name((unsigned)s),
+					n == 1 ? "rank" : "ranks", ranks_text(rt, sizeof(rt), r, n));
+		}
+	}
+
+	for (size_t i = 0; i < v->nculprits && i < PRINT_CULPRITS_MAX; i++) {
+		uint32_t rank = v->culprits[i].rank;
+		const struct fr_trace *t = idx ? (rank < v->world_size ? idx[rank] : NULL) :
+					   trace_of(traces, ntraces, rank);
+
+		print_culprit(out, v, &v->culprits[i], t);
+	}
+	if (v->nculprits > PRINT_CULPRITS_MAX && r) {
+		n = 0;
+		for (size_t i = PRINT_CULPRITS_MAX; i < v->nculprits; i++)
+			r[n++] = v->culprits[i].rank;
+		fprintf(out, "\n... and %zu more culprits (same reason): %s %s\n", n,
+			n == 1 ? "rank" : "ranks", ranks_text(rt, sizeof(rt), r, n));
+	}
+	free(r);
+	free(idx);
+}

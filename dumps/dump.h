@@ -1,0 +1,83 @@
+/*
+ * Reading and writing per-rank dumps and incident manifests (JSON, format
+ * documented in dumps/FORMAT.md). Used by the agent (write), the daemon
+ * (write the manifest, validate uploads) and fr-analyze (read).
+ */
+#ifndef FR_DUMP_H
+#define FR_DUMP_H
+
+#include <jansson.h>
+#include <stddef.h>
+
+#include "trace.h"
+
+#define FR_DUMP_FORMAT "flightrec-dump"
+#define FR_MANIFEST_FORMAT "flightrec-manifest"
+/* Major.minor; readers accept any minor of a major they know. */
+#define FR_DUMP_VERSION "1.0"
+#define FR_DUMP_VERSION_MAJOR 1
+
+/*
+ * The JSON object of a trace (the dump document). Returns a new reference,
+ * NULL when out of memory. Threads are included when the trace has them.
+ */
+json_t *fr_dump_to_json(const struct fr_trace *t);
+
+/*
+ * Serialises a trace into a newly allocated NUL-terminated buffer (caller
+ * frees). Returns 0 or -ENOMEM.
+ */
+int fr_dump_serialize(const struct fr_trace *t, char **out, size_t *len);
+
+/*
+ * Fills `t` from a parsed dump object. `name` is used in error messages (a
+ * file name). On error returns -EPROTO (malformed), -EPROTONOSUPPORT (unknown
+ * format version) or -ENOMEM, writes a message naming `name` and what is
+ * wrong into err, and leaves `t` freed and zeroed.
+ */
+int fr_dump_from_json(const json_t *root, const char *name, struct fr_trace *t,
+		      char *err, size_t errlen);
+
+/* Parses a dump from bytes; same errors as fr_dump_from_json(). */
+int fr_dump_parse(const char *buf, size_t len, const char *name, struct fr_trace *t,
+		  char *err, size_t errlen);
+
+/* Reads a dump file; adds -errno for I/O errors. */
+int fr_dump_read_file(const char *path, struct fr_trace *t, char *err, size_t errlen);
+
+/*
+ * Writes `len` bytes to `path` atomically: a temporary file in the same
+ * directory, fsync, rename, fsync of the directory. Returns 0 or -errno; on
+ * failure no file is left at `path` or at the temporary name.
+ */
+int fr_write_file_atomic(const char *path, const void *buf, size_t len);
+
+/* An incident manifest, as read back by fr-analyze. */
+struct fr_manifest {
+	char job[FR_JOB_MAX + 1];
+	char incident[FR_INCIDENT_MAX + 1];
+	char reason[FR_REASON_MAX + 1];
+	uint32_t world_size;
+	uint64_t opened_ns;
+	uint64_t closed_ns;
+	size_t nranks;
+	/* The daemon's live view of each rank it knew, with status set to why
+	 * it did or did not dump (FR_RANK_DUMPED for those that answered). */
+	struct fr_trace *ranks; /* owned */
+};
+
+/*
+ * Builds a manifest document: identity, times, each rank's live view (as a
+ * dump object without threads, status included) and the live verdict object
+ * (borrowed reference, may be NULL). Returns a new reference.
+ */
+json_t *fr_manifest_to_json(const char *job, const char *incident, const char *reason,
+			    uint32_t world_size, uint64_t opened_ns, uint64_t closed_ns,
+			    const struct fr_trace *const *ranks, size_t nranks,
+			    json_t *verdict);
+
+/* Reads a manifest file; same error conventions as fr_dump_read_file(). */
+int fr_manifest_read_file(const char *path, struct fr_manifest *m, char *err, size_t errlen);
+void fr_manifest_free(struct fr_manifest *m);
+
+#endif

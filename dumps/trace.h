@@ -1,0 +1,115 @@
+/*
+ * The in-memory model of one rank's evidence: its identity, communicators,
+ * flight-recorder entries and thread stacks. A dump file (dumps/FORMAT.md) is
+ * this model in JSON; the daemon builds the same model from its live view of
+ * a rank, so that the correlation engine (correlate.h) reads both alike.
+ */
+#ifndef FR_TRACE_H
+#define FR_TRACE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "../protocol/op.h"
+#include "../protocol/wire.h"
+
+/* Where a rank's evidence came from, and what became of the rank. */
+#define FR_RANK_STATUSES(X)                                                   \
+	X(DUMPED, "dumped")             /* its own dump: complete evidence */ \
+	X(LIVE, "live")                 /* the daemon's live view only */     \
+	X(UNRESPONSIVE, "unresponsive") /* stopped heartbeating / did not answer */ \
+	X(DISCONNECTED, "disconnected") /* connection lost without a goodbye */     \
+	X(FINISHED, "finished")         /* said goodbye (finalised) */              \
+	X(MISSING, "missing")           /* no evidence at all */
+
+enum fr_rank_status {
+#define FR_RS_ENUM(e, n) FR_RANK_##e,
+	FR_RANK_STATUSES(FR_RS_ENUM)
+#undef FR_RS_ENUM
+	FR_RANK__COUNT
+};
+
+const char *fr_rank_status_name(unsigned s);
+/* Returns -1 for an unknown name. */
+int fr_rank_status_from_name(const char *name);
+
+/* One flight-recorder entry. */
+struct fr_op {
+	uint64_t record_id;
+	char comm[FR_COMM_ID_MAX + 1];
+	enum fr_op_type type;
+	enum fr_op_state state;
+	bool is_p2p;
+	bool nonblocking;
+	uint64_t seq;       /* collective seq (collectives) or p2p seq (p2p) */
+	int32_t peer;       /* global rank of the p2p peer, -1 if none/any */
+	int32_t root;       /* global rank of the root for rooted collectives, else -1 */
+	uint64_t count;     /* elements */
+	uint64_t bytes;     /* count x datatype size */
+	char dtype[FR_DTYPE_MAX + 1];  /* "double", "int32", "derived", ... */
+	char redop[16];     /* "sum", "max", ... or "" */
+	uint64_t t_entered_ns;   /* CLOCK_REALTIME */
+	uint64_t t_completed_ns; /* 0 while not completed */
+};
+
+/* One communicator as seen by this rank. */
+struct fr_comm {
+	char id[FR_COMM_ID_MAX + 1];
+	char desc[FR_COMM_DESC_MAX + 1];
+	uint32_t rank;      /* this rank's rank in it */
+	uint32_t size;
+	uint32_t *members;  /* global ranks, size entries, owned */
+	uint64_t last_entered;
+	uint64_t last_completed;
+};
+
+struct fr_frame {
+	char *name;        /* symbol, owned; NULL when unknown */
+	uint64_t offset;   /* from the symbol's start */
+	uint64_t ip;
+};
+
+struct fr_thread {
+	uint32_t tid;
+	char name[32];
+	bool current;      /* the thread that wrote the dump */
+	size_t nframes;
+	struct fr_frame *frames; /* innermost first, owned */
+};
+
+struct fr_trace {
+	enum fr_rank_status status;
+	char job[FR_JOB_MAX + 1];
+	uint32_t rank;
+	uint32_t world_size;
+	char host[FR_HOST_MAX + 1];
+	uint32_t pid;
+	char comm_lib[FR_LIBVER_MAX + 1];
+	char incident[FR_INCIDENT_MAX + 1];
+	char reason[FR_REASON_MAX + 1];
+	/* Reference time of this evidence (when the dump was written, or "now"
+	 * for a live view), CLOCK_REALTIME; ages are measured against it. */
+	uint64_t time_ns;
+	uint64_t dropped;  /* entries lost to ring wrap before the oldest kept */
+	size_t ncomms;
+	struct fr_comm *comms;   /* owned */
+	size_t nops;
+	struct fr_op *ops;       /* owned, oldest first */
+	size_t nthreads;
+	struct fr_thread *threads; /* owned */
+};
+
+/* Releases everything a trace owns and zeroes it. */
+void fr_trace_free(struct fr_trace *t);
+/* The communicator with this id, or NULL. */
+const struct fr_comm *fr_trace_comm(const struct fr_trace *t, const char *id);
+
+/*
+ * Appends to growable arrays, doubling capacity; return a zeroed new element
+ * or NULL when out of memory. `cap` is tracked by the caller.
+ */
+struct fr_op *fr_trace_add_op(struct fr_trace *t, size_t *cap);
+struct fr_comm *fr_trace_add_comm(struct fr_trace *t, size_t *cap);
+
+#endif

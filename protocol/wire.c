@@ -1,0 +1,705 @@
+/*
+ * The wire codec. What wire.h does not say:
+ *
+ * Encoders validate every field first, then compute the frame size with the
+ * message's _size function and check it against the buffer, so the writes
+ * that follow cannot run past the end and are not checked one by one.
+ *
+ * Decoders read through a cursor whose failure is sticky: after the first
+ * short read or bad value every later read yields zero, and the decoder
+ * looks at the failure once, at the end, where it also rejects leftover
+ * bytes. An array count is checked against the bytes left before anything
+ * is allocated, using the smallest encoding one element can have, so a
+ * hostile count costs no memory.
+ *
+ * Beyond the string limits, decoders refuse a few values no honest peer
+ * sends, and encoders refuse the same ones so that they never produce a
+ * frame the other side would drop: a COMM whose rank is not below its size
+ * (so a COMM has at least one member), an in-flight operation whose is_p2p
+ * is not 0 or 1 or whose peer is below -1, a DUMP_DATA piece that does not
+ * fit inside its dump, and a BYE whose reserved field is not 0. The
+ * in-flight operation type is not checked: a newer agent may record kinds
+ * this build does not name, and fr_op_name() calls those "unknown".
+ *
+ * fr_wire_header_decode() fills in the header's fields even when it refuses
+ * them (all but -EAGAIN), so that the caller can say in its log line what it
+ * was sent. A failed payload decode leaves the message zeroed.
+ */
+#include "wire.h"
+
+#include <assert.h>
+#include <errno.h>
+#include <stdbool.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
+
+/* Bytes of a string field: its u16 length, then the bytes. */
+#define STR_SIZE(len) (2 + (size_t)(len))
+
+/* The smallest encodings of array elements: every string empty. */
+#define COMM_PROGRESS_MIN_SIZE (STR_SIZE(0) + 8 + 8)
+#define INFLIGHT_MIN_SIZE (STR_SIZE(0) + 1 + 1 + 4 + 8 + 8 + 8 + STR_SIZE(0) + 8)
+
+static const char *const msg_names[] = {
+#define FR_MSG_NAME(T, v, n) [v] = #n,
+	FR_WIRE_MESSAGES(FR_MSG_NAME)
+#undef FR_MSG_NAME
+};
+
+const char *fr_msg_name(unsigned type)
+{
+	if (type >= ARRAY_SIZE(msg_names))
+		return NULL;
+	return msg_names[type];
+}
+
+/*
+ * Length of a string field, counting at most one byte past its limit: enough
+ * to tell that it is over the limit, and safe on an array whose terminator
+ * is missing.
+ */
+static size_t str_len(const char *s, size_t max)
+{
+	return strnlen(s, max + 1);
+}
+
+struct wr {
+	uint8_t *p;
+};
+
+static void wr_u8(struct wr *w, uint8_t v)
+{
+	*w->p++ = v;
+}
+
+static void wr_u16(struct wr *w, uint16_t v)
+{
+	w->p[0] = (uint8_t)v;
+	w->p[1] = (uint8_t)(v >> 8);
+	w->p += 2;
+}
+
+static void wr_u32(struct wr *w, uint32_t v)
+{
+	for (int i = 0; i < 4; i++)
+		w->p[i] = (uint8_t)(v >> (8 * i));
+	w->p += 4;
+}
+
+static void wr_u64(struct wr *w, uint64_t v)
+{
+	for (int i = 0; i < 8; i++)
+		w->p[i] = (uint8_t)(v >> (8 * i));
+	w->p += 8;
+}
+
+static void wr_bytes(struct wr *w, const void *b, size_t n)
+{
+	if (n) {
+		memcpy(w->p, b, n);
+		w->p += n;
+	}
+}
+
+/* `len` comes from str_len() and was checked against the field's limit. */
+static void wr_str(struct wr *w, const char *s, size_t len)
+{
+	assert(len <= UINT16_MAX);
+	wr_u16(w, (uint16_t)len);
+	wr_bytes(w, s, len);
+}
+
+/*
+ * Checks that a frame of `total` bytes is allowed and fits `cap`, then writes
+ * its header. Returns `total` or -EMSGSIZE.
+ */
+static int wr_begin(struct wr *w, uint8_t *buf, size_t cap, enum fr_msg_type type,
+		    size_t total)
+{
+	size_t payload = total - FR_WIRE_HEADER_SIZE;
+
+	if (payload > FR_WIRE_MAX_PAYLOAD || total > cap)
+		return -EMSGSIZE;
+	w->p = buf;
+	wr_u32(w, FR_WIRE_MAGIC);
+	wr_u16(w, FR_WIRE_VERSION);
+	wr_u16(w, (uint16_t)type);
+	wr_u32(w, (uint32_t)payload);
+	wr_u32(w, 0);
+	return (int)total;
+}
+
+static int wr_end(const struct wr *w, const uint8_t *buf, int total)
+{
+	assert(w->p == buf + total);
+	return total;
+}
+
+struct rd {
+	const uint8_t *p;
+	size_t left;
+	bool bad;
+};
+
+static struct rd rd_init(const uint8_t *payload, size_t len)
+{
+	return (struct rd){ .p = payload, .left = len, .bad = false };
+}
+
+/* Returns the next `n` bytes; callers test r->bad, not the pointer. */
+static const uint8_t *rd_take(struct rd *r, size_t n)
+{
+	const uint8_t *p = r->p;
+
+	if (r->bad || n > r->left) {
+		r->bad = true;
+		return NULL;
+	}
+	r->p += n;
+	r->left -= n;
+	return p;
+}
+
+static uint8_t rd_u8(struct rd *r)
+{
+	const uint8_t *p = rd_take(r, 1);
+
+	return r->bad ? 0 : p[0];
+}
+
+static uint16_t rd_u16(struct rd *r)
+{
+	const uint8_t *p = rd_take(r, 2);
+
+	return r->bad ? 0 : (uint16_t)(p[0] | p[1] << 8);
+}
+
+static uint32_t rd_u32(struct rd *r)
+{
+	const uint8_t *p = rd_take(r, 4);
+	uint32_t v = 0;
+
+	if (r->bad)
+		return 0;
+	for (int i = 0; i < 4; i++)
+		v |= (uint32_t)p[i] << (8 * i);
+	return v;
+}
+
+static uint64_t rd_u64(struct rd *r)
+{
+	const uint8_t *p = rd_take(r, 8);
+	uint64_t v = 0;
+
+	if (r->bad)
+		return 0;
+	for (int i = 0; i < 8; i++)
+		v |= (uint64_t)p[i] << (8 * i);
+	return v;
+}
+
+/* Reads a string into `dst`, which has room for `max` bytes and a NUL. */
+static void rd_str(struct rd *r, char *dst, size_t max)
+{
+	uint16_t len = rd_u16(r);
+	const uint8_t *p;
+
+	dst[0] = '\0';
+	if (len > max) {
+		r->bad = true;
+		return;
+	}
+	p = rd_take(r, len);
+	if (r->bad || len == 0)
+		return;
+	if (memchr(p, '\0', len)) {
+		r->bad = true;
+		return;
+	}
+	memcpy(dst, p, len);
+	dst[len] = '\0';
+}
+
+/*
+ * Reads an array count and checks that that many elements of at least
+ * `min_each` bytes fit in what is left, after keeping `reserve` bytes for the
+ * fixed fields that follow the array.
+ */
+static uint32_t rd_count(struct rd *r, size_t min_each, size_t reserve)
+{
+	uint32_t n = rd_u32(r);
+
+	if (r->bad)
+		return 0;
+	if (r->left < reserve || n > (r->left - reserve) / min_each) {
+		r->bad = true;
+		return 0;
+	}
+	return n;
+}
+
+static void rd_fail(struct rd *r)
+{
+	r->bad = true;
+}
+
+/* True when every byte was read and every value was acceptable. */
+static bool rd_ok(const struct rd *r)
+{
+	return !r->bad && r->left == 0;
+}
+
+/* HELLO */
+
+size_t fr_wire_hello_size(const struct fr_msg_hello *m)
+{
+	return FR_WIRE_HEADER_SIZE + STR_SIZE(str_len(m->job, FR_JOB_MAX)) + 4 + 4 + 4 +
+	       STR_SIZE(str_len(m->host, FR_HOST_MAX)) + 4 + 8 +
+	       STR_SIZE(str_len(m->comm_lib, FR_LIBVER_MAX));
+}
+
+int fr_wire_hello_encode(const struct fr_msg_hello *m, uint8_t *buf, size_t cap)
+{
+	size_t job = str_len(m->job, FR_JOB_MAX);
+	size_t host = str_len(m->host, FR_HOST_MAX);
+	size_t lib = str_len(m->comm_lib, FR_LIBVER_MAX);
+	struct wr w;
+	int total;
+
+	if (job > FR_JOB_MAX || host > FR_HOST_MAX || lib > FR_LIBVER_MAX)
+		return -EINVAL;
+	total = wr_begin(&w, buf, cap, FR_MSG_HELLO, fr_wire_hello_size(m));
+	if (total < 0)
+		return total;
+	wr_str(&w, m->job, job);
+	wr_u32(&w, m->rank);
+	wr_u32(&w, m->world_size);
+	wr_u32(&w, m->pid);
+	wr_str(&w, m->host, host);
+	wr_u32(&w, m->ring_capacity);
+	wr_u64(&w, m->start_ns);
+	wr_str(&w, m->comm_lib, lib);
+	return wr_end(&w, buf, total);
+}
+
+int fr_wire_hello_decode(const uint8_t *payload, size_t len, struct fr_msg_hello *m)
+{
+	struct rd r = rd_init(payload, len);
+
+	memset(m, 0, sizeof(*m));
+	rd_str(&r, m->job, FR_JOB_MAX);
+	m->rank = rd_u32(&r);
+	m->world_size = rd_u32(&r);
+	m->pid = rd_u32(&r);
+	rd_str(&r, m->host, FR_HOST_MAX);
+	m->ring_capacity = rd_u32(&r);
+	m->start_ns = rd_u64(&r);
+	rd_str(&r, m->comm_lib, FR_LIBVER_MAX);
+	if (!rd_ok(&r)) {
+		memset(m, 0, sizeof(*m));
+		return -EPROTO;
+	}
+	return 0;
+}
+
+/* COMM */
+
+size_t fr_wire_comm_size(const struct fr_msg_comm *m)
+{
+	return FR_WIRE_HEADER_SIZE + STR_SIZE(str_len(m->id, FR_COMM_ID_MAX)) +
+	       STR_SIZE(str_len(m->desc, FR_COMM_DESC_MAX)) + 4 + 4 + 4 * (size_t)m->size;
+}
+
+int fr_wire_comm_encode(const struct fr_msg_comm *m, uint8_t *buf, size_t cap)
+{
+	size_t id = str_len(m->id, FR_COMM_ID_MAX);
+	size_t desc = str_len(m->desc, FR_COMM_DESC_MAX);
+	struct wr w;
+	int total;
+
+	if (id > FR_COMM_ID_MAX || desc > FR_COMM_DESC_MAX)
+		return -EINVAL;
+	if (m->rank >= m->size || !m->members)
+		return -EINVAL;
+	total = wr_begin(&w, buf, cap, FR_MSG_COMM, fr_wire_comm_size(m));
+	if (total < 0)
+		return total;
+	wr_str(&w, m->id, id);
+	wr_str(&w, m->desc, desc);
+	wr_u32(&w, m->rank);
+	wr_u32(&w, m->size);
+	for (uint32_t i = 0; i < m->size; i++)
+		wr_u32(&w, m->members[i]);
+	return wr_end(&w, buf, total);
+}
+
+int fr_wire_comm_decode(const uint8_t *payload, size_t len, struct fr_msg_comm *m)
+{
+	struct rd r = rd_init(payload, len);
+	int ret = -EPROTO;
+
+	memset(m, 0, sizeof(*m));
+	rd_str(&r, m->id, FR_COMM_ID_MAX);
+	rd_str(&r, m->desc, FR_COMM_DESC_MAX);
+	m->rank = rd_u32(&r);
+	m->size = rd_count(&r, 4, 0);
+	if (!r.bad && m->rank >= m->size)
+		rd_fail(&r);
+	if (r.bad)
+		goto out_zero;
+
+	m->members = malloc(m->size * sizeof(*m->members));
+	if (!m->members) {
+		ret = -ENOMEM;
+		goto out_zero;
+	}
+	for (uint32_t i = 0; i < m->size; i++)
+		m->members[i] = rd_u32(&r);
+	if (!rd_ok(&r))
+		goto out_free_members;
+	return 0;
+
+out_free_members:
+	free(m->members);
+out_zero:
+	memset(m, 0, sizeof(*m));
+	return ret;
+}
+
+void fr_wire_comm_free(struct fr_msg_comm *m)
+{
+	if (!m)
+		return;
+	free(m->members);
+	memset(m, 0, sizeof(*m));
+}
+
+/* PROGRESS */
+
+size_t fr_wire_progress_size(const struct fr_msg_progress *m)
+{
+	size_t n = FR_WIRE_HEADER_SIZE + 4 + 4;
+
+	/* Encode refuses a count without its array; do not follow NULL here. */
+	for (uint32_t i = 0; m->comms && i < m->ncomms; i++)
+		n += STR_SIZE(str_len(m->comms[i].comm, FR_COMM_ID_MAX)) + 8 + 8;
+	for (uint32_t i = 0; m->inflight && i < m->ninflight; i++) {
+		const struct fr_wire_inflight *op = &m->inflight[i];
+
+		n += STR_SIZE(str_len(op->comm, FR_COMM_ID_MAX)) + 1 + 1 + 4 + 8 + 8 + 8 +
+		     STR_SIZE(str_len(op->dtype, FR_DTYPE_MAX)) + 8;
+	}
+	return n;
+}
+
+static bool inflight_valid(const struct fr_wire_inflight *op)
+{
+	return str_len(op->comm, FR_COMM_ID_MAX) <= FR_COMM_ID_MAX &&
+	       str_len(op->dtype, FR_DTYPE_MAX) <= FR_DTYPE_MAX && op->is_p2p <= 1 &&
+	       op->peer >= -1;
+}
+
+int fr_wire_progress_encode(const struct fr_msg_progress *m, uint8_t *buf, size_t cap)
+{
+	struct wr w;
+	int total;
+
+	if ((m->ncomms && !m->comms) || (m->ninflight && !m->inflight))
+		return -EINVAL;
+	for (uint32_t i = 0; i < m->ncomms; i++)
+		if (str_len(m->comms[i].comm, FR_COMM_ID_MAX) > FR_COMM_ID_MAX)
+			return -EINVAL;
+	for (uint32_t i = 0; i < m->ninflight; i++)
+		if (!inflight_valid(&m->inflight[i]))
+			return -EINVAL;
+	total = wr_begin(&w, buf, cap, FR_MSG_PROGRESS, fr_wire_progress_size(m));
+	if (total < 0)
+		return total;
+
+	wr_u32(&w, m->ncomms);
+	for (uint32_t i = 0; i < m->ncomms; i++) {
+		const struct fr_wire_comm_progress *c = &m->comms[i];
+
+		wr_str(&w, c->comm, str_len(c->comm, FR_COMM_ID_MAX));
+		wr_u64(&w, c->last_entered);
+		wr_u64(&w, c->last_completed);
+	}
+	wr_u32(&w, m->ninflight);
+	for (uint32_t i = 0; i < m->ninflight; i++) {
+		const struct fr_wire_inflight *op = &m->inflight[i];
+
+		wr_str(&w, op->comm, str_len(op->comm, FR_COMM_ID_MAX));
+		wr_u8(&w, op->type);
+		wr_u8(&w, op->is_p2p);
+		wr_u32(&w, (uint32_t)op->peer);
+		wr_u64(&w, op->seq);
+		wr_u64(&w, op->count);
+		wr_u64(&w, op->bytes);
+		wr_str(&w, op->dtype, str_len(op->dtype, FR_DTYPE_MAX));
+		wr_u64(&w, op->age_ms);
+	}
+	return wr_end(&w, buf, total);
+}
+
+int fr_wire_progress_decode(const uint8_t *payload, size_t len, struct fr_msg_progress *m)
+{
+	struct rd r = rd_init(payload, len);
+	int ret = -EPROTO;
+
+	memset(m, 0, sizeof(*m));
+	/* Keep room for the in-flight count that follows the comms. */
+	m->ncomms = rd_count(&r, COMM_PROGRESS_MIN_SIZE, 4);
+	if (r.bad)
+		goto out_zero;
+	if (m->ncomms) {
+		m->comms = calloc(m->ncomms, sizeof(*m->comms));
+		if (!m->comms) {
+			ret = -ENOMEM;
+			goto out_zero;
+		}
+	}
+	for (uint32_t i = 0; i < m->ncomms && !r.bad; i++) {
+		struct fr_wire_comm_progress *c = &m->comms[i];
+
+		rd_str(&r, c->comm, FR_COMM_ID_MAX);
+		c->last_entered = rd_u64(&r);
+		c->last_completed = rd_u64(&r);
+	}
+
+	m->ninflight = rd_count(&r, INFLIGHT_MIN_SIZE, 0);
+	if (r.bad)
+		goto out_free;
+	if (m->ninflight) {
+		m->inflight = calloc(m->ninflight, sizeof(*m->inflight));
+		if (!m->inflight) {
+			ret = -ENOMEM;
+			goto out_free;
+		}
+	}
+	for (uint32_t i = 0; i < m->ninflight && !r.bad; i++) {
+		struct fr_wire_inflight *op = &m->inflight[i];
+
+		rd_str(&r, op->comm, FR_COMM_ID_MAX);
+		op->type = rd_u8(&r);
+		op->is_p2p = rd_u8(&r);
+		op->peer = (int32_t)rd_u32(&r);
+		op->seq = rd_u64(&r);
+		op->count = rd_u64(&r);
+		op->bytes = rd_u64(&r);
+		rd_str(&r, op->dtype, FR_DTYPE_MAX);
+		op->age_ms = rd_u64(&r);
+		if (op->is_p2p > 1 || op->peer < -1)
+			rd_fail(&r);
+	}
+	if (!rd_ok(&r))
+		goto out_free;
+	return 0;
+
+out_free:
+	free(m->inflight);
+	free(m->comms);
+out_zero:
+	memset(m, 0, sizeof(*m));
+	return ret;
+}
+
+void fr_wire_progress_free(struct fr_msg_progress *m)
+{
+	if (!m)
+		return;
+	free(m->comms);
+	free(m->inflight);
+	memset(m, 0, sizeof(*m));
+}
+
+/* HEARTBEAT */
+
+size_t fr_wire_heartbeat_size(const struct fr_msg_heartbeat *m)
+{
+	(void)m;
+	return FR_WIRE_HEADER_SIZE + 8;
+}
+
+int fr_wire_heartbeat_encode(const struct fr_msg_heartbeat *m, uint8_t *buf, size_t cap)
+{
+	struct wr w;
+	int total;
+
+	total = wr_begin(&w, buf, cap, FR_MSG_HEARTBEAT, fr_wire_heartbeat_size(m));
+	if (total < 0)
+		return total;
+	wr_u64(&w, m->now_ns);
+	return wr_end(&w, buf, total);
+}
+
+int fr_wire_heartbeat_decode(const uint8_t *payload, size_t len, struct fr_msg_heartbeat *m)
+{
+	struct rd r = rd_init(payload, len);
+
+	memset(m, 0, sizeof(*m));
+	m->now_ns = rd_u64(&r);
+	if (!rd_ok(&r)) {
+		memset(m, 0, sizeof(*m));
+		return -EPROTO;
+	}
+	return 0;
+}
+
+/* DUMP_REQUEST */
+
+size_t fr_wire_dump_request_size(const struct fr_msg_dump_request *m)
+{
+	return FR_WIRE_HEADER_SIZE + STR_SIZE(str_len(m->incident, FR_INCIDENT_MAX)) +
+	       STR_SIZE(str_len(m->reason, FR_REASON_MAX));
+}
+
+int fr_wire_dump_request_encode(const struct fr_msg_dump_request *m, uint8_t *buf, size_t cap)
+{
+	size_t incident = str_len(m->incident, FR_INCIDENT_MAX);
+	size_t reason = str_len(m->reason, FR_REASON_MAX);
+	struct wr w;
+	int total;
+
+	if (incident > FR_INCIDENT_MAX || reason > FR_REASON_MAX)
+		return -EINVAL;
+	total = wr_begin(&w, buf, cap, FR_MSG_DUMP_REQUEST, fr_wire_dump_request_size(m));
+	if (total < 0)
+		return total;
+	wr_str(&w, m->incident, incident);
+	wr_str(&w, m->reason, reason);
+	return wr_end(&w, buf, total);
+}
+
+int fr_wire_dump_request_decode(const uint8_t *payload, size_t len,
+				struct fr_msg_dump_request *m)
+{
+	struct rd r = rd_init(payload, len);
+
+	memset(m, 0, sizeof(*m));
+	rd_str(&r, m->incident, FR_INCIDENT_MAX);
+	rd_str(&r, m->reason, FR_REASON_MAX);
+	if (!rd_ok(&r)) {
+		memset(m, 0, sizeof(*m));
+		return -EPROTO;
+	}
+	return 0;
+}
+
+/* DUMP_DATA */
+
+/* A piece is acceptable when it is small enough and lies inside its dump. */
+static bool dump_piece_valid(uint64_t offset, uint64_t total, uint32_t len)
+{
+	return len <= FR_WIRE_DUMP_CHUNK && offset <= total && len <= total - offset;
+}
+
+size_t fr_wire_dump_data_size(const struct fr_msg_dump_data *m)
+{
+	return FR_WIRE_HEADER_SIZE + STR_SIZE(str_len(m->incident, FR_INCIDENT_MAX)) + 8 + 8 +
+	       4 + m->len;
+}
+
+int fr_wire_dump_data_encode(const struct fr_msg_dump_data *m, uint8_t *buf, size_t cap)
+{
+	size_t incident = str_len(m->incident, FR_INCIDENT_MAX);
+	struct wr w;
+	int total;
+
+	if (incident > FR_INCIDENT_MAX || !dump_piece_valid(m->offset, m->total, m->len) ||
+	    (m->len && !m->data))
+		return -EINVAL;
+	total = wr_begin(&w, buf, cap, FR_MSG_DUMP_DATA, fr_wire_dump_data_size(m));
+	if (total < 0)
+		return total;
+	wr_str(&w, m->incident, incident);
+	wr_u64(&w, m->offset);
+	wr_u64(&w, m->total);
+	wr_u32(&w, m->len);
+	wr_bytes(&w, m->data, m->len);
+	return wr_end(&w, buf, total);
+}
+
+int fr_wire_dump_data_decode(const uint8_t *payload, size_t len, struct fr_msg_dump_data *m)
+{
+	struct rd r = rd_init(payload, len);
+
+	memset(m, 0, sizeof(*m));
+	rd_str(&r, m->incident, FR_INCIDENT_MAX);
+	m->offset = rd_u64(&r);
+	m->total = rd_u64(&r);
+	m->len = rd_u32(&r);
+	if (!r.bad && (!dump_piece_valid(m->offset, m->total, m->len) || m->len != r.left))
+		rd_fail(&r);
+	m->data = rd_take(&r, m->len);
+	if (!rd_ok(&r)) {
+		memset(m, 0, sizeof(*m));
+		return -EPROTO;
+	}
+	return 0;
+}
+
+/* BYE */
+
+size_t fr_wire_bye_size(const struct fr_msg_bye *m)
+{
+	(void)m;
+	return FR_WIRE_HEADER_SIZE + 4;
+}
+
+int fr_wire_bye_encode(const struct fr_msg_bye *m, uint8_t *buf, size_t cap)
+{
+	struct wr w;
+	int total;
+
+	if (m->reserved != 0)
+		return -EINVAL;
+	total = wr_begin(&w, buf, cap, FR_MSG_BYE, fr_wire_bye_size(m));
+	if (total < 0)
+		return total;
+	wr_u32(&w, m->reserved);
+	return wr_end(&w, buf, total);
+}
+
+int fr_wire_bye_decode(const uint8_t *payload, size_t len, struct fr_msg_bye *m)
+{
+	struct rd r = rd_init(payload, len);
+
+	memset(m, 0, sizeof(*m));
+	m->reserved = rd_u32(&r);
+	if (m->reserved != 0)
+		rd_fail(&r);
+	if (!rd_ok(&r)) {
+		memset(m, 0, sizeof(*m));
+		return -EPROTO;
+	}
+	return 0;
+}
+
+/* Header */
+
+int fr_wire_header_decode(const uint8_t *buf, size_t len, struct fr_wire_header *h)
+{
+	struct rd r = rd_init(buf, len);
+
+	memset(h, 0, sizeof(*h));
+	if (len < FR_WIRE_HEADER_SIZE)
+		return -EAGAIN;
+	h->magic = rd_u32(&r);
+	h->version = rd_u16(&r);
+	h->type = rd_u16(&r);
+	h->length = rd_u32(&r);
+	h->flags = rd_u32(&r);
+	if (h->magic != FR_WIRE_MAGIC)
+		return -EPROTO;
+	if (h->version != FR_WIRE_VERSION)
+		return -EPROTONOSUPPORT;
+	if (h->flags != 0)
+		return -EPROTO;
+	if (h->length > FR_WIRE_MAX_PAYLOAD)
+		return -EMSGSIZE;
+	if (!fr_msg_name(h->type))
+		return -EBADMSG;
+	return 0;
+}

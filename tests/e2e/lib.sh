@@ -1,0 +1,119 @@
+# Shared helpers of the end-to-end tests: start the real daemon on
+# ephemeral ports, run a real mpirun job with the agent preloaded, wait for
+# conditions (never for a fixed time), assert on fr-analyze's JSON, and
+# clean up every process on exit, whatever happens.
+#
+# Each test script sources this file, then calls its functions.
+
+set -u
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+BIN=$ROOT/build/bin
+AGENT=$ROOT/build/lib/libflightrec.so
+HANG=$ROOT/build/tests/mpi_hang
+T=$(mktemp -d /tmp/flightrec-e2e.XXXXXX)
+DAEMON_PID=
+JOB_PID=
+JOB=e2e-$$-$RANDOM
+INCIDENT=
+
+# Open MPI as root, oversubscribed, on this host's shared memory only.
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+export OMPI_MCA_rmaps_base_oversubscribe=1 OMPI_MCA_btl=self,vader
+export OMPI_MCA_btl_vader_single_copy_mechanism=none
+
+fail() {
+	echo "FAIL: $*" >&2
+	for f in "$T"/daemon.log "$T"/job.log; do
+		[ -s "$f" ] && { echo "--- $f (last 30 lines)" >&2; tail -n 30 "$f" >&2; }
+	done
+	exit 1
+}
+
+# wait_for SECONDS COMMAND...: polls COMMAND every 100 ms until it succeeds.
+wait_for() {
+	local limit=$1 start=$SECONDS
+	shift
+	until "$@"; do
+		[ $((SECONDS - start)) -ge "$limit" ] && return 1
+		sleep 0.1
+	done
+}
+
+stop_job() {
+	[ -n "$JOB_PID" ] || return 0
+	# mpirun was started in its own session: kill the whole session (ranks
+	# included, even stopped ones) and wait until none is left.
+	pkill -KILL -s "$JOB_PID" 2>/dev/null
+	wait_for 15 sh -c "! pgrep -s $JOB_PID >/dev/null" || echo "warning: ranks of session $JOB_PID outlived the test" >&2
+	{ wait "$JOB_PID"; } 2>/dev/null
+	JOB_PID=
+}
+
+stop_daemon() {
+	[ -n "$DAEMON_PID" ] || return 0
+	kill -TERM "$DAEMON_PID" 2>/dev/null
+	wait_for 10 sh -c "! kill -0 $DAEMON_PID 2>/dev/null" || kill -KILL "$DAEMON_PID" 2>/dev/null
+	{ wait "$DAEMON_PID"; } 2>/dev/null
+	DAEMON_PID=
+}
+
+cleanup() {
+	stop_job
+	stop_daemon
+	if [ -z "${KEEP:-}" ]; then rm -rf "$T"; else echo "kept $T" >&2; fi
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+# start_daemon [flightrecd options...]: ephemeral ports, dumps under $T.
+start_daemon() {
+	rm -f "$T/ports.json"
+	"$BIN/flightrecd" --listen 127.0.0.1:0 --http 127.0.0.1:0 --dump-dir "$T/incidents" \
+		--ports-file "$T/ports.json" "$@" >>"$T/daemon.log" 2>&1 &
+	DAEMON_PID=$!
+	wait_for 10 test -s "$T/ports.json" || fail "daemon did not write its ports file"
+	LISTEN_PORT=$(jq -r .listen "$T/ports.json")
+	HTTP_PORT=$(jq -r .http "$T/ports.json")
+	HTTP=http://127.0.0.1:$HTTP_PORT
+}
+
+# start_job NP [mpi_hang options...]: the planted-fault program under the agent.
+start_job() {
+	local np=$1
+	shift
+	setsid mpirun -np "$np" -x LD_PRELOAD="$AGENT" -x FLIGHTREC_ADDR="127.0.0.1:$LISTEN_PORT" \
+		-x FLIGHTREC_JOB="$JOB" -x FLIGHTREC_DUMP_DIR="$T/local" \
+		"$HANG" "$@" >>"$T/job.log" 2>&1 &
+	JOB_PID=$!
+}
+
+incident_ready() {
+	local m
+	m=$(ls -d "$T/incidents/$JOB"/*/manifest.json 2>/dev/null | head -n 1)
+	[ -n "$m" ] && INCIDENT=$(dirname "$m")
+}
+
+# wait_incident SECONDS: until an incident of $JOB is complete; sets INCIDENT.
+wait_incident() {
+	wait_for "$1" incident_ready || fail "no complete incident for job $JOB within $1 s"
+}
+
+# analyze [options] DIR: runs fr-analyze --json into $T/verdict.json, sets RC.
+analyze() {
+	"$BIN/fr-analyze" --json "$@" >"$T/verdict.json" 2>"$T/analyze.err"
+	RC=$?
+}
+
+# expect 'jq expression' [file]: the expression must be true.
+expect() {
+	local file=${2:-$T/verdict.json}
+	jq -e "$1" "$file" >/dev/null 2>&1 || fail "expected $1 in $file, got: $(cat "$file")"
+}
+
+http_get() {
+	curl -sS --max-time 5 "$HTTP$1"
+}
+
+http_status() {
+	curl -s -o /dev/null -w '%{http_code}' --max-time 5 "$HTTP$1"
+}

@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# The agent is inert outside MPI programs: it loads into any process (even
+# with eager binding) without libmpi, starts nothing, and keeps every MPI
+# reference weak.
+. "$(dirname "$0")/lib.sh"
+
+strong=$(nm -D --undefined-only "$AGENT" | awk '$1 == "U" && $2 ~ /^(P?MPI_|ompi_)/ {print $2}')
+[ -z "$strong" ] || fail "strong MPI references (add them to agent/mpi_weak.h): $strong"
+exported=$(nm -D --defined-only "$AGENT" | awk '$2 ~ /[TDB]/ {sub(/@.*/, "", $3); print $3}' |
+	grep -vE '^(MPI_|fr_version$|fr_dump_now$|FLIGHTREC_)' || true)
+[ -z "$exported" ] || fail "symbols leak out of the agent: $exported"
+
+start_daemon --timeout 2 --heartbeat-timeout 10
+out=$(LD_PRELOAD=$AGENT FLIGHTREC_ADDR=127.0.0.1:$LISTEN_PORT sh -c 'echo inert') ||
+	fail "a non-MPI program failed under the agent"
+[ "$out" = inert ] || fail "output changed under the agent: $out"
+LD_BIND_NOW=1 LD_PRELOAD=$AGENT /bin/true || fail "agent does not load with LD_BIND_NOW"
+conns=$(http_get /metrics | awk '$1 == "flightrec_connections" {print $2}')
+[ "$conns" = 0 ] || fail "a non-MPI process connected to the daemon ($conns)"
+
+# A healthy MPI job under the agent produces the same output and exit code.
+start_job 3 --scenario none --iters 20
+wait_for 30 sh -c "! kill -0 $JOB_PID 2>/dev/null" || fail "healthy job did not finish"
+wait "$JOB_PID"; rc=$?; JOB_PID=
+[ "$rc" -eq 0 ] || fail "healthy job exited $rc under the agent"
+grep -q "done after 20 iterations" "$T/job.log" || fail "healthy job output changed"
+http_get "/v1/jobs/$JOB" >"$T/job.json"
+expect '.world_size == 3 and (.ranks | length) == 3' "$T/job.json"
+expect '[.ranks[] | .comms.world.last_completed] == [20,20,20]' "$T/job.json"
+echo "PASS preload: inert outside MPI, transparent inside"

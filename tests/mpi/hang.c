@@ -1,0 +1,113 @@
+/*
+ * An MPI program with planted faults, for the end-to-end tests and the
+ * demo. Every rank runs iterations of a small training-like step; at
+ * iteration --at, rank --culprit misbehaves as --scenario says:
+ *
+ *   compute   never returns from a computation before the step's allreduce
+ *   subcomm   the same, before an allreduce on a sub-communicator (ranks
+ *             < size/2), while the other half moves on to a world barrier
+ *   freeze    stops itself with SIGSTOP before the allreduce
+ *   mismatch  calls MPI_Bcast where every other rank calls MPI_Allreduce
+ *   slow      sleeps --slow-ms in every iteration but never hangs
+ *   none      no fault
+ *
+ * With --iters N the job ends after N iterations (it never does once a
+ * fault is planted, except for slow and none).
+ */
+#include <mpi.h>
+#include <getopt.h>
+#include <signal.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+static void sleep_ms(long ms)
+{
+	struct timespec ts = { ms / 1000, (ms % 1000) * 1000000L };
+
+	nanosleep(&ts, NULL);
+}
+
+/* Named so that a dump's stack shows where the culprit is. */
+static void __attribute__((noinline)) stuck_in_compute(void)
+{
+	for (;;)
+		sleep_ms(100);
+}
+
+static void __attribute__((noinline)) train_step(MPI_Comm comm, double *x)
+{
+	double in = *x, out = 0;
+
+	MPI_Allreduce(&in, &out, 1, MPI_DOUBLE, MPI_SUM, comm);
+	*x = out / 2;
+}
+
+int main(int argc, char **argv)
+{
+	const char *scenario = "none";
+	int culprit = 1, at = 5, iters = -1, slow_ms = 0, step_ms = 5;
+	int rank, size, opt;
+	MPI_Comm half = MPI_COMM_NULL;
+	static const struct option opts[] = {
+		{ "scenario", required_argument, NULL, 's' },
+		{ "culprit", required_argument, NULL, 'c' },
+		{ "at", required_argument, NULL, 'a' },
+		{ "iters", required_argument, NULL, 'n' },
+		{ "slow-ms", required_argument, NULL, 'w' },
+		{ "step-ms", required_argument, NULL, 't' },
+		{ NULL, 0, NULL, 0 },
+	};
+
+	while ((opt = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+		switch (opt) {
+		case 's': scenario = optarg; break;
+		case 'c': culprit = atoi(optarg); break;
+		case 'a': at = atoi(optarg); break;
+		case 'n': iters = atoi(optarg); break;
+		case 'w': slow_ms = atoi(optarg); break;
+		case 't': step_ms = atoi(optarg); break;
+		default:
+			fprintf(stderr, "usage: %s --scenario S [--culprit R] [--at K] [--iters N]\n",
+				argv[0]);
+			return 2;
+		}
+	}
+	MPI_Init(&argc, &argv);
+	MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+	MPI_Comm_size(MPI_COMM_WORLD, &size);
+	if (strcmp(scenario, "subcomm") == 0)
+		MPI_Comm_split(MPI_COMM_WORLD, rank < size / 2 ? 0 : 1, rank, &half);
+
+	double x = rank;
+	for (int i = 1; iters < 0 || i <= iters; i++) {
+		bool mine = rank == culprit && i == at;
+
+		sleep_ms(step_ms);
+		if (strcmp(scenario, "slow") == 0 && rank == culprit)
+			sleep_ms(slow_ms);
+		if (mine && strcmp(scenario, "compute") == 0)
+			stuck_in_compute();
+		if (mine && strcmp(scenario, "freeze") == 0)
+			raise(SIGSTOP);
+		if (half != MPI_COMM_NULL) {
+			if (mine)
+				stuck_in_compute();
+			train_step(half, &x);
+			MPI_Barrier(MPI_COMM_WORLD);
+		} else if (mine && strcmp(scenario, "mismatch") == 0) {
+			MPI_Bcast(&x, 1, MPI_DOUBLE, 0, MPI_COMM_WORLD);
+		} else {
+			train_step(MPI_COMM_WORLD, &x);
+		}
+	}
+	if (half != MPI_COMM_NULL)
+		MPI_Comm_free(&half);
+	if (rank == 0)
+		printf("done after %d iterations\n", iters);
+	MPI_Finalize();
+	return 0;
+}

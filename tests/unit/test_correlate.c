@@ -1,0 +1,949 @@
+/*
+ * Unit tests of the correlation engine: traces are built in memory, one per
+ * rank, and each test asserts the verdict a person would read.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <cmocka.h>
+
+#include "correlate.h"
+
+#define NOW_NS 1700000000000000000ull
+#define S(x) ((uint64_t)(x) * 1000000000ull)
+#define MAX_RANKS 1024
+
+/* One rank's evidence with the capacities fr_trace_add_*() track. */
+struct ev {
+	struct fr_trace t;
+	size_t opcap;
+	size_t commcap;
+};
+
+struct job {
+	uint32_t world;
+	struct ev *ev[MAX_RANKS];
+	const struct fr_trace *traces[MAX_RANKS];
+	struct fr_verdict v;
+};
+
+static struct job *job_new(uint32_t world)
+{
+	struct job *j = calloc(1, sizeof(*j));
+
+	assert_non_null(j);
+	j->world = world;
+	return j;
+}
+
+static void job_free(struct job *j)
+{
+	for (uint32_t r = 0; r < MAX_RANKS; r++) {
+		if (j->ev[r]) {
+			fr_trace_free(&j->ev[r]->t);
+			free(j->ev[r]);
+		}
+	}
+	fr_verdict_free(&j->v);
+	free(j);
+}
+
+/* Gives `rank` evidence with the given status, from host "node<rank>". */
+static struct fr_trace *rank_new(struct job *j, uint32_t rank, enum fr_rank_status st)
+{
+	struct ev *e = calloc(1, sizeof(*e));
+
+	assert_non_null(e);
+	e->t.status = st;
+	e->t.rank = rank;
+	e->t.world_size = j->world;
+	snprintf(e->t.host, sizeof(e->t.host), "node%u", rank);
+	e->t.pid = 1000 + rank;
+	e->t.time_ns = NOW_NS;
+	j->ev[rank] = e;
+	return &e->t;
+}
+
+static void add_comm(struct job *j, uint32_t rank, const char *id, const uint32_t *members,
+		     uint32_t n)
+{
+	struct fr_comm *c = fr_trace_add_comm(&j->ev[rank]->t, &j->ev[rank]->commcap);
+
+	assert_non_null(c);
+	snprintf(c->id, sizeof(c->id), "%s", id);
+	snprintf(c->desc, sizeof(c->desc), "%s", id);
+	c->size = n;
+	c->members = calloc(n, sizeof(*c->members));
+	assert_non_null(c->members);
+	memcpy(c->members, members, n * sizeof(*members));
+	for (uint32_t i = 0; i < n; i++)
+		if (members[i] == rank)
+			c->rank = i;
+}
+
+/* Every rank 0..n-1 (those with evidence) lists "world" of n ranks. */
+static void add_world(struct job *j)
+{
+	uint32_t m[MAX_RANKS];
+
+	for (uint32_t i = 0; i < j->world; i++)
+		m[i] = i;
+	for (uint32_t r = 0; r < j->world; r++)
+		if (j->ev[r])
+			add_comm(j, r, "world", m, j->world);
+}
+
+/*
+ * Appends an op entered `age_s` seconds before the trace's time, completed
+ * or not, and advances the rank's progress counters on that communicator as
+ * the agent would.
+ */
+static struct fr_op *add_op(struct job *j, uint32_t rank, const char *comm,
+			    enum fr_op_type type, uint64_t seq, enum fr_op_state st,
+			    uint64_t age_s)
+{
+	struct fr_trace *t = &j->ev[rank]->t;
+	struct fr_op *op = fr_trace_add_op(t, &j->ev[rank]->opcap);
+	struct fr_comm *c = (struct fr_comm *)fr_trace_comm(t, comm);
+
+	assert_non_null(op);
+	op->record_id = t->nops - 1;
+	snprintf(op->comm, sizeof(op->comm), "%s", comm);
+	op->type = type;
+	op->state = st;
+	op->is_p2p = !fr_op_is_collective(type);
+	op->seq = seq;
+	op->peer = -1;
+	op->root = -1;
+	op->count = type == FR_OP_BARRIER ? 0 : 1;
+	op->bytes = op->count * 8;
+	snprintf(op->dtype, sizeof(op->dtype), "%s", type == FR_OP_BARRIER ? "" : "double");
+	if (type == FR_OP_ALL_REDUCE || type == FR_OP_REDUCE)
+		snprintf(op->redop, sizeof(op->redop), "sum");
+	op->t_entered_ns = t->time_ns - S(age_s);
+	if (st == FR_STATE_COMPLETED)
+		op->t_completed_ns = op->t_entered_ns + 1000;
+	if (c && !op->is_p2p) {
+		if (seq > c->last_entered)
+			c->last_entered = seq;
+		if (st == FR_STATE_COMPLETED && seq > c->last_completed)
+			c->last_completed = seq;
+	}
+	return op;
+}
+
+/* Completed all_reduce #1..#n on `comm` for `rank`, an hour ago. */
+static void history(struct job *j, uint32_t rank, const char *comm, uint64_t n)
+{
+	for (uint64_t s = 1; s <= n; s++)
+		add_op(j, rank, comm, FR_OP_ALL_REDUCE, s, FR_STATE_COMPLETED, 3600);
+}
+
+static struct fr_verdict *correlate(struct job *j)
+{
+	size_t n = 0;
+
+	/* Handed over in reverse rank order: the engine must not care. */
+	for (uint32_t r = MAX_RANKS; r-- > 0;)
+		if (j->ev[r])
+			j->traces[n++] = &j->ev[r]->t;
+	assert_int_equal(fr_correlate(j->traces, n, j->world, &j->v), 0);
+	return &j->v;
+}
+
+static void assert_ranks(const uint32_t *got, size_t n, const char *want)
+{
+	char buf[4096];
+
+	fr_format_ranks(buf, sizeof(buf), got, n);
+	assert_string_equal(buf, want);
+}
+
+static void assert_contains(const char *hay, const char *needle)
+{
+	if (!strstr(hay, needle))
+		fail_msg("\"%s\" does not contain \"%s\"", hay, needle);
+}
+
+static uint32_t culprit_ranks(const struct fr_verdict *v, uint32_t *out)
+{
+	for (size_t i = 0; i < v->nculprits; i++)
+		out[i] = v->culprits[i].rank;
+	return (uint32_t)v->nculprits;
+}
+
+/* ---- tests ---- */
+
+static void test_format_ranks(void **state)
+{
+	const uint32_t a[] = { 0, 1, 2, 4, 5 };
+	const uint32_t b[] = { 7 };
+	const uint32_t c[] = { 1, 3, 5, 10, 11 };
+	char buf[64];
+	char small[5];
+
+	(void)state;
+	assert_int_equal(fr_format_ranks(buf, sizeof(buf), a, 5), 7);
+	assert_string_equal(buf, "0-2,4-5");
+	fr_format_ranks(buf, sizeof(buf), b, 1);
+	assert_string_equal(buf, "7");
+	assert_int_equal(fr_format_ranks(buf, sizeof(buf), NULL, 0), 0);
+	assert_string_equal(buf, "");
+	fr_format_ranks(buf, sizeof(buf), c, 5);
+	assert_string_equal(buf, "1,3,5,10-11");
+	/* Truncation works like snprintf: a NUL-terminated prefix and the
+	 * length that was needed. */
+	assert_int_equal(fr_format_ranks(small, sizeof(small), a, 5), 7);
+	assert_string_equal(small, "0-2,");
+	assert_int_equal(fr_format_ranks(NULL, 0, a, 5), 7);
+}
+
+static void test_ok_all_completed(void **state)
+{
+	struct job *j = job_new(4);
+	struct fr_verdict *v;
+
+	(void)state;
+	for (uint32_t r = 0; r < 4; r++)
+		rank_new(j, r, FR_RANK_DUMPED);
+	add_world(j);
+	for (uint32_t r = 0; r < 4; r++)
+		history(j, r, "world", 10);
+	v = correlate(j);
+	assert_int_equal(v->kind, FR_VERDICT_OK);
+	assert_int_equal(v->nculprits, 0);
+	assert_false(v->has_op);
+	assert_int_equal(v->nwaiting, 0);
+	assert_int_equal(v->world_size, 4);
+	assert_int_equal(v->nranks_with_evidence, 4);
+	assert_contains(v->summary, "no hang");
+	job_free(j);
+}
+
+static void test_ok_slow_but_progressing(void **state)
+{
+	struct job *j = job_new(3);
+	struct fr_verdict *v;
+
+	(void)state;
+	for (uint32_t r = 0; r < 3; r++)
+		rank_new(j, r, FR_RANK_DUMPED);
+	add_world(j);
+	/* Ranks at different points, each op long but completed: nobody waits. */
+	history(j, 0, "world", 20);
+	history(j, 1, "world", 18);
+	history(j, 2, "world", 19);
+	j->ev[1]->t.ops[17].t_completed_ns = NOW_NS - 1;
+	v = correlate(j);
+	assert_int_equal(v->kind, FR_VERDICT_OK);
+	assert_int_equal(v->nculprits, 0);
+	job_free(j);
+}
+
+static void test_not_entered_world(void **state)
+{
+	struct job *j = job_new(6);
+	struct fr_verdict *v;
+
+	(void)state;
+	for (uint32_t r = 0; r < 6; r++)
+		rank_new(j, r, FR_RANK_DUMPED);
+	add_world(j);
+	for (uint32_t r = 0; r < 6; r++) {
+		history(j, r, "world", 10);
+		if (r != 3)
+			add_op(j, r, "world", FR_OP_ALL_REDUCE, 11, FR_STATE_ENTERED,
+			       r == 0 ? 42 : 40);
+	}
+	v = correlate(j);
+	assert_int_equal(v->kind, FR_VERDICT_HANG);
+	assert_int_equal(v->nculprits, 1);
+	assert_int_equal(v->culprits[0].rank, 3);
+	assert_int_equal(v->culprits[0].reason, FR_REASON_NOT_ENTERED);
+	assert_string_equal(v->culprits[0].host, "node3");
+	assert_int_equal(v->culprits[0].pid, 1003);
+	assert_true(v->culprits[0].has_last_completed);
+	assert_int_equal(v->culprits[0].last_completed.seq, 10);
+	assert_true(v->has_op);
+	assert_int_equal(v->op.type, FR_OP_ALL_REDUCE);
+	assert_int_equal(v->op.seq, 11);
+	assert_string_equal(v->op.comm, "world");
+	assert_ranks(v->comm_ranks, v->comm_size, "0-5");
+	assert_ranks(v->waiting, v->nwaiting, "0-2,4-5");
+	assert_true(v->waited_s > 41.9 && v->waited_s < 42.1);
+	assert_contains(v->summary, "rank 3");
+	assert_contains(v->summary, "all_reduce #11");
+	assert_contains(v->summary, "0-2,4-5");
+	job_free(j);
+}
+
+/*
+ * The hard case: rank 1 computes forever before all_reduce #3 on a
+ * sub-communicator {0,1,2}; 0 and 2 wait in it; 3-5 went on to a world
+ * barrier, which 0-2 never entered. The barrier is a consequence, even
+ * though its waiters have waited longer.
+ */
+static void test_sub_communicator(void **state)
+{
+	const uint32_t sub[] = { 0, 1, 2 };
+	struct job *j = job_new(6);
+	struct fr_verdict *v;
+
+	(void)state;
+	for (uint32_t r = 0; r < 6; r++)
+		rank_new(j, r, FR_RANK_DUMPED);
+	add_world(j);
+	for (uint32_t r = 0; r < 6; r++)
+		add_op(j, r, "world", FR_OP_BARRIER, 1, FR_STATE_COMPLETED, 100);
+	for (uint32_t r = 0; r < 3; r++) {
+		add_comm(j, r, "world.s1c0", sub, 3);
+		add_op(j, r, "world.s1c0", FR_OP_ALL_REDUCE, 1, FR_STATE_COMPLETED, 90);
+		add_op(j, r, "world.s1c0", FR_OP_ALL_REDUCE, 2, FR_STATE_COMPLETED, 80);
+	}
+	add_op(j, 0, "world.s1c0", FR_OP_ALL_REDUCE, 3, FR_STATE_ENTERED, 10);
+	add_op(j, 2, "world.s1c0", FR_OP_ALL_REDUCE, 3, FR_STATE_ENTERED, 9);
+	for (uint32_t r = 3; r < 6; r++)
+		add_op(j, r, "world", FR_OP_BARRIER, 2, FR_STATE_ENTERED, 50);
+	v = correlate(j);
+	assert_int_equal(v->kind, FR_VERDICT_HANG);
+	assert_int_equal(v->nculprits, 1);
+	assert_int_equal(v->culprits[0].rank, 1);
+	assert_int_equal(v->culprits[0].reason, FR_REASON_NOT_ENTERED);
+	assert_int_equal(v->culprits[0].last_completed.seq, 2);
+	assert_string_equal(v->culprits[0].last_completed.comm, "world.s1c0");
+	assert_string_equal(v->op.comm, "world.s1c0");
+	assert_int_equal(v->op.type, FR_OP_ALL_REDUCE);
+	assert_int_equal(v->op.seq, 3);
+	assert_ranks(v->comm_ranks, v->comm_size, "0-2");
+	assert_ranks(v->waiting, v->nwaiting, "0,2-5");
+	assert_true(v->waited_s > 49.9 && v->waited_s < 50.1);
+	assert_contains(v->summary, "rank 1 (node1, pid 1001) never entered all_reduce #3 on "
+				    "world.s1c0");
+	job_free(j);
+}
+
+static void bad_status_case(enum fr_rank_status st, enum fr_reason want, const char *phrase)
+{
+	struct job *j = job_new(6);
+	struct fr_verdict *v;
+
+	for (uint32_t r = 0; r < 6; r++)
+		rank_new(j, r, r == 4 ? st : FR_RANK_DUMPED);
+	add_world(j);
+	for (uint32_t r = 0; r < 6; r++) {
+		for (uint64_t s = 1; s <= 8; s++)
+			add_op(j, r, "world", FR_OP_BARRIER, s, FR_STATE_COMPLETED, 600);
+		/* The daemon saw rank 4 enter barrier #9 too before it went away:
+		 * it is still the one to blame. */
+		add_op(j, r, "world", FR_OP_BARRIER, 9, FR_STATE_ENTERED, 30 + r);
+	}
+	v = correlate(j);
+	assert_int_equal(v->kind, FR_VERDICT_HANG);
+	assert_int_equal(v->nculprits, 1);
+	assert_int_equal(v->culprits[0].rank, 4);
+	assert_int_equal(v->culprits[0].reason, want);
+	assert_int_equal(v->op.type, FR_OP_BARRIER);
+	assert_int_equal(v->op.seq, 9);
+	assert_ranks(v->waiting, v->nwaiting, "0-3,5");
+	assert_contains(v->summary, "rank 4 (node4, pid 1004)");
+	assert_contains(v->summary, phrase);
+	assert_contains(v->summary, "ranks 0-3,5 wait in barrier #9 on world [0-5]");
+	job_free(j);
+}
+
+static void test_unresponsive(void **state)
+{
+	(void)state;
+	bad_status_case(FR_RANK_UNRESPONSIVE, FR_REASON_UNRESPONSIVE, "is unresponsive");
+}
+
+static void test_disconnected(void **state)
+{
+	(void)state;
+	bad_status_case(FR_RANK_DISCONNECTED, FR_REASON_DISCONNECTED, "disconnected");
+}
+
+/*
+ * Two independent stuck sub-communicators: in one a rank computes (perhaps
+ * only slow), in the other a rank stopped heartbeating. The dead rank is the
+ * surer answer even though the first group has waited longer.
+ */
+static void test_bad_status_preferred(void **state)
+{
+	const uint32_t a[] = { 0, 1, 2 };
+	const uint32_t b[] = { 3, 4, 5 };
+	struct job *j = job_new(6);
+	struct fr_verdict *v;
+
+	(void)state;
+	for (uint32_t r = 0; r < 6; r++) {
+		rank_new(j, r, r == 4 ? FR_RANK_UNRESPONSIVE : FR_RANK_DUMPED);
+		add_comm(j, r, r < 3 ? "a" : "b", r < 3 ? a : b, 3);
+	}
+	add_op(j, 0, "a", FR_OP_ALL_REDUCE, 1, FR_STATE_ENTERED, 100);
+	add_op(j, 2, "a", FR_OP_ALL_REDUCE, 1, FR_STATE_ENTERED, 100);
+	add_op(j, 3, "b", FR_OP_ALL_REDUCE, 1, FR_STATE_ENTERED, 10);
+	add_op(j, 5, "b", FR_OP_ALL_REDUCE, 1, FR_STATE_ENTERED, 10);
+	v = correlate(j);
+	assert_int_equal(v->kind, FR_VERDICT_HANG);
+	assert_int_equal(v->nculprits, 1);
+	assert_int_equal(v->culprits[0].rank, 4);
+	assert_int_equal(v->culprits[0].reason, FR_REASON_UNRESPONSIVE);
+	assert_string_equal(v->op.comm, "b");
+	assert_ranks(v->waiting, v->nwaiting, "0,2-3,5");
+	assert_contains(v->summary, "while ranks 3,5 wait in all_reduce #1 on b [3-5]");
+	job_free(j);
+}
+
+static void test_finished_peer_of_recv(void **state)
+{
+	struct job *j = job_new(3);
+	struct fr_verdict *v;
+	struct fr_op *op;
+
+	(void)state;
+	for (uint32_t r = 0; r < 3; r++)
+		rank_new(j, r, r == 2 ? FR_RANK_FINISHED : FR_RANK_DUMPED);
+	add_world(j);
+	for (uint32_t r = 0; r < 3; r++)
+		history(j, r, "world", 5);
+	op = add_op(j, 0, "world", FR_OP_RECV, 1, FR_STATE_ENTERED, 12);
+	op->peer = 2;
+	v = correlate(j);
+	assert_int_equal(v->kind, FR_VERDICT_HANG);
+	assert_int_equal(v->nculprits, 1);
+	assert_int_equal(v->culprits[0].rank, 2);
+	assert_int_equal(v->culprits[0].reason, FR_REASON_FINISHED);
+	assert_int_equal(v->op.type, FR_OP_RECV);
+	assert_true(v->op.is_p2p);
+	assert_ranks(v->waiting, v->nwaiting, "0");
+	assert_contains(v->summary, "finalised");
+	job_free(j);
+}
+
+static void test_missing_rank(void **state)
+{
+	struct job *j = job_new(4);
+	struct fr_verdict *v;
+
+	(void)state;
+	for (uint32_t r = 0; r < 4; r++)
+		if (r != 2)
+			rank_new(j, r, FR_RANK_DUMPED);
+	add_world(j);
+	for (uint32_t r = 0; r < 4; r++) {
+		if (r == 2)
+			continue;
+		history(j, r, "world", 4);
+		add_op(j, r, "world", FR_OP_ALL_REDUCE, 5, FR_STATE_ENTERED, 7);
+	}
+	v = correlate(j);
+	assert_int_equal(v->kind, FR_VERDICT_HANG);
+	assert_int_equal(v->world_size, 4);
+	assert_int_equal(v->nranks_with_evidence, 3);
+	assert_int_equal(v->nculprits, 1);
+	assert_int_equal(v->culprits[0].rank, 2);
+	assert_int_equal(v->culprits[0].reason, FR_REASON_UNRESPONSIVE);
+	assert_string_equal(v->culprits[0].host, "");
+	assert_int_equal(v->culprits[0].pid, 0);
+	assert_false(v->culprits[0].has_last_completed);
+	assert_ranks(v->waiting, v->nwaiting, "0-1,3");
+	assert_contains(v->summary, "rank 2 sent no evidence");
+	job_free(j);
+}
+
+/* Builds 4 ranks at all_reduce #5 on world; `odd` calls `type` instead. */
+static struct job *mismatch_job(uint32_t odd, enum fr_op_type type)
+{
+	struct job *j = job_new(4);
+
+	for (uint32_t r = 0; r < 4; r++)
+		rank_new(j, r, FR_RANK_DUMPED);
+	add_world(j);
+	for (uint32_t r = 0; r < 4; r++) {
+		struct fr_op *op;
+
+		history(j, r, "world", 4);
+		op = add_op(j, r, "world", r == odd ? type : FR_OP_ALL_REDUCE, 5,
+			    FR_STATE_ENTERED, 3);
+		if (op->type == FR_OP_BROADCAST) {
+			op->root = 0;
+			op->redop[0] = '\0';
+		}
+	}
+	return j;
+}
+
+static void test_mismatch_three_vs_one(void **state)
+{
+	struct job *j = mismatch_job(2, FR_OP_BROADCAST);
+	struct fr_verdict *v;
+
+	(void)state;
+	v = correlate(j);
+	assert_int_equal(v->kind, FR_VERDICT_MISMATCH);
+	assert_int_equal(v->nculprits, 1);
+	assert_int_equal(v->culprits[0].rank, 2);
+	assert_int_equal(v->culprits[0].reason, FR_REASON_MISMATCH);
+	assert_true(v->culprits[0].has_op);
+	assert_int_equal(v->culprits[0].op.type, FR_OP_BROADCAST);
+	assert_int_equal(v->op.type, FR_OP_ALL_REDUCE);
+	assert_int_equal(v->op.seq, 5);
+	assert_ranks(v->waiting, v->nwaiting, "0-1,3");
+	assert_contains(v->summary, "rank 2 (node2, pid 1002) called broadcast #5");
+	assert_contains(v->summary, "where ranks 0-1,3 called all_reduce (count 1, double");
+	job_free(j);
+}
+
+/* PyTorch's analyzer blames everyone else when its reference rank is the odd one. */
+static void test_mismatch_odd_rank_zero(void **state)
+{
+	struct job *j = mismatch_job(0, FR_OP_BROADCAST);
+	struct fr_verdict *v;
+
+	(void)state;
+	v = correlate(j);
+	assert_int_equal(v->kind, FR_VERDICT_MISMATCH);
+	assert_int_equal(v->nculprits, 1);
+	assert_int_equal(v->culprits[0].rank, 0);
+	assert_int_equal(v->op.type, FR_OP_ALL_REDUCE);
+	assert_contains(v->summary, "rank 0 ");
+	job_free(j);
+}
+
+static void test_mismatch_count_and_tie(void **state)
+{
+	struct job *j = mismatch_job(UINT32_MAX, FR_OP_ALL_REDUCE);
+	struct fr_verdict *v;
+	uint32_t r[4];
+
+	(void)state;
+	/* A count mismatch, two against two: the ranks not sharing rank 0's
+	 * signature are named. */
+	j->ev[1]->t.ops[4].count = 2;
+	j->ev[3]->t.ops[4].count = 2;
+	v = correlate(j);
+	assert_int_equal(v->kind, FR_VERDICT_MISMATCH);
+	assert_int_equal(culprit_ranks(v, r), 2);
+	assert_int_equal(r[0], 1);
+	assert_int_equal(r[1], 3);
+	assert_int_equal(v->op.count, 1);
+	assert_int_equal(v->culprits[0].op.count, 2);
+	assert_contains(v->summary, "count 2");
+	job_free(j);
+}
+
+/* Vector collectives differ in count by design; that is no mismatch. */
+static void test_vector_counts_no_mismatch(void **state)
+{
+	struct job *j = job_new(2);
+	struct fr_verdict *v;
+
+	(void)state;
+	for (uint32_t r = 0; r < 2; r++)
+		rank_new(j, r, FR_RANK_DUMPED);
+	add_world(j);
+	for (uint32_t r = 0; r < 2; r++) {
+		struct fr_op *op = add_op(j, r, "world", FR_OP_ALL_GATHERV, 1,
+					  FR_STATE_COMPLETED, 5);
+
+		op->count = 10 + r;
+	}
+	v = correlate(j);
+	assert_int_equal(v->kind, FR_VERDICT_OK);
+	job_free(j);
+}
+
+/* A mismatch at a lower seq explains the hang that follows it. */
+static void test_mismatch_wins_over_hang(void **state)
+{
+	struct job *j = job_new(3);
+	struct fr_verdict *v;
+
+	(void)state;
+	for (uint32_t r = 0; r < 3; r++)
+		rank_new(j, r, FR_RANK_DUMPED);
+	add_world(j);
+	for (uint32_t r = 0; r < 3; r++)
+		add_op(j, r, "world", r == 1 ? FR_OP_BARRIER : FR_OP_ALL_REDUCE, 1,
+		       FR_STATE_COMPLETED, 20);
+	add_op(j, 0, "world", FR_OP_ALL_REDUCE, 2, FR_STATE_ENTERED, 10);
+	add_op(j, 2, "world", FR_OP_ALL_REDUCE, 2, FR_STATE_ENTERED, 10);
+	v = correlate(j);
+	assert_int_equal(v->kind, FR_VERDICT_MISMATCH);
+	assert_int_equal(v->nculprits, 1);
+	assert_int_equal(v->culprits[0].rank, 1);
+	assert_int_equal(v->op.seq, 1);
+	assert_int_equal(v->culprits[0].op.type, FR_OP_BARRIER);
+	job_free(j);
+}
+
+static void test_stuck_in_op(void **state)
+{
+	struct job *j = job_new(4);
+	struct fr_verdict *v;
+	uint32_t r[4];
+
+	(void)state;
+	for (uint32_t i = 0; i < 4; i++)
+		rank_new(j, i, FR_RANK_DUMPED);
+	add_world(j);
+	for (uint32_t i = 0; i < 4; i++) {
+		history(j, i, "world", 6);
+		add_op(j, i, "world", FR_OP_ALL_REDUCE, 7, FR_STATE_ENTERED, 20);
+	}
+	v = correlate(j);
+	assert_int_equal(v->kind, FR_VERDICT_HANG);
+	assert_int_equal(culprit_ranks(v, r), 4);
+	assert_ranks(r, 4, "0-3");
+	for (size_t i = 0; i < 4; i++)
+		assert_int_equal(v->culprits[i].reason, FR_REASON_STUCK_IN_OP);
+	assert_int_equal(v->op.seq, 7);
+	assert_ranks(v->waiting, v->nwaiting, "0-3");
+	assert_contains(v->summary, "all_reduce #7");
+	job_free(j);
+}
+
+/* Nobody waits: a rank that stopped heartbeating is no hang (yet). */
+static void test_unresponsive_nobody_waits(void **state)
+{
+	struct job *j = job_new(3);
+	struct fr_verdict *v;
+
+	(void)state;
+	for (uint32_t r = 0; r < 3; r++)
+		rank_new(j, r, r == 1 ? FR_RANK_UNRESPONSIVE : FR_RANK_DUMPED);
+	add_world(j);
+	for (uint32_t r = 0; r < 3; r++)
+		history(j, r, "world", 3);
+	v = correlate(j);
+	assert_int_equal(v->kind, FR_VERDICT_OK);
+	assert_int_equal(v->nculprits, 0);
+	job_free(j);
+}
+
+static void test_p2p_peer_never_posts(void **state)
+{
+	struct job *j = job_new(2);
+	struct fr_verdict *v;
+	struct fr_op *op;
+
+	(void)state;
+	for (uint32_t r = 0; r < 2; r++)
+		rank_new(j, r, FR_RANK_DUMPED);
+	add_world(j);
+	op = add_op(j, 0, "world", FR_OP_SEND, 1, FR_STATE_ENTERED, 15);
+	op->peer = 1;
+	v = correlate(j);
+	assert_int_equal(v->kind, FR_VERDICT_HANG);
+	assert_int_equal(v->nculprits, 1);
+	assert_int_equal(v->culprits[0].rank, 1);
+	assert_int_equal(v->culprits[0].reason, FR_REASON_NOT_ENTERED);
+	assert_int_equal(v->op.type, FR_OP_SEND);
+	assert_int_equal(v->op.peer, 1);
+	assert_contains(v->summary, "rank 1 (node1, pid 1001) never posted the receive");
+	job_free(j);
+}
+
+static void test_p2p_deadlock(void **state)
+{
+	struct job *j = job_new(3);
+	struct fr_verdict *v;
+	uint32_t r[3];
+
+	(void)state;
+	for (uint32_t i = 0; i < 3; i++)
+		rank_new(j, i, FR_RANK_DUMPED);
+	add_world(j);
+	/* 1 and 2 both receive from each other first; 0 waits on 1. */
+	add_op(j, 0, "world", FR_OP_RECV, 1, FR_STATE_ENTERED, 30)->peer = 1;
+	add_op(j, 1, "world", FR_OP_RECV, 1, FR_STATE_ENTERED, 20)->peer = 2;
+	add_op(j, 2, "world", FR_OP_RECV, 1, FR_STATE_ENTERED, 20)->peer = 1;
+	v = correlate(j);
+	assert_int_equal(v->kind, FR_VERDICT_DEADLOCK);
+	assert_int_equal(culprit_ranks(v, r), 2);
+	assert_ranks(r, 2, "1-2");
+	assert_true(v->culprits[0].has_op);
+	assert_int_equal(v->culprits[0].op.type, FR_OP_RECV);
+	assert_int_equal(v->culprits[0].op.peer, 2);
+	assert_contains(v->summary, "deadlock: rank 1 waits in recv #1 from rank 2");
+	job_free(j);
+}
+
+/* Two communicators over the same ranks, called in opposite orders. */
+static void test_collective_order_deadlock(void **state)
+{
+	const uint32_t m[] = { 0, 1 };
+	struct job *j = job_new(2);
+	struct fr_verdict *v;
+
+	(void)state;
+	for (uint32_t r = 0; r < 2; r++) {
+		rank_new(j, r, FR_RANK_DUMPED);
+		add_comm(j, r, "a", m, 2);
+		add_comm(j, r, "b", m, 2);
+	}
+	add_op(j, 0, "a", FR_OP_ALL_REDUCE, 1, FR_STATE_ENTERED, 5);
+	add_op(j, 1, "b", FR_OP_ALL_REDUCE, 1, FR_STATE_ENTERED, 5);
+	v = correlate(j);
+	assert_int_equal(v->kind, FR_VERDICT_DEADLOCK);
+	assert_int_equal(v->nculprits, 2);
+	assert_string_equal(v->culprits[0].op.comm, "a");
+	assert_string_equal(v->culprits[1].op.comm, "b");
+	job_free(j);
+}
+
+/* Ring wrap: an entry gone from the ring still counts through last_entered. */
+static void test_ring_wrap_uses_progress(void **state)
+{
+	struct job *j = job_new(2);
+	struct fr_verdict *v;
+
+	(void)state;
+	for (uint32_t r = 0; r < 2; r++)
+		rank_new(j, r, FR_RANK_DUMPED);
+	add_world(j);
+	add_op(j, 0, "world", FR_OP_ALL_REDUCE, 9, FR_STATE_ENTERED, 5);
+	/* Rank 1 entered #9 and #10 (its ring kept only #10, completed), then
+	 * entered #11 and is in it. */
+	add_op(j, 1, "world", FR_OP_ALL_REDUCE, 11, FR_STATE_ENTERED, 1);
+	((struct fr_comm *)fr_trace_comm(&j->ev[1]->t, "world"))->last_entered = 11;
+	j->ev[1]->t.dropped = 10;
+	v = correlate(j);
+	/* Nobody is missing from #9; it is what does not complete. */
+	assert_int_equal(v->kind, FR_VERDICT_HANG);
+	assert_int_equal(v->op.seq, 9);
+	assert_int_equal(v->culprits[0].reason, FR_REASON_STUCK_IN_OP);
+	job_free(j);
+}
+
+static void test_json_contract(void **state)
+{
+	struct job *j = mismatch_job(2, FR_OP_BROADCAST);
+	struct fr_verdict *v = correlate(j);
+	json_t *o = fr_verdict_to_json(v);
+	json_t *op, *c, *a;
+	const char *opkeys[] = { "comm", "seq", "type", "count", "dtype", "bytes", "root",
+				 "peer", "is_p2p", "state" };
+
+	(void)state;
+	assert_non_null(o);
+	assert_string_equal(json_string_value(json_object_get(o, "verdict")), "mismatch");
+	assert_true(json_is_array(json_object_get(o, "culprits")));
+	assert_true(json_is_array(json_object_get(o, "waiting_ranks")));
+	assert_true(json_is_real(json_object_get(o, "waited_s")));
+	assert_int_equal(json_integer_value(json_object_get(o, "world_size")), 4);
+	assert_string_equal(json_string_value(json_object_get(o, "summary")), v->summary);
+
+	op = json_object_get(o, "op");
+	assert_true(json_is_object(op));
+	for (size_t i = 0; i < sizeof(opkeys) / sizeof(opkeys[0]); i++)
+		assert_non_null(json_object_get(op, opkeys[i]));
+	assert_string_equal(json_string_value(json_object_get(op, "type")), "all_reduce");
+	assert_string_equal(json_string_value(json_object_get(op, "comm")), "world");
+	assert_string_equal(json_string_value(json_object_get(op, "state")), "entered");
+	assert_int_equal(json_integer_value(json_object_get(op, "seq")), 5);
+	assert_int_equal(json_integer_value(json_object_get(op, "root")), -1);
+	assert_true(json_is_false(json_object_get(op, "is_p2p")));
+	a = json_object_get(op, "comm_ranks");
+	assert_int_equal(json_array_size(a), 4);
+	assert_int_equal(json_integer_value(json_array_get(a, 3)), 3);
+
+	c = json_array_get(json_object_get(o, "culprits"), 0);
+	assert_int_equal(json_integer_value(json_object_get(c, "rank")), 2);
+	assert_string_equal(json_string_value(json_object_get(c, "reason")), "mismatch");
+	assert_string_equal(json_string_value(json_object_get(c, "host")), "node2");
+	assert_int_equal(json_integer_value(json_object_get(c, "pid")), 1002);
+	assert_string_equal(json_string_value(json_object_get(json_object_get(c, "called"),
+							      "type")), "broadcast");
+	assert_int_equal(json_integer_value(json_object_get(json_object_get(c, "last_completed"),
+							    "seq")), 4);
+	assert_null(json_object_get(json_object_get(c, "called"), "comm_ranks"));
+	a = json_object_get(o, "waiting_ranks");
+	assert_int_equal(json_array_size(a), 3);
+	assert_int_equal(json_integer_value(json_array_get(a, 2)), 3);
+	json_decref(o);
+	job_free(j);
+}
+
+static void test_json_ok_has_null_op(void **state)
+{
+	struct job *j = job_new(1);
+	struct fr_verdict *v;
+	json_t *o;
+
+	(void)state;
+	rank_new(j, 0, FR_RANK_DUMPED);
+	add_world(j);
+	history(j, 0, "world", 1);
+	v = correlate(j);
+	o = fr_verdict_to_json(v);
+	assert_non_null(o);
+	assert_string_equal(json_string_value(json_object_get(o, "verdict")), "ok");
+	assert_true(json_is_null(json_object_get(o, "op")));
+	assert_int_equal(json_array_size(json_object_get(o, "culprits")), 0);
+	json_decref(o);
+	job_free(j);
+}
+
+static void add_stack(struct fr_trace *t)
+{
+	static const char *const names[] = { "compute_forever", "train_step", "main" };
+	struct fr_thread *th = calloc(2, sizeof(*th));
+
+	assert_non_null(th);
+	th[0].tid = t->pid;
+	snprintf(th[0].name, sizeof(th[0].name), "python");
+	th[0].current = false;
+	th[0].nframes = 3;
+	th[0].frames = calloc(3, sizeof(*th[0].frames));
+	assert_non_null(th[0].frames);
+	for (size_t i = 0; i < 3; i++) {
+		th[0].frames[i].name = strdup(names[i]);
+		th[0].frames[i].offset = 0x1a + i;
+	}
+	th[1].tid = t->pid + 1;
+	snprintf(th[1].name, sizeof(th[1].name), "fr-agent");
+	th[1].current = true;
+	t->threads = th;
+	t->nthreads = 2;
+}
+
+static void test_print_report(void **state)
+{
+	struct job *j = job_new(6);
+	struct fr_verdict *v;
+	char *buf = NULL;
+	size_t len = 0;
+	FILE *f;
+
+	(void)state;
+	for (uint32_t r = 0; r < 6; r++)
+		rank_new(j, r, FR_RANK_DUMPED);
+	add_world(j);
+	for (uint32_t r = 0; r < 6; r++) {
+		history(j, r, "world", 10);
+		if (r != 3)
+			add_op(j, r, "world", FR_OP_ALL_REDUCE, 11, FR_STATE_ENTERED, 42);
+	}
+	add_stack(&j->ev[3]->t);
+	v = correlate(j);
+	f = open_memstream(&buf, &len);
+	assert_non_null(f);
+	fr_verdict_print(f, v, j->traces, 6);
+	fclose(f);
+	assert_true(strncmp(buf, v->summary, strlen(v->summary)) == 0);
+	assert_int_equal(buf[strlen(v->summary)], '\n');
+	assert_contains(buf, "    #0 compute_forever+0x1a\n");
+	assert_contains(buf, "    #2 main+0x1c\n");
+	assert_contains(buf, "(dumping thread)");
+	assert_contains(buf, "all_reduce #10");
+	job_free(j);
+	free(buf);
+}
+
+static void test_print_missing_culprit(void **state)
+{
+	struct job *j = job_new(2);
+	struct fr_verdict *v;
+	char *buf = NULL;
+	size_t len = 0;
+	FILE *f;
+
+	(void)state;
+	rank_new(j, 0, FR_RANK_DUMPED);
+	add_world(j);
+	add_op(j, 0, "world", FR_OP_BARRIER, 1, FR_STATE_ENTERED, 3);
+	v = correlate(j);
+	f = open_memstream(&buf, &len);
+	assert_non_null(f);
+	fr_verdict_print(f, v, j->traces, 1);
+	fclose(f);
+	assert_contains(buf, "Culprit rank 1");
+	assert_contains(buf, "no dump:");
+	job_free(j);
+	free(buf);
+}
+
+/*
+ * 1024 ranks with 200 entries each, rank 777 never entered the last
+ * all_reduce: the answer, readable, in well under a few seconds.
+ */
+static void test_scale_1024(void **state)
+{
+	struct job *j = job_new(1024);
+	struct fr_verdict *v;
+	struct timespec t0, t1;
+	char *buf = NULL;
+	size_t len = 0;
+	FILE *f;
+	double secs;
+
+	(void)state;
+	for (uint32_t r = 0; r < 1024; r++)
+		rank_new(j, r, FR_RANK_DUMPED);
+	add_world(j);
+	for (uint32_t r = 0; r < 1024; r++) {
+		history(j, r, "world", 199);
+		if (r != 777)
+			add_op(j, r, "world", FR_OP_ALL_REDUCE, 200, FR_STATE_ENTERED, 60);
+	}
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	v = correlate(j);
+	clock_gettime(CLOCK_MONOTONIC, &t1);
+	secs = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) / 1e9;
+	assert_true(secs < 5.0);
+	assert_int_equal(v->kind, FR_VERDICT_HANG);
+	assert_int_equal(v->nculprits, 1);
+	assert_int_equal(v->culprits[0].rank, 777);
+	assert_ranks(v->waiting, v->nwaiting, "0-776,778-1023");
+	assert_contains(v->summary, "ranks 0-776,778-1023 have waited 60 s");
+	f = open_memstream(&buf, &len);
+	assert_non_null(f);
+	fr_verdict_print(f, v, j->traces, 1024);
+	fclose(f);
+	/* One line for 1023 ranks waiting in the same op, not 1023 lines. */
+	assert_true(len < 4096);
+	free(buf);
+	job_free(j);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_format_ranks),
+		cmocka_unit_test(test_ok_all_completed),
+		cmocka_unit_test(test_ok_slow_but_progressing),
+		cmocka_unit_test(test_not_entered_world),
+		cmocka_unit_test(test_sub_communicator),
+		cmocka_unit_test(test_unresponsive),
+		cmocka_unit_test(test_disconnected),
+		cmocka_unit_test(test_bad_status_preferred),
+		cmocka_unit_test(test_finished_peer_of_recv),
+		cmocka_unit_test(test_missing_rank),
+		cmocka_unit_test(test_mismatch_three_vs_one),
+		cmocka_unit_test(test_mismatch_odd_rank_zero),
+		cmocka_unit_test(test_mismatch_count_and_tie),
+		cmocka_unit_test(test_vector_counts_no_mismatch),
+		cmocka_unit_test(test_mismatch_wins_over_hang),
+		cmocka_unit_test(test_stuck_in_op),
+		cmocka_unit_test(test_unresponsive_nobody_waits),
+		cmocka_unit_test(test_p2p_peer_never_posts),
+		cmocka_unit_test(test_p2p_deadlock),
+		cmocka_unit_test(test_collective_order_deadlock),
+		cmocka_unit_test(test_ring_wrap_uses_progress),
+		cmocka_unit_test(test_json_contract),
+		cmocka_unit_test(test_json_ok_has_null_op),
+		cmocka_unit_test(test_print_report),
+		cmocka_unit_test(test_print_missing_culprit),
+		cmocka_unit_test(test_scale_1024),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}

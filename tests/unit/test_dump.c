@@ -1,0 +1,1156 @@
+/*
+ * Dump and manifest reading/writing (dumps/dump.c) and the trace model
+ * (dumps/trace.c).
+ */
+/* For asprintf(). */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE
+#endif
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "dump.h"
+#include "trace.h"
+
+/*
+ * write() is replaced for the whole test program so that the atomic writer
+ * can be made to see what disks and signals do to it: short writes, EINTR,
+ * and a full disk. Descriptors 0-2 are always passed through.
+ */
+enum write_mode { WRITE_PASS, WRITE_CHOPPY, WRITE_FULL_AFTER };
+
+static enum write_mode write_mode;
+static size_t write_full_after;  /* WRITE_FULL_AFTER: bytes accepted before ENOSPC */
+static size_t write_written;
+static unsigned write_calls, write_eintrs;
+
+ssize_t write(int fd, const void *buf, size_t n)
+{
+	if (fd > 2 && write_mode == WRITE_CHOPPY) {
+		/* Every other call is interrupted; the rest take 7 bytes at most. */
+		if (write_calls++ % 2 == 0) {
+			write_eintrs++;
+			errno = EINTR;
+			return -1;
+		}
+		if (n > 7)
+			n = 7;
+	} else if (fd > 2 && write_mode == WRITE_FULL_AFTER) {
+		write_calls++;
+		if (write_written >= write_full_after) {
+			errno = ENOSPC;
+			return -1;
+		}
+		if (n > write_full_after - write_written)
+			n = write_full_after - write_written;
+		write_written += n;
+	}
+	return syscall(SYS_write, fd, buf, n);
+}
+
+static void write_reset(enum write_mode mode)
+{
+	write_mode = mode;
+	write_full_after = 0;
+	write_written = 0;
+	write_calls = 0;
+	write_eintrs = 0;
+}
+
+/* Runs after each write test, so that a failed one does not disturb the next. */
+static int write_teardown(void **state)
+{
+	(void)state;
+	write_reset(WRITE_PASS);
+	return 0;
+}
+
+static const char *data_dir(void)
+{
+	const char *d = getenv("FR_TEST_DATA");
+
+	return d && *d ? d : "tests/data";
+}
+
+static char *data_path(const char *name)
+{
+	char *p;
+
+	assert_true(asprintf(&p, "%s/dumps/%s", data_dir(), name) > 0);
+	return p;
+}
+
+static void copy_str(char *dst, size_t cap, const char *src)
+{
+	assert_true(strlen(src) < cap);
+	strcpy(dst, src);
+}
+
+#define COPY(dst, src) copy_str((dst), sizeof(dst), (src))
+
+static struct fr_comm *add_comm(struct fr_trace *t, size_t *cap, const char *id,
+				const char *desc, uint32_t rank, uint32_t size,
+				const uint32_t *members)
+{
+	struct fr_comm *c = fr_trace_add_comm(t, cap);
+
+	assert_non_null(c);
+	COPY(c->id, id);
+	COPY(c->desc, desc);
+	c->rank = rank;
+	c->size = size;
+	c->members = calloc(size, sizeof(*c->members));
+	assert_non_null(c->members);
+	memcpy(c->members, members, size * sizeof(*members));
+	return c;
+}
+
+static struct fr_op *add_op(struct fr_trace *t, size_t *cap, const char *comm,
+			    enum fr_op_type type, enum fr_op_state state, uint64_t seq)
+{
+	struct fr_op *op = fr_trace_add_op(t, cap);
+
+	assert_non_null(op);
+	op->record_id = t->nops + 99;
+	COPY(op->comm, comm);
+	op->type = type;
+	op->state = state;
+	op->is_p2p = !fr_op_is_collective(type);
+	op->seq = seq;
+	op->peer = -1;
+	op->root = -1;
+	op->t_entered_ns = 1700000000000000000ull + t->nops * 1000;
+	if (state == FR_STATE_COMPLETED)
+		op->t_completed_ns = op->t_entered_ns + 500;
+	return op;
+}
+
+/* A trace that uses every field, in every shape a dump can hold. */
+static void make_rich_trace(struct fr_trace *t)
+{
+	static const uint32_t world[] = { 0, 1, 2, 3, 4, 5 };
+	static const uint32_t odd[] = { 1, 3, 5 };
+	size_t ccap = 0, ocap = 0;
+	struct fr_comm *c;
+	struct fr_op *op;
+	struct fr_thread *th;
+
+	memset(t, 0, sizeof(*t));
+	t->status = FR_RANK_DUMPED;
+	COPY(t->job, "job-rt");
+	t->rank = 3;
+	t->world_size = 6;
+	COPY(t->host, "host-\"quoted\"\\back");
+	t->pid = 4242;
+	COPY(t->comm_lib, "Open MPI v4.1.4");
+	COPY(t->incident, "inc-77");
+	COPY(t->reason, "rank 5 unresponsive for 30 s");
+	t->time_ns = 1700000123456789012ull;
+	t->dropped = 5000;
+
+	c = add_comm(t, &ccap, "c0", "MPI_COMM_WORLD", 3, 6, world);
+	c->last_entered = 11;
+	c->last_completed = 10;
+	c = add_comm(t, &ccap, "c0.split.2", "split of world", 1, 3, odd);
+	c->last_entered = 4;
+	c->last_completed = 4;
+
+	op = add_op(t, &ocap, "c0", FR_OP_ALL_REDUCE,
+		    FR_STATE_COMPLETED, 10);
+	op->count = 1u << 20;
+	op->bytes = 8u << 20;
+	COPY(op->dtype, "double");
+	COPY(op->redop, "sum");
+
+	op = add_op(t, &ocap, "c0.split.2", FR_OP_REDUCE, FR_STATE_COMPLETED, 4);
+	op->root = 5;
+	op->count = 7;
+	op->bytes = 28;
+	COPY(op->dtype, "int32");
+	COPY(op->redop, "max");
+
+	op = add_op(t, &ocap, "c0", FR_OP_SEND, FR_STATE_COMPLETED, 2);
+	op->peer = 4;
+	op->nonblocking = true;
+	op->count = 3;
+	op->bytes = 3;
+	COPY(op->dtype, "derived");
+
+	op = add_op(t, &ocap, "c0", FR_OP_RECV, FR_STATE_ENTERED, 3);
+	op->peer = 2;
+	op->count = 9;
+	op->bytes = 72;
+	COPY(op->dtype, "int64");
+
+	op = add_op(t, &ocap, "c0", FR_OP_BARRIER, FR_STATE_ENTERED, 11);
+
+	t->nthreads = 2;
+	t->threads = calloc(2, sizeof(*t->threads));
+	assert_non_null(t->threads);
+	th = &t->threads[0];
+	th->tid = 4242;
+	COPY(th->name, "main");
+	th->current = false;
+	th->nframes = 3;
+	th->frames = calloc(3, sizeof(*th->frames));
+	assert_non_null(th->frames);
+	th->frames[0].name = strdup("PMPI_Barrier");
+	th->frames[0].offset = 0x1c;
+	th->frames[0].ip = 0x7ffff7a01234ull;
+	th->frames[1].name = NULL;
+	th->frames[1].offset = 0;
+	th->frames[1].ip = 0xffffffffffffffffull;
+	th->frames[2].name = strdup("main");
+	th->frames[2].offset = 99;
+	th->frames[2].ip = 0x401000;
+	th = &t->threads[1];
+	th->tid = 4250;
+	COPY(th->name, "fr-agent");
+	th->current = true;
+}
+
+static void assert_ops_equal(const struct fr_op *a, const struct fr_op *b)
+{
+	assert_int_equal(a->record_id, b->record_id);
+	assert_string_equal(a->comm, b->comm);
+	assert_int_equal(a->type, b->type);
+	assert_int_equal(a->state, b->state);
+	assert_int_equal(a->is_p2p, b->is_p2p);
+	assert_int_equal(a->nonblocking, b->nonblocking);
+	assert_int_equal(a->seq, b->seq);
+	assert_int_equal(a->peer, b->peer);
+	assert_int_equal(a->root, b->root);
+	assert_int_equal(a->count, b->count);
+	assert_int_equal(a->bytes, b->bytes);
+	assert_string_equal(a->dtype, b->dtype);
+	assert_string_equal(a->redop, b->redop);
+	assert_int_equal(a->t_entered_ns, b->t_entered_ns);
+	assert_int_equal(a->t_completed_ns, b->t_completed_ns);
+}
+
+static void assert_comms_equal(const struct fr_comm *a, const struct fr_comm *b)
+{
+	assert_string_equal(a->id, b->id);
+	assert_string_equal(a->desc, b->desc);
+	assert_int_equal(a->rank, b->rank);
+	assert_int_equal(a->size, b->size);
+	assert_memory_equal(a->members, b->members, a->size * sizeof(*a->members));
+	assert_int_equal(a->last_entered, b->last_entered);
+	assert_int_equal(a->last_completed, b->last_completed);
+}
+
+/* Everything but threads, which manifests leave out. */
+static void assert_traces_equal_but_threads(const struct fr_trace *a, const struct fr_trace *b)
+{
+	assert_int_equal(a->status, b->status);
+	assert_string_equal(a->job, b->job);
+	assert_int_equal(a->rank, b->rank);
+	assert_int_equal(a->world_size, b->world_size);
+	assert_string_equal(a->host, b->host);
+	assert_int_equal(a->pid, b->pid);
+	assert_string_equal(a->comm_lib, b->comm_lib);
+	assert_string_equal(a->incident, b->incident);
+	assert_string_equal(a->reason, b->reason);
+	assert_int_equal(a->time_ns, b->time_ns);
+	assert_int_equal(a->dropped, b->dropped);
+	assert_int_equal(a->ncomms, b->ncomms);
+	for (size_t i = 0; i < a->ncomms; i++)
+		assert_comms_equal(&a->comms[i], &b->comms[i]);
+	assert_int_equal(a->nops, b->nops);
+	for (size_t i = 0; i < a->nops; i++)
+		assert_ops_equal(&a->ops[i], &b->ops[i]);
+}
+
+static void assert_traces_equal(const struct fr_trace *a, const struct fr_trace *b)
+{
+	assert_traces_equal_but_threads(a, b);
+	assert_int_equal(a->nthreads, b->nthreads);
+	for (size_t i = 0; i < a->nthreads; i++) {
+		const struct fr_thread *x = &a->threads[i], *y = &b->threads[i];
+
+		assert_int_equal(x->tid, y->tid);
+		assert_string_equal(x->name, y->name);
+		assert_int_equal(x->current, y->current);
+		assert_int_equal(x->nframes, y->nframes);
+		for (size_t j = 0; j < x->nframes; j++) {
+			if (x->frames[j].name)
+				assert_string_equal(x->frames[j].name, y->frames[j].name);
+			else
+				assert_null(y->frames[j].name);
+			assert_int_equal(x->frames[j].offset, y->frames[j].offset);
+			assert_int_equal(x->frames[j].ip, y->frames[j].ip);
+		}
+	}
+}
+
+static void assert_zeroed(const struct fr_trace *t)
+{
+	static const struct fr_trace zero;
+
+	assert_memory_equal(t, &zero, sizeof(zero));
+}
+
+static void assert_contains(const char *haystack, const char *needle)
+{
+	if (!strstr(haystack, needle))
+		fail_msg("\"%s\" does not contain \"%s\"", haystack, needle);
+}
+
+/* ------------------------------------------------------------------ */
+
+static void test_status_names(void **state)
+{
+	(void)state;
+	assert_string_equal(fr_rank_status_name(FR_RANK_UNRESPONSIVE), "unresponsive");
+	assert_string_equal(fr_rank_status_name(FR_RANK__COUNT), "unknown");
+	for (unsigned s = 0; s < FR_RANK__COUNT; s++)
+		assert_int_equal(fr_rank_status_from_name(fr_rank_status_name(s)), s);
+	assert_int_equal(fr_rank_status_from_name("zombie"), -1);
+}
+
+static void test_trace_growth(void **state)
+{
+	struct fr_trace t = { 0 };
+	size_t ocap = 0, ccap = 0;
+
+	(void)state;
+	for (unsigned i = 0; i < 1000; i++) {
+		struct fr_op *op = fr_trace_add_op(&t, &ocap);
+
+		assert_non_null(op);
+		assert_int_equal(op->record_id, 0);
+		assert_int_equal(op->t_completed_ns, 0);
+		op->record_id = i;
+	}
+	assert_int_equal(t.nops, 1000);
+	assert_true(ocap >= 1000);
+	for (unsigned i = 0; i < 1000; i++)
+		assert_int_equal(t.ops[i].record_id, i);
+
+	for (unsigned i = 0; i < 40; i++) {
+		struct fr_comm *c = fr_trace_add_comm(&t, &ccap);
+
+		assert_non_null(c);
+		assert_null(c->members);
+		snprintf(c->id, sizeof(c->id), "comm%u", i);
+	}
+	assert_int_equal(t.ncomms, 40);
+	assert_string_equal(fr_trace_comm(&t, "comm33")->id, "comm33");
+	assert_ptr_equal(fr_trace_comm(&t, "comm33"), &t.comms[33]);
+	assert_null(fr_trace_comm(&t, "comm40"));
+
+	fr_trace_free(&t);
+	assert_zeroed(&t);
+}
+
+static void test_round_trip(void **state)
+{
+	struct fr_trace t, back;
+	char err[512];
+	char *text, *exact;
+	size_t len;
+
+	(void)state;
+	make_rich_trace(&t);
+	assert_int_equal(fr_dump_serialize(&t, &text, &len), 0);
+	assert_int_equal(strlen(text), len);
+	assert_int_equal(text[len - 1], '\n');
+
+	/* The parser must stay within len: no terminator after the bytes. */
+	exact = malloc(len);
+	assert_non_null(exact);
+	memcpy(exact, text, len);
+	assert_int_equal(fr_dump_parse(exact, len, "rt.json", &back, err, sizeof(err)), 0);
+	assert_string_equal(err, "");
+	assert_traces_equal(&t, &back);
+
+	free(exact);
+	free(text);
+	fr_trace_free(&back);
+	fr_trace_free(&t);
+}
+
+static void test_round_trip_every_status(void **state)
+{
+	struct fr_trace t, back;
+	char err[512];
+	char *text;
+	size_t len;
+
+	(void)state;
+	make_rich_trace(&t);
+	for (unsigned s = 0; s < FR_RANK__COUNT; s++) {
+		t.status = (enum fr_rank_status)s;
+		assert_int_equal(fr_dump_serialize(&t, &text, &len), 0);
+		assert_int_equal(fr_dump_parse(text, len, "st.json", &back, err, sizeof(err)), 0);
+		assert_int_equal(back.status, s);
+		free(text);
+		fr_trace_free(&back);
+	}
+	fr_trace_free(&t);
+}
+
+/* What other tools read: PyTorch Flight Recorder's names and conventions. */
+static void test_document_shape(void **state)
+{
+	struct fr_trace t;
+	json_t *root, *e, *v;
+
+	(void)state;
+	make_rich_trace(&t);
+	root = fr_dump_to_json(&t);
+	assert_non_null(root);
+	assert_string_equal(json_string_value(json_object_get(root, "format")), "flightrec-dump");
+	assert_string_equal(json_string_value(json_object_get(root, "version")), "1.0");
+	assert_string_equal(json_string_value(json_object_get(root, "status")), "dumped");
+
+	v = json_object_get(json_object_get(root, "pg_config"), "c0.split.2");
+	assert_string_equal(json_string_value(json_object_get(v, "name")), "c0.split.2");
+	assert_int_equal(json_array_size(json_object_get(v, "ranks")), 3);
+	assert_int_equal(json_integer_value(json_array_get(json_object_get(v, "ranks"), 2)), 5);
+	v = json_object_get(json_object_get(root, "pg_status"), "c0");
+	assert_int_equal(json_integer_value(json_object_get(v, "last_enqueued_collective")), 11);
+	assert_int_equal(json_integer_value(json_object_get(v, "last_started_collective")), 11);
+	assert_int_equal(json_integer_value(json_object_get(v, "last_completed_collective")), 10);
+
+	/* entries[0]: a completed all_reduce. */
+	e = json_array_get(json_object_get(root, "entries"), 0);
+	assert_string_equal(json_string_value(json_object_get(e, "profiling_name")),
+			    "mpi:all_reduce");
+	assert_string_equal(json_string_value(json_object_get(e, "state")), "completed");
+	assert_true(json_is_true(json_object_get(e, "retired")));
+	assert_int_equal(json_integer_value(json_object_get(e, "collective_seq_id")), 10);
+	assert_int_equal(json_integer_value(json_object_get(e, "p2p_seq_id")), 0);
+	assert_int_equal(json_integer_value(json_object_get(e, "op_id")),
+			 json_integer_value(json_object_get(e, "record_id")));
+	assert_int_equal(json_integer_value(json_array_get(
+				 json_array_get(json_object_get(e, "input_sizes"), 0), 0)),
+			 1u << 20);
+	assert_string_equal(json_string_value(json_array_get(json_object_get(e, "output_dtypes"),
+							     0)),
+			    "double");
+	assert_string_equal(json_string_value(json_array_get(json_object_get(e, "process_group"),
+							     1)),
+			    "MPI_COMM_WORLD");
+	assert_int_equal(json_integer_value(json_object_get(e, "time_discovered_completed_ns")),
+			 t.ops[0].t_completed_ns);
+
+	/* entries[3]: a p2p receive still in flight. */
+	e = json_array_get(json_object_get(root, "entries"), 3);
+	assert_true(json_is_true(json_object_get(e, "is_p2p")));
+	assert_int_equal(json_integer_value(json_object_get(e, "collective_seq_id")), 0);
+	assert_int_equal(json_integer_value(json_object_get(e, "p2p_seq_id")), 3);
+	assert_true(json_is_null(json_object_get(e, "time_discovered_completed_ns")));
+	assert_true(json_is_false(json_object_get(e, "retired")));
+	assert_int_equal(json_integer_value(json_object_get(e, "peer")), 2);
+	assert_int_equal(json_integer_value(json_object_get(e, "root")), -1);
+
+	v = json_array_get(json_object_get(json_array_get(json_object_get(root, "threads"), 0),
+					   "frames"), 1);
+	assert_true(json_is_null(json_object_get(v, "name")));
+	assert_string_equal(json_string_value(json_object_get(v, "ip")), "0xffffffffffffffff");
+	json_decref(root);
+
+	/* A trace without threads has no "threads" key at all. */
+	for (size_t i = 0; i < t.nthreads; i++) {
+		for (size_t j = 0; j < t.threads[i].nframes; j++)
+			free(t.threads[i].frames[j].name);
+		free(t.threads[i].frames);
+	}
+	free(t.threads);
+	t.threads = NULL;
+	t.nthreads = 0;
+	root = fr_dump_to_json(&t);
+	assert_null(json_object_get(root, "threads"));
+	json_decref(root);
+	fr_trace_free(&t);
+}
+
+static void test_read_good(void **state)
+{
+	char *path = data_path("good-rank-0.json");
+	struct fr_trace t;
+	const struct fr_comm *c;
+	const struct fr_op *op;
+	char err[512];
+
+	(void)state;
+	assert_int_equal(fr_dump_read_file(path, &t, err, sizeof(err)), 0);
+	assert_int_equal(t.status, FR_RANK_DUMPED);
+	assert_string_equal(t.job, "train-42");
+	assert_int_equal(t.rank, 0);
+	assert_int_equal(t.world_size, 4);
+	assert_string_equal(t.host, "node07");
+	assert_int_equal(t.pid, 31337);
+	assert_string_equal(t.comm_lib, "Open MPI v4.1.4");
+	assert_string_equal(t.incident, "inc-0001");
+	assert_string_equal(t.reason, "rank 2 stopped heartbeating");
+	assert_int_equal(t.time_ns, 1700000000123456789ull);
+	assert_int_equal(t.dropped, 12);
+
+	assert_int_equal(t.ncomms, 2);
+	c = &t.comms[0];
+	assert_string_equal(c->id, "world");
+	assert_string_equal(c->desc, "MPI_COMM_WORLD");
+	assert_int_equal(c->rank, 0);
+	assert_int_equal(c->size, 4);
+	assert_int_equal(c->members[3], 3);
+	assert_int_equal(c->last_entered, 8);
+	assert_int_equal(c->last_completed, 7);
+	c = fr_trace_comm(&t, "w.split.1");
+	assert_non_null(c);
+	assert_string_equal(c->desc, "split of world");
+	assert_int_equal(c->size, 2);
+	assert_int_equal(c->members[0], 0);
+	assert_int_equal(c->members[1], 2);
+	assert_int_equal(c->last_entered, 0);
+
+	assert_int_equal(t.nops, 3);
+	op = &t.ops[0];
+	assert_int_equal(op->record_id, 40);
+	assert_string_equal(op->comm, "world");
+	assert_int_equal(op->type, FR_OP_ALL_REDUCE);
+	assert_int_equal(op->state, FR_STATE_COMPLETED);
+	assert_false(op->is_p2p);
+	assert_false(op->nonblocking);
+	assert_int_equal(op->seq, 7);
+	assert_int_equal(op->peer, -1);
+	assert_int_equal(op->root, -1);
+	assert_int_equal(op->count, 1024);
+	assert_int_equal(op->bytes, 8192);
+	assert_string_equal(op->dtype, "double");
+	assert_string_equal(op->redop, "sum");
+	assert_int_equal(op->t_entered_ns, 1700000000000000100ull);
+	assert_int_equal(op->t_completed_ns, 1700000000000900100ull);
+
+	op = &t.ops[1];
+	assert_int_equal(op->record_id, 41);
+	assert_string_equal(op->comm, "w.split.1");
+	assert_int_equal(op->type, FR_OP_SEND);
+	assert_int_equal(op->state, FR_STATE_ENTERED);
+	assert_true(op->is_p2p);
+	assert_true(op->nonblocking);
+	assert_int_equal(op->seq, 3);
+	assert_int_equal(op->peer, 2);
+	assert_int_equal(op->count, 16);
+	assert_int_equal(op->bytes, 64);
+	assert_string_equal(op->dtype, "int32");
+	assert_string_equal(op->redop, "");
+	assert_int_equal(op->t_completed_ns, 0);
+
+	op = &t.ops[2];
+	assert_int_equal(op->type, FR_OP_BROADCAST);
+	assert_int_equal(op->seq, 8);
+	assert_int_equal(op->root, 1);
+	assert_int_equal(op->state, FR_STATE_ENTERED);
+
+	assert_int_equal(t.nthreads, 2);
+	assert_int_equal(t.threads[0].tid, 31337);
+	assert_string_equal(t.threads[0].name, "python");
+	assert_true(t.threads[0].current);
+	assert_int_equal(t.threads[0].nframes, 2);
+	assert_string_equal(t.threads[0].frames[0].name, "PMPI_Bcast");
+	assert_int_equal(t.threads[0].frames[0].offset, 52);
+	assert_int_equal(t.threads[0].frames[0].ip, 0x7f3a12345678ull);
+	assert_null(t.threads[0].frames[1].name);
+	assert_int_equal(t.threads[0].frames[1].ip, 0x401a2b);
+	assert_string_equal(t.threads[1].name, "fr-agent");
+	assert_false(t.threads[1].current);
+	assert_int_equal(t.threads[1].nframes, 0);
+
+	fr_trace_free(&t);
+	free(path);
+}
+
+/* Reads a bad file, expecting error rc and a message naming the file and `needle`. */
+static void expect_read_error(const char *file, int rc, const char *needle)
+{
+	char *path = data_path(file);
+	struct fr_trace t;
+	char err[512];
+
+	memset(&t, 0xa5, sizeof(t));
+	assert_int_equal(fr_dump_read_file(path, &t, err, sizeof(err)), rc);
+	assert_contains(err, file);
+	assert_contains(err, needle);
+	assert_zeroed(&t);
+	free(path);
+}
+
+static void test_read_truncated(void **state)
+{
+	(void)state;
+	expect_read_error("truncated-rank-1.json", -EPROTO, "invalid JSON at line");
+}
+
+static void test_read_future_version(void **state)
+{
+	(void)state;
+	expect_read_error("future-version.json", -EPROTONOSUPPORT,
+			  "dump format version 9.0 is not supported (this build reads 1.x)");
+}
+
+static void test_read_not_a_dump(void **state)
+{
+	(void)state;
+	expect_read_error("not-a-dump.json", -EPROTO, "not a flightrec dump");
+}
+
+static void test_read_bad_entry_type(void **state)
+{
+	(void)state;
+	expect_read_error("bad-type-entry.json", -EPROTO,
+			  "entries[1].collective_seq_id: expected an integer, got a string");
+}
+
+static void test_read_missing_file(void **state)
+{
+	(void)state;
+	expect_read_error("no-such-rank.json", -ENOENT, "cannot open");
+}
+
+static void test_read_pytorch_entry(void **state)
+{
+	char *path = data_path("pytorch-entry.json");
+	struct fr_trace t;
+	const struct fr_op *op;
+	char err[512];
+
+	(void)state;
+	assert_int_equal(fr_dump_read_file(path, &t, err, sizeof(err)), 0);
+	assert_int_equal(t.ncomms, 1);
+	assert_string_equal(t.comms[0].id, "0");
+	assert_string_equal(t.comms[0].desc, "default_pg");
+	assert_int_equal(t.comms[0].size, 2);
+	assert_int_equal(t.comms[0].members[1], 1);
+	assert_int_equal(t.comms[0].rank, 1);
+	assert_int_equal(t.comms[0].last_entered, 5);
+	assert_int_equal(t.comms[0].last_completed, 4);
+
+	assert_int_equal(t.nops, 1);
+	op = &t.ops[0];
+	assert_int_equal(op->type, FR_OP_ALL_REDUCE);
+	assert_int_equal(op->state, FR_STATE_ENTERED);
+	assert_string_equal(op->comm, "0");
+	assert_false(op->is_p2p);
+	assert_int_equal(op->seq, 5);
+	assert_int_equal(op->count, 4 * 256);
+	assert_string_equal(op->dtype, "Float");
+	assert_int_equal(op->peer, -1);
+	assert_int_equal(op->root, -1);
+	assert_int_equal(op->t_completed_ns, 0);
+	fr_trace_free(&t);
+	free(path);
+}
+
+/*
+ * Edits of a good document, each with the message a user must get. The
+ * edit is applied to the parsed good dump.
+ */
+struct bad_case {
+	const char *what;
+	void (*edit)(json_t *root);
+	int rc;
+	const char *needle;
+};
+
+static json_t *entry(json_t *root, size_t i)
+{
+	return json_array_get(json_object_get(root, "entries"), i);
+}
+
+static void edit_no_entries(json_t *root)
+{
+	json_object_del(root, "entries");
+}
+
+static void edit_status(json_t *root)
+{
+	json_object_set_new(root, "status", json_string("zombie"));
+}
+
+static void edit_rank_range(json_t *root)
+{
+	json_object_set_new(root, "rank", json_integer(4));
+}
+
+static void edit_negative_count(json_t *root)
+{
+	json_object_set_new(entry(root, 2), "count", json_integer(-1));
+}
+
+static void edit_state(json_t *root)
+{
+	json_object_set_new(entry(root, 0), "state", json_string("exploded"));
+}
+
+static void edit_members(json_t *root)
+{
+	json_t *w = json_object_get(json_object_get(root, "pg_config"), "world");
+
+	json_array_remove(json_object_get(w, "ranks"), 0);
+}
+
+static void edit_ip(json_t *root)
+{
+	json_t *t0 = json_array_get(json_object_get(root, "threads"), 0);
+
+	json_object_set_new(json_array_get(json_object_get(t0, "frames"), 1), "ip",
+			    json_string("0xzz"));
+}
+
+static void edit_long_host(json_t *root)
+{
+	char host[300];
+
+	memset(host, 'h', sizeof(host) - 1);
+	host[sizeof(host) - 1] = '\0';
+	json_object_set_new(root, "host", json_string(host));
+}
+
+static void edit_version_form(json_t *root)
+{
+	json_object_set_new(root, "version", json_string("one"));
+}
+
+static void edit_version_type(json_t *root)
+{
+	json_object_set_new(root, "version", json_real(1.0));
+}
+
+static void edit_pg_status_unknown(json_t *root)
+{
+	json_object_set(json_object_get(root, "pg_status"), "ghost",
+			json_object_get(json_object_get(root, "pg_status"), "world"));
+}
+
+static void edit_format(json_t *root)
+{
+	json_object_set_new(root, "format", json_string("flightrec-manifest"));
+}
+
+static void test_read_bad_fields(void **state)
+{
+	static const struct bad_case cases[] = {
+		{ "missing entries", edit_no_entries, -EPROTO, "x.json: entries: missing" },
+		{ "unknown status", edit_status, -EPROTO, "status: unknown rank status \"zombie\"" },
+		{ "rank out of world", edit_rank_range, -EPROTO,
+		  "rank: 4 is not below world_size 4" },
+		{ "negative count", edit_negative_count, -EPROTO,
+		  "entries[2].count: -1 is out of range" },
+		{ "unknown state", edit_state, -EPROTO, "entries[0].state: unknown state" },
+		{ "members vs size", edit_members, -EPROTO,
+		  "pg_config.world.ranks: lists 3 ranks but size is 4" },
+		{ "bad ip", edit_ip, -EPROTO, "threads[0].frames[1].ip: expected a hex string" },
+		{ "long host", edit_long_host, -EPROTO, "host: 299 bytes long" },
+		{ "version form", edit_version_form, -EPROTO,
+		  "version: \"one\" is not of the form MAJOR.MINOR" },
+		{ "version type", edit_version_type, -EPROTO, "version: expected a string" },
+		{ "pg_status of nothing", edit_pg_status_unknown, -EPROTO,
+		  "pg_status.ghost: no such process group" },
+		{ "a manifest", edit_format, -EPROTO,
+		  "not a flightrec dump (format is \"flightrec-manifest\"" },
+	};
+	char *path = data_path("good-rank-0.json");
+	json_error_t je;
+	json_t *good = json_load_file(path, 0, &je);
+
+	(void)state;
+	assert_non_null(good);
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		json_t *doc = json_deep_copy(good);
+		struct fr_trace t;
+		char err[512];
+		int rc;
+
+		cases[i].edit(doc);
+		rc = fr_dump_from_json(doc, "x.json", &t, err, sizeof(err));
+		if (rc != cases[i].rc || !strstr(err, cases[i].needle))
+			fail_msg("%s: rc %d, message \"%s\"", cases[i].what, rc, err);
+		assert_zeroed(&t);
+		json_decref(doc);
+	}
+	json_decref(good);
+	free(path);
+}
+
+static void test_parse_not_json(void **state)
+{
+	static const char text[] = "[1, 2, 3]";
+	struct fr_trace t;
+	char err[256];
+
+	(void)state;
+	assert_int_equal(fr_dump_parse(text, strlen(text), "arr.json", &t, err, sizeof(err)),
+			 -EPROTO);
+	assert_contains(err, "arr.json: not a flightrec dump");
+	assert_int_equal(fr_dump_parse("", 0, "empty.json", &t, err, sizeof(err)), -EPROTO);
+	assert_contains(err, "empty.json: invalid JSON");
+}
+
+/* ------------------------------------------------------------------ */
+
+static char *make_temp_dir(void)
+{
+	char *dir = strdup("/tmp/fr-test-dump.XXXXXX");
+
+	assert_non_null(dir);
+	assert_non_null(mkdtemp(dir));
+	return dir;
+}
+
+static char *join(const char *dir, const char *name)
+{
+	char *p;
+
+	assert_true(asprintf(&p, "%s/%s", dir, name) > 0);
+	return p;
+}
+
+static char *read_all(const char *path, size_t *len)
+{
+	FILE *f = fopen(path, "rb");
+	char *buf = malloc(1 << 16);
+
+	assert_non_null(f);
+	assert_non_null(buf);
+	*len = fread(buf, 1, 1 << 16, f);
+	fclose(f);
+	return buf;
+}
+
+/* Files in dir, other than . and .., counted; asserts that none is a temp file. */
+static unsigned count_files_no_temp(const char *dir)
+{
+	DIR *d = opendir(dir);
+	struct dirent *de;
+	unsigned n = 0;
+
+	assert_non_null(d);
+	while ((de = readdir(d))) {
+		if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
+			continue;
+		if (strstr(de->d_name, ".tmp."))
+			fail_msg("temporary file %s left in %s", de->d_name, dir);
+		n++;
+	}
+	closedir(d);
+	return n;
+}
+
+static void remove_dir(char *dir)
+{
+	DIR *d = opendir(dir);
+	struct dirent *de;
+
+	assert_non_null(d);
+	while ((de = readdir(d))) {
+		char *p;
+
+		if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
+			continue;
+		p = join(dir, de->d_name);
+		unlink(p);
+		free(p);
+	}
+	closedir(d);
+	assert_int_equal(rmdir(dir), 0);
+	free(dir);
+}
+
+static void test_atomic_write_and_replace(void **state)
+{
+	char *dir = make_temp_dir();
+	char *path = join(dir, "rank-3.json");
+	char *got;
+	size_t len;
+	struct stat st;
+
+	(void)state;
+	assert_int_equal(fr_write_file_atomic(path, "first version", 13), 0);
+	got = read_all(path, &len);
+	assert_int_equal(len, 13);
+	assert_memory_equal(got, "first version", 13);
+	free(got);
+	assert_int_equal(stat(path, &st), 0);
+	{
+		mode_t mask = umask(0);
+
+		umask(mask);
+		assert_int_equal(st.st_mode & 0777, 0644 & ~mask);
+	}
+
+	assert_int_equal(fr_write_file_atomic(path, "2nd", 3), 0);
+	got = read_all(path, &len);
+	assert_int_equal(len, 3);
+	assert_memory_equal(got, "2nd", 3);
+	free(got);
+
+	assert_int_equal(fr_write_file_atomic(path, "", 0), 0);
+	assert_int_equal(stat(path, &st), 0);
+	assert_int_equal(st.st_size, 0);
+	assert_int_equal(count_files_no_temp(dir), 1);
+
+	free(path);
+	remove_dir(dir);
+}
+
+static void test_atomic_write_missing_dir(void **state)
+{
+	char *dir = make_temp_dir();
+	char *path = join(dir, "no-such-dir/rank-0.json");
+
+	(void)state;
+	assert_int_equal(fr_write_file_atomic(path, "x", 1), -ENOENT);
+	assert_int_equal(count_files_no_temp(dir), 0);
+	free(path);
+	remove_dir(dir);
+}
+
+/* Short writes and EINTR must not lose or repeat a byte. */
+static void test_atomic_write_choppy(void **state)
+{
+	char *dir = make_temp_dir();
+	char *path = join(dir, "manifest.json");
+	char text[1000];
+	char *got;
+	size_t len;
+
+	(void)state;
+	for (size_t i = 0; i < sizeof(text); i++)
+		text[i] = (char)('a' + i % 26);
+	write_reset(WRITE_CHOPPY);
+	assert_int_equal(fr_write_file_atomic(path, text, sizeof(text)), 0);
+	assert_true(write_eintrs > 0);
+	write_reset(WRITE_PASS);
+	got = read_all(path, &len);
+	assert_int_equal(len, sizeof(text));
+	assert_memory_equal(got, text, sizeof(text));
+	free(got);
+	free(path);
+	remove_dir(dir);
+}
+
+/* A full disk is reported as such, and the previous file survives whole. */
+static void test_atomic_write_enospc(void **state)
+{
+	char *dir = make_temp_dir();
+	char *path = join(dir, "rank-1.json");
+	char big[4096];
+	char *got;
+	size_t len;
+
+	(void)state;
+	memset(big, 'x', sizeof(big));
+	assert_int_equal(fr_write_file_atomic(path, "old dump", 8), 0);
+	write_reset(WRITE_FULL_AFTER);
+	write_full_after = 1000;
+	assert_int_equal(fr_write_file_atomic(path, big, sizeof(big)), -ENOSPC);
+	assert_true(write_calls >= 2);
+	write_reset(WRITE_PASS);
+
+	got = read_all(path, &len);
+	assert_int_equal(len, 8);
+	assert_memory_equal(got, "old dump", 8);
+	free(got);
+	assert_int_equal(count_files_no_temp(dir), 1);
+	free(path);
+	remove_dir(dir);
+}
+
+/* A temporary file left by a crashed process with the same pid is no obstacle. */
+static void test_atomic_write_stale_temp(void **state)
+{
+	char *dir = make_temp_dir();
+	char *path = join(dir, "rank-2.json");
+	char *tmp;
+	char *got;
+	size_t len;
+	int fd;
+
+	(void)state;
+	assert_true(asprintf(&tmp, "%s.tmp.%ld", path, (long)getpid()) > 0);
+	fd = open(tmp, O_CREAT | O_WRONLY, 0644);
+	assert_true(fd >= 0);
+	close(fd);
+	assert_int_equal(fr_write_file_atomic(path, "fresh", 5), 0);
+	got = read_all(path, &len);
+	assert_int_equal(len, 5);
+	free(got);
+	assert_int_equal(count_files_no_temp(dir), 1);
+	free(tmp);
+	free(path);
+	remove_dir(dir);
+}
+
+static void test_read_too_big(void **state)
+{
+	char *dir = make_temp_dir();
+	char *path = join(dir, "huge.json");
+	struct fr_trace t;
+	char err[512];
+	int fd;
+
+	(void)state;
+	fd = open(path, O_CREAT | O_WRONLY, 0644);
+	assert_true(fd >= 0);
+	/* Sparse: costs no disk. */
+	assert_int_equal(ftruncate(fd, (1ll << 30) + 1), 0);
+	close(fd);
+	assert_int_equal(fr_dump_read_file(path, &t, err, sizeof(err)), -EFBIG);
+	assert_contains(err, "huge.json");
+	assert_zeroed(&t);
+	free(path);
+	remove_dir(dir);
+}
+
+/* ------------------------------------------------------------------ */
+
+static void test_manifest_round_trip(void **state)
+{
+	static const uint32_t world[] = { 0, 1 };
+	char *dir = make_temp_dir();
+	char *path = join(dir, "manifest.json");
+	struct fr_trace r0, r1;
+	const struct fr_trace *ranks[2] = { &r0, &r1 };
+	struct fr_manifest m;
+	size_t ccap = 0, ocap = 0;
+	json_t *doc, *verdict;
+	char err[512];
+
+	(void)state;
+	make_rich_trace(&r0);
+	r0.rank = 0;
+	memset(&r1, 0, sizeof(r1));
+	r1.status = FR_RANK_UNRESPONSIVE;
+	COPY(r1.job, "job-rt");
+	r1.rank = 1;
+	r1.world_size = 6;
+	COPY(r1.host, "host-b");
+	r1.pid = 77;
+	r1.time_ns = 1700000200000000000ull;
+	add_comm(&r1, &ccap, "c0", "MPI_COMM_WORLD", 1, 2, world)->last_entered = 9;
+	add_op(&r1, &ocap, "c0", FR_OP_ALL_REDUCE, FR_STATE_COMPLETED, 9);
+
+	verdict = json_pack("{s:s, s:[i]}", "verdict", "hang", "culprits", 1);
+	doc = fr_manifest_to_json("job-rt", "inc-77", "watchdog", 6, 1700000100000000000ull,
+				  1700000300000000000ull, ranks, 2, verdict);
+	assert_non_null(doc);
+	assert_string_equal(json_string_value(json_object_get(doc, "format")),
+			    "flightrec-manifest");
+	assert_ptr_equal(json_object_get(doc, "verdict"), verdict);
+	assert_null(json_object_get(json_array_get(json_object_get(doc, "ranks"), 0), "threads"));
+	/* What the daemon adds per rank must not disturb a reader. */
+	json_object_set_new(json_array_get(json_object_get(doc, "ranks"), 0), "dump",
+			    json_string("rank-0.json"));
+	json_object_set_new(json_array_get(json_object_get(doc, "ranks"), 1), "error",
+			    json_string("no answer within 30 s"));
+	assert_int_equal(json_dump_file(doc, path, JSON_INDENT(1)), 0);
+	json_decref(doc);
+	json_decref(verdict);
+
+	assert_int_equal(fr_manifest_read_file(path, &m, err, sizeof(err)), 0);
+	assert_string_equal(m.job, "job-rt");
+	assert_string_equal(m.incident, "inc-77");
+	assert_string_equal(m.reason, "watchdog");
+	assert_int_equal(m.world_size, 6);
+	assert_int_equal(m.opened_ns, 1700000100000000000ull);
+	assert_int_equal(m.closed_ns, 1700000300000000000ull);
+	assert_int_equal(m.nranks, 2);
+	assert_int_equal(m.ranks[0].status, FR_RANK_DUMPED);
+	assert_int_equal(m.ranks[1].status, FR_RANK_UNRESPONSIVE);
+	assert_traces_equal_but_threads(&r0, &m.ranks[0]);
+	assert_traces_equal_but_threads(&r1, &m.ranks[1]);
+	assert_int_equal(m.ranks[0].nthreads, 0);
+	fr_manifest_free(&m);
+	assert_int_equal(m.nranks, 0);
+	assert_null(m.ranks);
+
+	/* A dump is not a manifest, and says so. */
+	{
+		char *good = data_path("good-rank-0.json");
+
+		assert_int_equal(fr_manifest_read_file(good, &m, err, sizeof(err)), -EPROTO);
+		assert_contains(err, "good-rank-0.json: not a flightrec manifest");
+		free(good);
+	}
+
+	fr_trace_free(&r0);
+	fr_trace_free(&r1);
+	free(path);
+	remove_dir(dir);
+}
+
+static void test_manifest_bad_rank(void **state)
+{
+	char *dir = make_temp_dir();
+	char *path = join(dir, "manifest.json");
+	struct fr_trace r0;
+	const struct fr_trace *ranks[1] = { &r0 };
+	struct fr_manifest m;
+	json_t *doc;
+	char err[512];
+
+	(void)state;
+	make_rich_trace(&r0);
+	doc = fr_manifest_to_json("j", "i", "r", 6, 1, 2, ranks, 1, NULL);
+	assert_true(json_is_null(json_object_get(doc, "verdict")));
+	json_object_set_new(json_array_get(json_object_get(doc, "ranks"), 0), "version",
+			    json_string("2.0"));
+	assert_int_equal(json_dump_file(doc, path, 0), 0);
+	json_decref(doc);
+
+	memset(&m, 0x5a, sizeof(m));
+	assert_int_equal(fr_manifest_read_file(path, &m, err, sizeof(err)), -EPROTONOSUPPORT);
+	assert_contains(err, "manifest.json: ranks[0]: dump format version 2.0");
+	assert_int_equal(m.nranks, 0);
+	assert_null(m.ranks);
+
+	fr_trace_free(&r0);
+	free(path);
+	remove_dir(dir);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_status_names),
+		cmocka_unit_test(test_trace_growth),
+		cmocka_unit_test(test_round_trip),
+		cmocka_unit_test(test_round_trip_every_status),
+		cmocka_unit_test(test_document_shape),
+		cmocka_unit_test(test_read_good),
+		cmocka_unit_test(test_read_truncated),
+		cmocka_unit_test(test_read_future_version),
+		cmocka_unit_test(test_read_not_a_dump),
+		cmocka_unit_test(test_read_bad_entry_type),
+		cmocka_unit_test(test_read_missing_file),
+		cmocka_unit_test(test_read_pytorch_entry),
+		cmocka_unit_test(test_read_bad_fields),
+		cmocka_unit_test(test_parse_not_json),
+		cmocka_unit_test(test_read_too_big),
+		cmocka_unit_test(test_atomic_write_and_replace),
+		cmocka_unit_test(test_atomic_write_missing_dir),
+		cmocka_unit_test_teardown(test_atomic_write_choppy, write_teardown),
+		cmocka_unit_test_teardown(test_atomic_write_enospc, write_teardown),
+		cmocka_unit_test(test_atomic_write_stale_temp),
+		cmocka_unit_test(test_manifest_round_trip),
+		cmocka_unit_test(test_manifest_bad_rank),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}

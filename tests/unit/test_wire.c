@@ -1,0 +1,1153 @@
+/*
+ * Unit tests of the wire codec (protocol/wire.c): the header checks, a round
+ * trip of every message, truncation at every length, trailing bytes, hostile
+ * counts, string and chunk limits, small buffers, and the malformed frames
+ * kept under $FR_TEST_DATA/wire/ (default tests/data/wire/).
+ *
+ * Truncated and exact payloads are decoded from heap copies of exactly their
+ * length, so that under AddressSanitizer a read past the end fails the run.
+ */
+#include <errno.h>
+#include <glob.h>
+#include <limits.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "op.h"
+#include "wire.h"
+
+/* A scratch frame built byte by byte, independently of the codec. */
+struct bytes {
+	uint8_t b[4096];
+	size_t n;
+};
+
+static void put_u8(struct bytes *b, uint8_t v)
+{
+	assert_true(b->n < sizeof(b->b));
+	b->b[b->n++] = v;
+}
+
+static void put_u16(struct bytes *b, uint16_t v)
+{
+	put_u8(b, (uint8_t)v);
+	put_u8(b, (uint8_t)(v >> 8));
+}
+
+static void put_u32(struct bytes *b, uint32_t v)
+{
+	for (int i = 0; i < 4; i++)
+		put_u8(b, (uint8_t)(v >> (8 * i)));
+}
+
+static void put_u64(struct bytes *b, uint64_t v)
+{
+	for (int i = 0; i < 8; i++)
+		put_u8(b, (uint8_t)(v >> (8 * i)));
+}
+
+static void put_str(struct bytes *b, const char *s)
+{
+	size_t len = strlen(s);
+
+	put_u16(b, (uint16_t)len);
+	for (size_t i = 0; i < len; i++)
+		put_u8(b, (uint8_t)s[i]);
+}
+
+/* A string field of `len` copies of `c`. */
+static void put_fill(struct bytes *b, char c, size_t len)
+{
+	put_u16(b, (uint16_t)len);
+	for (size_t i = 0; i < len; i++)
+		put_u8(b, (uint8_t)c);
+}
+
+static void put_header(struct bytes *b, uint32_t magic, uint16_t version, uint16_t type,
+		       uint32_t length, uint32_t flags)
+{
+	put_u32(b, magic);
+	put_u16(b, version);
+	put_u16(b, type);
+	put_u32(b, length);
+	put_u32(b, flags);
+}
+
+static int all_zero(const void *p, size_t n)
+{
+	const uint8_t *c = p;
+
+	for (size_t i = 0; i < n; i++)
+		if (c[i])
+			return 0;
+	return 1;
+}
+
+/* A heap copy of exactly `len` bytes (ASan then catches over-reads). */
+static uint8_t *exact_copy(const uint8_t *p, size_t len)
+{
+	uint8_t *c = malloc(len ? len : 1);
+
+	assert_non_null(c);
+	if (len)
+		memcpy(c, p, len);
+	return c;
+}
+
+/* Sample messages with every field set to something distinguishable. */
+
+static uint32_t sample_members[] = { 4, 0, 7, 2 };
+
+static struct fr_wire_comm_progress sample_comms[] = {
+	{ "world", 41, 40 },
+	{ "c9f3a1", UINT64_MAX, UINT64_MAX - 1 },
+};
+
+static struct fr_wire_inflight sample_inflight[] = {
+	{ "world", FR_OP_ALL_REDUCE, 0, -1, 41, 1024, 4096, "float32", 1500 },
+	{ "c9f3a1", FR_OP_SEND, 1, 6, 3, 16, 64, "int32", 2 },
+};
+
+static const uint8_t sample_dump[] = "{\"format\": \"flightrec-dump\"}";
+
+static void sample_hello(struct fr_msg_hello *m)
+{
+	memset(m, 0, sizeof(*m));
+	strcpy(m->job, "job-42");
+	m->rank = 3;
+	m->world_size = 8;
+	m->pid = 123456;
+	strcpy(m->host, "node-a.cluster");
+	m->ring_capacity = 2000;
+	m->start_ns = 0x0102030405060708ull;
+	strcpy(m->comm_lib, "Open MPI v4.1.4");
+}
+
+static void sample_comm(struct fr_msg_comm *m)
+{
+	memset(m, 0, sizeof(*m));
+	strcpy(m->id, "c9f3a1");
+	strcpy(m->desc, "split of world");
+	m->rank = 2;
+	m->size = 4;
+	m->members = sample_members;
+}
+
+static void sample_progress(struct fr_msg_progress *m)
+{
+	memset(m, 0, sizeof(*m));
+	m->ncomms = 2;
+	m->comms = sample_comms;
+	m->ninflight = 2;
+	m->inflight = sample_inflight;
+}
+
+static void sample_heartbeat(struct fr_msg_heartbeat *m)
+{
+	m->now_ns = 1700000000123456789ull;
+}
+
+static void sample_dump_request(struct fr_msg_dump_request *m)
+{
+	memset(m, 0, sizeof(*m));
+	strcpy(m->incident, "20240101-120000-job-42");
+	strcpy(m->reason, "rank 3 silent in all_reduce seq 41 for 30 s");
+}
+
+static void sample_dump_data(struct fr_msg_dump_data *m)
+{
+	memset(m, 0, sizeof(*m));
+	strcpy(m->incident, "20240101-120000-job-42");
+	m->offset = 100;
+	m->total = 100 + sizeof(sample_dump) + 5;
+	m->len = sizeof(sample_dump);
+	m->data = sample_dump;
+}
+
+static void sample_bye(struct fr_msg_bye *m)
+{
+	m->reserved = 0;
+}
+
+/*
+ * Per message: encode the sample, and decode a payload into a struct that
+ * starts out dirty, checking that a failed decode leaves it zeroed and
+ * releasing what a successful one allocated.
+ */
+static void release_nothing(const void *m)
+{
+	(void)m;
+}
+
+#define release_hello release_nothing
+#define release_comm fr_wire_comm_free
+#define release_progress fr_wire_progress_free
+#define release_heartbeat release_nothing
+#define release_dump_request release_nothing
+#define release_dump_data release_nothing
+#define release_bye release_nothing
+
+#define CODEC_FUNCS(T, v, n)                                              \
+	static int encode_sample_##n(uint8_t *buf, size_t cap)            \
+	{                                                                 \
+		struct fr_msg_##n m;                                      \
+		sample_##n(&m);                                           \
+		return fr_wire_##n##_encode(&m, buf, cap);                \
+	}                                                                 \
+	static int decode_##n(const uint8_t *p, size_t len)               \
+	{                                                                 \
+		struct fr_msg_##n m;                                      \
+		int rc;                                                   \
+		memset(&m, 0xa5, sizeof(m));                              \
+		rc = fr_wire_##n##_decode(p, len, &m);                    \
+		if (rc < 0)                                               \
+			assert_true(all_zero(&m, sizeof(m)));             \
+		else                                                      \
+			release_##n(&m);                                  \
+		return rc;                                                \
+	}
+FR_WIRE_MESSAGES(CODEC_FUNCS)
+#undef CODEC_FUNCS
+
+struct codec {
+	const char *name;
+	unsigned type;
+	int (*encode_sample)(uint8_t *buf, size_t cap);
+	int (*decode)(const uint8_t *payload, size_t len);
+};
+
+static const struct codec codecs[] = {
+#define CODEC_ENTRY(T, v, n) { #n, FR_MSG_##T, encode_sample_##n, decode_##n },
+	FR_WIRE_MESSAGES(CODEC_ENTRY)
+#undef CODEC_ENTRY
+};
+
+#define NCODECS (sizeof(codecs) / sizeof(codecs[0]))
+
+static const struct codec *codec_for(unsigned type)
+{
+	for (size_t i = 0; i < NCODECS; i++)
+		if (codecs[i].type == type)
+			return &codecs[i];
+	return NULL;
+}
+
+/*
+ * Encodes into `buf`, checks the header it starts with, and returns the
+ * payload length.
+ */
+static size_t encode_checked(const struct codec *c, uint8_t *buf, size_t cap)
+{
+	struct fr_wire_header h;
+	int n = c->encode_sample(buf, cap);
+
+	assert_true(n >= FR_WIRE_HEADER_SIZE);
+	assert_int_equal(fr_wire_header_decode(buf, (size_t)n, &h), 0);
+	assert_int_equal(h.type, c->type);
+	assert_int_equal(h.length, (size_t)n - FR_WIRE_HEADER_SIZE);
+	return h.length;
+}
+
+/* Header */
+
+static void test_msg_names(void **state)
+{
+	(void)state;
+	assert_string_equal(fr_msg_name(FR_MSG_HELLO), "hello");
+	assert_string_equal(fr_msg_name(FR_MSG_COMM), "comm");
+	assert_string_equal(fr_msg_name(FR_MSG_PROGRESS), "progress");
+	assert_string_equal(fr_msg_name(FR_MSG_HEARTBEAT), "heartbeat");
+	assert_string_equal(fr_msg_name(FR_MSG_DUMP_REQUEST), "dump_request");
+	assert_string_equal(fr_msg_name(FR_MSG_DUMP_DATA), "dump_data");
+	assert_string_equal(fr_msg_name(FR_MSG_BYE), "bye");
+	assert_null(fr_msg_name(0));
+	assert_null(fr_msg_name(8));
+	assert_null(fr_msg_name(0xffff));
+	assert_null(fr_msg_name(UINT_MAX));
+}
+
+static void test_header_short(void **state)
+{
+	struct bytes b = { .n = 0 };
+	struct fr_wire_header h;
+
+	(void)state;
+	put_header(&b, FR_WIRE_MAGIC, FR_WIRE_VERSION, FR_MSG_BYE, 4, 0);
+	assert_int_equal(fr_wire_header_decode(NULL, 0, &h), -EAGAIN);
+	assert_int_equal(fr_wire_header_decode(b.b, 0, &h), -EAGAIN);
+	assert_int_equal(fr_wire_header_decode(b.b, 15, &h), -EAGAIN);
+}
+
+static void test_header_exact(void **state)
+{
+	struct bytes b = { .n = 0 };
+	struct fr_wire_header h;
+	uint8_t *copy;
+
+	(void)state;
+	put_header(&b, FR_WIRE_MAGIC, FR_WIRE_VERSION, FR_MSG_DUMP_DATA, 0x00012345, 0);
+	copy = exact_copy(b.b, FR_WIRE_HEADER_SIZE);
+	assert_int_equal(fr_wire_header_decode(copy, FR_WIRE_HEADER_SIZE, &h), 0);
+	free(copy);
+	assert_int_equal(h.magic, FR_WIRE_MAGIC);
+	assert_int_equal(h.version, FR_WIRE_VERSION);
+	assert_int_equal(h.type, FR_MSG_DUMP_DATA);
+	assert_int_equal(h.length, 0x00012345);
+	assert_int_equal(h.flags, 0);
+	/* The magic reads "FREC" in the byte stream. */
+	assert_memory_equal(b.b, "FREC", 4);
+}
+
+static void test_header_bad_magic(void **state)
+{
+	struct bytes b = { .n = 0 };
+	struct fr_wire_header h;
+
+	(void)state;
+	put_header(&b, 0x43455247, FR_WIRE_VERSION, FR_MSG_HELLO, 10, 0);
+	assert_int_equal(fr_wire_header_decode(b.b, b.n, &h), -EPROTO);
+	/* Byte-swapped magic: a big-endian writer. */
+	b.n = 0;
+	put_header(&b, 0x46524543, FR_WIRE_VERSION, FR_MSG_HELLO, 10, 0);
+	assert_int_equal(fr_wire_header_decode(b.b, b.n, &h), -EPROTO);
+	/* The magic is judged before the version. */
+	b.n = 0;
+	put_header(&b, 0, 7, FR_MSG_HELLO, 10, 0);
+	assert_int_equal(fr_wire_header_decode(b.b, b.n, &h), -EPROTO);
+}
+
+static void test_header_bad_version(void **state)
+{
+	struct bytes b = { .n = 0 };
+	struct fr_wire_header h;
+
+	(void)state;
+	put_header(&b, FR_WIRE_MAGIC, FR_WIRE_VERSION + 1, FR_MSG_HELLO, 10, 0);
+	assert_int_equal(fr_wire_header_decode(b.b, b.n, &h), -EPROTONOSUPPORT);
+	/* The caller can log the version it was offered. */
+	assert_int_equal(h.version, FR_WIRE_VERSION + 1);
+	b.n = 0;
+	put_header(&b, FR_WIRE_MAGIC, 0, FR_MSG_HELLO, 10, 0);
+	assert_int_equal(fr_wire_header_decode(b.b, b.n, &h), -EPROTONOSUPPORT);
+}
+
+static void test_header_flags(void **state)
+{
+	struct bytes b = { .n = 0 };
+	struct fr_wire_header h;
+
+	(void)state;
+	put_header(&b, FR_WIRE_MAGIC, FR_WIRE_VERSION, FR_MSG_HELLO, 10, 0x80000000);
+	assert_int_equal(fr_wire_header_decode(b.b, b.n, &h), -EPROTO);
+	b.n = 0;
+	put_header(&b, FR_WIRE_MAGIC, FR_WIRE_VERSION, FR_MSG_HELLO, 10, 1);
+	assert_int_equal(fr_wire_header_decode(b.b, b.n, &h), -EPROTO);
+}
+
+static void test_header_length(void **state)
+{
+	struct bytes b = { .n = 0 };
+	struct fr_wire_header h;
+
+	(void)state;
+	put_header(&b, FR_WIRE_MAGIC, FR_WIRE_VERSION, FR_MSG_DUMP_DATA, FR_WIRE_MAX_PAYLOAD, 0);
+	assert_int_equal(fr_wire_header_decode(b.b, b.n, &h), 0);
+	b.n = 0;
+	put_header(&b, FR_WIRE_MAGIC, FR_WIRE_VERSION, FR_MSG_DUMP_DATA, FR_WIRE_MAX_PAYLOAD + 1,
+		   0);
+	assert_int_equal(fr_wire_header_decode(b.b, b.n, &h), -EMSGSIZE);
+	b.n = 0;
+	put_header(&b, FR_WIRE_MAGIC, FR_WIRE_VERSION, FR_MSG_DUMP_DATA, UINT32_MAX, 0);
+	assert_int_equal(fr_wire_header_decode(b.b, b.n, &h), -EMSGSIZE);
+}
+
+static void test_header_unknown_type(void **state)
+{
+	static const uint16_t bad[] = { 0, 8, 99, 0xffff };
+	struct fr_wire_header h;
+
+	(void)state;
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		struct bytes b = { .n = 0 };
+
+		put_header(&b, FR_WIRE_MAGIC, FR_WIRE_VERSION, bad[i], 0, 0);
+		assert_int_equal(fr_wire_header_decode(b.b, b.n, &h), -EBADMSG);
+		assert_int_equal(h.type, bad[i]);
+	}
+}
+
+/* The worked example of PROTOCOL.md, byte for byte. */
+static void test_heartbeat_bytes(void **state)
+{
+	static const uint8_t expect[] = {
+		0x46, 0x52, 0x45, 0x43, 0x01, 0x00, 0x04, 0x00,
+		0x08, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00,
+		0x00, 0x00, 0x2a, 0x36, 0xfe, 0x9c, 0x97, 0x17,
+	};
+	struct fr_msg_heartbeat m = { .now_ns = 1700000000000000000ull };
+	uint8_t buf[64];
+
+	(void)state;
+	assert_int_equal(fr_wire_heartbeat_size(&m), sizeof(expect));
+	assert_int_equal(fr_wire_heartbeat_encode(&m, buf, sizeof(buf)), sizeof(expect));
+	assert_memory_equal(buf, expect, sizeof(expect));
+}
+
+/* Round trips */
+
+static void test_roundtrip_hello(void **state)
+{
+	struct fr_msg_hello in, out;
+	uint8_t buf[1024];
+	size_t len;
+
+	(void)state;
+	sample_hello(&in);
+	len = encode_checked(codec_for(FR_MSG_HELLO), buf, sizeof(buf));
+	assert_int_equal(fr_wire_hello_size(&in), FR_WIRE_HEADER_SIZE + len);
+	assert_int_equal(fr_wire_hello_decode(buf + FR_WIRE_HEADER_SIZE, len, &out), 0);
+	assert_string_equal(out.job, in.job);
+	assert_int_equal(out.rank, in.rank);
+	assert_int_equal(out.world_size, in.world_size);
+	assert_int_equal(out.pid, in.pid);
+	assert_string_equal(out.host, in.host);
+	assert_int_equal(out.ring_capacity, in.ring_capacity);
+	assert_int_equal(out.start_ns, in.start_ns);
+	assert_string_equal(out.comm_lib, in.comm_lib);
+}
+
+/* Strings exactly at their limits travel whole; empty ones too. */
+static void test_roundtrip_hello_limits(void **state)
+{
+	struct fr_msg_hello in, out;
+	uint8_t buf[1024];
+	int n;
+
+	(void)state;
+	sample_hello(&in);
+	memset(in.job, 'j', FR_JOB_MAX);
+	memset(in.host, 'h', FR_HOST_MAX);
+	in.comm_lib[0] = '\0';
+	n = fr_wire_hello_encode(&in, buf, sizeof(buf));
+	assert_int_equal(n, fr_wire_hello_size(&in));
+	assert_int_equal(fr_wire_hello_decode(buf + FR_WIRE_HEADER_SIZE,
+					      (size_t)n - FR_WIRE_HEADER_SIZE, &out),
+			 0);
+	assert_string_equal(out.job, in.job);
+	assert_int_equal(strlen(out.job), FR_JOB_MAX);
+	assert_string_equal(out.host, in.host);
+	assert_string_equal(out.comm_lib, "");
+}
+
+static void test_roundtrip_comm(void **state)
+{
+	struct fr_msg_comm in, out;
+	uint8_t buf[1024];
+	size_t len;
+
+	(void)state;
+	sample_comm(&in);
+	len = encode_checked(codec_for(FR_MSG_COMM), buf, sizeof(buf));
+	assert_int_equal(fr_wire_comm_size(&in), FR_WIRE_HEADER_SIZE + len);
+	assert_int_equal(fr_wire_comm_decode(buf + FR_WIRE_HEADER_SIZE, len, &out), 0);
+	assert_string_equal(out.id, in.id);
+	assert_string_equal(out.desc, in.desc);
+	assert_int_equal(out.rank, in.rank);
+	assert_int_equal(out.size, in.size);
+	assert_non_null(out.members);
+	assert_memory_equal(out.members, in.members, in.size * sizeof(*in.members));
+	fr_wire_comm_free(&out);
+	assert_null(out.members);
+	assert_int_equal(out.size, 0);
+	/* Freeing twice, or a zeroed message, is harmless. */
+	fr_wire_comm_free(&out);
+	fr_wire_comm_free(NULL);
+}
+
+static void test_roundtrip_progress(void **state)
+{
+	struct fr_msg_progress in, out;
+	uint8_t buf[1024];
+	size_t len;
+
+	(void)state;
+	sample_progress(&in);
+	len = encode_checked(codec_for(FR_MSG_PROGRESS), buf, sizeof(buf));
+	assert_int_equal(fr_wire_progress_size(&in), FR_WIRE_HEADER_SIZE + len);
+	assert_int_equal(fr_wire_progress_decode(buf + FR_WIRE_HEADER_SIZE, len, &out), 0);
+	assert_int_equal(out.ncomms, in.ncomms);
+	for (uint32_t i = 0; i < in.ncomms; i++) {
+		assert_string_equal(out.comms[i].comm, in.comms[i].comm);
+		assert_int_equal(out.comms[i].last_entered, in.comms[i].last_entered);
+		assert_int_equal(out.comms[i].last_completed, in.comms[i].last_completed);
+	}
+	assert_int_equal(out.ninflight, in.ninflight);
+	for (uint32_t i = 0; i < in.ninflight; i++) {
+		const struct fr_wire_inflight *a = &in.inflight[i], *b = &out.inflight[i];
+
+		assert_string_equal(b->comm, a->comm);
+		assert_int_equal(b->type, a->type);
+		assert_int_equal(b->is_p2p, a->is_p2p);
+		assert_int_equal(b->peer, a->peer);
+		assert_int_equal(b->seq, a->seq);
+		assert_int_equal(b->count, a->count);
+		assert_int_equal(b->bytes, a->bytes);
+		assert_string_equal(b->dtype, a->dtype);
+		assert_int_equal(b->age_ms, a->age_ms);
+	}
+	fr_wire_progress_free(&out);
+	assert_null(out.comms);
+	assert_null(out.inflight);
+	fr_wire_progress_free(NULL);
+}
+
+/* Nothing changed and nothing in flight: the smallest progress frame. */
+static void test_roundtrip_progress_empty(void **state)
+{
+	struct fr_msg_progress in = { 0 }, out;
+	uint8_t buf[64];
+	int n;
+
+	(void)state;
+	n = fr_wire_progress_encode(&in, buf, sizeof(buf));
+	assert_int_equal(n, FR_WIRE_HEADER_SIZE + 8);
+	assert_int_equal(fr_wire_progress_decode(buf + FR_WIRE_HEADER_SIZE, 8, &out), 0);
+	assert_int_equal(out.ncomms, 0);
+	assert_null(out.comms);
+	assert_int_equal(out.ninflight, 0);
+	assert_null(out.inflight);
+}
+
+static void test_roundtrip_heartbeat(void **state)
+{
+	struct fr_msg_heartbeat in, out;
+	uint8_t buf[64];
+	size_t len;
+
+	(void)state;
+	sample_heartbeat(&in);
+	len = encode_checked(codec_for(FR_MSG_HEARTBEAT), buf, sizeof(buf));
+	assert_int_equal(len, 8);
+	assert_int_equal(fr_wire_heartbeat_decode(buf + FR_WIRE_HEADER_SIZE, len, &out), 0);
+	assert_int_equal(out.now_ns, in.now_ns);
+}
+
+static void test_roundtrip_dump_request(void **state)
+{
+	struct fr_msg_dump_request in, out;
+	uint8_t buf[512];
+	size_t len;
+
+	(void)state;
+	sample_dump_request(&in);
+	len = encode_checked(codec_for(FR_MSG_DUMP_REQUEST), buf, sizeof(buf));
+	assert_int_equal(fr_wire_dump_request_decode(buf + FR_WIRE_HEADER_SIZE, len, &out), 0);
+	assert_string_equal(out.incident, in.incident);
+	assert_string_equal(out.reason, in.reason);
+}
+
+static void test_roundtrip_dump_data(void **state)
+{
+	struct fr_msg_dump_data in, out;
+	uint8_t buf[512];
+	size_t len;
+
+	(void)state;
+	sample_dump_data(&in);
+	len = encode_checked(codec_for(FR_MSG_DUMP_DATA), buf, sizeof(buf));
+	assert_int_equal(fr_wire_dump_data_decode(buf + FR_WIRE_HEADER_SIZE, len, &out), 0);
+	assert_string_equal(out.incident, in.incident);
+	assert_int_equal(out.offset, in.offset);
+	assert_int_equal(out.total, in.total);
+	assert_int_equal(out.len, in.len);
+	assert_memory_equal(out.data, in.data, in.len);
+	/* No copy: the bytes are the last ones of the payload. */
+	assert_ptr_equal(out.data, buf + FR_WIRE_HEADER_SIZE + len - in.len);
+}
+
+static void test_roundtrip_bye(void **state)
+{
+	struct fr_msg_bye out = { .reserved = 9 };
+	uint8_t buf[64];
+	size_t len;
+
+	(void)state;
+	len = encode_checked(codec_for(FR_MSG_BYE), buf, sizeof(buf));
+	assert_int_equal(len, 4);
+	assert_int_equal(fr_wire_bye_decode(buf + FR_WIRE_HEADER_SIZE, len, &out), 0);
+	assert_int_equal(out.reserved, 0);
+}
+
+/* Every message, every shorter length, every extra byte */
+
+static void test_truncated_every_length(void **state)
+{
+	uint8_t buf[2048];
+
+	(void)state;
+	for (size_t i = 0; i < NCODECS; i++) {
+		const struct codec *c = &codecs[i];
+		size_t len = encode_checked(c, buf, sizeof(buf));
+		uint8_t *copy;
+
+		for (size_t cut = 0; cut < len; cut++) {
+			int rc;
+
+			copy = exact_copy(buf + FR_WIRE_HEADER_SIZE, cut);
+			rc = c->decode(copy, cut);
+			free(copy);
+			if (rc != -EPROTO)
+				fail_msg("%s cut to %zu of %zu bytes: got %d", c->name, cut, len,
+					 rc);
+		}
+		copy = exact_copy(buf + FR_WIRE_HEADER_SIZE, len);
+		assert_int_equal(c->decode(copy, len), 0);
+		free(copy);
+	}
+}
+
+static void test_trailing_byte(void **state)
+{
+	uint8_t buf[2048];
+
+	(void)state;
+	for (size_t i = 0; i < NCODECS; i++) {
+		const struct codec *c = &codecs[i];
+		size_t len = encode_checked(c, buf, sizeof(buf));
+		int rc;
+
+		buf[FR_WIRE_HEADER_SIZE + len] = 0;
+		rc = c->decode(buf + FR_WIRE_HEADER_SIZE, len + 1);
+		if (rc != -EPROTO)
+			fail_msg("%s with a trailing byte: got %d", c->name, rc);
+	}
+}
+
+static void test_encode_too_small(void **state)
+{
+	uint8_t buf[2048];
+
+	(void)state;
+	for (size_t i = 0; i < NCODECS; i++) {
+		const struct codec *c = &codecs[i];
+		size_t total = FR_WIRE_HEADER_SIZE + encode_checked(c, buf, sizeof(buf));
+		size_t caps[] = { 0, 1, FR_WIRE_HEADER_SIZE - 1, FR_WIRE_HEADER_SIZE, total - 1 };
+		uint8_t *exact;
+
+		for (size_t k = 0; k < sizeof(caps) / sizeof(caps[0]); k++) {
+			/* Exactly `cap` bytes, so that a write past it trips ASan. */
+			uint8_t *small = malloc(caps[k] ? caps[k] : 1);
+			int rc;
+
+			assert_non_null(small);
+			rc = c->encode_sample(small, caps[k]);
+			free(small);
+			if (rc != -EMSGSIZE)
+				fail_msg("%s into %zu of %zu bytes: got %d", c->name, caps[k],
+					 total, rc);
+		}
+		/* Exactly enough room is enough. */
+		exact = malloc(total);
+
+		assert_non_null(exact);
+		assert_int_equal(c->encode_sample(exact, total), (int)total);
+		free(exact);
+	}
+}
+
+/* Hostile counts */
+
+/* Peak virtual memory of this process in KiB, 0 when unknown. */
+static unsigned long vm_peak_kib(void)
+{
+	FILE *f = fopen("/proc/self/status", "r");
+	char line[256];
+	unsigned long kib = 0;
+
+	if (!f)
+		return 0;
+	while (fgets(line, sizeof(line), f))
+		if (sscanf(line, "VmPeak: %lu kB", &kib) == 1)
+			break;
+	fclose(f);
+	return kib;
+}
+
+/*
+ * Decodes a payload whose count claims far more elements than it carries:
+ * the decoder must refuse it as malformed, not try the allocation (which
+ * would either fail, giving -ENOMEM, or succeed and raise the process's
+ * peak of virtual memory by gigabytes).
+ */
+static void expect_hostile(unsigned type, const struct bytes *b)
+{
+	unsigned long before = vm_peak_kib();
+	uint8_t *copy = exact_copy(b->b, b->n);
+	int rc = codec_for(type)->decode(copy, b->n);
+	unsigned long after = vm_peak_kib();
+
+	free(copy);
+	assert_int_equal(rc, -EPROTO);
+	assert_true(after - before < 64 * 1024);
+}
+
+static void test_hostile_counts(void **state)
+{
+	struct bytes b;
+
+	(void)state;
+	/* 0xffffffff members in a 20-byte payload. */
+	b.n = 0;
+	put_str(&b, "comm");
+	put_str(&b, "");
+	put_u32(&b, 0);
+	put_u32(&b, 0xffffffff);
+	put_u32(&b, 5);
+	assert_int_equal(b.n, 20);
+	expect_hostile(FR_MSG_COMM, &b);
+
+	/* A count one more than the members present. */
+	b.n = 0;
+	put_str(&b, "comm");
+	put_str(&b, "");
+	put_u32(&b, 0);
+	put_u32(&b, 3);
+	put_u32(&b, 5);
+	put_u32(&b, 6);
+	expect_hostile(FR_MSG_COMM, &b);
+
+	/* 0xffffffff communicators, then 0xffffffff operations in flight. */
+	b.n = 0;
+	put_u32(&b, 0xffffffff);
+	for (int i = 0; i < 16; i++)
+		put_u8(&b, 0);
+	expect_hostile(FR_MSG_PROGRESS, &b);
+	b.n = 0;
+	put_u32(&b, 0);
+	put_u32(&b, 0xffffffff);
+	for (int i = 0; i < 60; i++)
+		put_u8(&b, 0);
+	expect_hostile(FR_MSG_PROGRESS, &b);
+}
+
+/* String limits */
+
+static void test_string_limit_encode(void **state)
+{
+	uint8_t buf[2048];
+	struct fr_msg_hello hello;
+	struct fr_msg_comm comm;
+	struct fr_msg_progress prog;
+	struct fr_wire_comm_progress cp = { "c", 1, 1 };
+	struct fr_wire_inflight op = { "c", FR_OP_BARRIER, 0, -1, 1, 0, 0, "byte", 0 };
+	struct fr_msg_dump_request req;
+	struct fr_msg_dump_data data;
+
+	(void)state;
+	/* Arrays filled to the last byte have no room for a terminator. */
+	sample_hello(&hello);
+	memset(hello.job, 'j', sizeof(hello.job));
+	assert_int_equal(fr_wire_hello_encode(&hello, buf, sizeof(buf)), -EINVAL);
+	sample_hello(&hello);
+	memset(hello.host, 'h', sizeof(hello.host));
+	assert_int_equal(fr_wire_hello_encode(&hello, buf, sizeof(buf)), -EINVAL);
+	sample_hello(&hello);
+	memset(hello.comm_lib, 'l', sizeof(hello.comm_lib));
+	assert_int_equal(fr_wire_hello_encode(&hello, buf, sizeof(buf)), -EINVAL);
+
+	sample_comm(&comm);
+	memset(comm.id, 'i', sizeof(comm.id));
+	assert_int_equal(fr_wire_comm_encode(&comm, buf, sizeof(buf)), -EINVAL);
+	sample_comm(&comm);
+	memset(comm.desc, 'd', sizeof(comm.desc));
+	assert_int_equal(fr_wire_comm_encode(&comm, buf, sizeof(buf)), -EINVAL);
+
+	prog = (struct fr_msg_progress){ 1, &cp, 1, &op };
+	assert_true(fr_wire_progress_encode(&prog, buf, sizeof(buf)) > 0);
+	memset(cp.comm, 'c', sizeof(cp.comm));
+	assert_int_equal(fr_wire_progress_encode(&prog, buf, sizeof(buf)), -EINVAL);
+	strcpy(cp.comm, "c");
+	memset(op.dtype, 't', sizeof(op.dtype));
+	assert_int_equal(fr_wire_progress_encode(&prog, buf, sizeof(buf)), -EINVAL);
+	strcpy(op.dtype, "byte");
+	memset(op.comm, 'c', sizeof(op.comm));
+	assert_int_equal(fr_wire_progress_encode(&prog, buf, sizeof(buf)), -EINVAL);
+
+	sample_dump_request(&req);
+	memset(req.incident, 'i', sizeof(req.incident));
+	assert_int_equal(fr_wire_dump_request_encode(&req, buf, sizeof(buf)), -EINVAL);
+	sample_dump_request(&req);
+	memset(req.reason, 'r', sizeof(req.reason));
+	assert_int_equal(fr_wire_dump_request_encode(&req, buf, sizeof(buf)), -EINVAL);
+
+	sample_dump_data(&data);
+	memset(data.incident, 'i', sizeof(data.incident));
+	assert_int_equal(fr_wire_dump_data_encode(&data, buf, sizeof(buf)), -EINVAL);
+}
+
+/* A HELLO payload with the job name given as `job_len` copies of 'j'. */
+static void hello_with_job(struct bytes *b, size_t job_len)
+{
+	b->n = 0;
+	put_fill(b, 'j', job_len);
+	put_u32(b, 0);
+	put_u32(b, 2);
+	put_u32(b, 77);
+	put_str(b, "host");
+	put_u32(b, 16);
+	put_u64(b, 5);
+	put_str(b, "lib");
+}
+
+static void test_string_limit_decode(void **state)
+{
+	struct bytes b;
+	struct fr_msg_hello hello;
+	struct fr_msg_dump_request req;
+
+	(void)state;
+	hello_with_job(&b, FR_JOB_MAX);
+	assert_int_equal(fr_wire_hello_decode(b.b, b.n, &hello), 0);
+	assert_int_equal(strlen(hello.job), FR_JOB_MAX);
+	assert_string_equal(hello.host, "host");
+	hello_with_job(&b, FR_JOB_MAX + 1);
+	assert_int_equal(fr_wire_hello_decode(b.b, b.n, &hello), -EPROTO);
+	assert_true(all_zero(&hello, sizeof(hello)));
+
+	b.n = 0;
+	put_fill(&b, 'i', FR_INCIDENT_MAX);
+	put_fill(&b, 'r', FR_REASON_MAX + 1);
+	assert_int_equal(fr_wire_dump_request_decode(b.b, b.n, &req), -EPROTO);
+
+	/* A length far beyond the payload. */
+	b.n = 0;
+	put_u16(&b, 60);
+	put_str(&b, "r");
+	assert_int_equal(fr_wire_dump_request_decode(b.b, b.n, &req), -EPROTO);
+}
+
+/* A NUL inside a string would silently cut it short: refused. */
+static void test_string_nul(void **state)
+{
+	struct bytes b = { .n = 0 };
+	struct fr_msg_dump_request req;
+
+	(void)state;
+	put_u16(&b, 3);
+	put_u8(&b, 'a');
+	put_u8(&b, 0);
+	put_u8(&b, 'b');
+	put_str(&b, "why");
+	assert_int_equal(fr_wire_dump_request_decode(b.b, b.n, &req), -EPROTO);
+}
+
+/* Frame size limit */
+
+static void test_comm_max_payload(void **state)
+{
+	/* id "ww" and desc "dd" take 8 bytes, rank and size 8 more. */
+	const uint32_t fits = (FR_WIRE_MAX_PAYLOAD - 16) / 4;
+	struct fr_msg_comm in = { .id = "ww", .desc = "dd", .rank = 0 };
+	struct fr_msg_comm out;
+	size_t cap = FR_WIRE_HEADER_SIZE + FR_WIRE_MAX_PAYLOAD + 64;
+	uint8_t *buf = malloc(cap);
+
+	(void)state;
+	assert_non_null(buf);
+	in.members = calloc(fits + 1, sizeof(*in.members));
+	assert_non_null(in.members);
+	for (uint32_t i = 0; i <= fits; i++)
+		in.members[i] = i;
+	in.size = fits;
+	assert_int_equal(fr_wire_comm_encode(&in, buf, cap),
+			 FR_WIRE_HEADER_SIZE + FR_WIRE_MAX_PAYLOAD);
+	assert_int_equal(fr_wire_comm_decode(buf + FR_WIRE_HEADER_SIZE, FR_WIRE_MAX_PAYLOAD,
+					     &out),
+			 0);
+	assert_int_equal(out.size, fits);
+	assert_int_equal(out.members[fits - 1], fits - 1);
+	fr_wire_comm_free(&out);
+	in.size = fits + 1;
+	assert_int_equal(fr_wire_comm_encode(&in, buf, cap), -EMSGSIZE);
+	free(in.members);
+	free(buf);
+}
+
+/* Consistency of fields */
+
+static void test_comm_inconsistent(void **state)
+{
+	struct fr_msg_comm m;
+	struct bytes b = { .n = 0 };
+	uint8_t buf[512];
+
+	(void)state;
+	sample_comm(&m);
+	m.rank = m.size;
+	assert_int_equal(fr_wire_comm_encode(&m, buf, sizeof(buf)), -EINVAL);
+	sample_comm(&m);
+	m.members = NULL;
+	assert_int_equal(fr_wire_comm_encode(&m, buf, sizeof(buf)), -EINVAL);
+	sample_comm(&m);
+	m.rank = 0;
+	m.size = 0;
+	assert_int_equal(fr_wire_comm_encode(&m, buf, sizeof(buf)), -EINVAL);
+
+	/* rank 2 of a 2-member communicator */
+	put_str(&b, "c");
+	put_str(&b, "");
+	put_u32(&b, 2);
+	put_u32(&b, 2);
+	put_u32(&b, 0);
+	put_u32(&b, 1);
+	assert_int_equal(codec_for(FR_MSG_COMM)->decode(b.b, b.n), -EPROTO);
+}
+
+static void test_progress_inconsistent(void **state)
+{
+	struct fr_wire_inflight op = { "c", FR_OP_SEND, 1, 3, 1, 1, 1, "byte", 0 };
+	struct fr_msg_progress m = { 0, NULL, 1, &op };
+	struct bytes b = { .n = 0 };
+	uint8_t buf[512];
+
+	(void)state;
+	assert_true(fr_wire_progress_encode(&m, buf, sizeof(buf)) > 0);
+	op.is_p2p = 2;
+	assert_int_equal(fr_wire_progress_encode(&m, buf, sizeof(buf)), -EINVAL);
+	op.is_p2p = 1;
+	op.peer = -2;
+	assert_int_equal(fr_wire_progress_encode(&m, buf, sizeof(buf)), -EINVAL);
+	m.inflight = NULL;
+	assert_int_equal(fr_wire_progress_encode(&m, buf, sizeof(buf)), -EINVAL);
+	m = (struct fr_msg_progress){ 1, NULL, 0, NULL };
+	assert_int_equal(fr_wire_progress_encode(&m, buf, sizeof(buf)), -EINVAL);
+
+	/* One operation with is_p2p 2. */
+	put_u32(&b, 0);
+	put_u32(&b, 1);
+	put_str(&b, "c");
+	put_u8(&b, FR_OP_SEND);
+	put_u8(&b, 2);
+	put_u32(&b, 3);
+	put_u64(&b, 1);
+	put_u64(&b, 1);
+	put_u64(&b, 1);
+	put_str(&b, "byte");
+	put_u64(&b, 0);
+	assert_int_equal(codec_for(FR_MSG_PROGRESS)->decode(b.b, b.n), -EPROTO);
+	/* The same with is_p2p 1 is fine: the test above fails for that reason only. */
+	b.b[4 + 4 + 3 + 1] = 1;
+	assert_int_equal(codec_for(FR_MSG_PROGRESS)->decode(b.b, b.n), 0);
+}
+
+static void test_bye_reserved(void **state)
+{
+	struct fr_msg_bye m = { .reserved = 1 };
+	struct bytes b = { .n = 0 };
+	uint8_t buf[64];
+
+	(void)state;
+	assert_int_equal(fr_wire_bye_encode(&m, buf, sizeof(buf)), -EINVAL);
+	put_u32(&b, 1);
+	assert_int_equal(codec_for(FR_MSG_BYE)->decode(b.b, b.n), -EPROTO);
+}
+
+/* Dump pieces */
+
+/* A DUMP_DATA payload claiming `len` bytes and carrying `carried`. */
+static void dump_piece(struct bytes *b, uint64_t offset, uint64_t total, uint32_t len,
+		       size_t carried)
+{
+	b->n = 0;
+	put_str(b, "inc");
+	put_u64(b, offset);
+	put_u64(b, total);
+	put_u32(b, len);
+	for (size_t i = 0; i < carried; i++)
+		put_u8(b, (uint8_t)i);
+}
+
+static void test_dump_data_bounds(void **state)
+{
+	static uint8_t chunk[FR_WIRE_DUMP_CHUNK + 1];
+	static uint8_t buf[FR_WIRE_HEADER_SIZE + FR_WIRE_DUMP_CHUNK + 256];
+	struct fr_msg_dump_data m = { .incident = "inc" };
+	struct fr_msg_dump_data out;
+	struct bytes b;
+	int n;
+
+	(void)state;
+	m.data = chunk;
+	/* The last piece ends exactly at the total. */
+	m.offset = 10;
+	m.total = 15;
+	m.len = 5;
+	assert_true(fr_wire_dump_data_encode(&m, buf, sizeof(buf)) > 0);
+	/* One byte past it. */
+	m.len = 6;
+	assert_int_equal(fr_wire_dump_data_encode(&m, buf, sizeof(buf)), -EINVAL);
+	/* offset + len wraps around 2^64. */
+	m.offset = UINT64_MAX;
+	m.total = UINT64_MAX;
+	m.len = 1;
+	assert_int_equal(fr_wire_dump_data_encode(&m, buf, sizeof(buf)), -EINVAL);
+	/* Data missing. */
+	m.offset = 0;
+	m.total = 10;
+	m.data = NULL;
+	assert_int_equal(fr_wire_dump_data_encode(&m, buf, sizeof(buf)), -EINVAL);
+	/* A whole chunk is allowed, one byte more is not. */
+	m.data = chunk;
+	m.total = sizeof(chunk);
+	m.len = FR_WIRE_DUMP_CHUNK;
+	n = fr_wire_dump_data_encode(&m, buf, sizeof(buf));
+	assert_true(n > 0);
+	assert_int_equal(fr_wire_dump_data_decode(buf + FR_WIRE_HEADER_SIZE,
+						  (size_t)n - FR_WIRE_HEADER_SIZE, &out),
+			 0);
+	assert_int_equal(out.len, FR_WIRE_DUMP_CHUNK);
+	m.len = FR_WIRE_DUMP_CHUNK + 1;
+	assert_int_equal(fr_wire_dump_data_encode(&m, buf, sizeof(buf)), -EINVAL);
+
+	/* The same refusals when decoding. */
+	dump_piece(&b, 10, 15, 5, 5);
+	assert_int_equal(codec_for(FR_MSG_DUMP_DATA)->decode(b.b, b.n), 0);
+	dump_piece(&b, 10, 15, 6, 6);
+	assert_int_equal(codec_for(FR_MSG_DUMP_DATA)->decode(b.b, b.n), -EPROTO);
+	dump_piece(&b, 16, 15, 0, 0);
+	assert_int_equal(codec_for(FR_MSG_DUMP_DATA)->decode(b.b, b.n), -EPROTO);
+	dump_piece(&b, UINT64_MAX, UINT64_MAX, 1, 1);
+	assert_int_equal(codec_for(FR_MSG_DUMP_DATA)->decode(b.b, b.n), -EPROTO);
+	/* len disagreeing with the bytes present, either way. */
+	dump_piece(&b, 0, 100, 4, 3);
+	assert_int_equal(codec_for(FR_MSG_DUMP_DATA)->decode(b.b, b.n), -EPROTO);
+	dump_piece(&b, 0, 100, 4, 5);
+	assert_int_equal(codec_for(FR_MSG_DUMP_DATA)->decode(b.b, b.n), -EPROTO);
+	/* An empty dump is one empty piece. */
+	dump_piece(&b, 0, 0, 0, 0);
+	assert_int_equal(codec_for(FR_MSG_DUMP_DATA)->decode(b.b, b.n), 0);
+}
+
+static void test_dump_data_chunk_decode(void **state)
+{
+	size_t len = 2 + 3 + 8 + 8 + 4 + FR_WIRE_DUMP_CHUNK + 1;
+	uint8_t *p = calloc(1, len);
+	struct fr_msg_dump_data out;
+	struct bytes b;
+
+	(void)state;
+	assert_non_null(p);
+	dump_piece(&b, 0, FR_WIRE_DUMP_CHUNK + 1, FR_WIRE_DUMP_CHUNK + 1, 0);
+	memcpy(p, b.b, b.n);
+	assert_int_equal(fr_wire_dump_data_decode(p, len, &out), -EPROTO);
+	free(p);
+}
+
+/* Malformed frames kept as files */
+
+static void test_bad_files(void **state)
+{
+	const char *dir = getenv("FR_TEST_DATA");
+	char pattern[PATH_MAX];
+	glob_t g;
+	int headers = 0, payloads = 0;
+
+	(void)state;
+	if (!dir)
+		dir = "tests/data";
+	snprintf(pattern, sizeof(pattern), "%s/wire/*.bin", dir);
+	if (glob(pattern, 0, NULL, &g) != 0)
+		fail_msg("no files match %s", pattern);
+
+	for (size_t i = 0; i < g.gl_pathc; i++) {
+		const char *path = g.gl_pathv[i];
+		const char *base = strrchr(path, '/') + 1;
+		uint8_t buf[8192];
+		struct fr_wire_header h;
+		size_t n;
+		FILE *f = fopen(path, "rb");
+		uint8_t *copy;
+		int rc;
+
+		if (!f)
+			fail_msg("%s: %s", path, strerror(errno));
+		n = fread(buf, 1, sizeof(buf), f);
+		fclose(f);
+		rc = fr_wire_header_decode(buf, n, &h);
+
+		/*
+		 * "header-*" files must be refused by the header check;
+		 * "payload-*" files carry a valid, complete header, so that
+		 * they reach the payload decoder, which must refuse them.
+		 */
+		if (strncmp(base, "header-", 7) == 0) {
+			if (rc >= 0 || rc == -EAGAIN)
+				fail_msg("%s: header accepted (%d)", path, rc);
+			headers++;
+		} else if (strncmp(base, "payload-", 8) == 0) {
+			if (rc != 0)
+				fail_msg("%s: header refused (%d)", path, rc);
+			if (n != FR_WIRE_HEADER_SIZE + h.length)
+				fail_msg("%s: %zu bytes, header says %u", path, n,
+					 FR_WIRE_HEADER_SIZE + h.length);
+			copy = exact_copy(buf + FR_WIRE_HEADER_SIZE, h.length);
+			rc = codec_for(h.type)->decode(copy, h.length);
+			free(copy);
+			if (rc != -EPROTO)
+				fail_msg("%s: payload not refused (%d)", path, rc);
+			payloads++;
+		} else {
+			fail_msg("%s: name must start with header- or payload-", path);
+		}
+	}
+	globfree(&g);
+	assert_true(headers > 0);
+	assert_true(payloads > 0);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_msg_names),
+		cmocka_unit_test(test_header_short),
+		cmocka_unit_test(test_header_exact),
+		cmocka_unit_test(test_header_bad_magic),
+		cmocka_unit_test(test_header_bad_version),
+		cmocka_unit_test(test_header_flags),
+		cmocka_unit_test(test_header_length),
+		cmocka_unit_test(test_header_unknown_type),
+		cmocka_unit_test(test_heartbeat_bytes),
+		cmocka_unit_test(test_roundtrip_hello),
+		cmocka_unit_test(test_roundtrip_hello_limits),
+		cmocka_unit_test(test_roundtrip_comm),
+		cmocka_unit_test(test_roundtrip_progress),
+		cmocka_unit_test(test_roundtrip_progress_empty),
+		cmocka_unit_test(test_roundtrip_heartbeat),
+		cmocka_unit_test(test_roundtrip_dump_request),
+		cmocka_unit_test(test_roundtrip_dump_data),
+		cmocka_unit_test(test_roundtrip_bye),
+		cmocka_unit_test(test_truncated_every_length),
+		cmocka_unit_test(test_trailing_byte),
+		cmocka_unit_test(test_encode_too_small),
+		cmocka_unit_test(test_hostile_counts),
+		cmocka_unit_test(test_string_limit_encode),
+		cmocka_unit_test(test_string_limit_decode),
+		cmocka_unit_test(test_string_nul),
+		cmocka_unit_test(test_comm_max_payload),
+		cmocka_unit_test(test_comm_inconsistent),
+		cmocka_unit_test(test_progress_inconsistent),
+		cmocka_unit_test(test_bye_reserved),
+		cmocka_unit_test(test_dump_data_bounds),
+		cmocka_unit_test(test_dump_data_chunk_decode),
+		cmocka_unit_test(test_bad_files),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
