@@ -35,7 +35,7 @@ endif
 
 # Code shared by the agent, the daemon and fr-analyze: compiled once.
 CORE_SRC := protocol/op.c protocol/wire.c dumps/trace.c dumps/dump.c dumps/correlate.c
-AGENT_SRC := agent/agent.c agent/ring.c agent/handles.c agent/hooks_mpi.c agent/link.c \
+AGENT_SRC := agent/agent.c agent/clock.c agent/ring.c agent/handles.c agent/hooks_mpi.c agent/link.c \
 	agent/dumper.c agent/stacks.c
 DAEMON_SRC := $(wildcard daemon/*.c)
 CLI_SRC := cli/fr_analyze.c

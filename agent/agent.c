@@ -150,6 +150,7 @@ int fr_agent_start(const char *comm_lib, int world_rank, int world_size,
 	 * but starts a fresh recording. */
 	if (fr_agent.ring.slots)
 		fr_ring_destroy(&fr_agent.ring);
+	fr_clock_init();
 	rc = fr_ring_init(&fr_agent.ring, fr_agent.cfg.ring_capacity);
 	if (rc)
 		return rc;
@@ -269,8 +270,8 @@ void fr_op_enter(struct fr_ticket *t, struct fr_comm_rec *c, enum fr_op_type typ
 	}
 	rec.seq = t->seq;
 	rec.count = count;
-	rec.t_entered_ns = fr_now_ns();
-	rec.t_completed_ns = 0;
+	rec.t_entered = fr_ticks();
+	rec.t_completed = 0;
 	rec.comm = c->index;
 	rec.type = (uint8_t)type;
 	rec.state = FR_STATE_ENTERED;
@@ -284,7 +285,7 @@ void fr_op_enter(struct fr_ticket *t, struct fr_comm_rec *c, enum fr_op_type typ
 
 void fr_op_complete_record(uint64_t record, uint16_t comm, uint64_t seq, bool collective)
 {
-	fr_ring_complete(&fr_agent.ring, record, fr_now_ns());
+	fr_ring_complete(&fr_agent.ring, record, fr_ticks());
 	if (collective) {
 		struct fr_comm_rec *c = fr_agent.comms[comm];
 		uint64_t prev = __atomic_load_n(&c->coll_completed, __ATOMIC_RELAXED);

@@ -15,10 +15,10 @@
 
 #include <stdbool.h>
 #include <stdint.h>
-#include <time.h>
 
 #include "../protocol/op.h"
 #include "../protocol/wire.h"
+#include "clock.h"
 #include "ring.h"
 
 #define FR_MAX_COMMS 4096
@@ -75,15 +75,6 @@ struct fr_agent {
 };
 
 extern struct fr_agent fr_agent;
-
-/* Wall-clock nanoseconds (vDSO: no system call). */
-static inline uint64_t fr_now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_REALTIME, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
 
 static inline bool fr_is_active(void)
 {

@@ -39,8 +39,8 @@ static void op_from_record(struct fr_op *op, const struct fr_rec *rec,
 	op->bytes = rec->count * rec->dtype_size;
 	snprintf(op->dtype, sizeof(op->dtype), "%s", table_name(&fr_agent.dtypes, rec->dtype));
 	snprintf(op->redop, sizeof(op->redop), "%s", table_name(&fr_agent.redops, rec->redop));
-	op->t_entered_ns = rec->t_entered_ns;
-	op->t_completed_ns = rec->t_completed_ns;
+	op->t_entered_ns = fr_ticks_to_ns(rec->t_entered);
+	op->t_completed_ns = fr_ticks_to_ns(rec->t_completed);
 }
 
 static int add_comms(struct fr_trace *t)

@@ -189,6 +189,7 @@ static uint32_t scan_inflight(struct fr_wire_inflight *out, uint32_t max, uint64
 		struct fr_rec rec;
 		const struct fr_comm_rec *c;
 		struct fr_wire_inflight *f;
+		uint64_t entered;
 
 		if (!fr_ring_read(r, id, &rec) || rec.state != FR_STATE_ENTERED)
 			continue;
@@ -208,7 +209,8 @@ static uint32_t scan_inflight(struct fr_wire_inflight *out, uint32_t max, uint64
 		f->bytes = rec.count * rec.dtype_size;
 		if (rec.dtype < fr_agent.dtypes.n)
 			snprintf(f->dtype, sizeof(f->dtype), "%s", fr_agent.dtypes.names[rec.dtype]);
-		f->age_ms = now_ns > rec.t_entered_ns ? (now_ns - rec.t_entered_ns) / 1000000u : 0;
+		entered = fr_ticks_to_ns(rec.t_entered);
+		f->age_ms = now_ns > entered ? (now_ns - entered) / 1000000u : 0;
 		h = (h ^ id) * UINT64_C(0x100000001b3);
 	}
 	*sig = h ^ n;
@@ -520,6 +522,7 @@ static void on_tick(uv_timer_t *t)
 	uint64_t now = mono_ms();
 
 	(void)t;
+	fr_clock_recalibrate();
 	if (L.state == LINK_UP) {
 		announce_comms();
 		send_progress(false);

@@ -22,8 +22,8 @@ static void pack(const struct fr_rec *rec, uint64_t w[7])
 	w[0] = rec->record_id;
 	w[1] = rec->seq;
 	w[2] = rec->count;
-	w[3] = rec->t_entered_ns;
-	w[4] = rec->t_completed_ns;
+	w[3] = rec->t_entered;
+	w[4] = rec->t_completed;
 	w[5] = (uint64_t)rec->comm | (uint64_t)rec->type << 16 | (uint64_t)rec->state << 24 |
 	       (uint64_t)rec->flags << 32 | (uint64_t)rec->dtype << 40 | (uint64_t)rec->redop << 48;
 	w[6] = (uint64_t)(uint32_t)rec->peer | (uint64_t)rec->dtype_size << 32;
@@ -34,8 +34,8 @@ static void unpack(const uint64_t w[7], struct fr_rec *rec)
 	rec->record_id = w[0];
 	rec->seq = w[1];
 	rec->count = w[2];
-	rec->t_entered_ns = w[3];
-	rec->t_completed_ns = w[4];
+	rec->t_entered = w[3];
+	rec->t_completed = w[4];
 	rec->comm = (uint16_t)w[5];
 	rec->type = (uint8_t)(w[5] >> 16);
 	rec->state = (uint8_t)(w[5] >> 24);
@@ -89,7 +89,7 @@ uint64_t fr_ring_push(struct fr_ring *r, struct fr_rec *rec)
 	return id;
 }
 
-bool fr_ring_complete(struct fr_ring *r, uint64_t id, uint64_t t_ns)
+bool fr_ring_complete(struct fr_ring *r, uint64_t id, uint64_t t)
 {
 	struct fr_ring_slot *s = &r->slots[id & r->mask];
 	uint64_t stable = 2 * id + 2;
@@ -101,7 +101,7 @@ bool fr_ring_complete(struct fr_ring *r, uint64_t id, uint64_t t_ns)
 	__atomic_thread_fence(__ATOMIC_RELEASE);
 	w5 = LOAD(&s->w[5]);
 	w5 = (w5 & ~(UINT64_C(0xff) << 24)) | (uint64_t)1 << 24; /* FR_STATE_COMPLETED */
-	STORE(&s->w[4], t_ns);
+	STORE(&s->w[4], t);
 	STORE(&s->w[5], w5);
 	__atomic_store_n(&s->gen, 2 * id + 2, __ATOMIC_RELEASE);
 	return true;

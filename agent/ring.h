@@ -27,8 +27,8 @@ struct fr_rec {
 	uint64_t record_id; /* filled by the ring */
 	uint64_t seq;
 	uint64_t count;
-	uint64_t t_entered_ns;
-	uint64_t t_completed_ns;
+	uint64_t t_entered;   /* fr_ticks() when entered */
+	uint64_t t_completed; /* fr_ticks() when completed, 0 before */
 	uint16_t comm;      /* index in the agent's communicator table */
 	uint8_t type;       /* enum fr_op_type */
 	uint8_t state;      /* enum fr_op_state */

@@ -9,11 +9,14 @@
 #include <fnmatch.h>
 #include <getopt.h>
 #include <inttypes.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <jansson.h>
 
@@ -139,36 +142,77 @@ static bool looks_like_dump(const char *path)
 	return yes;
 }
 
-/* Reads one dump file. Returns 0, 1 when the file was left out, or -ENOMEM. */
-static int read_dump(struct evidence *ev, const char *path)
-{
-	struct fr_trace *t = calloc(1, sizeof(*t));
+/* A dump file to read, and what became of it. */
+struct dump_file {
+	char *path;            /* owned */
+	bool sniff;            /* a dump only if its "format" says so */
+	int rc;                /* 0 read, 1 not a dump, else a negative errno */
+	struct fr_trace *t;    /* owned once read */
 	char err[512];
-	char *copy;
-	int rc;
+};
 
-	if (!t)
-		return -ENOMEM;
-	rc = fr_dump_read_file(path, t, err, sizeof(err));
-	if (rc == -ENOMEM) {
-		free(t);
-		return rc;
+/*
+ * Parsing JSON dominates the time to analyze a large job (a 1024-rank
+ * incident is over a gigabyte of JSON), so the files are read by a pool of
+ * threads. The reader shares no state between calls.
+ */
+struct pool {
+	struct dump_file *files;
+	size_t n;
+	atomic_size_t next;
+};
+
+#define READERS_MAX 16
+
+static void read_one(struct dump_file *f)
+{
+	if (f->sniff && !looks_like_dump(f->path)) {
+		f->rc = 1;
+		return;
 	}
-	if (rc < 0) {
-		fprintf(stderr, PROG ": %s; leaving this file out\n",
-			err[0] ? err : path);
-		free(t);
-		ev->nbad++;
-		return 1;
+	f->t = calloc(1, sizeof(*f->t));
+	if (!f->t) {
+		f->rc = -ENOMEM;
+		return;
 	}
-	copy = strdup(path);
-	if (!copy || evidence_add(ev, t, copy) < 0) {
-		free(copy);
-		fr_trace_free(t);
-		free(t);
-		return -ENOMEM;
+	f->rc = fr_dump_read_file(f->path, f->t, f->err, sizeof(f->err));
+	if (f->rc) {
+		free(f->t);
+		f->t = NULL;
 	}
-	return 0;
+}
+
+static void *reader(void *arg)
+{
+	struct pool *p = arg;
+	size_t i;
+
+	while ((i = atomic_fetch_add(&p->next, 1)) < p->n)
+		read_one(&p->files[i]);
+	return NULL;
+}
+
+static void read_all(struct dump_file *files, size_t n)
+{
+	pthread_t tids[READERS_MAX - 1];
+	struct pool p = { files, n, 0 };
+	long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+	size_t want = cpus > 1 ? (size_t)cpus : 1;
+	size_t started = 0;
+
+	if (want > READERS_MAX)
+		want = READERS_MAX;
+	if (want > n)
+		want = n;
+	/* Jansson seeds its hash function on first use; do it before the
+	 * threads race to. */
+	json_object_seed(0);
+	/* A thread that cannot start leaves its share to the others. */
+	while (started + 1 < want && pthread_create(&tids[started], NULL, reader, &p) == 0)
+		started++;
+	reader(&p);
+	for (size_t i = 0; i < started; i++)
+		pthread_join(tids[i], NULL);
 }
 
 static int cmp_names(const struct dirent **a, const struct dirent **b)
@@ -178,11 +222,13 @@ static int cmp_names(const struct dirent **a, const struct dirent **b)
 
 /*
  * Reads the directory's dumps and manifest into `ev`. Returns 0, or an exit
- * status after printing why.
+ * status after printing why. Warnings come in file-name order.
  */
 static int read_dir(const char *dir, struct evidence *ev)
 {
 	struct dirent **names = NULL;
+	struct dump_file *files;
+	size_t nfiles = 0;
 	int n = scandir(dir, &names, NULL, cmp_names);
 	int status = 0;
 
@@ -190,19 +236,22 @@ static int read_dir(const char *dir, struct evidence *ev)
 		fprintf(stderr, PROG ": %s: %s\n", dir, strerror(errno));
 		return EXIT_UNUSABLE;
 	}
+	files = calloc(n ? (size_t)n : 1, sizeof(*files));
+	if (!files) {
+		status = EXIT_UNUSABLE;
+		goto out_nomem;
+	}
 	for (int i = 0; i < n; i++) {
 		const char *name = names[i]->d_name;
 		struct stat st;
 		char *path;
-		int rc = 0;
 
 		if (fnmatch("*.json", name, FNM_PERIOD) != 0)
 			continue;
 		path = join(dir, name);
 		if (!path) {
 			status = EXIT_UNUSABLE;
-			fprintf(stderr, PROG ": out of memory\n");
-			break;
+			goto out_nomem;
 		}
 		if (stat(path, &st) < 0) {
 			fprintf(stderr, PROG ": %s: %s; leaving this file out\n", path,
@@ -212,25 +261,61 @@ static int read_dir(const char *dir, struct evidence *ev)
 			/* Not a file: nothing to read. */
 		} else if (strcmp(name, "manifest.json") == 0) {
 			char err[512];
+			int rc = fr_manifest_read_file(path, &ev->manifest, err, sizeof(err));
 
-			rc = fr_manifest_read_file(path, &ev->manifest, err, sizeof(err));
 			if (rc == 0) {
 				ev->have_manifest = true;
-			} else if (rc != -ENOMEM) {
+			} else if (rc == -ENOMEM) {
+				free(path);
+				status = EXIT_UNUSABLE;
+				goto out_nomem;
+			} else {
 				fprintf(stderr, PROG ": %s; going on without the manifest\n",
 					err[0] ? err : path);
-				rc = 0;
 			}
-		} else if (fnmatch("rank-*.json", name, 0) == 0 || looks_like_dump(path)) {
-			rc = read_dump(ev, path);
+		} else {
+			files[nfiles].path = path;
+			files[nfiles].sniff = fnmatch("rank-*.json", name, 0) != 0;
+			nfiles++;
+			continue;
 		}
 		free(path);
-		if (rc == -ENOMEM) {
-			fprintf(stderr, PROG ": out of memory\n");
+	}
+
+	read_all(files, nfiles);
+	for (size_t i = 0; i < nfiles; i++) {
+		struct dump_file *f = &files[i];
+
+		if (f->rc == -ENOMEM && !status) {
 			status = EXIT_UNUSABLE;
-			break;
+			fprintf(stderr, PROG ": out of memory\n");
+		} else if (f->rc < 0 && f->rc != -ENOMEM) {
+			fprintf(stderr, PROG ": %s; leaving this file out\n",
+				f->err[0] ? f->err : f->path);
+			ev->nbad++;
+		} else if (f->rc == 0 && !status) {
+			if (evidence_add(ev, f->t, f->path) < 0) {
+				status = EXIT_UNUSABLE;
+				fprintf(stderr, PROG ": out of memory\n");
+				continue;
+			}
+			f->t = NULL;
+			f->path = NULL;
 		}
 	}
+	goto out_free;
+
+out_nomem:
+	fprintf(stderr, PROG ": out of memory\n");
+out_free:
+	for (size_t i = 0; files && i < nfiles; i++) {
+		if (files[i].t) {
+			fr_trace_free(files[i].t);
+			free(files[i].t);
+		}
+		free(files[i].path);
+	}
+	free(files);
 	for (int i = 0; i < n; i++)
 		free(names[i]);
 	free(names);

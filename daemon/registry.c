@@ -478,7 +478,6 @@ void registry_conn_lost(struct flightrecd *d, struct conn *c)
 	struct job_rank *r = conn_rank(c);
 	struct job *job = c->job;
 
-	(void)d;
 	if (!r || r->conn != c) {
 		c->job = NULL;
 		return;
@@ -487,8 +486,10 @@ void registry_conn_lost(struct flightrecd *d, struct conn *c)
 	if (!r->finished) {
 		r->disconnected = true;
 		r->disconnected_mono = daemon_mono_ns();
-		daemon_log("job %s rank %" PRIu32 " disconnected without saying goodbye (%s)",
-			   job->id, r->rank, c->peer);
+		/* At shutdown it is the daemon that hangs up: nothing to report. */
+		if (!d->stopping)
+			daemon_log("job %s rank %" PRIu32 " disconnected without saying goodbye (%s)",
+				   job->id, r->rank, c->peer);
 	}
 	if (job->active)
 		incident_rank_left(job->active, r->rank, r->finished);

@@ -30,6 +30,8 @@ static void conn_log_reject(const struct conn *c, unsigned type, const char *why
 		snprintf(who, sizeof(who), " (job %s rank %" PRIu32 ")", c->job->id, c->rank);
 	if (name)
 		snprintf(what, sizeof(what), "%s", name);
+	else if (type == 0)
+		snprintf(what, sizeof(what), "frame header");
 	else
 		snprintf(what, sizeof(what), "message type %u", type);
 	daemon_log("rejected frame from %s%s: %s: %s; closing the connection", c->peer, who,
@@ -215,10 +217,19 @@ static void conn_dispatch(struct conn *c, const struct fr_wire_header *h, const 
 	registry_seen(c);
 }
 
-/* The message type of a header that failed to decode, for the log line. */
+/*
+ * The message type of a header that failed to decode, for the log line; 0
+ * when the bytes do not even start like a frame.
+ */
 static unsigned raw_type(const uint8_t *buf, size_t len)
 {
+	uint32_t magic;
+
 	if (len < 8)
+		return 0;
+	magic = (uint32_t)buf[0] | (uint32_t)buf[1] << 8 | (uint32_t)buf[2] << 16 |
+		(uint32_t)buf[3] << 24;
+	if (magic != FR_WIRE_MAGIC)
 		return 0;
 	return (unsigned)buf[6] | (unsigned)buf[7] << 8;
 }

@@ -1238,6 +1238,12 @@ static void summary_hang(const struct ctx *cx, const struct cand *k, struct fr_v
 		return;
 	}
 	where_text(where, sizeof(where), v);
+	if (!v->nculprits) {
+		/* Only when the evidence names no member that could be at fault. */
+		line_add(&l, "%s does not complete; ", where);
+		waited_text(&l, v->waiting, v->nwaiting, v->waited_s);
+		goto out;
+	}
 	if (v->culprits[0].reason == FR_REASON_STUCK_IN_OP) {
 		if (k->group != NONE)
 			line_add(&l, "every member entered %s and it does not complete", where);
@@ -1291,8 +1297,8 @@ out:
 	free(r);
 }
 
-static void summary_deadlock(const struct ctx *cx, struct fr_verdict *v,
-			     const uint32_t *cycle, const struct cand *const *hop, size_t n)
+static void summary_deadlock(struct fr_verdict *v, const uint32_t *cycle,
+			     const struct cand *const *hop, size_t n)
 {
 	struct line l = { v->summary, sizeof(v->summary), 0 };
 	char head[128];
@@ -1310,7 +1316,6 @@ static void summary_deadlock(const struct ctx *cx, struct fr_verdict *v,
 	}
 	if (n > SUMMARY_CYCLE_MAX)
 		line_add(&l, "; ... (%zu ranks in the cycle)", n);
-	(void)cx;
 }
 
 /*
@@ -1512,7 +1517,7 @@ static int verdict_deadlock(struct ctx *cx, const struct cand *k, struct fr_verd
 		cu->has_op = true;
 		cu->op = *o;
 	}
-	summary_deadlock(cx, v, cycle, hop, n);
+	summary_deadlock(v, cycle, hop, n);
 	qsort(v->culprits, v->nculprits, sizeof(*v->culprits), cmp_culprit);
 out_free:
 	free(cycle);
@@ -1894,7 +1899,11 @@ static void print_culprit(FILE *out, const struct fr_verdict *v, const struct fr
 	fprintf(out, "\nCulprit rank %" PRIu32, cu->rank);
 	if (cu->host[0] || cu->pid)
 		fprintf(out, " (%s, pid %" PRIu32 ")", cu->host[0] ? cu->host : "?", cu->pid);
-	fprintf(out, ": %s\n", reason_text(cu->reason));
+	if (v->kind == FR_VERDICT_DEADLOCK)
+		fprintf(out, ": waits in a cycle: it never entered what the rank before it "
+			"waits in, being stuck in the operation below\n");
+	else
+		fprintf(out, ": %s\n", reason_text(cu->reason));
 	if (cu->has_op)
 		print_op_line(out, cu->reason == FR_REASON_MISMATCH ? "  called: " :
 				   "  in flight: ", &cu->op);

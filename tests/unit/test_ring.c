@@ -23,7 +23,7 @@ static struct fr_rec make(uint64_t seq, uint16_t comm)
 	r.comm = comm;
 	/* Fields derived from seq, so that a torn copy is detectable. */
 	r.count = seq * 3 + comm;
-	r.t_entered_ns = seq ^ UINT64_C(0x5a5a5a5a5a5a5a5a);
+	r.t_entered = seq ^ UINT64_C(0x5a5a5a5a5a5a5a5a);
 	r.type = (uint8_t)(seq % 23);
 	r.peer = (int32_t)(seq % 1000) - 1;
 	r.dtype_size = (uint32_t)(seq * 7);
@@ -36,14 +36,14 @@ static struct fr_rec make(uint64_t seq, uint16_t comm)
 static void assert_consistent(const struct fr_rec *r)
 {
 	assert_int_equal(r->count, r->seq * 3 + r->comm);
-	assert_int_equal(r->t_entered_ns, r->seq ^ UINT64_C(0x5a5a5a5a5a5a5a5a));
+	assert_int_equal(r->t_entered, r->seq ^ UINT64_C(0x5a5a5a5a5a5a5a5a));
 	assert_int_equal(r->type, r->seq % 23);
 	assert_int_equal(r->peer, (int32_t)(r->seq % 1000) - 1);
 	assert_int_equal(r->dtype_size, (uint32_t)(r->seq * 7));
 	if (r->state == 1)
-		assert_int_equal(r->t_completed_ns, r->seq + 1);
+		assert_int_equal(r->t_completed, r->seq + 1);
 	else
-		assert_int_equal(r->t_completed_ns, 0);
+		assert_int_equal(r->t_completed, 0);
 }
 
 static void capacity_rounds_up_to_power_of_two(void **state)
@@ -85,7 +85,7 @@ static void push_read_complete(void **state)
 	assert_true(fr_ring_complete(&r, id, 42));
 	assert_true(fr_ring_read(&r, id, &out));
 	assert_int_equal(out.state, 1);
-	assert_int_equal(out.t_completed_ns, 42);
+	assert_int_equal(out.t_completed, 42);
 	assert_consistent(&out);
 	/* Completing twice is refused: it is no longer entered... but the
 	 * generation is stable, so the update is harmless; what matters is
