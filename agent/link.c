@@ -12,6 +12,7 @@
 #include "agent.h"
 
 #include <errno.h>
+#include <netdb.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
@@ -31,7 +32,7 @@
 #define MAX_QUEUED (4u << 20)
 #define STOP_GRACE_MS 1000
 
-enum link_state { LINK_IDLE, LINK_RESOLVING, LINK_CONNECTING, LINK_UP, LINK_CLOSING };
+enum link_state { LINK_IDLE, LINK_CONNECTING, LINK_UP, LINK_CLOSING };
 
 struct link {
 	pthread_t thread;
@@ -42,7 +43,6 @@ struct link {
 	uv_timer_t retry;
 	uv_tcp_t tcp;
 	uv_connect_t connect_req;
-	uv_getaddrinfo_t resolve_req;
 	enum link_state state;
 	bool have_addr;
 	char host[FR_HOST_MAX + 1];
@@ -444,34 +444,42 @@ static void on_connected(uv_connect_t *req, int status)
 	L.last_heartbeat_ms = mono_ms();
 }
 
-static void on_resolved(uv_getaddrinfo_t *req, int status, struct addrinfo *res)
+/*
+ * Resolves the daemon's address on this thread. Numeric addresses need no
+ * lookup; a host name is resolved with a blocking getaddrinfo, which delays
+ * only this thread (uv_getaddrinfo would start libuv's thread pool: four
+ * more threads inside the application for one lookup).
+ */
+static int resolve(struct sockaddr_storage *out)
 {
-	(void)req;
-	if (L.stopping) {
-		uv_freeaddrinfo(res);
-		L.state = LINK_IDLE;
-		return;
-	}
-	if (status < 0 || !res || uv_tcp_init(&L.loop, &L.tcp) < 0) {
-		uv_freeaddrinfo(res);
-		retry_later();
-		return;
-	}
-	L.state = LINK_CONNECTING;
-	if (uv_tcp_connect(&L.connect_req, &L.tcp, res->ai_addr, on_connected) < 0)
-		disconnect();
-	uv_freeaddrinfo(res);
+	struct addrinfo hints = { .ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM };
+	struct addrinfo *res = NULL;
+	int port = atoi(L.port);
+
+	if (uv_ip4_addr(L.host, port, (struct sockaddr_in *)out) == 0 ||
+	    uv_ip6_addr(L.host, port, (struct sockaddr_in6 *)out) == 0)
+		return 0;
+	if (getaddrinfo(L.host, L.port, &hints, &res) != 0 || !res)
+		return -EHOSTUNREACH;
+	memcpy(out, res->ai_addr, res->ai_addrlen);
+	freeaddrinfo(res);
+	return 0;
 }
 
 static void start_connect(void)
 {
-	struct addrinfo hints = { .ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM };
+	struct sockaddr_storage addr;
 
 	if (!L.have_addr || L.stopping || L.state != LINK_IDLE)
 		return;
-	L.state = LINK_RESOLVING;
-	if (uv_getaddrinfo(&L.loop, &L.resolve_req, on_resolved, L.host, L.port, &hints) < 0)
+	memset(&addr, 0, sizeof(addr));
+	if (resolve(&addr) < 0 || uv_tcp_init(&L.loop, &L.tcp) < 0) {
 		retry_later();
+		return;
+	}
+	L.state = LINK_CONNECTING;
+	if (uv_tcp_connect(&L.connect_req, &L.tcp, (struct sockaddr *)&addr, on_connected) < 0)
+		disconnect();
 }
 
 /* "host:port" or "[v6]:port". */
@@ -608,6 +616,8 @@ static void on_wake(uv_async_t *a)
 static void *link_main(void *arg)
 {
 	(void)arg;
+	/* Recognisable in top, gdb and our own dumps. */
+	pthread_setname_np(pthread_self(), "flightrec");
 	uv_run(&L.loop, UV_RUN_DEFAULT);
 	return NULL;
 }

@@ -244,11 +244,9 @@ void conn_drop_upload(struct conn *c);
 bool registry_valid_job_id(const char *id);
 int registry_hello(struct flightrecd *d, struct conn *c, const struct fr_msg_hello *m,
 		   const char **why);
-int registry_comm(struct flightrecd *d, struct conn *c, const struct fr_msg_comm *m,
-		  const char **why);
-int registry_progress(struct flightrecd *d, struct conn *c, const struct fr_msg_progress *m,
-		      const char **why);
-void registry_bye(struct flightrecd *d, struct conn *c);
+int registry_comm(struct conn *c, const struct fr_msg_comm *m, const char **why);
+int registry_progress(struct conn *c, const struct fr_msg_progress *m, const char **why);
+void registry_bye(struct conn *c);
 void registry_seen(struct conn *c);
 void registry_conn_lost(struct flightrecd *d, struct conn *c);
 struct job *registry_job_find(struct flightrecd *d, const char *id);
@@ -285,7 +283,7 @@ void incident_open(struct flightrecd *d, struct job *job, const struct incident_
 void incident_close(struct incident *inc, bool incomplete);
 bool incident_collecting(const struct incident *inc);
 void incident_check_deadline(struct incident *inc, uint64_t now_mono);
-void incident_dump_data(struct flightrecd *d, struct conn *c, const struct fr_msg_dump_data *m);
+void incident_dump_data(struct conn *c, const struct fr_msg_dump_data *m);
 /* A rank of the job connected (HELLO), went away, or said BYE. */
 void incident_rank_joined(struct incident *inc, struct conn *c);
 void incident_rank_left(struct incident *inc, uint32_t rank, bool finished);

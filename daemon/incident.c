@@ -23,6 +23,9 @@
 
 #include "../dumps/dump.h"
 
+/* How long to wait before trying again when an incident could not be opened. */
+#define INCIDENT_RETRY_NS (10ull * NS_PER_S)
+
 /* What became of the dump request to one rank. */
 enum incident_answer {
 	ANSWER_NEVER_CONNECTED,
@@ -288,6 +291,8 @@ void incident_open(struct flightrecd *d, struct job *job, const struct incident_
 		daemon_log("cannot create the incident directory for job %s under %s: %s", job->id,
 			   d->cfg.dump_dir, strerror(-err));
 		d->m.incident_write_errors++;
+		/* Retrying every second would only repeat this line. */
+		job->recheck_mono = daemon_mono_ns() + INCIDENT_RETRY_NS;
 		incident_free(inc);
 		return;
 	}
@@ -672,12 +677,11 @@ static void dump_ignore(struct conn *c, const struct fr_msg_dump_data *m)
 			   c->job->id, c->rank, m->incident);
 }
 
-void incident_dump_data(struct flightrecd *d, struct conn *c, const struct fr_msg_dump_data *m)
+void incident_dump_data(struct conn *c, const struct fr_msg_dump_data *m)
 {
 	struct incident *inc = c->job ? c->job->active : NULL;
 	struct upload *up = &c->up;
 
-	(void)d;
 	if (!c->job)
 		return;
 	if (!incident_collecting(inc) || strcmp(inc->id, m->incident) != 0 ||

@@ -15,6 +15,57 @@
 
 #define NS_PER_MS 1000000ull
 
+/* Length of the valid UTF-8 sequence at s, or 0 when it is not one. */
+static size_t utf8_seq(const unsigned char *s)
+{
+	unsigned char lo = 0x80;
+	unsigned char hi = 0xBF;
+	size_t n;
+
+	if (s[0] < 0x80)
+		return 1;
+	if (s[0] >= 0xC2 && s[0] <= 0xDF) {
+		n = 2;
+	} else if (s[0] >= 0xE0 && s[0] <= 0xEF) {
+		n = 3;
+		lo = s[0] == 0xE0 ? 0xA0 : lo;
+		hi = s[0] == 0xED ? 0x9F : hi;
+	} else if (s[0] >= 0xF0 && s[0] <= 0xF4) {
+		n = 4;
+		lo = s[0] == 0xF0 ? 0x90 : lo;
+		hi = s[0] == 0xF4 ? 0x8F : hi;
+	} else {
+		return 0;
+	}
+	if (s[1] < lo || s[1] > hi)
+		return 0;
+	for (size_t i = 2; i < n; i++)
+		if ((s[i] & 0xC0) != 0x80)
+			return 0;
+	return n;
+}
+
+/*
+ * Copies a string from an agent, replacing bytes that are not UTF-8 with '?':
+ * every name ends up in JSON, which cannot carry them, and the same bytes
+ * give the same name on every rank.
+ */
+static void copy_clean(char *dst, size_t cap, const char *src)
+{
+	unsigned char *p = (unsigned char *)dst;
+
+	snprintf(dst, cap, "%s", src);
+	while (*p) {
+		size_t n = utf8_seq(p);
+
+		if (n) {
+			p += n;
+			continue;
+		}
+		*p++ = '?';
+	}
+}
+
 bool registry_valid_job_id(const char *id)
 {
 	size_t n = 0;
@@ -92,10 +143,10 @@ static void job_free(struct job *job)
 static bool registry_forget_one(struct flightrecd *d)
 {
 	struct job **victim = NULL;
+	struct job *job;
 
 	for (struct job **pp = &d->jobs; *pp; pp = &(*pp)->next) {
-		struct job *job = *pp;
-
+		job = *pp;
 		if (job->nconnected || job->active)
 			continue;
 		if (!victim || job->touched_mono < (*victim)->touched_mono)
@@ -103,14 +154,11 @@ static bool registry_forget_one(struct flightrecd *d)
 	}
 	if (!victim)
 		return false;
-	{
-		struct job *job = *victim;
-
-		daemon_log("forgetting job %s to make room for a new one", job->id);
-		*victim = job->next;
-		job_free(job);
-		d->njobs--;
-	}
+	job = *victim;
+	daemon_log("forgetting job %s to make room for a new one", job->id);
+	*victim = job->next;
+	job_free(job);
+	d->njobs--;
 	return true;
 }
 
@@ -223,8 +271,8 @@ static void rank_take_hello(struct job_rank *r, const struct fr_msg_hello *m)
 		r->ncomms = 0;
 	r->nops = 0;
 	r->pid = m->pid;
-	snprintf(r->host, sizeof(r->host), "%s", m->host);
-	snprintf(r->comm_lib, sizeof(r->comm_lib), "%s", m->comm_lib);
+	copy_clean(r->host, sizeof(r->host), m->host);
+	copy_clean(r->comm_lib, sizeof(r->comm_lib), m->comm_lib);
 	r->finished = false;
 	r->disconnected = false;
 	r->silence_logged = false;
@@ -313,19 +361,24 @@ static struct rank_comm *rank_comm_get(struct job_rank *r, const char *id)
 	return rc;
 }
 
-static bool job_comm_same(const struct job_comm *jc, const struct fr_msg_comm *m)
+static bool job_comm_same(const struct job_comm *jc, const struct fr_msg_comm *m,
+			  const char *desc)
 {
-	return jc->size == m->size && strcmp(jc->desc, m->desc) == 0 &&
+	return jc->size == m->size && strcmp(jc->desc, desc) == 0 &&
 	       memcmp(jc->members, m->members, m->size * sizeof(*m->members)) == 0;
 }
 
-/* Records a communicator in the job's table (replacing a stale entry). */
-static int job_comm_store(struct job *job, const struct fr_msg_comm *m, const char **why)
+/*
+ * Records a communicator (id and desc already cleaned) in the job's table,
+ * replacing a stale entry.
+ */
+static int job_comm_store(struct job *job, const struct fr_msg_comm *m, const char *id,
+			  const char *desc, const char **why)
 {
-	struct job_comm *jc = (struct job_comm *)registry_job_comm(job, m->id);
+	struct job_comm *jc = (struct job_comm *)registry_job_comm(job, id);
 	uint32_t *members;
 
-	if (jc && job_comm_same(jc, m))
+	if (jc && job_comm_same(jc, m, desc))
 		return 0;
 	if (!jc) {
 		if (job->ncomms >= DAEMON_MAX_COMMS) {
@@ -343,7 +396,7 @@ static int job_comm_store(struct job *job, const struct fr_msg_comm *m, const ch
 		}
 		jc = &job->comms[job->ncomms++];
 		memset(jc, 0, sizeof(*jc));
-		snprintf(jc->id, sizeof(jc->id), "%s", m->id);
+		snprintf(jc->id, sizeof(jc->id), "%s", id);
 	}
 	members = malloc(m->size * sizeof(*members));
 	if (!members)
@@ -352,7 +405,7 @@ static int job_comm_store(struct job *job, const struct fr_msg_comm *m, const ch
 	free(jc->members);
 	jc->members = members;
 	jc->size = m->size;
-	snprintf(jc->desc, sizeof(jc->desc), "%s", m->desc);
+	snprintf(jc->desc, sizeof(jc->desc), "%s", desc);
 	return 0;
 
 out_nomem:
@@ -360,14 +413,14 @@ out_nomem:
 	return -ENOMEM;
 }
 
-int registry_comm(struct flightrecd *d, struct conn *c, const struct fr_msg_comm *m,
-		  const char **why)
+int registry_comm(struct conn *c, const struct fr_msg_comm *m, const char **why)
 {
 	struct job_rank *r = conn_rank(c);
+	char id[FR_COMM_ID_MAX + 1];
+	char desc[FR_COMM_DESC_MAX + 1];
 	struct rank_comm *rc;
 	int err;
 
-	(void)d;
 	if (!r)
 		return -EPROTO;
 	if (m->id[0] == '\0' || m->size == 0 || m->size > c->job->world_size ||
@@ -381,10 +434,12 @@ int registry_comm(struct flightrecd *d, struct conn *c, const struct fr_msg_comm
 			return -EPROTO;
 		}
 	}
-	err = job_comm_store(c->job, m, why);
+	copy_clean(id, sizeof(id), m->id);
+	copy_clean(desc, sizeof(desc), m->desc);
+	err = job_comm_store(c->job, m, id, desc, why);
 	if (err)
 		return err;
-	rc = rank_comm_get(r, m->id);
+	rc = rank_comm_get(r, id);
 	if (!rc) {
 		*why = "too many communicators on the rank";
 		return -EPROTO;
@@ -416,6 +471,8 @@ static int progress_ops(struct job_rank *r, const struct fr_msg_progress *m, con
 			return -EPROTO;
 		}
 		ops[i].w = *w;
+		copy_clean(ops[i].w.comm, sizeof(ops[i].w.comm), w->comm);
+		copy_clean(ops[i].w.dtype, sizeof(ops[i].w.dtype), w->dtype);
 		ops[i].entered_ns = now - age * NS_PER_MS;
 	}
 	free(r->ops);
@@ -424,17 +481,19 @@ static int progress_ops(struct job_rank *r, const struct fr_msg_progress *m, con
 	return 0;
 }
 
-int registry_progress(struct flightrecd *d, struct conn *c, const struct fr_msg_progress *m,
-		      const char **why)
+int registry_progress(struct conn *c, const struct fr_msg_progress *m, const char **why)
 {
 	struct job_rank *r = conn_rank(c);
 
-	(void)d;
 	if (!r)
 		return -EPROTO;
 	for (uint32_t i = 0; i < m->ncomms; i++) {
 		const struct fr_wire_comm_progress *p = &m->comms[i];
-		struct rank_comm *rc = rank_comm_get(r, p->comm);
+		char id[FR_COMM_ID_MAX + 1];
+		struct rank_comm *rc;
+
+		copy_clean(id, sizeof(id), p->comm);
+		rc = rank_comm_get(r, id);
 
 		if (!rc) {
 			*why = "too many communicators on the rank";
@@ -456,11 +515,10 @@ static bool job_all_finished(const struct job *job)
 	return true;
 }
 
-void registry_bye(struct flightrecd *d, struct conn *c)
+void registry_bye(struct conn *c)
 {
 	struct job_rank *r = conn_rank(c);
 
-	(void)d;
 	if (!r)
 		return;
 	r->finished = true;

@@ -164,7 +164,7 @@ static void conn_dispatch(struct conn *c, const struct fr_wire_header *h, const 
 
 		err = fr_wire_comm_decode(p, h->length, &m);
 		if (!err) {
-			err = registry_comm(d, c, &m, &why);
+			err = registry_comm(c, &m, &why);
 			fr_wire_comm_free(&m);
 		}
 		break;
@@ -174,7 +174,7 @@ static void conn_dispatch(struct conn *c, const struct fr_wire_header *h, const 
 
 		err = fr_wire_progress_decode(p, h->length, &m);
 		if (!err) {
-			err = registry_progress(d, c, &m, &why);
+			err = registry_progress(c, &m, &why);
 			fr_wire_progress_free(&m);
 		}
 		break;
@@ -190,7 +190,7 @@ static void conn_dispatch(struct conn *c, const struct fr_wire_header *h, const 
 
 		err = fr_wire_dump_data_decode(p, h->length, &m);
 		if (!err)
-			incident_dump_data(d, c, &m);
+			incident_dump_data(c, &m);
 		break;
 	}
 	case FR_MSG_BYE: {
@@ -198,7 +198,7 @@ static void conn_dispatch(struct conn *c, const struct fr_wire_header *h, const 
 
 		err = fr_wire_bye_decode(p, h->length, &m);
 		if (!err)
-			registry_bye(d, c);
+			registry_bye(c);
 		break;
 	}
 	default:

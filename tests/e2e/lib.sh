@@ -45,7 +45,6 @@ stop_job() {
 	# included, even stopped ones) and wait until none is left.
 	pkill -KILL -s "$JOB_PID" 2>/dev/null
 	wait_for 15 sh -c "! pgrep -s $JOB_PID >/dev/null" || echo "warning: ranks of session $JOB_PID outlived the test" >&2
-	{ wait "$JOB_PID"; } 2>/dev/null
 	JOB_PID=
 }
 
@@ -77,14 +76,26 @@ start_daemon() {
 	HTTP=http://127.0.0.1:$HTTP_PORT
 }
 
-# start_job NP [mpi_hang options...]: the planted-fault program under the agent.
+# start_job NP [mpi_hang options...]: the planted-fault program under the
+# agent, in a session of its own (JOB_PID is its id) so that every process
+# of the job can be killed together; its exit status lands in $T/job.rc.
 start_job() {
 	local np=$1
 	shift
-	setsid mpirun -np "$np" -x LD_PRELOAD="$AGENT" -x FLIGHTREC_ADDR="127.0.0.1:$LISTEN_PORT" \
+	rm -f "$T/job.pid" "$T/job.rc"
+	setsid -f sh -c 'echo $$ >"$0/job.pid"; "$@"; echo $? >"$0/job.rc"' "$T" \
+		mpirun -np "$np" -x LD_PRELOAD="$AGENT" -x FLIGHTREC_ADDR="127.0.0.1:$LISTEN_PORT" \
 		-x FLIGHTREC_JOB="$JOB" -x FLIGHTREC_DUMP_DIR="$T/local" \
-		"$HANG" "$@" >>"$T/job.log" 2>&1 &
-	JOB_PID=$!
+		"$HANG" "$@" >>"$T/job.log" 2>&1
+	wait_for 10 test -s "$T/job.pid" || fail "the job did not start"
+	JOB_PID=$(cat "$T/job.pid")
+}
+
+# wait_job_exit SECONDS: until the job ends by itself; sets JOB_RC.
+wait_job_exit() {
+	wait_for "$1" test -s "$T/job.rc" || fail "the job did not finish within $1 s"
+	JOB_RC=$(cat "$T/job.rc")
+	JOB_PID=
 }
 
 incident_ready() {

@@ -20,9 +20,8 @@ conns=$(http_get /metrics | awk '$1 == "flightrec_connections" {print $2}')
 
 # A healthy MPI job under the agent produces the same output and exit code.
 start_job 3 --scenario none --iters 20
-wait_for 30 sh -c "! kill -0 $JOB_PID 2>/dev/null" || fail "healthy job did not finish"
-wait "$JOB_PID"; rc=$?; JOB_PID=
-[ "$rc" -eq 0 ] || fail "healthy job exited $rc under the agent"
+wait_job_exit 30
+[ "$JOB_RC" -eq 0 ] || fail "healthy job exited $JOB_RC under the agent"
 grep -q "done after 20 iterations" "$T/job.log" || fail "healthy job output changed"
 http_get "/v1/jobs/$JOB" >"$T/job.json"
 expect '.world_size == 3 and (.ranks | length) == 3' "$T/job.json"

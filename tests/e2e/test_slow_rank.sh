@@ -5,9 +5,8 @@
 
 start_daemon --timeout 3 --heartbeat-timeout 10
 start_job 4 --scenario slow --culprit 1 --slow-ms 1200 --iters 5
-wait_for 60 sh -c "! kill -0 $JOB_PID 2>/dev/null" || fail "slow job did not finish"
-wait "$JOB_PID"; rc=$?; JOB_PID=
-[ "$rc" -eq 0 ] || fail "slow job exited $rc"
+wait_job_exit 60
+[ "$JOB_RC" -eq 0 ] || fail "slow job exited $JOB_RC"
 grep -q "done after 5 iterations" "$T/job.log" || fail "job did not complete its iterations"
 
 [ -e "$T/incidents/$JOB" ] && fail "an incident was opened for a slow but healthy job: $(ls -R "$T/incidents")"
