@@ -314,7 +314,8 @@ static bool safe_name(const char *s)
 	return true;
 }
 
-static void local_incident_id(char *out, size_t len)
+/* A dump the application asked for: its own incident, per rank. */
+static void app_incident_id(char *out, size_t len)
 {
 	time_t now = time(NULL);
 	struct tm tm;
@@ -322,7 +323,20 @@ static void local_incident_id(char *out, size_t len)
 
 	gmtime_r(&now, &tm);
 	strftime(stamp, sizeof(stamp), "%Y%m%dT%H%M%SZ", &tm);
-	snprintf(out, len, "local-%s-rank%u", stamp, fr_agent.id.rank);
+	snprintf(out, len, "app-%s-rank%u", stamp, fr_agent.id.rank);
+}
+
+/*
+ * A dump of the local watchdog: named after the stuck operation, so that
+ * every rank waiting in it (on a shared file system) writes into one
+ * directory that fr-analyze reads as one incident.
+ */
+static void watchdog_incident_id(char *out, size_t len, const struct fr_wire_inflight *op)
+{
+	snprintf(out, len, "local-%.36s-%llu", op->comm, (unsigned long long)op->seq);
+	for (char *p = out; *p; p++)
+		if (*p == '/')
+			*p = '_';
 }
 
 /* ---- connection ---- */
@@ -516,7 +530,7 @@ static void local_watchdog(void)
 	if ((double)one.age_ms < fr_agent.cfg.timeout_s * 1000 || oldest == L.local_dumped)
 		return;
 	L.local_dumped = oldest;
-	local_incident_id(incident, sizeof(incident));
+	watchdog_incident_id(incident, sizeof(incident), &one);
 	snprintf(reason, sizeof(reason), "local watchdog: %s #%llu on %s in flight for %llu ms",
 		 fr_op_name(one.type), (unsigned long long)one.seq, one.comm,
 		 (unsigned long long)one.age_ms);
@@ -606,7 +620,7 @@ static void on_wake(uv_async_t *a)
 	if (want_dump) {
 		char incident[FR_INCIDENT_MAX + 1];
 
-		local_incident_id(incident, sizeof(incident));
+		app_incident_id(incident, sizeof(incident));
 		dump(incident, reason);
 	}
 	if (stop && !L.stopping)

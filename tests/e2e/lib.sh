@@ -77,15 +77,16 @@ start_daemon() {
 }
 
 # start_job NP [mpi_hang options...]: the planted-fault program under the
-# agent, in a session of its own (JOB_PID is its id) so that every process
+# agent (AGENT_ADDR overrides the daemon address, AGENT_ENV adds "-x VAR=..."), in a session of its own (JOB_PID is its id) so that every process
 # of the job can be killed together; its exit status lands in $T/job.rc.
 start_job() {
 	local np=$1
 	shift
 	rm -f "$T/job.pid" "$T/job.rc"
 	setsid -f sh -c 'echo $$ >"$0/job.pid"; "$@"; echo $? >"$0/job.rc"' "$T" \
-		mpirun -np "$np" -x LD_PRELOAD="$AGENT" -x FLIGHTREC_ADDR="127.0.0.1:$LISTEN_PORT" \
-		-x FLIGHTREC_JOB="$JOB" -x FLIGHTREC_DUMP_DIR="$T/local" \
+		mpirun -np "$np" -x LD_PRELOAD="$AGENT" \
+		-x FLIGHTREC_ADDR="${AGENT_ADDR:-127.0.0.1:$LISTEN_PORT}" \
+		-x FLIGHTREC_JOB="$JOB" -x FLIGHTREC_DUMP_DIR="$T/local" ${AGENT_ENV:-} \
 		"$HANG" "$@" >>"$T/job.log" 2>&1
 	wait_for 10 test -s "$T/job.pid" || fail "the job did not start"
 	JOB_PID=$(cat "$T/job.pid")

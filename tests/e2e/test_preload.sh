@@ -18,12 +18,19 @@ LD_BIND_NOW=1 LD_PRELOAD=$AGENT /bin/true || fail "agent does not load with LD_B
 conns=$(http_get /metrics | awk '$1 == "flightrec_connections" {print $2}')
 [ "$conns" = 0 ] || fail "a non-MPI process connected to the daemon ($conns)"
 
-# A healthy MPI job under the agent produces the same output and exit code.
-start_job 3 --scenario none --iters 20
+# A healthy MPI job under the agent produces the same output and exit code;
+# each rank forks a child (as a data-loader would), which finds the agent
+# inert and never shows up at the daemon.
+start_job 3 --scenario none --iters 20 --fork
 wait_job_exit 30
 [ "$JOB_RC" -eq 0 ] || fail "healthy job exited $JOB_RC under the agent"
 grep -q "done after 20 iterations" "$T/job.log" || fail "healthy job output changed"
 http_get "/v1/jobs/$JOB" >"$T/job.json"
 expect '.world_size == 3 and (.ranks | length) == 3' "$T/job.json"
 expect '[.ranks[] | .comms.world.last_completed] == [20,20,20]' "$T/job.json"
+[ "$(grep -c 'fr_dump_now -> -107$' "$T/job.log")" -eq 3 ] ||
+	fail "a forked child found the agent active: $(grep child "$T/job.log")"
+parents=$(sed -n 's/^child [0-9]* of rank [0-9]* (pid \([0-9]*\)).*/\1/p' "$T/job.log" | sort -n | tr '\n' ' ')
+seen=$(jq -r '[.ranks[].pid] | sort | map(tostring) | join(" ")' "$T/job.json")
+[ "$parents" = "$seen " ] || fail "daemon saw pids '$seen', the ranks are '$parents'"
 echo "PASS preload: inert outside MPI, transparent inside"

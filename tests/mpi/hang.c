@@ -12,9 +12,13 @@
  *   none      no fault
  *
  * With --iters N the job ends after N iterations (it never does once a
- * fault is planted, except for slow and none).
+ * fault is planted, except for slow and none). With --fork, every rank
+ * forks a child at iteration 2 (as a data-loader would) that reports what
+ * the agent says to it, then exits.
  */
 #include <mpi.h>
+#include <dlfcn.h>
+#include <sys/wait.h>
 #include <getopt.h>
 #include <signal.h>
 #include <stdbool.h>
@@ -38,6 +42,23 @@ static void __attribute__((noinline)) stuck_in_compute(void)
 		sleep_ms(100);
 }
 
+/* A forked child must find the agent inert: not recording, not connected. */
+static void fork_child(int rank)
+{
+	pid_t pid = fork();
+
+	if (pid == 0) {
+		int (*dump_now)(const char *) = (int (*)(const char *))dlsym(RTLD_DEFAULT, "fr_dump_now");
+
+		printf("child %d of rank %d (pid %d): fr_dump_now -> %d\n", (int)getpid(), rank,
+		       (int)getppid(), dump_now ? dump_now("from a forked child") : 0);
+		fflush(stdout);
+		_exit(0);
+	}
+	if (pid > 0)
+		waitpid(pid, NULL, 0);
+}
+
 static void __attribute__((noinline)) train_step(MPI_Comm comm, double *x)
 {
 	double in = *x, out = 0;
@@ -50,7 +71,7 @@ int main(int argc, char **argv)
 {
 	const char *scenario = "none";
 	int culprit = 1, at = 5, iters = -1, slow_ms = 0, step_ms = 5;
-	int rank, size, opt;
+	int rank, size, opt, forking = 0;
 	MPI_Comm half = MPI_COMM_NULL;
 	static const struct option opts[] = {
 		{ "scenario", required_argument, NULL, 's' },
@@ -59,6 +80,7 @@ int main(int argc, char **argv)
 		{ "iters", required_argument, NULL, 'n' },
 		{ "slow-ms", required_argument, NULL, 'w' },
 		{ "step-ms", required_argument, NULL, 't' },
+		{ "fork", no_argument, NULL, 'f' },
 		{ NULL, 0, NULL, 0 },
 	};
 
@@ -70,6 +92,7 @@ int main(int argc, char **argv)
 		case 'n': iters = atoi(optarg); break;
 		case 'w': slow_ms = atoi(optarg); break;
 		case 't': step_ms = atoi(optarg); break;
+		case 'f': forking = 1; break;
 		default:
 			fprintf(stderr, "usage: %s --scenario S [--culprit R] [--at K] [--iters N]\n",
 				argv[0]);
@@ -87,6 +110,8 @@ int main(int argc, char **argv)
 		bool mine = rank == culprit && i == at;
 
 		sleep_ms(step_ms);
+		if (forking && i == 2)
+			fork_child(rank);
 		if (strcmp(scenario, "slow") == 0 && rank == culprit)
 			sleep_ms(slow_ms);
 		if (mine && strcmp(scenario, "compute") == 0)
