@@ -114,17 +114,17 @@ unit: $(UNIT_TESTS)
 	$(Q)tests/run-unit $(UNIT_TESTS)
 
 e2e: all $(MPI_PROGS)
-	$(Q)tests/e2e/run
+	$(Q)BUILD=$(BUILD) tests/e2e/run
 
 test: all $(UNIT_TESTS) $(MPI_PROGS)
 	$(Q)tests/run-unit $(UNIT_TESTS)
-	$(Q)tests/e2e/run
+	$(Q)BUILD=$(BUILD) tests/e2e/run
 
 demo: all $(MPI_PROGS)
-	$(Q)tests/e2e/demo.sh
+	$(Q)BUILD=$(BUILD) tests/e2e/demo.sh
 
 bench: all $(MPI_PROGS)
-	$(Q)bench/run
+	$(Q)BUILD=$(BUILD) bench/run
 
 # ---- install ----
 

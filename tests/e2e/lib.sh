@@ -7,9 +7,10 @@
 
 set -u
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
-BIN=$ROOT/build/bin
-AGENT=$ROOT/build/lib/libflightrec.so
-HANG=$ROOT/build/tests/mpi_hang
+BUILD_DIR=$ROOT/${BUILD:-build}
+BIN=$BUILD_DIR/bin
+AGENT=$BUILD_DIR/lib/libflightrec.so
+HANG=$BUILD_DIR/tests/mpi_hang
 T=$(mktemp -d /tmp/flightrec-e2e.XXXXXX)
 DAEMON_PID=
 JOB_PID=
@@ -20,6 +21,15 @@ INCIDENT=
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 export OMPI_MCA_rmaps_base_oversubscribe=1 OMPI_MCA_btl=self,vader
 export OMPI_MCA_btl_vader_single_copy_mechanism=none
+
+# A sanitizer build of the agent needs the sanitizer's runtime loaded first;
+# Open MPI's own allocations at exit are not ours to report.
+PRELOAD=$AGENT
+sanitizer_rt=$(ldd "$AGENT" 2>/dev/null | awk '/lib(asan|ubsan|tsan)\.so/ {print $3; exit}')
+if [ -n "$sanitizer_rt" ]; then
+	PRELOAD=$sanitizer_rt:$AGENT
+	export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=0}
+fi
 
 fail() {
 	echo "FAIL: $*" >&2
@@ -57,9 +67,19 @@ stop_daemon() {
 }
 
 cleanup() {
+	local status=$? report
 	stop_job
 	stop_daemon
+	# A sanitizer report from any process of the test fails it.
+	report=$(grep -h -A 12 -E 'ERROR: (AddressSanitizer|LeakSanitizer)|runtime error:|WARNING: ThreadSanitizer' \
+		"$T"/*.log 2>/dev/null | head -n 40)
+	if [ -n "$report" ]; then
+		echo "FAIL: sanitizer report:" >&2
+		echo "$report" >&2
+		status=1
+	fi
 	if [ -z "${KEEP:-}" ]; then rm -rf "$T"; else echo "kept $T" >&2; fi
+	exit "$status"
 }
 trap cleanup EXIT
 trap 'exit 130' INT TERM
@@ -84,7 +104,7 @@ start_job() {
 	shift
 	rm -f "$T/job.pid" "$T/job.rc"
 	setsid -f sh -c 'echo $$ >"$0/job.pid"; "$@"; echo $? >"$0/job.rc"' "$T" \
-		mpirun -np "$np" -x LD_PRELOAD="$AGENT" \
+		mpirun -np "$np" -x LD_PRELOAD="$PRELOAD" -x ASAN_OPTIONS \
 		-x FLIGHTREC_ADDR="${AGENT_ADDR:-127.0.0.1:$LISTEN_PORT}" \
 		-x FLIGHTREC_JOB="$JOB" -x FLIGHTREC_DUMP_DIR="$T/local" ${AGENT_ENV:-} \
 		"$HANG" "$@" >>"$T/job.log" 2>&1

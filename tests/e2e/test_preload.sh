@@ -11,10 +11,10 @@ exported=$(nm -D --defined-only "$AGENT" | awk '$2 ~ /[TDB]/ {sub(/@.*/, "", $3)
 [ -z "$exported" ] || fail "symbols leak out of the agent: $exported"
 
 start_daemon --timeout 2 --heartbeat-timeout 10
-out=$(LD_PRELOAD=$AGENT FLIGHTREC_ADDR=127.0.0.1:$LISTEN_PORT sh -c 'echo inert') ||
+out=$(LD_PRELOAD=$PRELOAD FLIGHTREC_ADDR=127.0.0.1:$LISTEN_PORT sh -c 'echo inert') ||
 	fail "a non-MPI program failed under the agent"
 [ "$out" = inert ] || fail "output changed under the agent: $out"
-LD_BIND_NOW=1 LD_PRELOAD=$AGENT /bin/true || fail "agent does not load with LD_BIND_NOW"
+LD_BIND_NOW=1 LD_PRELOAD=$PRELOAD /bin/true || fail "agent does not load with LD_BIND_NOW"
 conns=$(http_get /metrics | awk '$1 == "flightrec_connections" {print $2}')
 [ "$conns" = 0 ] || fail "a non-MPI process connected to the daemon ($conns)"
 
