@@ -8,6 +8,8 @@
  *             < size/2), while the other half moves on to a world barrier
  *   freeze    stops itself with SIGSTOP before the allreduce
  *   mismatch  calls MPI_Bcast where every other rank calls MPI_Allreduce
+ *   p2p       ranks exchange a message with their pair partner (0-1, 2-3,
+ *             ...) before the allreduce; the culprit never sends its part
  *   slow      sleeps --slow-ms in every iteration but never hangs
  *   none      no fault
  *
@@ -57,6 +59,26 @@ static void fork_child(int rank)
 	}
 	if (pid > 0)
 		waitpid(pid, NULL, 0);
+}
+
+/* Pairs (0,1), (2,3), ... swap one double; the even rank sends first. */
+static void exchange(int rank, int size, bool stall, double *x)
+{
+	int partner = rank ^ 1;
+	double got = 0;
+
+	if (partner >= size)
+		return;
+	if (rank % 2 == 0) {
+		MPI_Send(x, 1, MPI_DOUBLE, partner, 7, MPI_COMM_WORLD);
+		MPI_Recv(&got, 1, MPI_DOUBLE, partner, 7, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+	} else {
+		MPI_Recv(&got, 1, MPI_DOUBLE, partner, 7, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+		if (stall)
+			stuck_in_compute();
+		MPI_Send(x, 1, MPI_DOUBLE, partner, 7, MPI_COMM_WORLD);
+	}
+	*x += got;
 }
 
 static void __attribute__((noinline)) train_step(MPI_Comm comm, double *x)
@@ -118,6 +140,8 @@ int main(int argc, char **argv)
 			stuck_in_compute();
 		if (mine && strcmp(scenario, "freeze") == 0)
 			raise(SIGSTOP);
+		if (strcmp(scenario, "p2p") == 0)
+			exchange(rank, size, mine, &x);
 		if (half != MPI_COMM_NULL) {
 			if (mine)
 				stuck_in_compute();
