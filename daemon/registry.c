@@ -265,13 +265,16 @@ static struct job *hello_job(struct flightrecd *d, const struct fr_msg_hello *m,
 
 static void rank_take_hello(struct job_rank *r, const struct fr_msg_hello *m)
 {
+	char host[FR_HOST_MAX + 1];
+
 	/* A new process in this slot starts from scratch; the same process
 	 * reconnecting keeps its progress until it sends it again. */
-	if (r->pid != m->pid || strcmp(r->host, m->host) != 0)
+	copy_clean(host, sizeof(host), m->host);
+	if (r->pid != m->pid || strcmp(r->host, host) != 0)
 		r->ncomms = 0;
 	r->nops = 0;
 	r->pid = m->pid;
-	copy_clean(r->host, sizeof(r->host), m->host);
+	memcpy(r->host, host, sizeof(host));
 	copy_clean(r->comm_lib, sizeof(r->comm_lib), m->comm_lib);
 	r->finished = false;
 	r->disconnected = false;
