@@ -280,7 +280,7 @@ static void upload(const char *incident, const char *buf, size_t len)
 
 		d.offset = off;
 		d.len = (uint32_t)chunk;
-		d.data = (const uint8_t *)buf + off;
+		d.data = buf ? (const uint8_t *)buf + off : NULL;
 		if (SEND_MSG(dump_data, &d, false) < 0)
 			return;
 		off += chunk;
@@ -297,8 +297,10 @@ static void dump(const char *incident, const char *reason)
 	if (rc < 0)
 		fprintf(stderr, "flightrec: rank %u: local dump %s not written: %s\n",
 			fr_agent.id.rank, path, strerror(-rc));
-	if (buf && L.state == LINK_UP)
-		upload(incident, buf, len);
+	/* With no dump to send, an empty upload tells the daemon not to wait
+	 * for this rank until its deadline. */
+	if (L.state == LINK_UP)
+		upload(incident, buf, buf ? len : 0);
 	free(buf);
 }
 

@@ -22,10 +22,8 @@
 
 #include "../dumps/correlate.h"
 #include "../dumps/dump.h"
+#include "../include/flightrec.h"
 
-#ifndef FR_VERSION
-#define FR_VERSION "0.1.0"
-#endif
 
 #define PROG "fr-analyze"
 
@@ -445,7 +443,7 @@ int main(int argc, char **argv)
 			fputs(usage_text, stdout);
 			return 0;
 		case 'V':
-			printf(PROG " (flightrec) %s, reads dump format %d.x\n", FR_VERSION,
+			printf(PROG " (flightrec) %s, reads dump format %d.x\n", FLIGHTREC_VERSION,
 			       FR_DUMP_VERSION_MAJOR);
 			return 0;
 		default:

@@ -26,10 +26,8 @@
 #include "../protocol/wire.h"
 #include "../dumps/trace.h"
 #include "../dumps/correlate.h"
+#include "../include/flightrec.h"
 
-#ifndef FR_VERSION
-#define FR_VERSION "0.1.0"
-#endif
 
 /* Largest world size the daemon accepts; bounds every per-rank table. */
 #define DAEMON_MAX_WORLD (1u << 16)

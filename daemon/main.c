@@ -263,7 +263,7 @@ static int parse_options(int argc, char **argv, struct daemon_config *cfg)
 			usage(stdout);
 			return 1;
 		case 'V':
-			printf("flightrecd %s\n", FR_VERSION);
+			printf("flightrecd %s\n", FLIGHTREC_VERSION);
 			return 1;
 		default:
 			usage(stderr);
@@ -405,7 +405,7 @@ static int run(struct flightrecd *d)
 	}
 	daemon_format_addr((const struct sockaddr *)&d->cfg.listen_addr, la, sizeof(la));
 	daemon_format_addr((const struct sockaddr *)&d->cfg.http_addr, ha, sizeof(ha));
-	daemon_log("%s ready: agents on %s, http on %s, dumps in %s", FR_VERSION, la, ha,
+	daemon_log("%s ready: agents on %s, http on %s, dumps in %s", FLIGHTREC_VERSION, la, ha,
 		   d->cfg.dump_dir);
 	uv_run(d->loop, UV_RUN_DEFAULT);
 	daemon_log("stopped");

@@ -170,9 +170,10 @@ static uint64_t fnv1a(uint64_t h, const void *p, size_t n)
 }
 
 /*
- * Identifies a stuck state: the verdict kind, the op it is about and its
- * culprits. Ages and wait times are left out, so the same hang seen later
- * gives the same key.
+ * Identifies a stuck state: the verdict kind and the op it is about. Ages,
+ * wait times and the culprits are left out, so the same hang seen later
+ * gives the same key even when what is known of its culprits changes (a
+ * late rank connects, a silent one is declared unresponsive).
  */
 static uint64_t verdict_key(const struct fr_verdict *v)
 {
@@ -184,8 +185,6 @@ static uint64_t verdict_key(const struct fr_verdict *v)
 		h = fnv1a(h, v->op.comm, strlen(v->op.comm) + 1);
 		h = fnv1a(h, &v->op.seq, sizeof(v->op.seq));
 	}
-	for (size_t i = 0; i < v->nculprits; i++)
-		h = fnv1a(h, &v->culprits[i].rank, sizeof(v->culprits[i].rank));
 	return h;
 }
 
