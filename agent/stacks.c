@@ -5,9 +5,10 @@
  * The calling (link) thread unwinds the others one at a time: it sends the
  * thread a real-time signal whose handler unwinds its own stack with
  * libunwind into a shared buffer, and waits a bounded time for the answer.
- * The handler also names each frame (unw_get_proc_name reads the symbol
- * tables, including static functions, through mmap without allocating);
- * libunwind 1.6 has no way to name a bare address later. The handler is installed at the first
+ * The handler calls only what libunwind documents as async-signal-safe
+ * (unw_getcontext, unw_init_local, unw_step, unw_get_reg) and takes bare
+ * instruction pointers; naming them (which reads symbol tables and
+ * allocates) happens afterwards, on the link thread. The handler is installed at the first
  * dump, only if the application does not use the signal, and stays: a
  * signal that arrives late (after the wait gave up) must find it, since the
  * default action of a real-time signal ends the process.
@@ -32,20 +33,25 @@
 #define ANSWER_WAIT_MS 200
 #define NAME_MAX_LEN 128
 
-/* One thread's stack as the unwinder saw it. */
+/* One thread's stack as the unwinder saw it: instruction pointers. */
 struct raw_stack {
 	int n;
 	uint64_t ips[MAX_FRAMES];
-	uint64_t offsets[MAX_FRAMES];
-	char names[MAX_FRAMES][NAME_MAX_LEN];
 };
 
-/* The one outstanding request: written by the link thread, filled by the
- * handler running on the target thread. */
+/*
+ * The one outstanding request. `state` packs a request number with its
+ * phase, so that a handler that runs late -- after the link thread gave up
+ * on it and moved on to another thread -- can never write into, or answer,
+ * a later request: it claims the request with a compare-and-swap on the
+ * exact state it saw when it started.
+ */
+enum { REQ_WAITING, REQ_WRITING, REQ_DONE, REQ_ABANDONED };
+
 static struct {
-	pid_t target;
-	struct raw_stack stack;
-	int done; /* atomic */
+	uint64_t state;          /* atomic: request number << 2 | phase */
+	pid_t target;            /* atomic */
+	struct raw_stack stack;  /* written by the claiming handler */
 } req;
 
 static pid_t my_tid(void)
@@ -65,7 +71,7 @@ static void unwind_self(struct raw_stack *st, bool from_signal)
 	if (unw_getcontext(&ctx) != 0 || unw_init_local(&cur, &ctx) != 0)
 		return;
 	while (st->n < MAX_FRAMES && unw_step(&cur) > 0) {
-		unw_word_t ip, off = 0;
+		unw_word_t ip;
 
 		if (!past_signal) {
 			if (unw_is_signal_frame(&cur) > 0)
@@ -74,37 +80,69 @@ static void unwind_self(struct raw_stack *st, bool from_signal)
 		}
 		if (unw_get_reg(&cur, UNW_REG_IP, &ip) != 0 || ip == 0)
 			break;
-		st->ips[st->n] = ip;
-		if (unw_get_proc_name(&cur, st->names[st->n], NAME_MAX_LEN, &off) != 0)
-			st->names[st->n][0] = '\0';
-		st->offsets[st->n] = off;
-		st->n++;
+		st->ips[st->n++] = ip;
 	}
 }
 
 static void on_stack_signal(int sig, siginfo_t *si, void *uc)
 {
+	uint64_t seen = __atomic_load_n(&req.state, __ATOMIC_ACQUIRE);
+	struct raw_stack local;
 	int saved = errno;
 
 	(void)sig;
 	(void)si;
 	(void)uc;
-	if (my_tid() == req.target && !__atomic_load_n(&req.done, __ATOMIC_ACQUIRE)) {
-		unwind_self(&req.stack, true);
-		__atomic_store_n(&req.done, 1, __ATOMIC_RELEASE);
-	}
+	if ((seen & 3) != REQ_WAITING || my_tid() != __atomic_load_n(&req.target, __ATOMIC_ACQUIRE))
+		goto out;
+	unwind_self(&local, true);
+	if (!__atomic_compare_exchange_n(&req.state, &seen, (seen & ~UINT64_C(3)) | REQ_WRITING,
+					 false, __ATOMIC_ACQ_REL, __ATOMIC_RELAXED))
+		goto out; /* too late: the request was abandoned */
+	req.stack = local;
+	__atomic_store_n(&req.state, (seen & ~UINT64_C(3)) | REQ_DONE, __ATOMIC_RELEASE);
+out:
 	errno = saved;
 }
 
-static int copy_frames(struct fr_thread *th, const struct raw_stack *st)
+/*
+ * Names an instruction pointer of this process: the function containing it
+ * (static functions included, from the symbol tables) and the offset into
+ * it. libunwind 1.6 names only a cursor's frame, so a cursor of our own is
+ * pointed at the address.
+ */
+static bool name_ip(uint64_t ip, char *name, size_t len, uint64_t *offset)
+{
+	unw_context_t ctx;
+	unw_cursor_t cur;
+	unw_word_t off = 0;
+
+	if (unw_getcontext(&ctx) != 0 || unw_init_local(&cur, &ctx) != 0 ||
+	    unw_set_reg(&cur, UNW_REG_IP, (unw_word_t)ip) != 0 ||
+	    unw_get_proc_name(&cur, name, len, &off) != 0)
+		return false;
+	*offset = off;
+	return true;
+}
+
+static int name_frames(struct fr_thread *th, const struct raw_stack *st)
 {
 	th->frames = calloc((size_t)(st->n > 0 ? st->n : 1), sizeof(*th->frames));
 	if (!th->frames)
 		return -ENOMEM;
 	for (int i = 0; i < st->n; i++) {
+		char name[NAME_MAX_LEN];
+		/* Outer frames hold return addresses, just past their call:
+		 * look up the call itself, which a noreturn call at the end of
+		 * a function leaves inside that function. */
+		uint64_t at = i > 0 ? st->ips[i] - 1 : st->ips[i];
+		uint64_t off;
+
 		th->frames[i].ip = st->ips[i];
-		th->frames[i].offset = st->offsets[i];
-		if (st->names[i][0] && !(th->frames[i].name = strdup(st->names[i])))
+		if (!name_ip(at, name, sizeof(name), &off))
+			continue;
+		th->frames[i].offset = off + (st->ips[i] - at);
+		if (!(th->frames[i].name = strdup(name)))
 			return -ENOMEM;
 	}
 	th->nframes = (size_t)st->n;
@@ -130,23 +168,29 @@ static void thread_name(pid_t tid, char *out, size_t len)
  * not answer in time. */
 static bool ask_thread(pid_t tid, int signo, struct raw_stack *out)
 {
+	static uint64_t number;
 	struct timespec pause = { 0, 1000000 };
+	uint64_t base = ++number << 2, waiting = base | REQ_WAITING;
 
-	req.target = tid;
-	req.stack.n = 0;
-	__atomic_store_n(&req.done, 0, __ATOMIC_RELEASE);
+	__atomic_store_n(&req.target, tid, __ATOMIC_RELEASE);
+	__atomic_store_n(&req.state, waiting, __ATOMIC_RELEASE);
 	if (syscall(SYS_tgkill, getpid(), tid, signo) != 0)
 		return false;
 	for (int waited = 0; waited < ANSWER_WAIT_MS; waited++) {
-		if (__atomic_load_n(&req.done, __ATOMIC_ACQUIRE)) {
+		if (__atomic_load_n(&req.state, __ATOMIC_ACQUIRE) == (base | REQ_DONE)) {
 			*out = req.stack;
 			return true;
 		}
 		nanosleep(&pause, NULL);
 	}
-	/* Late answers must not land in the next request. */
-	__atomic_store_n(&req.done, 1, __ATOMIC_RELEASE);
-	return false;
+	/* Give up, unless a handler is writing its answer right now. */
+	if (__atomic_compare_exchange_n(&req.state, &waiting, base | REQ_ABANDONED, false,
+					__ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
+		return false;
+	while (__atomic_load_n(&req.state, __ATOMIC_ACQUIRE) != (base | REQ_DONE))
+		nanosleep(&pause, NULL);
+	*out = req.stack;
+	return true;
 }
 
 int fr_stacks_collect(struct fr_trace *t, int signo)
@@ -187,7 +231,7 @@ int fr_stacks_collect(struct fr_trace *t, int signo)
 		} else if (!installed || !ask_thread(tid, signo, &st)) {
 			st.n = 0;
 		}
-		rc = copy_frames(th, &st);
+		rc = name_frames(th, &st);
 		if (rc)
 			break;
 	}
