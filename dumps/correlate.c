@@ -1863,8 +1863,12 @@ static void print_stack(FILE *out, const struct fr_trace *t)
 	for (size_t i = 0; i < t->nthreads; i++) {
 		const struct fr_thread *th = &t->threads[i];
 
-		fprintf(out, "  thread %" PRIu32 "%s%s%s%s:\n", th->tid, th->name[0] ? " \"" : "",
-			th->name, th->name[0] ? "\"" : "", th->current ? " (dumping thread)" : "");
+		/* The thread that wrote the dump is the agent's own: it says
+		 * nothing about the application (it stays in the dump file). */
+		if (th->current)
+			continue;
+		fprintf(out, "  thread %" PRIu32 "%s%s%s:\n", th->tid, th->name[0] ? " \"" : "",
+			th->name, th->name[0] ? "\"" : "");
 		if (!th->nframes)
 			fprintf(out, "    (no frames)\n");
 		for (size_t j = 0; j < th->nframes; j++)
