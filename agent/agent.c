@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include "../include/flightrec.h"
+#include "../protocol/hash.h"
 
 struct fr_agent fr_agent;
 
@@ -51,18 +52,14 @@ static bool parse_u32(const char *s, uint32_t *out)
 	return true;
 }
 
-/* Job ids name directories: keep [A-Za-z0-9._-], replace the rest. */
+/* Job ids name directories: keep what fr_wire_valid_name() allows,
+ * replace the rest, so any launcher's id becomes a valid one. */
 static void set_job(char *dst, const char *src)
 {
 	size_t i;
 
-	for (i = 0; src[i] && i < FR_JOB_MAX; i++) {
-		char ch = src[i];
-		bool ok = (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') ||
-			  (ch >= '0' && ch <= '9') || ch == '-' || ch == '_' || ch == '.';
-
-		dst[i] = ok ? ch : '_';
-	}
+	for (i = 0; src[i] && i < FR_JOB_MAX; i++)
+		dst[i] = fr_wire_name_char(src[i]) ? src[i] : '_';
 	dst[i] = '\0';
 	if (dst[0] == '.' || dst[0] == '\0')
 		dst[0] = '_';
@@ -80,6 +77,11 @@ static void read_settings(struct fr_settings *s)
 	v = getenv("FLIGHTREC_DUMP_DIR");
 	snprintf(s->dump_dir, sizeof(s->dump_dir), "%s", v && *v ? v : "/tmp/flightrec");
 	s->ring_capacity = parse_u32(getenv("FLIGHTREC_BUFFER"), &u) && u > 0 ? u : 2048;
+	if (s->ring_capacity > FR_MAX_RING) {
+		fprintf(stderr, "flightrec: FLIGHTREC_BUFFER=%u is over the limit; using %u entries\n",
+			u, FR_MAX_RING);
+		s->ring_capacity = FR_MAX_RING;
+	}
 	s->timeout_s = 600;
 	v = getenv("FLIGHTREC_TIMEOUT");
 	if (v && *v) {
@@ -131,6 +133,8 @@ static void read_identity(struct fr_identity *id, const char *comm_lib, int mpi_
 static void atfork_child(void)
 {
 	__atomic_store_n(&fr_agent.active, false, __ATOMIC_RELAXED);
+	if (started)
+		fr_link_forget_in_child();
 	started = false;
 }
 
@@ -177,16 +181,6 @@ void fr_agent_stop(void)
 	started = false;
 }
 
-/* FNV-1a, 64 bits: a stable hash every rank computes alike. */
-static uint64_t fnv1a(const char *s, uint64_t h)
-{
-	for (; *s; s++) {
-		h ^= (unsigned char)*s;
-		h *= UINT64_C(0x100000001b3);
-	}
-	return h;
-}
-
 void fr_comm_derive_id(char out[FR_COMM_ID_MAX + 1], const char *parent, uint64_t seq,
 		       char kind, long colour)
 {
@@ -199,7 +193,7 @@ void fr_comm_derive_id(char out[FR_COMM_ID_MAX + 1], const char *parent, uint64_
 		return;
 	}
 	snprintf(out, FR_COMM_ID_MAX + 1, "h%016llx",
-		 (unsigned long long)fnv1a(full, UINT64_C(0xcbf29ce484222325)));
+		 (unsigned long long)fr_fnv1a(FR_FNV_INIT, full, strlen(full)));
 }
 
 struct fr_comm_rec *fr_comm_register(const char *id, const char *desc, uint32_t rank,
@@ -290,10 +284,12 @@ void fr_op_complete_record(uint64_t record, uint16_t comm, uint64_t seq, bool co
 		struct fr_comm_rec *c = fr_agent.comms[comm];
 		uint64_t prev = __atomic_load_n(&c->coll_completed, __ATOMIC_RELAXED);
 
-		/* Non-blocking collectives may complete out of order: keep the
-		 * highest. Only one thread issues collectives on a comm. */
-		if (seq > prev)
-			__atomic_store_n(&c->coll_completed, seq, __ATOMIC_RELAXED);
+		/* Non-blocking collectives may complete out of order, and in
+		 * Waits on different threads: keep the highest. */
+		while (seq > prev && !__atomic_compare_exchange_n(&c->coll_completed, &prev, seq,
+								  true, __ATOMIC_RELAXED,
+								  __ATOMIC_RELAXED))
+			;
 	}
 }
 

@@ -21,7 +21,10 @@
 #include "clock.h"
 #include "ring.h"
 
-#define FR_MAX_COMMS 4096
+/* Communicators per process; ring records index them with 16 bits. */
+#define FR_MAX_COMMS 65535
+/* Largest ring accepted from FLIGHTREC_BUFFER (64 MiB of records). */
+#define FR_MAX_RING (1u << 20)
 
 /* One communicator this process is a member of. Never freed while the
  * agent runs (dumps may name it after the library freed it). */
@@ -93,6 +96,18 @@ int fr_agent_start(const char *comm_lib, int world_rank, int world_size,
 /* Stops recording and closes the link (finalise). Bounded in time. */
 void fr_agent_stop(void);
 
+/* Global rank of communicator rank `peer` of `c`; -1 for none/out of range. */
+static inline int32_t fr_comm_global_rank(const struct fr_comm_rec *c, int32_t peer)
+{
+	return peer >= 0 && (uint32_t)peer < c->size ? (int32_t)c->members[peer] : -1;
+}
+
+/* The name of entry `i` of a hook family's table; "" when out of range. */
+static inline const char *fr_name(const struct fr_name_table *t, unsigned i)
+{
+	return i < t->n && t->names[i] ? t->names[i] : "";
+}
+
 /*
  * Registers a communicator; copies `members` (global ranks, `size` of
  * them). Returns the record, or NULL when the table is full or out of
@@ -138,5 +153,8 @@ int fr_link_start(void);
 void fr_link_stop(void);
 /* Asks the link thread to write a local dump (and upload it if connected). */
 int fr_link_request_dump(const char *reason);
+/* In a forked child: closes the parent's connection and loop descriptors
+ * and forgets the link thread (which does not exist in the child). */
+void fr_link_forget_in_child(void);
 
 #endif

@@ -4,27 +4,14 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 
 #include "../dumps/dump.h"
 #include "agent.h"
 
-static bool is_rooted(unsigned type)
-{
-	return type == FR_OP_BROADCAST || type == FR_OP_REDUCE || type == FR_OP_GATHER ||
-	       type == FR_OP_GATHERV || type == FR_OP_SCATTER || type == FR_OP_SCATTERV;
-}
-
-static const char *table_name(const struct fr_name_table *t, unsigned i)
-{
-	return i < t->n && t->names[i] ? t->names[i] : "";
-}
-
 static void op_from_record(struct fr_op *op, const struct fr_rec *rec,
 			   const struct fr_comm_rec *c)
 {
-	int32_t global = rec->peer >= 0 && (uint32_t)rec->peer < c->size ?
-				 (int32_t)c->members[rec->peer] : -1;
+	int32_t global = fr_comm_global_rank(c, rec->peer);
 
 	op->record_id = rec->record_id;
 	memcpy(op->comm, c->id, sizeof(op->comm));
@@ -32,15 +19,21 @@ static void op_from_record(struct fr_op *op, const struct fr_rec *rec,
 	op->state = (enum fr_op_state)rec->state;
 	op->is_p2p = !!(rec->flags & FR_REC_P2P);
 	op->nonblocking = !!(rec->flags & FR_REC_NONBLOCKING);
+	op->waited = !!(rec->flags & FR_REC_WAITED);
 	op->seq = rec->seq;
 	op->peer = op->is_p2p ? global : -1;
-	op->root = is_rooted(rec->type) ? global : -1;
+	op->root = fr_op_is_rooted(rec->type) ? global : -1;
 	op->count = rec->count;
 	op->bytes = rec->count * rec->dtype_size;
-	snprintf(op->dtype, sizeof(op->dtype), "%s", table_name(&fr_agent.dtypes, rec->dtype));
-	snprintf(op->redop, sizeof(op->redop), "%s", table_name(&fr_agent.redops, rec->redop));
+	snprintf(op->dtype, sizeof(op->dtype), "%s", fr_name(&fr_agent.dtypes, rec->dtype));
+	snprintf(op->redop, sizeof(op->redop), "%s", fr_name(&fr_agent.redops, rec->redop));
 	op->t_entered_ns = fr_ticks_to_ns(rec->t_entered);
 	op->t_completed_ns = fr_ticks_to_ns(rec->t_completed);
+	/* When it began to block the rank: at once, or at the start of a Wait. */
+	if (!op->nonblocking)
+		op->t_started_ns = op->t_entered_ns;
+	else if (op->waited)
+		op->t_started_ns = fr_ticks_to_ns(rec->t_waited);
 }
 
 static int add_comms(struct fr_trace *t)
@@ -120,43 +113,31 @@ int fr_dumper_build(struct fr_trace *t, const char *incident, const char *reason
 	return rc;
 }
 
-static int mkdir_p(char *path)
-{
-	for (char *p = path + 1; *p; p++) {
-		if (*p != '/')
-			continue;
-		*p = '\0';
-		if (mkdir(path, 0755) < 0 && errno != EEXIST) {
-			*p = '/';
-			return -errno;
-		}
-		*p = '/';
-	}
-	if (mkdir(path, 0755) < 0 && errno != EEXIST)
-		return -errno;
-	return 0;
-}
-
-int fr_dumper_write(const char *incident, const char *reason, char **buf, size_t *len,
-		    char *path, size_t pathlen)
+int fr_dumper_serialize(const char *incident, const char *reason, char **buf, size_t *len)
 {
 	struct fr_trace t;
-	char dir[1024];
 	int rc;
 
 	*buf = NULL;
 	*len = 0;
-	snprintf(dir, sizeof(dir), "%s/%s/%s", fr_agent.cfg.dump_dir, fr_agent.id.job, incident);
-	snprintf(path, pathlen, "%s/rank-%u.json", dir, fr_agent.id.rank);
 	rc = fr_dumper_build(&t, incident, reason);
 	if (rc)
 		return rc;
 	rc = fr_dump_serialize(&t, buf, len);
 	fr_trace_free(&t);
-	if (rc)
-		return rc;
-	rc = mkdir_p(dir);
+	return rc;
+}
+
+int fr_dumper_save(const char *incident, const char *buf, size_t len, char *path,
+		   size_t pathlen)
+{
+	char dir[1024];
+	int rc;
+
+	snprintf(dir, sizeof(dir), "%s/%s/%s", fr_agent.cfg.dump_dir, fr_agent.id.job, incident);
+	snprintf(path, pathlen, "%s/rank-%u.json", dir, fr_agent.id.rank);
+	rc = fr_mkdir_p(dir);
 	if (!rc)
-		rc = fr_write_file_atomic(path, *buf, *len);
+		rc = fr_write_file_atomic(path, buf, len);
 	return rc;
 }

@@ -18,13 +18,18 @@
 int fr_dumper_build(struct fr_trace *t, const char *incident, const char *reason);
 
 /*
- * Builds, serialises and writes the dump to
- * FLIGHTREC_DUMP_DIR/<job>/<incident>/rank-<N>.json, returning the bytes in
- * *buf (caller frees; set even when only the file write failed) and the
- * path in `path`. Returns 0 or -errno of the first failure.
+ * Builds and serialises the dump into *buf (caller frees). Returns 0 or
+ * -errno.
  */
-int fr_dumper_write(const char *incident, const char *reason, char **buf, size_t *len,
-		    char *path, size_t pathlen);
+int fr_dumper_serialize(const char *incident, const char *reason, char **buf, size_t *len);
+
+/*
+ * Writes serialised dump bytes atomically to
+ * FLIGHTREC_DUMP_DIR/<job>/<incident>/rank-<N>.json (the path goes to
+ * `path`). Returns 0 or -errno.
+ */
+int fr_dumper_save(const char *incident, const char *buf, size_t len, char *path,
+		   size_t pathlen);
 
 /*
  * The stacks of every thread of this process (stacks.c): the calling

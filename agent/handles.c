@@ -74,3 +74,12 @@ uint64_t fr_handles_take(struct fr_handle_map *m, uintptr_t key)
 
 	return i < 0 ? 0 : __atomic_exchange_n(&m->slots[i].value, 0, __ATOMIC_ACQ_REL);
 }
+
+bool fr_handles_take_if(struct fr_handle_map *m, uintptr_t key, uint64_t expected)
+{
+	int64_t i = find(m, key, false);
+
+	return i >= 0 && expected != 0 &&
+	       __atomic_compare_exchange_n(&m->slots[i].value, &expected, 0, false,
+					   __ATOMIC_ACQ_REL, __ATOMIC_RELAXED);
+}

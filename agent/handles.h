@@ -36,4 +36,10 @@ uint64_t fr_handles_get(const struct fr_handle_map *m, uintptr_t key);
 /* Returns the value of `key` and clears it atomically (0 when absent). */
 uint64_t fr_handles_take(struct fr_handle_map *m, uintptr_t key);
 
+/*
+ * Clears `key` only if its value is still `expected`: a handle recycled by
+ * another thread in between keeps its new value. Returns true if cleared.
+ */
+bool fr_handles_take_if(struct fr_handle_map *m, uintptr_t key, uint64_t expected);
+
 #endif

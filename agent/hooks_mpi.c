@@ -24,6 +24,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../protocol/hash.h"
 #include "agent.h"
 #include "handles.h"
 
@@ -33,9 +34,13 @@
  * library itself are not recorded twice. */
 static __thread int depth __attribute__((tls_model("initial-exec")));
 
-static struct fr_handle_map comm_map;    /* MPI_Comm -> comm index + 1 */
+static struct fr_handle_map comm_map;    /* MPI_Comm -> comm index + 1, or NOT_TRACKED */
 static struct fr_handle_map request_map; /* MPI_Request -> ring record + 1 */
-static uint32_t anon_count;
+static struct fr_handle_map anon_map;    /* member-list hash -> communicators seen */
+
+/* A communicator the agent could not register (table full): remembered,
+ * so that its calls pass straight through instead of retrying each time. */
+#define NOT_TRACKED UINT64_MAX
 
 /* Predefined datatypes and reductions, resolved once MPI is initialised. */
 struct mpi_name {
@@ -169,9 +174,8 @@ static struct fr_comm_rec *learn_comm(MPI_Comm comm, const char *id, const char 
 	if (!members || PMPI_Comm_rank(comm, &rank) != MPI_SUCCESS)
 		goto out;
 	c = fr_comm_register(id, desc, (uint32_t)rank, (uint32_t)size, members);
-	if (c)
-		fr_handles_put(&comm_map, (uintptr_t)comm, (uint64_t)c->index + 1);
 out:
+	fr_handles_put(&comm_map, (uintptr_t)comm, c ? (uint64_t)c->index + 1 : NOT_TRACKED);
 	free(members);
 	return c;
 }
@@ -186,19 +190,20 @@ static struct fr_comm_rec *learn_anonymous(MPI_Comm comm)
 {
 	char id[FR_COMM_ID_MAX + 1];
 	uint32_t *members;
-	uint64_t h = UINT64_C(0xcbf29ce484222325);
+	uint64_t h, n;
 	int size;
 
 	members = members_of(comm, &size);
-	if (!members)
+	if (!members) {
+		fr_handles_put(&comm_map, (uintptr_t)comm, NOT_TRACKED);
 		return NULL;
-	for (int i = 0; i < size; i++) {
-		h ^= members[i];
-		h *= UINT64_C(0x100000001b3);
 	}
+	h = fr_fnv1a(FR_FNV_INIT, members, (size_t)size * sizeof(*members));
 	free(members);
-	snprintf(id, sizeof(id), "anon-%08x-%u", (unsigned)(h ^ (h >> 32)),
-		 __atomic_add_fetch(&anon_count, 1, __ATOMIC_RELAXED));
+	h |= 1; /* never 0, which the map reserves */
+	n = fr_handles_get(&anon_map, (uintptr_t)h) + 1;
+	fr_handles_put(&anon_map, (uintptr_t)h, n);
+	snprintf(id, sizeof(id), "anon-%016llx-%llu", (unsigned long long)h, (unsigned long long)n);
 	return learn_comm(comm, id, "communicator made outside the hooked calls");
 }
 
@@ -206,6 +211,8 @@ static struct fr_comm_rec *comm_of(MPI_Comm comm)
 {
 	uint64_t v = fr_handles_get(&comm_map, (uintptr_t)comm);
 
+	if (v == NOT_TRACKED)
+		return NULL;
 	if (v)
 		return fr_agent.comms[v - 1];
 	if (comm == MPI_COMM_NULL)
@@ -258,14 +265,39 @@ static void end_nb(struct fr_comm_rec *c, const struct fr_ticket *t, int rc, MPI
 		fr_op_complete(t); /* cannot follow it: never report it as hung */
 }
 
-static void complete_request(uintptr_t handle)
+/*
+ * Requests being completed: the handle and the map value read before the
+ * library call (the call frees the request, and with MPI_THREAD_MULTIPLE
+ * another thread may get the same handle for a new request right after).
+ */
+struct pending {
+	uintptr_t handle;
+	uint64_t value; /* ring record + 1, 0 when not followed */
+};
+
+/* A blocking Wait begins on these: their operations now block the rank. */
+static void mark_waited(const struct pending *p, int n)
 {
-	uint64_t v = fr_handles_take(&request_map, handle);
+	uint64_t now = 0;
+
+	for (int i = 0; i < n; i++) {
+		if (!p[i].value)
+			continue;
+		if (!now)
+			now = fr_ticks();
+		fr_ring_mark_waited(&fr_agent.ring, p[i].value - 1, now);
+	}
+}
+
+static void complete_request(const struct pending *p)
+{
 	struct fr_rec rec;
 
-	if (!v || !fr_ring_read(&fr_agent.ring, v - 1, &rec))
+	if (!p->value || !fr_handles_take_if(&request_map, p->handle, p->value))
 		return;
-	fr_op_complete_record(v - 1, rec.comm, rec.seq, !(rec.flags & FR_REC_P2P));
+	if (!fr_ring_read(&fr_agent.ring, p->value - 1, &rec))
+		return;
+	fr_op_complete_record(p->value - 1, rec.comm, rec.seq, !(rec.flags & FR_REC_P2P));
 }
 
 /*
@@ -273,28 +305,32 @@ static void complete_request(uintptr_t handle)
  * the handles are copied first. A per-thread buffer, grown only for arrays
  * larger than any seen before, keeps the steady state allocation-free.
  */
-static __thread uintptr_t handle_stack[64] __attribute__((tls_model("initial-exec")));
-static __thread uintptr_t *handle_heap __attribute__((tls_model("initial-exec")));
-static __thread int handle_heap_cap __attribute__((tls_model("initial-exec")));
+static __thread struct pending pending_stack[64] __attribute__((tls_model("initial-exec")));
+static __thread struct pending *pending_heap __attribute__((tls_model("initial-exec")));
+static __thread int pending_heap_cap __attribute__((tls_model("initial-exec")));
 
-static uintptr_t *snapshot(int n, const MPI_Request *reqs)
+static struct pending *snapshot(int n, const MPI_Request *reqs)
 {
-	uintptr_t *h = handle_stack;
+	struct pending *p = pending_stack;
 
+	if (n < 0)
+		return NULL;
 	if (n > 64) {
-		if (n > handle_heap_cap) {
-			uintptr_t *grown = realloc(handle_heap, (size_t)n * sizeof(*grown));
+		if (n > pending_heap_cap) {
+			struct pending *grown = realloc(pending_heap, (size_t)n * sizeof(*grown));
 
 			if (!grown)
 				return NULL;
-			handle_heap = grown;
-			handle_heap_cap = n;
+			pending_heap = grown;
+			pending_heap_cap = n;
 		}
-		h = handle_heap;
+		p = pending_heap;
 	}
-	for (int i = 0; i < n; i++)
-		h[i] = (uintptr_t)reqs[i];
-	return h;
+	for (int i = 0; i < n; i++) {
+		p[i].handle = (uintptr_t)reqs[i];
+		p[i].value = p[i].handle ? fr_handles_get(&request_map, p[i].handle) : 0;
+	}
+	return p;
 }
 
 static bool tracking(void)
@@ -318,8 +354,9 @@ static void mpi_start(void)
 	PMPI_Get_library_version(version, &len);
 	version[strcspn(version, ",\n")] = '\0';
 	resolve_names();
-	if (!comm_map.slots && (fr_handles_init(&comm_map, 8192) ||
-				fr_handles_init(&request_map, 16384)))
+	if (!comm_map.slots && (fr_handles_init(&comm_map, 1u << 17) ||
+				fr_handles_init(&request_map, 1u << 14) ||
+				fr_handles_init(&anon_map, 1u << 10)))
 		return;
 	if (fr_agent_start(version, rank, size,
 			   (struct fr_name_table){ dtype_names, NDTYPES },
@@ -349,10 +386,22 @@ HOOK int MPI_Init_thread(int *argc, char ***argv, int required, int *provided)
 	return rc;
 }
 
+/*
+ * MPI_Finalize waits for every rank: it is recorded as a collective on
+ * world, so that ranks blocked in it name the one that never gets there.
+ * The agent stops only once it returns.
+ */
 HOOK int MPI_Finalize(void)
 {
+	struct fr_ticket t;
+	MPI_Comm comm = MPI_COMM_WORLD;
+	struct fr_comm_rec *c = begin(&t, comm, FR_OP_FINALIZE, 0, -1, 0, MPI_DATATYPE_NULL,
+				      MPI_OP_NULL);
+	int rc = PMPI_Finalize();
+
+	end(c, &t);
 	fr_agent_stop();
-	return PMPI_Finalize();
+	return rc;
 }
 
 /* ---- blocking collectives ---- */
@@ -365,6 +414,19 @@ HOOK int MPI_Finalize(void)
 		end(c, &t);                                                    \
 		return rc;                                                     \
 	} while (0)
+
+/*
+ * Whether this rank is the root of a rooted collective. MPI ignores the send
+ * arguments at a gather's root when it uses MPI_IN_PLACE, and the receive
+ * arguments at a scatter's root: an ignored datatype may be anything, so
+ * the hooks describe the data with the arguments MPI reads.
+ */
+static bool at_root(MPI_Comm comm, int root)
+{
+	struct fr_comm_rec *c = tracking() ? comm_of(comm) : NULL;
+
+	return c && (int)c->rank == root;
+}
 
 /* Sum of a per-member count array (v-collectives, reduce_scatter). */
 static uint64_t total(MPI_Comm comm, const int *counts)
@@ -407,8 +469,10 @@ HOOK int MPI_Allreduce(const void *s, void *r, int count, MPI_Datatype dt, MPI_O
 HOOK int MPI_Allgather(const void *s, int sc, MPI_Datatype st, void *r, int rc_,
 		       MPI_Datatype rt, MPI_Comm comm)
 {
-	COLL(FR_OP_ALL_GATHER, -1, (uint64_t)sc, st, MPI_OP_NULL,
-	     PMPI_Allgather(s, sc, st, r, rc_, rt, comm));
+	bool in_place = s == MPI_IN_PLACE;
+
+	COLL(FR_OP_ALL_GATHER, -1, (uint64_t)(in_place ? rc_ : sc), in_place ? rt : st,
+	     MPI_OP_NULL, PMPI_Allgather(s, sc, st, r, rc_, rt, comm));
 }
 
 HOOK int MPI_Allgatherv(const void *s, int sc, MPI_Datatype st, void *r, const int *rcs,
@@ -421,7 +485,9 @@ HOOK int MPI_Allgatherv(const void *s, int sc, MPI_Datatype st, void *r, const i
 HOOK int MPI_Gather(const void *s, int sc, MPI_Datatype st, void *r, int rc_, MPI_Datatype rt,
 		    int root, MPI_Comm comm)
 {
-	COLL(FR_OP_GATHER, root, (uint64_t)sc, st, MPI_OP_NULL,
+	bool root_ = at_root(comm, root);
+
+	COLL(FR_OP_GATHER, root, (uint64_t)(root_ ? rc_ : sc), root_ ? rt : st, MPI_OP_NULL,
 	     PMPI_Gather(s, sc, st, r, rc_, rt, root, comm));
 }
 
@@ -429,35 +495,39 @@ HOOK int MPI_Gatherv(const void *s, int sc, MPI_Datatype st, void *r, const int 
 		     const int *displs, MPI_Datatype rt, int root, MPI_Comm comm)
 {
 	/* Counts differ per rank by design: recorded as 0 (not compared). */
-	COLL(FR_OP_GATHERV, root, 0, st, MPI_OP_NULL,
+	COLL(FR_OP_GATHERV, root, 0, at_root(comm, root) ? rt : st, MPI_OP_NULL,
 	     PMPI_Gatherv(s, sc, st, r, rcs, displs, rt, root, comm));
 }
 
 HOOK int MPI_Scatter(const void *s, int sc, MPI_Datatype st, void *r, int rc_, MPI_Datatype rt,
 		     int root, MPI_Comm comm)
 {
-	COLL(FR_OP_SCATTER, root, (uint64_t)rc_, rt, MPI_OP_NULL,
+	bool root_ = at_root(comm, root);
+
+	COLL(FR_OP_SCATTER, root, (uint64_t)(root_ ? sc : rc_), root_ ? st : rt, MPI_OP_NULL,
 	     PMPI_Scatter(s, sc, st, r, rc_, rt, root, comm));
 }
 
 HOOK int MPI_Scatterv(const void *s, const int *scs, const int *displs, MPI_Datatype st,
 		      void *r, int rc_, MPI_Datatype rt, int root, MPI_Comm comm)
 {
-	COLL(FR_OP_SCATTERV, root, 0, rt, MPI_OP_NULL,
+	COLL(FR_OP_SCATTERV, root, 0, at_root(comm, root) ? st : rt, MPI_OP_NULL,
 	     PMPI_Scatterv(s, scs, displs, st, r, rc_, rt, root, comm));
 }
 
 HOOK int MPI_Alltoall(const void *s, int sc, MPI_Datatype st, void *r, int rc_,
 		      MPI_Datatype rt, MPI_Comm comm)
 {
-	COLL(FR_OP_ALL_TO_ALL, -1, (uint64_t)sc, st, MPI_OP_NULL,
-	     PMPI_Alltoall(s, sc, st, r, rc_, rt, comm));
+	bool in_place = s == MPI_IN_PLACE;
+
+	COLL(FR_OP_ALL_TO_ALL, -1, (uint64_t)(in_place ? rc_ : sc), in_place ? rt : st,
+	     MPI_OP_NULL, PMPI_Alltoall(s, sc, st, r, rc_, rt, comm));
 }
 
 HOOK int MPI_Alltoallv(const void *s, const int *scs, const int *sds, MPI_Datatype st, void *r,
 		       const int *rcs, const int *rds, MPI_Datatype rt, MPI_Comm comm)
 {
-	COLL(FR_OP_ALL_TO_ALLV, -1, 0, st, MPI_OP_NULL,
+	COLL(FR_OP_ALL_TO_ALLV, -1, 0, s == MPI_IN_PLACE ? rt : st, MPI_OP_NULL,
 	     PMPI_Alltoallv(s, scs, sds, st, r, rcs, rds, rt, comm));
 }
 
@@ -527,8 +597,10 @@ HOOK int MPI_Iallreduce(const void *s, void *r, int count, MPI_Datatype dt, MPI_
 HOOK int MPI_Iallgather(const void *s, int sc, MPI_Datatype st, void *r, int rc_,
 			MPI_Datatype rt, MPI_Comm comm, MPI_Request *req)
 {
-	ICOLL(FR_OP_ALL_GATHER, -1, (uint64_t)sc, st, MPI_OP_NULL,
-	      PMPI_Iallgather(s, sc, st, r, rc_, rt, comm, req));
+	bool in_place = s == MPI_IN_PLACE;
+
+	ICOLL(FR_OP_ALL_GATHER, -1, (uint64_t)(in_place ? rc_ : sc), in_place ? rt : st,
+	      MPI_OP_NULL, PMPI_Iallgather(s, sc, st, r, rc_, rt, comm, req));
 }
 
 HOOK int MPI_Iallgatherv(const void *s, int sc, MPI_Datatype st, void *r, const int *rcs,
@@ -541,7 +613,9 @@ HOOK int MPI_Iallgatherv(const void *s, int sc, MPI_Datatype st, void *r, const 
 HOOK int MPI_Igather(const void *s, int sc, MPI_Datatype st, void *r, int rc_, MPI_Datatype rt,
 		     int root, MPI_Comm comm, MPI_Request *req)
 {
-	ICOLL(FR_OP_GATHER, root, (uint64_t)sc, st, MPI_OP_NULL,
+	bool root_ = at_root(comm, root);
+
+	ICOLL(FR_OP_GATHER, root, (uint64_t)(root_ ? rc_ : sc), root_ ? rt : st, MPI_OP_NULL,
 	      PMPI_Igather(s, sc, st, r, rc_, rt, root, comm, req));
 }
 
@@ -549,14 +623,16 @@ HOOK int MPI_Igatherv(const void *s, int sc, MPI_Datatype st, void *r, const int
 		      const int *displs, MPI_Datatype rt, int root, MPI_Comm comm,
 		      MPI_Request *req)
 {
-	ICOLL(FR_OP_GATHERV, root, 0, st, MPI_OP_NULL,
+	ICOLL(FR_OP_GATHERV, root, 0, at_root(comm, root) ? rt : st, MPI_OP_NULL,
 	      PMPI_Igatherv(s, sc, st, r, rcs, displs, rt, root, comm, req));
 }
 
 HOOK int MPI_Iscatter(const void *s, int sc, MPI_Datatype st, void *r, int rc_,
 		      MPI_Datatype rt, int root, MPI_Comm comm, MPI_Request *req)
 {
-	ICOLL(FR_OP_SCATTER, root, (uint64_t)rc_, rt, MPI_OP_NULL,
+	bool root_ = at_root(comm, root);
+
+	ICOLL(FR_OP_SCATTER, root, (uint64_t)(root_ ? sc : rc_), root_ ? st : rt, MPI_OP_NULL,
 	      PMPI_Iscatter(s, sc, st, r, rc_, rt, root, comm, req));
 }
 
@@ -564,22 +640,24 @@ HOOK int MPI_Iscatterv(const void *s, const int *scs, const int *displs, MPI_Dat
 		       void *r, int rc_, MPI_Datatype rt, int root, MPI_Comm comm,
 		       MPI_Request *req)
 {
-	ICOLL(FR_OP_SCATTERV, root, 0, rt, MPI_OP_NULL,
+	ICOLL(FR_OP_SCATTERV, root, 0, at_root(comm, root) ? st : rt, MPI_OP_NULL,
 	      PMPI_Iscatterv(s, scs, displs, st, r, rc_, rt, root, comm, req));
 }
 
 HOOK int MPI_Ialltoall(const void *s, int sc, MPI_Datatype st, void *r, int rc_,
 		       MPI_Datatype rt, MPI_Comm comm, MPI_Request *req)
 {
-	ICOLL(FR_OP_ALL_TO_ALL, -1, (uint64_t)sc, st, MPI_OP_NULL,
-	      PMPI_Ialltoall(s, sc, st, r, rc_, rt, comm, req));
+	bool in_place = s == MPI_IN_PLACE;
+
+	ICOLL(FR_OP_ALL_TO_ALL, -1, (uint64_t)(in_place ? rc_ : sc), in_place ? rt : st,
+	      MPI_OP_NULL, PMPI_Ialltoall(s, sc, st, r, rc_, rt, comm, req));
 }
 
 HOOK int MPI_Ialltoallv(const void *s, const int *scs, const int *sds, MPI_Datatype st,
 			void *r, const int *rcs, const int *rds, MPI_Datatype rt, MPI_Comm comm,
 			MPI_Request *req)
 {
-	ICOLL(FR_OP_ALL_TO_ALLV, -1, 0, st, MPI_OP_NULL,
+	ICOLL(FR_OP_ALL_TO_ALLV, -1, 0, s == MPI_IN_PLACE ? rt : st, MPI_OP_NULL,
 	      PMPI_Ialltoallv(s, scs, sds, st, r, rcs, rds, rt, comm, req));
 }
 
@@ -683,101 +761,113 @@ HOOK int MPI_Irecv(void *buf, int count, MPI_Datatype dt, int source, int tag, M
 
 HOOK int MPI_Wait(MPI_Request *req, MPI_Status *status)
 {
-	uintptr_t h = req ? (uintptr_t)*req : 0;
-	int rc = PMPI_Wait(req, status);
+	struct pending *p = tracking() && req ? snapshot(1, req) : NULL;
+	int rc;
 
-	if (rc == MPI_SUCCESS && h && tracking())
-		complete_request(h);
+	if (p)
+		mark_waited(p, 1);
+	rc = PMPI_Wait(req, status);
+	if (rc == MPI_SUCCESS && p)
+		complete_request(p);
 	return rc;
 }
 
 HOOK int MPI_Test(MPI_Request *req, int *flag, MPI_Status *status)
 {
-	uintptr_t h = req ? (uintptr_t)*req : 0;
+	struct pending *p = tracking() && req ? snapshot(1, req) : NULL;
 	int rc = PMPI_Test(req, flag, status);
 
-	if (rc == MPI_SUCCESS && *flag && h && tracking())
-		complete_request(h);
+	if (rc == MPI_SUCCESS && *flag && p)
+		complete_request(p);
 	return rc;
 }
 
 HOOK int MPI_Waitall(int n, MPI_Request reqs[], MPI_Status statuses[])
 {
-	uintptr_t *h = tracking() ? snapshot(n, reqs) : NULL;
-	int rc = PMPI_Waitall(n, reqs, statuses);
+	struct pending *p = tracking() ? snapshot(n, reqs) : NULL;
+	int rc;
 
-	if (rc == MPI_SUCCESS && h)
+	if (p)
+		mark_waited(p, n);
+	rc = PMPI_Waitall(n, reqs, statuses);
+	if (rc == MPI_SUCCESS && p)
 		for (int i = 0; i < n; i++)
-			complete_request(h[i]);
+			complete_request(&p[i]);
 	return rc;
 }
 
 HOOK int MPI_Testall(int n, MPI_Request reqs[], int *flag, MPI_Status statuses[])
 {
-	uintptr_t *h = tracking() ? snapshot(n, reqs) : NULL;
+	struct pending *p = tracking() ? snapshot(n, reqs) : NULL;
 	int rc = PMPI_Testall(n, reqs, flag, statuses);
 
-	if (rc == MPI_SUCCESS && *flag && h)
+	if (rc == MPI_SUCCESS && *flag && p)
 		for (int i = 0; i < n; i++)
-			complete_request(h[i]);
+			complete_request(&p[i]);
 	return rc;
 }
 
 HOOK int MPI_Waitany(int n, MPI_Request reqs[], int *index, MPI_Status *status)
 {
-	uintptr_t *h = tracking() ? snapshot(n, reqs) : NULL;
-	int rc = PMPI_Waitany(n, reqs, index, status);
+	struct pending *p = tracking() ? snapshot(n, reqs) : NULL;
+	int rc;
 
-	if (rc == MPI_SUCCESS && h && *index != MPI_UNDEFINED && *index >= 0 && *index < n)
-		complete_request(h[*index]);
+	if (p)
+		mark_waited(p, n);
+	rc = PMPI_Waitany(n, reqs, index, status);
+	if (rc == MPI_SUCCESS && p && *index != MPI_UNDEFINED && *index >= 0 && *index < n)
+		complete_request(&p[*index]);
 	return rc;
 }
 
 HOOK int MPI_Testany(int n, MPI_Request reqs[], int *index, int *flag, MPI_Status *status)
 {
-	uintptr_t *h = tracking() ? snapshot(n, reqs) : NULL;
+	struct pending *p = tracking() ? snapshot(n, reqs) : NULL;
 	int rc = PMPI_Testany(n, reqs, index, flag, status);
 
-	if (rc == MPI_SUCCESS && *flag && h && *index != MPI_UNDEFINED && *index >= 0 &&
+	if (rc == MPI_SUCCESS && *flag && p && *index != MPI_UNDEFINED && *index >= 0 &&
 	    *index < n)
-		complete_request(h[*index]);
+		complete_request(&p[*index]);
 	return rc;
 }
 
 HOOK int MPI_Waitsome(int n, MPI_Request reqs[], int *outcount, int indices[],
 		      MPI_Status statuses[])
 {
-	uintptr_t *h = tracking() ? snapshot(n, reqs) : NULL;
-	int rc = PMPI_Waitsome(n, reqs, outcount, indices, statuses);
+	struct pending *p = tracking() ? snapshot(n, reqs) : NULL;
+	int rc;
 
-	if (rc == MPI_SUCCESS && h && *outcount != MPI_UNDEFINED)
+	if (p)
+		mark_waited(p, n);
+	rc = PMPI_Waitsome(n, reqs, outcount, indices, statuses);
+	if (rc == MPI_SUCCESS && p && *outcount != MPI_UNDEFINED)
 		for (int i = 0; i < *outcount; i++)
 			if (indices[i] >= 0 && indices[i] < n)
-				complete_request(h[indices[i]]);
+				complete_request(&p[indices[i]]);
 	return rc;
 }
 
 HOOK int MPI_Testsome(int n, MPI_Request reqs[], int *outcount, int indices[],
 		      MPI_Status statuses[])
 {
-	uintptr_t *h = tracking() ? snapshot(n, reqs) : NULL;
+	struct pending *p = tracking() ? snapshot(n, reqs) : NULL;
 	int rc = PMPI_Testsome(n, reqs, outcount, indices, statuses);
 
-	if (rc == MPI_SUCCESS && h && *outcount != MPI_UNDEFINED)
+	if (rc == MPI_SUCCESS && p && *outcount != MPI_UNDEFINED)
 		for (int i = 0; i < *outcount; i++)
 			if (indices[i] >= 0 && indices[i] < n)
-				complete_request(h[indices[i]]);
+				complete_request(&p[indices[i]]);
 	return rc;
 }
 
 /* An abandoned request can no longer be followed: stop reporting it. */
 HOOK int MPI_Request_free(MPI_Request *req)
 {
-	uintptr_t h = req ? (uintptr_t)*req : 0;
+	struct pending *p = tracking() && req ? snapshot(1, req) : NULL;
 	int rc = PMPI_Request_free(req);
 
-	if (rc == MPI_SUCCESS && h && tracking())
-		complete_request(h);
+	if (rc == MPI_SUCCESS && p)
+		complete_request(p);
 	return rc;
 }
 

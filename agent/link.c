@@ -19,8 +19,10 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 #include <uv.h>
 
+#include "../protocol/hash.h"
 #include "dumper.h"
 
 #define TICK_MS 100
@@ -51,7 +53,8 @@ struct link {
 	uint64_t last_heartbeat_ms;
 	uint8_t *rbuf;
 	size_t rlen, rcap;
-	uint32_t comms_sent;
+	uint32_t comms_seen;              /* comms considered for announcing */
+	bool announced[FR_MAX_COMMS];     /* on this connection */
 	uint64_t sent_entered[FR_MAX_COMMS];
 	uint64_t sent_completed[FR_MAX_COMMS];
 	uint64_t inflight_sig;
@@ -145,43 +148,60 @@ static void send_hello(void)
 	SEND_MSG(hello, &h, false);
 }
 
+/*
+ * Communicators of one member (MPI_COMM_SELF) cannot hang across ranks and
+ * would only crowd the daemon's tables: they stay in dumps, not on the
+ * wire.
+ */
+static bool worth_announcing(const struct fr_comm_rec *c)
+{
+	return c->size > 1;
+}
+
+/* Sends a COMM for each communicator registered since the last call. A
+ * communicator is named in PROGRESS only once announced. */
 static void announce_comms(void)
 {
 	uint32_t n = __atomic_load_n(&fr_agent.ncomms, __ATOMIC_ACQUIRE);
 
-	for (; L.comms_sent < n; L.comms_sent++) {
+	for (; L.comms_seen < n; L.comms_seen++) {
 		const struct fr_comm_rec *c =
-			__atomic_load_n(&fr_agent.comms[L.comms_sent], __ATOMIC_ACQUIRE);
+			__atomic_load_n(&fr_agent.comms[L.comms_seen], __ATOMIC_ACQUIRE);
 		struct fr_msg_comm m;
 
 		if (!c)
 			break; /* registered but not yet published */
+		if (!worth_announcing(c))
+			continue;
 		memset(&m, 0, sizeof(m));
 		memcpy(m.id, c->id, sizeof(m.id));
 		memcpy(m.desc, c->desc, sizeof(m.desc));
 		m.rank = c->rank;
 		m.size = c->size;
 		m.members = c->members;
-		SEND_MSG(comm, &m, false);
+		if (SEND_MSG(comm, &m, false) == 0)
+			L.announced[c->index] = true;
 	}
 }
 
-static int32_t global_rank(const struct fr_comm_rec *c, int32_t peer)
+static bool announced(uint16_t index)
 {
-	return peer >= 0 && (uint32_t)peer < c->size ? (int32_t)c->members[peer] : -1;
+	return index < L.comms_seen && L.announced[index];
 }
 
 /*
  * Collects the operations in flight (oldest first) from the ring. Returns
- * how many; `sig` receives a signature of the set, to send only changes.
+ * how many; `sig` receives a signature of the set, to send only changes,
+ * and `oldest_record` the record id + 1 of the oldest one that blocks the
+ * rank (0: none does).
  */
 static uint32_t scan_inflight(struct fr_wire_inflight *out, uint32_t max, uint64_t now_ns,
-			      uint64_t *sig, uint64_t *oldest_record)
+			      bool only_announced, uint64_t *sig, uint64_t *oldest_record)
 {
 	const struct fr_ring *r = &fr_agent.ring;
 	uint64_t head = fr_ring_head(r);
 	uint64_t first = head > r->capacity ? head - r->capacity : 0;
-	uint64_t h = UINT64_C(0xcbf29ce484222325);
+	uint64_t h = FR_FNV_INIT;
 	uint32_t n = 0;
 
 	*oldest_record = 0;
@@ -189,29 +209,33 @@ static uint32_t scan_inflight(struct fr_wire_inflight *out, uint32_t max, uint64
 		struct fr_rec rec;
 		const struct fr_comm_rec *c;
 		struct fr_wire_inflight *f;
-		uint64_t entered;
+		uint64_t since;
 
-		if (!fr_ring_read(r, id, &rec) || rec.state != FR_STATE_ENTERED)
+		if (!fr_ring_read(r, id, &rec) || rec.state != FR_STATE_ENTERED ||
+		    (only_announced && !announced(rec.comm)) || !fr_agent.comms[rec.comm])
 			continue;
 		c = fr_agent.comms[rec.comm];
-		if (!c)
-			continue;
-		if (n == 0)
-			*oldest_record = id + 1;
 		f = &out[n++];
 		memset(f, 0, sizeof(*f));
 		memcpy(f->comm, c->id, sizeof(f->comm));
 		f->type = rec.type;
 		f->is_p2p = !!(rec.flags & FR_REC_P2P);
-		f->peer = global_rank(c, rec.peer);
+		if (rec.flags & FR_REC_NONBLOCKING)
+			f->flags |= FR_WIRE_INFLIGHT_NONBLOCKING;
+		if (rec.flags & FR_REC_WAITED)
+			f->flags |= FR_WIRE_INFLIGHT_WAITED;
+		f->peer = fr_comm_global_rank(c, rec.peer);
 		f->seq = rec.seq;
 		f->count = rec.count;
 		f->bytes = rec.count * rec.dtype_size;
-		if (rec.dtype < fr_agent.dtypes.n)
-			snprintf(f->dtype, sizeof(f->dtype), "%s", fr_agent.dtypes.names[rec.dtype]);
-		entered = fr_ticks_to_ns(rec.t_entered);
-		f->age_ms = now_ns > entered ? (now_ns - entered) / 1000000u : 0;
-		h = (h ^ id) * UINT64_C(0x100000001b3);
+		snprintf(f->dtype, sizeof(f->dtype), "%s", fr_name(&fr_agent.dtypes, rec.dtype));
+		/* A waited non-blocking op blocks the rank since its Wait began. */
+		since = fr_ticks_to_ns(rec.t_waited ? rec.t_waited : rec.t_entered);
+		f->age_ms = now_ns > since ? (now_ns - since) / 1000000u : 0;
+		if (!*oldest_record && (!(rec.flags & FR_REC_NONBLOCKING) || rec.t_waited))
+			*oldest_record = id + 1;
+		h = fr_fnv1a(h, &id, sizeof(id));
+		h = fr_fnv1a(h, &f->flags, sizeof(f->flags));
 	}
 	*sig = h ^ n;
 	return n;
@@ -226,13 +250,14 @@ static void send_progress(bool force)
 	uint64_t sig, oldest;
 	uint32_t nc = 0;
 
-	if (n > L.comms_sent)
-		n = L.comms_sent; /* never report a comm the daemon does not know */
 	for (uint32_t i = 0; i < n; i++) {
 		const struct fr_comm_rec *c = fr_agent.comms[i];
-		uint64_t e = __atomic_load_n(&c->coll_entered, __ATOMIC_RELAXED);
-		uint64_t d = __atomic_load_n(&c->coll_completed, __ATOMIC_RELAXED);
+		uint64_t e, d;
 
+		if (!announced((uint16_t)i))
+			continue; /* never report a comm the daemon does not know */
+		e = __atomic_load_n(&c->coll_entered, __ATOMIC_RELAXED);
+		d = __atomic_load_n(&c->coll_completed, __ATOMIC_RELAXED);
 		if (!force && e == L.sent_entered[i] && d == L.sent_completed[i])
 			continue;
 		memcpy(comms[nc].comm, c->id, sizeof(comms[nc].comm));
@@ -242,7 +267,7 @@ static void send_progress(bool force)
 	}
 	m.ncomms = nc;
 	m.comms = comms;
-	m.ninflight = scan_inflight(inflight, MAX_INFLIGHT, fr_now_ns(), &sig, &oldest);
+	m.ninflight = scan_inflight(inflight, MAX_INFLIGHT, fr_now_ns(), true, &sig, &oldest);
 	m.inflight = inflight;
 	if (!force && nc == 0 && sig == L.inflight_sig)
 		return;
@@ -287,33 +312,31 @@ static void upload(const char *incident, const char *buf, size_t len)
 	} while (off < len);
 }
 
+/*
+ * Writes this rank's dump: uploaded first (the daemon's deadline is
+ * running), then kept in FLIGHTREC_DUMP_DIR, whose file system may be slow.
+ * With no dump to send, an empty upload tells the daemon not to wait for
+ * this rank until its deadline.
+ */
 static void dump(const char *incident, const char *reason)
 {
 	char *buf = NULL;
 	size_t len = 0;
 	char path[1024];
-	int rc = fr_dumper_write(incident, reason, &buf, &len, path, sizeof(path));
+	int rc = fr_dumper_serialize(incident, reason, &buf, &len);
 
-	if (rc < 0)
-		fprintf(stderr, "flightrec: rank %u: local dump %s not written: %s\n",
-			fr_agent.id.rank, path, strerror(-rc));
-	/* With no dump to send, an empty upload tells the daemon not to wait
-	 * for this rank until its deadline. */
 	if (L.state == LINK_UP)
 		upload(incident, buf, buf ? len : 0);
+	if (!rc) {
+		rc = fr_dumper_save(incident, buf, len, path, sizeof(path));
+		if (rc)
+			fprintf(stderr, "flightrec: rank %u: local dump %s not written: %s\n",
+				fr_agent.id.rank, path, strerror(-rc));
+	} else {
+		fprintf(stderr, "flightrec: rank %u: dump for %s not built: %s\n",
+			fr_agent.id.rank, incident, strerror(-rc));
+	}
 	free(buf);
-}
-
-/* An incident id from the daemon names a directory: accept only safe ones. */
-static bool safe_name(const char *s)
-{
-	if (!*s || *s == '.')
-		return false;
-	for (; *s; s++)
-		if (!((*s >= 'a' && *s <= 'z') || (*s >= 'A' && *s <= 'Z') ||
-		      (*s >= '0' && *s <= '9') || *s == '-' || *s == '_' || *s == '.'))
-			return false;
-	return true;
 }
 
 /* A dump the application asked for: its own incident, per rank. */
@@ -401,7 +424,8 @@ static int handle_frame(const struct fr_wire_header *h, const uint8_t *payload)
 	rc = fr_wire_dump_request_decode(payload, h->length, &req);
 	if (rc < 0)
 		return rc;
-	if (!safe_name(req.incident))
+	/* The incident id names a directory: accept only safe ones. */
+	if (!fr_wire_valid_name(req.incident))
 		return -EPROTO;
 	dump(req.incident, req.reason);
 	return 0;
@@ -447,7 +471,8 @@ static void on_connected(uv_connect_t *req, int status)
 	}
 	L.state = LINK_UP;
 	L.backoff_ms = BACKOFF_MIN_MS;
-	L.comms_sent = 0;
+	L.comms_seen = 0;
+	memset(L.announced, 0, sizeof(L.announced));
 	memset(L.sent_entered, 0, sizeof(L.sent_entered));
 	memset(L.sent_completed, 0, sizeof(L.sent_completed));
 	L.inflight_sig = 0;
@@ -523,19 +548,27 @@ static bool parse_addr(const char *addr)
 
 static void local_watchdog(void)
 {
-	static struct fr_wire_inflight one;
+	static struct fr_wire_inflight ops[MAX_INFLIGHT];
+	const struct fr_wire_inflight *stuck = NULL;
 	uint64_t sig, oldest;
+	uint32_t n;
 	char incident[FR_INCIDENT_MAX + 1], reason[FR_REASON_MAX + 1];
 
-	if (L.state == LINK_UP || !scan_inflight(&one, 1, fr_now_ns(), &sig, &oldest))
+	if (L.state == LINK_UP)
 		return;
-	if ((double)one.age_ms < fr_agent.cfg.timeout_s * 1000 || oldest == L.local_dumped)
+	n = scan_inflight(ops, MAX_INFLIGHT, fr_now_ns(), false, &sig, &oldest);
+	for (uint32_t i = 0; i < n && !stuck; i++)
+		if (!(ops[i].flags & FR_WIRE_INFLIGHT_NONBLOCKING) ||
+		    (ops[i].flags & FR_WIRE_INFLIGHT_WAITED))
+			stuck = &ops[i];
+	if (!stuck || (double)stuck->age_ms < fr_agent.cfg.timeout_s * 1000 ||
+	    oldest == L.local_dumped)
 		return;
 	L.local_dumped = oldest;
-	watchdog_incident_id(incident, sizeof(incident), &one);
+	watchdog_incident_id(incident, sizeof(incident), stuck);
 	snprintf(reason, sizeof(reason), "local watchdog: %s #%llu on %s in flight for %llu ms",
-		 fr_op_name(one.type), (unsigned long long)one.seq, one.comm,
-		 (unsigned long long)one.age_ms);
+		 fr_op_name(stuck->type), (unsigned long long)stuck->seq, stuck->comm,
+		 (unsigned long long)stuck->age_ms);
 	fprintf(stderr, "flightrec: rank %u: %s; no daemon reachable, dumping locally\n",
 		fr_agent.id.rank, reason);
 	dump(incident, reason);
@@ -659,7 +692,9 @@ int fr_link_start(void)
 	uv_timer_init(&L.loop, &L.tick);
 	uv_timer_init(&L.loop, &L.retry);
 	uv_timer_start(&L.tick, on_tick, TICK_MS, TICK_MS);
-	start_connect();
+	/* The first connection attempt (which may resolve a host name) runs
+	 * on the link thread, never in the application's MPI_Init. */
+	uv_timer_start(&L.retry, on_retry, 0, 0);
 	/* The application's signal handlers must never run on our thread. */
 	sigfillset(&all);
 	pthread_sigmask(SIG_SETMASK, &all, &old);
@@ -707,4 +742,24 @@ int fr_link_request_dump(const char *reason)
 	pthread_mutex_unlock(&L.lock);
 	uv_async_send(&L.wake);
 	return 0;
+}
+
+void fr_link_forget_in_child(void)
+{
+	/* The child must not hold the parent's connection open: when the
+	 * parent dies, the daemon should see the disconnect at once. */
+	if (L.state == LINK_UP || L.state == LINK_CONNECTING) {
+		uv_os_fd_t fd;
+
+		if (uv_fileno((uv_handle_t *)&L.tcp, &fd) == 0)
+			close(fd);
+	}
+	if (L.running) {
+		int fd = uv_backend_fd(&L.loop);
+
+		if (fd >= 0)
+			close(fd);
+	}
+	L.running = false;
+	L.state = LINK_IDLE;
 }

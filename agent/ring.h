@@ -21,6 +21,7 @@
 /* Flags of a record. */
 #define FR_REC_P2P 0x1u
 #define FR_REC_NONBLOCKING 0x2u
+#define FR_REC_WAITED 0x4u  /* non-blocking, and a thread now blocks in a Wait on it */
 
 /* What a hook knows about an operation when it enters it. */
 struct fr_rec {
@@ -29,6 +30,7 @@ struct fr_rec {
 	uint64_t count;
 	uint64_t t_entered;   /* fr_ticks() when entered */
 	uint64_t t_completed; /* fr_ticks() when completed, 0 before */
+	uint64_t t_waited;    /* fr_ticks() when a Wait on it began (entered, waited), else 0 */
 	uint16_t comm;      /* index in the agent's communicator table */
 	uint8_t type;       /* enum fr_op_type */
 	uint8_t state;      /* enum fr_op_state */
@@ -66,10 +68,17 @@ void fr_ring_destroy(struct fr_ring *r);
 uint64_t fr_ring_push(struct fr_ring *r, struct fr_rec *rec);
 
 /*
- * Marks record `id` completed at `t_ns`. Returns false when the record was
- * already overwritten by newer ones (ring wrap) or is not in entered state.
+ * Marks record `id` completed at tick `t`. Returns false when the record
+ * was already overwritten by newer ones (ring wrap) or is not entered.
  */
-bool fr_ring_complete(struct fr_ring *r, uint64_t id, uint64_t t_ns);
+bool fr_ring_complete(struct fr_ring *r, uint64_t id, uint64_t t);
+
+/*
+ * Marks the entered non-blocking record `id` as waited on since tick `t`
+ * (a thread entered a blocking Wait on it). Returns false when the record
+ * was overwritten, is completed or is already marked.
+ */
+bool fr_ring_mark_waited(struct fr_ring *r, uint64_t id, uint64_t t);
 
 /*
  * Copies record `id` into `out` if it is still in the ring and not being

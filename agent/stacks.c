@@ -31,6 +31,9 @@
 #define MAX_FRAMES 64
 #define MAX_THREADS 1024
 #define ANSWER_WAIT_MS 200
+/* All threads together: past this, the rest are listed without frames, so
+ * that the dump reaches the daemon within its deadline. */
+#define TOTAL_WAIT_MS 1000
 #define NAME_MAX_LEN 128
 
 /* One thread's stack as the unwinder saw it: instruction pointers. */
@@ -53,6 +56,14 @@ static struct {
 	pid_t target;            /* atomic */
 	struct raw_stack stack;  /* written by the claiming handler */
 } req;
+
+static uint64_t mono_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
 
 static pid_t my_tid(void)
 {
@@ -164,9 +175,30 @@ static void thread_name(pid_t tid, char *out, size_t len)
 	fclose(f);
 }
 
-/* Asks thread `tid` for its stack into `out`. Returns false when it did
- * not answer in time. */
-static bool ask_thread(pid_t tid, int signo, struct raw_stack *out)
+/*
+ * True when thread `tid` blocks signal `signo` (CUDA and other library
+ * helper threads often block every signal): asking it would only wait.
+ */
+static bool blocks_signal(pid_t tid, int signo)
+{
+	char path[64], line[256];
+	unsigned long long mask = 0;
+	bool found = false;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/proc/self/task/%d/status", (int)tid);
+	f = fopen(path, "re");
+	if (!f)
+		return true; /* gone, or unknowable: do not wait for it */
+	while (!found && fgets(line, sizeof(line), f))
+		found = sscanf(line, "SigBlk: %llx", &mask) == 1;
+	fclose(f);
+	return found && signo <= 64 && (mask >> (signo - 1)) & 1;
+}
+
+/* Asks thread `tid` for its stack into `out`, waiting at most `budget_ms`.
+ * Returns false when it did not answer in time. */
+static bool ask_thread(pid_t tid, int signo, int budget_ms, struct raw_stack *out)
 {
 	static uint64_t number;
 	struct timespec pause = { 0, 1000000 };
@@ -176,7 +208,7 @@ static bool ask_thread(pid_t tid, int signo, struct raw_stack *out)
 	__atomic_store_n(&req.state, waiting, __ATOMIC_RELEASE);
 	if (syscall(SYS_tgkill, getpid(), tid, signo) != 0)
 		return false;
-	for (int waited = 0; waited < ANSWER_WAIT_MS; waited++) {
+	for (int waited = 0; waited < budget_ms; waited++) {
 		if (__atomic_load_n(&req.state, __ATOMIC_ACQUIRE) == (base | REQ_DONE)) {
 			*out = req.stack;
 			return true;
@@ -196,6 +228,7 @@ static bool ask_thread(pid_t tid, int signo, struct raw_stack *out)
 int fr_stacks_collect(struct fr_trace *t, int signo)
 {
 	static bool installed;
+	int budget_ms = TOTAL_WAIT_MS;
 	struct sigaction sa, old;
 	pid_t self = my_tid();
 	DIR *d;
@@ -228,8 +261,13 @@ int fr_stacks_collect(struct fr_trace *t, int signo)
 		if (tid == self) {
 			th->current = true;
 			unwind_self(&st, false);
-		} else if (!installed || !ask_thread(tid, signo, &st)) {
-			st.n = 0;
+		} else if (installed && budget_ms > 0 && !blocks_signal(tid, signo)) {
+			uint64_t t0 = mono_ms();
+			int wait = budget_ms < ANSWER_WAIT_MS ? budget_ms : ANSWER_WAIT_MS;
+
+			if (!ask_thread(tid, signo, wait, &st))
+				st.n = 0;
+			budget_ms -= (int)(mono_ms() - t0);
 		}
 		rc = name_frames(th, &st);
 		if (rc)

@@ -6,6 +6,7 @@
  */
 #include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <fnmatch.h>
 #include <getopt.h>
 #include <inttypes.h>
@@ -27,6 +28,9 @@
 
 #define PROG "fr-analyze"
 
+/* A *.json file bigger than this that is not named rank-*.json is not read. */
+#define SNIFF_MAX (1ll << 30)
+
 enum {
 	EXIT_VERDICT_OK = 0,
 	EXIT_PROBLEM = 1,
@@ -45,12 +49,13 @@ static const char usage_text[] =
 	"whose \"format\" is \"" FR_DUMP_FORMAT "\". When manifest.json is present, the\n"
 	"job's world size comes from it, and a rank without a usable dump file is\n"
 	"judged from the daemon's live view of it (and its status: unresponsive,\n"
-	"disconnected, finished); otherwise the world size is the largest any dump\n"
-	"states, and a rank without a dump counts as missing.\n"
+	"disconnected, finished); otherwise the world size is the one most dumps\n"
+	"state, and a rank without a dump counts as missing.\n"
 	"\n"
 	"A dump that cannot be read (malformed, unknown format version, I/O error)\n"
 	"is reported on stderr with its file name and left out: that rank is then\n"
 	"treated as having no dump, so that one lost file does not hide the verdict.\n"
+	"So is a dump of a rank outside that world size, or naming such a rank.\n"
 	"Two dumps of the same rank are an error.\n"
 	"\n"
 	"Options:\n"
@@ -73,6 +78,7 @@ struct evidence {
 	size_t cap;
 	bool have_manifest;
 	struct fr_manifest manifest;
+	char *manifest_path;       /* owned, when have_manifest */
 	size_t nbad;               /* dump files left out */
 };
 
@@ -87,6 +93,7 @@ static void evidence_free(struct evidence *ev)
 	free(ev->paths);
 	if (ev->have_manifest)
 		fr_manifest_free(&ev->manifest);
+	free(ev->manifest_path);
 	memset(ev, 0, sizeof(*ev));
 }
 
@@ -124,22 +131,6 @@ static int evidence_add(struct evidence *ev, struct fr_trace *t, char *path)
 	return 0;
 }
 
-/*
- * Whether a *.json file not named rank-*.json is a dump: only its "format"
- * says so. Anything else in the directory (notes, other tools' output) is
- * not ours and is passed over in silence.
- */
-static bool looks_like_dump(const char *path)
-{
-	json_t *root = json_load_file(path, 0, NULL);
-	bool yes;
-
-	yes = root && json_is_string(json_object_get(root, "format")) &&
-	      strcmp(json_string_value(json_object_get(root, "format")), FR_DUMP_FORMAT) == 0;
-	json_decref(root);
-	return yes;
-}
-
 /* A dump file to read, and what became of it. */
 struct dump_file {
 	char *path;            /* owned */
@@ -162,18 +153,54 @@ struct pool {
 
 #define READERS_MAX 16
 
+/*
+ * Reads a *.json file not named rank-*.json into f->t when it is a dump:
+ * only its "format" says so. Anything else in the directory (notes, other
+ * tools' output, files too big to be a dump, text that is not JSON) is not
+ * ours and is passed over in silence (1). The file is parsed once, and the
+ * parsed document is what the dump is read from.
+ */
+static int read_sniffed(struct dump_file *f)
+{
+	json_error_t je;
+	const json_t *format;
+	struct stat st;
+	json_t *root;
+	int fd;
+	int rc;
+
+	fd = open(f->path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return 1;
+	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) || st.st_size > SNIFF_MAX) {
+		close(fd);
+		return 1;
+	}
+	root = json_loadfd(fd, JSON_REJECT_DUPLICATES, &je);
+	close(fd);
+	if (!root)
+		return json_error_code(&je) == json_error_out_of_memory ? -ENOMEM : 1;
+	format = json_object_get(root, "format");
+	if (!json_is_string(format) || strcmp(json_string_value(format), FR_DUMP_FORMAT) != 0) {
+		json_decref(root);
+		return 1;
+	}
+	rc = fr_dump_from_json(root, f->path, f->t, f->err, sizeof(f->err));
+	json_decref(root);
+	return rc;
+}
+
 static void read_one(struct dump_file *f)
 {
-	if (f->sniff && !looks_like_dump(f->path)) {
-		f->rc = 1;
-		return;
-	}
 	f->t = calloc(1, sizeof(*f->t));
 	if (!f->t) {
 		f->rc = -ENOMEM;
 		return;
 	}
-	f->rc = fr_dump_read_file(f->path, f->t, f->err, sizeof(f->err));
+	if (f->sniff)
+		f->rc = read_sniffed(f);
+	else
+		f->rc = fr_dump_read_file(f->path, f->t, f->err, sizeof(f->err));
 	if (f->rc) {
 		free(f->t);
 		f->t = NULL;
@@ -263,6 +290,8 @@ static int read_dir(const char *dir, struct evidence *ev)
 
 			if (rc == 0) {
 				ev->have_manifest = true;
+				ev->manifest_path = path;
+				continue;
 			} else if (rc == -ENOMEM) {
 				free(path);
 				status = EXIT_UNUSABLE;
@@ -320,56 +349,136 @@ out_free:
 	return status;
 }
 
+static int cmp_u32(const void *a, const void *b)
+{
+	uint32_t x = *(const uint32_t *)a;
+	uint32_t y = *(const uint32_t *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+/*
+ * The job's world size: the manifest's when there is one (the daemon took
+ * it from every rank's hello), else the one most dumps state, the larger on
+ * a tie. One stray file (from another run, or corrupt) that claims a bigger
+ * world must not stretch the job to it. Returns 0 when out of memory.
+ */
+static uint32_t agreed_world(const struct evidence *ev)
+{
+	uint32_t *ws;
+	uint32_t best = 0;
+	size_t bestn = 0;
+
+	if (ev->have_manifest)
+		return ev->manifest.world_size;
+	ws = malloc((ev->ndumps ? ev->ndumps : 1) * sizeof(*ws));
+	if (!ws)
+		return 0;
+	for (size_t i = 0; i < ev->ndumps; i++)
+		ws[i] = ev->dumps[i]->world_size;
+	qsort(ws, ev->ndumps, sizeof(*ws), cmp_u32);
+	for (size_t i = 0, j; i < ev->ndumps; i = j) {
+		for (j = i; j < ev->ndumps && ws[j] == ws[i]; j++)
+			;
+		/* Ascending: on a tie the later, larger size wins. */
+		if (j - i >= bestn) {
+			bestn = j - i;
+			best = ws[i];
+		}
+	}
+	free(ws);
+	return best;
+}
+
+/*
+ * Whether trace `t` names a rank outside a world of `world` ranks (as its
+ * own rank or as a member of a communicator); if so, says which in buf.
+ * Such evidence is from another job or corrupt, and the engine would size
+ * its arrays by it.
+ */
+static bool outside_world(const struct fr_trace *t, uint32_t world, char *buf, size_t cap)
+{
+	if (t->rank >= world) {
+		snprintf(buf, cap, "rank %" PRIu32 " is outside the world of %" PRIu32 " ranks",
+			 t->rank, world);
+		return true;
+	}
+	for (size_t i = 0; i < t->ncomms; i++) {
+		const struct fr_comm *c = &t->comms[i];
+
+		for (uint32_t k = 0; c->members && k < c->size; k++) {
+			if (c->members[k] < world)
+				continue;
+			snprintf(buf, cap, "communicator %s lists rank %" PRIu32 ", outside the "
+				 "world of %" PRIu32 " ranks", c->id, c->members[k], world);
+			return true;
+		}
+	}
+	return false;
+}
+
 /*
  * One piece of evidence per rank: its dump, else the manifest's live view.
- * Fills a newly allocated array (the caller frees the array only; traces
- * stay owned by `ev`). Returns 0, or an exit status after printing why.
+ * Evidence outside the job's world is left out with a warning. Fills a
+ * newly allocated array (the caller frees the array only; traces stay owned
+ * by `ev`). Returns 0, or an exit status after printing why.
  */
 static int assemble(struct evidence *ev, const struct fr_trace ***out, size_t *nout,
 		    uint32_t *world)
 {
-	const struct fr_trace **traces;
+	const struct fr_trace **traces = NULL;
+	bool *keep = NULL;
 	size_t n = 0;
 	size_t nmax = ev->ndumps + (ev->have_manifest ? ev->manifest.nranks : 0);
-	uint32_t w = ev->have_manifest ? ev->manifest.world_size : 0;
+	uint32_t w = agreed_world(ev);
+	char why[256];
 
-	/* Duplicates first: two files for one rank mean a mixed-up directory. */
-	for (size_t i = 0; i < ev->ndumps; i++) {
-		for (size_t k = 0; k < i; k++) {
-			if (ev->dumps[k]->rank == ev->dumps[i]->rank) {
-				fprintf(stderr, PROG ": %s: rank %" PRIu32 " is dumped twice (also "
-					"in %s)\n", ev->paths[i], ev->dumps[i]->rank, ev->paths[k]);
-				return EXIT_UNUSABLE;
-			}
-		}
-	}
 	traces = calloc(nmax ? nmax : 1, sizeof(*traces));
-	if (!traces) {
+	keep = calloc(ev->ndumps ? ev->ndumps : 1, sizeof(*keep));
+	if (!traces || !keep || !w) {
 		fprintf(stderr, PROG ": out of memory\n");
-		return EXIT_UNUSABLE;
+		goto out_unusable;
 	}
 	for (size_t i = 0; i < ev->ndumps; i++) {
 		const struct fr_trace *t = ev->dumps[i];
 
-		if (!ev->have_manifest && t->world_size > w)
-			w = t->world_size;
-		if (!ev->have_manifest && t->rank >= w)
-			w = t->rank + 1;
-		if (ev->have_manifest && t->rank >= w)
-			fprintf(stderr, PROG ": %s: rank %" PRIu32 " is outside the manifest's "
-				"world of %" PRIu32 " ranks\n", ev->paths[i], t->rank, w);
+		if (outside_world(t, w, why, sizeof(why))) {
+			fprintf(stderr, PROG ": %s: %s%s; leaving this file out\n", ev->paths[i],
+				why, ev->have_manifest ? " (the manifest's)" : "");
+			continue;
+		}
+		keep[i] = true;
+		if (t->world_size != w)
+			fprintf(stderr, PROG ": %s: world_size %" PRIu32 " is not the job's %"
+				PRIu32 "\n", ev->paths[i], t->world_size, w);
 		if (ev->have_manifest && t->job[0] && ev->manifest.job[0] &&
 		    strcmp(t->job, ev->manifest.job) != 0)
 			fprintf(stderr, PROG ": %s: job \"%s\" is not the manifest's \"%s\"\n",
 				ev->paths[i], t->job, ev->manifest.job);
-		traces[n++] = t;
+	}
+	/* Two files for one rank mean a mixed-up directory. */
+	for (size_t i = 0; i < ev->ndumps; i++) {
+		for (size_t k = 0; keep[i] && k < i; k++) {
+			if (keep[k] && ev->dumps[k]->rank == ev->dumps[i]->rank) {
+				fprintf(stderr, PROG ": %s: rank %" PRIu32 " is dumped twice (also "
+					"in %s)\n", ev->paths[i], ev->dumps[i]->rank, ev->paths[k]);
+				goto out_unusable;
+			}
+		}
+		if (keep[i])
+			traces[n++] = ev->dumps[i];
 	}
 	for (size_t i = 0; ev->have_manifest && i < ev->manifest.nranks; i++) {
 		struct fr_trace *live = &ev->manifest.ranks[i];
 		bool dumped = false;
 
+		if (outside_world(live, w, why, sizeof(why))) {
+			fprintf(stderr, PROG ": %s: ranks[%zu]: %s; leaving it out\n",
+				ev->manifest_path, i, why);
+			continue;
+		}
 		for (size_t k = 0; k < ev->ndumps && !dumped; k++)
-			dumped = ev->dumps[k]->rank == live->rank;
+			dumped = keep[k] && ev->dumps[k]->rank == live->rank;
 		if (dumped)
 			continue;
 		/* It answered, but its file is gone or unreadable: what remains
@@ -378,10 +487,20 @@ static int assemble(struct evidence *ev, const struct fr_trace ***out, size_t *n
 			live->status = FR_RANK_LIVE;
 		traces[n++] = live;
 	}
+	if (!n) {
+		fprintf(stderr, PROG ": no usable dump (every one was left out, see above)\n");
+		goto out_unusable;
+	}
+	free(keep);
 	*out = traces;
 	*nout = n;
 	*world = w;
 	return 0;
+
+out_unusable:
+	free(keep);
+	free(traces);
+	return EXIT_UNUSABLE;
 }
 
 static int report(const struct fr_trace *const *traces, size_t n, uint32_t world, bool json)

@@ -28,13 +28,16 @@
 #include "../dumps/correlate.h"
 #include "../include/flightrec.h"
 
+#define NS_PER_S 1000000000ull
 
 /* Largest world size the daemon accepts; bounds every per-rank table. */
 #define DAEMON_MAX_WORLD (1u << 16)
 /* Jobs kept at once; beyond it, a job with no connected rank is forgotten. */
 #define DAEMON_MAX_JOBS 1024
-/* Communicators per job (and per rank). */
-#define DAEMON_MAX_COMMS 1024
+/* A job with no connected rank and no incident is forgotten after this long. */
+#define DAEMON_JOB_IDLE_NS (600ull * NS_PER_S)
+/* Communicators per job (and per rank); COMMs beyond it are ignored. */
+#define DAEMON_MAX_COMMS 16384
 /* Incident records kept per job; the oldest are forgotten first. */
 #define DAEMON_MAX_INCIDENT_RECORDS 256
 /* What a connection's read buffer shrinks back to between big frames. */
@@ -45,8 +48,6 @@
 #define DAEMON_HEALTH_MAX_AGE_NS (2ull * 1000000000ull)
 #define DAEMON_TICK_MS 100
 #define DAEMON_WATCHDOG_MS 100
-
-#define NS_PER_S 1000000000ull
 
 struct MHD_Daemon;
 struct conn;
@@ -69,11 +70,22 @@ struct daemon_metrics {
 	uint64_t frames_received;
 	uint64_t frames_rejected;
 	uint64_t connections_rejected;
+	uint64_t comms_dropped;
 	uint64_t incidents;
 	uint64_t dumps_received;
 	uint64_t dumps_invalid;
 	uint64_t dumps_rejected;
 	uint64_t incident_write_errors;
+};
+
+/*
+ * An open-addressing index over an array of structs whose first member is
+ * their id string: each slot holds an array index + 1, 0 when empty; `cap`
+ * is a power of two at least twice the entries, or 0 before the first.
+ */
+struct id_index {
+	uint32_t *slots;
+	size_t cap;
 };
 
 /* A rank's membership of a communicator and its progress on it. */
@@ -85,11 +97,26 @@ struct rank_comm {
 	uint64_t last_completed;
 };
 
-/* One operation in flight on a rank, as the last PROGRESS frame listed it. */
+/*
+ * One operation in flight on a rank, as the last PROGRESS frame listed it
+ * (its type FR_OP_UNKNOWN when this build does not know it).
+ */
 struct rank_op {
 	struct fr_wire_inflight w;
-	uint64_t entered_ns;    /* CLOCK_REALTIME: receive time - age */
+	/* CLOCK_REALTIME, receive time - age: when a blocking op was entered or
+	 * a waited one's wait began; a posted one's entry. */
+	uint64_t entered_ns;
 };
+
+/*
+ * True when the op holds the rank: a blocking one, or a non-blocking one
+ * the rank waits on. Only those can time out or wait on a lost rank.
+ */
+static inline bool rank_op_blocks(const struct rank_op *op)
+{
+	return !(op->w.flags & FR_WIRE_INFLIGHT_NONBLOCKING) ||
+	       (op->w.flags & FR_WIRE_INFLIGHT_WAITED);
+}
 
 /* What a person (and /v1/jobs/<job>) calls a rank's state. */
 enum rank_state {
@@ -106,14 +133,18 @@ struct job_rank {
 	bool finished;              /* said BYE */
 	bool disconnected;          /* lost its connection without BYE */
 	bool silence_logged;        /* "unresponsive" was logged for this silence */
+	bool refusal_logged;        /* a second process claiming it was logged */
 	uint64_t last_seen_mono;    /* monotonic ns of its last frame */
 	uint64_t disconnected_mono;
 	uint32_t pid;
 	char host[FR_HOST_MAX + 1];
 	char comm_lib[FR_LIBVER_MAX + 1];
+	uint32_t ring_capacity;     /* from HELLO */
+	uint64_t start_ns;          /* agent start, CLOCK_REALTIME, from HELLO */
 	size_t ncomms;
 	size_t comms_cap;
 	struct rank_comm *comms;
+	struct id_index comms_index;
 	size_t nops;
 	struct rank_op *ops;
 };
@@ -147,9 +178,12 @@ struct job {
 	uint32_t nknown;
 	uint32_t nconnected;
 	uint64_t touched_mono;      /* last HELLO; picks the job to forget */
+	uint64_t idle_since_mono;   /* when nconnected last became 0 */
 	size_t ncomms;
 	size_t comms_cap;
 	struct job_comm *comms;
+	struct id_index comms_index;
+	bool comms_dropped_logged;  /* the COMM limit was logged for this job */
 	size_t nrecords;
 	struct incident_record *records; /* oldest first */
 	struct incident *active;    /* being collected, at most one */
@@ -164,7 +198,8 @@ struct job {
 struct upload {
 	bool active;
 	char incident[FR_INCIDENT_MAX + 1];
-	uint8_t *data;
+	uint8_t *data;              /* grows with the pieces received */
+	size_t cap;
 	uint64_t total;
 	uint64_t received;
 };
@@ -226,8 +261,6 @@ uint64_t daemon_mono_ns(void);
 int daemon_format_addr(const struct sockaddr *sa, char *buf, size_t cap);
 /* Records the port actually bound (for port 0) in a configured address. */
 void daemon_set_port(struct sockaddr_storage *ss, uint16_t port);
-/* mkdir -p with mode 0755; returns 0 or -errno. */
-int daemon_make_dirs(const char *path);
 void daemon_stop(struct flightrecd *d);
 
 /* server.c */
@@ -238,8 +271,12 @@ void conn_close(struct conn *c);
 int conn_send_dump_request(struct conn *c, const char *incident, const char *reason);
 void conn_drop_upload(struct conn *c);
 
-/* registry.c: frame handlers return 0 or a negative errno and name why. */
-bool registry_valid_job_id(const char *id);
+/*
+ * registry.c: frame handlers return 0 or a negative errno and name why.
+ * registry_hello() returns -EBUSY, with no reason, when another live process
+ * holds the rank: the caller refuses the connection (counted and logged
+ * already) rather than the frame.
+ */
 int registry_hello(struct flightrecd *d, struct conn *c, const struct fr_msg_hello *m,
 		   const char **why);
 int registry_comm(struct conn *c, const struct fr_msg_comm *m, const char **why);
@@ -247,6 +284,8 @@ int registry_progress(struct conn *c, const struct fr_msg_progress *m, const cha
 void registry_bye(struct conn *c);
 void registry_seen(struct conn *c);
 void registry_conn_lost(struct flightrecd *d, struct conn *c);
+/* Forgets jobs idle for DAEMON_JOB_IDLE_NS; the caller holds the lock. */
+void registry_forget_idle(struct flightrecd *d, uint64_t now_mono);
 struct job *registry_job_find(struct flightrecd *d, const char *id);
 struct job_rank *registry_rank(const struct job *job, uint32_t rank);
 const struct job_comm *registry_job_comm(const struct job *job, const char *id);

@@ -114,7 +114,10 @@ static void write_metrics(struct flightrecd *d, FILE *f)
 	metric(f, "frames_rejected_total", "counter",
 	       "Agent frames rejected (the connection was closed).", m->frames_rejected);
 	metric(f, "connections_rejected_total", "counter",
-	       "Agent connections refused over --max-connections.", m->connections_rejected);
+	       "Agent connections refused: over --max-connections, or claiming a rank another live process holds.",
+	       m->connections_rejected);
+	metric(f, "comms_dropped_total", "counter",
+	       "Communicators ignored because their job had too many.", m->comms_dropped);
 	metric(f, "incidents_total", "counter", "Incidents opened.", m->incidents);
 	metric(f, "incidents_open", "gauge", "Incidents being collected.", incidents_open(d));
 	metric(f, "dumps_received_total", "counter", "Complete dumps received.",
@@ -198,8 +201,9 @@ static json_t *inflight_json(const struct fr_trace *t, uint64_t now)
 	for (size_t i = 0; arr && i < t->nops; i++) {
 		const struct fr_op *op = &t->ops[i];
 		json_t *o = fr_op_to_json(op);
-		double waited = now > op->t_entered_ns ?
-					(double)(now - op->t_entered_ns) / NS_PER_S :
+		/* A posted non-blocking op (t_started_ns 0) holds nobody. */
+		double waited = op->t_started_ns && now > op->t_started_ns ?
+					(double)(now - op->t_started_ns) / NS_PER_S :
 					0.0;
 
 		json_object_set_new(o, "waited_s", json_real(waited));
@@ -216,9 +220,10 @@ static json_t *rank_json(const struct flightrecd *d, const struct job_rank *r,
 			     (double)(now_mono - r->last_seen_mono) / NS_PER_S :
 			     0.0;
 
-	return json_pack("{s:I, s:s, s:I, s:s, s:f, s:o, s:o}", "rank", (json_int_t)r->rank,
-			 "host", r->host, "pid", (json_int_t)r->pid, "state",
-			 registry_rank_state_name(s), "last_seen_s_ago", ago, "comms",
+	return json_pack("{s:I, s:s, s:I, s:s, s:f, s:I, s:I, s:o, s:o}", "rank",
+			 (json_int_t)r->rank, "host", r->host, "pid", (json_int_t)r->pid, "state",
+			 registry_rank_state_name(s), "last_seen_s_ago", ago, "ring_capacity",
+			 (json_int_t)r->ring_capacity, "start_ns", (json_int_t)r->start_ns, "comms",
 			 rank_comms_json(r), "inflight", inflight_json(t, now));
 }
 
@@ -272,7 +277,7 @@ static enum MHD_Result handle_job(struct flightrecd *d, struct MHD_Connection *m
 	struct job *job;
 	json_t *doc;
 
-	if (!registry_valid_job_id(id))
+	if (!fr_wire_valid_name(id))
 		return http_error(mc, MHD_HTTP_NOT_FOUND, "invalid job id");
 	pthread_mutex_lock(&d->lock);
 	job = registry_job_find(d, id);

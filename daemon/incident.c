@@ -25,6 +25,8 @@
 
 /* How long to wait before trying again when an incident could not be opened. */
 #define INCIDENT_RETRY_NS (10ull * NS_PER_S)
+/* An upload's first buffer; it doubles as pieces arrive. */
+#define UPLOAD_MIN_CAP (64u << 10)
 
 /* What became of the dump request to one rank. */
 enum incident_answer {
@@ -172,7 +174,7 @@ static int incident_make_dir(struct incident *inc)
 	if ((size_t)snprintf(jobdir, sizeof(jobdir), "%s/%s", d->cfg.dump_dir, inc->job->id) >=
 	    sizeof(jobdir))
 		return -ENAMETOOLONG;
-	err = daemon_make_dirs(jobdir);
+	err = fr_mkdir_p(jobdir);
 	if (err)
 		return err;
 	for (int tries = 0; tries < 1000; tries++) {
@@ -657,14 +659,35 @@ static int upload_start(struct incident *inc, struct conn *c, const struct fr_ms
 			      m->total, max);
 		return -EMSGSIZE;
 	}
-	c->up.data = malloc((size_t)m->total);
-	if (!c->up.data) {
-		upload_reject(inc, c, "out of memory for a dump of %" PRIu64 " bytes", m->total);
-		return -ENOMEM;
-	}
+	/* No buffer yet: it grows with what actually arrives (upload_grow()),
+	 * so that announcing a large total costs a peer nothing. */
 	c->up.active = true;
 	c->up.total = m->total;
 	snprintf(c->up.incident, sizeof(c->up.incident), "%s", inc->id);
+	return 0;
+}
+
+/*
+ * Makes room for `len` more bytes, doubling the buffer, never past the
+ * dump's total (which upload_start() held to --max-dump-size).
+ */
+static int upload_grow(struct upload *up, uint32_t len)
+{
+	size_t need = (size_t)up->received + len;
+	size_t cap = up->cap ? up->cap : UPLOAD_MIN_CAP;
+	uint8_t *data;
+
+	if (need <= up->cap)
+		return 0;
+	while (cap < need)
+		cap *= 2;
+	if (cap > up->total)
+		cap = (size_t)up->total;
+	data = realloc(up->data, cap);
+	if (!data)
+		return -ENOMEM;
+	up->data = data;
+	up->cap = cap;
 	return 0;
 }
 
@@ -701,7 +724,13 @@ void incident_dump_data(struct conn *c, const struct fr_msg_dump_data *m)
 			      m->len, m->offset, m->total, up->received, up->total);
 		return;
 	}
-	memcpy(up->data + up->received, m->data, m->len);
+	if (upload_grow(up, m->len)) {
+		upload_reject(inc, c, "out of memory for %" PRIu64 " bytes of a dump of %" PRIu64,
+			      up->received + m->len, up->total);
+		return;
+	}
+	if (m->len)
+		memcpy(up->data + up->received, m->data, m->len);
 	up->received += m->len;
 	if (up->received == up->total)
 		upload_complete(inc, c);

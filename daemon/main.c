@@ -6,14 +6,12 @@
 #include <errno.h>
 #include <getopt.h>
 #include <inttypes.h>
-#include <limits.h>
 #include <math.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <time.h>
 
 #include "../dumps/dump.h"
@@ -278,27 +276,6 @@ static int parse_options(int argc, char **argv, struct daemon_config *cfg)
 	return 0;
 }
 
-int daemon_make_dirs(const char *path)
-{
-	char buf[PATH_MAX];
-	size_t len = strlen(path);
-
-	if (len >= sizeof(buf))
-		return -ENAMETOOLONG;
-	memcpy(buf, path, len + 1);
-	for (char *p = buf + 1; *p; p++) {
-		if (*p != '/')
-			continue;
-		*p = '\0';
-		if (mkdir(buf, 0755) && errno != EEXIST)
-			return -errno;
-		*p = '/';
-	}
-	if (mkdir(buf, 0755) && errno != EEXIST)
-		return -errno;
-	return 0;
-}
-
 static int write_ports_file(const struct flightrecd *d)
 {
 	char body[64];
@@ -379,7 +356,7 @@ static int run(struct flightrecd *d)
 	char ha[INET6_ADDRSTRLEN + 8];
 	int err;
 
-	err = daemon_make_dirs(d->cfg.dump_dir);
+	err = fr_mkdir_p(d->cfg.dump_dir);
 	if (err) {
 		daemon_log("cannot create dump directory %s: %s", d->cfg.dump_dir, strerror(-err));
 		return 1;

@@ -9,11 +9,18 @@
 #include <assert.h>
 #include <errno.h>
 #include <inttypes.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "../protocol/hash.h"
+
 #define NS_PER_MS 1000000ull
+
+/* The id index reads an entry's id at the start of the entry. */
+_Static_assert(offsetof(struct job_comm, id) == 0, "job_comm id first");
+_Static_assert(offsetof(struct rank_comm, id) == 0, "rank_comm id first");
 
 /* Length of the valid UTF-8 sequence at s, or 0 when it is not one. */
 static size_t utf8_seq(const unsigned char *s)
@@ -66,21 +73,74 @@ static void copy_clean(char *dst, size_t cap, const char *src)
 	}
 }
 
-bool registry_valid_job_id(const char *id)
+/*
+ * The slot of `id` in an index over `base` (entries `stride` bytes apart,
+ * each starting with its id): the slot holding it, or the empty slot where
+ * it would go.
+ */
+static size_t index_slot(const struct id_index *ix, const void *base, size_t stride,
+			 const char *id)
 {
-	size_t n = 0;
+	size_t mask = ix->cap - 1;
+	size_t i = (size_t)fr_fnv1a(FR_FNV_INIT, id, strlen(id)) & mask;
 
-	if (id[0] == '.')
-		return false;
-	for (; id[n]; n++) {
-		char ch = id[n];
-		bool ok = (ch >= 'A' && ch <= 'Z') || (ch >= 'a' && ch <= 'z') ||
-			  (ch >= '0' && ch <= '9') || ch == '.' || ch == '_' || ch == '-';
+	while (ix->slots[i] &&
+	       strcmp((const char *)base + (size_t)(ix->slots[i] - 1) * stride, id) != 0)
+		i = (i + 1) & mask;
+	return i;
+}
 
-		if (!ok || n >= FR_JOB_MAX)
-			return false;
+/* The array index of `id`, or -1. */
+static long index_find(const struct id_index *ix, const void *base, size_t stride,
+		       const char *id)
+{
+	uint32_t k;
+
+	if (!ix->cap)
+		return -1;
+	k = ix->slots[index_slot(ix, base, stride, id)];
+	return k ? (long)k - 1 : -1;
+}
+
+/*
+ * Makes room in the index for entry `n` (the array holds n entries), then
+ * records it; its id must be in place and not indexed yet.
+ */
+static int index_add(struct id_index *ix, const void *base, size_t stride, size_t n)
+{
+	const char *id = (const char *)base + n * stride;
+
+	if ((n + 1) * 2 > ix->cap) {
+		size_t cap = ix->cap ? ix->cap : 16;
+		uint32_t *slots;
+
+		while ((n + 1) * 2 > cap)
+			cap *= 2;
+		slots = calloc(cap, sizeof(*slots));
+		if (!slots)
+			return -ENOMEM;
+		free(ix->slots);
+		ix->slots = slots;
+		ix->cap = cap;
+		for (size_t i = 0; i < n; i++)
+			ix->slots[index_slot(ix, base, stride, (const char *)base + i * stride)] =
+				(uint32_t)i + 1;
 	}
-	return n > 0;
+	ix->slots[index_slot(ix, base, stride, id)] = (uint32_t)n + 1;
+	return 0;
+}
+
+static void index_clear(struct id_index *ix)
+{
+	if (ix->cap)
+		memset(ix->slots, 0, ix->cap * sizeof(*ix->slots));
+}
+
+static void index_free(struct id_index *ix)
+{
+	free(ix->slots);
+	ix->slots = NULL;
+	ix->cap = 0;
 }
 
 struct job *registry_job_find(struct flightrecd *d, const char *id)
@@ -98,10 +158,9 @@ struct job_rank *registry_rank(const struct job *job, uint32_t rank)
 
 const struct job_comm *registry_job_comm(const struct job *job, const char *id)
 {
-	for (size_t i = 0; i < job->ncomms; i++)
-		if (strcmp(job->comms[i].id, id) == 0)
-			return &job->comms[i];
-	return NULL;
+	long i = index_find(&job->comms_index, job->comms, sizeof(*job->comms), id);
+
+	return i < 0 ? NULL : &job->comms[i];
 }
 
 static void rank_free(struct job_rank *r)
@@ -109,6 +168,7 @@ static void rank_free(struct job_rank *r)
 	if (!r)
 		return;
 	free(r->comms);
+	index_free(&r->comms_index);
 	free(r->ops);
 	free(r);
 }
@@ -128,6 +188,8 @@ static void job_reset(struct job *job)
 	job->comms = NULL;
 	job->ncomms = 0;
 	job->comms_cap = 0;
+	index_free(&job->comms_index);
+	job->comms_dropped_logged = false;
 	job->has_last_key = false;
 }
 
@@ -139,6 +201,21 @@ static void job_free(struct job *job)
 	free(job);
 }
 
+static bool job_forgettable(const struct job *job)
+{
+	return !job->nconnected && !job->active;
+}
+
+/* Unlinks *pp (the link to it in the job list) and frees it. */
+static void job_unlink_free(struct flightrecd *d, struct job **pp)
+{
+	struct job *job = *pp;
+
+	*pp = job->next;
+	job_free(job);
+	d->njobs--;
+}
+
 /* Unlinks and frees the least recently greeted job with nobody connected. */
 static bool registry_forget_one(struct flightrecd *d)
 {
@@ -147,19 +224,39 @@ static bool registry_forget_one(struct flightrecd *d)
 
 	for (struct job **pp = &d->jobs; *pp; pp = &(*pp)->next) {
 		job = *pp;
-		if (job->nconnected || job->active)
+		if (!job_forgettable(job))
 			continue;
 		if (!victim || job->touched_mono < (*victim)->touched_mono)
 			victim = pp;
 	}
 	if (!victim)
 		return false;
-	job = *victim;
-	daemon_log("forgetting job %s to make room for a new one", job->id);
-	*victim = job->next;
-	job_free(job);
-	d->njobs--;
+	daemon_log("forgetting job %s to make room for a new one", (*victim)->id);
+	job_unlink_free(d, victim);
 	return true;
+}
+
+/*
+ * Forgets the jobs nobody has been connected to for DAEMON_JOB_IDLE_NS, so
+ * that a stream of one-off job ids (from a bug, or from a hostile client)
+ * does not hold memory until DAEMON_MAX_JOBS of them exist. Their incident
+ * directories stay on disk.
+ */
+void registry_forget_idle(struct flightrecd *d, uint64_t now_mono)
+{
+	struct job **pp = &d->jobs;
+
+	while (*pp) {
+		struct job *job = *pp;
+
+		if (!job_forgettable(job) || now_mono - job->idle_since_mono < DAEMON_JOB_IDLE_NS) {
+			pp = &job->next;
+			continue;
+		}
+		daemon_log("forgetting job %s: no rank connected for %.0f s", job->id,
+			   (double)(now_mono - job->idle_since_mono) / NS_PER_S);
+		job_unlink_free(d, pp);
+	}
 }
 
 static struct job *registry_job_create(struct flightrecd *d, const char *id, uint32_t world,
@@ -178,6 +275,7 @@ static struct job *registry_job_create(struct flightrecd *d, const char *id, uin
 	}
 	snprintf(job->id, sizeof(job->id), "%s", id);
 	job->world_size = world;
+	job->idle_since_mono = daemon_mono_ns();
 	job->next = d->jobs;
 	d->jobs = job;
 	d->njobs++;
@@ -220,14 +318,15 @@ static void conn_unbind(struct conn *c)
 
 	if (r && r->conn == c) {
 		r->conn = NULL;
-		c->job->nconnected--;
+		if (--c->job->nconnected == 0)
+			c->job->idle_since_mono = daemon_mono_ns();
 	}
 	c->job = NULL;
 }
 
 static int hello_check(const struct fr_msg_hello *m, const char **why)
 {
-	if (!registry_valid_job_id(m->job)) {
+	if (!fr_wire_valid_name(m->job)) {
 		*why = "invalid job id";
 		return -EPROTO;
 	}
@@ -270,15 +369,51 @@ static void rank_take_hello(struct job_rank *r, const struct fr_msg_hello *m)
 	/* A new process in this slot starts from scratch; the same process
 	 * reconnecting keeps its progress until it sends it again. */
 	copy_clean(host, sizeof(host), m->host);
-	if (r->pid != m->pid || strcmp(r->host, host) != 0)
+	if (r->pid != m->pid || strcmp(r->host, host) != 0) {
 		r->ncomms = 0;
+		index_clear(&r->comms_index);
+	}
 	r->nops = 0;
 	r->pid = m->pid;
 	memcpy(r->host, host, sizeof(host));
 	copy_clean(r->comm_lib, sizeof(r->comm_lib), m->comm_lib);
+	r->ring_capacity = m->ring_capacity;
+	r->start_ns = m->start_ns;
 	r->finished = false;
 	r->disconnected = false;
 	r->silence_logged = false;
+}
+
+/*
+ * Whether a HELLO for a rank that has a live connection may take it over:
+ * yes for the same process reconnecting, or when the old connection has
+ * gone silent; no for another process while the old one is alive. That is
+ * two jobs under one job id (both fell back to "default", say): letting each
+ * newcomer win would have them disconnect each other forever.
+ */
+static bool hello_may_take_over(const struct flightrecd *d, const struct job_rank *r,
+				const struct fr_msg_hello *m)
+{
+	char host[FR_HOST_MAX + 1];
+	double silent = (double)(daemon_mono_ns() - r->last_seen_mono) / NS_PER_S;
+
+	copy_clean(host, sizeof(host), m->host);
+	if (r->pid == m->pid && strcmp(r->host, host) == 0)
+		return true;
+	return silent > d->cfg.heartbeat_timeout_s;
+}
+
+static void hello_log_refusal(struct job *job, struct job_rank *r, const struct conn *c,
+			      const struct fr_msg_hello *m)
+{
+	char host[FR_HOST_MAX + 1];
+
+	if (r->refusal_logged)
+		return;
+	r->refusal_logged = true;
+	copy_clean(host, sizeof(host), m->host);
+	daemon_log("job %s rank %" PRIu32 ": refusing a connection from %s (host %s pid %" PRIu32 "): the rank is connected from %s (host %s pid %" PRIu32 "); do two jobs share this job id? (logged once)",
+		   job->id, m->rank, c->peer, host, m->pid, r->conn->peer, r->host, r->pid);
 }
 
 int registry_hello(struct flightrecd *d, struct conn *c, const struct fr_msg_hello *m,
@@ -299,6 +434,10 @@ int registry_hello(struct flightrecd *d, struct conn *c, const struct fr_msg_hel
 		*why = "out of memory";
 		return -ENOMEM;
 	}
+	if (r->conn && !hello_may_take_over(d, r, m)) {
+		hello_log_refusal(job, r, c, m);
+		return -EBUSY;
+	}
 	if (r->conn) {
 		struct conn *old = r->conn;
 
@@ -308,6 +447,7 @@ int registry_hello(struct flightrecd *d, struct conn *c, const struct fr_msg_hel
 		conn_close(old);
 	}
 	rank_take_hello(r, m);
+	r->refusal_logged = false;
 	r->conn = c;
 	job->nconnected++;
 	job->touched_mono = daemon_mono_ns();
@@ -340,15 +480,19 @@ void registry_seen(struct conn *c)
 	}
 }
 
+/*
+ * The rank's entry for a communicator of the job, created when first named.
+ * NULL when out of memory: a rank only names communicators of its job, so
+ * it never has more than the job's limit.
+ */
 static struct rank_comm *rank_comm_get(struct job_rank *r, const char *id)
 {
+	long i = index_find(&r->comms_index, r->comms, sizeof(*r->comms), id);
 	struct rank_comm *rc;
 
-	for (size_t i = 0; i < r->ncomms; i++)
-		if (strcmp(r->comms[i].id, id) == 0)
-			return &r->comms[i];
-	if (r->ncomms >= DAEMON_MAX_COMMS)
-		return NULL;
+	if (i >= 0)
+		return &r->comms[i];
+	assert(r->ncomms < DAEMON_MAX_COMMS);
 	if (r->ncomms == r->comms_cap) {
 		size_t cap = r->comms_cap ? r->comms_cap * 2 : 4;
 
@@ -358,9 +502,12 @@ static struct rank_comm *rank_comm_get(struct job_rank *r, const char *id)
 		r->comms = rc;
 		r->comms_cap = cap;
 	}
-	rc = &r->comms[r->ncomms++];
+	rc = &r->comms[r->ncomms];
 	memset(rc, 0, sizeof(*rc));
 	snprintf(rc->id, sizeof(rc->id), "%s", id);
+	if (index_add(&r->comms_index, r->comms, sizeof(*r->comms), r->ncomms))
+		return NULL;
+	r->ncomms++;
 	return rc;
 }
 
@@ -372,8 +519,27 @@ static bool job_comm_same(const struct job_comm *jc, const struct fr_msg_comm *m
 }
 
 /*
+ * A communicator over the job's limit is left out, and with it whatever
+ * PROGRESS says of it, rather than closing the connection: the rank stays
+ * watched on every communicator that fits. (A job whose 1024 ranks each
+ * announced their own MPI_COMM_SELF once filled the table, and every later
+ * rank was disconnected, reconnected and disconnected again.)
+ */
+static void job_comm_drop(struct flightrecd *d, struct job *job, uint32_t rank,
+			  const char *id)
+{
+	d->m.comms_dropped++;
+	if (job->comms_dropped_logged)
+		return;
+	job->comms_dropped_logged = true;
+	daemon_log("job %s has more than %u communicators: ignoring communicator %s of rank %" PRIu32 " and every further one (logged once per job)",
+		   job->id, DAEMON_MAX_COMMS, id, rank);
+}
+
+/*
  * Records a communicator (id and desc already cleaned) in the job's table,
- * replacing a stale entry.
+ * replacing a stale entry. Returns 1 when the table is full and the
+ * communicator was left out.
  */
 static int job_comm_store(struct job *job, const struct fr_msg_comm *m, const char *id,
 			  const char *desc, const char **why)
@@ -384,10 +550,8 @@ static int job_comm_store(struct job *job, const struct fr_msg_comm *m, const ch
 	if (jc && job_comm_same(jc, m, desc))
 		return 0;
 	if (!jc) {
-		if (job->ncomms >= DAEMON_MAX_COMMS) {
-			*why = "too many communicators in the job";
-			return -EPROTO;
-		}
+		if (job->ncomms >= DAEMON_MAX_COMMS)
+			return 1;
 		if (job->ncomms == job->comms_cap) {
 			size_t cap = job->comms_cap ? job->comms_cap * 2 : 4;
 			struct job_comm *comms = realloc(job->comms, cap * sizeof(*comms));
@@ -397,9 +561,12 @@ static int job_comm_store(struct job *job, const struct fr_msg_comm *m, const ch
 			job->comms = comms;
 			job->comms_cap = cap;
 		}
-		jc = &job->comms[job->ncomms++];
+		jc = &job->comms[job->ncomms];
 		memset(jc, 0, sizeof(*jc));
 		snprintf(jc->id, sizeof(jc->id), "%s", id);
+		if (index_add(&job->comms_index, job->comms, sizeof(*job->comms), job->ncomms))
+			goto out_nomem;
+		job->ncomms++;
 	}
 	members = malloc(m->size * sizeof(*members));
 	if (!members)
@@ -440,22 +607,32 @@ int registry_comm(struct conn *c, const struct fr_msg_comm *m, const char **why)
 	copy_clean(id, sizeof(id), m->id);
 	copy_clean(desc, sizeof(desc), m->desc);
 	err = job_comm_store(c->job, m, id, desc, why);
-	if (err)
+	if (err < 0)
 		return err;
+	if (err > 0) {
+		job_comm_drop(c->d, c->job, r->rank, id);
+		return 0;
+	}
 	rc = rank_comm_get(r, id);
 	if (!rc) {
-		*why = "too many communicators on the rank";
-		return -EPROTO;
+		*why = "out of memory";
+		return -ENOMEM;
 	}
 	rc->member_known = true;
 	rc->rank = m->rank;
 	return 0;
 }
 
-static int progress_ops(struct job_rank *r, const struct fr_msg_progress *m, const char **why)
+/*
+ * Keeps the operations in flight on communicators the job knows; those on
+ * one left out over the limit are left out too, as the communicator is.
+ */
+static int progress_ops(const struct job *job, struct job_rank *r,
+			const struct fr_msg_progress *m, const char **why)
 {
 	uint64_t now = daemon_now_ns();
 	struct rank_op *ops = NULL;
+	size_t n = 0;
 
 	if (m->ninflight) {
 		ops = calloc(m->ninflight, sizeof(*ops));
@@ -467,20 +644,22 @@ static int progress_ops(struct job_rank *r, const struct fr_msg_progress *m, con
 	for (uint32_t i = 0; i < m->ninflight; i++) {
 		const struct fr_wire_inflight *w = &m->inflight[i];
 		uint64_t age = w->age_ms > now / NS_PER_MS ? now / NS_PER_MS : w->age_ms;
+		struct rank_op *op = &ops[n];
 
-		if (w->type >= FR_OP__COUNT) {
-			free(ops);
-			*why = "unknown operation type";
-			return -EPROTO;
-		}
-		ops[i].w = *w;
-		copy_clean(ops[i].w.comm, sizeof(ops[i].w.comm), w->comm);
-		copy_clean(ops[i].w.dtype, sizeof(ops[i].w.dtype), w->dtype);
-		ops[i].entered_ns = now - age * NS_PER_MS;
+		op->w = *w;
+		copy_clean(op->w.comm, sizeof(op->w.comm), w->comm);
+		if (!registry_job_comm(job, op->w.comm))
+			continue;
+		/* A newer agent's kind of operation: shown as "unknown". */
+		if (w->type >= FR_OP__COUNT)
+			op->w.type = FR_OP_UNKNOWN;
+		copy_clean(op->w.dtype, sizeof(op->w.dtype), w->dtype);
+		op->entered_ns = now - age * NS_PER_MS;
+		n++;
 	}
 	free(r->ops);
 	r->ops = ops;
-	r->nops = m->ninflight;
+	r->nops = n;
 	return 0;
 }
 
@@ -496,16 +675,18 @@ int registry_progress(struct conn *c, const struct fr_msg_progress *m, const cha
 		struct rank_comm *rc;
 
 		copy_clean(id, sizeof(id), p->comm);
+		/* Not announced, or left out over the limit. */
+		if (!registry_job_comm(c->job, id))
+			continue;
 		rc = rank_comm_get(r, id);
-
 		if (!rc) {
-			*why = "too many communicators on the rank";
-			return -EPROTO;
+			*why = "out of memory";
+			return -ENOMEM;
 		}
 		rc->last_entered = p->last_entered;
 		rc->last_completed = p->last_completed;
 	}
-	return progress_ops(r, m, why);
+	return progress_ops(c->job, r, m, why);
 }
 
 static bool job_all_finished(const struct job *job)
@@ -647,21 +828,6 @@ static int trace_add_comms(const struct job *job, const struct job_rank *r, stru
 	return 0;
 }
 
-static bool op_is_rooted(unsigned type)
-{
-	switch (type) {
-	case FR_OP_BROADCAST:
-	case FR_OP_REDUCE:
-	case FR_OP_GATHER:
-	case FR_OP_GATHERV:
-	case FR_OP_SCATTER:
-	case FR_OP_SCATTERV:
-		return true;
-	default:
-		return false;
-	}
-}
-
 static int trace_add_ops(const struct job_rank *r, struct fr_trace *t)
 {
 	size_t cap = 0;
@@ -679,11 +845,16 @@ static int trace_add_ops(const struct job_rank *r, struct fr_trace *t)
 		op->is_p2p = ro->w.is_p2p != 0;
 		op->seq = ro->w.seq;
 		op->peer = op->is_p2p ? ro->w.peer : -1;
-		op->root = !op->is_p2p && op_is_rooted(ro->w.type) ? ro->w.peer : -1;
+		op->root = !op->is_p2p && fr_op_is_rooted(ro->w.type) ? ro->w.peer : -1;
 		op->count = ro->w.count;
 		op->bytes = ro->w.bytes;
 		snprintf(op->dtype, sizeof(op->dtype), "%s", ro->w.dtype);
+		op->nonblocking = (ro->w.flags & FR_WIRE_INFLIGHT_NONBLOCKING) != 0;
+		op->waited = (ro->w.flags & FR_WIRE_INFLIGHT_WAITED) != 0;
+		/* The wire tells one time: entry, or the start of the wait. For a
+		 * waited op its entry is unknown, and that is the best guess. */
 		op->t_entered_ns = ro->entered_ns;
+		op->t_started_ns = rank_op_blocks(ro) ? ro->entered_ns : 0;
 	}
 	return 0;
 }

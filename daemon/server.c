@@ -157,6 +157,12 @@ static void conn_dispatch(struct conn *c, const struct fr_wire_header *h, const 
 		err = fr_wire_hello_decode(p, h->length, &m);
 		if (!err)
 			err = registry_hello(d, c, &m, &why);
+		if (err == -EBUSY) {
+			/* The frame is fine; the connection is not wanted. */
+			d->m.connections_rejected++;
+			conn_close(c);
+			return;
+		}
 		break;
 	}
 	case FR_MSG_COMM: {

@@ -11,6 +11,8 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "../protocol/hash.h"
+
 /* After a check found the same stuck state again, wait this long to recheck. */
 #define WATCHDOG_RECHECK_NS NS_PER_S
 
@@ -24,7 +26,11 @@ static bool rank_active(const struct job_rank *r)
 	return r && r->conn && !r->finished;
 }
 
-/* (a) The longest wait of any connected rank's operation, over --timeout. */
+/*
+ * (a) The longest wait of any connected rank's operation, over --timeout.
+ * Only operations that hold their rank count: a posted non-blocking one
+ * may rightly stay in flight for the whole run.
+ */
 static bool trigger_timeout(const struct flightrecd *d, const struct job *job, uint64_t now,
 			    struct incident_trigger *t)
 {
@@ -36,11 +42,14 @@ static bool trigger_timeout(const struct flightrecd *d, const struct job *job, u
 
 		if (!rank_active(r))
 			continue;
-		for (size_t k = 0; k < r->nops; k++)
+		for (size_t k = 0; k < r->nops; k++) {
+			if (!rank_op_blocks(&r->ops[k]))
+				continue;
 			if (!worst || r->ops[k].entered_ns < worst->entered_ns) {
 				worst = &r->ops[k];
 				worst_rank = i;
 			}
+		}
 	}
 	if (!worst || seconds_between(worst->entered_ns, now) <= d->cfg.timeout_s)
 		return false;
@@ -87,7 +96,7 @@ static bool trigger_heartbeat(const struct flightrecd *d, struct job *job, uint6
 	return found;
 }
 
-/* The op of another connected rank that waits on `lost`, or NULL. */
+/* The blocking op of another connected rank that waits on `lost`, or NULL. */
 static const struct rank_op *op_waiting_on(const struct job *job, uint32_t lost)
 {
 	for (uint32_t i = 0; i < job->nslots; i++) {
@@ -97,8 +106,11 @@ static const struct rank_op *op_waiting_on(const struct job *job, uint32_t lost)
 			continue;
 		for (size_t k = 0; k < r->nops; k++) {
 			const struct rank_op *op = &r->ops[k];
-			const struct job_comm *jc = registry_job_comm(job, op->w.comm);
+			const struct job_comm *jc;
 
+			if (!rank_op_blocks(op))
+				continue;
+			jc = registry_job_comm(job, op->w.comm);
 			if (op->w.is_p2p && op->w.peer == (int32_t)lost)
 				return op;
 			for (uint32_t m = 0; jc && m < jc->size; m++)
@@ -158,17 +170,6 @@ static bool find_trigger(const struct flightrecd *d, struct job *job, uint64_t n
 	return trigger_disconnect(d, job, now_mono, t);
 }
 
-static uint64_t fnv1a(uint64_t h, const void *p, size_t n)
-{
-	const unsigned char *b = p;
-
-	for (size_t i = 0; i < n; i++) {
-		h ^= b[i];
-		h *= 0x100000001b3ull;
-	}
-	return h;
-}
-
 /*
  * Identifies a stuck state: the verdict kind and the op it is about. Ages,
  * wait times and the culprits are left out, so the same hang seen later
@@ -177,13 +178,13 @@ static uint64_t fnv1a(uint64_t h, const void *p, size_t n)
  */
 static uint64_t verdict_key(const struct fr_verdict *v)
 {
-	uint64_t h = 0xcbf29ce484222325ull;
+	uint64_t h = FR_FNV_INIT;
 	uint32_t kind = (uint32_t)v->kind;
 
-	h = fnv1a(h, &kind, sizeof(kind));
+	h = fr_fnv1a(h, &kind, sizeof(kind));
 	if (v->has_op) {
-		h = fnv1a(h, v->op.comm, strlen(v->op.comm) + 1);
-		h = fnv1a(h, &v->op.seq, sizeof(v->op.seq));
+		h = fr_fnv1a(h, v->op.comm, strlen(v->op.comm) + 1);
+		h = fr_fnv1a(h, &v->op.seq, sizeof(v->op.seq));
 	}
 	return h;
 }
@@ -227,6 +228,7 @@ static void on_watchdog(uv_timer_t *timer)
 	uint64_t now_mono = daemon_mono_ns();
 
 	pthread_mutex_lock(&d->lock);
+	registry_forget_idle(d, now_mono);
 	for (struct job *job = d->jobs; job; job = job->next)
 		watchdog_check_job(d, job, now, now_mono);
 	pthread_mutex_unlock(&d->lock);

@@ -22,6 +22,8 @@
 #define PRINT_CULPRITS_MAX 8
 /* Lines of "who waits in what" in fr_verdict_print(). */
 #define PRINT_WAIT_GROUPS_MAX 16
+/* A culprit's posted, unwaited non-blocking operations listed in the report. */
+#define PRINT_POSTED_MAX 4
 /* Ranks of a cycle spelled out in a deadlock summary. */
 #define SUMMARY_CYCLE_MAX 6
 
@@ -179,6 +181,29 @@ static bool is_p2p(const struct fr_op *op)
 {
 	return op->is_p2p || op->type == FR_OP_SEND || op->type == FR_OP_RECV ||
 	       op->type == FR_OP_SENDRECV;
+}
+
+/*
+ * Whether `op` holds its rank up: in flight and either blocking, or
+ * non-blocking with the rank now blocked in a Wait on it. A non-blocking
+ * operation merely posted does not stop its rank from running on, so a rank
+ * with nothing else in flight does not wait (and may be what others wait
+ * for).
+ */
+static bool op_blocks(const struct fr_op *op)
+{
+	return op->state == FR_STATE_ENTERED && (!op->nonblocking || op->waited);
+}
+
+/*
+ * How long `op` has held its rank up by the trace's time: from the start of
+ * the Wait for a waited non-blocking operation, else from entering it.
+ */
+static uint64_t op_wait_ns(const struct fr_trace *t, const struct fr_op *op)
+{
+	uint64_t since = op->t_started_ns ? op->t_started_ns : op->t_entered_ns;
+
+	return t->time_ns > since ? t->time_ns - since : 0;
 }
 
 /* "all_reduce #11", "send #4 to rank 3", "recv #2 from any rank". */
@@ -630,13 +655,14 @@ static int ctx_build(struct ctx *cx, const struct fr_trace *const *traces, size_
 			if (ci == NONE || comm_note_user(&cx->comms[ci], r) < 0)
 				return -ENOMEM;
 			if (op->state == FR_STATE_ENTERED) {
-				uint64_t age = t->time_ns > op->t_entered_ns ?
-					       t->time_ns - op->t_entered_ns : 0;
+				uint64_t age = op_wait_ns(t, op);
 
+				/* Posted operations stay listed: a peer's
+				 * blocking send may match one of them. */
 				cx->inflight[total_infl++] = op;
 				cx->infl_n[r]++;
 				/* Only a rank that still runs can be said to wait. */
-				if (status_good(t)) {
+				if (status_good(t) && op_blocks(op)) {
 					cx->waits[r] = true;
 					if (age > cx->wait_ns[r])
 						cx->wait_ns[r] = age;
@@ -744,9 +770,20 @@ static void summary_ok(const struct ctx *cx, struct fr_verdict *v)
 	struct line l = { v->summary, sizeof(v->summary), 0 };
 	uint32_t *none = malloc(cx->world * sizeof(*none) + 1);
 	size_t n = 0;
+	size_t posted = 0;
 
-	line_add(&l, "no hang: no rank has an operation in flight (%zu of %" PRIu32
-		 " ranks with evidence", v->nranks_with_evidence, cx->world);
+	for (uint32_t r = 0; r < cx->world; r++)
+		for (uint32_t i = 0; i < cx->infl_n[r]; i++)
+			if (!op_blocks(cx->inflight[cx->infl_off[r] + i]))
+				posted++;
+	if (posted)
+		line_add(&l, "no hang: no rank waits in an operation, %zu non-blocking %s "
+			 "posted and not waited on (%zu of %" PRIu32 " ranks with evidence",
+			 posted, posted == 1 ? "one is" : "ones are", v->nranks_with_evidence,
+			 cx->world);
+	else
+		line_add(&l, "no hang: no rank has an operation in flight (%zu of %" PRIu32
+			 " ranks with evidence", v->nranks_with_evidence, cx->world);
 	for (uint32_t r = 0; none && r < cx->world; r++)
 		if (!cx->by_rank[r] || cx->by_rank[r]->status == FR_RANK_MISSING)
 			none[n++] = r;
@@ -782,7 +819,7 @@ static bool sig_equal(const struct fr_op *a, const struct fr_op *b)
 	if (a->type == FR_OP_COMM_SPLIT || a->type == FR_OP_COMM_DUP ||
 	    a->type == FR_OP_COMM_CREATE)
 		return true;
-	if (a->root != b->root || strcmp(a->redop, b->redop) != 0)
+	if ((fr_op_is_rooted(a->type) && a->root != b->root) || strcmp(a->redop, b->redop) != 0)
 		return false;
 	derived = strcmp(a->dtype, "derived") == 0 || strcmp(b->dtype, "derived") == 0;
 	if (derived)
@@ -802,6 +839,20 @@ static bool group_mismatched(const struct ctx *cx, const struct group *g)
 	return false;
 }
 
+/*
+ * Whether some member still has the group's operation in flight. One that
+ * completed on every rank that recorded it was matched by the library
+ * itself: the signatures the agent recorded may still differ (MPI_IN_PLACE
+ * at a root records no send count), and what completed is no hang's cause.
+ */
+static bool group_in_flight(const struct ctx *cx, const struct group *g)
+{
+	for (uint32_t e = g->head; e != NONE; e = cx->ents[e].next)
+		if (cx->ents[e].op->state == FR_STATE_ENTERED)
+			return true;
+	return false;
+}
+
 static uint32_t find_mismatch(const struct ctx *cx)
 {
 	uint32_t best = NONE;
@@ -810,7 +861,7 @@ static uint32_t find_mismatch(const struct ctx *cx)
 		const struct group *g = &cx->groups[i];
 		const struct group *b;
 
-		if (g->count < 2 || !group_mismatched(cx, g))
+		if (g->count < 2 || !group_in_flight(cx, g) || !group_mismatched(cx, g))
 			continue;
 		if (best == NONE) {
 			best = (uint32_t)i;
@@ -896,9 +947,8 @@ static int verdict_mismatch(const struct ctx *cx, uint32_t gi, struct fr_verdict
 			continue;
 		}
 		same[nsame++] = list[i].rank;
-		if (list[i].op->state == FR_STATE_ENTERED && status_good(t)) {
-			uint64_t age = t->time_ns > list[i].op->t_entered_ns ?
-				       t->time_ns - list[i].op->t_entered_ns : 0;
+		if (op_blocks(list[i].op) && status_good(t)) {
+			uint64_t age = op_wait_ns(t, list[i].op);
 
 			v->waiting[v->nwaiting++] = list[i].rank;
 			if (ns_to_s(age) > v->waited_s)
@@ -1045,7 +1095,7 @@ static int cand_collective(struct ctx *cx, uint32_t gi)
 
 	/* Stuck only when a rank that still runs waits in it. */
 	for (uint32_t e = g->head; e != NONE && !stuck; e = cx->ents[e].next)
-		stuck = cx->ents[e].op->state == FR_STATE_ENTERED &&
+		stuck = op_blocks(cx->ents[e].op) &&
 			status_good(cx->by_rank[cx->ents[e].rank]);
 	if (!stuck)
 		return 0;
@@ -1059,15 +1109,15 @@ static int cand_collective(struct ctx *cx, uint32_t gi)
 		const struct gentry *en = &cx->ents[e];
 		const struct fr_trace *t = cx->by_rank[en->rank];
 
+		/* A rank that only posted it has entered it all the same. */
 		cx->mark[en->rank] = stamp;
-		if (en->op->state != FR_STATE_ENTERED || !status_good(t))
+		if (!op_blocks(en->op) || !status_good(t))
 			continue;
 		/* The chain is descending: the last in-flight one is the lowest rank. */
 		k->op = en->op;
 		k->owner = en->rank;
-		if (t->time_ns > en->op->t_entered_ns &&
-		    t->time_ns - en->op->t_entered_ns > k->wait_ns)
-			k->wait_ns = t->time_ns - en->op->t_entered_ns;
+		if (op_wait_ns(t, en->op) > k->wait_ns)
+			k->wait_ns = op_wait_ns(t, en->op);
 	}
 	for (uint32_t i = 0; i < c->n; i++) {
 		uint32_t m = c->members[i];
@@ -1116,6 +1166,34 @@ static bool p2p_matched(const struct ctx *cx, uint32_t rank, const struct fr_op 
 	return false;
 }
 
+/*
+ * A receive from any source waits for any member of its communicator, so
+ * the members that could send (those not waiting themselves, or that cannot
+ * run: unresponsive, gone, missing) are its blockers. When every other
+ * member waits, none is added and the receive itself is what is stuck.
+ */
+static int any_source_blockers(struct ctx *cx, uint32_t rank, const struct cinfo *c)
+{
+	for (uint32_t i = 0; i < c->n; i++) {
+		uint32_t m = c->members[i];
+		int bad;
+		int rc;
+
+		if (m >= cx->world || m == rank)
+			continue;
+		bad = bad_kind(cx->by_rank[m]);
+		if (bad >= 0)
+			rc = add_blocker(cx, m, (enum blocker_kind)bad);
+		else if (!cx->waits[m])
+			rc = add_blocker(cx, m, BK_NOT_ENTERED);
+		else
+			continue;
+		if (rc < 0)
+			return rc;
+	}
+	return 0;
+}
+
 /* One running rank's p2p op in flight; its peer is what it waits for. */
 static int cand_p2p(struct ctx *cx, uint32_t rank, const struct fr_op *op)
 {
@@ -1132,8 +1210,13 @@ static int cand_p2p(struct ctx *cx, uint32_t rank, const struct fr_op *op)
 	k->comm_id = cx->comms[ci].id;
 	k->op = op;
 	k->owner = rank;
-	k->wait_ns = t->time_ns > op->t_entered_ns ? t->time_ns - op->t_entered_ns : 0;
-	if (op->peer >= 0 && (uint32_t)op->peer < cx->world && (uint32_t)op->peer != rank) {
+	k->wait_ns = op_wait_ns(t, op);
+	if (op->peer < 0) {
+		int rc = any_source_blockers(cx, rank, &cx->comms[ci]);
+
+		if (rc < 0)
+			return rc;
+	} else if ((uint32_t)op->peer < cx->world && (uint32_t)op->peer != rank) {
 		uint32_t p = (uint32_t)op->peer;
 		int bad = bad_kind(cx->by_rank[p]);
 		int rc = 0;
@@ -1186,7 +1269,7 @@ static size_t cand_waiters(const struct ctx *cx, const struct cand *k, uint32_t 
 	for (uint32_t e = cx->groups[k->group].head; e != NONE; e = cx->ents[e].next) {
 		const struct gentry *en = &cx->ents[e];
 
-		if (en->op->state == FR_STATE_ENTERED && status_good(cx->by_rank[en->rank]))
+		if (op_blocks(en->op) && status_good(cx->by_rank[en->rank]))
 			out[n++] = en->rank;
 	}
 	/* Entries chain from the highest rank down. */
@@ -1541,7 +1624,7 @@ static int correlate_hang(struct ctx *cx, struct fr_verdict *v)
 		for (uint32_t i = 0; i < cx->infl_n[r]; i++) {
 			const struct fr_op *op = cx->inflight[cx->infl_off[r] + i];
 
-			if (is_p2p(op)) {
+			if (is_p2p(op) && op_blocks(op)) {
 				rc = cand_p2p(cx, r, op);
 				if (rc < 0)
 					return rc;
@@ -1661,6 +1744,8 @@ static json_t *op_json(const struct fr_op *op, const struct fr_verdict *v)
 	rc |= jset(o, "root", json_integer(op->root));
 	rc |= jset(o, "peer", json_integer(op->peer));
 	rc |= jset(o, "is_p2p", json_boolean(is_p2p(op)));
+	rc |= jset(o, "nonblocking", json_boolean(op->nonblocking));
+	rc |= jset(o, "waited", json_boolean(op->waited));
 	rc |= jset(o, "state", json_string(fr_state_name(op->state)));
 	if (rc) {
 		json_decref(o);
@@ -1810,16 +1895,17 @@ static void print_waiting(FILE *out, const struct fr_verdict *v,
 		it[i].rank = rank;
 		it[i].op = NULL;
 		it[i].wait_ns = 0;
+		/* What it waits in is what has held it longest. */
 		for (size_t j = 0; t && j < t->nops; j++) {
 			const struct fr_op *op = &t->ops[j];
 
-			if (op->state != FR_STATE_ENTERED)
+			if (!op_blocks(op))
 				continue;
-			if (!it[i].op || op->t_entered_ns < it[i].op->t_entered_ns)
+			if (!it[i].op || op_wait_ns(t, op) > it[i].wait_ns) {
 				it[i].op = op;
+				it[i].wait_ns = op_wait_ns(t, op);
+			}
 		}
-		if (it[i].op && t->time_ns > it[i].op->t_entered_ns)
-			it[i].wait_ns = t->time_ns - it[i].op->t_entered_ns;
 	}
 	qsort(it, v->nwaiting, sizeof(*it), cmp_wait_item);
 	for (size_t i = 0; i < v->nwaiting;) {
@@ -1897,6 +1983,26 @@ static const char *reason_text(enum fr_reason r)
 	return "?";
 }
 
+/*
+ * Non-blocking operations the rank posted and has not waited on: they do not
+ * hold it up, but one may be what a peer needs it to complete.
+ */
+static void print_posted(FILE *out, const struct fr_trace *t)
+{
+	size_t n = 0;
+
+	for (size_t j = 0; j < t->nops; j++) {
+		const struct fr_op *op = &t->ops[j];
+
+		if (op->state != FR_STATE_ENTERED || op_blocks(op))
+			continue;
+		if (n++ < PRINT_POSTED_MAX)
+			print_op_line(out, "  posted, not waited on: ", op);
+	}
+	if (n > PRINT_POSTED_MAX)
+		fprintf(out, "  ... and %zu more posted\n", n - PRINT_POSTED_MAX);
+}
+
 static void print_culprit(FILE *out, const struct fr_verdict *v, const struct fr_culprit *cu,
 			  const struct fr_trace *t)
 {
@@ -1920,6 +2026,7 @@ static void print_culprit(FILE *out, const struct fr_verdict *v, const struct fr
 		fprintf(out, "  no dump: %s\n", t ? "missing" : "no evidence at all (missing)");
 		return;
 	}
+	print_posted(out, t);
 	if (t->status != FR_RANK_DUMPED) {
 		fprintf(out, "  no dump: %s (the daemon's live view only)\n",
 			fr_rank_status_name(t->status));

@@ -7,7 +7,8 @@
  *
  * Model. Operations are matched across ranks by (communicator id, seq).
  * A rank "waits" when it has an operation in flight (state entered, not
- * completed). A collective (c, s) is stuck when some member has it in flight;
+ * completed) that blocks it: a blocking one, or a non-blocking one it is
+ * waiting on (op.waited); a posted non-blocking op alone is not a wait. A collective (c, s) is stuck when some member has it in flight;
  * the members that have not entered it (last_entered on c < s, or no
  * evidence of it) are what the waiters wait for. A rank that waits on nothing
  * but is waited for is a sink: the root cause. A later collective that the
@@ -100,7 +101,8 @@ void fr_verdict_free(struct fr_verdict *v);
  * The stable JSON contract:
  * {"verdict", "culprits": [{"rank","reason","host","pid", "last_completed": op?,
  *  "called": op?}], "op": {"comm","comm_ranks","seq","type","count","dtype",
- *  "bytes","root","peer","is_p2p"} | null, "waiting_ranks": [...],
+ *  "bytes","root","peer","is_p2p","state","nonblocking","waited"} | null,
+ *  "waiting_ranks": [...],
  *  "waited_s", "world_size", "summary"}
  * Returns a new reference.
  */

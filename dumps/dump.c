@@ -23,6 +23,13 @@
 /* Room for a JSON path such as "ranks[1023].threads[12].frames[63].name". */
 #define AT_MAX 256
 
+
+/*
+ * The largest world a dump may state: far beyond any MPI job, small enough
+ * that arrays indexed by rank stay allocatable.
+ */
+#define DUMP_WORLD_MAX (1u << 24)
+
 /* ------------------------------------------------------------------ */
 /* Writing                                                             */
 /* ------------------------------------------------------------------ */
@@ -132,13 +139,15 @@ static json_t *entry_json(const struct fr_trace *t, const struct fr_op *op)
 	bad |= set(e, "output_sizes", sizes_json(op->count));
 	bad |= set(e, "output_dtypes", single_json(JSTR(op->dtype)));
 	bad |= set(e, "state", json_string(fr_state_name(op->state)));
-	bad |= set(e, "time_discovered_started_ns", ju64(op->t_entered_ns));
+	bad |= set(e, "time_discovered_started_ns",
+		   op->t_started_ns ? ju64(op->t_started_ns) : json_null());
 	bad |= set(e, "time_discovered_completed_ns",
 		   op->t_completed_ns ? ju64(op->t_completed_ns) : json_null());
 	bad |= set(e, "retired", json_boolean(op->state == FR_STATE_COMPLETED));
 	bad |= set(e, "is_p2p", json_boolean(op->is_p2p));
 	bad |= set(e, "op", json_string(opname));
 	bad |= set(e, "nonblocking", json_boolean(op->nonblocking));
+	bad |= set(e, "waited", json_boolean(op->waited));
 	bad |= set(e, "peer", json_integer(op->peer));
 	bad |= set(e, "root", json_integer(op->root));
 	bad |= set(e, "count", ju64(op->count));
@@ -597,6 +606,21 @@ static int check_header(const struct rd *rd, const json_t *root, const char *at,
 }
 
 /*
+ * A world size sizes arrays indexed by rank in every reader, so it is
+ * checked here, once: 0 (which some early writers used for "unknown") and
+ * absurd sizes are refused.
+ */
+static int check_world(const struct rd *rd, const char *at, uint32_t world_size)
+{
+	char p[AT_MAX];
+
+	if (world_size == 0 || world_size > DUMP_WORLD_MAX)
+		return fail(rd, -EPROTO, "%s: %" PRIu32 " is not a valid world size (1..%u)",
+			    path(p, at, "world_size"), world_size, DUMP_WORLD_MAX);
+	return 0;
+}
+
+/*
  * Names PyTorch uses after "nccl:" (or "gloo:") in profiling_name that are
  * not spelled as ours, so that a converted PyTorch entry still gets a type.
  */
@@ -680,6 +704,7 @@ static int read_entry(const struct rd *rd, const json_t *e, const char *at, stru
 	char buf[64];
 	const json_t *v;
 	uint64_t coll_seq = 0, p2p_seq = 0;
+	bool running;
 	int state;
 	int rc;
 
@@ -732,6 +757,7 @@ static int read_entry(const struct rd *rd, const json_t *e, const char *at, stru
 			    "%s: unknown state \"%s\" (expected entered, completed, scheduled or started)",
 			    path(p, at, "state"), buf);
 	op->state = (enum fr_op_state)state;
+	running = strcmp(buf, "entered") == 0 || strcmp(buf, "started") == 0;
 
 	op->is_p2p = !fr_op_is_collective(op->type) && op->type != FR_OP_UNKNOWN;
 	if ((rc = get_bool(rd, e, at, "is_p2p", false, &op->is_p2p)))
@@ -739,12 +765,27 @@ static int read_entry(const struct rd *rd, const json_t *e, const char *at, stru
 	op->seq = op->is_p2p ? p2p_seq : coll_seq;
 
 	if ((rc = get_u64(rd, e, at, "time_created_ns", true, INT64_MAX, &op->t_entered_ns)) ||
+	    (rc = get_u64(rd, e, at, "time_discovered_started_ns", false, INT64_MAX,
+			  &op->t_started_ns)) ||
 	    (rc = get_u64(rd, e, at, "time_discovered_completed_ns", false, INT64_MAX,
 			  &op->t_completed_ns)) ||
+	    (rc = want(rd, e, at, "nonblocking", false, "true or false", &v)) ||
 	    (rc = get_bool(rd, e, at, "nonblocking", false, &op->nonblocking)) ||
+	    (rc = get_bool(rd, e, at, "waited", false, &op->waited)) ||
 	    (rc = get_rank_or_none(rd, e, at, "peer", &op->peer)) ||
 	    (rc = get_rank_or_none(rd, e, at, "root", &op->root)))
 		return rc;
+	/* As on the wire: only a non-blocking operation is waited on. */
+	if (op->waited && !op->nonblocking)
+		return fail(rd, -EPROTO, "%s: true for an operation that is not nonblocking",
+			    path(p, at, "waited"));
+	/*
+	 * An entry without "nonblocking" comes from PyTorch, whose operations
+	 * all block the rank from the moment they start; its start time is
+	 * often null, and then entering is the best evidence of it.
+	 */
+	if (!v && running && !op->t_started_ns)
+		op->t_started_ns = op->t_entered_ns;
 
 	if (json_object_get(e, "count"))
 		rc = get_u64(rd, e, at, "count", false, INT64_MAX, &op->count);
@@ -874,7 +915,7 @@ static int read_comm(const struct rd *rd, const json_t *pc, const char *at,
 			    path(p, at, "ranks"), n, size);
 	}
 	for (size_t i = 0; i < n; i++) {
-		if (t->world_size && c->members[i] >= t->world_size)
+		if (c->members[i] >= t->world_size)
 			return fail(rd, -EPROTO, "%s[%zu]: rank %" PRIu32
 				    " is not below world_size %" PRIu32,
 				    path(p, at, "ranks"), i, c->members[i], t->world_size);
@@ -1055,7 +1096,9 @@ static int read_trace(const struct rd *rd, const json_t *root, const char *at,
 		return fail(rd, -EPROTO, "%s: unknown rank status \"%s\"", path(p, at, "status"),
 			    status);
 	t->status = (enum fr_rank_status)st;
-	if (t->world_size && t->rank >= t->world_size)
+	if ((rc = check_world(rd, at, t->world_size)))
+		return rc;
+	if (t->rank >= t->world_size)
 		return fail(rd, -EPROTO, "%s: %" PRIu32 " is not below world_size %" PRIu32,
 			    path(p, at, "rank"), t->rank, t->world_size);
 
@@ -1372,7 +1415,8 @@ static int read_manifest(const struct rd *rd, const json_t *root, struct fr_mani
 	    (rc = get_u32(rd, root, "", "world_size", true, &m->world_size)) ||
 	    (rc = get_u64(rd, root, "", "opened_ns", true, INT64_MAX, &m->opened_ns)) ||
 	    (rc = get_u64(rd, root, "", "closed_ns", true, INT64_MAX, &m->closed_ns)) ||
-	    (rc = get_container(rd, root, "", "ranks", true, JSON_ARRAY, &ranks)))
+	    (rc = get_container(rd, root, "", "ranks", true, JSON_ARRAY, &ranks)) ||
+	    (rc = check_world(rd, "", m->world_size)))
 		return rc;
 	if (json_array_size(ranks) == 0)
 		return 0;
@@ -1411,4 +1455,25 @@ int fr_manifest_read_file(const char *path_, struct fr_manifest *m, char *err, s
 	if (rc)
 		fr_manifest_free(m);
 	return rc;
+}
+
+int fr_mkdir_p(const char *path)
+{
+	char buf[PATH_MAX];
+	size_t len = strlen(path);
+
+	if (len >= sizeof(buf))
+		return -ENAMETOOLONG;
+	memcpy(buf, path, len + 1);
+	for (char *p = buf + 1; *p; p++) {
+		if (*p != '/')
+			continue;
+		*p = '\0';
+		if (mkdir(buf, 0755) && errno != EEXIST)
+			return -errno;
+		*p = '/';
+	}
+	if (mkdir(buf, 0755) && errno != EEXIST)
+		return -errno;
+	return 0;
 }

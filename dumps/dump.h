@@ -13,8 +13,12 @@
 
 #define FR_DUMP_FORMAT "flightrec-dump"
 #define FR_MANIFEST_FORMAT "flightrec-manifest"
-/* Major.minor; readers accept any minor of a major they know. */
-#define FR_DUMP_VERSION "1.0"
+/*
+ * Major.minor; readers accept any minor of a major they know. 1.1 added
+ * "waited" to entries and gave "time_discovered_started_ns" its meaning
+ * (when the operation began to block the rank).
+ */
+#define FR_DUMP_VERSION "1.1"
 #define FR_DUMP_VERSION_MAJOR 1
 
 /*
@@ -51,6 +55,9 @@ int fr_dump_read_file(const char *path, struct fr_trace *t, char *err, size_t er
  * failure no file is left at `path` or at the temporary name.
  */
 int fr_write_file_atomic(const char *path, const void *buf, size_t len);
+
+/* Creates `path` and its missing parents (mode 0755). Returns 0 or -errno. */
+int fr_mkdir_p(const char *path);
 
 /* An incident manifest, as read back by fr-analyze. */
 struct fr_manifest {

@@ -42,6 +42,7 @@ struct fr_op {
 	enum fr_op_state state;
 	bool is_p2p;
 	bool nonblocking;
+	bool waited;        /* non-blocking, and the rank blocks in a Wait on it */
 	uint64_t seq;       /* collective seq (collectives) or p2p seq (p2p) */
 	int32_t peer;       /* global rank of the p2p peer, -1 if none/any */
 	int32_t root;       /* global rank of the root for rooted collectives, else -1 */
@@ -50,6 +51,9 @@ struct fr_op {
 	char dtype[FR_DTYPE_MAX + 1];  /* "double", "int32", "derived", ... */
 	char redop[16];     /* "sum", "max", ... or "" */
 	uint64_t t_entered_ns;   /* CLOCK_REALTIME */
+	/* When the op began to block the rank: t_entered_ns for blocking ops,
+	 * the start of the Wait for waited non-blocking ones, 0 otherwise. */
+	uint64_t t_started_ns;
 	uint64_t t_completed_ns; /* 0 while not completed */
 };
 

@@ -39,6 +39,21 @@ bool fr_op_is_collective(unsigned type)
 	return type < FR_OP__COUNT && op_table[type].collective;
 }
 
+bool fr_op_is_rooted(unsigned type)
+{
+	switch (type) {
+	case FR_OP_BROADCAST:
+	case FR_OP_REDUCE:
+	case FR_OP_GATHER:
+	case FR_OP_GATHERV:
+	case FR_OP_SCATTER:
+	case FR_OP_SCATTERV:
+		return true;
+	default:
+		return false;
+	}
+}
+
 const char *fr_state_name(unsigned state)
 {
 	if (state >= FR_STATE__COUNT)

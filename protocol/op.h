@@ -37,7 +37,8 @@
 	X(COMM_CREATE, 19, "comm_create", true)          \
 	X(SEND, 20, "send", false)                       \
 	X(RECV, 21, "recv", false)                       \
-	X(SENDRECV, 22, "sendrecv", false)
+	X(SENDRECV, 22, "sendrecv", false)              \
+	X(FINALIZE, 23, "finalize", true)
 
 enum fr_op_type {
 #define FR_OP_ENUM(e, v, name, coll) FR_OP_##e = v,
@@ -68,6 +69,8 @@ const char *fr_op_name(unsigned type);
 enum fr_op_type fr_op_from_name(const char *name);
 /* True for operations that every member of a communicator must call. */
 bool fr_op_is_collective(unsigned type);
+/* True for collectives with a root (broadcast, reduce, gather(v), scatter(v)). */
+bool fr_op_is_rooted(unsigned type);
 
 const char *fr_state_name(unsigned state);
 /* Returns -1 when the name is not a known state. */

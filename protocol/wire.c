@@ -16,10 +16,13 @@
  * sends, and encoders refuse the same ones so that they never produce a
  * frame the other side would drop: a COMM whose rank is not below its size
  * (so a COMM has at least one member), an in-flight operation whose is_p2p
- * is not 0 or 1 or whose peer is below -1, a DUMP_DATA piece that does not
- * fit inside its dump, and a BYE whose reserved field is not 0. The
- * in-flight operation type is not checked: a newer agent may record kinds
- * this build does not name, and fr_op_name() calls those "unknown".
+ * is not 0 or 1, whose peer is below -1 or whose flags say WAITED without
+ * NONBLOCKING, a DUMP_DATA piece that does not fit inside its dump, and a
+ * BYE whose reserved field is not 0. The in-flight operation type is not
+ * checked: a newer agent may record kinds this build does not name, and
+ * fr_op_name() calls those "unknown". In-flight flags this build does not
+ * define are cleared on decode, for the same reason; the encoder refuses
+ * them, since no caller of this build can mean anything by them.
  *
  * fr_wire_header_decode() fills in the header's fields even when it refuses
  * them (all but -EAGAIN), so that the caller can say in its log line what it
@@ -40,7 +43,10 @@
 
 /* The smallest encodings of array elements: every string empty. */
 #define COMM_PROGRESS_MIN_SIZE (STR_SIZE(0) + 8 + 8)
-#define INFLIGHT_MIN_SIZE (STR_SIZE(0) + 1 + 1 + 4 + 8 + 8 + 8 + STR_SIZE(0) + 8)
+#define INFLIGHT_MIN_SIZE (STR_SIZE(0) + 1 + 1 + 1 + 4 + 8 + 8 + 8 + STR_SIZE(0) + 8)
+
+/* The in-flight flags this build defines. */
+#define INFLIGHT_KNOWN_FLAGS (FR_WIRE_INFLIGHT_NONBLOCKING | FR_WIRE_INFLIGHT_WAITED)
 
 static const char *const msg_names[] = {
 #define FR_MSG_NAME(T, v, n) [v] = #n,
@@ -388,17 +394,24 @@ size_t fr_wire_progress_size(const struct fr_msg_progress *m)
 	for (uint32_t i = 0; m->inflight && i < m->ninflight; i++) {
 		const struct fr_wire_inflight *op = &m->inflight[i];
 
-		n += STR_SIZE(str_len(op->comm, FR_COMM_ID_MAX)) + 1 + 1 + 4 + 8 + 8 + 8 +
+		n += STR_SIZE(str_len(op->comm, FR_COMM_ID_MAX)) + 1 + 1 + 1 + 4 + 8 + 8 + 8 +
 		     STR_SIZE(str_len(op->dtype, FR_DTYPE_MAX)) + 8;
 	}
 	return n;
+}
+
+/* A waited operation is a non-blocking one the rank now waits on. */
+static bool inflight_flags_valid(uint8_t flags)
+{
+	return !(flags & FR_WIRE_INFLIGHT_WAITED) || (flags & FR_WIRE_INFLIGHT_NONBLOCKING);
 }
 
 static bool inflight_valid(const struct fr_wire_inflight *op)
 {
 	return str_len(op->comm, FR_COMM_ID_MAX) <= FR_COMM_ID_MAX &&
 	       str_len(op->dtype, FR_DTYPE_MAX) <= FR_DTYPE_MAX && op->is_p2p <= 1 &&
-	       op->peer >= -1;
+	       op->peer >= -1 && !(op->flags & ~INFLIGHT_KNOWN_FLAGS) &&
+	       inflight_flags_valid(op->flags);
 }
 
 int fr_wire_progress_encode(const struct fr_msg_progress *m, uint8_t *buf, size_t cap)
@@ -433,6 +446,7 @@ int fr_wire_progress_encode(const struct fr_msg_progress *m, uint8_t *buf, size_
 		wr_str(&w, op->comm, str_len(op->comm, FR_COMM_ID_MAX));
 		wr_u8(&w, op->type);
 		wr_u8(&w, op->is_p2p);
+		wr_u8(&w, op->flags);
 		wr_u32(&w, (uint32_t)op->peer);
 		wr_u64(&w, op->seq);
 		wr_u64(&w, op->count);
@@ -484,14 +498,16 @@ int fr_wire_progress_decode(const uint8_t *payload, size_t len, struct fr_msg_pr
 		rd_str(&r, op->comm, FR_COMM_ID_MAX);
 		op->type = rd_u8(&r);
 		op->is_p2p = rd_u8(&r);
+		op->flags = rd_u8(&r);
 		op->peer = (int32_t)rd_u32(&r);
 		op->seq = rd_u64(&r);
 		op->count = rd_u64(&r);
 		op->bytes = rd_u64(&r);
 		rd_str(&r, op->dtype, FR_DTYPE_MAX);
 		op->age_ms = rd_u64(&r);
-		if (op->is_p2p > 1 || op->peer < -1)
+		if (op->is_p2p > 1 || op->peer < -1 || !inflight_flags_valid(op->flags))
 			rd_fail(&r);
+		op->flags &= INFLIGHT_KNOWN_FLAGS;
 	}
 	if (!rd_ok(&r))
 		goto out_free;
@@ -702,4 +718,21 @@ int fr_wire_header_decode(const uint8_t *buf, size_t len, struct fr_wire_header 
 	if (!fr_msg_name(h->type))
 		return -EBADMSG;
 	return 0;
+}
+
+bool fr_wire_valid_name(const char *s)
+{
+	size_t n = 0;
+
+	if (s[0] == '.')
+		return false;
+	for (; s[n]; n++) {
+		char ch = s[n];
+		bool ok = (ch >= 'A' && ch <= 'Z') || (ch >= 'a' && ch <= 'z') ||
+			  (ch >= '0' && ch <= '9') || ch == '.' || ch == '_' || ch == '-';
+
+		if (!ok || n >= FR_JOB_MAX)
+			return false;
+	}
+	return n > 0;
 }

@@ -30,6 +30,7 @@
 #ifndef FR_WIRE_H
 #define FR_WIRE_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -66,6 +67,20 @@ enum fr_msg_type {
 	FR_WIRE_MESSAGES(FR_MSG_ENUM)
 #undef FR_MSG_ENUM
 };
+
+/*
+ * True for a name that may become a directory name: a job id or an
+ * incident id. 1 to FR_JOB_MAX characters from [A-Za-z0-9._-], not starting
+ * with '.'. Both ends check every id they receive with it.
+ */
+bool fr_wire_valid_name(const char *s);
+
+/* A character fr_wire_valid_name() allows. */
+static inline bool fr_wire_name_char(char ch)
+{
+	return (ch >= 'A' && ch <= 'Z') || (ch >= 'a' && ch <= 'z') || (ch >= '0' && ch <= '9') ||
+	       ch == '.' || ch == '_' || ch == '-';
+}
 
 /* "hello", "comm", ...; NULL for a type not in the table. */
 const char *fr_msg_name(unsigned type);
@@ -119,17 +134,27 @@ struct fr_wire_comm_progress {
 	uint64_t last_completed; /* highest collective seq completed */
 };
 
-/* One operation in flight on this rank. */
+/* Flags of an in-flight operation. */
+#define FR_WIRE_INFLIGHT_NONBLOCKING 0x1u /* posted by a non-blocking call */
+#define FR_WIRE_INFLIGHT_WAITED 0x2u      /* ... and the rank now blocks in a Wait on it */
+
+/*
+ * One operation in flight on this rank. A non-blocking operation the rank
+ * is not waiting on does not block it: it is reported, but no timeout
+ * applies to it. age_ms counts from entry for blocking operations and from
+ * the start of the wait for waited non-blocking ones.
+ */
 struct fr_wire_inflight {
 	char comm[FR_COMM_ID_MAX + 1];
 	uint8_t type;   /* enum fr_op_type */
 	uint8_t is_p2p;
+	uint8_t flags;  /* FR_WIRE_INFLIGHT_* */
 	int32_t peer;   /* global rank of the peer (p2p) or of the root; -1 if none */
 	uint64_t seq;   /* collective seq, or p2p seq for p2p */
 	uint64_t count;
 	uint64_t bytes;
 	char dtype[FR_DTYPE_MAX + 1];
-	uint64_t age_ms; /* how long it has been in flight when the frame was sent */
+	uint64_t age_ms; /* see above; measured when the frame was sent */
 };
 
 /*

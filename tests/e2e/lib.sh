@@ -104,7 +104,7 @@ start_job() {
 	shift
 	rm -f "$T/job.pid" "$T/job.rc"
 	setsid -f sh -c 'echo $$ >"$0/job.pid"; "$@"; echo $? >"$0/job.rc"' "$T" \
-		mpirun -np "$np" -x LD_PRELOAD="$PRELOAD" -x ASAN_OPTIONS \
+		mpirun -np "$np" -x LD_PRELOAD="$PRELOAD" ${ASAN_OPTIONS:+-x ASAN_OPTIONS} \
 		-x FLIGHTREC_ADDR="${AGENT_ADDR:-127.0.0.1:$LISTEN_PORT}" \
 		-x FLIGHTREC_JOB="$JOB" -x FLIGHTREC_DUMP_DIR="$T/local" ${AGENT_ENV:-} \
 		"$HANG" "$@" >>"$T/job.log" 2>&1

@@ -27,7 +27,8 @@ wait_job_exit 30
 grep -q "done after 20 iterations" "$T/job.log" || fail "healthy job output changed"
 http_get "/v1/jobs/$JOB" >"$T/job.json"
 expect '.world_size == 3 and (.ranks | length) == 3' "$T/job.json"
-expect '[.ranks[] | .comms.world.last_completed] == [20,20,20]' "$T/job.json"
+# 20 allreduces, then MPI_Finalize (recorded as world's 21st collective).
+expect '[.ranks[] | .comms.world.last_completed] == [21,21,21]' "$T/job.json"
 [ "$(grep -c 'fr_dump_now -> -107$' "$T/job.log")" -eq 3 ] ||
 	fail "a forked child found the agent active: $(grep child "$T/job.log")"
 parents=$(sed -n 's/^child [0-9]* of rank [0-9]* (pid \([0-9]*\)).*/\1/p' "$T/job.log" | sort -n | tr '\n' ' ')

@@ -10,13 +10,20 @@
  *   mismatch  calls MPI_Bcast where every other rank calls MPI_Allreduce
  *   p2p       ranks exchange a message with their pair partner (0-1, 2-3,
  *             ...) before the allreduce; the culprit never sends its part
+ *   nonblock  every step posts an Irecv/Isend pair with its partner, computes,
+ *             then waits; the culprit never returns from the computation
+ *             after posting (its receive stays pending, not waited on)
+ *   finalize  the culprit never returns from a computation after the loop,
+ *             while every other rank enters MPI_Finalize
  *   slow      sleeps --slow-ms in every iteration but never hangs
  *   none      no fault
  *
  * With --iters N the job ends after N iterations (it never does once a
  * fault is planted, except for slow and none). With --fork, every rank
  * forks a child at iteration 2 (as a data-loader would) that reports what
- * the agent says to it, then exits.
+ * the agent says to it, then exits. With --gather, every step also gathers
+ * one double per rank to rank 0, which passes MPI_IN_PLACE (and so no send
+ * datatype).
  */
 #include <mpi.h>
 #include <dlfcn.h>
@@ -61,6 +68,38 @@ static void fork_child(int rank)
 		waitpid(pid, NULL, 0);
 }
 
+/* Rank 0 gathers one double from everyone, in place at the root. */
+static void gather_in_place(int rank, int size, double x)
+{
+	double all[64] = { 0 };
+
+	if (size > 64)
+		return;
+	if (rank == 0) {
+		all[0] = x;
+		MPI_Gather(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, all, 1, MPI_DOUBLE, 0, MPI_COMM_WORLD);
+	} else {
+		MPI_Gather(&x, 1, MPI_DOUBLE, NULL, 0, MPI_DATATYPE_NULL, 0, MPI_COMM_WORLD);
+	}
+}
+
+/* Communication overlapped with computation: post, compute, wait. */
+static void overlap(int rank, int size, bool stall, double *x)
+{
+	int partner = rank ^ 1;
+	double got = 0;
+	MPI_Request reqs[2];
+
+	if (partner >= size)
+		return;
+	MPI_Irecv(&got, 1, MPI_DOUBLE, partner, 9, MPI_COMM_WORLD, &reqs[0]);
+	MPI_Isend(x, 1, MPI_DOUBLE, partner, 9, MPI_COMM_WORLD, &reqs[1]);
+	if (stall)
+		stuck_in_compute();
+	MPI_Waitall(2, reqs, MPI_STATUSES_IGNORE);
+	*x += got;
+}
+
 /* Pairs (0,1), (2,3), ... swap one double; the even rank sends first. */
 static void exchange(int rank, int size, bool stall, double *x)
 {
@@ -93,7 +132,7 @@ int main(int argc, char **argv)
 {
 	const char *scenario = "none";
 	int culprit = 1, at = 5, iters = -1, slow_ms = 0, step_ms = 5;
-	int rank, size, opt, forking = 0;
+	int rank, size, opt, forking = 0, gathering = 0;
 	MPI_Comm half = MPI_COMM_NULL;
 	static const struct option opts[] = {
 		{ "scenario", required_argument, NULL, 's' },
@@ -103,6 +142,7 @@ int main(int argc, char **argv)
 		{ "slow-ms", required_argument, NULL, 'w' },
 		{ "step-ms", required_argument, NULL, 't' },
 		{ "fork", no_argument, NULL, 'f' },
+		{ "gather", no_argument, NULL, 'g' },
 		{ NULL, 0, NULL, 0 },
 	};
 
@@ -115,6 +155,7 @@ int main(int argc, char **argv)
 		case 'w': slow_ms = atoi(optarg); break;
 		case 't': step_ms = atoi(optarg); break;
 		case 'f': forking = 1; break;
+		case 'g': gathering = 1; break;
 		default:
 			fprintf(stderr, "usage: %s --scenario S [--culprit R] [--at K] [--iters N]\n",
 				argv[0]);
@@ -140,8 +181,12 @@ int main(int argc, char **argv)
 			stuck_in_compute();
 		if (mine && strcmp(scenario, "freeze") == 0)
 			raise(SIGSTOP);
+		if (gathering)
+			gather_in_place(rank, size, x);
 		if (strcmp(scenario, "p2p") == 0)
 			exchange(rank, size, mine, &x);
+		if (strcmp(scenario, "nonblock") == 0)
+			overlap(rank, size, mine, &x);
 		if (half != MPI_COMM_NULL) {
 			if (mine)
 				stuck_in_compute();
@@ -155,6 +200,8 @@ int main(int argc, char **argv)
 	}
 	if (half != MPI_COMM_NULL)
 		MPI_Comm_free(&half);
+	if (strcmp(scenario, "finalize") == 0 && rank == culprit)
+		stuck_in_compute();
 	if (rank == 0)
 		printf("done after %d iterations\n", iters);
 	MPI_Finalize();

@@ -560,7 +560,11 @@ static void test_vector_counts_no_mismatch(void **state)
 	job_free(j);
 }
 
-/* A mismatch at a lower seq explains the hang that follows it. */
+/*
+ * A mismatch at a lower seq explains the hang that follows it. MPI paired
+ * the all_reduce #1 of ranks 0 and 2 with something else of rank 1, which is
+ * still in the barrier it called instead.
+ */
 static void test_mismatch_wins_over_hang(void **state)
 {
 	struct job *j = job_new(3);
@@ -572,7 +576,7 @@ static void test_mismatch_wins_over_hang(void **state)
 	add_world(j);
 	for (uint32_t r = 0; r < 3; r++)
 		add_op(j, r, "world", r == 1 ? FR_OP_BARRIER : FR_OP_ALL_REDUCE, 1,
-		       FR_STATE_COMPLETED, 20);
+		       r == 1 ? FR_STATE_ENTERED : FR_STATE_COMPLETED, 20);
 	add_op(j, 0, "world", FR_OP_ALL_REDUCE, 2, FR_STATE_ENTERED, 10);
 	add_op(j, 2, "world", FR_OP_ALL_REDUCE, 2, FR_STATE_ENTERED, 10);
 	v = correlate(j);
@@ -581,6 +585,240 @@ static void test_mismatch_wins_over_hang(void **state)
 	assert_int_equal(v->culprits[0].rank, 1);
 	assert_int_equal(v->op.seq, 1);
 	assert_int_equal(v->culprits[0].op.type, FR_OP_BARRIER);
+	job_free(j);
+}
+
+/*
+ * A collective that completed on every rank was matched by MPI, whatever the
+ * agent recorded: a root that gathers in place records no send count. The
+ * hang that follows is the answer, not a mismatch.
+ */
+static void test_completed_mismatch_ignored(void **state)
+{
+	struct job *j = job_new(4);
+	struct fr_verdict *v;
+
+	(void)state;
+	for (uint32_t r = 0; r < 4; r++)
+		rank_new(j, r, FR_RANK_DUMPED);
+	add_world(j);
+	for (uint32_t r = 0; r < 4; r++) {
+		struct fr_op *op = add_op(j, r, "world", FR_OP_GATHER, 1, FR_STATE_COMPLETED, 60);
+
+		op->root = 0;
+		op->redop[0] = '\0';
+		if (r == 0) {
+			op->count = 0;
+			op->bytes = 0;
+			snprintf(op->dtype, sizeof(op->dtype), "derived");
+		}
+		if (r != 2)
+			add_op(j, r, "world", FR_OP_ALL_REDUCE, 2, FR_STATE_ENTERED, 30);
+	}
+	v = correlate(j);
+	assert_int_equal(v->kind, FR_VERDICT_HANG);
+	assert_int_equal(v->nculprits, 1);
+	assert_int_equal(v->culprits[0].rank, 2);
+	assert_int_equal(v->culprits[0].reason, FR_REASON_NOT_ENTERED);
+	assert_int_equal(v->op.type, FR_OP_ALL_REDUCE);
+	assert_int_equal(v->op.seq, 2);
+	assert_ranks(v->waiting, v->nwaiting, "0-1,3");
+	job_free(j);
+}
+
+/*
+ * Rank 2 posted an Irecv from rank 1 and went on computing without waiting
+ * on it; ranks 0, 1 and 3 wait in all_reduce #2. A posted receive holds
+ * nobody up: rank 2 does not wait, it is what the others wait for.
+ */
+static void test_posted_irecv_does_not_wait(void **state)
+{
+	struct job *j = job_new(4);
+	struct fr_verdict *v;
+	struct fr_op *op;
+	char *buf = NULL;
+	size_t len = 0;
+	FILE *f;
+
+	(void)state;
+	for (uint32_t r = 0; r < 4; r++)
+		rank_new(j, r, FR_RANK_DUMPED);
+	add_world(j);
+	for (uint32_t r = 0; r < 4; r++) {
+		history(j, r, "world", 1);
+		if (r != 2)
+			add_op(j, r, "world", FR_OP_ALL_REDUCE, 2, FR_STATE_ENTERED, 30);
+	}
+	op = add_op(j, 2, "world", FR_OP_RECV, 1, FR_STATE_ENTERED, 50);
+	op->peer = 1;
+	op->nonblocking = true;
+	v = correlate(j);
+	assert_int_equal(v->kind, FR_VERDICT_HANG);
+	assert_int_equal(v->nculprits, 1);
+	assert_int_equal(v->culprits[0].rank, 2);
+	assert_int_equal(v->culprits[0].reason, FR_REASON_NOT_ENTERED);
+	assert_int_equal(v->op.type, FR_OP_ALL_REDUCE);
+	assert_int_equal(v->op.seq, 2);
+	/* Nor does its receive count as a wait, however old. */
+	assert_ranks(v->waiting, v->nwaiting, "0-1,3");
+	assert_true(v->waited_s > 29.9 && v->waited_s < 30.1);
+	assert_contains(v->summary, "rank 2 (node2, pid 1002) never entered all_reduce #2");
+	/* The report shows what rank 2 left pending. */
+	f = open_memstream(&buf, &len);
+	assert_non_null(f);
+	fr_verdict_print(f, v, j->traces, 4);
+	fclose(f);
+	assert_contains(buf, "  posted, not waited on: recv #1 from rank 1 on world");
+	assert_contains(buf, "  ranks 0-1,3: in all_reduce #2 on world, up to 30 s\n");
+	free(buf);
+	job_free(j);
+}
+
+/* Operations posted and not waited on are no hang, however old. */
+static void test_ok_posted_only(void **state)
+{
+	struct job *j = job_new(2);
+	struct fr_verdict *v;
+	struct fr_op *op;
+
+	(void)state;
+	for (uint32_t r = 0; r < 2; r++)
+		rank_new(j, r, FR_RANK_DUMPED);
+	add_world(j);
+	op = add_op(j, 0, "world", FR_OP_SEND, 1, FR_STATE_ENTERED, 300);
+	op->peer = 1;
+	op->nonblocking = true;
+	op = add_op(j, 1, "world", FR_OP_ALL_REDUCE, 1, FR_STATE_ENTERED, 200);
+	op->nonblocking = true;
+	v = correlate(j);
+	assert_int_equal(v->kind, FR_VERDICT_OK);
+	assert_int_equal(v->nwaiting, 0);
+	assert_int_equal(v->nculprits, 0);
+	assert_contains(v->summary, "no hang: no rank waits in an operation, 2 non-blocking "
+				    "ones are posted and not waited on");
+	job_free(j);
+}
+
+/*
+ * The same, but rank 2 now blocks in MPI_Waitall on its Irecv (entered 50 s
+ * ago, waited on for 20 s), and rank 1 never sends: rank 2 waits on rank 1,
+ * which waits in all_reduce #2 on rank 2. That is a deadlock, and rank 2's
+ * wait counts from the start of the Wait.
+ */
+static void test_waited_irecv_deadlock(void **state)
+{
+	struct job *j = job_new(4);
+	struct fr_verdict *v;
+	struct fr_op *op;
+	json_t *o;
+	uint32_t r[4];
+
+	(void)state;
+	for (uint32_t i = 0; i < 4; i++)
+		rank_new(j, i, FR_RANK_DUMPED);
+	add_world(j);
+	for (uint32_t i = 0; i < 4; i++) {
+		history(j, i, "world", 1);
+		if (i != 2)
+			add_op(j, i, "world", FR_OP_ALL_REDUCE, 2, FR_STATE_ENTERED, 15);
+	}
+	op = add_op(j, 2, "world", FR_OP_RECV, 1, FR_STATE_ENTERED, 50);
+	op->peer = 1;
+	op->nonblocking = true;
+	op->waited = true;
+	op->t_started_ns = NOW_NS - S(20);
+	v = correlate(j);
+	assert_int_equal(v->kind, FR_VERDICT_DEADLOCK);
+	assert_int_equal(culprit_ranks(v, r), 2);
+	assert_ranks(r, 2, "1-2");
+	assert_int_equal(v->culprits[1].op.type, FR_OP_RECV);
+	assert_true(v->culprits[1].op.waited);
+	assert_ranks(v->waiting, v->nwaiting, "0-3");
+	assert_true(v->waited_s > 19.9 && v->waited_s < 20.1);
+	assert_contains(v->summary, "rank 1 waits in all_reduce #2 on world for rank 2");
+	assert_contains(v->summary, "rank 2 waits in recv #1 from rank 1 on world");
+
+	/* The JSON says what kind of operation rank 2 waits in. */
+	o = fr_op_to_json(&v->culprits[1].op);
+	assert_non_null(o);
+	assert_true(json_is_true(json_object_get(o, "nonblocking")));
+	assert_true(json_is_true(json_object_get(o, "waited")));
+	json_decref(o);
+	o = fr_op_to_json(&v->culprits[0].op);
+	assert_true(json_is_false(json_object_get(o, "nonblocking")));
+	assert_true(json_is_false(json_object_get(o, "waited")));
+	json_decref(o);
+	job_free(j);
+}
+
+/*
+ * A master (rank 0) receives from any source; worker 2 computes forever;
+ * workers 1 and 3 wait in a barrier of {0, 1, 3} that the master will enter
+ * once it hears from someone. The worker that could still send is the one.
+ */
+static void test_any_source_recv_blames_sink(void **state)
+{
+	const uint32_t team[] = { 0, 1, 3 };
+	struct job *j = job_new(4);
+	struct fr_verdict *v;
+
+	(void)state;
+	for (uint32_t r = 0; r < 4; r++)
+		rank_new(j, r, FR_RANK_DUMPED);
+	add_world(j);
+	for (uint32_t i = 0; i < 3; i++) {
+		add_comm(j, team[i], "team", team, 3);
+		for (uint64_t s = 1; s <= 4; s++)
+			add_op(j, team[i], "team", FR_OP_BARRIER, s, FR_STATE_COMPLETED, 600);
+	}
+	add_op(j, 0, "world", FR_OP_RECV, 1, FR_STATE_ENTERED, 40);
+	add_op(j, 1, "team", FR_OP_BARRIER, 5, FR_STATE_ENTERED, 30);
+	add_op(j, 3, "team", FR_OP_BARRIER, 5, FR_STATE_ENTERED, 30);
+	v = correlate(j);
+	assert_int_equal(v->kind, FR_VERDICT_HANG);
+	assert_int_equal(v->nculprits, 1);
+	assert_int_equal(v->culprits[0].rank, 2);
+	assert_int_equal(v->culprits[0].reason, FR_REASON_NOT_ENTERED);
+	assert_int_equal(v->op.type, FR_OP_RECV);
+	assert_int_equal(v->op.peer, -1);
+	assert_ranks(v->waiting, v->nwaiting, "0-1,3");
+	assert_contains(v->summary, "rank 2 (node2, pid 1002) never posted the send matching "
+				    "rank 0's recv #1 from any rank on world");
+	job_free(j);
+}
+
+/* Every rank of world enters MPI_Finalize; one still computes. */
+static void test_finalize_not_entered(void **state)
+{
+	struct job *j = job_new(4);
+	struct fr_verdict *v;
+
+	(void)state;
+	for (uint32_t r = 0; r < 4; r++)
+		rank_new(j, r, FR_RANK_DUMPED);
+	add_world(j);
+	for (uint32_t r = 0; r < 4; r++) {
+		history(j, r, "world", 10);
+		if (r != 2) {
+			struct fr_op *op = add_op(j, r, "world", FR_OP_FINALIZE, 11,
+						  FR_STATE_ENTERED, 25);
+
+			op->count = 0;
+			op->bytes = 0;
+			op->dtype[0] = '\0';
+		}
+	}
+	v = correlate(j);
+	assert_int_equal(v->kind, FR_VERDICT_HANG);
+	assert_int_equal(v->nculprits, 1);
+	assert_int_equal(v->culprits[0].rank, 2);
+	assert_int_equal(v->culprits[0].reason, FR_REASON_NOT_ENTERED);
+	assert_int_equal(v->culprits[0].last_completed.seq, 10);
+	assert_int_equal(v->op.type, FR_OP_FINALIZE);
+	assert_int_equal(v->op.seq, 11);
+	assert_ranks(v->waiting, v->nwaiting, "0-1,3");
+	assert_contains(v->summary, "rank 2 (node2, pid 1002) never entered finalize #11 on "
+				    "world [0-3]");
 	job_free(j);
 }
 
@@ -934,6 +1172,12 @@ int main(void)
 		cmocka_unit_test(test_mismatch_count_and_tie),
 		cmocka_unit_test(test_vector_counts_no_mismatch),
 		cmocka_unit_test(test_mismatch_wins_over_hang),
+		cmocka_unit_test(test_completed_mismatch_ignored),
+		cmocka_unit_test(test_posted_irecv_does_not_wait),
+		cmocka_unit_test(test_ok_posted_only),
+		cmocka_unit_test(test_waited_irecv_deadlock),
+		cmocka_unit_test(test_any_source_recv_blames_sink),
+		cmocka_unit_test(test_finalize_not_entered),
 		cmocka_unit_test(test_stuck_in_op),
 		cmocka_unit_test(test_unresponsive_nobody_waits),
 		cmocka_unit_test(test_p2p_peer_never_posts),

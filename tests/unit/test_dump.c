@@ -17,8 +17,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <limits.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -134,6 +136,7 @@ static struct fr_op *add_op(struct fr_trace *t, size_t *cap, const char *comm,
 	op->peer = -1;
 	op->root = -1;
 	op->t_entered_ns = 1700000000000000000ull + t->nops * 1000;
+	op->t_started_ns = op->t_entered_ns;
 	if (state == FR_STATE_COMPLETED)
 		op->t_completed_ns = op->t_entered_ns + 500;
 	return op;
@@ -183,9 +186,11 @@ static void make_rich_trace(struct fr_trace *t)
 	COPY(op->dtype, "int32");
 	COPY(op->redop, "max");
 
+	/* A non-blocking send that nobody waited on: it never blocked. */
 	op = add_op(t, &ocap, "c0", FR_OP_SEND, FR_STATE_COMPLETED, 2);
 	op->peer = 4;
 	op->nonblocking = true;
+	op->t_started_ns = 0;
 	op->count = 3;
 	op->bytes = 3;
 	COPY(op->dtype, "derived");
@@ -197,6 +202,18 @@ static void make_rich_trace(struct fr_trace *t)
 	COPY(op->dtype, "int64");
 
 	op = add_op(t, &ocap, "c0", FR_OP_BARRIER, FR_STATE_ENTERED, 11);
+
+	/* An Irecv the rank now waits on, since well after posting it. */
+	op = add_op(t, &ocap, "c0", FR_OP_RECV, FR_STATE_ENTERED, 4);
+	op->peer = 1;
+	op->nonblocking = true;
+	op->waited = true;
+	op->t_started_ns = op->t_entered_ns + 777;
+	op->count = 1;
+	op->bytes = 8;
+	COPY(op->dtype, "double");
+
+	op = add_op(t, &ocap, "c0", FR_OP_FINALIZE, FR_STATE_ENTERED, 12);
 
 	t->nthreads = 2;
 	t->threads = calloc(2, sizeof(*t->threads));
@@ -231,6 +248,7 @@ static void assert_ops_equal(const struct fr_op *a, const struct fr_op *b)
 	assert_int_equal(a->state, b->state);
 	assert_int_equal(a->is_p2p, b->is_p2p);
 	assert_int_equal(a->nonblocking, b->nonblocking);
+	assert_int_equal(a->waited, b->waited);
 	assert_int_equal(a->seq, b->seq);
 	assert_int_equal(a->peer, b->peer);
 	assert_int_equal(a->root, b->root);
@@ -239,6 +257,7 @@ static void assert_ops_equal(const struct fr_op *a, const struct fr_op *b)
 	assert_string_equal(a->dtype, b->dtype);
 	assert_string_equal(a->redop, b->redop);
 	assert_int_equal(a->t_entered_ns, b->t_entered_ns);
+	assert_int_equal(a->t_started_ns, b->t_started_ns);
 	assert_int_equal(a->t_completed_ns, b->t_completed_ns);
 }
 
@@ -415,7 +434,7 @@ static void test_document_shape(void **state)
 	root = fr_dump_to_json(&t);
 	assert_non_null(root);
 	assert_string_equal(json_string_value(json_object_get(root, "format")), "flightrec-dump");
-	assert_string_equal(json_string_value(json_object_get(root, "version")), "1.0");
+	assert_string_equal(json_string_value(json_object_get(root, "version")), "1.1");
 	assert_string_equal(json_string_value(json_object_get(root, "status")), "dumped");
 
 	v = json_object_get(json_object_get(root, "pg_config"), "c0.split.2");
@@ -448,6 +467,25 @@ static void test_document_shape(void **state)
 			    "MPI_COMM_WORLD");
 	assert_int_equal(json_integer_value(json_object_get(e, "time_discovered_completed_ns")),
 			 t.ops[0].t_completed_ns);
+	assert_int_equal(json_integer_value(json_object_get(e, "time_discovered_started_ns")),
+			 t.ops[0].t_entered_ns);
+	assert_true(json_is_false(json_object_get(e, "waited")));
+
+	/* entries[2]: a non-blocking send never waited on never started blocking. */
+	e = json_array_get(json_object_get(root, "entries"), 2);
+	assert_true(json_is_true(json_object_get(e, "nonblocking")));
+	assert_true(json_is_false(json_object_get(e, "waited")));
+	assert_true(json_is_null(json_object_get(e, "time_discovered_started_ns")));
+
+	/* entries[5]: an Irecv waited on, blocking since its Wait began. */
+	e = json_array_get(json_object_get(root, "entries"), 5);
+	assert_true(json_is_true(json_object_get(e, "nonblocking")));
+	assert_true(json_is_true(json_object_get(e, "waited")));
+	assert_int_equal(json_integer_value(json_object_get(e, "time_discovered_started_ns")),
+			 t.ops[5].t_entered_ns + 777);
+	e = json_array_get(json_object_get(root, "entries"), 6);
+	assert_string_equal(json_string_value(json_object_get(e, "profiling_name")),
+			    "mpi:finalize");
 
 	/* entries[3]: a p2p receive still in flight. */
 	e = json_array_get(json_object_get(root, "entries"), 3);
@@ -535,6 +573,7 @@ static void test_read_good(void **state)
 	assert_string_equal(op->dtype, "double");
 	assert_string_equal(op->redop, "sum");
 	assert_int_equal(op->t_entered_ns, 1700000000000000100ull);
+	assert_int_equal(op->t_started_ns, 1700000000000000100ull);
 	assert_int_equal(op->t_completed_ns, 1700000000000900100ull);
 
 	op = &t.ops[1];
@@ -544,6 +583,8 @@ static void test_read_good(void **state)
 	assert_int_equal(op->state, FR_STATE_ENTERED);
 	assert_true(op->is_p2p);
 	assert_true(op->nonblocking);
+	/* Written before "waited" existed: not waited on. */
+	assert_false(op->waited);
 	assert_int_equal(op->seq, 3);
 	assert_int_equal(op->peer, 2);
 	assert_int_equal(op->count, 16);
@@ -673,6 +714,31 @@ static json_t *entry(json_t *root, size_t i)
 	return json_array_get(json_object_get(root, "entries"), i);
 }
 
+static void edit_world_zero(json_t *root)
+{
+	json_object_set_new(root, "world_size", json_integer(0));
+}
+
+static void edit_world_huge(json_t *root)
+{
+	json_object_set_new(root, "world_size", json_integer((1 << 24) + 1));
+}
+
+static void edit_waited_type(json_t *root)
+{
+	json_object_set_new(entry(root, 1), "waited", json_string("yes"));
+}
+
+static void edit_waited_blocking(json_t *root)
+{
+	json_object_set_new(entry(root, 0), "waited", json_true());
+}
+
+static void edit_started_type(json_t *root)
+{
+	json_object_set_new(entry(root, 2), "time_discovered_started_ns", json_string("soon"));
+}
+
 static void edit_no_entries(json_t *root)
 {
 	json_object_del(root, "entries");
@@ -764,6 +830,16 @@ static void test_read_bad_fields(void **state)
 		  "pg_status.ghost: no such process group" },
 		{ "a manifest", edit_format, -EPROTO,
 		  "not a flightrec dump (format is \"flightrec-manifest\"" },
+		{ "world of 0", edit_world_zero, -EPROTO,
+		  "x.json: world_size: 0 is not a valid world size (1..16777216)" },
+		{ "world too big", edit_world_huge, -EPROTO,
+		  "x.json: world_size: 16777217 is not a valid world size" },
+		{ "waited type", edit_waited_type, -EPROTO,
+		  "entries[1].waited: expected true or false, got a string" },
+		{ "waited blocking op", edit_waited_blocking, -EPROTO,
+		  "entries[0].waited: true for an operation that is not nonblocking" },
+		{ "start time type", edit_started_type, -EPROTO,
+		  "entries[2].time_discovered_started_ns: expected an integer" },
 	};
 	char *path = data_path("good-rank-0.json");
 	json_error_t je;
@@ -785,6 +861,66 @@ static void test_read_bad_fields(void **state)
 		json_decref(doc);
 	}
 	json_decref(good);
+	free(path);
+}
+
+/*
+ * PyTorch entries carry no "nonblocking": they block from when they start,
+ * which PyTorch often leaves null; then entering is when they started.
+ */
+static void test_read_pytorch_start_time(void **state)
+{
+	static const struct {
+		const char *state;
+		json_int_t started;   /* time_discovered_started_ns; 0: null */
+		uint64_t want;
+	} cases[] = {
+		{ "scheduled", 0, 0 },
+		{ "started", 0, 1700000004000000000ull },
+		{ "started", 1700000004500000000ll, 1700000004500000000ull },
+		{ "entered", 0, 1700000004000000000ull },
+		{ "completed", 1700000004200000000ll, 1700000004200000000ull },
+	};
+	char *path = data_path("pytorch-entry.json");
+	json_t *doc = json_load_file(path, 0, NULL);
+
+	(void)state;
+	assert_non_null(doc);
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		json_t *e = entry(doc, 0);
+		json_int_t started = cases[i].started;
+		struct fr_trace t;
+		char err[512];
+
+		json_object_set_new(e, "state", json_string(cases[i].state));
+		json_object_set_new(e, "time_discovered_started_ns",
+				    started ? json_integer(started) : json_null());
+		if (fr_dump_from_json(doc, "pt.json", &t, err, sizeof(err)) != 0)
+			fail_msg("case %zu: %s", i, err);
+		assert_int_equal(t.ops[0].t_started_ns, cases[i].want);
+		assert_false(t.ops[0].nonblocking);
+		assert_false(t.ops[0].waited);
+		fr_trace_free(&t);
+	}
+	json_decref(doc);
+	free(path);
+}
+
+/* The largest world a dump may state is read; the message names the file. */
+static void test_read_world_size_bounds(void **state)
+{
+	char *path = data_path("good-rank-0.json");
+	json_t *doc = json_load_file(path, 0, NULL);
+	struct fr_trace t;
+	char err[512];
+
+	(void)state;
+	assert_non_null(doc);
+	json_object_set_new(doc, "world_size", json_integer(1 << 24));
+	assert_int_equal(fr_dump_from_json(doc, "big.json", &t, err, sizeof(err)), 0);
+	assert_int_equal(t.world_size, 1u << 24);
+	fr_trace_free(&t);
+	json_decref(doc);
 	free(path);
 }
 
@@ -1125,6 +1261,284 @@ static void test_manifest_bad_rank(void **state)
 	remove_dir(dir);
 }
 
+/* A manifest of no ranks is refused, naming the file. */
+static void test_manifest_world_zero(void **state)
+{
+	char *dir = make_temp_dir();
+	char *path = join(dir, "manifest.json");
+	struct fr_manifest m;
+	json_t *doc;
+	char err[512];
+
+	(void)state;
+	doc = fr_manifest_to_json("j", "i", "r", 0, 1, 2, NULL, 0, NULL);
+	assert_non_null(doc);
+	assert_int_equal(json_dump_file(doc, path, 0), 0);
+	json_decref(doc);
+	assert_int_equal(fr_manifest_read_file(path, &m, err, sizeof(err)), -EPROTO);
+	assert_contains(err, "manifest.json: world_size: 0 is not a valid world size");
+	assert_int_equal(m.nranks, 0);
+	free(path);
+	remove_dir(dir);
+}
+
+/* ------------------------------------------------------------------ */
+/* fr-analyze over directories of dumps                                */
+/* ------------------------------------------------------------------ */
+
+/*
+ * The fr-analyze built with this test (BUILD/bin/fr-analyze, next to
+ * BUILD/tests/), or $FR_ANALYZE; NULL when there is none.
+ */
+static char *analyze_path(void)
+{
+	const char *env = getenv("FR_ANALYZE");
+	char exe[PATH_MAX];
+	char *slash, *p;
+	ssize_t n;
+
+	if (env && *env)
+		return strdup(env);
+	n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
+	if (n <= 0)
+		return NULL;
+	exe[n] = '\0';
+	slash = strrchr(exe, '/');
+	if (!slash)
+		return NULL;
+	*slash = '\0';
+	assert_true(asprintf(&p, "%s/../bin/fr-analyze", exe) > 0);
+	if (access(p, X_OK) != 0) {
+		free(p);
+		return NULL;
+	}
+	return p;
+}
+
+/*
+ * Runs fr-analyze --json on `dir`. Returns its exit status; *out is its
+ * verdict (NULL when stdout is not JSON) and *err its stderr (caller frees
+ * both). Skips the test when fr-analyze is not built.
+ */
+static int run_analyze(const char *dir, json_t **out, char **err)
+{
+	char errpath[] = "/tmp/fr-test-analyze.XXXXXX";
+	char *bin = analyze_path();
+	char *cmd;
+	FILE *p, *f;
+	size_t len;
+	int fd, status;
+
+	if (!bin) {
+		print_message("fr-analyze is not built next to this test; set FR_ANALYZE\n");
+		skip();
+	}
+	fd = mkstemp(errpath);
+	assert_true(fd >= 0);
+	close(fd);
+	assert_true(asprintf(&cmd, "'%s' --json '%s' 2>'%s'", bin, dir, errpath) > 0);
+	p = popen(cmd, "r");
+	assert_non_null(p);
+	*out = json_loadf(p, 0, NULL);
+	status = pclose(p);
+	f = fopen(errpath, "r");
+	assert_non_null(f);
+	*err = calloc(1, 1 << 16);
+	assert_non_null(*err);
+	len = fread(*err, 1, (1 << 16) - 1, f);
+	(*err)[len] = '\0';
+	fclose(f);
+	unlink(errpath);
+	free(cmd);
+	free(bin);
+	assert_true(WIFEXITED(status));
+	return WEXITSTATUS(status);
+}
+
+/*
+ * Rank `rank` of a job of `world`: all_reduce #1 done on "world", and #2
+ * entered unless `idle` (then it computes).
+ */
+static void job_rank(struct fr_trace *t, uint32_t rank, uint32_t world, bool idle)
+{
+	static uint32_t members[16];
+	size_t ccap = 0, ocap = 0;
+	struct fr_comm *c;
+
+	memset(t, 0, sizeof(*t));
+	assert_true(world <= 16);
+	for (uint32_t i = 0; i < world; i++)
+		members[i] = i;
+	t->status = FR_RANK_DUMPED;
+	COPY(t->job, "job-a");
+	t->rank = rank;
+	t->world_size = world;
+	COPY(t->host, "host");
+	t->pid = 100 + rank;
+	t->time_ns = 1700000000000000000ull + 60000000000ull;
+	c = add_comm(t, &ccap, "world", "MPI_COMM_WORLD", rank, world, members);
+	c->last_entered = idle ? 1 : 2;
+	c->last_completed = 1;
+	add_op(t, &ocap, "world", FR_OP_ALL_REDUCE, FR_STATE_COMPLETED, 1);
+	if (!idle)
+		add_op(t, &ocap, "world", FR_OP_ALL_REDUCE, FR_STATE_ENTERED, 2);
+}
+
+static void write_dump(const char *dir, const char *name, const struct fr_trace *t)
+{
+	char *path = join(dir, name);
+	char *text;
+	size_t len;
+
+	assert_int_equal(fr_dump_serialize(t, &text, &len), 0);
+	assert_int_equal(fr_write_file_atomic(path, text, len), 0);
+	free(text);
+	free(path);
+}
+
+static void write_text(const char *dir, const char *name, const char *text)
+{
+	char *path = join(dir, name);
+
+	assert_int_equal(fr_write_file_atomic(path, text, strlen(text)), 0);
+	free(path);
+}
+
+/* Ranks 0-3 of a job of 4, rank 2 computing while the others wait. */
+static void write_job_of_4(const char *dir, struct fr_trace *ranks)
+{
+	char name[32];
+
+	for (uint32_t r = 0; r < 4; r++) {
+		job_rank(&ranks[r], r, 4, r == 2);
+		snprintf(name, sizeof(name), "rank-%u.json", r);
+		write_dump(dir, name, &ranks[r]);
+	}
+}
+
+/*
+ * A stray dump of rank 6 from a job of 8 lies among the four dumps of a job
+ * of 4. The world is what most dumps say; the stray one is left out, named,
+ * and stretches nothing.
+ */
+static void test_analyze_drops_rank_outside_world(void **state)
+{
+	char *dir = make_temp_dir();
+	struct fr_trace ranks[4], stray;
+	json_t *v;
+	char *err;
+
+	(void)state;
+	write_job_of_4(dir, ranks);
+	job_rank(&stray, 6, 8, false);
+	write_dump(dir, "rank-6.json", &stray);
+	assert_int_equal(run_analyze(dir, &v, &err), 1);
+	assert_contains(err, "rank-6.json: rank 6 is outside the world of 4 ranks");
+	assert_non_null(v);
+	assert_int_equal(json_integer_value(json_object_get(v, "world_size")), 4);
+	assert_string_equal(json_string_value(json_object_get(v, "verdict")), "hang");
+	assert_int_equal(json_integer_value(json_object_get(
+				 json_array_get(json_object_get(v, "culprits"), 0), "rank")), 2);
+	assert_int_equal(json_array_size(json_object_get(v, "culprits")), 1);
+	json_decref(v);
+	free(err);
+	for (uint32_t r = 0; r < 4; r++)
+		fr_trace_free(&ranks[r]);
+	fr_trace_free(&stray);
+	remove_dir(dir);
+}
+
+/*
+ * With a manifest, its world size is the job's: a dump of rank 5 and a
+ * manifest entry for rank 7 (each from a world of 8) are both left out.
+ */
+static void test_analyze_manifest_world(void **state)
+{
+	char *dir = make_temp_dir();
+	char *path = join(dir, "manifest.json");
+	struct fr_trace ranks[4], stray, live7;
+	const struct fr_trace *live[5];
+	json_t *doc, *v;
+	char *err;
+
+	(void)state;
+	write_job_of_4(dir, ranks);
+	job_rank(&stray, 5, 8, false);
+	write_dump(dir, "rank-5.json", &stray);
+	job_rank(&live7, 7, 8, false);
+	live7.status = FR_RANK_LIVE;
+	for (uint32_t r = 0; r < 4; r++)
+		live[r] = &ranks[r];
+	live[4] = &live7;
+	doc = fr_manifest_to_json("job-a", "inc-1", "watchdog", 4, 1, 2, live, 5, NULL);
+	assert_non_null(doc);
+	assert_int_equal(json_dump_file(doc, path, 0), 0);
+	json_decref(doc);
+
+	assert_int_equal(run_analyze(dir, &v, &err), 1);
+	assert_contains(err, "rank-5.json: rank 5 is outside the world of 4 ranks");
+	assert_contains(err, "manifest.json: ranks[4]: rank 7 is outside the world of 4 ranks");
+	assert_non_null(v);
+	assert_int_equal(json_integer_value(json_object_get(v, "world_size")), 4);
+	assert_int_equal(json_integer_value(json_object_get(
+				 json_array_get(json_object_get(v, "culprits"), 0), "rank")), 2);
+	json_decref(v);
+	free(err);
+	for (uint32_t r = 0; r < 4; r++)
+		fr_trace_free(&ranks[r]);
+	fr_trace_free(&stray);
+	fr_trace_free(&live7);
+	free(path);
+	remove_dir(dir);
+}
+
+/*
+ * Other *.json files: a dump under another name is read, a broken one is
+ * reported, and what is not ours (another format, not JSON, a file of more
+ * than a gigabyte) is passed over in silence.
+ */
+static void test_analyze_other_json_files(void **state)
+{
+	char *dir = make_temp_dir();
+	char *huge = join(dir, "huge.json");
+	struct fr_trace ranks[3];
+	json_t *v;
+	char *err;
+	int fd;
+
+	(void)state;
+	for (uint32_t r = 0; r < 3; r++) {
+		job_rank(&ranks[r], r, 3, true);
+	}
+	write_dump(dir, "rank-0.json", &ranks[0]);
+	write_dump(dir, "rank-1.json", &ranks[1]);
+	write_dump(dir, "copy-of-2.json", &ranks[2]);
+	write_text(dir, "notes.json", "{\"format\": \"someone-else\", \"rank\": 9}");
+	write_text(dir, "garbage.json", "this is not JSON");
+	write_text(dir, "broken.json", "{\"format\": \"flightrec-dump\", \"version\": \"1.1\"}");
+	fd = open(huge, O_CREAT | O_WRONLY, 0644);
+	assert_true(fd >= 0);
+	/* Sparse: costs no disk. */
+	assert_int_equal(ftruncate(fd, (1ll << 30) + 1), 0);
+	close(fd);
+
+	assert_int_equal(run_analyze(dir, &v, &err), 0);
+	assert_contains(err, "broken.json: job: missing");
+	assert_null(strstr(err, "notes.json"));
+	assert_null(strstr(err, "garbage.json"));
+	assert_null(strstr(err, "huge.json"));
+	assert_non_null(v);
+	assert_string_equal(json_string_value(json_object_get(v, "verdict")), "ok");
+	assert_int_equal(json_integer_value(json_object_get(v, "world_size")), 3);
+	assert_contains(json_string_value(json_object_get(v, "summary")), "(3 of 3 ranks");
+	json_decref(v);
+	free(err);
+	for (uint32_t r = 0; r < 3; r++)
+		fr_trace_free(&ranks[r]);
+	free(huge);
+	remove_dir(dir);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -1141,6 +1555,8 @@ int main(void)
 		cmocka_unit_test(test_read_missing_file),
 		cmocka_unit_test(test_read_pytorch_entry),
 		cmocka_unit_test(test_read_bad_fields),
+		cmocka_unit_test(test_read_pytorch_start_time),
+		cmocka_unit_test(test_read_world_size_bounds),
 		cmocka_unit_test(test_parse_not_json),
 		cmocka_unit_test(test_read_too_big),
 		cmocka_unit_test(test_atomic_write_and_replace),
@@ -1150,6 +1566,10 @@ int main(void)
 		cmocka_unit_test(test_atomic_write_stale_temp),
 		cmocka_unit_test(test_manifest_round_trip),
 		cmocka_unit_test(test_manifest_bad_rank),
+		cmocka_unit_test(test_manifest_world_zero),
+		cmocka_unit_test(test_analyze_drops_rank_outside_world),
+		cmocka_unit_test(test_analyze_manifest_world),
+		cmocka_unit_test(test_analyze_other_json_files),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

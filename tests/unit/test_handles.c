@@ -26,6 +26,12 @@ static void put_get_take(void **state)
 	assert_true(fr_handles_put(&m, 0x1000, 11));
 	assert_int_equal(fr_handles_get(&m, 0x1000), 11);
 	assert_int_equal(fr_handles_get(&m, 0x2000), 9);
+	/* Clearing only the value we saw: a recycled handle keeps its new one. */
+	assert_false(fr_handles_take_if(&m, 0x1000, 7));
+	assert_int_equal(fr_handles_get(&m, 0x1000), 11);
+	assert_true(fr_handles_take_if(&m, 0x1000, 11));
+	assert_int_equal(fr_handles_get(&m, 0x1000), 0);
+	assert_false(fr_handles_take_if(&m, 0x3000, 1)); /* absent */
 	/* 0 is never a handle. */
 	assert_false(fr_handles_put(&m, 0, 1));
 	fr_handles_destroy(&m);

@@ -86,10 +86,45 @@ static void push_read_complete(void **state)
 	assert_true(fr_ring_read(&r, id, &out));
 	assert_int_equal(out.state, 1);
 	assert_int_equal(out.t_completed, 42);
+	assert_int_equal(out.t_waited, 0);
 	assert_consistent(&out);
-	/* Completing twice is refused: it is no longer entered... but the
-	 * generation is stable, so the update is harmless; what matters is
-	 * that a wrapped record cannot be completed. */
+	/* A completed record takes no further update. */
+	assert_false(fr_ring_complete(&r, id, 43));
+	assert_false(fr_ring_mark_waited(&r, id, 44));
+	assert_true(fr_ring_read(&r, id, &out));
+	assert_int_equal(out.t_completed, 42);
+	fr_ring_destroy(&r);
+}
+
+static void waited_then_completed(void **state)
+{
+	struct fr_ring r;
+	struct fr_rec in = make(7, 2), out;
+	uint64_t id;
+
+	(void)state;
+	assert_int_equal(fr_ring_init(&r, 16), 0);
+	in.flags = FR_REC_NONBLOCKING;
+	id = fr_ring_push(&r, &in);
+	assert_true(fr_ring_read(&r, id, &out));
+	assert_int_equal(out.t_waited, 0);
+
+	assert_true(fr_ring_mark_waited(&r, id, 100));
+	assert_false(fr_ring_mark_waited(&r, id, 101)); /* once */
+	assert_true(fr_ring_read(&r, id, &out));
+	assert_int_equal(out.state, 0);
+	assert_int_equal(out.flags, FR_REC_NONBLOCKING | FR_REC_WAITED);
+	assert_int_equal(out.t_waited, 100);
+	assert_int_equal(out.t_completed, 0);
+	assert_int_equal(out.seq, 7);
+
+	assert_true(fr_ring_complete(&r, id, 200));
+	assert_true(fr_ring_read(&r, id, &out));
+	assert_int_equal(out.state, 1);
+	assert_int_equal(out.flags, FR_REC_NONBLOCKING | FR_REC_WAITED);
+	assert_int_equal(out.t_completed, 200);
+	assert_int_equal(out.t_waited, 0);
+	assert_int_equal(out.count, 7 * 3 + 2);
 	fr_ring_destroy(&r);
 }
 
@@ -190,6 +225,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(capacity_rounds_up_to_power_of_two),
 		cmocka_unit_test(push_read_complete),
+		cmocka_unit_test(waited_then_completed),
 		cmocka_unit_test(wrap_overwrites_oldest),
 		cmocka_unit_test(concurrent_writers_and_reader),
 	};

@@ -1,8 +1,9 @@
 /*
  * Unit tests of the wire codec (protocol/wire.c): the header checks, a round
  * trip of every message, truncation at every length, trailing bytes, hostile
- * counts, string and chunk limits, small buffers, and the malformed frames
- * kept under $FR_TEST_DATA/wire/ (default tests/data/wire/).
+ * counts, string and chunk limits, in-flight flags, small buffers, the
+ * names that may become directories (fr_wire_valid_name), and the malformed
+ * frames kept under $FR_TEST_DATA/wire/ (default tests/data/wire/).
  *
  * Truncated and exact payloads are decoded from heap copies of exactly their
  * length, so that under AddressSanitizer a read past the end fails the run.
@@ -111,8 +112,14 @@ static struct fr_wire_comm_progress sample_comms[] = {
 };
 
 static struct fr_wire_inflight sample_inflight[] = {
-	{ "world", FR_OP_ALL_REDUCE, 0, -1, 41, 1024, 4096, "float32", 1500 },
-	{ "c9f3a1", FR_OP_SEND, 1, 6, 3, 16, 64, "int32", 2 },
+	{ .comm = "world", .type = FR_OP_ALL_REDUCE, .is_p2p = 0, .flags = 0, .peer = -1,
+	  .seq = 41, .count = 1024, .bytes = 4096, .dtype = "float32", .age_ms = 1500 },
+	{ .comm = "c9f3a1", .type = FR_OP_SEND, .is_p2p = 1,
+	  .flags = FR_WIRE_INFLIGHT_NONBLOCKING | FR_WIRE_INFLIGHT_WAITED, .peer = 6, .seq = 3,
+	  .count = 16, .bytes = 64, .dtype = "int32", .age_ms = 2 },
+	{ .comm = "c9f3a1", .type = FR_OP_RECV, .is_p2p = 1,
+	  .flags = FR_WIRE_INFLIGHT_NONBLOCKING, .peer = 5, .seq = 9, .count = 8, .bytes = 32,
+	  .dtype = "int32", .age_ms = 600000 },
 };
 
 static const uint8_t sample_dump[] = "{\"format\": \"flightrec-dump\"}";
@@ -145,7 +152,7 @@ static void sample_progress(struct fr_msg_progress *m)
 	memset(m, 0, sizeof(*m));
 	m->ncomms = 2;
 	m->comms = sample_comms;
-	m->ninflight = 2;
+	m->ninflight = sizeof(sample_inflight) / sizeof(sample_inflight[0]);
 	m->inflight = sample_inflight;
 }
 
@@ -495,6 +502,7 @@ static void test_roundtrip_progress(void **state)
 		assert_string_equal(b->comm, a->comm);
 		assert_int_equal(b->type, a->type);
 		assert_int_equal(b->is_p2p, a->is_p2p);
+		assert_int_equal(b->flags, a->flags);
 		assert_int_equal(b->peer, a->peer);
 		assert_int_equal(b->seq, a->seq);
 		assert_int_equal(b->count, a->count);
@@ -746,7 +754,8 @@ static void test_string_limit_encode(void **state)
 	struct fr_msg_comm comm;
 	struct fr_msg_progress prog;
 	struct fr_wire_comm_progress cp = { "c", 1, 1 };
-	struct fr_wire_inflight op = { "c", FR_OP_BARRIER, 0, -1, 1, 0, 0, "byte", 0 };
+	struct fr_wire_inflight op = { .comm = "c", .type = FR_OP_BARRIER, .peer = -1, .seq = 1,
+				       .dtype = "byte" };
 	struct fr_msg_dump_request req;
 	struct fr_msg_dump_data data;
 
@@ -912,7 +921,8 @@ static void test_comm_inconsistent(void **state)
 
 static void test_progress_inconsistent(void **state)
 {
-	struct fr_wire_inflight op = { "c", FR_OP_SEND, 1, 3, 1, 1, 1, "byte", 0 };
+	struct fr_wire_inflight op = { .comm = "c", .type = FR_OP_SEND, .is_p2p = 1, .peer = 3,
+				       .seq = 1, .count = 1, .bytes = 1, .dtype = "byte" };
 	struct fr_msg_progress m = { 0, NULL, 1, &op };
 	struct bytes b = { .n = 0 };
 	uint8_t buf[512];
@@ -935,6 +945,7 @@ static void test_progress_inconsistent(void **state)
 	put_str(&b, "c");
 	put_u8(&b, FR_OP_SEND);
 	put_u8(&b, 2);
+	put_u8(&b, 0);
 	put_u32(&b, 3);
 	put_u64(&b, 1);
 	put_u64(&b, 1);
@@ -945,6 +956,127 @@ static void test_progress_inconsistent(void **state)
 	/* The same with is_p2p 1 is fine: the test above fails for that reason only. */
 	b.b[4 + 4 + 3 + 1] = 1;
 	assert_int_equal(codec_for(FR_MSG_PROGRESS)->decode(b.b, b.n), 0);
+}
+
+/* A PROGRESS payload with one in-flight operation whose flags byte is `flags`. */
+static void progress_with_flags(struct bytes *b, uint8_t type, uint8_t flags)
+{
+	b->n = 0;
+	put_u32(b, 0);
+	put_u32(b, 1);
+	put_str(b, "c");
+	put_u8(b, type);
+	put_u8(b, 1);
+	put_u8(b, flags);
+	put_u32(b, 3);
+	put_u64(b, 7);
+	put_u64(b, 1);
+	put_u64(b, 4);
+	put_str(b, "int32");
+	put_u64(b, 250);
+}
+
+/* Decodes a one-operation PROGRESS payload and returns the operation. */
+static int decode_one_op(const struct bytes *b, struct fr_wire_inflight *op)
+{
+	struct fr_msg_progress m;
+	uint8_t *copy = exact_copy(b->b, b->n);
+	int rc = fr_wire_progress_decode(copy, b->n, &m);
+
+	free(copy);
+	if (rc == 0) {
+		assert_int_equal(m.ninflight, 1);
+		*op = m.inflight[0];
+		fr_wire_progress_free(&m);
+	}
+	return rc;
+}
+
+static void test_progress_flags(void **state)
+{
+	struct fr_wire_inflight op = { .comm = "c", .type = FR_OP_RECV, .is_p2p = 1, .peer = 3,
+				       .seq = 7, .count = 1, .bytes = 4, .dtype = "int32",
+				       .age_ms = 250 };
+	struct fr_msg_progress m = { 0, NULL, 1, &op };
+	struct fr_wire_inflight out;
+	struct bytes b;
+	uint8_t buf[256];
+	int n;
+
+	(void)state;
+	/* The flags byte sits right after is_p2p: the encoder's bytes are the
+	 * ones built here by hand. */
+	op.flags = FR_WIRE_INFLIGHT_NONBLOCKING | FR_WIRE_INFLIGHT_WAITED;
+	progress_with_flags(&b, FR_OP_RECV, op.flags);
+	n = fr_wire_progress_encode(&m, buf, sizeof(buf));
+	assert_int_equal(n, FR_WIRE_HEADER_SIZE + b.n);
+	assert_memory_equal(buf + FR_WIRE_HEADER_SIZE, b.b, b.n);
+
+	/* Blocking, posted and waited operations all travel. */
+	for (uint8_t f = 0; f <= 3; f++) {
+		if (f == FR_WIRE_INFLIGHT_WAITED)
+			continue;
+		progress_with_flags(&b, FR_OP_RECV, f);
+		assert_int_equal(decode_one_op(&b, &out), 0);
+		assert_int_equal(out.flags, f);
+		assert_int_equal(out.age_ms, 250);
+	}
+
+	/* Waited but not non-blocking means nothing: refused both ways. */
+	op.flags = FR_WIRE_INFLIGHT_WAITED;
+	assert_int_equal(fr_wire_progress_encode(&m, buf, sizeof(buf)), -EINVAL);
+	progress_with_flags(&b, FR_OP_RECV, FR_WIRE_INFLIGHT_WAITED);
+	assert_int_equal(codec_for(FR_MSG_PROGRESS)->decode(b.b, b.n), -EPROTO);
+	progress_with_flags(&b, FR_OP_RECV, 0x80 | FR_WIRE_INFLIGHT_WAITED);
+	assert_int_equal(codec_for(FR_MSG_PROGRESS)->decode(b.b, b.n), -EPROTO);
+
+	/* Flags a newer agent may define are dropped, not refused; this
+	 * build's encoder cannot mean anything by them. */
+	progress_with_flags(&b, FR_OP_RECV, 0x80 | FR_WIRE_INFLIGHT_NONBLOCKING);
+	assert_int_equal(decode_one_op(&b, &out), 0);
+	assert_int_equal(out.flags, FR_WIRE_INFLIGHT_NONBLOCKING);
+	progress_with_flags(&b, FR_OP_RECV, 0xfc);
+	assert_int_equal(decode_one_op(&b, &out), 0);
+	assert_int_equal(out.flags, 0);
+	op.flags = 0x10;
+	assert_int_equal(fr_wire_progress_encode(&m, buf, sizeof(buf)), -EINVAL);
+
+	/* So are operation types this build does not name. */
+	progress_with_flags(&b, 200, FR_WIRE_INFLIGHT_NONBLOCKING);
+	assert_int_equal(decode_one_op(&b, &out), 0);
+	assert_int_equal(out.type, 200);
+	assert_string_equal(fr_op_name(out.type), "unknown");
+}
+
+static void test_valid_name(void **state)
+{
+	char name[FR_JOB_MAX + 2];
+
+	(void)state;
+	assert_true(fr_wire_valid_name("job-42"));
+	assert_true(fr_wire_valid_name("a"));
+	assert_true(fr_wire_valid_name("Run_7.b-X"));
+	assert_true(fr_wire_valid_name("a.."));
+	assert_true(fr_wire_valid_name("default"));
+	assert_false(fr_wire_valid_name(""));
+	assert_false(fr_wire_valid_name("."));
+	assert_false(fr_wire_valid_name(".."));
+	assert_false(fr_wire_valid_name(".hidden"));
+	assert_false(fr_wire_valid_name("/"));
+	assert_false(fr_wire_valid_name("a/b"));
+	assert_false(fr_wire_valid_name("../etc"));
+	assert_false(fr_wire_valid_name("a b"));
+	assert_false(fr_wire_valid_name("a:b"));
+	assert_false(fr_wire_valid_name("caf\xc3\xa9"));
+	assert_false(fr_wire_valid_name("a\n"));
+
+	memset(name, 'n', FR_JOB_MAX);
+	name[FR_JOB_MAX] = '\0';
+	assert_int_equal(FR_JOB_MAX, 64);
+	assert_true(fr_wire_valid_name(name));
+	name[FR_JOB_MAX] = 'n';
+	name[FR_JOB_MAX + 1] = '\0';
+	assert_false(fr_wire_valid_name(name));
 }
 
 static void test_bye_reserved(void **state)
@@ -1143,6 +1275,8 @@ int main(void)
 		cmocka_unit_test(test_comm_max_payload),
 		cmocka_unit_test(test_comm_inconsistent),
 		cmocka_unit_test(test_progress_inconsistent),
+		cmocka_unit_test(test_progress_flags),
+		cmocka_unit_test(test_valid_name),
 		cmocka_unit_test(test_bye_reserved),
 		cmocka_unit_test(test_dump_data_bounds),
 		cmocka_unit_test(test_dump_data_chunk_decode),
