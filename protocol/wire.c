@@ -726,13 +726,8 @@ bool fr_wire_valid_name(const char *s)
 
 	if (s[0] == '.')
 		return false;
-	for (; s[n]; n++) {
-		char ch = s[n];
-		bool ok = (ch >= 'A' && ch <= 'Z') || (ch >= 'a' && ch <= 'z') ||
-			  (ch >= '0' && ch <= '9') || ch == '.' || ch == '_' || ch == '-';
-
-		if (!ok || n >= FR_JOB_MAX)
+	for (; s[n]; n++)
+		if (!fr_wire_name_char(s[n]) || n >= FR_JOB_MAX)
 			return false;
-	}
 	return n > 0;
 }
