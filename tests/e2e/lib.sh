@@ -84,10 +84,11 @@ cleanup() {
 trap cleanup EXIT
 trap 'exit 130' INT TERM
 
-# start_daemon [flightrecd options...]: ephemeral ports, dumps under $T.
+# start_daemon [flightrecd options...]: ephemeral ports (LISTEN_ADDR picks
+# the agent port), dumps under $T.
 start_daemon() {
 	rm -f "$T/ports.json"
-	"$BIN/flightrecd" --listen 127.0.0.1:0 --http 127.0.0.1:0 --dump-dir "$T/incidents" \
+	"$BIN/flightrecd" --listen "${LISTEN_ADDR:-127.0.0.1:0}" --http 127.0.0.1:0 --dump-dir "$T/incidents" \
 		--ports-file "$T/ports.json" "$@" >>"$T/daemon.log" 2>&1 &
 	DAEMON_PID=$!
 	wait_for 10 test -s "$T/ports.json" || fail "daemon did not write its ports file"

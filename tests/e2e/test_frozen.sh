@@ -18,5 +18,6 @@ expect '.verdict == "hang"'
 expect '[.culprits[] | .rank] == [2]'
 expect '.culprits[0].reason == "unresponsive"'
 expect '.op.type == "all_reduce" and .op.seq == 4 and .op.comm == "world"'
+expect '.op.comm_ranks == [0,1,2,3]'
 expect '.waiting_ranks == [0,1,3]'
 echo "PASS frozen rank: rank 2 named unresponsive"
