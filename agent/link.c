@@ -30,6 +30,9 @@
 #define BACKOFF_MIN_MS 100
 #define BACKOFF_MAX_MS 5000
 #define MAX_INFLIGHT 256
+/* Communicators per PROGRESS frame: 4096 x 80 bytes stays well under
+ * FR_WIRE_MAX_PAYLOAD. */
+#define MAX_COMMS_PER_FRAME 4096
 /* Progress is dropped rather than queued past this much unsent data. */
 #define MAX_QUEUED (4u << 20)
 #define STOP_GRACE_MS 1000
@@ -243,14 +246,17 @@ static uint32_t scan_inflight(struct fr_wire_inflight *out, uint32_t max, uint64
 
 static void send_progress(bool force)
 {
-	static struct fr_wire_comm_progress comms[FR_MAX_COMMS];
+	static struct fr_wire_comm_progress comms[MAX_COMMS_PER_FRAME];
+	static uint32_t index_of[MAX_COMMS_PER_FRAME];
 	static struct fr_wire_inflight inflight[MAX_INFLIGHT];
 	struct fr_msg_progress m;
 	uint32_t n = __atomic_load_n(&fr_agent.ncomms, __ATOMIC_ACQUIRE);
 	uint64_t sig, oldest;
 	uint32_t nc = 0;
 
-	for (uint32_t i = 0; i < n; i++) {
+	/* Comms past a full frame are left for the next tick: they still
+	 * differ from what was sent. */
+	for (uint32_t i = 0; i < n && nc < MAX_COMMS_PER_FRAME; i++) {
 		const struct fr_comm_rec *c = fr_agent.comms[i];
 		uint64_t e, d;
 
@@ -263,7 +269,7 @@ static void send_progress(bool force)
 		memcpy(comms[nc].comm, c->id, sizeof(comms[nc].comm));
 		comms[nc].last_entered = e;
 		comms[nc].last_completed = d;
-		nc++;
+		index_of[nc++] = i;
 	}
 	m.ncomms = nc;
 	m.comms = comms;
@@ -273,12 +279,9 @@ static void send_progress(bool force)
 		return;
 	if (SEND_MSG(progress, &m, true) < 0)
 		return; /* not sent: try again next tick */
-	for (uint32_t i = 0, j = 0; i < n && j < nc; i++) {
-		if (strcmp(fr_agent.comms[i]->id, comms[j].comm) != 0)
-			continue;
-		L.sent_entered[i] = comms[j].last_entered;
-		L.sent_completed[i] = comms[j].last_completed;
-		j++;
+	for (uint32_t j = 0; j < nc; j++) {
+		L.sent_entered[index_of[j]] = comms[j].last_entered;
+		L.sent_completed[index_of[j]] = comms[j].last_completed;
 	}
 	L.inflight_sig = sig;
 }
