@@ -35,8 +35,8 @@ endif
 
 # Code shared by the agent, the daemon and fr-analyze: compiled once.
 CORE_SRC := protocol/op.c protocol/wire.c dumps/trace.c dumps/dump.c dumps/correlate.c
-AGENT_SRC := agent/agent.c agent/clock.c agent/ring.c agent/handles.c agent/hooks_mpi.c agent/link.c \
-	agent/dumper.c agent/stacks.c
+AGENT_SRC := agent/agent.c agent/clock.c agent/ring.c agent/handles.c agent/hooks_mpi.c \
+	agent/hooks_nccl.c agent/gpu.c agent/link.c agent/dumper.c agent/stacks.c
 DAEMON_SRC := $(wildcard daemon/*.c)
 CLI_SRC := cli/fr_analyze.c
 
@@ -76,7 +76,7 @@ $(AGENT_LIB): $(call obj,$(AGENT_SRC)) $(CORE_LIB) agent/exports.map
 	@$(if $(Q),echo "  LD      $@")
 	$(Q)$(CC) -shared -Wl,--version-script=agent/exports.map -Wl,-z,lazy -Wl,-z,nodelete \
 		$(LDFLAGS) -o $@ $(call obj,$(AGENT_SRC)) $(CORE_LIB) \
-		$$($(PKG_CONFIG) --libs libuv jansson) -lunwind -lpthread
+		$$($(PKG_CONFIG) --libs libuv jansson) -lunwind -ldl -lpthread
 
 $(DAEMON): $(call obj,$(DAEMON_SRC)) $(CORE_LIB)
 	@mkdir -p $(dir $@)

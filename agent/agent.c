@@ -138,8 +138,16 @@ static void atfork_child(void)
 	started = false;
 }
 
-int fr_agent_start(const char *comm_lib, int world_rank, int world_size,
-		   struct fr_name_table dtypes, struct fr_name_table redops)
+void fr_agent_add_names(unsigned base, const char *const *dtypes, unsigned ndtypes,
+			const char *const *redops, unsigned nredops)
+{
+	for (unsigned i = 0; i < ndtypes && base + i < FR_NAMES_MAX; i++)
+		fr_agent.dtype_names[base + i] = dtypes[i];
+	for (unsigned i = 0; i < nredops && base + i < FR_NAMES_MAX; i++)
+		fr_agent.redop_names[base + i] = redops[i];
+}
+
+int fr_agent_start(const char *comm_lib, int world_rank, int world_size)
 {
 	static bool atfork_set;
 	int rc;
@@ -148,8 +156,6 @@ int fr_agent_start(const char *comm_lib, int world_rank, int world_size,
 		return 0;
 	read_settings(&fr_agent.cfg);
 	read_identity(&fr_agent.id, comm_lib, world_rank, world_size);
-	fr_agent.dtypes = dtypes;
-	fr_agent.redops = redops;
 	/* A child that re-initialises keeps the parent's table and ring memory
 	 * but starts a fresh recording. */
 	if (fr_agent.ring.slots)
@@ -170,6 +176,13 @@ int fr_agent_start(const char *comm_lib, int world_rank, int world_size,
 		fprintf(stderr, "flightrec: rank %u: link thread not started (%s); recording locally only\n",
 			fr_agent.id.rank, strerror(-rc));
 	return 0;
+}
+
+/* A process that exits without finalising a library (NCCL has no
+ * finalise; MPI programs may just exit) still says goodbye. */
+__attribute__((destructor)) static void agent_at_exit(void)
+{
+	fr_agent_stop();
 }
 
 void fr_agent_stop(void)

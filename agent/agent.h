@@ -59,12 +59,13 @@ struct fr_identity {
 	char comm_lib[FR_LIBVER_MAX + 1];
 };
 
-/* Names of a hook family's datatypes and reductions, indexed by the small
- * numbers it stores in records (index 0 means "derived"/none). */
-struct fr_name_table {
-	const char *const *names;
-	unsigned n;
-};
+/*
+ * Datatype and reduction names: each hook family stores small numbers in
+ * ring records, from its own range (MPI from 0, NCCL from
+ * FR_NAMES_NCCL_BASE), and registers their names once.
+ */
+#define FR_NAMES_MAX 256
+#define FR_NAMES_NCCL_BASE 128
 
 struct fr_agent {
 	bool active;              /* hooks record only while true */
@@ -73,8 +74,8 @@ struct fr_agent {
 	struct fr_ring ring;
 	struct fr_comm_rec *comms[FR_MAX_COMMS];
 	uint32_t ncomms;          /* published with release ordering */
-	struct fr_name_table dtypes;
-	struct fr_name_table redops;
+	const char *dtype_names[FR_NAMES_MAX];
+	const char *redop_names[FR_NAMES_MAX];
 };
 
 extern struct fr_agent fr_agent;
@@ -87,11 +88,16 @@ static inline bool fr_is_active(void)
 /*
  * Starts recording once a library has initialised. `world_rank` and
  * `world_size` are what the library says (used when no environment variable
- * names them). Starts the link thread. Idempotent. Returns 0 or -errno; on
- * failure the agent stays inactive and the application runs untouched.
+ * names them; -1 when it does not know). Starts the link thread.
+ * Idempotent: a second library in the same process joins the recording.
+ * Returns 0 or -errno; on failure the agent stays inactive and the
+ * application runs untouched.
  */
-int fr_agent_start(const char *comm_lib, int world_rank, int world_size,
-		   struct fr_name_table dtypes, struct fr_name_table redops);
+int fr_agent_start(const char *comm_lib, int world_rank, int world_size);
+
+/* Registers a hook family's names at `base` (before it records with them). */
+void fr_agent_add_names(unsigned base, const char *const *dtypes, unsigned ndtypes,
+			const char *const *redops, unsigned nredops);
 
 /* Stops recording and closes the link (finalise). Bounded in time. */
 void fr_agent_stop(void);
@@ -102,10 +108,15 @@ static inline int32_t fr_comm_global_rank(const struct fr_comm_rec *c, int32_t p
 	return peer >= 0 && (uint32_t)peer < c->size ? (int32_t)c->members[peer] : -1;
 }
 
-/* The name of entry `i` of a hook family's table; "" when out of range. */
-static inline const char *fr_name(const struct fr_name_table *t, unsigned i)
+/* Names of datatype and reduction numbers from ring records ("" if none). */
+static inline const char *fr_dtype_name(unsigned i)
 {
-	return i < t->n && t->names[i] ? t->names[i] : "";
+	return i < FR_NAMES_MAX && fr_agent.dtype_names[i] ? fr_agent.dtype_names[i] : "";
+}
+
+static inline const char *fr_redop_name(unsigned i)
+{
+	return i < FR_NAMES_MAX && fr_agent.redop_names[i] ? fr_agent.redop_names[i] : "";
 }
 
 /*

@@ -25,8 +25,8 @@ static void op_from_record(struct fr_op *op, const struct fr_rec *rec,
 	op->root = fr_op_is_rooted(rec->type) ? global : -1;
 	op->count = rec->count;
 	op->bytes = rec->count * rec->dtype_size;
-	snprintf(op->dtype, sizeof(op->dtype), "%s", fr_name(&fr_agent.dtypes, rec->dtype));
-	snprintf(op->redop, sizeof(op->redop), "%s", fr_name(&fr_agent.redops, rec->redop));
+	snprintf(op->dtype, sizeof(op->dtype), "%s", fr_dtype_name(rec->dtype));
+	snprintf(op->redop, sizeof(op->redop), "%s", fr_redop_name(rec->redop));
 	op->t_entered_ns = fr_ticks_to_ns(rec->t_entered);
 	op->t_completed_ns = fr_ticks_to_ns(rec->t_completed);
 	/* When it began to block the rank: at once, or at the start of a Wait. */

@@ -358,9 +358,8 @@ static void mpi_start(void)
 				fr_handles_init(&request_map, 1u << 14) ||
 				fr_handles_init(&anon_map, 1u << 10)))
 		return;
-	if (fr_agent_start(version, rank, size,
-			   (struct fr_name_table){ dtype_names, NDTYPES },
-			   (struct fr_name_table){ redop_names, NREDOPS }))
+	fr_agent_add_names(0, dtype_names, NDTYPES, redop_names, NREDOPS);
+	if (fr_agent_start(version, rank, size))
 		return;
 	learn_comm(MPI_COMM_WORLD, "world", "MPI_COMM_WORLD");
 	me = (uint32_t)rank;

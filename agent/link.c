@@ -24,6 +24,7 @@
 
 #include "../protocol/hash.h"
 #include "dumper.h"
+#include "gpu.h"
 
 #define TICK_MS 100
 #define HEARTBEAT_MS 1000
@@ -63,6 +64,7 @@ struct link {
 	uint64_t inflight_sig;
 	uint64_t local_dumped;       /* record id + 1 of the op last dumped locally */
 	bool stopping;
+	bool goodbye_on_connect;     /* stopping while the connection was being made */
 	/* Set by other threads, read by the loop after a wake. */
 	pthread_mutex_t lock;
 	bool stop_requested;
@@ -73,6 +75,7 @@ struct link {
 static struct link L;
 
 static void start_connect(void);
+static void say_goodbye(void);
 
 struct write_req {
 	uv_write_t req;
@@ -231,7 +234,7 @@ static uint32_t scan_inflight(struct fr_wire_inflight *out, uint32_t max, uint64
 		f->seq = rec.seq;
 		f->count = rec.count;
 		f->bytes = rec.count * rec.dtype_size;
-		snprintf(f->dtype, sizeof(f->dtype), "%s", fr_name(&fr_agent.dtypes, rec.dtype));
+		snprintf(f->dtype, sizeof(f->dtype), "%s", fr_dtype_name(rec.dtype));
 		/* A waited non-blocking op blocks the rank since its Wait began. */
 		since = fr_ticks_to_ns(rec.t_waited ? rec.t_waited : rec.t_entered);
 		f->age_ms = now_ns > since ? (now_ns - since) / 1000000u : 0;
@@ -486,6 +489,11 @@ static void on_connected(uv_connect_t *req, int status)
 	send_progress(true);
 	send_heartbeat();
 	L.last_heartbeat_ms = mono_ms();
+	if (L.goodbye_on_connect) {
+		L.goodbye_on_connect = false;
+		uv_timer_stop(&L.tick);
+		say_goodbye();
+	}
 }
 
 /*
@@ -583,6 +591,7 @@ static void on_tick(uv_timer_t *t)
 
 	(void)t;
 	fr_clock_recalibrate();
+	fr_gpu_poll();
 	if (L.state == LINK_UP) {
 		announce_comms();
 		send_progress(false);
@@ -621,26 +630,43 @@ static void on_shutdown(uv_shutdown_t *req, int status)
 	close_all();
 }
 
-/* Finalise: last progress and goodbye, flushed, then everything closes. */
+/* Last progress and goodbye, flushed (bounded), then everything closes. */
+static void say_goodbye(void)
+{
+	struct fr_msg_bye bye = { 0 };
+	uv_shutdown_t *req = malloc(sizeof(*req));
+
+	announce_comms();
+	send_progress(false);
+	SEND_MSG(bye, &bye, false);
+	if (req && uv_shutdown(req, (uv_stream_t *)&L.tcp, on_shutdown) == 0) {
+		/* Bounded: if the daemon does not read, close anyway. */
+		uv_timer_start(&L.tick, on_grace, STOP_GRACE_MS, 0);
+		return;
+	}
+	free(req);
+	close_all();
+}
+
+/*
+ * Finalise or exit. A process that ends before its first connection was
+ * made (a short NCCL program) still tells the daemon who it was and that
+ * it finished: the connection is given STOP_GRACE_MS to come up.
+ */
 static void begin_stop(void)
 {
-	L.stopping = true;
 	uv_timer_stop(&L.retry);
+	if (L.state == LINK_IDLE)
+		start_connect();
+	L.stopping = true;
 	if (L.state == LINK_UP) {
-		struct fr_msg_bye bye = { 0 };
-		uv_shutdown_t *req = malloc(sizeof(*req));
-
-		announce_comms();
-		send_progress(false);
-		SEND_MSG(bye, &bye, false);
-		if (req && uv_shutdown(req, (uv_stream_t *)&L.tcp, on_shutdown) == 0) {
-			/* Bounded: if the daemon does not read, close anyway. */
-			uv_timer_start(&L.tick, on_grace, STOP_GRACE_MS, 0);
-			return;
-		}
-		free(req);
+		say_goodbye();
+	} else if (L.state == LINK_CONNECTING) {
+		L.goodbye_on_connect = true;
+		uv_timer_start(&L.tick, on_grace, STOP_GRACE_MS, 0);
+	} else {
+		close_all();
 	}
-	close_all();
 }
 
 static void on_wake(uv_async_t *a)

@@ -114,6 +114,13 @@ struct fr_msg_hello {
 };
 
 /*
+ * A member whose global rank this rank does not know. A rank made an NCCL
+ * communicator from an id, or by a split, knows only its own entry: the
+ * daemon and fr-analyze assemble the full list from every member's report.
+ */
+#define FR_RANK_UNKNOWN UINT32_MAX
+
+/*
  * Agent -> daemon: a communicator this rank belongs to. Sent once per
  * communicator (again after a reconnect). `members` lists global ranks in
  * communicator-rank order; decode allocates it (free with

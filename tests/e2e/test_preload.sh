@@ -7,7 +7,7 @@
 strong=$(nm -D --undefined-only "$AGENT" | awk '$1 == "U" && $2 ~ /^(P?MPI_|ompi_)/ {print $2}')
 [ -z "$strong" ] || fail "strong MPI references (add them to agent/mpi_weak.h): $strong"
 exported=$(nm -D --defined-only "$AGENT" | awk '$2 ~ /[TDB]/ {sub(/@.*/, "", $3); print $3}' |
-	grep -vE '^(MPI_|fr_version$|fr_dump_now$|FLIGHTREC_)' || true)
+	grep -vE '^(MPI_|nccl[A-Z]|fr_version$|fr_dump_now$|FLIGHTREC_)' || true)
 [ -z "$exported" ] || fail "symbols leak out of the agent: $exported"
 
 start_daemon --timeout 2 --heartbeat-timeout 10

@@ -1,0 +1,494 @@
+/*
+ * NCCL hooks. Each ncclX defined here records the operation and forwards
+ * to the real implementation: NCCL's profiling symbol pncclX when the
+ * process has one (every NCCL 2.x exports them), else the next ncclX in
+ * link order. The agent never links against NCCL: a process without it
+ * never calls these.
+ *
+ * NCCL calls some of its own API (ncclBcast calls ncclBroadcast, the
+ * collectives of a non-blocking communicator call ncclCommGetAsyncError):
+ * a thread-local depth makes the outermost call the only one recorded.
+ *
+ * Communicators. One made from an ncclUniqueId is named from a hash of the
+ * id, which every member holds; one made by ncclCommSplit or ncclCommShrink
+ * from its parent's name, the seq of the creating call on the parent and
+ * the colour. A rank knows its own global rank only: it reports that one
+ * member, and the daemon and fr-analyze assemble the list from everyone's.
+ *
+ * Operations. A collective is entered (enqueued) when its call returns and
+ * completes when the GPU reaches the event recorded after it (gpu.c).
+ * Between ncclGroupStart and ncclGroupEnd nothing is launched: the group's
+ * operations are recorded at their calls, each with its own seq, and
+ * followed from ncclGroupEnd, when they are launched together.
+ */
+#include <dlfcn.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../protocol/hash.h"
+#include "agent.h"
+#include "gpu.h"
+#include "handles.h"
+#include "nccl_abi.h"
+
+#define HOOK __attribute__((visibility("default")))
+
+static __thread int depth __attribute__((tls_model("initial-exec")));
+
+/* Operations of the open group of this thread, launched at its end. */
+#define MAX_GROUPED 512
+struct grouped {
+	struct fr_ticket t;
+	cudaStream_t stream;
+};
+static __thread int group_depth __attribute__((tls_model("initial-exec")));
+static __thread int ngrouped __attribute__((tls_model("initial-exec")));
+static __thread struct grouped grouped[MAX_GROUPED] __attribute__((tls_model("initial-exec")));
+
+static struct fr_handle_map comm_map; /* ncclComm_t -> comm index + 1 */
+static uint32_t unique_comms;          /* atomic: communicators made from ids */
+
+/* The real functions, resolved at first use. */
+#define REAL_PTR(name, ret, params, args) static ret(*real_##name) params;
+FR_NCCL_API(REAL_PTR)
+#undef REAL_PTR
+
+static void *resolve(const char *profiling_name, const char *name)
+{
+	void *f = dlsym(RTLD_DEFAULT, profiling_name);
+
+	return f ? f : dlsym(RTLD_NEXT, name);
+}
+
+#define REAL(name)                                                                  \
+	({                                                                          \
+		__typeof__(real_##name) f_ = __atomic_load_n(&real_##name, __ATOMIC_ACQUIRE); \
+		if (!f_) {                                                          \
+			*(void **)&f_ = resolve("pnccl" #name, "nccl" #name);       \
+			__atomic_store_n(&real_##name, f_, __ATOMIC_RELEASE);       \
+		}                                                                   \
+		f_;                                                                 \
+	})
+
+/* Forwards a call the agent does not record, or cannot forward at all. */
+#define FORWARD(name, args)                                                         \
+	({                                                                          \
+		__typeof__(real_##name) g_ = REAL(name);                            \
+		g_ ? g_ args : ncclSystemError;                                     \
+	})
+
+/* ---- names ---- */
+
+static const char *const dtype_names[] = { "int8", "uint8", "int32", "uint32", "int64",
+					   "uint64", "float16", "float32", "float64",
+					   "bfloat16", "float8e4m3", "float8e5m2", "unknown" };
+static const uint8_t dtype_sizes[] = { 1, 1, 4, 4, 8, 8, 2, 4, 8, 2, 1, 1, 0 };
+static const char *const redop_names[] = { "sum", "prod", "max", "min", "avg", "custom" };
+
+#define NDTYPES (sizeof(dtype_names) / sizeof(dtype_names[0]))
+#define NREDOPS (sizeof(redop_names) / sizeof(redop_names[0]))
+
+static uint8_t dtype_of(ncclDataType_t dt, uint32_t *size)
+{
+	unsigned i = (unsigned)dt < ncclNumTypes ? (unsigned)dt : NDTYPES - 1;
+
+	*size = dtype_sizes[i];
+	return (uint8_t)(FR_NAMES_NCCL_BASE + i);
+}
+
+static uint8_t redop_of(ncclRedOp_t op)
+{
+	return (uint8_t)(FR_NAMES_NCCL_BASE + ((unsigned)op < ncclNumOps ? (unsigned)op : NREDOPS - 1));
+}
+
+/* ---- life cycle and communicators ---- */
+
+static void nccl_start(int rank, int nranks)
+{
+	static bool names_added;
+	char version[FR_LIBVER_MAX + 1] = "NCCL";
+	int v = 0;
+
+	if (!names_added) {
+		fr_agent_add_names(FR_NAMES_NCCL_BASE, dtype_names, NDTYPES, redop_names, NREDOPS);
+		names_added = true;
+	}
+	if (!comm_map.slots && fr_handles_init(&comm_map, 1u << 14))
+		return;
+	if (fr_is_active())
+		return;
+	if (FORWARD(GetVersion, (&v)) == ncclSuccess)
+		snprintf(version, sizeof(version), "NCCL %d.%d.%d", v / 10000, v / 100 % 100, v % 100);
+	/* Decide now, at initialisation, whether the GPU can be followed. */
+	fr_gpu_usable();
+	fr_agent_start(version, rank, nranks);
+}
+
+/*
+ * Registers communicator `comm` of `nranks` members in which this process
+ * has rank `rank`: only its own global rank is known.
+ */
+static struct fr_comm_rec *learn(ncclComm_t comm, const char *id, const char *desc, int rank,
+				 int nranks)
+{
+	struct fr_comm_rec *c;
+	uint32_t *members;
+
+	if (!comm || rank < 0 || nranks <= 0 || rank >= nranks || !fr_is_active())
+		return NULL;
+	members = malloc((size_t)nranks * sizeof(*members));
+	if (!members)
+		return NULL;
+	for (int i = 0; i < nranks; i++)
+		members[i] = FR_RANK_UNKNOWN;
+	members[rank] = fr_agent.id.rank;
+	c = fr_comm_register(id, desc, (uint32_t)rank, (uint32_t)nranks, members);
+	free(members);
+	if (c)
+		fr_handles_put(&comm_map, (uintptr_t)comm, (uint64_t)c->index + 1);
+	return c;
+}
+
+static void learn_from_id(ncclComm_t comm, const ncclUniqueId *uid, int rank, int nranks,
+			  const char *desc)
+{
+	char id[FR_COMM_ID_MAX + 1];
+
+	snprintf(id, sizeof(id), "nccl-%016llx",
+		 (unsigned long long)fr_fnv1a(FR_FNV_INIT, uid->internal, sizeof(uid->internal)));
+	__atomic_add_fetch(&unique_comms, 1, __ATOMIC_RELAXED);
+	learn(comm, id, desc, rank, nranks);
+}
+
+static struct fr_comm_rec *comm_of(ncclComm_t comm)
+{
+	uint64_t v = comm && comm_map.slots ? fr_handles_get(&comm_map, (uintptr_t)comm) : 0;
+
+	return v ? fr_agent.comms[v - 1] : NULL;
+}
+
+/* ---- recording ---- */
+
+static struct fr_comm_rec *begin(struct fr_ticket *t, ncclComm_t comm, enum fr_op_type type,
+				 unsigned flags, int peer, size_t count, ncclDataType_t dt,
+				 int redop)
+{
+	struct fr_comm_rec *c;
+	uint32_t size = 0;
+	uint8_t d;
+
+	if (!fr_is_active() || depth || !(c = comm_of(comm)))
+		return NULL;
+	depth++;
+	d = dtype_of(dt, &size);
+	fr_op_enter(t, c, type, flags, peer, (uint64_t)count, d, size,
+		    redop < 0 ? 0 : redop_of((ncclRedOp_t)redop));
+	return c;
+}
+
+/* After the call: follow the operation to its completion on the GPU, or,
+ * inside a group, once the group is launched. */
+static void end(struct fr_comm_rec *c, const struct fr_ticket *t, ncclResult_t rc,
+		cudaStream_t stream)
+{
+	if (!c)
+		return;
+	depth--;
+	if (rc != ncclSuccess && rc != ncclInProgress) {
+		fr_op_complete(t); /* nothing was enqueued */
+		return;
+	}
+	if (group_depth > 0 && ngrouped < MAX_GROUPED) {
+		grouped[ngrouped].t = *t;
+		grouped[ngrouped].stream = stream;
+		ngrouped++;
+		return;
+	}
+	if (group_depth > 0) {
+		fr_op_complete(t); /* a group too large to follow */
+		return;
+	}
+	fr_gpu_track(t, stream);
+}
+
+#define COLL(name, type, flags, peer, count, dt, op, args, stream)                  \
+	do {                                                                        \
+		struct fr_ticket t;                                                 \
+		struct fr_comm_rec *c = begin(&t, comm, type, flags, peer, count, dt, op); \
+		ncclResult_t rc = FORWARD(name, args);                              \
+		end(c, &t, rc, stream);                                             \
+		return rc;                                                          \
+	} while (0)
+
+/* ---- the API ---- */
+
+HOOK ncclResult_t ncclGetVersion(int *version)
+{
+	return FORWARD(GetVersion, (version));
+}
+
+HOOK ncclResult_t ncclGetUniqueId(ncclUniqueId *id)
+{
+	return FORWARD(GetUniqueId, (id));
+}
+
+HOOK ncclResult_t ncclCommInitRank(ncclComm_t *comm, int nranks, ncclUniqueId id, int rank)
+{
+	ncclResult_t rc;
+
+	if (depth)
+		return FORWARD(CommInitRank, (comm, nranks, id, rank));
+	depth++;
+	rc = FORWARD(CommInitRank, (comm, nranks, id, rank));
+	depth--;
+	/* The application initialised NCCL (even if it failed): start. */
+	nccl_start(rank, nranks);
+	if (rc == ncclSuccess || rc == ncclInProgress)
+		learn_from_id(*comm, &id, rank, nranks, "ncclCommInitRank");
+	return rc;
+}
+
+HOOK ncclResult_t ncclCommInitRankConfig(ncclComm_t *comm, int nranks, ncclUniqueId id,
+					 int rank, ncclConfig_t *config)
+{
+	ncclResult_t rc;
+
+	if (depth)
+		return FORWARD(CommInitRankConfig, (comm, nranks, id, rank, config));
+	depth++;
+	rc = FORWARD(CommInitRankConfig, (comm, nranks, id, rank, config));
+	depth--;
+	nccl_start(rank, nranks);
+	if (rc == ncclSuccess || rc == ncclInProgress)
+		learn_from_id(*comm, &id, rank, nranks, "ncclCommInitRankConfig");
+	return rc;
+}
+
+HOOK ncclResult_t ncclCommInitRankScalable(ncclComm_t *comm, int nranks, int rank, int nids,
+					   ncclUniqueId *ids, ncclConfig_t *config)
+{
+	ncclResult_t rc;
+
+	if (depth)
+		return FORWARD(CommInitRankScalable, (comm, nranks, rank, nids, ids, config));
+	depth++;
+	rc = FORWARD(CommInitRankScalable, (comm, nranks, rank, nids, ids, config));
+	depth--;
+	nccl_start(rank, nranks);
+	/* Every member holds the same ids: the first one names it. */
+	if ((rc == ncclSuccess || rc == ncclInProgress) && nids > 0 && ids)
+		learn_from_id(*comm, &ids[0], rank, nranks, "ncclCommInitRankScalable");
+	return rc;
+}
+
+/* One process driving several devices: its communicators have no other
+ * process to wait for, and are not followed. */
+HOOK ncclResult_t ncclCommInitAll(ncclComm_t *comms, int ndev, const int *devlist)
+{
+	ncclResult_t rc;
+
+	depth++;
+	rc = FORWARD(CommInitAll, (comms, ndev, devlist));
+	depth--;
+	return rc;
+}
+
+/* Split and shrink are collectives on the parent and count in its seq. */
+static void learn_child(struct fr_comm_rec *parent, const struct fr_ticket *t,
+			ncclComm_t child, char kind, long colour, const char *what)
+{
+	char id[FR_COMM_ID_MAX + 1], desc[FR_COMM_DESC_MAX + 1];
+	int rank = -1, n = 0;
+
+	if (!parent || !child || FORWARD(CommUserRank, (child, &rank)) != ncclSuccess ||
+	    FORWARD(CommCount, (child, &n)) != ncclSuccess)
+		return;
+	fr_comm_derive_id(id, parent->id, t->seq, kind, colour);
+	snprintf(desc, sizeof(desc), "%s of %.40s", what, parent->id);
+	learn(child, id, desc, rank, n);
+}
+
+HOOK ncclResult_t ncclCommSplit(ncclComm_t comm, int color, int key, ncclComm_t *newcomm,
+				ncclConfig_t *config)
+{
+	struct fr_ticket t;
+	struct fr_comm_rec *c = begin(&t, comm, FR_OP_COMM_SPLIT, 0, -1, 0, ncclInt8, -1);
+	ncclResult_t rc = FORWARD(CommSplit, (comm, color, key, newcomm, config));
+
+	if (c) {
+		depth--;
+		fr_op_complete(&t); /* the split is synchronous on the host */
+		if ((rc == ncclSuccess || rc == ncclInProgress) && newcomm)
+			learn_child(c, &t, *newcomm, 'c', color, "ncclCommSplit");
+	}
+	return rc;
+}
+
+HOOK ncclResult_t ncclCommShrink(ncclComm_t comm, int *exclude, int nexclude,
+				 ncclComm_t *newcomm, ncclConfig_t *config, int flags)
+{
+	struct fr_ticket t;
+	struct fr_comm_rec *c = begin(&t, comm, FR_OP_COMM_SPLIT, 0, -1, 0, ncclInt8, -1);
+	ncclResult_t rc = FORWARD(CommShrink, (comm, exclude, nexclude, newcomm, config, flags));
+
+	if (c) {
+		depth--;
+		fr_op_complete(&t);
+		if ((rc == ncclSuccess || rc == ncclInProgress) && newcomm)
+			learn_child(c, &t, *newcomm, 's', 0, "ncclCommShrink");
+	}
+	return rc;
+}
+
+/* A destroyed communicator's handle may be reused by the next one. */
+static void forget(ncclComm_t comm)
+{
+	if (comm && comm_map.slots)
+		fr_handles_take(&comm_map, (uintptr_t)comm);
+}
+
+HOOK ncclResult_t ncclCommFinalize(ncclComm_t comm)
+{
+	return FORWARD(CommFinalize, (comm));
+}
+
+HOOK ncclResult_t ncclCommDestroy(ncclComm_t comm)
+{
+	forget(comm);
+	return FORWARD(CommDestroy, (comm));
+}
+
+HOOK ncclResult_t ncclCommAbort(ncclComm_t comm)
+{
+	forget(comm);
+	return FORWARD(CommAbort, (comm));
+}
+
+HOOK ncclResult_t ncclCommRevoke(ncclComm_t comm, int flags)
+{
+	return FORWARD(CommRevoke, (comm, flags));
+}
+
+HOOK ncclResult_t ncclCommGetAsyncError(ncclComm_t comm, ncclResult_t *err)
+{
+	return FORWARD(CommGetAsyncError, (comm, err));
+}
+
+HOOK ncclResult_t ncclCommCount(const ncclComm_t comm, int *count)
+{
+	return FORWARD(CommCount, (comm, count));
+}
+
+HOOK ncclResult_t ncclCommUserRank(const ncclComm_t comm, int *rank)
+{
+	return FORWARD(CommUserRank, (comm, rank));
+}
+
+HOOK ncclResult_t ncclAllReduce(const void *sendbuff, void *recvbuff, size_t count,
+				ncclDataType_t dt, ncclRedOp_t op, ncclComm_t comm,
+				cudaStream_t stream)
+{
+	COLL(AllReduce, FR_OP_ALL_REDUCE, 0, -1, count, dt, (int)op,
+	     (sendbuff, recvbuff, count, dt, op, comm, stream), stream);
+}
+
+HOOK ncclResult_t ncclBroadcast(const void *sendbuff, void *recvbuff, size_t count,
+				ncclDataType_t dt, int root, ncclComm_t comm, cudaStream_t stream)
+{
+	COLL(Broadcast, FR_OP_BROADCAST, 0, root, count, dt, -1,
+	     (sendbuff, recvbuff, count, dt, root, comm, stream), stream);
+}
+
+HOOK ncclResult_t ncclBcast(void *buff, size_t count, ncclDataType_t dt, int root,
+			    ncclComm_t comm, cudaStream_t stream)
+{
+	COLL(Bcast, FR_OP_BROADCAST, 0, root, count, dt, -1,
+	     (buff, count, dt, root, comm, stream), stream);
+}
+
+HOOK ncclResult_t ncclReduce(const void *sendbuff, void *recvbuff, size_t count,
+			     ncclDataType_t dt, ncclRedOp_t op, int root, ncclComm_t comm,
+			     cudaStream_t stream)
+{
+	COLL(Reduce, FR_OP_REDUCE, 0, root, count, dt, (int)op,
+	     (sendbuff, recvbuff, count, dt, op, root, comm, stream), stream);
+}
+
+HOOK ncclResult_t ncclAllGather(const void *sendbuff, void *recvbuff, size_t sendcount,
+				ncclDataType_t dt, ncclComm_t comm, cudaStream_t stream)
+{
+	COLL(AllGather, FR_OP_ALL_GATHER, 0, -1, sendcount, dt, -1,
+	     (sendbuff, recvbuff, sendcount, dt, comm, stream), stream);
+}
+
+HOOK ncclResult_t ncclReduceScatter(const void *sendbuff, void *recvbuff, size_t recvcount,
+				    ncclDataType_t dt, ncclRedOp_t op, ncclComm_t comm,
+				    cudaStream_t stream)
+{
+	COLL(ReduceScatter, FR_OP_REDUCE_SCATTER, 0, -1, recvcount, dt, (int)op,
+	     (sendbuff, recvbuff, recvcount, dt, op, comm, stream), stream);
+}
+
+HOOK ncclResult_t ncclAlltoAll(const void *sendbuff, void *recvbuff, size_t count,
+			       ncclDataType_t dt, ncclComm_t comm, cudaStream_t stream)
+{
+	COLL(AlltoAll, FR_OP_ALL_TO_ALL, 0, -1, count, dt, -1,
+	     (sendbuff, recvbuff, count, dt, comm, stream), stream);
+}
+
+HOOK ncclResult_t ncclGather(const void *sendbuff, void *recvbuff, size_t count,
+			     ncclDataType_t dt, int root, ncclComm_t comm, cudaStream_t stream)
+{
+	COLL(Gather, FR_OP_GATHER, 0, root, count, dt, -1,
+	     (sendbuff, recvbuff, count, dt, root, comm, stream), stream);
+}
+
+HOOK ncclResult_t ncclScatter(const void *sendbuff, void *recvbuff, size_t count,
+			      ncclDataType_t dt, int root, ncclComm_t comm, cudaStream_t stream)
+{
+	COLL(Scatter, FR_OP_SCATTER, 0, root, count, dt, -1,
+	     (sendbuff, recvbuff, count, dt, root, comm, stream), stream);
+}
+
+HOOK ncclResult_t ncclSend(const void *sendbuff, size_t count, ncclDataType_t dt, int peer,
+			   ncclComm_t comm, cudaStream_t stream)
+{
+	COLL(Send, FR_OP_SEND, FR_REC_P2P, peer, count, dt, -1,
+	     (sendbuff, count, dt, peer, comm, stream), stream);
+}
+
+HOOK ncclResult_t ncclRecv(void *recvbuff, size_t count, ncclDataType_t dt, int peer,
+			   ncclComm_t comm, cudaStream_t stream)
+{
+	COLL(Recv, FR_OP_RECV, FR_REC_P2P, peer, count, dt, -1,
+	     (recvbuff, count, dt, peer, comm, stream), stream);
+}
+
+HOOK ncclResult_t ncclGroupStart(void)
+{
+	ncclResult_t rc = FORWARD(GroupStart, ());
+
+	if (rc == ncclSuccess && !depth)
+		group_depth++;
+	return rc;
+}
+
+HOOK ncclResult_t ncclGroupEnd(void)
+{
+	ncclResult_t rc = FORWARD(GroupEnd, ());
+
+	if (depth || group_depth == 0)
+		return rc;
+	if (--group_depth > 0)
+		return rc; /* an inner group: launched with the outermost */
+	/* The group is launched now (or, ncclInProgress, being launched). */
+	for (int i = 0; i < ngrouped; i++) {
+		if (rc == ncclSuccess || rc == ncclInProgress)
+			fr_gpu_track(&grouped[i].t, grouped[i].stream);
+		else
+			fr_op_complete(&grouped[i].t);
+	}
+	ngrouped = 0;
+	return rc;
+}
