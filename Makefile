@@ -49,6 +49,8 @@ CLI := $(BUILD)/bin/fr-analyze
 
 UNIT_TESTS := $(addprefix $(BUILD)/tests/,test_ring test_handles test_wire test_dump test_correlate)
 MPI_PROGS := $(addprefix $(BUILD)/tests/,mpi_hang mpi_overhead)
+# The CPU stand-in for NCCL and the CUDA runtime, and the NCCL test program.
+NCCL_FAKE := $(BUILD)/tests/nccl/nccl_hang
 
 .PHONY: all test unit e2e demo bench install clean fuzz
 all: $(AGENT_LIB) $(DAEMON) $(CLI)
@@ -110,20 +112,28 @@ $(BUILD)/tests/mpi_%: tests/mpi/%.c
 	$(Q)$(MPICC) -std=gnu11 -O1 -g -fno-omit-frame-pointer -fno-optimize-sibling-calls \
 		-Iinclude $(WARNINGS) $< -o $@
 
+$(NCCL_FAKE): tests/nccl/build.sh tests/nccl/fake_nccl.c tests/nccl/fake_cudart.c \
+		tests/nccl/nccl_hang.c agent/nccl_abi.h agent/cuda_abi.h
+	@mkdir -p $(dir $@)
+	@$(if $(Q),echo "  FAKE    $(dir $@)")
+	$(Q)CC="$(CC)" EXTRA_CFLAGS="$(if $(filter 1,$(WERROR)),-Werror) \
+		$(if $(SANITIZE),-fsanitize=$(SANITIZE) -fno-omit-frame-pointer)" \
+		tests/nccl/build.sh $(dir $@)
+
 unit: $(UNIT_TESTS)
 	$(Q)tests/run-unit $(UNIT_TESTS)
 
-e2e: all $(MPI_PROGS)
+e2e: all $(MPI_PROGS) $(NCCL_FAKE)
 	$(Q)BUILD=$(BUILD) tests/e2e/run
 
-test: all $(UNIT_TESTS) $(MPI_PROGS)
+test: all $(UNIT_TESTS) $(MPI_PROGS) $(NCCL_FAKE)
 	$(Q)tests/run-unit $(UNIT_TESTS)
 	$(Q)BUILD=$(BUILD) tests/e2e/run
 
 demo: all $(MPI_PROGS)
 	$(Q)BUILD=$(BUILD) tests/e2e/demo.sh
 
-bench: all $(MPI_PROGS)
+bench: all $(MPI_PROGS) $(NCCL_FAKE)
 	$(Q)BUILD=$(BUILD) bench/run
 
 # ---- install ----

@@ -102,10 +102,13 @@ void fr_agent_add_names(unsigned base, const char *const *dtypes, unsigned ndtyp
 /* Stops recording and closes the link (finalise). Bounded in time. */
 void fr_agent_stop(void);
 
-/* Global rank of communicator rank `peer` of `c`; -1 for none/out of range. */
+/* Global rank of communicator rank `peer` of `c`; -1 for none, out of
+ * range or unknown to this rank. */
 static inline int32_t fr_comm_global_rank(const struct fr_comm_rec *c, int32_t peer)
 {
-	return peer >= 0 && (uint32_t)peer < c->size ? (int32_t)c->members[peer] : -1;
+	if (peer < 0 || (uint32_t)peer >= c->size || c->members[peer] == FR_RANK_UNKNOWN)
+		return -1;
+	return (int32_t)c->members[peer];
 }
 
 /* Names of datatype and reduction numbers from ring records ("" if none). */

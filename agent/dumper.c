@@ -23,6 +23,7 @@ static void op_from_record(struct fr_op *op, const struct fr_rec *rec,
 	op->seq = rec->seq;
 	op->peer = op->is_p2p ? global : -1;
 	op->root = fr_op_is_rooted(rec->type) ? global : -1;
+	op->peer_in_comm = op->is_p2p || fr_op_is_rooted(rec->type) ? rec->peer : -1;
 	op->count = rec->count;
 	op->bytes = rec->count * rec->dtype_size;
 	snprintf(op->dtype, sizeof(op->dtype), "%s", fr_dtype_name(rec->dtype));

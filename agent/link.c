@@ -231,6 +231,7 @@ static uint32_t scan_inflight(struct fr_wire_inflight *out, uint32_t max, uint64
 		if (rec.flags & FR_REC_WAITED)
 			f->flags |= FR_WIRE_INFLIGHT_WAITED;
 		f->peer = fr_comm_global_rank(c, rec.peer);
+		f->peer_in_comm = rec.peer >= 0 ? rec.peer : -1;
 		f->seq = rec.seq;
 		f->count = rec.count;
 		f->bytes = rec.count * rec.dtype_size;

@@ -407,7 +407,8 @@ static bool outside_world(const struct fr_trace *t, uint32_t world, char *buf, s
 		const struct fr_comm *c = &t->comms[i];
 
 		for (uint32_t k = 0; c->members && k < c->size; k++) {
-			if (c->members[k] < world)
+			/* An NCCL rank's dump knows only its own entry. */
+			if (c->members[k] < world || c->members[k] == FR_RANK_UNKNOWN)
 				continue;
 			snprintf(buf, cap, "communicator %s lists rank %" PRIu32 ", outside the "
 				 "world of %" PRIu32 " ranks", c->id, c->members[k], world);
@@ -503,12 +504,125 @@ out_unusable:
 	return EXIT_UNUSABLE;
 }
 
+/* One rank's list of one communicator, for warn_member_conflicts(). */
+struct comm_ref {
+	const char *id;
+	uint32_t rank;
+	const struct fr_comm *c;
+};
+
+static int cmp_comm_ref(const void *a, const void *b)
+{
+	const struct comm_ref *x = a;
+	const struct comm_ref *y = b;
+	int c = strcmp(x->id, y->id);
+
+	if (c)
+		return c;
+	return (x->rank > y->rank) - (x->rank < y->rank);
+}
+
+/*
+ * Warns about one communicator's lists (`refs`, ascending ranks): a size or
+ * a known entry that differs from what a lower rank said. The engine merges
+ * them the same way, lowest rank first, filling entries unknown so far, and
+ * keeps the first value; a person should know that the dumps disagree,
+ * which usually means two runs' dumps in one directory. Returns false when
+ * out of memory.
+ */
+static bool warn_comm_conflict(const struct comm_ref *refs, size_t n)
+{
+	const struct fr_comm *first = refs[0].c;
+	uint32_t *val = malloc(first->size * sizeof(*val));
+	uint32_t *from = malloc(first->size * sizeof(*from));
+	bool warned = false;
+
+	if (!val || !from) {
+		free(val);
+		free(from);
+		return false;
+	}
+	memcpy(val, first->members, first->size * sizeof(*val));
+	for (uint32_t k = 0; k < first->size; k++)
+		from[k] = refs[0].rank;
+	for (size_t i = 1; i < n && !warned; i++) {
+		const struct fr_comm *c = refs[i].c;
+
+		if (c->size != first->size) {
+			fprintf(stderr, PROG ": communicator %s: rank %" PRIu32 "'s evidence lists %"
+				PRIu32 " members where rank %" PRIu32 "'s lists %" PRIu32
+				"; using rank %" PRIu32 "'s\n", refs[0].id, refs[i].rank, c->size,
+				refs[0].rank, first->size, refs[0].rank);
+			warned = true;
+			continue;
+		}
+		for (uint32_t k = 0; k < c->size && !warned; k++) {
+			if (c->members[k] == FR_RANK_UNKNOWN || c->members[k] == val[k])
+				continue;
+			if (val[k] == FR_RANK_UNKNOWN) {
+				val[k] = c->members[k];
+				from[k] = refs[i].rank;
+				continue;
+			}
+			fprintf(stderr, PROG ": communicator %s: rank %" PRIu32 "'s evidence has "
+				"global rank %" PRIu32 " as member %" PRIu32 " where rank %" PRIu32
+				"'s has %" PRIu32 "; using rank %" PRIu32 "'s\n", refs[0].id,
+				refs[i].rank, c->members[k], k, from[k], val[k], from[k]);
+			warned = true;
+		}
+	}
+	free(val);
+	free(from);
+	return true;
+}
+
+/*
+ * The correlation engine merges each communicator's member lists across
+ * ranks (an NCCL rank's dump knows only its own entry); this says, one line
+ * per communicator, where the lists disagree. Out of memory only costs the
+ * warnings.
+ */
+static void warn_member_conflicts(const struct fr_trace *const *traces, size_t n)
+{
+	struct comm_ref *refs;
+	size_t nrefs = 0;
+	size_t total = 0;
+
+	for (size_t i = 0; i < n; i++)
+		if (traces[i]->status != FR_RANK_MISSING)
+			total += traces[i]->ncomms;
+	if (!total)
+		return;
+	refs = malloc(total * sizeof(*refs));
+	if (!refs)
+		return;
+	for (size_t i = 0; i < n; i++) {
+		const struct fr_trace *t = traces[i];
+
+		for (size_t j = 0; t->status != FR_RANK_MISSING && j < t->ncomms; j++) {
+			/* A list without members says nothing to disagree with. */
+			if (!t->comms[j].members || !t->comms[j].size)
+				continue;
+			refs[nrefs++] = (struct comm_ref){ t->comms[j].id, t->rank, &t->comms[j] };
+		}
+	}
+	qsort(refs, nrefs, sizeof(*refs), cmp_comm_ref);
+	for (size_t i = 0, j; i < nrefs; i = j) {
+		for (j = i + 1; j < nrefs && strcmp(refs[j].id, refs[i].id) == 0; j++)
+			;
+		if (j - i > 1 && !warn_comm_conflict(&refs[i], j - i))
+			break;
+	}
+	free(refs);
+}
+
 static int report(const struct fr_trace *const *traces, size_t n, uint32_t world, bool json)
 {
 	struct fr_verdict v;
 	int status;
 	int rc;
 
+	warn_member_conflicts(traces, n);
 	rc = fr_correlate(traces, n, world, &v);
 	if (rc < 0) {
 		fprintf(stderr, PROG ": correlating: %s\n", strerror(-rc));

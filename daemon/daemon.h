@@ -93,6 +93,7 @@ struct rank_comm {
 	char id[FR_COMM_ID_MAX + 1];
 	bool member_known;      /* a COMM frame told us `rank` */
 	uint32_t rank;          /* this rank's rank in the communicator */
+	uint32_t epoch;         /* the job_comm epoch its COMM was merged into */
 	uint64_t last_entered;
 	uint64_t last_completed;
 };
@@ -149,12 +150,26 @@ struct job_rank {
 	struct rank_op *ops;
 };
 
-/* A communicator as the job knows it (from its members' COMM frames). */
+/*
+ * A communicator as the job knows it: the member lists of its members' COMM
+ * frames merged entry by entry (an NCCL rank knows only its own entry).
+ * The first report fixes the size, the description and each entry's value;
+ * later ones only fill entries still unknown.
+ */
 struct job_comm {
 	char id[FR_COMM_ID_MAX + 1];
 	char desc[FR_COMM_DESC_MAX + 1];
 	uint32_t size;
-	uint32_t *members;          /* global ranks, owned */
+	uint32_t *members;          /* global ranks, owned; FR_RANK_UNKNOWN where no report knows */
+	uint32_t nunknown;          /* entries of members still FR_RANK_UNKNOWN */
+	/* Bumped when the list starts afresh; a rank_comm of an older epoch
+	 * contributed to a list that is gone. */
+	uint32_t epoch;
+	/* A process that reported this epoch's list was replaced by another
+	 * (a new run under the same job id): the next COMM starts afresh. */
+	bool stale;
+	bool size_conflict_logged;
+	bool member_conflict_logged;
 };
 
 /* What /v1/jobs/<job>/incidents lists; outlives the incident itself. */
@@ -289,6 +304,8 @@ void registry_forget_idle(struct flightrecd *d, uint64_t now_mono);
 struct job *registry_job_find(struct flightrecd *d, const char *id);
 struct job_rank *registry_rank(const struct job *job, uint32_t rank);
 const struct job_comm *registry_job_comm(const struct job *job, const char *id);
+/* Whether global rank `rank` is known to be a member of `jc`. */
+bool registry_comm_has_member(const struct job *job, const struct job_comm *jc, uint32_t rank);
 enum rank_state registry_rank_state(const struct flightrecd *d, const struct job_rank *r,
 				    uint64_t now_mono);
 const char *registry_rank_state_name(enum rank_state s);

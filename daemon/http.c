@@ -235,8 +235,12 @@ static json_t *communicators_json(const struct job *job)
 		const struct job_comm *jc = &job->comms[i];
 		json_t *members = json_array();
 
+		/* -1: no member's report has told this entry yet. */
 		for (uint32_t k = 0; members && k < jc->size; k++)
-			json_array_append_new(members, json_integer(jc->members[k]));
+			json_array_append_new(members,
+					      json_integer(jc->members[k] == FR_RANK_UNKNOWN ?
+								   -1 :
+								   (json_int_t)jc->members[k]));
 		json_array_append_new(arr, json_pack("{s:s, s:s, s:I, s:o}", "id", jc->id, "desc",
 						     jc->desc, "size", (json_int_t)jc->size,
 						     "members", members));

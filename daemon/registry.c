@@ -362,17 +362,34 @@ static struct job *hello_job(struct flightrecd *d, const struct fr_msg_hello *m,
 	return job;
 }
 
-static void rank_take_hello(struct job_rank *r, const struct fr_msg_hello *m)
+/*
+ * A new process in a rank's slot forgets what the old one reported. As far
+ * as the daemon can tell it belongs to a new run under the same job id,
+ * whose communicators may reuse the old ones' ids with other members: each
+ * list the old process contributed to starts afresh at its next report.
+ */
+static void rank_forget_comms(struct job *job, struct job_rank *r)
+{
+	for (size_t i = 0; i < r->ncomms; i++) {
+		const struct rank_comm *rc = &r->comms[i];
+		struct job_comm *jc = (struct job_comm *)registry_job_comm(job, rc->id);
+
+		if (jc && rc->member_known && rc->epoch == jc->epoch)
+			jc->stale = true;
+	}
+	r->ncomms = 0;
+	index_clear(&r->comms_index);
+}
+
+static void rank_take_hello(struct job *job, struct job_rank *r, const struct fr_msg_hello *m)
 {
 	char host[FR_HOST_MAX + 1];
 
-	/* A new process in this slot starts from scratch; the same process
-	 * reconnecting keeps its progress until it sends it again. */
+	/* The same process reconnecting keeps its progress until it sends it
+	 * again. */
 	copy_clean(host, sizeof(host), m->host);
-	if (r->pid != m->pid || strcmp(r->host, host) != 0) {
-		r->ncomms = 0;
-		index_clear(&r->comms_index);
-	}
+	if (r->pid != m->pid || strcmp(r->host, host) != 0)
+		rank_forget_comms(job, r);
 	r->nops = 0;
 	r->pid = m->pid;
 	memcpy(r->host, host, sizeof(host));
@@ -446,7 +463,7 @@ int registry_hello(struct flightrecd *d, struct conn *c, const struct fr_msg_hel
 		conn_unbind(old);
 		conn_close(old);
 	}
-	rank_take_hello(r, m);
+	rank_take_hello(job, r, m);
 	r->refusal_logged = false;
 	r->conn = c;
 	job->nconnected++;
@@ -511,13 +528,6 @@ static struct rank_comm *rank_comm_get(struct job_rank *r, const char *id)
 	return rc;
 }
 
-static bool job_comm_same(const struct job_comm *jc, const struct fr_msg_comm *m,
-			  const char *desc)
-{
-	return jc->size == m->size && strcmp(jc->desc, desc) == 0 &&
-	       memcmp(jc->members, m->members, m->size * sizeof(*m->members)) == 0;
-}
-
 /*
  * A communicator over the job's limit is left out, and with it whatever
  * PROGRESS says of it, rather than closing the connection: the rank stays
@@ -537,50 +547,97 @@ static void job_comm_drop(struct flightrecd *d, struct job *job, uint32_t rank,
 }
 
 /*
- * Records a communicator (id and desc already cleaned) in the job's table,
- * replacing a stale entry. Returns 1 when the table is full and the
- * communicator was left out.
+ * The job's entry for communicator `id` (already cleaned), added without
+ * members when new. NULL with *full set when the table is full, NULL
+ * alone when out of memory.
  */
-static int job_comm_store(struct job *job, const struct fr_msg_comm *m, const char *id,
-			  const char *desc, const char **why)
+static struct job_comm *job_comm_get(struct job *job, const char *id, bool *full)
 {
 	struct job_comm *jc = (struct job_comm *)registry_job_comm(job, id);
-	uint32_t *members;
 
-	if (jc && job_comm_same(jc, m, desc))
-		return 0;
-	if (!jc) {
-		if (job->ncomms >= DAEMON_MAX_COMMS)
-			return 1;
-		if (job->ncomms == job->comms_cap) {
-			size_t cap = job->comms_cap ? job->comms_cap * 2 : 4;
-			struct job_comm *comms = realloc(job->comms, cap * sizeof(*comms));
-
-			if (!comms)
-				goto out_nomem;
-			job->comms = comms;
-			job->comms_cap = cap;
-		}
-		jc = &job->comms[job->ncomms];
-		memset(jc, 0, sizeof(*jc));
-		snprintf(jc->id, sizeof(jc->id), "%s", id);
-		if (index_add(&job->comms_index, job->comms, sizeof(*job->comms), job->ncomms))
-			goto out_nomem;
-		job->ncomms++;
+	*full = false;
+	if (jc)
+		return jc;
+	if (job->ncomms >= DAEMON_MAX_COMMS) {
+		*full = true;
+		return NULL;
 	}
-	members = malloc(m->size * sizeof(*members));
+	if (job->ncomms == job->comms_cap) {
+		size_t cap = job->comms_cap ? job->comms_cap * 2 : 4;
+		struct job_comm *comms = realloc(job->comms, cap * sizeof(*comms));
+
+		if (!comms)
+			return NULL;
+		job->comms = comms;
+		job->comms_cap = cap;
+	}
+	jc = &job->comms[job->ncomms];
+	memset(jc, 0, sizeof(*jc));
+	snprintf(jc->id, sizeof(jc->id), "%s", id);
+	if (index_add(&job->comms_index, job->comms, sizeof(*job->comms), job->ncomms))
+		return NULL;
+	job->ncomms++;
+	return jc;
+}
+
+/* Starts a communicator's list afresh from one report (desc cleaned). */
+static int job_comm_reset(struct job_comm *jc, const struct fr_msg_comm *m, const char *desc)
+{
+	uint32_t *members = malloc(m->size * sizeof(*members));
+
 	if (!members)
-		goto out_nomem;
+		return -ENOMEM;
 	memcpy(members, m->members, m->size * sizeof(*members));
 	free(jc->members);
 	jc->members = members;
 	jc->size = m->size;
+	jc->nunknown = 0;
+	for (uint32_t i = 0; i < m->size; i++)
+		if (members[i] == FR_RANK_UNKNOWN)
+			jc->nunknown++;
 	snprintf(jc->desc, sizeof(jc->desc), "%s", desc);
+	jc->epoch++;
+	jc->stale = false;
+	jc->size_conflict_logged = false;
+	jc->member_conflict_logged = false;
 	return 0;
+}
 
-out_nomem:
-	*why = "out of memory";
-	return -ENOMEM;
+/*
+ * Merges rank `from`'s report into the communicator's list: it fills the
+ * entries still unknown. Where it knows another value than the list's,
+ * the first value stays: the list is what every rank's live view and the
+ * verdicts use, and it must not flip with each report. Returns false when
+ * the report gives another size, and is therefore ignored.
+ */
+static bool job_comm_merge(const struct job *job, struct job_comm *jc, uint32_t from,
+			   const struct fr_msg_comm *m)
+{
+	if (m->size != jc->size) {
+		if (!jc->size_conflict_logged) {
+			jc->size_conflict_logged = true;
+			daemon_log("job %s communicator %s: rank %" PRIu32 " reports %" PRIu32 " members where an earlier report gave %" PRIu32 "; ignoring its report (logged once per communicator)",
+				   job->id, jc->id, from, m->size, jc->size);
+		}
+		return false;
+	}
+	for (uint32_t i = 0; i < m->size; i++) {
+		uint32_t v = m->members[i];
+
+		if (v == FR_RANK_UNKNOWN || v == jc->members[i])
+			continue;
+		if (jc->members[i] == FR_RANK_UNKNOWN) {
+			jc->members[i] = v;
+			jc->nunknown--;
+			continue;
+		}
+		if (!jc->member_conflict_logged) {
+			jc->member_conflict_logged = true;
+			daemon_log("job %s communicator %s: rank %" PRIu32 " reports member %" PRIu32 " as global rank %" PRIu32 " where an earlier report gave %" PRIu32 "; keeping %" PRIu32 " (logged once per communicator)",
+				   job->id, jc->id, from, i, v, jc->members[i], jc->members[i]);
+		}
+	}
+	return true;
 }
 
 int registry_comm(struct conn *c, const struct fr_msg_comm *m, const char **why)
@@ -588,8 +645,9 @@ int registry_comm(struct conn *c, const struct fr_msg_comm *m, const char **why)
 	struct job_rank *r = conn_rank(c);
 	char id[FR_COMM_ID_MAX + 1];
 	char desc[FR_COMM_DESC_MAX + 1];
+	struct job_comm *jc;
 	struct rank_comm *rc;
-	int err;
+	bool full;
 
 	if (!r)
 		return -EPROTO;
@@ -598,29 +656,51 @@ int registry_comm(struct conn *c, const struct fr_msg_comm *m, const char **why)
 		*why = "communicator size or rank out of range";
 		return -EPROTO;
 	}
+	/* An NCCL rank knows only its own entry and sends the others unknown. */
 	for (uint32_t i = 0; i < m->size; i++) {
-		if (m->members[i] >= c->job->world_size) {
+		if (m->members[i] != FR_RANK_UNKNOWN && m->members[i] >= c->job->world_size) {
 			*why = "communicator member not below world size";
 			return -EPROTO;
 		}
 	}
 	copy_clean(id, sizeof(id), m->id);
 	copy_clean(desc, sizeof(desc), m->desc);
-	err = job_comm_store(c->job, m, id, desc, why);
-	if (err < 0)
-		return err;
-	if (err > 0) {
+	jc = job_comm_get(c->job, id, &full);
+	if (!jc && full) {
 		job_comm_drop(c->d, c->job, r->rank, id);
 		return 0;
 	}
-	rc = rank_comm_get(r, id);
-	if (!rc) {
-		*why = "out of memory";
-		return -ENOMEM;
+	if (!jc)
+		goto out_nomem;
+	if (!jc->members || jc->stale) {
+		if (job_comm_reset(jc, m, desc))
+			goto out_nomem;
+	} else if (!job_comm_merge(c->job, jc, r->rank, m)) {
+		return 0;
 	}
+	rc = rank_comm_get(r, id);
+	if (!rc)
+		goto out_nomem;
 	rc->member_known = true;
 	rc->rank = m->rank;
+	rc->epoch = jc->epoch;
 	return 0;
+
+out_nomem:
+	*why = "out of memory";
+	return -ENOMEM;
+}
+
+bool registry_comm_has_member(const struct job *job, const struct job_comm *jc, uint32_t rank)
+{
+	/* Members are distinct: one as large as the world holds every rank,
+	 * whichever of its entries are still unknown. */
+	if (jc->size == job->world_size)
+		return true;
+	for (uint32_t i = 0; i < jc->size; i++)
+		if (jc->members[i] == rank)
+			return true;
+	return false;
 }
 
 /*
@@ -800,6 +880,23 @@ static enum fr_rank_status trace_status(enum rank_state s)
 	return FR_RANK_MISSING;
 }
 
+/*
+ * The rank's rank in a communicator of the job: what its COMM said, unless
+ * that COMM was ignored, or merged into a list since started afresh; then
+ * its place in the list, or 0 when it is not in it. Always below the size,
+ * which readers of a dump require.
+ */
+static uint32_t trace_comm_rank(const struct job_rank *r, const struct rank_comm *rc,
+				const struct job_comm *jc)
+{
+	if (rc->member_known && rc->epoch == jc->epoch && rc->rank < jc->size)
+		return rc->rank;
+	for (uint32_t i = 0; i < jc->size; i++)
+		if (jc->members[i] == r->rank)
+			return i;
+	return 0;
+}
+
 /* Copies a rank's communicators into its trace, with the job's member lists. */
 static int trace_add_comms(const struct job *job, const struct job_rank *r, struct fr_trace *t)
 {
@@ -816,9 +913,11 @@ static int trace_add_comms(const struct job *job, const struct job_rank *r, stru
 		fc->rank = rc->rank;
 		fc->last_entered = rc->last_entered;
 		fc->last_completed = rc->last_completed;
-		if (!jc)
+		/* Without members only when a COMM ran out of memory. */
+		if (!jc || !jc->members)
 			continue;
 		snprintf(fc->desc, sizeof(fc->desc), "%s", jc->desc);
+		fc->rank = trace_comm_rank(r, rc, jc);
 		fc->members = malloc(jc->size * sizeof(*fc->members));
 		if (!fc->members)
 			return -ENOMEM;

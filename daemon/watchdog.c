@@ -113,9 +113,8 @@ static const struct rank_op *op_waiting_on(const struct job *job, uint32_t lost)
 			jc = registry_job_comm(job, op->w.comm);
 			if (op->w.is_p2p && op->w.peer == (int32_t)lost)
 				return op;
-			for (uint32_t m = 0; jc && m < jc->size; m++)
-				if (jc->members[m] == lost)
-					return op;
+			if (jc && registry_comm_has_member(job, jc, lost))
+				return op;
 		}
 	}
 	return NULL;

@@ -124,17 +124,36 @@ static int cmp_u32(const void *a, const void *b)
 	return x < y ? -1 : x > y;
 }
 
-/* Like ranks_text() for a list in any order (communicator members). */
+/*
+ * Like ranks_text() for a communicator's members (in any order, some of
+ * them FR_RANK_UNKNOWN): the known ones as ranges, then how many are
+ * unknown, "0-1,3; 1 of 4 unknown".
+ */
 static const char *members_text(char *buf, size_t cap, const uint32_t *ranks, size_t n)
 {
 	uint32_t *sorted = n ? malloc(n * sizeof(*sorted)) : NULL;
+	size_t known = 0;
+	char tail[64] = "";
 
-	/* Out of memory only costs the ranges: the unsorted list still reads. */
-	if (!sorted)
-		return ranks_text(buf, cap, ranks, n);
-	memcpy(sorted, ranks, n * sizeof(*sorted));
-	qsort(sorted, n, sizeof(*sorted), cmp_u32);
-	ranks_text(buf, cap, sorted, n);
+	if (!sorted) {
+		/* Out of memory (or no members) only costs the list. */
+		if (n)
+			snprintf(buf, cap, "%zu members", n);
+		else if (cap)
+			buf[0] = '\0';
+		return buf;
+	}
+	for (size_t i = 0; i < n; i++)
+		if (ranks[i] != FR_RANK_UNKNOWN)
+			sorted[known++] = ranks[i];
+	if (known < n)
+		snprintf(tail, sizeof(tail), "%s%zu of %zu unknown", known ? "; " : "", n - known,
+			 n);
+	qsort(sorted, known, sizeof(*sorted), cmp_u32);
+	/* Leave room for the count of unknown members: it must not be cut. */
+	ranks_text(buf, cap > strlen(tail) + 9 ? cap - strlen(tail) : cap, sorted, known);
+	if (strlen(buf) + strlen(tail) < cap)
+		strcat(buf, tail);
 	free(sorted);
 	return buf;
 }
@@ -239,15 +258,37 @@ static void op_details(char *buf, size_t cap, const struct fr_op *op)
 
 /* ---- indexes ---- */
 
-/* A communicator, interned by id. Pointers borrow from the traces. */
+/*
+ * A communicator, interned by id. Its members are every trace's list of it
+ * merged (see comm_merge()); `ent` points into the traces.
+ */
 struct cinfo {
 	const char *id;
 	uint32_t n;
-	const uint32_t *members;   /* global ranks in communicator order */
+	/* Global ranks in communicator order, FR_RANK_UNKNOWN where no trace
+	 * knows; either `merged` or `owned`. */
+	const uint32_t *members;
+	uint32_t *merged;          /* the traces' lists merged, owned */
+	uint32_t nunknown;         /* entries of `merged` still unknown */
 	uint32_t *owned;           /* members made up from ops when no trace lists it */
 	size_t owned_cap;
+	/* Members known without their place in the list: the ranks missing
+	 * from a communicator as large as the world. */
+	uint32_t *extra;
+	uint32_t nextra;
 	const struct fr_comm **ent; /* per member: that member's own view of it */
 };
+
+/*
+ * Member `i` of `c`, for i below n + nextra: the list's entries first, then
+ * the members known without a place. FR_RANK_UNKNOWN (never below the
+ * world) for an entry no trace knows: such members cannot be checked, so
+ * every loop over members skips the ranks not below the world.
+ */
+static uint32_t cinfo_member(const struct cinfo *c, uint32_t i)
+{
+	return i < c->n ? c->members[i] : c->extra[i - c->n];
+}
 
 /* One rank's entry at a (comm, seq); entries of a group chain by `next`. */
 struct gentry {
@@ -518,7 +559,9 @@ static bool status_good(const struct fr_trace *t)
 static void ctx_free(struct ctx *cx)
 {
 	for (size_t i = 0; i < cx->ncomms; i++) {
+		free(cx->comms[i].merged);
 		free(cx->comms[i].owned);
+		free(cx->comms[i].extra);
 		free(cx->comms[i].ent);
 	}
 	free(cx->comms);
@@ -548,6 +591,95 @@ static int comm_note_user(struct cinfo *c, uint32_t rank)
 		return -ENOMEM;
 	c->owned[c->n++] = rank;
 	c->members = c->owned;
+	return 0;
+}
+
+/*
+ * Merges one trace's list of a communicator into what the traces before it
+ * (lower ranks) said. An NCCL rank knows only its own entry and writes the
+ * others FR_RANK_UNKNOWN: an unknown entry takes the value of any trace
+ * that knows it. The first list fixes the size, and its known entries
+ * stay: a later list of another size, or a later value for a known entry,
+ * is ignored (evidence from another run, or corrupt), so that the lowest
+ * rank's view decides, as it did before lists were partial.
+ */
+static int comm_merge(struct cinfo *c, const struct fr_comm *fc)
+{
+	/* A writer may list a communicator without knowing its members. */
+	if (!fc->members || fc->size == 0)
+		return 0;
+	if (!c->merged) {
+		c->merged = malloc(fc->size * sizeof(*c->merged));
+		c->ent = calloc(fc->size, sizeof(*c->ent));
+		if (!c->merged || !c->ent)
+			return -ENOMEM;
+		memcpy(c->merged, fc->members, fc->size * sizeof(*c->merged));
+		c->members = c->merged;
+		c->n = fc->size;
+		for (uint32_t k = 0; k < c->n; k++)
+			if (c->merged[k] == FR_RANK_UNKNOWN)
+				c->nunknown++;
+		return 0;
+	}
+	if (fc->size != c->n)
+		return 0;
+	for (uint32_t k = 0; c->nunknown && k < c->n; k++) {
+		if (c->merged[k] == FR_RANK_UNKNOWN && fc->members[k] != FR_RANK_UNKNOWN) {
+			c->merged[k] = fc->members[k];
+			c->nunknown--;
+		}
+	}
+	return 0;
+}
+
+/*
+ * A communicator's members are distinct, so one as large as the world holds
+ * every rank: those missing from its known entries are its unknown ones.
+ * When one entry is unknown, that places the one missing rank; when more
+ * are, the missing ranks are members all the same (`extra`), only their
+ * places are not known. Any other count means the lists disagree (a rank
+ * listed twice): nothing is inferred then.
+ */
+static int comm_complete(struct ctx *cx, struct cinfo *c)
+{
+	uint32_t nknown = 0;
+	uint32_t n = 0;
+	uint32_t *missing;
+
+	if (!c->merged || !c->nunknown || c->n != cx->world)
+		return 0;
+	/* cx->mark is free until the candidates are built. */
+	for (uint32_t k = 0; k < c->n; k++) {
+		uint32_t m = c->merged[k];
+
+		if (m < cx->world && !cx->mark[m]) {
+			cx->mark[m] = 1;
+			nknown++;
+		}
+	}
+	missing = nknown + c->nunknown == cx->world ?
+			  malloc(c->nunknown * sizeof(*missing)) :
+			  NULL;
+	for (uint32_t r = 0; r < cx->world; r++) {
+		if (missing && !cx->mark[r])
+			missing[n++] = r;
+		cx->mark[r] = 0;
+	}
+	if (nknown + c->nunknown != cx->world)
+		return 0;
+	if (!missing)
+		return -ENOMEM;
+	assert(n == c->nunknown);
+	if (n == 1) {
+		for (uint32_t k = 0; k < c->n; k++)
+			if (c->merged[k] == FR_RANK_UNKNOWN)
+				c->merged[k] = missing[0];
+		c->nunknown = 0;
+		free(missing);
+		return 0;
+	}
+	c->extra = missing;
+	c->nextra = n;
 	return 0;
 }
 
@@ -590,30 +722,22 @@ static int ctx_build(struct ctx *cx, const struct fr_trace *const *traces, size_
 	    slots_init(&cx->gslots, &cx->gslots_cap, total_ops / 4 + 16) < 0)
 		return -ENOMEM;
 
-	/* Membership comes from the lowest rank that lists a communicator. */
+	/* Membership: every trace's list merged, the lowest rank's first. */
 	for (uint32_t r = 0; r < w; r++) {
 		const struct fr_trace *t = cx->by_rank[r];
 
 		if (!t || t->status == FR_RANK_MISSING)
 			continue;
 		for (size_t j = 0; j < t->ncomms; j++) {
-			const struct fr_comm *fc = &t->comms[j];
-			uint32_t ci = comm_intern(cx, fc->id);
-			struct cinfo *c;
+			uint32_t ci = comm_intern(cx, t->comms[j].id);
 
-			if (ci == NONE)
-				return -ENOMEM;
-			c = &cx->comms[ci];
-			/* A writer may list a communicator without knowing its members. */
-			if (c->members || !fc->members || fc->size == 0)
-				continue;
-			c->members = fc->members;
-			c->n = fc->size;
-			c->ent = calloc(c->n, sizeof(*c->ent));
-			if (!c->ent)
+			if (ci == NONE || comm_merge(&cx->comms[ci], &t->comms[j]) < 0)
 				return -ENOMEM;
 		}
 	}
+	for (size_t i = 0; i < cx->ncomms; i++)
+		if (comm_complete(cx, &cx->comms[i]) < 0)
+			return -ENOMEM;
 	/* Each member's own view of each communicator, for its last_entered. */
 	for (uint32_t r = 0; r < w; r++) {
 		const struct fr_trace *t = cx->by_rank[r];
@@ -1119,12 +1243,14 @@ static int cand_collective(struct ctx *cx, uint32_t gi)
 		if (op_wait_ns(t, en->op) > k->wait_ns)
 			k->wait_ns = op_wait_ns(t, en->op);
 	}
-	for (uint32_t i = 0; i < c->n; i++) {
-		uint32_t m = c->members[i];
+	for (uint32_t i = 0; i < c->n + c->nextra; i++) {
+		uint32_t m = cinfo_member(c, i);
 		const struct fr_trace *t;
 		int bad;
 		int rc = 0;
 
+		/* A member no trace names cannot be checked; the summary says
+		 * how many there are. */
 		if (m >= cx->world)
 			continue;
 		t = cx->by_rank[m];
@@ -1133,7 +1259,7 @@ static int cand_collective(struct ctx *cx, uint32_t gi)
 			rc = add_blocker(cx, m, (enum blocker_kind)bad);
 		else if (cx->mark[m] == stamp)
 			continue;
-		else if (c->ent && c->ent[i] && c->ent[i]->last_entered >= g->seq)
+		else if (i < c->n && c->ent && c->ent[i] && c->ent[i]->last_entered >= g->seq)
 			continue;
 		else
 			rc = add_blocker(cx, m, BK_NOT_ENTERED);
@@ -1174,8 +1300,8 @@ static bool p2p_matched(const struct ctx *cx, uint32_t rank, const struct fr_op 
  */
 static int any_source_blockers(struct ctx *cx, uint32_t rank, const struct cinfo *c)
 {
-	for (uint32_t i = 0; i < c->n; i++) {
-		uint32_t m = c->members[i];
+	for (uint32_t i = 0; i < c->n + c->nextra; i++) {
+		uint32_t m = cinfo_member(c, i);
 		int bad;
 		int rc;
 
@@ -1307,6 +1433,17 @@ static const char *kind_phrase(int kind, bool plural)
 	}
 }
 
+/* How many of the verdict's communicator members are known. */
+static uint32_t comm_ranks_known(const struct fr_verdict *v)
+{
+	uint32_t n = 0;
+
+	for (uint32_t i = 0; i < v->comm_size; i++)
+		if (v->comm_ranks[i] != FR_RANK_UNKNOWN)
+			n++;
+	return n;
+}
+
 static void summary_hang(const struct ctx *cx, const struct cand *k, struct fr_verdict *v,
 			 const uint32_t *opw, size_t nopw)
 {
@@ -1329,7 +1466,8 @@ static void summary_hang(const struct ctx *cx, const struct cand *k, struct fr_v
 	}
 	if (v->culprits[0].reason == FR_REASON_STUCK_IN_OP) {
 		if (k->group != NONE)
-			line_add(&l, "every member entered %s and it does not complete", where);
+			line_add(&l, "every %smember entered %s and it does not complete",
+				 comm_ranks_known(v) < v->comm_size ? "known " : "", where);
 		else if (k->partner != NONE)
 			line_add(&l, "ranks %" PRIu32 " and %" PRIu32 " both posted %s and it "
 				 "does not complete", k->owner, k->partner, where);
@@ -1524,16 +1662,16 @@ static int verdict_from_cand(struct ctx *cx, const struct cand *k, struct fr_ver
 			}
 		}
 	} else if (k->cls == 1) {
-		size_t n = k->group != NONE ? c->n : k->partner != NONE ? 2 : 1;
+		size_t n = k->group != NONE ? c->n + c->nextra : k->partner != NONE ? 2 : 1;
 
-		v->culprits = calloc(n, sizeof(*v->culprits));
+		v->culprits = calloc(n ? n : 1, sizeof(*v->culprits));
 		if (!v->culprits)
 			goto out_free;
 		if (k->group != NONE) {
-			for (uint32_t i = 0; i < c->n; i++)
-				if (c->members[i] < cx->world)
+			for (uint32_t i = 0; i < c->n + c->nextra; i++)
+				if (cinfo_member(c, i) < cx->world)
 					culprit_fill(cx, &v->culprits[v->nculprits++],
-						     c->members[i], FR_REASON_STUCK_IN_OP,
+						     cinfo_member(c, i), FR_REASON_STUCK_IN_OP,
 						     k->comm_id);
 		} else {
 			culprit_fill(cx, &v->culprits[v->nculprits++], k->owner,
@@ -1726,6 +1864,22 @@ static json_t *ranks_json(const uint32_t *r, size_t n)
 	return a;
 }
 
+/* The known members of the verdict's communicator, in communicator order. */
+static json_t *comm_ranks_json(const struct fr_verdict *v)
+{
+	json_t *a = json_array();
+
+	for (uint32_t i = 0; a && i < v->comm_size; i++) {
+		if (v->comm_ranks[i] == FR_RANK_UNKNOWN)
+			continue;
+		if (json_array_append_new(a, json_integer(v->comm_ranks[i])) < 0) {
+			json_decref(a);
+			return NULL;
+		}
+	}
+	return a;
+}
+
 static json_t *op_json(const struct fr_op *op, const struct fr_verdict *v)
 {
 	json_t *o = json_object();
@@ -1734,8 +1888,11 @@ static json_t *op_json(const struct fr_op *op, const struct fr_verdict *v)
 	if (!o)
 		return NULL;
 	rc |= jset(o, "comm", json_string(op->comm));
-	if (v)
-		rc |= jset(o, "comm_ranks", ranks_json(v->comm_ranks, v->comm_size));
+	/* comm_size tells how many members comm_ranks leaves out as unknown. */
+	if (v) {
+		rc |= jset(o, "comm_ranks", comm_ranks_json(v));
+		rc |= jset(o, "comm_size", json_integer(v->comm_size));
+	}
 	rc |= jset(o, "seq", ju64(op->seq));
 	rc |= jset(o, "type", json_string(fr_op_name(op->type)));
 	rc |= jset(o, "count", ju64(op->count));

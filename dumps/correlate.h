@@ -69,7 +69,9 @@ struct fr_verdict {
 	bool has_op;
 	struct fr_op op;              /* the op the job is stuck on / disagrees on */
 	uint32_t comm_size;
-	uint32_t *comm_ranks;         /* owned: members of op.comm, global ranks */
+	uint32_t *comm_ranks;         /* owned: members of op.comm, global ranks in
+	                               * communicator order; FR_RANK_UNKNOWN for a
+	                               * member no evidence names */
 	size_t nwaiting;
 	uint32_t *waiting;            /* owned: ranks waiting, ascending */
 	double waited_s;              /* longest wait among the waiting ranks */
@@ -101,7 +103,8 @@ void fr_verdict_free(struct fr_verdict *v);
  * The stable JSON contract:
  * {"verdict", "culprits": [{"rank","reason","host","pid", "last_completed": op?,
  *  "called": op?}], "op": {"comm","comm_ranks","seq","type","count","dtype",
- *  "bytes","root","peer","is_p2p","state","nonblocking","waited"} | null,
+ *  "bytes","root","peer","is_p2p","state","nonblocking","waited","comm_size"}
+ *  | null (comm_ranks: the known members only),
  *  "waiting_ranks": [...],
  *  "waited_s", "world_size", "summary"}
  * Returns a new reference.

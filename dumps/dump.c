@@ -172,9 +172,12 @@ static json_t *pg_config_json(const struct fr_comm *c)
 
 	if (!o || !ranks)
 		goto out_free;
-	/* A view that knows only a communicator's size writes no members. */
+	/* A view that knows only a communicator's size writes no members; one
+	 * that knows some (an NCCL rank knows its own) writes -1 for the rest. */
 	for (uint32_t i = 0; c->members && i < c->size; i++)
-		bad |= append(ranks, json_integer(c->members[i]));
+		bad |= append(ranks, json_integer(c->members[i] == FR_RANK_UNKNOWN ?
+							  -1 :
+							  (json_int_t)c->members[i]));
 	bad |= set(o, "name", JSTR(c->id));
 	bad |= set(o, "desc", JSTR(c->desc));
 	bad |= set(o, "ranks", ranks);
@@ -814,7 +817,8 @@ static int read_entry(const struct rd *rd, const json_t *e, const char *at, stru
 }
 
 /*
- * PyTorch writes a group's ranks as a string, "[0, 1]"; ours is an array.
+ * PyTorch writes a group's ranks as a string, "[0, 1]"; ours is an array,
+ * where -1 stands for a member the writer did not know (FR_RANK_UNKNOWN).
  * Parses either into a newly allocated array (the caller frees).
  */
 static int read_members(const struct rd *rd, const json_t *v, const char *where,
@@ -842,12 +846,12 @@ static int read_members(const struct rd *rd, const json_t *v, const char *where,
 				return fail(rd, -EPROTO, "%s[%zu]: expected an integer, got %s",
 					    where, i, type_name(r));
 			}
-			if (x < 0 || x > UINT32_MAX) {
+			if (x < -1 || x >= UINT32_MAX) {
 				free(m);
 				return fail(rd, -EPROTO, "%s[%zu]: %lld is not a rank", where, i,
 					    (long long)x);
 			}
-			m[i] = (uint32_t)x;
+			m[i] = x == -1 ? FR_RANK_UNKNOWN : (uint32_t)x;
 		}
 	} else {
 		const char *s = json_string_value(v);
@@ -866,7 +870,7 @@ static int read_members(const struct rd *rd, const json_t *v, const char *where,
 				goto out_bad_string;
 			errno = 0;
 			x = strtoul(s, &end, 10);
-			if (errno || x > UINT32_MAX || i >= cap)
+			if (errno || x >= UINT32_MAX || i >= cap)
 				goto out_bad_string;
 			m[i++] = (uint32_t)x;
 			s = end + strspn(end, " ");
@@ -915,6 +919,8 @@ static int read_comm(const struct rd *rd, const json_t *pc, const char *at,
 			    path(p, at, "ranks"), n, size);
 	}
 	for (size_t i = 0; i < n; i++) {
+		if (c->members[i] == FR_RANK_UNKNOWN)
+			continue;
 		if (c->members[i] >= t->world_size)
 			return fail(rd, -EPROTO, "%s[%zu]: rank %" PRIu32
 				    " is not below world_size %" PRIu32,

@@ -16,9 +16,10 @@
 /*
  * Major.minor; readers accept any minor of a major they know. 1.1 added
  * "waited" to entries and gave "time_discovered_started_ns" its meaning
- * (when the operation began to block the rank).
+ * (when the operation began to block the rank); 1.2 lets pg_config ranks
+ * hold -1 for a member this rank does not know (NCCL communicators).
  */
-#define FR_DUMP_VERSION "1.1"
+#define FR_DUMP_VERSION "1.2"
 #define FR_DUMP_VERSION_MAJOR 1
 
 /*

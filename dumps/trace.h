@@ -44,8 +44,12 @@ struct fr_op {
 	bool nonblocking;
 	bool waited;        /* non-blocking, and the rank blocks in a Wait on it */
 	uint64_t seq;       /* collective seq (collectives) or p2p seq (p2p) */
-	int32_t peer;       /* global rank of the p2p peer, -1 if none/any */
+	int32_t peer;       /* global rank of the p2p peer, -1 if none/any/unknown */
 	int32_t root;       /* global rank of the root for rooted collectives, else -1 */
+	/* Communicator rank of the p2p peer or of the root, -1 if none: the
+	 * global rank may be unknown to the recording rank (NCCL) and is then
+	 * found from the communicator's members as the other ranks report them. */
+	int32_t peer_in_comm;
 	uint64_t count;     /* elements */
 	uint64_t bytes;     /* count x datatype size */
 	char dtype[FR_DTYPE_MAX + 1];  /* "double", "int32", "derived", ... */

@@ -18,7 +18,10 @@
  * (so a COMM has at least one member), an in-flight operation whose is_p2p
  * is not 0 or 1, whose peer is below -1 or whose flags say WAITED without
  * NONBLOCKING, a DUMP_DATA piece that does not fit inside its dump, and a
- * BYE whose reserved field is not 0. The in-flight operation type is not
+ * BYE whose reserved field is not 0. COMM member values are not checked:
+ * FR_RANK_UNKNOWN (a member an NCCL rank cannot know) is a valid entry, and
+ * whether a known one is below the world size is for the receiver, which
+ * knows that size from HELLO. The in-flight operation type is not
  * checked: a newer agent may record kinds this build does not name, and
  * fr_op_name() calls those "unknown". In-flight flags this build does not
  * define are cleared on decode, for the same reason; the encoder refuses

@@ -156,7 +156,8 @@ struct fr_wire_inflight {
 	uint8_t type;   /* enum fr_op_type */
 	uint8_t is_p2p;
 	uint8_t flags;  /* FR_WIRE_INFLIGHT_* */
-	int32_t peer;   /* global rank of the peer (p2p) or of the root; -1 if none */
+	int32_t peer;   /* global rank of the peer (p2p) or of the root; -1 if none or unknown */
+	int32_t peer_in_comm; /* its communicator rank; -1 if none */
 	uint64_t seq;   /* collective seq, or p2p seq for p2p */
 	uint64_t count;
 	uint64_t bytes;

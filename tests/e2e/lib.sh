@@ -11,6 +11,7 @@ BUILD_DIR=$ROOT/${BUILD:-build}
 BIN=$BUILD_DIR/bin
 AGENT=$BUILD_DIR/lib/libflightrec.so
 HANG=$BUILD_DIR/tests/mpi_hang
+NCCL_HANG=$BUILD_DIR/tests/nccl/nccl_hang
 T=$(mktemp -d /tmp/flightrec-e2e.XXXXXX)
 DAEMON_PID=
 JOB_PID=
@@ -110,6 +111,33 @@ start_job() {
 		-x FLIGHTREC_JOB="$JOB" -x FLIGHTREC_DUMP_DIR="$T/local" ${AGENT_ENV:-} \
 		"$HANG" "$@" >>"$T/job.log" 2>&1
 	wait_for 10 test -s "$T/job.pid" || fail "the job did not start"
+	JOB_PID=$(cat "$T/job.pid")
+}
+
+# start_nccl_job NP [nccl_hang options...]: NP processes of the NCCL test
+# program over the CPU stand-in for NCCL and CUDA (tests/nccl), under the
+# agent, launched the way torchrun does (RANK, WORLD_SIZE in the
+# environment), in a session of their own. NCCL_ENV adds VAR=value words
+# (fault injection).
+start_nccl_job() {
+	local np=$1
+	shift
+	rm -f "$T/job.pid" "$T/job.rc" "$T/nccl.id"
+	setsid -f sh -c '
+		echo $$ >"$0/job.pid"
+		dir=$0 np=$1 pids= rc=0 r=0
+		shift
+		while [ $r -lt $np ]; do
+			RANK=$r WORLD_SIZE=$np "$@" --rank $r --nranks $np --id-file "$dir/nccl.id" &
+			pids="$pids $!"
+			r=$((r + 1))
+		done
+		for p in $pids; do wait $p || rc=$?; done
+		echo $rc >"$dir/job.rc"' "$T" "$np" \
+		env LD_PRELOAD="$PRELOAD" FLIGHTREC_ADDR="${AGENT_ADDR:-127.0.0.1:$LISTEN_PORT}" \
+		FLIGHTREC_JOB="$JOB" FLIGHTREC_DUMP_DIR="$T/local" ${NCCL_ENV:-} \
+		"$NCCL_HANG" "$@" >>"$T/job.log" 2>&1
+	wait_for 10 test -s "$T/job.pid" || fail "the NCCL job did not start"
 	JOB_PID=$(cat "$T/job.pid")
 }
 

@@ -100,6 +100,39 @@ static void add_world(struct job *j)
 }
 
 /*
+ * What an NCCL rank knows of communicator `id` of `size` members: only its
+ * own entry (comm rank `crank` is global rank `rank`), the others unknown.
+ */
+static void add_comm_own(struct job *j, uint32_t rank, const char *id, uint32_t size,
+			 uint32_t crank)
+{
+	uint32_t m[MAX_RANKS];
+
+	for (uint32_t i = 0; i < size; i++)
+		m[i] = FR_RANK_UNKNOWN;
+	m[crank] = rank;
+	add_comm(j, rank, id, m, size);
+}
+
+/* The verdict's known communicator members, in communicator order, as text. */
+static void assert_comm_ranks(const struct fr_verdict *v, uint32_t size, const char *want)
+{
+	uint32_t known[MAX_RANKS];
+	size_t n = 0;
+	char buf[4096] = "";
+	size_t len = 0;
+
+	assert_int_equal(v->comm_size, size);
+	for (uint32_t i = 0; i < v->comm_size; i++)
+		if (v->comm_ranks[i] != FR_RANK_UNKNOWN)
+			known[n++] = v->comm_ranks[i];
+	for (size_t i = 0; i < n; i++)
+		len += (size_t)snprintf(buf + len, sizeof(buf) - len, "%s%u", i ? "," : "",
+					known[i]);
+	assert_string_equal(buf, want);
+}
+
+/*
  * Appends an op entered `age_s` seconds before the trace's time, completed
  * or not, and advances the rank's progress counters on that communicator as
  * the agent would.
@@ -1010,6 +1043,217 @@ static void test_json_contract(void **state)
 	job_free(j);
 }
 
+/*
+ * An NCCL job: each rank knows only its own entry of "nccl-abc". The lists
+ * merged name every member, so rank 2, which never entered all_reduce #3,
+ * is found, and the op's comm_ranks and comm_size are complete.
+ */
+static void test_nccl_partial_members(void **state)
+{
+	struct job *j = job_new(4);
+	struct fr_verdict *v;
+	json_t *o, *op, *a;
+
+	(void)state;
+	for (uint32_t r = 0; r < 4; r++) {
+		rank_new(j, r, FR_RANK_DUMPED);
+		add_comm_own(j, r, "nccl-abc", 4, r);
+		history(j, r, "nccl-abc", 2);
+		if (r != 2)
+			add_op(j, r, "nccl-abc", FR_OP_ALL_REDUCE, 3, FR_STATE_ENTERED, 30);
+	}
+	v = correlate(j);
+	assert_int_equal(v->kind, FR_VERDICT_HANG);
+	assert_int_equal(v->nculprits, 1);
+	assert_int_equal(v->culprits[0].rank, 2);
+	assert_int_equal(v->culprits[0].reason, FR_REASON_NOT_ENTERED);
+	assert_int_equal(v->culprits[0].last_completed.seq, 2);
+	assert_int_equal(v->op.seq, 3);
+	assert_comm_ranks(v, 4, "0,1,2,3");
+	assert_ranks(v->waiting, v->nwaiting, "0-1,3");
+	assert_contains(v->summary, "rank 2 (node2, pid 1002) never entered all_reduce #3 on "
+				    "nccl-abc [0-3]");
+
+	o = fr_verdict_to_json(v);
+	assert_non_null(o);
+	op = json_object_get(o, "op");
+	a = json_object_get(op, "comm_ranks");
+	assert_int_equal(json_array_size(a), 4);
+	for (size_t i = 0; i < 4; i++)
+		assert_int_equal(json_integer_value(json_array_get(a, i)), i);
+	assert_int_equal(json_integer_value(json_object_get(op, "comm_size")), 4);
+	json_decref(o);
+	job_free(j);
+}
+
+/*
+ * Comm rank i is global rank 2i: the merged list, and comm_ranks, are the
+ * members' global ranks in communicator order, and the culprit is named by
+ * its global rank. The odd ranks are not members and wait on nothing.
+ */
+static void test_nccl_members_not_global_order(void **state)
+{
+	struct job *j = job_new(8);
+	struct fr_verdict *v;
+	json_t *o, *a;
+
+	(void)state;
+	for (uint32_t r = 0; r < 8; r++)
+		rank_new(j, r, FR_RANK_DUMPED);
+	/* Listed from the highest member down: order of evidence is no matter. */
+	for (uint32_t r = 8; r-- > 0;) {
+		if (r % 2)
+			continue;
+		add_comm_own(j, r, "nccl-even", 4, r / 2);
+		history(j, r, "nccl-even", 2);
+		if (r != 4)
+			add_op(j, r, "nccl-even", FR_OP_ALL_REDUCE, 3, FR_STATE_ENTERED, 20);
+	}
+	v = correlate(j);
+	assert_int_equal(v->kind, FR_VERDICT_HANG);
+	assert_int_equal(v->nculprits, 1);
+	assert_int_equal(v->culprits[0].rank, 4);
+	assert_int_equal(v->culprits[0].reason, FR_REASON_NOT_ENTERED);
+	assert_comm_ranks(v, 4, "0,2,4,6");
+	assert_ranks(v->waiting, v->nwaiting, "0,2,6");
+	assert_contains(v->summary, "rank 4 (node4, pid 1004) never entered all_reduce #3 on "
+				    "nccl-even [0,2,4,6]");
+	o = fr_verdict_to_json(v);
+	a = json_object_get(json_object_get(o, "op"), "comm_ranks");
+	assert_int_equal(json_array_size(a), 4);
+	assert_int_equal(json_integer_value(json_array_get(a, 1)), 2);
+	assert_int_equal(json_integer_value(json_array_get(a, 3)), 6);
+	json_decref(o);
+	job_free(j);
+}
+
+/*
+ * Two traces disagree on the size of "nccl-x" (4, then 3 from a stray rank
+ * 1): the first, lowest rank's, wins and rank 1's list is ignored, so its
+ * entry stays unknown. Rank 3 never entered #2; the report says one member
+ * is unknown.
+ */
+static void test_member_size_conflict(void **state)
+{
+	const uint32_t stray[] = { FR_RANK_UNKNOWN, FR_RANK_UNKNOWN, 1 };
+	struct job *j = job_new(6);
+	struct fr_verdict *v;
+	json_t *o, *op;
+
+	(void)state;
+	for (uint32_t r = 0; r < 6; r++)
+		rank_new(j, r, FR_RANK_DUMPED);
+	for (uint32_t r = 0; r < 4; r++) {
+		if (r == 1)
+			add_comm(j, r, "nccl-x", stray, 3);
+		else
+			add_comm_own(j, r, "nccl-x", 4, r);
+		history(j, r, "nccl-x", 1);
+		if (r != 3)
+			add_op(j, r, "nccl-x", FR_OP_ALL_REDUCE, 2, FR_STATE_ENTERED, 20);
+	}
+	v = correlate(j);
+	assert_int_equal(v->kind, FR_VERDICT_HANG);
+	assert_int_equal(v->nculprits, 1);
+	assert_int_equal(v->culprits[0].rank, 3);
+	assert_int_equal(v->culprits[0].reason, FR_REASON_NOT_ENTERED);
+	assert_comm_ranks(v, 4, "0,2,3");
+	assert_contains(v->summary, "never entered all_reduce #2 on nccl-x [0,2-3; 1 of 4 "
+				    "unknown]");
+	o = fr_verdict_to_json(v);
+	op = json_object_get(o, "op");
+	assert_int_equal(json_array_size(json_object_get(op, "comm_ranks")), 3);
+	assert_int_equal(json_integer_value(json_object_get(op, "comm_size")), 4);
+	json_decref(o);
+	job_free(j);
+}
+
+/*
+ * A communicator as large as the world holds every rank. Rank 2 left no
+ * evidence, so no trace names its entry of "nccl-world"; being the only
+ * rank missing from the list, it is the unknown member, and the one the
+ * others wait for.
+ */
+static void test_world_sized_comm_missing_rank(void **state)
+{
+	struct job *j = job_new(4);
+	struct fr_verdict *v;
+
+	(void)state;
+	for (uint32_t r = 0; r < 4; r++) {
+		if (r == 2)
+			continue;
+		rank_new(j, r, FR_RANK_DUMPED);
+		add_comm_own(j, r, "nccl-world", 4, r);
+		history(j, r, "nccl-world", 2);
+		add_op(j, r, "nccl-world", FR_OP_ALL_REDUCE, 3, FR_STATE_ENTERED, 30);
+	}
+	v = correlate(j);
+	assert_int_equal(v->kind, FR_VERDICT_HANG);
+	assert_int_equal(v->nculprits, 1);
+	assert_int_equal(v->culprits[0].rank, 2);
+	assert_int_equal(v->culprits[0].reason, FR_REASON_UNRESPONSIVE);
+	assert_comm_ranks(v, 4, "0,1,2,3");
+	job_free(j);
+
+	/* Two ranks missing: both are members, though not where in the list. */
+	j = job_new(4);
+	for (uint32_t r = 0; r < 4; r += 3) {
+		rank_new(j, r, FR_RANK_DUMPED);
+		add_comm_own(j, r, "nccl-world", 4, r);
+		history(j, r, "nccl-world", 2);
+		add_op(j, r, "nccl-world", FR_OP_ALL_REDUCE, 3, FR_STATE_ENTERED, 30);
+	}
+	v = correlate(j);
+	assert_int_equal(v->kind, FR_VERDICT_HANG);
+	assert_int_equal(v->nculprits, 2);
+	assert_int_equal(v->culprits[0].rank, 1);
+	assert_int_equal(v->culprits[1].rank, 2);
+	assert_comm_ranks(v, 4, "0,3");
+	assert_contains(v->summary, "[0,3; 2 of 4 unknown]");
+	job_free(j);
+}
+
+/*
+ * A member no evidence names, in a communicator smaller than the world,
+ * cannot be checked: it is left out, and the report does not claim that
+ * every member entered, only every known one.
+ */
+static void test_unknown_member_left_out(void **state)
+{
+	struct job *j = job_new(8);
+	struct fr_verdict *v;
+	char *buf = NULL;
+	size_t len = 0;
+	FILE *f;
+
+	(void)state;
+	for (uint32_t r = 0; r < 8; r++) {
+		if (r == 4)
+			continue;
+		rank_new(j, r, FR_RANK_DUMPED);
+		if (r % 2)
+			continue;
+		add_comm_own(j, r, "nccl-even", 4, r / 2);
+		history(j, r, "nccl-even", 2);
+		add_op(j, r, "nccl-even", FR_OP_ALL_REDUCE, 3, FR_STATE_ENTERED, 20);
+	}
+	v = correlate(j);
+	assert_int_equal(v->kind, FR_VERDICT_HANG);
+	assert_int_equal(v->culprits[0].reason, FR_REASON_STUCK_IN_OP);
+	assert_int_equal(v->nculprits, 3);
+	assert_comm_ranks(v, 4, "0,2,6");
+	assert_contains(v->summary, "every known member entered all_reduce #3 on nccl-even "
+				    "[0,2,6; 1 of 4 unknown]");
+	f = open_memstream(&buf, &len);
+	assert_non_null(f);
+	fr_verdict_print(f, v, j->traces, 7);
+	fclose(f);
+	assert_contains(buf, "Communicator: nccl-even, 4 ranks [0,2,6; 1 of 4 unknown]");
+	free(buf);
+	job_free(j);
+}
+
 static void test_json_ok_has_null_op(void **state)
 {
 	struct job *j = job_new(1);
@@ -1186,6 +1430,11 @@ int main(void)
 		cmocka_unit_test(test_ring_wrap_uses_progress),
 		cmocka_unit_test(test_json_contract),
 		cmocka_unit_test(test_json_ok_has_null_op),
+		cmocka_unit_test(test_nccl_partial_members),
+		cmocka_unit_test(test_nccl_members_not_global_order),
+		cmocka_unit_test(test_member_size_conflict),
+		cmocka_unit_test(test_world_sized_comm_missing_rank),
+		cmocka_unit_test(test_unknown_member_left_out),
 		cmocka_unit_test(test_print_report),
 		cmocka_unit_test(test_print_missing_culprit),
 		cmocka_unit_test(test_scale_1024),

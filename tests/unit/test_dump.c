@@ -434,7 +434,7 @@ static void test_document_shape(void **state)
 	root = fr_dump_to_json(&t);
 	assert_non_null(root);
 	assert_string_equal(json_string_value(json_object_get(root, "format")), "flightrec-dump");
-	assert_string_equal(json_string_value(json_object_get(root, "version")), "1.1");
+	assert_string_equal(json_string_value(json_object_get(root, "version")), "1.2");
 	assert_string_equal(json_string_value(json_object_get(root, "status")), "dumped");
 
 	v = json_object_get(json_object_get(root, "pg_config"), "c0.split.2");
@@ -868,6 +868,67 @@ static void test_read_bad_fields(void **state)
  * PyTorch entries carry no "nonblocking": they block from when they start,
  * which PyTorch often leaves null; then entering is when they started.
  */
+/*
+ * An NCCL rank knows only its own entry of a communicator's members: the
+ * others are written as -1 and read back as FR_RANK_UNKNOWN. A negative
+ * rank other than -1, and a known one outside the world, are still refused.
+ */
+static void test_unknown_members(void **state)
+{
+	static const uint32_t members[] = { FR_RANK_UNKNOWN, 2, FR_RANK_UNKNOWN,
+					    FR_RANK_UNKNOWN };
+	struct fr_trace t, back;
+	size_t ccap = 0;
+	json_t *doc, *ranks;
+	char err[512];
+	int rc;
+
+	(void)state;
+	memset(&t, 0, sizeof(t));
+	t.status = FR_RANK_DUMPED;
+	COPY(t.job, "job-nccl");
+	t.rank = 2;
+	t.world_size = 8;
+	COPY(t.host, "gpu1");
+	t.pid = 77;
+	t.time_ns = 1700000000000000000ull;
+	add_comm(&t, &ccap, "nccl-abc", "ncclCommInitRank", 1, 4, members);
+
+	doc = fr_dump_to_json(&t);
+	assert_non_null(doc);
+	ranks = json_object_get(json_object_get(json_object_get(doc, "pg_config"), "nccl-abc"),
+				"ranks");
+	assert_int_equal(json_array_size(ranks), 4);
+	assert_int_equal(json_integer_value(json_array_get(ranks, 0)), -1);
+	assert_int_equal(json_integer_value(json_array_get(ranks, 1)), 2);
+	assert_int_equal(json_integer_value(json_array_get(ranks, 3)), -1);
+
+	assert_int_equal(fr_dump_from_json(doc, "nccl.json", &back, err, sizeof(err)), 0);
+	assert_traces_equal(&t, &back);
+	assert_int_equal(back.comms[0].members[0], FR_RANK_UNKNOWN);
+	assert_int_equal(back.comms[0].rank, 1);
+	fr_trace_free(&back);
+
+	json_array_set_new(ranks, 0, json_integer(-2));
+	rc = fr_dump_from_json(doc, "nccl.json", &back, err, sizeof(err));
+	assert_int_equal(rc, -EPROTO);
+	assert_contains(err, "nccl.json: pg_config.nccl-abc.ranks[0]: -2 is not a rank");
+	assert_zeroed(&back);
+
+	json_array_set_new(ranks, 0, json_integer(8));
+	rc = fr_dump_from_json(doc, "nccl.json", &back, err, sizeof(err));
+	assert_int_equal(rc, -EPROTO);
+	assert_contains(err, "pg_config.nccl-abc.ranks[0]: rank 8 is not below world_size 8");
+
+	json_array_set_new(ranks, 0, json_integer(UINT32_MAX));
+	rc = fr_dump_from_json(doc, "nccl.json", &back, err, sizeof(err));
+	assert_int_equal(rc, -EPROTO);
+	assert_contains(err, "ranks[0]: 4294967295 is not a rank");
+
+	json_decref(doc);
+	fr_trace_free(&t);
+}
+
 static void test_read_pytorch_start_time(void **state)
 {
 	static const struct {
@@ -1539,6 +1600,63 @@ static void test_analyze_other_json_files(void **state)
 	remove_dir(dir);
 }
 
+/*
+ * NCCL dumps: each rank's "world" lists only its own entry, the others -1.
+ * fr-analyze reads them without calling -1 a rank outside the world, merges
+ * the lists, and names rank 2 with the full member list. A dump whose list
+ * contradicts a lower rank's is reported on stderr, and the lower rank's
+ * list is used.
+ */
+static void test_analyze_nccl_partial_lists(void **state)
+{
+	char *dir = make_temp_dir();
+	struct fr_trace ranks[4];
+	json_t *v, *op, *a;
+	char *err;
+	char name[32];
+
+	(void)state;
+	for (uint32_t r = 0; r < 4; r++) {
+		job_rank(&ranks[r], r, 4, r == 2);
+		for (uint32_t k = 0; k < 4; k++)
+			if (k != r)
+				ranks[r].comms[0].members[k] = FR_RANK_UNKNOWN;
+		snprintf(name, sizeof(name), "rank-%u.json", r);
+		write_dump(dir, name, &ranks[r]);
+	}
+	assert_int_equal(run_analyze(dir, &v, &err), 1);
+	assert_string_equal(err, "");
+	assert_non_null(v);
+	assert_string_equal(json_string_value(json_object_get(v, "verdict")), "hang");
+	assert_int_equal(json_array_size(json_object_get(v, "culprits")), 1);
+	assert_int_equal(json_integer_value(json_object_get(
+				 json_array_get(json_object_get(v, "culprits"), 0), "rank")), 2);
+	op = json_object_get(v, "op");
+	a = json_object_get(op, "comm_ranks");
+	assert_int_equal(json_array_size(a), 4);
+	for (size_t i = 0; i < 4; i++)
+		assert_int_equal(json_integer_value(json_array_get(a, i)), i);
+	assert_int_equal(json_integer_value(json_object_get(op, "comm_size")), 4);
+	json_decref(v);
+	free(err);
+
+	/* Rank 3 now says member 0 is global rank 1; rank 0 said 0. */
+	ranks[3].comms[0].members[0] = 1;
+	write_dump(dir, "rank-3.json", &ranks[3]);
+	assert_int_equal(run_analyze(dir, &v, &err), 1);
+	assert_contains(err, "communicator world: rank 3's evidence has global rank 1 as "
+			     "member 0 where rank 0's has 0; using rank 0's");
+	assert_int_equal(json_integer_value(json_array_get(
+				 json_object_get(json_object_get(v, "op"), "comm_ranks"), 0)), 0);
+	assert_int_equal(json_integer_value(json_object_get(
+				 json_array_get(json_object_get(v, "culprits"), 0), "rank")), 2);
+	json_decref(v);
+	free(err);
+	for (uint32_t r = 0; r < 4; r++)
+		fr_trace_free(&ranks[r]);
+	remove_dir(dir);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -1556,6 +1674,7 @@ int main(void)
 		cmocka_unit_test(test_read_pytorch_entry),
 		cmocka_unit_test(test_read_bad_fields),
 		cmocka_unit_test(test_read_pytorch_start_time),
+		cmocka_unit_test(test_unknown_members),
 		cmocka_unit_test(test_read_world_size_bounds),
 		cmocka_unit_test(test_parse_not_json),
 		cmocka_unit_test(test_read_too_big),
@@ -1570,6 +1689,7 @@ int main(void)
 		cmocka_unit_test(test_analyze_drops_rank_outside_world),
 		cmocka_unit_test(test_analyze_manifest_world),
 		cmocka_unit_test(test_analyze_other_json_files),
+		cmocka_unit_test(test_analyze_nccl_partial_lists),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

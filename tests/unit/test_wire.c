@@ -919,6 +919,49 @@ static void test_comm_inconsistent(void **state)
 	assert_int_equal(codec_for(FR_MSG_COMM)->decode(b.b, b.n), -EPROTO);
 }
 
+/*
+ * An NCCL rank knows only its own entry of a communicator's member list and
+ * sends FR_RANK_UNKNOWN for every other one: such a COMM encodes, and
+ * decodes (from bytes written independently of the codec) with the unknown
+ * entries kept as they are.
+ */
+static void test_comm_unknown_members(void **state)
+{
+	uint32_t members[] = { FR_RANK_UNKNOWN, 6, FR_RANK_UNKNOWN, FR_RANK_UNKNOWN };
+	struct fr_msg_comm in = { .id = "nccl-5d2e", .desc = "ncclCommInitRank", .rank = 1,
+				  .size = 4, .members = members };
+	struct fr_msg_comm out;
+	struct bytes b = { .n = 0 };
+	uint8_t buf[512];
+	int n;
+
+	(void)state;
+	n = fr_wire_comm_encode(&in, buf, sizeof(buf));
+	assert_int_equal(n, (int)fr_wire_comm_size(&in));
+	assert_int_equal(fr_wire_comm_decode(buf + FR_WIRE_HEADER_SIZE,
+					     (size_t)n - FR_WIRE_HEADER_SIZE, &out),
+			 0);
+	assert_int_equal(out.rank, 1);
+	assert_int_equal(out.size, 4);
+	assert_memory_equal(out.members, members, sizeof(members));
+	fr_wire_comm_free(&out);
+
+	/* Rank 0 of 3, knowing only itself (global rank 2). */
+	put_str(&b, "nccl-abc");
+	put_str(&b, "");
+	put_u32(&b, 0);
+	put_u32(&b, 3);
+	put_u32(&b, 2);
+	put_u32(&b, 0xffffffffu);
+	put_u32(&b, 0xffffffffu);
+	assert_int_equal(fr_wire_comm_decode(b.b, b.n, &out), 0);
+	assert_int_equal(out.size, 3);
+	assert_int_equal(out.members[0], 2);
+	assert_int_equal(out.members[1], FR_RANK_UNKNOWN);
+	assert_int_equal(out.members[2], FR_RANK_UNKNOWN);
+	fr_wire_comm_free(&out);
+}
+
 static void test_progress_inconsistent(void **state)
 {
 	struct fr_wire_inflight op = { .comm = "c", .type = FR_OP_SEND, .is_p2p = 1, .peer = 3,
@@ -1274,6 +1317,7 @@ int main(void)
 		cmocka_unit_test(test_string_nul),
 		cmocka_unit_test(test_comm_max_payload),
 		cmocka_unit_test(test_comm_inconsistent),
+		cmocka_unit_test(test_comm_unknown_members),
 		cmocka_unit_test(test_progress_inconsistent),
 		cmocka_unit_test(test_progress_flags),
 		cmocka_unit_test(test_valid_name),
