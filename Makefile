@@ -113,7 +113,7 @@ $(BUILD)/tests/mpi_%: tests/mpi/%.c
 		-Iinclude $(WARNINGS) $< -o $@
 
 $(NCCL_FAKE): tests/nccl/build.sh tests/nccl/fake_nccl.c tests/nccl/fake_cudart.c \
-		tests/nccl/nccl_hang.c agent/nccl_abi.h agent/cuda_abi.h
+		tests/nccl/nccl_hang.c tests/nccl/overhead.c agent/nccl_abi.h agent/cuda_abi.h
 	@mkdir -p $(dir $@)
 	@$(if $(Q),echo "  FAKE    $(dir $@)")
 	$(Q)CC="$(CC)" EXTRA_CFLAGS="$(if $(filter 1,$(WERROR)),-Werror) \

@@ -2,6 +2,8 @@
 
 #include <dlfcn.h>
 #include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
 
 /* Pending completions: one slot per operation on its way through the GPU.
  * Each slot owns an event, created the first time the slot is used. */
@@ -68,12 +70,21 @@ static bool probe(void)
 	return cuda.cudaGetDeviceCount(&count) == cudaSuccess && count > 0;
 }
 
+/* FLIGHTREC_GPU_EVENTS=0 turns event tracking off: completion is then
+ * taken at the call's return, as without CUDA. */
+static bool events_wanted(void)
+{
+	const char *v = getenv("FLIGHTREC_GPU_EVENTS");
+
+	return !v || strcmp(v, "0") != 0;
+}
+
 bool fr_gpu_usable(void)
 {
 	int u = __atomic_load_n(&usable, __ATOMIC_ACQUIRE);
 
 	if (u < 0) {
-		u = probe() ? 1 : 0;
+		u = events_wanted() && probe() ? 1 : 0;
 		__atomic_store_n(&usable, u, __ATOMIC_RELEASE);
 	}
 	return u == 1;

@@ -3,7 +3,8 @@
 # program, into OUTDIR:
 #
 #   tests/nccl/build.sh OUTDIR
-#     -> OUTDIR/libcudart.so.13, OUTDIR/libnccl.so.2, OUTDIR/nccl_hang
+#     -> OUTDIR/libcudart.so.13, OUTDIR/libnccl.so.2, OUTDIR/nccl_hang,
+#        OUTDIR/nccl_overhead
 #
 # nccl_hang and libnccl.so.2 find the libraries next to them ($ORIGIN).
 # CC picks the compiler; EXTRA_CFLAGS is added to every command (for
@@ -39,4 +40,8 @@ $CC $warn $lib -fno-semantic-interposition $EXTRA_CFLAGS -I"$agent" \
 # shellcheck disable=SC2086
 $CC $warn -O1 -g -fno-omit-frame-pointer -fno-optimize-sibling-calls $EXTRA_CFLAGS \
 	-I"$agent" -o "$out/nccl_hang" "$here/nccl_hang.c" \
+	-L"$out" -l:libnccl.so.2 -l:libcudart.so.13 -Wl,-rpath,\$ORIGIN
+# The agent's cost per NCCL call (bench/run).
+# shellcheck disable=SC2086
+$CC $warn -O2 $EXTRA_CFLAGS -I"$agent" -o "$out/nccl_overhead" "$here/overhead.c" \
 	-L"$out" -l:libnccl.so.2 -l:libcudart.so.13 -Wl,-rpath,\$ORIGIN
