@@ -304,6 +304,17 @@ void registry_forget_idle(struct flightrecd *d, uint64_t now_mono);
 struct job *registry_job_find(struct flightrecd *d, const char *id);
 struct job_rank *registry_rank(const struct job *job, uint32_t rank);
 const struct job_comm *registry_job_comm(const struct job *job, const char *id);
+/*
+ * The global rank of member `in_comm` of the job's communicator `comm`, as
+ * its merged member list knows it; -1 when it does not (or no such member).
+ */
+int32_t registry_comm_member(const struct job *job, const char *comm, int32_t in_comm);
+/*
+ * The global rank of the p2p peer or of the root of an operation in flight:
+ * what its rank sent, else its peer_in_comm looked up in the job's member
+ * list. -1 for none, any source, or a member the job cannot name yet.
+ */
+int32_t registry_op_peer(const struct job *job, const struct rank_op *op);
 /* Whether global rank `rank` is known to be a member of `jc`. */
 bool registry_comm_has_member(const struct job *job, const struct job_comm *jc, uint32_t rank);
 enum rank_state registry_rank_state(const struct flightrecd *d, const struct job_rank *r,

@@ -691,6 +691,26 @@ out_nomem:
 	return -ENOMEM;
 }
 
+int32_t registry_comm_member(const struct job *job, const char *comm, int32_t in_comm)
+{
+	const struct job_comm *jc = registry_job_comm(job, comm);
+	uint32_t m;
+
+	if (!jc || !jc->members || in_comm < 0 || (uint32_t)in_comm >= jc->size)
+		return -1;
+	m = jc->members[in_comm];
+	return m == FR_RANK_UNKNOWN || m >= job->world_size ? -1 : (int32_t)m;
+}
+
+int32_t registry_op_peer(const struct job *job, const struct rank_op *op)
+{
+	if (!op->w.is_p2p && !fr_op_is_rooted(op->w.type))
+		return -1;
+	if (op->w.peer >= 0)
+		return op->w.peer;
+	return registry_comm_member(job, op->w.comm, op->w.peer_in_comm);
+}
+
 bool registry_comm_has_member(const struct job *job, const struct job_comm *jc, uint32_t rank)
 {
 	/* Members are distinct: one as large as the world holds every rank,
@@ -927,13 +947,22 @@ static int trace_add_comms(const struct job *job, const struct job_rank *r, stru
 	return 0;
 }
 
-static int trace_add_ops(const struct job_rank *r, struct fr_trace *t)
+/*
+ * The rank's operations in flight as trace entries. An NCCL rank sends the
+ * peer or root of an operation as its rank in the communicator only; the
+ * job's merged member list names its global rank when some member reported
+ * it, so that the live verdict and the manifest name ranks the way MPI
+ * evidence does.
+ */
+static int trace_add_ops(const struct job *job, const struct job_rank *r, struct fr_trace *t)
 {
 	size_t cap = 0;
 
 	for (size_t i = 0; i < r->nops; i++) {
 		const struct rank_op *ro = &r->ops[i];
 		struct fr_op *op = fr_trace_add_op(t, &cap);
+		int32_t global;
+		bool rooted;
 
 		if (!op)
 			return -ENOMEM;
@@ -943,8 +972,11 @@ static int trace_add_ops(const struct job_rank *r, struct fr_trace *t)
 		op->state = FR_STATE_ENTERED;
 		op->is_p2p = ro->w.is_p2p != 0;
 		op->seq = ro->w.seq;
-		op->peer = op->is_p2p ? ro->w.peer : -1;
-		op->root = !op->is_p2p && fr_op_is_rooted(ro->w.type) ? ro->w.peer : -1;
+		rooted = !op->is_p2p && fr_op_is_rooted(ro->w.type);
+		global = registry_op_peer(job, ro);
+		op->peer = op->is_p2p ? global : -1;
+		op->root = rooted ? global : -1;
+		op->peer_in_comm = op->is_p2p || rooted ? ro->w.peer_in_comm : -1;
 		op->count = ro->w.count;
 		op->bytes = ro->w.bytes;
 		snprintf(op->dtype, sizeof(op->dtype), "%s", ro->w.dtype);
@@ -969,7 +1001,7 @@ static int rank_trace(const struct flightrecd *d, const struct job *job,
 	snprintf(t->comm_lib, sizeof(t->comm_lib), "%s", r->comm_lib);
 	err = trace_add_comms(job, r, t);
 	if (!err)
-		err = trace_add_ops(r, t);
+		err = trace_add_ops(job, r, t);
 	return err;
 }
 

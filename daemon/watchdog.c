@@ -110,9 +110,19 @@ static const struct rank_op *op_waiting_on(const struct job *job, uint32_t lost)
 
 			if (!rank_op_blocks(op))
 				continue;
+			/* A p2p operation whose peer the job can name waits
+			 * on that rank only. One from any source, or to a
+			 * member nobody has named yet, may wait on any. */
+			if (op->w.is_p2p) {
+				int32_t peer = registry_op_peer(job, op);
+
+				if (peer >= 0) {
+					if (peer == (int32_t)lost)
+						return op;
+					continue;
+				}
+			}
 			jc = registry_job_comm(job, op->w.comm);
-			if (op->w.is_p2p && op->w.peer == (int32_t)lost)
-				return op;
 			if (jc && registry_comm_has_member(job, jc, lost))
 				return op;
 		}

@@ -225,22 +225,40 @@ static uint64_t op_wait_ns(const struct fr_trace *t, const struct fr_op *op)
 	return t->time_ns > since ? t->time_ns - since : 0;
 }
 
-/* "all_reduce #11", "send #4 to rank 3", "recv #2 from any rank". */
+/*
+ * A p2p operation addressed to one member whose global rank is not named
+ * (an NCCL rank records only its rank in the communicator). It waits on
+ * that one member, not on any: it is no receive from any source. Asked of
+ * an op as recorded, before op_named() looked the member up, it says only
+ * that its rank could not name it.
+ */
+static bool peer_unnamed(const struct fr_op *op)
+{
+	return is_p2p(op) && op->peer < 0 && op->peer_in_comm >= 0;
+}
+
+/*
+ * "all_reduce #11", "send #4 to rank 3", "recv #2 from any rank",
+ * "send #4 to an unknown rank (communicator rank 1)".
+ */
 static void op_head(char *buf, size_t cap, const struct fr_op *op)
 {
 	const char *name = fr_op_name(op->type);
+	const char *dir = op->type == FR_OP_SEND ? "to" : op->type == FR_OP_RECV ? "from" : "with";
 
 	if (!is_p2p(op)) {
 		snprintf(buf, cap, "%s #%" PRIu64, name, op->seq);
 		return;
 	}
-	if (op->peer < 0)
+	if (peer_unnamed(op))
+		snprintf(buf, cap, "%s #%" PRIu64 " %s an unknown rank (communicator rank %" PRId32
+			 ")", name, op->seq, dir, op->peer_in_comm);
+	else if (op->peer < 0)
 		snprintf(buf, cap, "%s #%" PRIu64 " %s any rank", name, op->seq,
 			 op->type == FR_OP_SEND ? "to" : "from");
 	else
-		snprintf(buf, cap, "%s #%" PRIu64 " %s rank %" PRId32, name, op->seq,
-			 op->type == FR_OP_SEND ? "to" :
-			 op->type == FR_OP_RECV ? "from" : "with", op->peer);
+		snprintf(buf, cap, "%s #%" PRIu64 " %s rank %" PRId32, name, op->seq, dir,
+			 op->peer);
 }
 
 /* "count 1, double, root 0, sum": what a signature comparison looks at. */
@@ -252,6 +270,9 @@ static void op_details(char *buf, size_t cap, const struct fr_op *op)
 	line_add(&l, "count %" PRIu64 ", %s", op->count, op->dtype[0] ? op->dtype : "?");
 	if (op->root >= 0)
 		line_add(&l, ", root %" PRId32, op->root);
+	else if (!is_p2p(op) && fr_op_is_rooted(op->type) && op->peer_in_comm >= 0)
+		line_add(&l, ", root: communicator rank %" PRId32 " (global rank unknown)",
+			 op->peer_in_comm);
 	if (op->redop[0])
 		line_add(&l, ", %s", op->redop);
 }
@@ -317,6 +338,10 @@ struct blocker {
 	uint32_t rank;
 	uint8_t kind;
 	bool waits;   /* the blocker itself waits on something (not a sink) */
+	/* Never posted the p2p operation matching the candidate's, and waits
+	 * only in collectives that the candidate's owner, held in that
+	 * operation, has not entered (see p2p_behind()). */
+	bool behind;
 };
 
 /*
@@ -799,6 +824,61 @@ static int ctx_build(struct ctx *cx, const struct fr_trace *const *traces, size_
 	return 0;
 }
 
+/* ---- peers and roots named through the merged member lists ---- */
+
+/* Index of communicator `id`, NONE when no evidence has it. */
+static uint32_t comm_find(const struct ctx *cx, const char *id)
+{
+	size_t mask = cx->cslots_cap - 1;
+
+	for (size_t s = hash_str(id) & mask; cx->cslots[s] != NONE; s = (s + 1) & mask)
+		if (strcmp(cx->comms[cx->cslots[s]].id, id) == 0)
+			return cx->cslots[s];
+	return NONE;
+}
+
+/*
+ * The global rank of member `k` of communicator `id` as the merged lists
+ * name it; -1 when none does. A communicator no trace lists has only the
+ * ranks that used it as members, in no order: it names nobody.
+ */
+static int32_t member_of(const struct ctx *cx, const char *id, int32_t k)
+{
+	const struct cinfo *c;
+	uint32_t ci;
+
+	if (k < 0 || (ci = comm_find(cx, id)) == NONE)
+		return -1;
+	c = &cx->comms[ci];
+	if (!c->merged || (uint32_t)k >= c->n || c->merged[k] >= cx->world)
+		return -1;
+	return (int32_t)c->merged[k];
+}
+
+/*
+ * The global rank a p2p operation is addressed to: what its rank recorded,
+ * else its peer_in_comm through the merged lists. -1 for a receive from any
+ * source, and for a member no evidence names (peer_unnamed() after this).
+ */
+static int32_t op_peer(const struct ctx *cx, const struct fr_op *op)
+{
+	if (!is_p2p(op))
+		return -1;
+	return op->peer >= 0 ? op->peer : member_of(cx, op->comm, op->peer_in_comm);
+}
+
+/* A copy of `op` with the peer or root its rank could not name, named. */
+static struct fr_op op_named(const struct ctx *cx, const struct fr_op *op)
+{
+	struct fr_op o = *op;
+
+	if (is_p2p(op))
+		o.peer = op_peer(cx, op);
+	else if (fr_op_is_rooted(op->type) && o.root < 0)
+		o.root = member_of(cx, op->comm, op->peer_in_comm);
+	return o;
+}
+
 /* ---- verdict assembly ---- */
 
 static void culprit_fill(const struct ctx *cx, struct fr_culprit *cu, uint32_t rank,
@@ -816,7 +896,7 @@ static void culprit_fill(const struct ctx *cx, struct fr_culprit *cu, uint32_t r
 	for (size_t j = t->nops; j-- > 0;) {
 		if (t->ops[j].state == FR_STATE_COMPLETED && strcmp(t->ops[j].comm, comm) == 0) {
 			cu->has_last_completed = true;
-			cu->last_completed = t->ops[j];
+			cu->last_completed = op_named(cx, &t->ops[j]);
 			break;
 		}
 	}
@@ -930,6 +1010,18 @@ static bool count_varies(enum fr_op_type t)
 }
 
 /*
+ * Whether two ranks named the same root. An NCCL rank knows the root's
+ * global rank only when it is the root itself: the ranks in the
+ * communicator, which every member knows, are what to compare then.
+ */
+static bool same_root(const struct fr_op *a, const struct fr_op *b)
+{
+	if (a->peer_in_comm >= 0 && b->peer_in_comm >= 0)
+		return a->peer_in_comm == b->peer_in_comm;
+	return a->root == b->root;
+}
+
+/*
  * Whether two ranks called the same thing. Vector collectives legitimately
  * differ in count per rank, communicator constructors have no payload, and a
  * derived datatype matches a basic one of the same size in bytes.
@@ -943,7 +1035,7 @@ static bool sig_equal(const struct fr_op *a, const struct fr_op *b)
 	if (a->type == FR_OP_COMM_SPLIT || a->type == FR_OP_COMM_DUP ||
 	    a->type == FR_OP_COMM_CREATE)
 		return true;
-	if ((fr_op_is_rooted(a->type) && a->root != b->root) || strcmp(a->redop, b->redop) != 0)
+	if ((fr_op_is_rooted(a->type) && !same_root(a, b)) || strcmp(a->redop, b->redop) != 0)
 		return false;
 	derived = strcmp(a->dtype, "derived") == 0 || strcmp(b->dtype, "derived") == 0;
 	if (derived)
@@ -1058,7 +1150,7 @@ static int verdict_mismatch(const struct ctx *cx, uint32_t gi, struct fr_verdict
 	if (!v->waiting)
 		goto out_free;
 	v->has_op = true;
-	v->op = *list[ref].op;
+	v->op = op_named(cx, list[ref].op);
 	for (size_t i = 0; i < n; i++) {
 		const struct fr_trace *t = cx->by_rank[list[i].rank];
 
@@ -1067,7 +1159,7 @@ static int verdict_mismatch(const struct ctx *cx, uint32_t gi, struct fr_verdict
 
 			culprit_fill(cx, cu, list[i].rank, FR_REASON_MISMATCH, c->id);
 			cu->has_op = true;
-			cu->op = *list[i].op;
+			cu->op = op_named(cx, list[i].op);
 			continue;
 		}
 		same[nsame++] = list[i].rank;
@@ -1138,6 +1230,7 @@ static int add_blocker(struct ctx *cx, uint32_t rank, enum blocker_kind kind)
 	b->rank = rank;
 	b->kind = (uint8_t)kind;
 	b->waits = kind == BK_NOT_ENTERED && cx->waits[rank];
+	b->behind = false;
 	return 0;
 }
 
@@ -1270,18 +1363,35 @@ static int cand_collective(struct ctx *cx, uint32_t gi)
 	return 0;
 }
 
+/*
+ * Whether p2p `o` is addressed to `rank`, when no evidence names the global
+ * rank it is addressed to: `rank`'s own view of the communicator still
+ * tells its rank in it.
+ */
+static bool unnamed_is(const struct ctx *cx, const struct fr_op *o, uint32_t rank)
+{
+	const struct fr_comm *fc = fr_trace_comm(cx->by_rank[rank], o->comm);
+
+	return fc && fc->rank == (uint32_t)o->peer_in_comm;
+}
+
 /* Whether `peer` has in flight the counterpart of `rank`'s p2p `op`. */
 static bool p2p_matched(const struct ctx *cx, uint32_t rank, const struct fr_op *op,
 			uint32_t peer)
 {
 	for (uint32_t i = 0; i < cx->infl_n[peer]; i++) {
 		const struct fr_op *o = cx->inflight[cx->infl_off[peer] + i];
+		int32_t to;
 
 		if (!is_p2p(o) || strcmp(o->comm, op->comm) != 0)
 			continue;
-		if (o->peer >= 0 && (uint32_t)o->peer != rank)
+		to = op_peer(cx, o);
+		if (to >= 0 && (uint32_t)to != rank)
 			continue;
-		if (o->peer < 0 && o->type != FR_OP_RECV)
+		/* Addressed to one member no evidence names: perhaps `rank`. */
+		if (to < 0 && o->peer_in_comm >= 0 && !unnamed_is(cx, o, rank))
+			continue;
+		if (to < 0 && o->peer_in_comm < 0 && o->type != FR_OP_RECV)
 			continue;
 		if (op->type == FR_OP_SEND && o->type == FR_OP_SEND)
 			continue;
@@ -1320,11 +1430,136 @@ static int any_source_blockers(struct ctx *cx, uint32_t rank, const struct cinfo
 	return 0;
 }
 
+/*
+ * How far `b` got with the p2p operations that match `a`'s `op`: the
+ * highest seq among b's receives from a on op's communicator when op is a
+ * send, among its sends to a when op is a receive (counted per peer and
+ * direction, so b's receive #k from a matches a's send #k to b), whether
+ * completed or not; 0 when b's evidence holds none. False when op is
+ * neither a send nor a receive: no count to compare then.
+ */
+static bool p2p_reached(const struct ctx *cx, uint32_t b, uint32_t a, const struct fr_op *op,
+			uint64_t *reached)
+{
+	const struct fr_trace *t = cx->by_rank[b];
+	enum fr_op_type want;
+
+	if (op->type == FR_OP_SEND)
+		want = FR_OP_RECV;
+	else if (op->type == FR_OP_RECV)
+		want = FR_OP_SEND;
+	else
+		return false;
+	*reached = 0;
+	for (size_t j = 0; t && j < t->nops; j++) {
+		const struct fr_op *o = &t->ops[j];
+
+		if (o->type != want || strcmp(o->comm, op->comm) != 0 ||
+		    op_peer(cx, o) != (int32_t)a)
+			continue;
+		if (o->seq > *reached)
+			*reached = o->seq;
+	}
+	return true;
+}
+
+/* Whether `m`, a member of group `gi`'s communicator, entered that collective. */
+static bool member_entered(struct ctx *cx, uint32_t gi, uint32_t m)
+{
+	const struct group *g = &cx->groups[gi];
+	const struct fr_comm *fc;
+
+	if (cx->mark[m] == gi + 1)
+		return true;
+	fc = fr_trace_comm(cx->by_rank[m], cx->comms[g->comm].id);
+	return fc && fc->last_entered >= g->seq;
+}
+
+/*
+ * Whether `a` is the one member of collective group `gi` that has not
+ * entered it, every other member (each named by some evidence) having
+ * entered it and still running.
+ */
+static bool only_missing(struct ctx *cx, uint32_t gi, uint32_t a)
+{
+	const struct cinfo *c = &cx->comms[cx->groups[gi].comm];
+	bool member = false;
+
+	/* Stamps mean "has an entry in group stamp - 1", as in cand_collective(). */
+	for (uint32_t e = cx->groups[gi].head; e != NONE; e = cx->ents[e].next)
+		cx->mark[cx->ents[e].rank] = gi + 1;
+	for (uint32_t i = 0; i < c->n + c->nextra; i++) {
+		uint32_t m = cinfo_member(c, i);
+
+		/* A member no evidence names may be missing as well. */
+		if (m >= cx->world)
+			return false;
+		if (m == a) {
+			if (member_entered(cx, gi, m))
+				return false;
+			member = true;
+		} else if (bad_kind(cx->by_rank[m]) >= 0 || !member_entered(cx, gi, m)) {
+			return false;
+		}
+	}
+	return member;
+}
+
+/*
+ * Whether everything that holds `b` up is a collective that `a` alone has
+ * not entered: then b waits on a, and on nobody else.
+ */
+static bool waits_only_on(struct ctx *cx, uint32_t b, uint32_t a)
+{
+	bool any = false;
+
+	for (uint32_t i = 0; i < cx->infl_n[b]; i++) {
+		const struct fr_op *o = cx->inflight[cx->infl_off[b] + i];
+		uint32_t ci, gi;
+
+		if (!op_blocks(o))
+			continue;
+		if (is_p2p(o))
+			return false;
+		ci = comm_find(cx, o->comm);
+		gi = ci == NONE ? NONE : group_find(cx, ci, o->seq);
+		if (gi == NONE || !only_missing(cx, gi, a))
+			return false;
+		any = true;
+	}
+	return any;
+}
+
+/*
+ * Rank `owner` waits in p2p `op`, whose peer `b` (blocker `bl`) never
+ * posted the matching operation and waits itself. When b's count of
+ * operations matching owner's is behind op's seq, and b waits only in
+ * collectives that owner alone has not entered, the two wait on each
+ * other; but b is the one out of step: it went on to a collective without
+ * posting its part of an exchange its partner had already posted, while
+ * owner, held in that exchange, cannot reach the collective. (The other
+ * members did reach it, as owner would have.) b is then the root cause,
+ * not half of a deadlock. A cycle of p2p waits alone, or of collectives
+ * alone, has no such side and stays a deadlock.
+ */
+static void p2p_behind(struct ctx *cx, uint32_t owner, const struct fr_op *op,
+		       struct blocker *bl)
+{
+	uint64_t reached;
+
+	if (!bl->waits || !p2p_reached(cx, bl->rank, owner, op, &reached) ||
+	    reached >= op->seq || !waits_only_on(cx, bl->rank, owner))
+		return;
+	bl->waits = false;
+	bl->behind = true;
+}
+
 /* One running rank's p2p op in flight; its peer is what it waits for. */
 static int cand_p2p(struct ctx *cx, uint32_t rank, const struct fr_op *op)
 {
 	const struct fr_trace *t = cx->by_rank[rank];
 	struct cand *k = cand_new(cx);
+	int32_t to = op_peer(cx, op);
 	uint32_t ci;
 
 	if (!k)
@@ -1337,22 +1572,28 @@ static int cand_p2p(struct ctx *cx, uint32_t rank, const struct fr_op *op)
 	k->op = op;
 	k->owner = rank;
 	k->wait_ns = op_wait_ns(t, op);
-	if (op->peer < 0) {
+	if (to < 0 && op->peer_in_comm >= 0) {
+		/* Addressed to one member no evidence names: it waits on
+		 * nobody known (and not on anyone, as from any source). */
+	} else if (to < 0) {
 		int rc = any_source_blockers(cx, rank, &cx->comms[ci]);
 
 		if (rc < 0)
 			return rc;
-	} else if ((uint32_t)op->peer < cx->world && (uint32_t)op->peer != rank) {
-		uint32_t p = (uint32_t)op->peer;
+	} else if ((uint32_t)to < cx->world && (uint32_t)to != rank) {
+		uint32_t p = (uint32_t)to;
 		int bad = bad_kind(cx->by_rank[p]);
 		int rc = 0;
 
-		if (bad >= 0)
+		if (bad >= 0) {
 			rc = add_blocker(cx, p, (enum blocker_kind)bad);
-		else if (p2p_matched(cx, rank, op, p))
+		} else if (p2p_matched(cx, rank, op, p)) {
 			k->partner = p;
-		else
+		} else {
 			rc = add_blocker(cx, p, BK_NOT_ENTERED);
+			if (rc == 0)
+				p2p_behind(cx, rank, op, &cx->blk[cx->nblk - 1]);
+		}
 		if (rc < 0)
 			return rc;
 	}
@@ -1444,6 +1685,35 @@ static uint32_t comm_ranks_known(const struct fr_verdict *v)
 	return n;
 }
 
+/*
+ * For a culprit behind in an exchange (p2p_behind()): how far it got in it,
+ * and where it waits instead. "(its last receive from rank 0 is #3) and
+ * waits instead in all_reduce #4, which rank 0, held in its send, has not
+ * entered".
+ */
+static void summary_behind(const struct ctx *cx, const struct cand *k,
+			   const struct fr_verdict *v, struct line *l)
+{
+	const struct fr_culprit *cu = &v->culprits[0];
+	bool behind = false;
+	uint64_t reached;
+	char head[128];
+
+	for (size_t i = k->boff; i < k->boff + k->nb; i++)
+		if (cx->blk[i].rank == cu->rank && cx->blk[i].behind)
+			behind = true;
+	if (!behind || v->nculprits != 1)
+		return;
+	if (p2p_reached(cx, cu->rank, k->owner, k->op, &reached) && reached)
+		line_add(l, " (its last %s rank %" PRIu32 " is #%" PRIu64 ")",
+			 k->op->type == FR_OP_SEND ? "receive from" : "send to", k->owner, reached);
+	if (!cu->has_op)
+		return;
+	op_head(head, sizeof(head), &cu->op);
+	line_add(l, " and waits instead in %s, which rank %" PRIu32 ", held in its %s, has not "
+		 "entered", head, k->owner, fr_op_name(k->op->type));
+}
+
 static void summary_hang(const struct ctx *cx, const struct cand *k, struct fr_verdict *v,
 			 const uint32_t *opw, size_t nopw)
 {
@@ -1471,6 +1741,11 @@ static void summary_hang(const struct ctx *cx, const struct cand *k, struct fr_v
 		else if (k->partner != NONE)
 			line_add(&l, "ranks %" PRIu32 " and %" PRIu32 " both posted %s and it "
 				 "does not complete", k->owner, k->partner, where);
+		else if (peer_unnamed(&v->op))
+			line_add(&l, "rank %" PRIu32 " waits in %s; no evidence names that rank, "
+				 "so whether it posted the matching %s is not known", k->owner,
+				 where, v->op.type == FR_OP_SEND ? "receive" :
+				 v->op.type == FR_OP_RECV ? "send" : "operation");
 		else
 			line_add(&l, "rank %" PRIu32 " waits in %s and no rank is known to "
 				 "match it", k->owner, where);
@@ -1488,6 +1763,8 @@ static void summary_hang(const struct ctx *cx, const struct cand *k, struct fr_v
 			line_add(&l, "%s never posted the %s matching rank %" PRIu32 "'s %s",
 				 who, v->op.type == FR_OP_SEND ? "receive" :
 				 v->op.type == FR_OP_RECV ? "send" : "operation", k->owner, where);
+		if (k->group == NONE)
+			summary_behind(cx, k, v, &l);
 		line_add(&l, "; ");
 		waited_text(&l, v->waiting, v->nwaiting, v->waited_s);
 		goto out;
@@ -1518,7 +1795,7 @@ out:
 	free(r);
 }
 
-static void summary_deadlock(struct fr_verdict *v, const uint32_t *cycle,
+static void summary_deadlock(const struct ctx *cx, struct fr_verdict *v, const uint32_t *cycle,
 			     const struct cand *const *hop, size_t n)
 {
 	struct line l = { v->summary, sizeof(v->summary), 0 };
@@ -1527,8 +1804,9 @@ static void summary_deadlock(struct fr_verdict *v, const uint32_t *cycle,
 	line_add(&l, "deadlock: ");
 	for (size_t i = 0; i < n && i < SUMMARY_CYCLE_MAX; i++) {
 		const struct cand *k = hop[i];
+		struct fr_op named = op_named(cx, k->op);
 
-		op_head(head, sizeof(head), k->op);
+		op_head(head, sizeof(head), &named);
 		line_add(&l, "%srank %" PRIu32 " waits in %s on %s", i ? "; " : "", cycle[i],
 			 head, k->comm_id);
 		/* A p2p op names its peer already. */
@@ -1624,6 +1902,38 @@ out_free:
 	return rc;
 }
 
+/*
+ * Rank b is behind in the exchange that candidate `k` waits in (see
+ * p2p_behind()): its evidence is its last completed operation of that
+ * exchange, rather than of the communicator, and the collective it waits
+ * in instead.
+ */
+static void culprit_behind(const struct ctx *cx, struct fr_culprit *cu, const struct cand *k)
+{
+	const struct fr_trace *t = cx->by_rank[cu->rank];
+	enum fr_op_type want = k->op->type == FR_OP_SEND ? FR_OP_RECV : FR_OP_SEND;
+
+	for (size_t j = t->nops; j-- > 0;) {
+		const struct fr_op *o = &t->ops[j];
+
+		if (o->state == FR_STATE_COMPLETED && o->type == want &&
+		    strcmp(o->comm, k->op->comm) == 0 && op_peer(cx, o) == (int32_t)k->owner) {
+			cu->has_last_completed = true;
+			cu->last_completed = op_named(cx, o);
+			break;
+		}
+	}
+	for (uint32_t i = 0; i < cx->infl_n[cu->rank]; i++) {
+		const struct fr_op *o = cx->inflight[cx->infl_off[cu->rank] + i];
+
+		if (op_blocks(o)) {
+			cu->has_op = true;
+			cu->op = op_named(cx, o);
+			break;
+		}
+	}
+}
+
 static int verdict_from_cand(struct ctx *cx, const struct cand *k, struct fr_verdict *v)
 {
 	const struct cinfo *c = &cx->comms[k->comm];
@@ -1635,7 +1945,7 @@ static int verdict_from_cand(struct ctx *cx, const struct cand *k, struct fr_ver
 		return -ENOMEM;
 	v->kind = FR_VERDICT_HANG;
 	v->has_op = true;
-	v->op = *k->op;
+	v->op = op_named(cx, k->op);
 	if (verdict_set_comm(v, c) < 0)
 		goto out_free;
 	nopw = cand_waiters(cx, k, opw);
@@ -1652,12 +1962,14 @@ static int verdict_from_cand(struct ctx *cx, const struct cand *k, struct fr_ver
 				continue;
 			cu = &v->culprits[v->nculprits++];
 			culprit_fill(cx, cu, b->rank, kind_reason(b->kind), k->comm_id);
+			if (b->behind)
+				culprit_behind(cx, cu, k);
 			if (b->kind != BK_NOT_ENTERED) {
 				const struct fr_op *o = latest_inflight(cx, b->rank);
 
 				if (o) {
 					cu->has_op = true;
-					cu->op = *o;
+					cu->op = op_named(cx, o);
 				}
 			}
 		}
@@ -1714,7 +2026,7 @@ static int verdict_deadlock(struct ctx *cx, const struct cand *k, struct fr_verd
 	}
 	v->kind = FR_VERDICT_DEADLOCK;
 	v->has_op = true;
-	v->op = *hop[0]->op;
+	v->op = op_named(cx, hop[0]->op);
 	rc = verdict_set_comm(v, &cx->comms[hop[0]->comm]);
 	if (rc < 0)
 		goto out_free;
@@ -1736,9 +2048,9 @@ static int verdict_deadlock(struct ctx *cx, const struct cand *k, struct fr_verd
 					o = cx->ents[e].op;
 		}
 		cu->has_op = true;
-		cu->op = *o;
+		cu->op = op_named(cx, o);
 	}
-	summary_deadlock(v, cycle, hop, n);
+	summary_deadlock(cx, v, cycle, hop, n);
 	qsort(v->culprits, v->nculprits, sizeof(*v->culprits), cmp_culprit);
 out_free:
 	free(cycle);
@@ -1991,8 +2303,33 @@ static void print_op_line(FILE *out, const char *label, const struct fr_op *op)
 		op->comm[0] ? op->comm : "?", det, op->bytes, fr_state_name(op->state));
 }
 
+/*
+ * A copy of `op` with the peer or root its rank could not name, named by
+ * the verdict's member list when op is on the verdict's communicator.
+ */
+static struct fr_op op_named_v(const struct fr_verdict *v, const struct fr_op *op)
+{
+	struct fr_op o = *op;
+	int32_t k = op->peer_in_comm;
+	uint32_t m;
+
+	if (!v->has_op || k < 0 || (uint32_t)k >= v->comm_size ||
+	    strcmp(op->comm, v->op.comm) != 0)
+		return o;
+	m = v->comm_ranks[k];
+	if (m == FR_RANK_UNKNOWN || m > INT32_MAX)
+		return o;
+	if (is_p2p(op) && o.peer < 0)
+		o.peer = (int32_t)m;
+	else if (!is_p2p(op) && fr_op_is_rooted(op->type) && o.root < 0)
+		o.root = (int32_t)m;
+	return o;
+}
+
+/* What one waiting rank waits in; `op` is NULL when nothing, else &named. */
 struct wait_item {
 	const struct fr_op *op;
+	struct fr_op named;
 	uint32_t rank;
 	uint64_t wait_ns;
 };
@@ -2005,15 +2342,17 @@ static int cmp_wait_item(const void *a, const void *b)
 
 	if (!x->op || !y->op)
 		return x->op ? -1 : y->op ? 1 : (x->rank > y->rank) - (x->rank < y->rank);
-	c = strcmp(x->op->comm, y->op->comm);
+	c = strcmp(x->named.comm, y->named.comm);
 	if (c)
 		return c;
-	if (x->op->seq != y->op->seq)
-		return x->op->seq < y->op->seq ? -1 : 1;
-	if (x->op->type != y->op->type)
-		return x->op->type < y->op->type ? -1 : 1;
-	if (x->op->peer != y->op->peer)
-		return x->op->peer < y->op->peer ? -1 : 1;
+	if (x->named.seq != y->named.seq)
+		return x->named.seq < y->named.seq ? -1 : 1;
+	if (x->named.type != y->named.type)
+		return x->named.type < y->named.type ? -1 : 1;
+	if (x->named.peer != y->named.peer)
+		return x->named.peer < y->named.peer ? -1 : 1;
+	if (x->named.peer_in_comm != y->named.peer_in_comm)
+		return x->named.peer_in_comm < y->named.peer_in_comm ? -1 : 1;
 	return (x->rank > y->rank) - (x->rank < y->rank);
 }
 
@@ -2021,8 +2360,9 @@ static bool same_wait(const struct wait_item *a, const struct wait_item *b)
 {
 	if (!a->op || !b->op)
 		return !a->op && !b->op;
-	return strcmp(a->op->comm, b->op->comm) == 0 && a->op->seq == b->op->seq &&
-	       a->op->type == b->op->type && a->op->peer == b->op->peer;
+	return strcmp(a->named.comm, b->named.comm) == 0 && a->named.seq == b->named.seq &&
+	       a->named.type == b->named.type && a->named.peer == b->named.peer &&
+	       a->named.peer_in_comm == b->named.peer_in_comm;
 }
 
 /*
@@ -2063,7 +2403,11 @@ static void print_waiting(FILE *out, const struct fr_verdict *v,
 				it[i].wait_ns = op_wait_ns(t, op);
 			}
 		}
+		if (it[i].op)
+			it[i].named = op_named_v(v, it[i].op);
 	}
+	/* From here on `op` only says whether there is one: sorting moves
+	 * `named`, and a pointer to it would not follow. */
 	qsort(it, v->nwaiting, sizeof(*it), cmp_wait_item);
 	for (size_t i = 0; i < v->nwaiting;) {
 		size_t j = i;
@@ -2083,9 +2427,9 @@ static void print_waiting(FILE *out, const struct fr_verdict *v,
 		qsort(r, n, sizeof(*r), cmp_u32);
 		duration_text(d, sizeof(d), ns_to_s(longest));
 		if (it[i].op) {
-			op_head(head, sizeof(head), it[i].op);
+			op_head(head, sizeof(head), &it[i].named);
 			fprintf(out, "  %s %s: in %s on %s, up to %s\n", n == 1 ? "rank" : "ranks",
-				ranks_text(rt, sizeof(rt), r, n), head, it[i].op->comm, d);
+				ranks_text(rt, sizeof(rt), r, n), head, it[i].named.comm, d);
 		} else {
 			fprintf(out, "  %s %s: (no operation in its evidence)\n",
 				n == 1 ? "rank" : "ranks", ranks_text(rt, sizeof(rt), r, n));
@@ -2144,7 +2488,7 @@ static const char *reason_text(enum fr_reason r)
  * Non-blocking operations the rank posted and has not waited on: they do not
  * hold it up, but one may be what a peer needs it to complete.
  */
-static void print_posted(FILE *out, const struct fr_trace *t)
+static void print_posted(FILE *out, const struct fr_verdict *v, const struct fr_trace *t)
 {
 	size_t n = 0;
 
@@ -2153,8 +2497,11 @@ static void print_posted(FILE *out, const struct fr_trace *t)
 
 		if (op->state != FR_STATE_ENTERED || op_blocks(op))
 			continue;
-		if (n++ < PRINT_POSTED_MAX)
-			print_op_line(out, "  posted, not waited on: ", op);
+		if (n++ < PRINT_POSTED_MAX) {
+			struct fr_op named = op_named_v(v, op);
+
+			print_op_line(out, "  posted, not waited on: ", &named);
+		}
 	}
 	if (n > PRINT_POSTED_MAX)
 		fprintf(out, "  ... and %zu more posted\n", n - PRINT_POSTED_MAX);
@@ -2169,6 +2516,10 @@ static void print_culprit(FILE *out, const struct fr_verdict *v, const struct fr
 	if (v->kind == FR_VERDICT_DEADLOCK)
 		fprintf(out, ": waits in a cycle: it never entered what the rank before it "
 			"waits in, being stuck in the operation below\n");
+	else if (cu->reason == FR_REASON_NOT_ENTERED && v->has_op && is_p2p(&v->op))
+		fprintf(out, ": never posted the %s matching the operation above\n",
+			v->op.type == FR_OP_SEND ? "receive" :
+			v->op.type == FR_OP_RECV ? "send" : "operation");
 	else
 		fprintf(out, ": %s\n", reason_text(cu->reason));
 	if (cu->has_op)
@@ -2183,7 +2534,7 @@ static void print_culprit(FILE *out, const struct fr_verdict *v, const struct fr
 		fprintf(out, "  no dump: %s\n", t ? "missing" : "no evidence at all (missing)");
 		return;
 	}
-	print_posted(out, t);
+	print_posted(out, v, t);
 	if (t->status != FR_RANK_DUMPED) {
 		fprintf(out, "  no dump: %s (the daemon's live view only)\n",
 			fr_rank_status_name(t->status));

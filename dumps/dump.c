@@ -150,6 +150,7 @@ static json_t *entry_json(const struct fr_trace *t, const struct fr_op *op)
 	bad |= set(e, "waited", json_boolean(op->waited));
 	bad |= set(e, "peer", json_integer(op->peer));
 	bad |= set(e, "root", json_integer(op->root));
+	bad |= set(e, "peer_in_comm", json_integer(op->peer_in_comm));
 	bad |= set(e, "count", ju64(op->count));
 	bad |= set(e, "bytes", ju64(op->bytes));
 	bad |= set(e, "dtype", JSTR(op->dtype));
@@ -477,7 +478,10 @@ static int get_u32(const struct rd *rd, const json_t *obj, const char *at, const
 	return rc;
 }
 
-/* A global rank or -1 for none (peer, root); absent or null means none. */
+/*
+ * A rank or -1 for none: a global one (peer, root) or one in a communicator
+ * (peer_in_comm). Absent or null means none.
+ */
 static int get_rank_or_none(const struct rd *rd, const json_t *obj, const char *at,
 			    const char *key, int32_t *out)
 {
@@ -776,7 +780,8 @@ static int read_entry(const struct rd *rd, const json_t *e, const char *at, stru
 	    (rc = get_bool(rd, e, at, "nonblocking", false, &op->nonblocking)) ||
 	    (rc = get_bool(rd, e, at, "waited", false, &op->waited)) ||
 	    (rc = get_rank_or_none(rd, e, at, "peer", &op->peer)) ||
-	    (rc = get_rank_or_none(rd, e, at, "root", &op->root)))
+	    (rc = get_rank_or_none(rd, e, at, "root", &op->root)) ||
+	    (rc = get_rank_or_none(rd, e, at, "peer_in_comm", &op->peer_in_comm)))
 		return rc;
 	/* As on the wire: only a non-blocking operation is waited on. */
 	if (op->waited && !op->nonblocking)

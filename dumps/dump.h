@@ -17,9 +17,10 @@
  * Major.minor; readers accept any minor of a major they know. 1.1 added
  * "waited" to entries and gave "time_discovered_started_ns" its meaning
  * (when the operation began to block the rank); 1.2 lets pg_config ranks
- * hold -1 for a member this rank does not know (NCCL communicators).
+ * hold -1 for a member this rank does not know (NCCL communicators); 1.3
+ * adds "peer_in_comm", the communicator rank of a peer or root.
  */
-#define FR_DUMP_VERSION "1.2"
+#define FR_DUMP_VERSION "1.3"
 #define FR_DUMP_VERSION_MAJOR 1
 
 /*

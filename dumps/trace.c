@@ -80,8 +80,11 @@ struct fr_op *fr_trace_add_op(struct fr_trace *t, size_t *cap)
 	struct fr_op *op = grow(&arr, t->nops, cap, sizeof(*op));
 
 	t->ops = arr;
-	if (op)
+	if (op) {
 		t->nops++;
+		/* No peer, root or communicator rank until one is set. */
+		op->peer = op->root = op->peer_in_comm = -1;
+	}
 	return op;
 }
 

@@ -115,7 +115,8 @@ const struct fr_comm *fr_trace_comm(const struct fr_trace *t, const char *id);
 
 /*
  * Appends to growable arrays, doubling capacity; return a zeroed new element
- * or NULL when out of memory. `cap` is tracked by the caller.
+ * (an op's peer, root and peer_in_comm set to -1) or NULL when out of
+ * memory. `cap` is tracked by the caller.
  */
 struct fr_op *fr_trace_add_op(struct fr_trace *t, size_t *cap);
 struct fr_comm *fr_trace_add_comm(struct fr_trace *t, size_t *cap);

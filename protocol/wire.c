@@ -16,8 +16,8 @@
  * sends, and encoders refuse the same ones so that they never produce a
  * frame the other side would drop: a COMM whose rank is not below its size
  * (so a COMM has at least one member), an in-flight operation whose is_p2p
- * is not 0 or 1, whose peer is below -1 or whose flags say WAITED without
- * NONBLOCKING, a DUMP_DATA piece that does not fit inside its dump, and a
+ * is not 0 or 1, whose peer or peer_in_comm is below -1 or whose flags say
+ * WAITED without NONBLOCKING, a DUMP_DATA piece that does not fit inside its dump, and a
  * BYE whose reserved field is not 0. COMM member values are not checked:
  * FR_RANK_UNKNOWN (a member an NCCL rank cannot know) is a valid entry, and
  * whether a known one is below the world size is for the receiver, which
@@ -46,7 +46,7 @@
 
 /* The smallest encodings of array elements: every string empty. */
 #define COMM_PROGRESS_MIN_SIZE (STR_SIZE(0) + 8 + 8)
-#define INFLIGHT_MIN_SIZE (STR_SIZE(0) + 1 + 1 + 1 + 4 + 8 + 8 + 8 + STR_SIZE(0) + 8)
+#define INFLIGHT_MIN_SIZE (STR_SIZE(0) + 1 + 1 + 1 + 4 + 4 + 8 + 8 + 8 + STR_SIZE(0) + 8)
 
 /* The in-flight flags this build defines. */
 #define INFLIGHT_KNOWN_FLAGS (FR_WIRE_INFLIGHT_NONBLOCKING | FR_WIRE_INFLIGHT_WAITED)
@@ -397,7 +397,7 @@ size_t fr_wire_progress_size(const struct fr_msg_progress *m)
 	for (uint32_t i = 0; m->inflight && i < m->ninflight; i++) {
 		const struct fr_wire_inflight *op = &m->inflight[i];
 
-		n += STR_SIZE(str_len(op->comm, FR_COMM_ID_MAX)) + 1 + 1 + 1 + 4 + 8 + 8 + 8 +
+		n += STR_SIZE(str_len(op->comm, FR_COMM_ID_MAX)) + 1 + 1 + 1 + 4 + 4 + 8 + 8 + 8 +
 		     STR_SIZE(str_len(op->dtype, FR_DTYPE_MAX)) + 8;
 	}
 	return n;
@@ -413,7 +413,7 @@ static bool inflight_valid(const struct fr_wire_inflight *op)
 {
 	return str_len(op->comm, FR_COMM_ID_MAX) <= FR_COMM_ID_MAX &&
 	       str_len(op->dtype, FR_DTYPE_MAX) <= FR_DTYPE_MAX && op->is_p2p <= 1 &&
-	       op->peer >= -1 && !(op->flags & ~INFLIGHT_KNOWN_FLAGS) &&
+	       op->peer >= -1 && op->peer_in_comm >= -1 && !(op->flags & ~INFLIGHT_KNOWN_FLAGS) &&
 	       inflight_flags_valid(op->flags);
 }
 
@@ -451,6 +451,7 @@ int fr_wire_progress_encode(const struct fr_msg_progress *m, uint8_t *buf, size_
 		wr_u8(&w, op->is_p2p);
 		wr_u8(&w, op->flags);
 		wr_u32(&w, (uint32_t)op->peer);
+		wr_u32(&w, (uint32_t)op->peer_in_comm);
 		wr_u64(&w, op->seq);
 		wr_u64(&w, op->count);
 		wr_u64(&w, op->bytes);
@@ -503,12 +504,14 @@ int fr_wire_progress_decode(const uint8_t *payload, size_t len, struct fr_msg_pr
 		op->is_p2p = rd_u8(&r);
 		op->flags = rd_u8(&r);
 		op->peer = (int32_t)rd_u32(&r);
+		op->peer_in_comm = (int32_t)rd_u32(&r);
 		op->seq = rd_u64(&r);
 		op->count = rd_u64(&r);
 		op->bytes = rd_u64(&r);
 		rd_str(&r, op->dtype, FR_DTYPE_MAX);
 		op->age_ms = rd_u64(&r);
-		if (op->is_p2p > 1 || op->peer < -1 || !inflight_flags_valid(op->flags))
+		if (op->is_p2p > 1 || op->peer < -1 || op->peer_in_comm < -1 ||
+		    !inflight_flags_valid(op->flags))
 			rd_fail(&r);
 		op->flags &= INFLIGHT_KNOWN_FLAGS;
 	}

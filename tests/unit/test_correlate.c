@@ -154,6 +154,7 @@ static struct fr_op *add_op(struct job *j, uint32_t rank, const char *comm,
 	op->seq = seq;
 	op->peer = -1;
 	op->root = -1;
+	op->peer_in_comm = -1;
 	op->count = type == FR_OP_BARRIER ? 0 : 1;
 	op->bytes = op->count * 8;
 	snprintf(op->dtype, sizeof(op->dtype), "%s", type == FR_OP_BARRIER ? "" : "double");
@@ -733,18 +734,21 @@ static void test_ok_posted_only(void **state)
 }
 
 /*
- * The same, but rank 2 now blocks in MPI_Waitall on its Irecv (entered 50 s
- * ago, waited on for 20 s), and rank 1 never sends: rank 2 waits on rank 1,
- * which waits in all_reduce #2 on rank 2. That is a deadlock, and rank 2's
- * wait counts from the start of the Wait.
+ * The same, but rank 2 now blocks in MPI_Waitall on its Irecv #1 from rank
+ * 1 (entered 50 s ago, waited on for 20 s), and rank 1 never sends: it went
+ * on to all_reduce #2, which rank 2 alone has not entered. The two wait on
+ * each other, but rank 1 is the one out of step: it never posted the send
+ * matching rank 2's receive (its count of sends to rank 2 is 0, behind
+ * #1), while rank 2, held in that receive, cannot reach the all_reduce the
+ * others reached. Rank 1 is named, and rank 2's wait counts from the start
+ * of the Wait.
  */
-static void test_waited_irecv_deadlock(void **state)
+static void test_waited_irecv_peer_behind(void **state)
 {
 	struct job *j = job_new(4);
 	struct fr_verdict *v;
 	struct fr_op *op;
 	json_t *o;
-	uint32_t r[4];
 
 	(void)state;
 	for (uint32_t i = 0; i < 4; i++)
@@ -761,6 +765,66 @@ static void test_waited_irecv_deadlock(void **state)
 	op->waited = true;
 	op->t_started_ns = NOW_NS - S(20);
 	v = correlate(j);
+	assert_int_equal(v->kind, FR_VERDICT_HANG);
+	assert_int_equal(v->nculprits, 1);
+	assert_int_equal(v->culprits[0].rank, 1);
+	assert_int_equal(v->culprits[0].reason, FR_REASON_NOT_ENTERED);
+	assert_int_equal(v->op.type, FR_OP_RECV);
+	assert_int_equal(v->op.peer, 1);
+	assert_true(v->op.waited);
+	assert_ranks(v->waiting, v->nwaiting, "0-3");
+	assert_true(v->waited_s > 19.9 && v->waited_s < 20.1);
+	assert_contains(v->summary, "rank 1 (node1, pid 1001) never posted the send matching "
+				    "rank 2's recv #1 from rank 1 on world [0-3] and waits instead "
+				    "in all_reduce #2, which rank 2, held in its recv, has not "
+				    "entered");
+	/* It has sent nothing to rank 2 yet: no count to quote. */
+	assert_null(strstr(v->summary, "its last"));
+
+	/* What the culprit waits in instead, and what the job is stuck on. */
+	assert_true(v->culprits[0].has_op);
+	assert_int_equal(v->culprits[0].op.type, FR_OP_ALL_REDUCE);
+	assert_int_equal(v->culprits[0].op.seq, 2);
+	o = fr_op_to_json(&v->culprits[0].op);
+	assert_true(json_is_false(json_object_get(o, "nonblocking")));
+	json_decref(o);
+	o = fr_op_to_json(&v->op);
+	assert_non_null(o);
+	assert_true(json_is_true(json_object_get(o, "nonblocking")));
+	assert_true(json_is_true(json_object_get(o, "waited")));
+	json_decref(o);
+	job_free(j);
+}
+
+/*
+ * Ranks 1 and 2 each block in a Wait on an Irecv from the other, sending
+ * nothing: neither is more out of step than the other, and that is a
+ * deadlock, which ranks 0 and 3, in all_reduce #2, wait behind.
+ */
+static void test_waited_irecv_deadlock(void **state)
+{
+	struct job *j = job_new(4);
+	struct fr_verdict *v;
+	struct fr_op *op;
+	uint32_t r[4];
+
+	(void)state;
+	for (uint32_t i = 0; i < 4; i++)
+		rank_new(j, i, FR_RANK_DUMPED);
+	add_world(j);
+	for (uint32_t i = 0; i < 4; i++) {
+		history(j, i, "world", 1);
+		if (i == 0 || i == 3) {
+			add_op(j, i, "world", FR_OP_ALL_REDUCE, 2, FR_STATE_ENTERED, 15);
+			continue;
+		}
+		op = add_op(j, i, "world", FR_OP_RECV, 1, FR_STATE_ENTERED, 50);
+		op->peer = (int32_t)(3 - i);
+		op->nonblocking = true;
+		op->waited = true;
+		op->t_started_ns = NOW_NS - S(20);
+	}
+	v = correlate(j);
 	assert_int_equal(v->kind, FR_VERDICT_DEADLOCK);
 	assert_int_equal(culprit_ranks(v, r), 2);
 	assert_ranks(r, 2, "1-2");
@@ -768,19 +832,8 @@ static void test_waited_irecv_deadlock(void **state)
 	assert_true(v->culprits[1].op.waited);
 	assert_ranks(v->waiting, v->nwaiting, "0-3");
 	assert_true(v->waited_s > 19.9 && v->waited_s < 20.1);
-	assert_contains(v->summary, "rank 1 waits in all_reduce #2 on world for rank 2");
+	assert_contains(v->summary, "rank 1 waits in recv #1 from rank 2 on world");
 	assert_contains(v->summary, "rank 2 waits in recv #1 from rank 1 on world");
-
-	/* The JSON says what kind of operation rank 2 waits in. */
-	o = fr_op_to_json(&v->culprits[1].op);
-	assert_non_null(o);
-	assert_true(json_is_true(json_object_get(o, "nonblocking")));
-	assert_true(json_is_true(json_object_get(o, "waited")));
-	json_decref(o);
-	o = fr_op_to_json(&v->culprits[0].op);
-	assert_true(json_is_false(json_object_get(o, "nonblocking")));
-	assert_true(json_is_false(json_object_get(o, "waited")));
-	json_decref(o);
 	job_free(j);
 }
 
@@ -1254,6 +1307,234 @@ static void test_unknown_member_left_out(void **state)
 	job_free(j);
 }
 
+/*
+ * A p2p operation as an NCCL rank records it: the peer named only by its
+ * rank in the communicator, its global rank unknown to the recording rank.
+ */
+static struct fr_op *add_nccl_p2p(struct job *j, uint32_t rank, const char *comm,
+				  enum fr_op_type type, uint64_t seq, enum fr_op_state st,
+				  int32_t peer_in_comm)
+{
+	uint64_t age = st == FR_STATE_COMPLETED ? 600 : 30;
+	struct fr_op *op = add_op(j, rank, comm, type, seq, st, age);
+
+	op->peer_in_comm = peer_in_comm;
+	snprintf(op->dtype, sizeof(op->dtype), "float32");
+	return op;
+}
+
+/*
+ * The NCCL pair exchange of tests/e2e/test_nccl_group.sh. Every step, pairs
+ * (0,1) and (2,3) swap a value in a group of ncclSend/ncclRecv, then all
+ * four allreduce. At step 4 rank 1 skips its group and goes straight to
+ * all_reduce #4; rank 0's send #4 and recv #4 (to communicator rank 1) are
+ * enqueued and never complete, so rank 0, on the same stream, never enters
+ * all_reduce #4, in which ranks 1-3 wait. Each rank knows only its own
+ * entry of the communicator: only rank 1's own list says that communicator
+ * rank 1 is global rank 1.
+ *
+ * Rank 0 waits on rank 1 (p2p) and rank 1 on rank 0 (the all_reduce rank 0
+ * has not entered): a cycle, but not a symmetric one. Rank 1's receives
+ * from rank 0 stop at #3 where rank 0's send is #4: rank 1 went on without
+ * posting its part of an exchange its partner had posted, as ranks 2 and 3
+ * did not. It is the culprit, not half of a deadlock.
+ */
+static void test_nccl_group_peer_skipped(void **state)
+{
+	struct job *j = job_new(4);
+	struct fr_verdict *v;
+	json_t *o;
+	char *buf = NULL;
+	size_t len = 0;
+	FILE *f;
+
+	(void)state;
+	for (uint32_t r = 0; r < 4; r++) {
+		rank_new(j, r, FR_RANK_DUMPED);
+		add_comm_own(j, r, "nccl-w", 4, r);
+	}
+	for (uint64_t s = 1; s <= 4; s++) {
+		for (uint32_t r = 0; r < 4; r++) {
+			int32_t partner = (int32_t)(r ^ 1);
+			enum fr_op_state st = s < 4 || r >= 2 ? FR_STATE_COMPLETED :
+								FR_STATE_ENTERED;
+
+			if (s == 4 && r == 1)
+				continue;
+			add_nccl_p2p(j, r, "nccl-w", FR_OP_SEND, s, st, partner);
+			add_nccl_p2p(j, r, "nccl-w", FR_OP_RECV, s, st, partner);
+		}
+		for (uint32_t r = 0; r < 4; r++) {
+			if (s == 4 && r == 0)
+				continue;
+			add_op(j, r, "nccl-w", FR_OP_ALL_REDUCE, s,
+			       s < 4 ? FR_STATE_COMPLETED : FR_STATE_ENTERED, s < 4 ? 600 : 30);
+		}
+	}
+	/* Nothing in rank 0's evidence names communicator rank 1. */
+	assert_int_equal(j->ev[0]->t.nops, 11);
+	assert_int_equal(j->ev[0]->t.ops[9].type, FR_OP_SEND);
+	assert_int_equal(j->ev[0]->t.ops[9].seq, 4);
+	assert_int_equal(j->ev[0]->t.ops[9].peer, -1);
+
+	v = correlate(j);
+	assert_int_equal(v->kind, FR_VERDICT_HANG);
+	assert_int_equal(v->nculprits, 1);
+	assert_int_equal(v->culprits[0].rank, 1);
+	assert_int_equal(v->culprits[0].reason, FR_REASON_NOT_ENTERED);
+	/* What the job is stuck on: rank 0's send, its peer named globally. */
+	assert_string_equal(v->op.comm, "nccl-w");
+	assert_int_equal(v->op.type, FR_OP_SEND);
+	assert_int_equal(v->op.seq, 4);
+	assert_int_equal(v->op.peer, 1);
+	assert_int_equal(v->op.peer_in_comm, 1);
+	assert_comm_ranks(v, 4, "0,1,2,3");
+	assert_ranks(v->waiting, v->nwaiting, "0-3");
+	/* The culprit's evidence: where its exchange with rank 0 stopped, and
+	 * what it waits in instead. */
+	assert_true(v->culprits[0].has_last_completed);
+	assert_int_equal(v->culprits[0].last_completed.type, FR_OP_RECV);
+	assert_int_equal(v->culprits[0].last_completed.seq, 3);
+	assert_int_equal(v->culprits[0].last_completed.peer, 0);
+	assert_true(v->culprits[0].has_op);
+	assert_int_equal(v->culprits[0].op.type, FR_OP_ALL_REDUCE);
+	assert_int_equal(v->culprits[0].op.seq, 4);
+	assert_contains(v->summary, "rank 1 (node1, pid 1001) never posted the receive matching "
+				    "rank 0's send #4 to rank 1 on nccl-w [0-3] (its last receive "
+				    "from rank 0 is #3) and waits instead in all_reduce #4, which "
+				    "rank 0, held in its send, has not entered; ranks 0-3 have "
+				    "waited 30 s");
+
+	o = fr_verdict_to_json(v);
+	assert_non_null(o);
+	assert_string_equal(json_string_value(json_object_get(o, "verdict")), "hang");
+	assert_int_equal(json_integer_value(json_object_get(json_object_get(o, "op"), "peer")), 1);
+	json_decref(o);
+
+	/* The report names ranks through the merged list as well. */
+	f = open_memstream(&buf, &len);
+	assert_non_null(f);
+	fr_verdict_print(f, v, j->traces, 4);
+	fclose(f);
+	assert_contains(buf, "rank 0: in send #4 to rank 1 on nccl-w");
+	assert_contains(buf, "Culprit rank 1 (node1, pid 1001): never posted the receive "
+			     "matching the operation above\n");
+	assert_contains(buf, "in flight: all_reduce #4 on nccl-w");
+	assert_contains(buf, "last completed: recv #3 from rank 0 on nccl-w");
+	assert_null(strstr(buf, "any rank"));
+	free(buf);
+	job_free(j);
+}
+
+/*
+ * Rank 0 waits in a send to communicator rank 1 of "nccl-even" (global
+ * ranks 0,2,4,6), whose member 1 (global rank 2) left no evidence: no trace
+ * names it. The send waits on that one member, not on any: ranks 4 and 6,
+ * running and waiting on nothing, are not blamed as they would be for a
+ * receive from any source. The summary says the peer is unknown.
+ */
+static void test_p2p_peer_unnamed(void **state)
+{
+	struct job *j = job_new(8);
+	struct fr_verdict *v;
+	char *buf = NULL;
+	size_t len = 0;
+	FILE *f;
+
+	(void)state;
+	for (uint32_t r = 0; r < 8; r += 2) {
+		if (r == 2)
+			continue;
+		rank_new(j, r, FR_RANK_DUMPED);
+		add_comm_own(j, r, "nccl-even", 4, r / 2);
+		history(j, r, "nccl-even", 2);
+	}
+	add_nccl_p2p(j, 0, "nccl-even", FR_OP_SEND, 1, FR_STATE_ENTERED, 1);
+	v = correlate(j);
+	assert_int_equal(v->kind, FR_VERDICT_HANG);
+	assert_int_equal(v->nculprits, 1);
+	assert_int_equal(v->culprits[0].rank, 0);
+	assert_int_equal(v->culprits[0].reason, FR_REASON_STUCK_IN_OP);
+	assert_int_equal(v->op.peer, -1);
+	assert_int_equal(v->op.peer_in_comm, 1);
+	assert_contains(v->summary, "rank 0 waits in send #1 to an unknown rank (communicator "
+				    "rank 1) on nccl-even [0,4,6; 1 of 4 unknown]; no evidence "
+				    "names that rank");
+	assert_null(strstr(v->summary, "any rank"));
+	f = open_memstream(&buf, &len);
+	assert_non_null(f);
+	fr_verdict_print(f, v, j->traces, 3);
+	fclose(f);
+	assert_contains(buf, "send #1 to an unknown rank (communicator rank 1)");
+	free(buf);
+	job_free(j);
+
+	/* Whereas a receive from any source waits on whoever could send. */
+	j = job_new(8);
+	for (uint32_t r = 0; r < 8; r += 2) {
+		if (r == 2)
+			continue;
+		rank_new(j, r, FR_RANK_DUMPED);
+		add_comm_own(j, r, "nccl-even", 4, r / 2);
+		history(j, r, "nccl-even", 2);
+	}
+	add_op(j, 0, "nccl-even", FR_OP_RECV, 1, FR_STATE_ENTERED, 30);
+	v = correlate(j);
+	assert_int_equal(v->kind, FR_VERDICT_HANG);
+	assert_int_equal(v->nculprits, 2);
+	assert_int_equal(v->culprits[0].rank, 4);
+	assert_int_equal(v->culprits[1].rank, 6);
+	job_free(j);
+}
+
+/*
+ * An NCCL broadcast: the root knows its own global rank, the others only
+ * the root's rank in the communicator. That is no mismatch; rank 3 never
+ * entered #2, and the verdict names the root globally.
+ */
+static void test_nccl_root_by_comm_rank(void **state)
+{
+	struct job *j = job_new(4);
+	struct fr_verdict *v;
+	struct fr_op *op;
+
+	(void)state;
+	for (uint32_t r = 0; r < 4; r++) {
+		rank_new(j, r, FR_RANK_DUMPED);
+		add_comm_own(j, r, "nccl-b", 4, r);
+		history(j, r, "nccl-b", 1);
+		if (r == 3)
+			continue;
+		op = add_op(j, r, "nccl-b", FR_OP_BROADCAST, 2, FR_STATE_ENTERED, 20);
+		op->peer_in_comm = 2;
+		op->root = r == 2 ? 2 : -1;
+	}
+	v = correlate(j);
+	assert_int_equal(v->kind, FR_VERDICT_HANG);
+	assert_int_equal(v->nculprits, 1);
+	assert_int_equal(v->culprits[0].rank, 3);
+	assert_int_equal(v->culprits[0].reason, FR_REASON_NOT_ENTERED);
+	assert_int_equal(v->op.type, FR_OP_BROADCAST);
+	assert_int_equal(v->op.root, 2);
+	job_free(j);
+
+	/* Different roots in the communicator are a mismatch all the same. */
+	j = job_new(4);
+	for (uint32_t r = 0; r < 4; r++) {
+		rank_new(j, r, FR_RANK_DUMPED);
+		add_comm_own(j, r, "nccl-b", 4, r);
+		op = add_op(j, r, "nccl-b", FR_OP_BROADCAST, 1, FR_STATE_ENTERED, 20);
+		op->peer_in_comm = r == 1 ? 0 : 2;
+		op->root = r == 2 ? 2 : -1;
+	}
+	v = correlate(j);
+	assert_int_equal(v->kind, FR_VERDICT_MISMATCH);
+	assert_int_equal(v->nculprits, 1);
+	assert_int_equal(v->culprits[0].rank, 1);
+	assert_int_equal(v->culprits[0].op.root, 0);
+	job_free(j);
+}
+
 static void test_json_ok_has_null_op(void **state)
 {
 	struct job *j = job_new(1);
@@ -1419,6 +1700,7 @@ int main(void)
 		cmocka_unit_test(test_completed_mismatch_ignored),
 		cmocka_unit_test(test_posted_irecv_does_not_wait),
 		cmocka_unit_test(test_ok_posted_only),
+		cmocka_unit_test(test_waited_irecv_peer_behind),
 		cmocka_unit_test(test_waited_irecv_deadlock),
 		cmocka_unit_test(test_any_source_recv_blames_sink),
 		cmocka_unit_test(test_finalize_not_entered),
@@ -1435,6 +1717,9 @@ int main(void)
 		cmocka_unit_test(test_member_size_conflict),
 		cmocka_unit_test(test_world_sized_comm_missing_rank),
 		cmocka_unit_test(test_unknown_member_left_out),
+		cmocka_unit_test(test_nccl_group_peer_skipped),
+		cmocka_unit_test(test_p2p_peer_unnamed),
+		cmocka_unit_test(test_nccl_root_by_comm_rank),
 		cmocka_unit_test(test_print_report),
 		cmocka_unit_test(test_print_missing_culprit),
 		cmocka_unit_test(test_scale_1024),

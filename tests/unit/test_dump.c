@@ -135,6 +135,7 @@ static struct fr_op *add_op(struct fr_trace *t, size_t *cap, const char *comm,
 	op->seq = seq;
 	op->peer = -1;
 	op->root = -1;
+	op->peer_in_comm = -1;
 	op->t_entered_ns = 1700000000000000000ull + t->nops * 1000;
 	op->t_started_ns = op->t_entered_ns;
 	if (state == FR_STATE_COMPLETED)
@@ -181,6 +182,7 @@ static void make_rich_trace(struct fr_trace *t)
 
 	op = add_op(t, &ocap, "c0.split.2", FR_OP_REDUCE, FR_STATE_COMPLETED, 4);
 	op->root = 5;
+	op->peer_in_comm = 2;
 	op->count = 7;
 	op->bytes = 28;
 	COPY(op->dtype, "int32");
@@ -195,8 +197,10 @@ static void make_rich_trace(struct fr_trace *t)
 	op->bytes = 3;
 	COPY(op->dtype, "derived");
 
+	/* As an NCCL rank records it: the peer known only in the communicator. */
 	op = add_op(t, &ocap, "c0", FR_OP_RECV, FR_STATE_ENTERED, 3);
-	op->peer = 2;
+	op->peer = -1;
+	op->peer_in_comm = 2;
 	op->count = 9;
 	op->bytes = 72;
 	COPY(op->dtype, "int64");
@@ -252,6 +256,7 @@ static void assert_ops_equal(const struct fr_op *a, const struct fr_op *b)
 	assert_int_equal(a->seq, b->seq);
 	assert_int_equal(a->peer, b->peer);
 	assert_int_equal(a->root, b->root);
+	assert_int_equal(a->peer_in_comm, b->peer_in_comm);
 	assert_int_equal(a->count, b->count);
 	assert_int_equal(a->bytes, b->bytes);
 	assert_string_equal(a->dtype, b->dtype);
@@ -434,7 +439,8 @@ static void test_document_shape(void **state)
 	root = fr_dump_to_json(&t);
 	assert_non_null(root);
 	assert_string_equal(json_string_value(json_object_get(root, "format")), "flightrec-dump");
-	assert_string_equal(json_string_value(json_object_get(root, "version")), "1.2");
+	assert_string_equal(json_string_value(json_object_get(root, "version")), "1.3");
+	assert_string_equal(FR_DUMP_VERSION, "1.3");
 	assert_string_equal(json_string_value(json_object_get(root, "status")), "dumped");
 
 	v = json_object_get(json_object_get(root, "pg_config"), "c0.split.2");
@@ -494,8 +500,15 @@ static void test_document_shape(void **state)
 	assert_int_equal(json_integer_value(json_object_get(e, "p2p_seq_id")), 3);
 	assert_true(json_is_null(json_object_get(e, "time_discovered_completed_ns")));
 	assert_true(json_is_false(json_object_get(e, "retired")));
-	assert_int_equal(json_integer_value(json_object_get(e, "peer")), 2);
+	assert_int_equal(json_integer_value(json_object_get(e, "peer")), -1);
+	assert_int_equal(json_integer_value(json_object_get(e, "peer_in_comm")), 2);
 	assert_int_equal(json_integer_value(json_object_get(e, "root")), -1);
+	/* entries[1]: a reduce names its root both ways; entries[0] has none. */
+	e = json_array_get(json_object_get(root, "entries"), 1);
+	assert_int_equal(json_integer_value(json_object_get(e, "root")), 5);
+	assert_int_equal(json_integer_value(json_object_get(e, "peer_in_comm")), 2);
+	e = json_array_get(json_object_get(root, "entries"), 0);
+	assert_int_equal(json_integer_value(json_object_get(e, "peer_in_comm")), -1);
 
 	v = json_array_get(json_object_get(json_array_get(json_object_get(root, "threads"), 0),
 					   "frames"), 1);
@@ -587,6 +600,8 @@ static void test_read_good(void **state)
 	assert_false(op->waited);
 	assert_int_equal(op->seq, 3);
 	assert_int_equal(op->peer, 2);
+	/* Written before "peer_in_comm" existed: none. */
+	assert_int_equal(op->peer_in_comm, -1);
 	assert_int_equal(op->count, 16);
 	assert_int_equal(op->bytes, 64);
 	assert_string_equal(op->dtype, "int32");
@@ -804,6 +819,16 @@ static void edit_pg_status_unknown(json_t *root)
 			json_object_get(json_object_get(root, "pg_status"), "world"));
 }
 
+static void edit_peer_in_comm_low(json_t *root)
+{
+	json_object_set_new(entry(root, 1), "peer_in_comm", json_integer(-2));
+}
+
+static void edit_peer_in_comm_type(json_t *root)
+{
+	json_object_set_new(entry(root, 1), "peer_in_comm", json_string("1"));
+}
+
 static void edit_format(json_t *root)
 {
 	json_object_set_new(root, "format", json_string("flightrec-manifest"));
@@ -840,6 +865,10 @@ static void test_read_bad_fields(void **state)
 		  "entries[0].waited: true for an operation that is not nonblocking" },
 		{ "start time type", edit_started_type, -EPROTO,
 		  "entries[2].time_discovered_started_ns: expected an integer" },
+		{ "peer_in_comm below -1", edit_peer_in_comm_low, -EPROTO,
+		  "entries[1].peer_in_comm: -2 is out of range (-1..2147483647)" },
+		{ "peer_in_comm type", edit_peer_in_comm_type, -EPROTO,
+		  "entries[1].peer_in_comm: expected an integer, got a string" },
 	};
 	char *path = data_path("good-rank-0.json");
 	json_error_t je;

@@ -1,9 +1,10 @@
 /*
  * Unit tests of the wire codec (protocol/wire.c): the header checks, a round
  * trip of every message, truncation at every length, trailing bytes, hostile
- * counts, string and chunk limits, in-flight flags, small buffers, the
- * names that may become directories (fr_wire_valid_name), and the malformed
- * frames kept under $FR_TEST_DATA/wire/ (default tests/data/wire/).
+ * counts, string and chunk limits, in-flight flags and peers (global and in
+ * the communicator), small buffers, the names that may become directories
+ * (fr_wire_valid_name), and the malformed frames kept under
+ * $FR_TEST_DATA/wire/ (default tests/data/wire/).
  *
  * Truncated and exact payloads are decoded from heap copies of exactly their
  * length, so that under AddressSanitizer a read past the end fails the run.
@@ -111,15 +112,22 @@ static struct fr_wire_comm_progress sample_comms[] = {
 	{ "c9f3a1", UINT64_MAX, UINT64_MAX - 1 },
 };
 
+/*
+ * An MPI rank names a peer both ways; an NCCL rank knows only the peer's
+ * rank in the communicator (the last entry: peer -1, peer_in_comm 3).
+ */
 static struct fr_wire_inflight sample_inflight[] = {
 	{ .comm = "world", .type = FR_OP_ALL_REDUCE, .is_p2p = 0, .flags = 0, .peer = -1,
-	  .seq = 41, .count = 1024, .bytes = 4096, .dtype = "float32", .age_ms = 1500 },
+	  .peer_in_comm = -1, .seq = 41, .count = 1024, .bytes = 4096, .dtype = "float32",
+	  .age_ms = 1500 },
 	{ .comm = "c9f3a1", .type = FR_OP_SEND, .is_p2p = 1,
-	  .flags = FR_WIRE_INFLIGHT_NONBLOCKING | FR_WIRE_INFLIGHT_WAITED, .peer = 6, .seq = 3,
-	  .count = 16, .bytes = 64, .dtype = "int32", .age_ms = 2 },
+	  .flags = FR_WIRE_INFLIGHT_NONBLOCKING | FR_WIRE_INFLIGHT_WAITED, .peer = 6,
+	  .peer_in_comm = 2, .seq = 3, .count = 16, .bytes = 64, .dtype = "int32", .age_ms = 2 },
 	{ .comm = "c9f3a1", .type = FR_OP_RECV, .is_p2p = 1,
-	  .flags = FR_WIRE_INFLIGHT_NONBLOCKING, .peer = 5, .seq = 9, .count = 8, .bytes = 32,
-	  .dtype = "int32", .age_ms = 600000 },
+	  .flags = FR_WIRE_INFLIGHT_NONBLOCKING, .peer = 5, .peer_in_comm = 1, .seq = 9,
+	  .count = 8, .bytes = 32, .dtype = "int32", .age_ms = 600000 },
+	{ .comm = "nccl-5d2e", .type = FR_OP_RECV, .is_p2p = 1, .flags = 0, .peer = -1,
+	  .peer_in_comm = 3, .seq = 4, .count = 1, .bytes = 4, .dtype = "float32", .age_ms = 7 },
 };
 
 static const uint8_t sample_dump[] = "{\"format\": \"flightrec-dump\"}";
@@ -504,6 +512,7 @@ static void test_roundtrip_progress(void **state)
 		assert_int_equal(b->is_p2p, a->is_p2p);
 		assert_int_equal(b->flags, a->flags);
 		assert_int_equal(b->peer, a->peer);
+		assert_int_equal(b->peer_in_comm, a->peer_in_comm);
 		assert_int_equal(b->seq, a->seq);
 		assert_int_equal(b->count, a->count);
 		assert_int_equal(b->bytes, a->bytes);
@@ -962,63 +971,6 @@ static void test_comm_unknown_members(void **state)
 	fr_wire_comm_free(&out);
 }
 
-static void test_progress_inconsistent(void **state)
-{
-	struct fr_wire_inflight op = { .comm = "c", .type = FR_OP_SEND, .is_p2p = 1, .peer = 3,
-				       .seq = 1, .count = 1, .bytes = 1, .dtype = "byte" };
-	struct fr_msg_progress m = { 0, NULL, 1, &op };
-	struct bytes b = { .n = 0 };
-	uint8_t buf[512];
-
-	(void)state;
-	assert_true(fr_wire_progress_encode(&m, buf, sizeof(buf)) > 0);
-	op.is_p2p = 2;
-	assert_int_equal(fr_wire_progress_encode(&m, buf, sizeof(buf)), -EINVAL);
-	op.is_p2p = 1;
-	op.peer = -2;
-	assert_int_equal(fr_wire_progress_encode(&m, buf, sizeof(buf)), -EINVAL);
-	m.inflight = NULL;
-	assert_int_equal(fr_wire_progress_encode(&m, buf, sizeof(buf)), -EINVAL);
-	m = (struct fr_msg_progress){ 1, NULL, 0, NULL };
-	assert_int_equal(fr_wire_progress_encode(&m, buf, sizeof(buf)), -EINVAL);
-
-	/* One operation with is_p2p 2. */
-	put_u32(&b, 0);
-	put_u32(&b, 1);
-	put_str(&b, "c");
-	put_u8(&b, FR_OP_SEND);
-	put_u8(&b, 2);
-	put_u8(&b, 0);
-	put_u32(&b, 3);
-	put_u64(&b, 1);
-	put_u64(&b, 1);
-	put_u64(&b, 1);
-	put_str(&b, "byte");
-	put_u64(&b, 0);
-	assert_int_equal(codec_for(FR_MSG_PROGRESS)->decode(b.b, b.n), -EPROTO);
-	/* The same with is_p2p 1 is fine: the test above fails for that reason only. */
-	b.b[4 + 4 + 3 + 1] = 1;
-	assert_int_equal(codec_for(FR_MSG_PROGRESS)->decode(b.b, b.n), 0);
-}
-
-/* A PROGRESS payload with one in-flight operation whose flags byte is `flags`. */
-static void progress_with_flags(struct bytes *b, uint8_t type, uint8_t flags)
-{
-	b->n = 0;
-	put_u32(b, 0);
-	put_u32(b, 1);
-	put_str(b, "c");
-	put_u8(b, type);
-	put_u8(b, 1);
-	put_u8(b, flags);
-	put_u32(b, 3);
-	put_u64(b, 7);
-	put_u64(b, 1);
-	put_u64(b, 4);
-	put_str(b, "int32");
-	put_u64(b, 250);
-}
-
 /* Decodes a one-operation PROGRESS payload and returns the operation. */
 static int decode_one_op(const struct bytes *b, struct fr_wire_inflight *op)
 {
@@ -1035,11 +987,110 @@ static int decode_one_op(const struct bytes *b, struct fr_wire_inflight *op)
 	return rc;
 }
 
+/* A PROGRESS payload with one send: is_p2p, peer and peer_in_comm as given. */
+static void progress_one_send(struct bytes *b, uint8_t is_p2p, uint32_t peer,
+			      uint32_t peer_in_comm)
+{
+	b->n = 0;
+	put_u32(b, 0);
+	put_u32(b, 1);
+	put_str(b, "c");
+	put_u8(b, FR_OP_SEND);
+	put_u8(b, is_p2p);
+	put_u8(b, 0);
+	put_u32(b, peer);
+	put_u32(b, peer_in_comm);
+	put_u64(b, 1);
+	put_u64(b, 1);
+	put_u64(b, 1);
+	put_str(b, "byte");
+	put_u64(b, 0);
+}
+
+static void test_progress_inconsistent(void **state)
+{
+	struct fr_wire_inflight op = { .comm = "c", .type = FR_OP_SEND, .is_p2p = 1, .peer = 3,
+				       .peer_in_comm = 1, .seq = 1, .count = 1, .bytes = 1,
+				       .dtype = "byte" };
+	struct fr_msg_progress m = { 0, NULL, 1, &op };
+	struct fr_wire_inflight out;
+	struct bytes b;
+	uint8_t buf[512];
+	int n;
+
+	(void)state;
+	assert_true(fr_wire_progress_encode(&m, buf, sizeof(buf)) > 0);
+	op.is_p2p = 2;
+	assert_int_equal(fr_wire_progress_encode(&m, buf, sizeof(buf)), -EINVAL);
+	op.is_p2p = 1;
+	op.peer = -2;
+	assert_int_equal(fr_wire_progress_encode(&m, buf, sizeof(buf)), -EINVAL);
+	op.peer = 3;
+	op.peer_in_comm = -2;
+	assert_int_equal(fr_wire_progress_encode(&m, buf, sizeof(buf)), -EINVAL);
+	op.peer_in_comm = INT32_MIN;
+	assert_int_equal(fr_wire_progress_encode(&m, buf, sizeof(buf)), -EINVAL);
+	/* The global rank not known, only the one in the communicator. */
+	op.peer = -1;
+	op.peer_in_comm = 1;
+	n = fr_wire_progress_encode(&m, buf, sizeof(buf));
+	progress_one_send(&b, 1, 0xffffffffu, 1);
+	assert_int_equal(n, FR_WIRE_HEADER_SIZE + b.n);
+	assert_memory_equal(buf + FR_WIRE_HEADER_SIZE, b.b, b.n);
+	m.inflight = NULL;
+	assert_int_equal(fr_wire_progress_encode(&m, buf, sizeof(buf)), -EINVAL);
+	m = (struct fr_msg_progress){ 1, NULL, 0, NULL };
+	assert_int_equal(fr_wire_progress_encode(&m, buf, sizeof(buf)), -EINVAL);
+
+	/* One operation with is_p2p 2. */
+	progress_one_send(&b, 2, 3, 1);
+	assert_int_equal(codec_for(FR_MSG_PROGRESS)->decode(b.b, b.n), -EPROTO);
+	/* The same with is_p2p 1 is fine: the test above fails for that reason only. */
+	b.b[4 + 4 + 3 + 1] = 1;
+	assert_int_equal(codec_for(FR_MSG_PROGRESS)->decode(b.b, b.n), 0);
+
+	/* peer_in_comm below -1, either as -2 or as a large u32. */
+	progress_one_send(&b, 1, 3, (uint32_t)-2);
+	assert_int_equal(codec_for(FR_MSG_PROGRESS)->decode(b.b, b.n), -EPROTO);
+	progress_one_send(&b, 1, 3, 0x80000000u);
+	assert_int_equal(codec_for(FR_MSG_PROGRESS)->decode(b.b, b.n), -EPROTO);
+	progress_one_send(&b, 1, (uint32_t)-2, 1);
+	assert_int_equal(codec_for(FR_MSG_PROGRESS)->decode(b.b, b.n), -EPROTO);
+	/* -1 and the largest rank travel, each in its own field. */
+	progress_one_send(&b, 1, 0x7fffffffu, 0xffffffffu);
+	assert_int_equal(decode_one_op(&b, &out), 0);
+	assert_int_equal(out.peer, INT32_MAX);
+	assert_int_equal(out.peer_in_comm, -1);
+	progress_one_send(&b, 1, 0xffffffffu, 0x7fffffffu);
+	assert_int_equal(decode_one_op(&b, &out), 0);
+	assert_int_equal(out.peer, -1);
+	assert_int_equal(out.peer_in_comm, INT32_MAX);
+}
+
+/* A PROGRESS payload with one in-flight operation whose flags byte is `flags`. */
+static void progress_with_flags(struct bytes *b, uint8_t type, uint8_t flags)
+{
+	b->n = 0;
+	put_u32(b, 0);
+	put_u32(b, 1);
+	put_str(b, "c");
+	put_u8(b, type);
+	put_u8(b, 1);
+	put_u8(b, flags);
+	put_u32(b, 3);
+	put_u32(b, 1);
+	put_u64(b, 7);
+	put_u64(b, 1);
+	put_u64(b, 4);
+	put_str(b, "int32");
+	put_u64(b, 250);
+}
+
 static void test_progress_flags(void **state)
 {
 	struct fr_wire_inflight op = { .comm = "c", .type = FR_OP_RECV, .is_p2p = 1, .peer = 3,
-				       .seq = 7, .count = 1, .bytes = 4, .dtype = "int32",
-				       .age_ms = 250 };
+				       .peer_in_comm = 1, .seq = 7, .count = 1, .bytes = 4,
+				       .dtype = "int32", .age_ms = 250 };
 	struct fr_msg_progress m = { 0, NULL, 1, &op };
 	struct fr_wire_inflight out;
 	struct bytes b;
