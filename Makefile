@@ -138,7 +138,11 @@ bench: all $(MPI_PROGS) $(NCCL_FAKE)
 
 # ---- install ----
 
-install: all
+# Installs what `make` built (it does not build: a sanitizer or debug build
+# directory is installed as it is, never rebuilt with other flags).
+install:
+	@test -e $(AGENT_LIB) -a -e $(DAEMON) -a -e $(CLI) || \
+		{ echo "make install: nothing built in $(BUILD); run make first" >&2; exit 1; }
 	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/lib $(DESTDIR)$(PREFIX)/include \
 		$(DESTDIR)$(PREFIX)/lib/systemd/system $(DESTDIR)/etc/default
 	install -m 0755 $(DAEMON) $(CLI) $(DESTDIR)$(PREFIX)/bin/

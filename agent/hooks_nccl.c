@@ -233,53 +233,47 @@ HOOK ncclResult_t ncclGetUniqueId(ncclUniqueId *id)
 	return FORWARD(GetUniqueId, (id));
 }
 
+/*
+ * Communicator creation from ids: the application initialised NCCL (even
+ * if the call failed), so the agent starts; a new communicator is followed.
+ * Every member holds the same ids: the first one names it.
+ */
+static ncclResult_t after_init(ncclResult_t rc, ncclComm_t *comm, const ncclUniqueId *id,
+			       int rank, int nranks, const char *desc)
+{
+	nccl_start(rank, nranks);
+	if ((rc == ncclSuccess || rc == ncclInProgress) && comm && id)
+		learn_from_id(*comm, id, rank, nranks, desc);
+	return rc;
+}
+
+#define INIT(name, args, id, rank, nranks)                                           \
+	do {                                                                         \
+		ncclResult_t rc;                                                     \
+		if (depth)                                                           \
+			return FORWARD(name, args);                                  \
+		depth++;                                                             \
+		rc = FORWARD(name, args);                                            \
+		depth--;                                                             \
+		return after_init(rc, comm, id, rank, nranks, "nccl" #name);         \
+	} while (0)
+
 HOOK ncclResult_t ncclCommInitRank(ncclComm_t *comm, int nranks, ncclUniqueId id, int rank)
 {
-	ncclResult_t rc;
-
-	if (depth)
-		return FORWARD(CommInitRank, (comm, nranks, id, rank));
-	depth++;
-	rc = FORWARD(CommInitRank, (comm, nranks, id, rank));
-	depth--;
-	/* The application initialised NCCL (even if it failed): start. */
-	nccl_start(rank, nranks);
-	if (rc == ncclSuccess || rc == ncclInProgress)
-		learn_from_id(*comm, &id, rank, nranks, "ncclCommInitRank");
-	return rc;
+	INIT(CommInitRank, (comm, nranks, id, rank), &id, rank, nranks);
 }
 
 HOOK ncclResult_t ncclCommInitRankConfig(ncclComm_t *comm, int nranks, ncclUniqueId id,
 					 int rank, ncclConfig_t *config)
 {
-	ncclResult_t rc;
-
-	if (depth)
-		return FORWARD(CommInitRankConfig, (comm, nranks, id, rank, config));
-	depth++;
-	rc = FORWARD(CommInitRankConfig, (comm, nranks, id, rank, config));
-	depth--;
-	nccl_start(rank, nranks);
-	if (rc == ncclSuccess || rc == ncclInProgress)
-		learn_from_id(*comm, &id, rank, nranks, "ncclCommInitRankConfig");
-	return rc;
+	INIT(CommInitRankConfig, (comm, nranks, id, rank, config), &id, rank, nranks);
 }
 
 HOOK ncclResult_t ncclCommInitRankScalable(ncclComm_t *comm, int nranks, int rank, int nids,
 					   ncclUniqueId *ids, ncclConfig_t *config)
 {
-	ncclResult_t rc;
-
-	if (depth)
-		return FORWARD(CommInitRankScalable, (comm, nranks, rank, nids, ids, config));
-	depth++;
-	rc = FORWARD(CommInitRankScalable, (comm, nranks, rank, nids, ids, config));
-	depth--;
-	nccl_start(rank, nranks);
-	/* Every member holds the same ids: the first one names it. */
-	if ((rc == ncclSuccess || rc == ncclInProgress) && nids > 0 && ids)
-		learn_from_id(*comm, &ids[0], rank, nranks, "ncclCommInitRankScalable");
-	return rc;
+	INIT(CommInitRankScalable, (comm, nranks, rank, nids, ids, config),
+	     nids > 0 ? ids : NULL, rank, nranks);
 }
 
 /* One process driving several devices: its communicators have no other
