@@ -76,6 +76,7 @@ static struct link L;
 
 static void start_connect(void);
 static void say_goodbye(void);
+static void close_all(void);
 
 struct write_req {
 	uv_write_t req;
@@ -384,8 +385,10 @@ static void retry_later(void)
 {
 	L.state = LINK_IDLE;
 	L.rlen = 0;
-	if (L.stopping)
+	if (L.stopping) {
+		close_all(); /* the last attempt before stopping failed: done */
 		return;
+	}
 	uv_timer_start(&L.retry, on_retry, L.backoff_ms, 0);
 	L.backoff_ms = L.backoff_ms * 2 > BACKOFF_MAX_MS ? BACKOFF_MAX_MS : L.backoff_ms * 2;
 }
