@@ -44,7 +44,8 @@ struct grouped {
 };
 static __thread int group_depth __attribute__((tls_model("initial-exec")));
 static __thread int ngrouped __attribute__((tls_model("initial-exec")));
-static __thread struct grouped grouped[MAX_GROUPED] __attribute__((tls_model("initial-exec")));
+/* Allocated at a thread's first group (static TLS stays small). */
+static __thread struct grouped *grouped __attribute__((tls_model("initial-exec")));
 
 static struct fr_handle_map comm_map; /* ncclComm_t -> comm index + 1 */
 static uint32_t unique_comms;          /* atomic: communicators made from ids */
@@ -199,14 +200,14 @@ static void end(struct fr_comm_rec *c, const struct fr_ticket *t, ncclResult_t r
 		fr_op_complete(t); /* nothing was enqueued */
 		return;
 	}
-	if (group_depth > 0 && ngrouped < MAX_GROUPED) {
+	if (group_depth > 0 && grouped && ngrouped < MAX_GROUPED) {
 		grouped[ngrouped].t = *t;
 		grouped[ngrouped].stream = stream;
 		ngrouped++;
 		return;
 	}
 	if (group_depth > 0) {
-		fr_op_complete(t); /* a group too large to follow */
+		fr_op_complete(t); /* a group too large (or no memory) to follow */
 		return;
 	}
 	fr_gpu_track(t, stream);
@@ -463,8 +464,11 @@ HOOK ncclResult_t ncclGroupStart(void)
 {
 	ncclResult_t rc = FORWARD(GroupStart, ());
 
-	if (rc == ncclSuccess && !depth)
+	if (rc == ncclSuccess && !depth) {
 		group_depth++;
+		if (!grouped)
+			grouped = malloc(MAX_GROUPED * sizeof(*grouped));
+	}
 	return rc;
 }
 
