@@ -117,12 +117,13 @@ static void nccl_start(int rank, int nranks)
 	}
 	if (!comm_map.slots && fr_handles_init(&comm_map, 1u << 14))
 		return;
+	/* Decide now, at initialisation, whether the GPU can be followed (also
+	 * when MPI started the agent first). */
+	fr_gpu_usable();
 	if (fr_is_active())
 		return;
 	if (FORWARD(GetVersion, (&v)) == ncclSuccess)
 		snprintf(version, sizeof(version), "NCCL %d.%d.%d", v / 10000, v / 100 % 100, v % 100);
-	/* Decide now, at initialisation, whether the GPU can be followed. */
-	fr_gpu_usable();
 	fr_agent_start(version, rank, nranks);
 }
 
