@@ -68,6 +68,7 @@ comm() { # comm FD ID RANK MEMBERS...
 }
 # An in-flight entry: COMM TYPE IS_P2P FLAGS PEER SEQ AGE_MS (1 double).
 inflight() {
+	# comm, type, is_p2p, flags, peer, peer_in_comm, seq, count, bytes, dtype
 	str "$1"; u8 "$2"; u8 "$3"; u8 "$4"; u32 "$5"; u32 "$5"; u64 "$6"; u64 1; u64 8; str double
 	u64 "$7"
 }
