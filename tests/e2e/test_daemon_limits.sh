@@ -13,45 +13,8 @@
 # kill the shell.
 trap '' PIPE
 
-# Frames are built as printf escapes in P (PN bytes), then sent whole.
-P=
-PN=0
-byte() {
-	printf -v _x '\\x%02x' $(($1 & 255))
-	P+=$_x
-	PN=$((PN + 1))
-}
-le() { # le NBYTES VALUE
-	local i
-	for ((i = 0; i < $1; i++)); do byte $(($2 >> (8 * i))); done
-}
-u8() { le 1 "$1"; }
-u16() { le 2 "$1"; }
-u32() { le 4 "$1"; }
-u64() { le 8 "$1"; }
-str() {
-	local i
-	u16 ${#1}
-	for ((i = 0; i < ${#1}; i++)); do
-		printf -v _c '%d' "'${1:i:1}"
-		byte "$_c"
-	done
-}
-# frame TYPE: turns the payload built so far into FRAME, header first.
-frame() {
-	local p=$P n=$PN
-	P= PN=0
-	u32 0x43455246; u16 1; u16 "$1"; u32 "$n"; u32 0
-	FRAME=$P$p
-	P= PN=0
-}
-send() { printf "$FRAME" >&"$1" || fail "cannot write to the agent port"; }
-connect() { # connect VAR: a new connection to the agent port, its fd in VAR
-	exec {fd}<>"/dev/tcp/127.0.0.1/$LISTEN_PORT" || fail "cannot connect to the agent port"
-	printf -v "$1" '%s' "$fd"
-}
+. "$(dirname "$0")/frames.sh"
 
-START_NS=1700000000000000000
 hello() { # hello FD JOB RANK WORLD PID HOST
 	str "$2"; u32 "$3"; u32 "$4"; u32 "$5"; str "$6"; u32 2000; u64 $START_NS
 	str "fake MPI 1.0"

@@ -9,39 +9,8 @@
 . "$(dirname "$0")/lib.sh"
 trap '' PIPE
 
-P=
-PN=0
-byte() {
-	printf -v _x '\\x%02x' $(($1 & 255))
-	P+=$_x
-	PN=$((PN + 1))
-}
-le() { local i; for ((i = 0; i < $1; i++)); do byte $(($2 >> (8 * i))); done; }
-u8() { le 1 "$1"; }
-u16() { le 2 "$1"; }
-u32() { le 4 "$1"; }
-u64() { le 8 "$1"; }
-str() {
-	local i
-	u16 ${#1}
-	for ((i = 0; i < ${#1}; i++)); do
-		printf -v _c '%d' "'${1:i:1}"
-		byte "$_c"
-	done
-}
-frame() {
-	local p=$P n=$PN
-	P= PN=0
-	u32 0x43455246; u16 1; u16 "$1"; u32 "$n"; u32 0
-	FRAME=$P$p
-	P= PN=0
-}
-send() { printf "$FRAME" >&"$1" || fail "cannot write to the agent port"; }
-connect() {
-	exec {fd}<>"/dev/tcp/127.0.0.1/$LISTEN_PORT" || fail "cannot connect to the agent port"
-	printf -v "$1" '%s' "$fd"
-}
-START_NS=1700000000000000000
+. "$(dirname "$0")/frames.sh"
+
 hello() { # hello FD JOB RANK WORLD PID
 	str "$2"; u32 "$3"; u32 "$4"; u32 "$5"; str fakehost; u32 2000; u64 $START_NS
 	str "fake NCCL 2.28.9"
