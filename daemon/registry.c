@@ -502,29 +502,46 @@ void registry_seen(struct conn *c)
  * NULL when out of memory: a rank only names communicators of its job, so
  * it never has more than the job's limit.
  */
-static struct rank_comm *rank_comm_get(struct job_rank *r, const char *id)
+/*
+ * The entry named `id` of an indexed, growable array of `stride`-byte
+ * entries that begin with their id (rank and job communicators), appended
+ * zeroed with that id when absent. NULL when out of memory.
+ */
+static void *indexed_get(void **arr, size_t *n, size_t *cap, size_t stride,
+			 struct id_index *ix, const char *id)
 {
-	long i = index_find(&r->comms_index, r->comms, sizeof(*r->comms), id);
-	struct rank_comm *rc;
+	long i = index_find(ix, *arr, stride, id);
+	char *e;
 
 	if (i >= 0)
-		return &r->comms[i];
-	assert(r->ncomms < DAEMON_MAX_COMMS);
-	if (r->ncomms == r->comms_cap) {
-		size_t cap = r->comms_cap ? r->comms_cap * 2 : 4;
+		return (char *)*arr + (size_t)i * stride;
+	if (*n == *cap) {
+		size_t c = *cap ? *cap * 2 : 4;
+		void *grown = realloc(*arr, c * stride);
 
-		rc = realloc(r->comms, cap * sizeof(*rc));
-		if (!rc)
+		if (!grown)
 			return NULL;
-		r->comms = rc;
-		r->comms_cap = cap;
+		*arr = grown;
+		*cap = c;
 	}
-	rc = &r->comms[r->ncomms];
-	memset(rc, 0, sizeof(*rc));
-	snprintf(rc->id, sizeof(rc->id), "%s", id);
-	if (index_add(&r->comms_index, r->comms, sizeof(*r->comms), r->ncomms))
+	e = (char *)*arr + *n * stride;
+	memset(e, 0, stride);
+	snprintf(e, FR_COMM_ID_MAX + 1, "%s", id);
+	if (index_add(ix, *arr, stride, *n))
 		return NULL;
-	r->ncomms++;
+	(*n)++;
+	return e;
+}
+
+static struct rank_comm *rank_comm_get(struct job_rank *r, const char *id)
+{
+	void *arr = r->comms;
+	struct rank_comm *rc;
+
+	assert(r->ncomms < DAEMON_MAX_COMMS ||
+	       index_find(&r->comms_index, r->comms, sizeof(*r->comms), id) >= 0);
+	rc = indexed_get(&arr, &r->ncomms, &r->comms_cap, sizeof(*r->comms), &r->comms_index, id);
+	r->comms = arr;
 	return rc;
 }
 
@@ -554,6 +571,7 @@ static void job_comm_drop(struct flightrecd *d, struct job *job, uint32_t rank,
 static struct job_comm *job_comm_get(struct job *job, const char *id, bool *full)
 {
 	struct job_comm *jc = (struct job_comm *)registry_job_comm(job, id);
+	void *arr = job->comms;
 
 	*full = false;
 	if (jc)
@@ -562,21 +580,9 @@ static struct job_comm *job_comm_get(struct job *job, const char *id, bool *full
 		*full = true;
 		return NULL;
 	}
-	if (job->ncomms == job->comms_cap) {
-		size_t cap = job->comms_cap ? job->comms_cap * 2 : 4;
-		struct job_comm *comms = realloc(job->comms, cap * sizeof(*comms));
-
-		if (!comms)
-			return NULL;
-		job->comms = comms;
-		job->comms_cap = cap;
-	}
-	jc = &job->comms[job->ncomms];
-	memset(jc, 0, sizeof(*jc));
-	snprintf(jc->id, sizeof(jc->id), "%s", id);
-	if (index_add(&job->comms_index, job->comms, sizeof(*job->comms), job->ncomms))
-		return NULL;
-	job->ncomms++;
+	jc = indexed_get(&arr, &job->ncomms, &job->comms_cap, sizeof(*job->comms),
+			 &job->comms_index, id);
+	job->comms = arr;
 	return jc;
 }
 
