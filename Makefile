@@ -106,14 +106,15 @@ $(UNIT_TESTS):
 
 # MPI test programs keep frame pointers and no tail calls, so that stacks in
 # dumps name the function a rank is stuck in.
-$(BUILD)/tests/mpi_%: tests/mpi/%.c
+$(BUILD)/tests/mpi_%: tests/mpi/%.c tests/planted.h
 	@mkdir -p $(dir $@)
 	@$(if $(Q),echo "  MPICC   $<")
 	$(Q)$(MPICC) -std=gnu11 -O1 -g -fno-omit-frame-pointer -fno-optimize-sibling-calls \
 		-Iinclude $(WARNINGS) $< -o $@
 
 $(NCCL_FAKE): tests/nccl/build.sh tests/nccl/fake_nccl.c tests/nccl/fake_cudart.c \
-		tests/nccl/nccl_hang.c tests/nccl/overhead.c agent/nccl_abi.h agent/cuda_abi.h
+		tests/nccl/nccl_hang.c tests/nccl/overhead.c tests/planted.h agent/nccl_abi.h \
+		agent/cuda_abi.h
 	@mkdir -p $(dir $@)
 	@$(if $(Q),echo "  FAKE    $(dir $@)")
 	$(Q)CC="$(CC)" EXTRA_CFLAGS="$(if $(filter 1,$(WERROR)),-Werror) \

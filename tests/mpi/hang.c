@@ -37,19 +37,7 @@
 #include <time.h>
 #include <unistd.h>
 
-static void sleep_ms(long ms)
-{
-	struct timespec ts = { ms / 1000, (ms % 1000) * 1000000L };
-
-	nanosleep(&ts, NULL);
-}
-
-/* Named so that a dump's stack shows where the culprit is. */
-static void __attribute__((noinline)) stuck_in_compute(void)
-{
-	for (;;)
-		sleep_ms(100);
-}
+#include "../planted.h"
 
 /* A forked child must find the agent inert: not recording, not connected. */
 static void fork_child(int rank)

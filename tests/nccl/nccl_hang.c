@@ -35,6 +35,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "../planted.h"
+
 #define DECLARE(name, ret, params, args) ret nccl##name params;
 FR_NCCL_API(DECLARE)
 #undef DECLARE
@@ -47,20 +49,6 @@ const char *cudaGetErrorString(cudaError_t error);
 
 static int rank, nranks;
 static cudaStream_t stream;
-
-static void sleep_ms(long ms)
-{
-	struct timespec ts = { ms / 1000, (ms % 1000) * 1000000L };
-
-	nanosleep(&ts, NULL);
-}
-
-/* Named so that a dump's stack shows where the culprit is. */
-static void __attribute__((noinline)) stuck_in_compute(void)
-{
-	for (;;)
-		sleep_ms(100);
-}
 
 static void check_nccl(ncclResult_t res, const char *what)
 {
