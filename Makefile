@@ -35,8 +35,7 @@ endif
 
 # Code shared by the agent, the daemon and fr-analyze: compiled once.
 CORE_SRC := protocol/op.c protocol/wire.c dumps/trace.c dumps/dump.c dumps/correlate.c
-AGENT_SRC := agent/agent.c agent/clock.c agent/ring.c agent/handles.c agent/hooks_mpi.c \
-	agent/hooks_nccl.c agent/gpu.c agent/link.c agent/dumper.c agent/stacks.c
+AGENT_SRC := $(wildcard agent/*.c)
 DAEMON_SRC := $(wildcard daemon/*.c)
 CLI_SRC := cli/fr_analyze.c
 
@@ -70,15 +69,35 @@ $(CORE_LIB): $(call obj,$(CORE_SRC))
 	@$(if $(Q),echo "  AR      $@")
 	$(Q)rm -f $@ && ar rcs $@ $^
 
+# The agent carries libuv, jansson and the compiler's unwinder inside, so
+# that it loads in training containers that have none of them: it needs
+# only the C library. Debian's static archives are built for executables;
+# agent/embed.sh makes them fit for a shared object.
+UV_ARCHIVE := $(firstword $(wildcard $(addprefix $(shell $(PKG_CONFIG) --variable=libdir libuv)/, \
+	libuv_a.a libuv.a)) libuv_a.a)
+JANSSON_ARCHIVE := $(shell $(PKG_CONFIG) --variable=libdir jansson)/libjansson.a
+EMBED := $(BUILD)/embed
+EMBED_LIBS := $(EMBED)/libuv.a $(EMBED)/libjansson.a
+EMBED_OBJ := $(EMBED)/uv_shim.o $(EMBED)/jansson_shim.o
+
+$(EMBED)/libuv.a $(EMBED)/uv_shim.c &: agent/embed.sh $(UV_ARCHIVE)
+	@$(if $(Q),echo "  EMBED   $(UV_ARCHIVE)")
+	$(Q)CC="$(CC)" agent/embed.sh uv $(UV_ARCHIVE) $(EMBED)
+$(EMBED)/libjansson.a $(EMBED)/jansson_shim.c &: agent/embed.sh $(JANSSON_ARCHIVE)
+	@$(if $(Q),echo "  EMBED   $(JANSSON_ARCHIVE)")
+	$(Q)CC="$(CC)" agent/embed.sh jansson $(JANSSON_ARCHIVE) $(EMBED)
+$(EMBED)/%_shim.o: $(EMBED)/%_shim.c
+	$(Q)$(CC) $(ALL_CFLAGS) -fvisibility=hidden -c $< -o $@
+
 # Never linked against libmpi: its MPI references are weak (agent/mpi_weak.h)
 # so the library loads in any process; lazy binding resolves them to the
 # application's libmpi.
-$(AGENT_LIB): $(call obj,$(AGENT_SRC)) $(CORE_LIB) agent/exports.map
+$(AGENT_LIB): $(call obj,$(AGENT_SRC)) $(CORE_LIB) $(EMBED_OBJ) $(EMBED_LIBS) agent/exports.map
 	@mkdir -p $(dir $@)
 	@$(if $(Q),echo "  LD      $@")
-	$(Q)$(CC) -shared -Wl,--version-script=agent/exports.map -Wl,-z,lazy -Wl,-z,nodelete \
-		$(LDFLAGS) -o $@ $(call obj,$(AGENT_SRC)) $(CORE_LIB) \
-		$$($(PKG_CONFIG) --libs libuv jansson) -lunwind -ldl -lpthread
+	$(Q)$(CC) -shared -static-libgcc -Wl,--version-script=agent/exports.map -Wl,-z,lazy \
+		-Wl,-z,nodelete $(LDFLAGS) -o $@ $(call obj,$(AGENT_SRC)) $(EMBED_OBJ) \
+		$(CORE_LIB) $(EMBED_LIBS) -ldl -lpthread
 
 $(DAEMON): $(call obj,$(DAEMON_SRC)) $(CORE_LIB)
 	@mkdir -p $(dir $@)
@@ -112,9 +131,8 @@ $(BUILD)/tests/mpi_%: tests/mpi/%.c tests/planted.h
 	$(Q)$(MPICC) -std=gnu11 -O1 -g -fno-omit-frame-pointer -fno-optimize-sibling-calls \
 		-Iinclude $(WARNINGS) $< -o $@
 
-$(NCCL_FAKE): tests/nccl/build.sh tests/nccl/fake_nccl.c tests/nccl/fake_cudart.c \
-		tests/nccl/nccl_hang.c tests/nccl/overhead.c tests/planted.h agent/nccl_abi.h \
-		agent/cuda_abi.h
+$(NCCL_FAKE): tests/nccl/build.sh $(wildcard tests/nccl/*.c) tests/planted.h \
+		agent/nccl_abi.h agent/cuda_abi.h
 	@mkdir -p $(dir $@)
 	@$(if $(Q),echo "  FAKE    $(dir $@)")
 	$(Q)CC="$(CC)" EXTRA_CFLAGS="$(if $(filter 1,$(WERROR)),-Werror) \

@@ -3,19 +3,20 @@
  * collective shows where it is instead.
  *
  * The calling (link) thread unwinds the others one at a time: it sends the
- * thread a real-time signal whose handler unwinds its own stack with
- * libunwind into a shared buffer, and waits a bounded time for the answer.
- * The handler calls only what libunwind documents as async-signal-safe
- * (unw_getcontext, unw_init_local, unw_step, unw_get_reg) and takes bare
+ * thread a real-time signal whose handler unwinds its own stack into a
+ * shared buffer, and waits a bounded time for the answer.
+ *
+ * The unwinder is the compiler runtime's (_Unwind_Backtrace, from
+ * libgcc_eh, linked into the agent): it follows the DWARF call-frame
+ * information every x86-64 object carries, and finds a frame's tables
+ * through the C library's _dl_find_object, which takes no lock, so it may
+ * run in a signal handler that interrupted anything. The handler takes bare
  * instruction pointers; naming them (which reads symbol tables and
- * allocates) happens afterwards, on the link thread. The handler is installed at the first
+ * allocates, symbols.c) happens afterwards, on the link thread. The handler is installed at the first
  * dump, only if the application does not use the signal, and stays: a
  * signal that arrives late (after the wait gave up) must find it, since the
  * default action of a real-time signal ends the process.
  */
-#define UNW_LOCAL_ONLY
-#include <libunwind.h>
-
 #include <dirent.h>
 #include <errno.h>
 #include <signal.h>
@@ -24,9 +25,12 @@
 #include <string.h>
 #include <sys/syscall.h>
 #include <time.h>
+#include <ucontext.h>
 #include <unistd.h>
+#include <unwind.h>
 
 #include "dumper.h"
+#include "symbols.h"
 
 #define MAX_FRAMES 64
 #define MAX_THREADS 1024
@@ -70,29 +74,50 @@ static pid_t my_tid(void)
 	return (pid_t)syscall(SYS_gettid);
 }
 
-/* Unwinds the current thread. When `from_signal`, frames up to and
- * including the signal trampoline (the handler itself) are skipped. */
-static void unwind_self(struct raw_stack *st, bool from_signal)
+struct unwind_walk {
+	struct raw_stack *st;
+	int skip;          /* frames still to drop: the unwinder's own */
+	uintptr_t resume;  /* in a signal handler: where the thread was */
+};
+
+static _Unwind_Reason_Code take_frame(struct _Unwind_Context *ctx, void *arg)
 {
-	unw_context_t ctx;
-	unw_cursor_t cur;
-	bool past_signal = !from_signal;
+	struct unwind_walk *w = arg;
+	int exact = 0;
+	uintptr_t ip = _Unwind_GetIPInfo(ctx, &exact);
+
+	if (w->resume) {
+		/* Frames of the handler and of the signal trampoline come
+		 * first; the interrupted frame is the one the unwinder marks as
+		 * resumed by a signal (its IP is exact, not a return address). */
+		if (!exact && ip != w->resume)
+			return _URC_NO_REASON;
+		w->resume = 0;
+	} else if (w->skip > 0) {
+		w->skip--;
+		return _URC_NO_REASON;
+	}
+	if (ip == 0)
+		return _URC_END_OF_STACK;
+	w->st->ips[w->st->n++] = ip;
+	return w->st->n < MAX_FRAMES ? _URC_NO_REASON : _URC_END_OF_STACK;
+}
+
+/* Unwinds the current thread: from its caller, or, when `uc` is the context
+ * a signal interrupted, from where the signal found the thread. */
+static __attribute__((noinline)) void unwind_self(struct raw_stack *st, const ucontext_t *uc)
+{
+	struct unwind_walk w = { st, 1, 0 };
 
 	st->n = 0;
-	if (unw_getcontext(&ctx) != 0 || unw_init_local(&cur, &ctx) != 0)
-		return;
-	while (st->n < MAX_FRAMES && unw_step(&cur) > 0) {
-		unw_word_t ip;
-
-		if (!past_signal) {
-			if (unw_is_signal_frame(&cur) > 0)
-				past_signal = true;
-			continue;
-		}
-		if (unw_get_reg(&cur, UNW_REG_IP, &ip) != 0 || ip == 0)
-			break;
-		st->ips[st->n++] = ip;
-	}
+#if defined(__x86_64__)
+	if (uc)
+		w.resume = (uintptr_t)uc->uc_mcontext.gregs[REG_RIP];
+#else
+	(void)uc;
+	w.skip = 3; /* this function, the handler, the trampoline */
+#endif
+	_Unwind_Backtrace(take_frame, &w);
 }
 
 static void on_stack_signal(int sig, siginfo_t *si, void *uc)
@@ -103,10 +128,9 @@ static void on_stack_signal(int sig, siginfo_t *si, void *uc)
 
 	(void)sig;
 	(void)si;
-	(void)uc;
 	if ((seen & 3) != REQ_WAITING || my_tid() != __atomic_load_n(&req.target, __ATOMIC_ACQUIRE))
 		goto out;
-	unwind_self(&local, true);
+	unwind_self(&local, uc);
 	if (!__atomic_compare_exchange_n(&req.state, &seen, (seen & ~UINT64_C(3)) | REQ_WRITING,
 					 false, __ATOMIC_ACQ_REL, __ATOMIC_RELAXED))
 		goto out; /* too late: the request was abandoned */
@@ -114,26 +138,6 @@ static void on_stack_signal(int sig, siginfo_t *si, void *uc)
 	__atomic_store_n(&req.state, (seen & ~UINT64_C(3)) | REQ_DONE, __ATOMIC_RELEASE);
 out:
 	errno = saved;
-}
-
-/*
- * Names an instruction pointer of this process: the function containing it
- * (static functions included, from the symbol tables) and the offset into
- * it. libunwind 1.6 names only a cursor's frame, so a cursor of our own is
- * pointed at the address.
- */
-static bool name_ip(uint64_t ip, char *name, size_t len, uint64_t *offset)
-{
-	unw_context_t ctx;
-	unw_cursor_t cur;
-	unw_word_t off = 0;
-
-	if (unw_getcontext(&ctx) != 0 || unw_init_local(&cur, &ctx) != 0 ||
-	    unw_set_reg(&cur, UNW_REG_IP, (unw_word_t)ip) != 0 ||
-	    unw_get_proc_name(&cur, name, len, &off) != 0)
-		return false;
-	*offset = off;
-	return true;
 }
 
 static int name_frames(struct fr_thread *th, const struct raw_stack *st)
@@ -150,7 +154,7 @@ static int name_frames(struct fr_thread *th, const struct raw_stack *st)
 		uint64_t off;
 
 		th->frames[i].ip = st->ips[i];
-		if (!name_ip(at, name, sizeof(name), &off))
+		if (!fr_symbolize((uintptr_t)at, name, sizeof(name), &off))
 			continue;
 		th->frames[i].offset = off + (st->ips[i] - at);
 		if (!(th->frames[i].name = strdup(name)))
@@ -260,7 +264,7 @@ int fr_stacks_collect(struct fr_trace *t, int signo)
 		st.n = 0;
 		if (tid == self) {
 			th->current = true;
-			unwind_self(&st, false);
+			unwind_self(&st, NULL);
 		} else if (installed && budget_ms > 0 && !blocks_signal(tid, signo)) {
 			uint64_t t0 = mono_ms();
 			int wait = budget_ms < ANSWER_WAIT_MS ? budget_ms : ANSWER_WAIT_MS;

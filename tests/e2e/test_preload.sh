@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The agent is inert outside MPI programs: it loads into any process (even
+# The agent is self-contained and inert outside MPI programs: it loads into any process (even
 # with eager binding) without libmpi, starts nothing, and keeps every MPI
 # reference weak.
 . "$(dirname "$0")/lib.sh"
@@ -9,6 +9,32 @@ strong=$(nm -D --undefined-only "$AGENT" | awk '$1 == "U" && $2 ~ /^(P?MPI_|ompi
 exported=$(nm -D --defined-only "$AGENT" | awk '$2 ~ /[TDB]/ {sub(/@.*/, "", $3); print $3}' |
 	grep -vE '^(MPI_|nccl[A-Z]|fr_version$|fr_dump_now$|FLIGHTREC_)' || true)
 [ -z "$exported" ] || fail "symbols leak out of the agent: $exported"
+
+# It carries its libraries inside (training containers have none of them):
+# it needs the C runtime's own libraries only. A sanitizer build also needs
+# the sanitizer's runtime.
+needed=$(ldd "$AGENT" | awk '{print $1}' |
+	grep -vE '^(linux-vdso\.so|/lib(64)?/ld-linux|ld-linux|lib(c|m|dl|pthread|rt)\.so)' |
+	grep -vE '^lib(a|ub|t)san\.so|^lib(stdc\+\+|gcc_s)\.so' || true)
+if [ -n "$needed" ] && ! ldd "$AGENT" | grep -qE 'lib(a|t|ub)san\.so'; then
+	fail "the agent needs libraries a container may lack: $(echo $needed)"
+fi
+# ... and it loads into a root file system holding nothing but the C library
+# and a program, as a minimal container would (chroot needs root).
+if [ "$(id -u)" = 0 ]; then
+	mkdir -p "$T/bare/bin"
+	for f in $(ldd /bin/true | grep -o '/[^ ]*'); do
+		mkdir -p "$T/bare$(dirname "$f")" && cp -L "$f" "$T/bare$f"
+	done
+	# The agent at the same path inside as outside, since chroot itself
+	# starts under LD_PRELOAD too.
+	agent=$(readlink -f "$AGENT")
+	mkdir -p "$T/bare$(dirname "$agent")"
+	cp /bin/true "$T/bare/bin/" && cp "$agent" "$T/bare$agent"
+	out=$(LD_PRELOAD=$agent chroot "$T/bare" /bin/true 2>&1) ||
+		fail "agent does not load in a root with only the C library: $out"
+	[ -z "$out" ] || fail "agent complained in a bare root: $out"
+fi
 
 start_daemon --timeout 2 --heartbeat-timeout 10
 out=$(LD_PRELOAD=$PRELOAD FLIGHTREC_ADDR=127.0.0.1:$LISTEN_PORT sh -c 'echo inert') ||
