@@ -29,6 +29,7 @@ typedef enum {
 /* X(name, (parameters)): the runtime functions the agent looks up. */
 #define FR_CUDA_API(X)                                                             \
 	X(cudaGetDeviceCount, (int *count))                                        \
+	X(cudaGetDevice, (int *device))                                            \
 	X(cudaEventCreateWithFlags, (cudaEvent_t *event, unsigned flags))          \
 	X(cudaEventRecord, (cudaEvent_t event, cudaStream_t stream))               \
 	X(cudaEventQuery, (cudaEvent_t event))                                     \

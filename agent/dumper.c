@@ -20,6 +20,9 @@ static void op_from_record(struct fr_op *op, const struct fr_rec *rec,
 	op->is_p2p = !!(rec->flags & FR_REC_P2P);
 	op->nonblocking = !!(rec->flags & FR_REC_NONBLOCKING);
 	op->waited = !!(rec->flags & FR_REC_WAITED);
+	op->gpu = !!(rec->flags & FR_REC_GPU);
+	op->started = !!(rec->flags & FR_REC_STARTED);
+	op->captured = !!(rec->flags & FR_REC_CAPTURED);
 	op->seq = rec->seq;
 	op->peer = op->is_p2p ? global : -1;
 	op->root = fr_op_is_rooted(rec->type) ? global : -1;
@@ -30,11 +33,12 @@ static void op_from_record(struct fr_op *op, const struct fr_rec *rec,
 	snprintf(op->redop, sizeof(op->redop), "%s", fr_redop_name(rec->redop));
 	op->t_entered_ns = fr_ticks_to_ns(rec->t_entered);
 	op->t_completed_ns = fr_ticks_to_ns(rec->t_completed);
-	/* When it began to block the rank: at once, or at the start of a Wait. */
-	if (!op->nonblocking)
+	/* When it began to block the rank: at once, at the start of a Wait, or
+	 * when the GPU reached it. */
+	if (op->waited || op->started)
+		op->t_started_ns = fr_ticks_to_ns(rec->t_started);
+	else if (!op->nonblocking && !op->gpu)
 		op->t_started_ns = op->t_entered_ns;
-	else if (op->waited)
-		op->t_started_ns = fr_ticks_to_ns(rec->t_waited);
 }
 
 static int add_comms(struct fr_trace *t)

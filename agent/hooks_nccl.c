@@ -28,6 +28,7 @@
 
 #include "../protocol/hash.h"
 #include "agent.h"
+#include "dlsym.h"
 #include "gpu.h"
 #include "handles.h"
 #include "nccl_abi.h"
@@ -41,6 +42,8 @@ static __thread int depth __attribute__((tls_model("initial-exec")));
 struct grouped {
 	struct fr_ticket t;
 	cudaStream_t stream;
+	bool captured;
+	struct fr_gpu_op *gpu; /* its events, from just before the launch */
 };
 static __thread int group_depth __attribute__((tls_model("initial-exec")));
 static __thread int ngrouped __attribute__((tls_model("initial-exec")));
@@ -50,34 +53,192 @@ static __thread struct grouped *grouped __attribute__((tls_model("initial-exec")
 static struct fr_handle_map comm_map; /* ncclComm_t -> comm index + 1 */
 static uint32_t unique_comms;          /* atomic: communicators made from ids */
 
-/* The real functions, resolved at first use. */
-#define REAL_PTR(name, ret, params, args) static ret(*real_##name) params;
-FR_NCCL_API(REAL_PTR)
-#undef REAL_PTR
+/*
+ * The real functions: one table for the process, bound at the first call
+ * or handle lookup and never changed after, so that the hooks read it
+ * without a lock.
+ *
+ * An NCCL in the global scope (linked by the program, or dlopened with
+ * RTLD_GLOBAL) is found by its profiling names pncclX, else as the next
+ * ncclX after the agent. One that is only in a local scope (dlopened with
+ * RTLD_LOCAL, itself or as the dependency of a library that was) is found
+ * from the object that called the hook, when that object's scope has it,
+ * or from the handle that the program looks one of its functions up with
+ * (fr_nccl_dlsym, which answers the lookup with the hook).
+ *
+ * A process with several copies of NCCL (rare) has its calls recorded in
+ * one: the copy in the global scope when there is one at the first call or
+ * handle lookup, else the first one found from a caller or a handle.
+ * Handle lookups in another copy get that copy's own functions,
+ * unrecorded, since a hook must never hand one copy's communicator to
+ * another.
+ */
+enum {
+#define IMPL_INDEX(name, ret, params, args) IMPL_##name,
+	FR_NCCL_API(IMPL_INDEX)
+#undef IMPL_INDEX
+	NIMPL
+};
 
-static void *resolve(const char *profiling_name, const char *name)
+struct nccl_impl {
+	void *fn[NIMPL]; /* by IMPL_ index; NULL for what this NCCL lacks */
+};
+
+static const struct nccl_impl *impl; /* atomic: published once, never freed */
+
+#define API_NAME(name, ret, params, args) "nccl" #name,
+static const char *const api_names[NIMPL] = { FR_NCCL_API(API_NAME) };
+#undef API_NAME
+#define PROFILING_NAME(name, ret, params, args) "pnccl" #name,
+static const char *const profiling_names[NIMPL] = { FR_NCCL_API(PROFILING_NAME) };
+#undef PROFILING_NAME
+
+/* The hooks' own addresses: their public names may resolve to another
+ * definition (the application's) through the global scope. */
+#define OWN_HOOK(name, ret, params, args) \
+	__typeof__(nccl##name) fr_hook_##name __attribute__((alias("nccl" #name)));
+FR_NCCL_API(OWN_HOOK)
+#undef OWN_HOOK
+#define OWN_HOOK_ADDR(name, ret, params, args) (void *)fr_hook_##name,
+static void *const own_hooks[NIMPL] = { FR_NCCL_API(OWN_HOOK_ADDR) };
+#undef OWN_HOOK_ADDR
+
+/* Function `i` of the NCCL that `handle` reaches (RTLD_DEFAULT: the global
+ * scope), never one of the hooks. */
+static void *lookup(void *handle, int i)
 {
-	void *f = dlsym(RTLD_DEFAULT, profiling_name);
+	void *f = fr_real_dlsym(handle, profiling_names[i]);
 
-	return f ? f : dlsym(RTLD_NEXT, name);
+	if (!f)
+		f = fr_real_dlsym(handle == RTLD_DEFAULT ? RTLD_NEXT : handle, api_names[i]);
+	return f == own_hooks[i] ? NULL : f;
+}
+
+/*
+ * The hooks keep pointers into an NCCL bound from a handle for good: it
+ * must stay loaded after the application's dlclose, or a copy loaded again
+ * (whose calls to its own API reach the hooks through the global scope)
+ * would be forwarded into unmapped code.
+ */
+static void pin(const struct nccl_impl *t)
+{
+	Dl_info info;
+
+	for (int i = 0; i < NIMPL; i++) {
+		if (t->fn[i] && dladdr(t->fn[i], &info) && info.dli_fname) {
+			(void)dlopen(info.dli_fname, RTLD_LAZY | RTLD_NOLOAD | RTLD_NODELETE);
+			return;
+		}
+	}
+}
+
+/* Publishes the table of the NCCL that `handle` reaches, unless one is
+ * published already; returns the one that is. */
+static const struct nccl_impl *bind(void *handle)
+{
+	const struct nccl_impl *cur = NULL;
+	struct nccl_impl *t = malloc(sizeof(*t));
+
+	if (!t)
+		return __atomic_load_n(&impl, __ATOMIC_ACQUIRE);
+	for (int i = 0; i < NIMPL; i++)
+		t->fn[i] = lookup(handle, i);
+	if (__atomic_compare_exchange_n(&impl, &cur, t, false, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {
+		if (handle != RTLD_DEFAULT)
+			pin(t);
+		cur = t;
+	} else {
+		free(t);
+	}
+	/* The lookups of what this NCCL lacks failed: the application's next
+	 * dlerror() must not report them. */
+	(void)dlerror();
+	return cur;
+}
+
+/*
+ * The table; if none is bound yet, binds the global scope's NCCL, else the
+ * one that the object at address `caller` (a hook's return address) sees.
+ * A library dlopened with RTLD_LOCAL that links NCCL reaches the hooks
+ * through the global scope, while its NCCL is in its own local scope
+ * only. NULL while no NCCL with function `i` is found.
+ */
+static const struct nccl_impl *impl_get(int i, const void *caller)
+{
+	const struct nccl_impl *t = __atomic_load_n(&impl, __ATOMIC_ACQUIRE);
+	Dl_info info;
+	void *h;
+
+	if (t)
+		return t;
+	if (lookup(RTLD_DEFAULT, i))
+		return bind(RTLD_DEFAULT);
+	if (caller && dladdr(caller, &info) && info.dli_fname && info.dli_fname[0] &&
+	    (h = dlopen(info.dli_fname, RTLD_LAZY | RTLD_NOLOAD))) {
+		if (lookup(h, i))
+			t = bind(h);
+		dlclose(h);
+	}
+	(void)dlerror();
+	return t;
 }
 
 #define REAL(name)                                                                  \
 	({                                                                          \
-		__typeof__(real_##name) f_ = __atomic_load_n(&real_##name, __ATOMIC_ACQUIRE); \
-		if (!f_) {                                                          \
-			*(void **)&f_ = resolve("pnccl" #name, "nccl" #name);       \
-			__atomic_store_n(&real_##name, f_, __ATOMIC_RELEASE);       \
-		}                                                                   \
-		f_;                                                                 \
+		const struct nccl_impl *t_ =                                        \
+			impl_get(IMPL_##name, __builtin_return_address(0));         \
+		(__typeof__(&nccl##name))(t_ ? t_->fn[IMPL_##name] : NULL);         \
 	})
 
 /* Forwards a call the agent does not record, or cannot forward at all. */
 #define FORWARD(name, args)                                                         \
 	({                                                                          \
-		__typeof__(real_##name) g_ = REAL(name);                            \
+		__typeof__(&nccl##name) g_ = REAL(name);                            \
 		g_ ? g_ args : ncclSystemError;                                     \
 	})
+
+/* Which hooked function `name` is; NIMPL for none. */
+static int api_index(const char *name)
+{
+	int i = 0;
+
+	while (i < NIMPL && strcmp(name, api_names[i]) != 0)
+		i++;
+	return i;
+}
+
+void *fr_nccl_dlsym(void *handle, const char *name)
+{
+	int i = api_index(name);
+	const struct nccl_impl *t;
+	void *asked, *mine;
+
+	if (i == NIMPL)
+		return NULL;
+	asked = fr_real_dlsym(handle, name);
+	if (!asked || asked == own_hooks[i])
+		return NULL; /* not there, or the plain lookup finds the hook */
+	mine = lookup(handle, i);
+	t = impl_get(i, NULL);
+	if (!t)
+		t = bind(handle);
+	if (!t)
+		return NULL; /* out of memory: the application gets NCCL's own */
+	if (t->fn[i] != mine) {
+		static int warned;
+		Dl_info info;
+
+		if (!__atomic_exchange_n(&warned, 1, __ATOMIC_RELAXED))
+			fprintf(stderr, "flightrec: a second NCCL (%s) is looked up by handle; "
+					"its calls are not recorded\n",
+				dladdr(mine, &info) && info.dli_fname ? info.dli_fname : "?");
+		return NULL;
+	}
+	/* A lookup that succeeds: dlerror() then says what it says after
+	 * the application's own lookup. */
+	(void)fr_real_dlsym(handle, name);
+	return own_hooks[i];
+}
 
 /* ---- names ---- */
 
@@ -172,38 +333,53 @@ static struct fr_comm_rec *comm_of(ncclComm_t comm)
 
 /* ---- recording ---- */
 
+/*
+ * Before the call: records the operation. An operation enqueued on
+ * `stream` (`gpu` not NULL) also gets, outside a group, the event the
+ * device reaches when it can begin (`*gpu`; inside a group that waits for
+ * the launch at ncclGroupEnd). Host-side calls pass `gpu` NULL.
+ */
 static struct fr_comm_rec *begin(struct fr_ticket *t, ncclComm_t comm, enum fr_op_type type,
 				 unsigned flags, int peer, size_t count, ncclDataType_t dt,
-				 int redop)
+				 int redop, cudaStream_t stream, struct fr_gpu_op **gpu)
 {
 	struct fr_comm_rec *c;
 	uint32_t size = 0;
+	bool captured = false;
 	uint8_t d;
 
+	if (gpu)
+		*gpu = NULL;
 	if (!fr_is_active() || depth || !(c = comm_of(comm)))
 		return NULL;
 	depth++;
 	d = dtype_of(dt, &size);
+	if (gpu) {
+		captured = fr_gpu_capturing(stream);
+		flags |= FR_REC_GPU | (captured ? FR_REC_CAPTURED : 0);
+	}
 	fr_op_enter(t, c, type, flags, peer, (uint64_t)count, d, size,
 		    redop < 0 ? 0 : redop_of((ncclRedOp_t)redop));
+	if (gpu && !captured && group_depth == 0)
+		*gpu = fr_gpu_begin(stream);
 	return c;
 }
 
 /* After the call: follow the operation to its completion on the GPU, or,
  * inside a group, once the group is launched. */
 static void end(struct fr_comm_rec *c, const struct fr_ticket *t, ncclResult_t rc,
-		cudaStream_t stream)
+		cudaStream_t stream, struct fr_gpu_op *gpu)
 {
 	if (!c)
 		return;
 	depth--;
 	if (rc != ncclSuccess && rc != ncclInProgress) {
+		fr_gpu_cancel(gpu);
 		fr_op_complete(t); /* nothing was enqueued */
 		return;
 	}
 	if (group_depth > 0 && grouped && ngrouped < MAX_GROUPED) {
-		grouped[ngrouped].t = *t;
-		grouped[ngrouped].stream = stream;
+		grouped[ngrouped] = (struct grouped){ *t, stream, fr_gpu_capturing(stream), NULL };
 		ngrouped++;
 		return;
 	}
@@ -211,15 +387,17 @@ static void end(struct fr_comm_rec *c, const struct fr_ticket *t, ncclResult_t r
 		fr_op_complete(t); /* a group too large (or no memory) to follow */
 		return;
 	}
-	fr_gpu_track(t, stream);
+	fr_gpu_track(gpu, t, stream);
 }
 
 #define COLL(name, type, flags, peer, count, dt, op, args, stream)                  \
 	do {                                                                        \
 		struct fr_ticket t;                                                 \
-		struct fr_comm_rec *c = begin(&t, comm, type, flags, peer, count, dt, op); \
+		struct fr_gpu_op *gpu;                                              \
+		struct fr_comm_rec *c = begin(&t, comm, type, flags, peer, count, dt, op, \
+					      stream, &gpu);                        \
 		ncclResult_t rc = FORWARD(name, args);                              \
-		end(c, &t, rc, stream);                                             \
+		end(c, &t, rc, stream, gpu);                                        \
 		return rc;                                                          \
 	} while (0)
 
@@ -309,7 +487,7 @@ HOOK ncclResult_t ncclCommSplit(ncclComm_t comm, int color, int key, ncclComm_t 
 				ncclConfig_t *config)
 {
 	struct fr_ticket t;
-	struct fr_comm_rec *c = begin(&t, comm, FR_OP_COMM_SPLIT, 0, -1, 0, ncclInt8, -1);
+	struct fr_comm_rec *c = begin(&t, comm, FR_OP_COMM_SPLIT, 0, -1, 0, ncclInt8, -1, NULL, NULL);
 	ncclResult_t rc = FORWARD(CommSplit, (comm, color, key, newcomm, config));
 
 	if (c) {
@@ -325,7 +503,7 @@ HOOK ncclResult_t ncclCommShrink(ncclComm_t comm, int *exclude, int nexclude,
 				 ncclComm_t *newcomm, ncclConfig_t *config, int flags)
 {
 	struct fr_ticket t;
-	struct fr_comm_rec *c = begin(&t, comm, FR_OP_COMM_SPLIT, 0, -1, 0, ncclInt8, -1);
+	struct fr_comm_rec *c = begin(&t, comm, FR_OP_COMM_SPLIT, 0, -1, 0, ncclInt8, -1, NULL, NULL);
 	ncclResult_t rc = FORWARD(CommShrink, (comm, exclude, nexclude, newcomm, config, flags));
 
 	if (c) {
@@ -475,18 +653,27 @@ HOOK ncclResult_t ncclGroupStart(void)
 
 HOOK ncclResult_t ncclGroupEnd(void)
 {
-	ncclResult_t rc = FORWARD(GroupEnd, ());
+	bool outermost = !depth && group_depth == 1;
+	ncclResult_t rc;
 
+	/* The outermost end launches the group: each operation's start event
+	 * goes on its stream first. */
+	for (int i = 0; outermost && i < ngrouped; i++)
+		if (!grouped[i].captured)
+			grouped[i].gpu = fr_gpu_begin(grouped[i].stream);
+	rc = FORWARD(GroupEnd, ());
 	if (depth || group_depth == 0)
 		return rc;
 	if (--group_depth > 0)
 		return rc; /* an inner group: launched with the outermost */
 	/* The group is launched now (or, ncclInProgress, being launched). */
 	for (int i = 0; i < ngrouped; i++) {
-		if (rc == ncclSuccess || rc == ncclInProgress)
-			fr_gpu_track(&grouped[i].t, grouped[i].stream);
-		else
+		if (rc == ncclSuccess || rc == ncclInProgress) {
+			fr_gpu_track(grouped[i].gpu, &grouped[i].t, grouped[i].stream);
+		} else {
+			fr_gpu_cancel(grouped[i].gpu);
 			fr_op_complete(&grouped[i].t);
+		}
 	}
 	ngrouped = 0;
 	return rc;

@@ -237,10 +237,11 @@ static uint32_t scan_inflight(struct fr_wire_inflight *out, uint32_t max, uint64
 		f->count = rec.count;
 		f->bytes = rec.count * rec.dtype_size;
 		snprintf(f->dtype, sizeof(f->dtype), "%s", fr_dtype_name(rec.dtype));
-		/* A waited non-blocking op blocks the rank since its Wait began. */
-		since = fr_ticks_to_ns(rec.t_waited ? rec.t_waited : rec.t_entered);
+		/* A waited non-blocking op blocks the rank since its Wait began, a GPU
+		 * op since the device reached it. */
+		since = fr_ticks_to_ns(rec.t_started ? rec.t_started : rec.t_entered);
 		f->age_ms = now_ns > since ? (now_ns - since) / 1000000u : 0;
-		if (!*oldest_record && (!(rec.flags & FR_REC_NONBLOCKING) || rec.t_waited))
+		if (!*oldest_record && (!(rec.flags & FR_REC_NONBLOCKING) || rec.t_started))
 			*oldest_record = id + 1;
 		h = fr_fnv1a(h, &id, sizeof(id));
 		h = fr_fnv1a(h, &f->flags, sizeof(f->flags));
@@ -350,13 +351,15 @@ static void dump(const char *incident, const char *reason)
 /* A dump the application asked for: its own incident, per rank. */
 static void app_incident_id(char *out, size_t len)
 {
+	static unsigned count; /* link thread only */
 	time_t now = time(NULL);
 	struct tm tm;
 	char stamp[32];
 
 	gmtime_r(&now, &tm);
 	strftime(stamp, sizeof(stamp), "%Y%m%dT%H%M%SZ", &tm);
-	snprintf(out, len, "app-%s-rank%u", stamp, fr_agent.id.rank);
+	/* Two requests within a second must not overwrite each other. */
+	snprintf(out, len, "app-%s-rank%u-%u", stamp, fr_agent.id.rank, ++count);
 }
 
 /*

@@ -9,7 +9,7 @@
  * generations 8R+1 .. 8R+7:
  *   8R + 1        the writer that pushed R is storing it
  *   8R + 2        stable, as pushed (entered)
- *   8R + 3, + 5   an update (waited, completed) is being written
+ *   8R + 3, + 5   an update (waited or started, completed) is being written
  *   8R + 4, + 6   stable after one, two updates
  * Every change moves the generation forward, so a reader that sees the
  * same even generation before and after copying the fields has a record
@@ -44,8 +44,8 @@ static void pack(const struct fr_rec *rec, uint64_t w[7])
 	w[1] = rec->seq;
 	w[2] = rec->count;
 	w[3] = rec->t_entered;
-	/* The completion time, or while entered the start of a Wait. */
-	w[4] = rec->state == FR_STATE_COMPLETED_ ? rec->t_completed : rec->t_waited;
+	/* The completion time, or while entered when it began to block. */
+	w[4] = rec->state == FR_STATE_COMPLETED_ ? rec->t_completed : rec->t_started;
 	w[5] = (uint64_t)rec->comm | (uint64_t)rec->type << 16 | (uint64_t)rec->state << 24 |
 	       (uint64_t)rec->flags << 32 | (uint64_t)rec->dtype << 40 | (uint64_t)rec->redop << 48;
 	w[6] = (uint64_t)(uint32_t)rec->peer | (uint64_t)rec->dtype_size << 32;
@@ -58,7 +58,7 @@ static void unpack(const uint64_t w[7], struct fr_rec *rec)
 	rec->count = w[2];
 	rec->t_entered = w[3];
 	rec->t_completed = 0;
-	rec->t_waited = 0;
+	rec->t_started = 0;
 	rec->comm = (uint16_t)w[5];
 	rec->type = (uint8_t)(w[5] >> 16);
 	rec->state = (uint8_t)(w[5] >> 24);
@@ -69,8 +69,8 @@ static void unpack(const uint64_t w[7], struct fr_rec *rec)
 	rec->dtype_size = (uint32_t)(w[6] >> 32);
 	if (rec->state == FR_STATE_COMPLETED_)
 		rec->t_completed = w[4];
-	else if (rec->flags & FR_REC_WAITED)
-		rec->t_waited = w[4];
+	else if (rec->flags & (FR_REC_WAITED | FR_REC_STARTED))
+		rec->t_started = w[4];
 }
 
 int fr_ring_init(struct fr_ring *r, uint64_t capacity)
@@ -160,6 +160,11 @@ bool fr_ring_complete(struct fr_ring *r, uint64_t id, uint64_t t)
 bool fr_ring_mark_waited(struct fr_ring *r, uint64_t id, uint64_t t)
 {
 	return update(r, id, FR_REC_WAITED, FR_STATE_ENTERED_, t);
+}
+
+bool fr_ring_mark_started(struct fr_ring *r, uint64_t id, uint64_t t)
+{
+	return update(r, id, FR_REC_STARTED, FR_STATE_ENTERED_, t);
 }
 
 bool fr_ring_read(const struct fr_ring *r, uint64_t id, struct fr_rec *out)

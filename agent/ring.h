@@ -22,6 +22,9 @@
 #define FR_REC_P2P 0x1u
 #define FR_REC_NONBLOCKING 0x2u
 #define FR_REC_WAITED 0x4u  /* non-blocking, and a thread now blocks in a Wait on it */
+#define FR_REC_GPU 0x8u     /* enqueued on a GPU stream (NCCL): completes on the device */
+#define FR_REC_STARTED 0x10u /* on a GPU stream, and the device has reached it */
+#define FR_REC_CAPTURED 0x20u /* enqueued during CUDA graph capture: runs at each replay */
 
 /* What a hook knows about an operation when it enters it. */
 struct fr_rec {
@@ -30,7 +33,9 @@ struct fr_rec {
 	uint64_t count;
 	uint64_t t_entered;   /* fr_ticks() when entered */
 	uint64_t t_completed; /* fr_ticks() when completed, 0 before */
-	uint64_t t_waited;    /* fr_ticks() when a Wait on it began (entered, waited), else 0 */
+	/* fr_ticks() when it began to block: a Wait on it began (waited) or
+	 * the GPU reached it (started); else 0 */
+	uint64_t t_started;
 	uint16_t comm;      /* index in the agent's communicator table */
 	uint8_t type;       /* enum fr_op_type */
 	uint8_t state;      /* enum fr_op_state */
@@ -79,6 +84,12 @@ bool fr_ring_complete(struct fr_ring *r, uint64_t id, uint64_t t);
  * was overwritten, is completed or is already marked.
  */
 bool fr_ring_mark_waited(struct fr_ring *r, uint64_t id, uint64_t t);
+
+/*
+ * Marks the entered GPU record `id` as started at tick `t` (the device
+ * reached it). Returns false as fr_ring_mark_waited does.
+ */
+bool fr_ring_mark_started(struct fr_ring *r, uint64_t id, uint64_t t);
 
 /*
  * Copies record `id` into `out` if it is still in the ring and not being

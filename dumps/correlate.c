@@ -1736,8 +1736,10 @@ static void summary_hang(const struct ctx *cx, const struct cand *k, struct fr_v
 	}
 	if (v->culprits[0].reason == FR_REASON_STUCK_IN_OP) {
 		if (k->group != NONE)
-			line_add(&l, "every %smember entered %s and it does not complete",
-				 comm_ranks_known(v) < v->comm_size ? "known " : "", where);
+			line_add(&l, "every %smember %s %s and it does not complete%s",
+				 comm_ranks_known(v) < v->comm_size ? "known " : "",
+				 v->op.gpu ? "enqueued" : "entered", where,
+				 v->op.gpu ? " on the GPU" : "");
 		else if (k->partner != NONE)
 			line_add(&l, "ranks %" PRIu32 " and %" PRIu32 " both posted %s and it "
 				 "does not complete", k->owner, k->partner, where);
@@ -1934,6 +1936,38 @@ static void culprit_behind(const struct ctx *cx, struct fr_culprit *cu, const st
 	}
 }
 
+/*
+ * Stuck in an operation every member entered: each culprit's own copy of it
+ * (where it is: on a GPU, started or still queued) and how long it has
+ * waited in it.
+ */
+static int culprits_in_group(const struct ctx *cx, const struct group *g,
+			     struct fr_verdict *v)
+{
+	uint32_t *at = malloc(cx->world * sizeof(*at));
+
+	if (!at)
+		return -ENOMEM;
+	for (uint32_t r = 0; r < cx->world; r++)
+		at[r] = NONE;
+	for (size_t i = 0; i < v->nculprits; i++)
+		at[v->culprits[i].rank] = (uint32_t)i;
+	for (uint32_t e = g->head; e != NONE; e = cx->ents[e].next) {
+		const struct gentry *en = &cx->ents[e];
+		struct fr_culprit *cu;
+
+		if (en->rank >= cx->world || at[en->rank] == NONE)
+			continue;
+		cu = &v->culprits[at[en->rank]];
+		cu->has_op = true;
+		cu->op = op_named(cx, en->op);
+		if (op_blocks(en->op) && cx->by_rank[en->rank])
+			cu->waited_s = ns_to_s(op_wait_ns(cx->by_rank[en->rank], en->op));
+	}
+	free(at);
+	return 0;
+}
+
 static int verdict_from_cand(struct ctx *cx, const struct cand *k, struct fr_verdict *v)
 {
 	const struct cinfo *c = &cx->comms[k->comm];
@@ -1985,6 +2019,8 @@ static int verdict_from_cand(struct ctx *cx, const struct cand *k, struct fr_ver
 					culprit_fill(cx, &v->culprits[v->nculprits++],
 						     cinfo_member(c, i), FR_REASON_STUCK_IN_OP,
 						     k->comm_id);
+			if (culprits_in_group(cx, &cx->groups[k->group], v) < 0)
+				goto out_free;
 		} else {
 			culprit_fill(cx, &v->culprits[v->nculprits++], k->owner,
 				     FR_REASON_STUCK_IN_OP, k->comm_id);
@@ -2192,6 +2228,17 @@ static json_t *comm_ranks_json(const struct fr_verdict *v)
 	return a;
 }
 
+/* Where a GPU operation is: "enqueued" (the device has not reached it),
+ * "started", "completed", or "captured" into a CUDA graph. */
+static const char *gpu_state_name(const struct fr_op *op)
+{
+	if (op->captured)
+		return "captured";
+	if (op->state == FR_STATE_COMPLETED)
+		return "completed";
+	return op->started ? "started" : "enqueued";
+}
+
 static json_t *op_json(const struct fr_op *op, const struct fr_verdict *v)
 {
 	json_t *o = json_object();
@@ -2216,6 +2263,8 @@ static json_t *op_json(const struct fr_op *op, const struct fr_verdict *v)
 	rc |= jset(o, "nonblocking", json_boolean(op->nonblocking));
 	rc |= jset(o, "waited", json_boolean(op->waited));
 	rc |= jset(o, "state", json_string(fr_state_name(op->state)));
+	if (op->gpu || op->captured)
+		rc |= jset(o, "gpu_state", json_string(gpu_state_name(op)));
 	if (rc) {
 		json_decref(o);
 		return NULL;
@@ -2263,6 +2312,7 @@ json_t *fr_verdict_to_json(const struct fr_verdict *v)
 		rc |= jset(c, "last_completed", cu->has_last_completed ?
 						fr_op_to_json(&cu->last_completed) : json_null());
 		rc |= jset(c, "called", cu->has_op ? fr_op_to_json(&cu->op) : json_null());
+		rc |= jset(c, "waited_s", json_real(cu->waited_s));
 	}
 	rc |= jset(o, "verdict", json_string(fr_verdict_name(v->kind)));
 	rc |= json_object_set_new(o, "culprits", cs);
@@ -2299,8 +2349,10 @@ static void print_op_line(FILE *out, const char *label, const struct fr_op *op)
 
 	op_head(head, sizeof(head), op);
 	op_details(det, sizeof(det), op);
-	fprintf(out, "%s%s on %s (%s, %" PRIu64 " bytes), %s\n", label, head,
-		op->comm[0] ? op->comm : "?", det, op->bytes, fr_state_name(op->state));
+	fprintf(out, "%s%s on %s (%s, %" PRIu64 " bytes), %s%s\n", label, head,
+		op->comm[0] ? op->comm : "?", det, op->bytes,
+		op->gpu || op->captured ? gpu_state_name(op) : fr_state_name(op->state),
+		op->gpu && op->state == FR_STATE_ENTERED ? " on the GPU" : "");
 }
 
 /*
@@ -2525,6 +2577,12 @@ static void print_culprit(FILE *out, const struct fr_verdict *v, const struct fr
 	if (cu->has_op)
 		print_op_line(out, cu->reason == FR_REASON_MISMATCH ? "  called: " :
 				   "  in flight: ", &cu->op);
+	if (cu->waited_s > 0) {
+		char d[32];
+
+		duration_text(d, sizeof(d), cu->waited_s);
+		fprintf(out, "  waited: %s\n", d);
+	}
 	if (cu->has_last_completed)
 		print_op_line(out, "  last completed: ", &cu->last_completed);
 	else if (t)

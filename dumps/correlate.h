@@ -59,7 +59,10 @@ struct fr_culprit {
 	bool has_last_completed;
 	struct fr_op last_completed;  /* its last completed op on the stuck comm */
 	bool has_op;
-	struct fr_op op;              /* for mismatch: what it called instead */
+	/* What it called instead (mismatch), what it waits in (deadlock), its
+	 * own copy of the stuck operation (stuck_in_op). */
+	struct fr_op op;
+	double waited_s;              /* stuck_in_op: how long it has waited in op; else 0 */
 };
 
 struct fr_verdict {
@@ -102,8 +105,9 @@ void fr_verdict_free(struct fr_verdict *v);
 /*
  * The stable JSON contract:
  * {"verdict", "culprits": [{"rank","reason","host","pid", "last_completed": op?,
- *  "called": op?}], "op": {"comm","comm_ranks","seq","type","count","dtype",
- *  "bytes","root","peer","is_p2p","state","nonblocking","waited","comm_size"}
+ *  "called": op?, "waited_s"}], "op": {"comm","comm_ranks","seq","type","count",
+ *  "dtype","bytes","root","peer","is_p2p","state","nonblocking","waited",
+ *  "comm_size", "gpu_state" (GPU operations only)}
  *  | null (comm_ranks: the known members only),
  *  "waiting_ranks": [...],
  *  "waited_s", "world_size", "summary"}

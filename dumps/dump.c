@@ -110,6 +110,15 @@ static json_t *single_json(json_t *v)
 	return arr;
 }
 
+/* PyTorch's words for an operation on a GPU stream that has not completed:
+ * "scheduled" until the device reaches it, then "started". */
+static const char *state_text(const struct fr_op *op)
+{
+	if (op->state != FR_STATE_ENTERED || !op->gpu)
+		return fr_state_name(op->state);
+	return op->started ? "started" : "scheduled";
+}
+
 static json_t *entry_json(const struct fr_trace *t, const struct fr_op *op)
 {
 	const struct fr_comm *comm = fr_trace_comm(t, op->comm);
@@ -138,7 +147,7 @@ static json_t *entry_json(const struct fr_trace *t, const struct fr_op *op)
 	bad |= set(e, "input_dtypes", single_json(JSTR(op->dtype)));
 	bad |= set(e, "output_sizes", sizes_json(op->count));
 	bad |= set(e, "output_dtypes", single_json(JSTR(op->dtype)));
-	bad |= set(e, "state", json_string(fr_state_name(op->state)));
+	bad |= set(e, "state", json_string(state_text(op)));
 	bad |= set(e, "time_discovered_started_ns",
 		   op->t_started_ns ? ju64(op->t_started_ns) : json_null());
 	bad |= set(e, "time_discovered_completed_ns",
@@ -148,6 +157,8 @@ static json_t *entry_json(const struct fr_trace *t, const struct fr_op *op)
 	bad |= set(e, "op", json_string(opname));
 	bad |= set(e, "nonblocking", json_boolean(op->nonblocking));
 	bad |= set(e, "waited", json_boolean(op->waited));
+	if (op->captured)
+		bad |= set(e, "captured", json_true());
 	bad |= set(e, "peer", json_integer(op->peer));
 	bad |= set(e, "root", json_integer(op->root));
 	bad |= set(e, "peer_in_comm", json_integer(op->peer_in_comm));
@@ -765,6 +776,8 @@ static int read_entry(const struct rd *rd, const json_t *e, const char *at, stru
 			    path(p, at, "state"), buf);
 	op->state = (enum fr_op_state)state;
 	running = strcmp(buf, "entered") == 0 || strcmp(buf, "started") == 0;
+	op->gpu = strcmp(buf, "scheduled") == 0 || strcmp(buf, "started") == 0;
+	op->started = strcmp(buf, "started") == 0;
 
 	op->is_p2p = !fr_op_is_collective(op->type) && op->type != FR_OP_UNKNOWN;
 	if ((rc = get_bool(rd, e, at, "is_p2p", false, &op->is_p2p)))
@@ -779,6 +792,7 @@ static int read_entry(const struct rd *rd, const json_t *e, const char *at, stru
 	    (rc = want(rd, e, at, "nonblocking", false, "true or false", &v)) ||
 	    (rc = get_bool(rd, e, at, "nonblocking", false, &op->nonblocking)) ||
 	    (rc = get_bool(rd, e, at, "waited", false, &op->waited)) ||
+	    (rc = get_bool(rd, e, at, "captured", false, &op->captured)) ||
 	    (rc = get_rank_or_none(rd, e, at, "peer", &op->peer)) ||
 	    (rc = get_rank_or_none(rd, e, at, "root", &op->root)) ||
 	    (rc = get_rank_or_none(rd, e, at, "peer_in_comm", &op->peer_in_comm)))

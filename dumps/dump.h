@@ -18,9 +18,11 @@
  * "waited" to entries and gave "time_discovered_started_ns" its meaning
  * (when the operation began to block the rank); 1.2 lets pg_config ranks
  * hold -1 for a member this rank does not know (NCCL communicators); 1.3
- * adds "peer_in_comm", the communicator rank of a peer or root.
+ * adds "peer_in_comm", the communicator rank of a peer or root; 1.4 writes
+ * the states "scheduled" and "started" for operations in flight on a GPU
+ * and adds "captured".
  */
-#define FR_DUMP_VERSION "1.3"
+#define FR_DUMP_VERSION "1.4"
 #define FR_DUMP_VERSION_MAJOR 1
 
 /*

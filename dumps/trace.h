@@ -43,6 +43,12 @@ struct fr_op {
 	bool is_p2p;
 	bool nonblocking;
 	bool waited;        /* non-blocking, and the rank blocks in a Wait on it */
+	/* Enqueued on a GPU stream (NCCL): the call returned at once and the
+	 * operation completes on the device; `started` once the device has
+	 * reached it. Known while in flight ("scheduled"/"started" in dumps). */
+	bool gpu;
+	bool started;
+	bool captured;      /* enqueued during CUDA graph capture: runs at replays */
 	uint64_t seq;       /* collective seq (collectives) or p2p seq (p2p) */
 	int32_t peer;       /* global rank of the p2p peer, -1 if none/any/unknown */
 	int32_t root;       /* global rank of the root for rooted collectives, else -1 */

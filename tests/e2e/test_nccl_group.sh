@@ -15,8 +15,10 @@ expect '[.culprits[].rank] == [1]'
 expect '(.waiting_ranks | index(0)) != null'
 # fr-analyze named the peer from the members every rank reported.
 expect '.op.is_p2p and .op.peer == 1'
+expect '.op.gpu_state == "started"'
 # Rank 0's group: a send and a receive to its partner (communicator rank 1,
-# whose global rank rank 0 cannot know), both enqueued, not completed.
-expect '[.entries[] | select(.is_p2p and .peer_in_comm == 1 and .state == "entered")] | length == 2' \
-	"$INCIDENT/rank-0.json"
+# whose global rank rank 0 cannot know), both launched at the group's end:
+# the (stand-in) GPU reached them, and they do not complete.
+expect '[.entries[] | select(.is_p2p and .peer_in_comm == 1 and .state == "started" and
+	.time_discovered_started_ns >= .time_created_ns)] | length == 2' "$INCIDENT/rank-0.json"
 echo "PASS nccl group: rank 1 skipped its send/recv group"

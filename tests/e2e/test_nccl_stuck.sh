@@ -14,10 +14,15 @@ analyze "$INCIDENT"
 expect '.verdict == "hang"'
 expect '[.culprits[].rank] == [0,1,2,3] and all(.culprits[]; .reason == "stuck_in_op")'
 expect '.op.type == "all_reduce" and .op.seq == 5 and .op.state == "entered"'
+expect '.op.gpu_state == "started"'
+expect '.summary | test("every member enqueued .* does not complete on the GPU")'
 expect '.waited_s >= 2'
-# Every dump shows all_reduce #5 enqueued and not completed.
+# Every dump shows all_reduce #5 started on the GPU (the device reached its
+# start event) and not completed; the four before it completed.
 for r in 0 1 2 3; do
-	expect '[.entries[] | select(.op == "all_reduce" and .collective_seq_id == 5)] |
-		length == 1 and .[0].state == "entered"' "$INCIDENT/rank-$r.json"
+	expect '[.entries[] | select(.op == "all_reduce")] | map(.state) ==
+		["completed","completed","completed","completed","started"]' "$INCIDENT/rank-$r.json"
+	expect '[.entries[] | select(.op == "all_reduce" and .collective_seq_id == 5)][0] |
+		.time_discovered_started_ns >= .time_created_ns' "$INCIDENT/rank-$r.json"
 done
 echo "PASS nccl stuck: all ranks enqueued all_reduce #5, none completed"

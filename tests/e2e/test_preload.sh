@@ -7,7 +7,7 @@
 strong=$(nm -D --undefined-only "$AGENT" | awk '$1 == "U" && $2 ~ /^(P?MPI_|ompi_)/ {print $2}')
 [ -z "$strong" ] || fail "strong MPI references (add them to agent/mpi_weak.h): $strong"
 exported=$(nm -D --defined-only "$AGENT" | awk '$2 ~ /[TDB]/ {sub(/@.*/, "", $3); print $3}' |
-	grep -vE '^(MPI_|nccl[A-Z]|fr_version$|fr_dump_now$|FLIGHTREC_)' || true)
+	grep -vE '^(MPI_|nccl[A-Z]|dlsym$|fr_version$|fr_dump_now$|FLIGHTREC_)' || true)
 [ -z "$exported" ] || fail "symbols leak out of the agent: $exported"
 
 # It carries its libraries inside (training containers have none of them):
@@ -20,8 +20,9 @@ if [ -n "$needed" ] && ! ldd "$AGENT" | grep -qE 'lib(a|t|ub)san\.so'; then
 	fail "the agent needs libraries a container may lack: $(echo $needed)"
 fi
 # ... and it loads into a root file system holding nothing but the C library
-# and a program, as a minimal container would (chroot needs root).
-if [ "$(id -u)" = 0 ]; then
+# and a program, as a minimal container would (chroot needs root; a
+# sanitizer build needs its runtime, which such a root does not have).
+if [ "$(id -u)" = 0 ] && [ -z "$sanitizer_rt" ]; then
 	mkdir -p "$T/bare/bin"
 	for f in $(ldd /bin/true | grep -o '/[^ ]*'); do
 		mkdir -p "$T/bare$(dirname "$f")" && cp -L "$f" "$T/bare$f"

@@ -21,10 +21,16 @@
  *   mismatch  the culprit's allreduce has count 2 where the others have 1
  *
  * With --iters N the job ends after N steps (never once a fault is planted).
+ *
+ * Built twice (tests/nccl/build.sh): nccl_hang links against NCCL;
+ * nccl_hang_dlopen (NCCL_BY_HANDLE) does not, and instead dlopens the
+ * libnccl.so.2 next to it with RTLD_LOCAL and looks every function up by
+ * handle, as some frameworks do. The steps and faults are the same.
  */
 #include "cuda_abi.h"
 #include "nccl_abi.h"
 
+#include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
@@ -37,9 +43,32 @@
 
 #include "../planted.h"
 
-#define DECLARE(name, ret, params, args) ret nccl##name params;
-FR_NCCL_API(DECLARE)
-#undef DECLARE
+#ifdef NCCL_BY_HANDLE
+/* The functions, as dlsym(handle, ...) gave them; the names below make the
+ * rest of the program call through them. */
+static struct {
+#define NCCL_PTR(name, ret, params, args) ret(*name) params;
+	FR_NCCL_API(NCCL_PTR)
+#undef NCCL_PTR
+	const char *(*GetErrorString)(ncclResult_t result);
+	const char *(*GetLastError)(ncclComm_t comm);
+} nccl;
+
+#define ncclGetUniqueId nccl.GetUniqueId
+#define ncclCommInitRank nccl.CommInitRank
+#define ncclCommSplit nccl.CommSplit
+#define ncclCommDestroy nccl.CommDestroy
+#define ncclAllReduce nccl.AllReduce
+#define ncclSend nccl.Send
+#define ncclRecv nccl.Recv
+#define ncclGroupStart nccl.GroupStart
+#define ncclGroupEnd nccl.GroupEnd
+#define ncclGetErrorString nccl.GetErrorString
+#define ncclGetLastError nccl.GetLastError
+#define HOW " (NCCL looked up by handle)"
+#else
+#define HOW ""
+#endif
 
 cudaError_t cudaSetDevice(int device);
 cudaError_t cudaStreamCreate(cudaStream_t *stream);
@@ -75,6 +104,54 @@ static void expect(float got, float want, const char *what, int step)
 		(double)got, (double)want);
 	exit(1);
 }
+
+#ifdef NCCL_BY_HANDLE
+/* A lookup that succeeds leaves no error behind, as dlsym promises. */
+static void *by_handle(void *h, const char *name)
+{
+	void *f;
+	const char *err;
+
+	dlerror();
+	f = dlsym(h, name);
+	err = dlerror();
+	if (!f || err) {
+		fprintf(stderr, "rank %d: dlsym(%s): %s\n", rank, name, err ? err : "NULL, no error");
+		exit(1);
+	}
+	return f;
+}
+
+/* The stand-in NCCL beside this program, by absolute path (the search path
+ * could find a real libnccl.so.2 first). */
+static void load_nccl(void)
+{
+	char path[4096];
+	ssize_t n = readlink("/proc/self/exe", path, sizeof(path) - sizeof("libnccl.so.2"));
+	char *slash = NULL;
+	void *h;
+
+	if (n > 0) {
+		path[n] = '\0';
+		slash = strrchr(path, '/');
+	}
+	if (!slash) {
+		fprintf(stderr, "rank %d: cannot find where this program is\n", rank);
+		exit(1);
+	}
+	strcpy(slash + 1, "libnccl.so.2");
+	h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+	if (!h) {
+		fprintf(stderr, "rank %d: %s\n", rank, dlerror());
+		exit(1);
+	}
+#define NCCL_SYM(name, ret, params, args) *(void **)&nccl.name = by_handle(h, "nccl" #name);
+	FR_NCCL_API(NCCL_SYM)
+#undef NCCL_SYM
+	*(void **)&nccl.GetErrorString = by_handle(h, "ncclGetErrorString");
+	*(void **)&nccl.GetLastError = by_handle(h, "ncclGetLastError");
+}
+#endif
 
 /* Rank 0 publishes the id with a rename, so a reader never sees half of it. */
 static void write_id(const char *path, const ncclUniqueId *id)
@@ -195,9 +272,12 @@ int main(int argc, char **argv)
 	if (strcmp(scenario, "none") && strcmp(scenario, "skip") && strcmp(scenario, "stuck") &&
 	    strcmp(scenario, "group") && strcmp(scenario, "split") && strcmp(scenario, "mismatch"))
 		goto usage;
-	fprintf(stderr, "nccl_hang: rank %d of %d (pid %d): scenario %s, culprit %d at step %d\n",
-		rank, nranks, (int)getpid(), scenario, culprit, at);
+	fprintf(stderr, "nccl_hang: rank %d of %d (pid %d): scenario %s, culprit %d at step %d%s\n",
+		rank, nranks, (int)getpid(), scenario, culprit, at, HOW);
 
+#ifdef NCCL_BY_HANDLE
+	load_nccl();
+#endif
 	check_cuda(cudaSetDevice(0), "cudaSetDevice");
 	check_cuda(cudaStreamCreate(&stream), "cudaStreamCreate");
 	if (rank == 0) {

@@ -934,6 +934,63 @@ static void test_stuck_in_op(void **state)
 	job_free(j);
 }
 
+/* NCCL: every rank enqueued the collective; the device reached it on three
+ * and rank 3's is still queued behind other work. Stuck on the GPU, and the
+ * report says where each rank's copy is. */
+static void test_stuck_on_gpu(void **state)
+{
+	struct job *j = job_new(4);
+	struct fr_verdict *v;
+	json_t *o;
+	char *buf = NULL;
+	size_t len = 0;
+	FILE *f;
+
+	(void)state;
+	for (uint32_t i = 0; i < 4; i++)
+		rank_new(j, i, FR_RANK_DUMPED);
+	add_world(j);
+	for (uint32_t i = 0; i < 4; i++) {
+		struct fr_op *op;
+
+		history(j, i, "world", 6);
+		op = add_op(j, i, "world", FR_OP_ALL_REDUCE, 7, FR_STATE_ENTERED, 20);
+		op->gpu = true;
+		op->started = i != 3;
+	}
+	v = correlate(j);
+	assert_int_equal(v->kind, FR_VERDICT_HANG);
+	assert_int_equal(v->nculprits, 4);
+	assert_int_equal(v->culprits[0].reason, FR_REASON_STUCK_IN_OP);
+	assert_contains(v->summary, "every member enqueued all_reduce #7");
+	assert_contains(v->summary, "does not complete on the GPU");
+	o = fr_verdict_to_json(v);
+	assert_non_null(o);
+	assert_string_equal(json_string_value(json_object_get(json_object_get(o, "op"), "state")),
+			    "entered");
+	assert_non_null(json_object_get(json_object_get(o, "op"), "gpu_state"));
+	/* Each rank named with its own copy and how long it has waited. */
+	for (size_t i = 0; i < 4; i++) {
+		json_t *cu = json_array_get(json_object_get(o, "culprits"), i);
+		double w = json_real_value(json_object_get(cu, "waited_s"));
+
+		assert_true(w > 19.9 && w < 20.1);
+		assert_string_equal(json_string_value(json_object_get(json_object_get(cu, "called"),
+								      "gpu_state")),
+				    i == 3 ? "enqueued" : "started");
+	}
+	json_decref(o);
+	f = open_memstream(&buf, &len);
+	assert_non_null(f);
+	fr_verdict_print(f, v, j->traces, 4);
+	fclose(f);
+	assert_contains(buf, "started on the GPU");
+	assert_contains(buf, "enqueued on the GPU");
+	assert_contains(buf, "  waited: 20 s\n");
+	free(buf);
+	job_free(j);
+}
+
 /* Nobody waits: a rank that stopped heartbeating is no hang (yet). */
 static void test_unresponsive_nobody_waits(void **state)
 {
@@ -1705,6 +1762,7 @@ int main(void)
 		cmocka_unit_test(test_any_source_recv_blames_sink),
 		cmocka_unit_test(test_finalize_not_entered),
 		cmocka_unit_test(test_stuck_in_op),
+		cmocka_unit_test(test_stuck_on_gpu),
 		cmocka_unit_test(test_unresponsive_nobody_waits),
 		cmocka_unit_test(test_p2p_peer_never_posts),
 		cmocka_unit_test(test_p2p_deadlock),

@@ -219,6 +219,19 @@ static void make_rich_trace(struct fr_trace *t)
 
 	op = add_op(t, &ocap, "c0", FR_OP_FINALIZE, FR_STATE_ENTERED, 12);
 
+	/* On a GPU stream: one the device has reached, one queued behind it,
+	 * and one captured into a CUDA graph (completed at once). */
+	op = add_op(t, &ocap, "c0.split.2", FR_OP_ALL_GATHER, FR_STATE_ENTERED, 5);
+	op->gpu = op->started = true;
+	op->t_started_ns = op->t_entered_ns + 1000;
+	op = add_op(t, &ocap, "c0.split.2", FR_OP_BROADCAST, FR_STATE_ENTERED, 6);
+	op->gpu = true;
+	op->root = 1;
+	op->peer_in_comm = 0;
+	op->t_started_ns = 0;
+	op = add_op(t, &ocap, "c0.split.2", FR_OP_ALL_REDUCE, FR_STATE_COMPLETED, 3);
+	op->captured = true;
+
 	t->nthreads = 2;
 	t->threads = calloc(2, sizeof(*t->threads));
 	assert_non_null(t->threads);
@@ -253,6 +266,10 @@ static void assert_ops_equal(const struct fr_op *a, const struct fr_op *b)
 	assert_int_equal(a->is_p2p, b->is_p2p);
 	assert_int_equal(a->nonblocking, b->nonblocking);
 	assert_int_equal(a->waited, b->waited);
+	/* Dumps tell a GPU operation apart while it is in flight. */
+	assert_int_equal(a->gpu && a->state == FR_STATE_ENTERED, b->gpu);
+	assert_int_equal(a->started, b->started);
+	assert_int_equal(a->captured, b->captured);
 	assert_int_equal(a->seq, b->seq);
 	assert_int_equal(a->peer, b->peer);
 	assert_int_equal(a->root, b->root);
@@ -439,8 +456,8 @@ static void test_document_shape(void **state)
 	root = fr_dump_to_json(&t);
 	assert_non_null(root);
 	assert_string_equal(json_string_value(json_object_get(root, "format")), "flightrec-dump");
-	assert_string_equal(json_string_value(json_object_get(root, "version")), "1.3");
-	assert_string_equal(FR_DUMP_VERSION, "1.3");
+	assert_string_equal(json_string_value(json_object_get(root, "version")), "1.4");
+	assert_string_equal(FR_DUMP_VERSION, "1.4");
 	assert_string_equal(json_string_value(json_object_get(root, "status")), "dumped");
 
 	v = json_object_get(json_object_get(root, "pg_config"), "c0.split.2");
@@ -451,6 +468,22 @@ static void test_document_shape(void **state)
 	assert_int_equal(json_integer_value(json_object_get(v, "last_enqueued_collective")), 11);
 	assert_int_equal(json_integer_value(json_object_get(v, "last_started_collective")), 11);
 	assert_int_equal(json_integer_value(json_object_get(v, "last_completed_collective")), 10);
+
+	/* GPU operations in PyTorch's words: the one the device reached is
+	 * "started" (with the time it was seen to), the one behind it
+	 * "scheduled"; only a captured one says so. MPI ones say "entered". */
+	e = json_array_get(json_object_get(root, "entries"), 7);
+	assert_string_equal(json_string_value(json_object_get(e, "state")), "started");
+	assert_true(json_is_integer(json_object_get(e, "time_discovered_started_ns")));
+	assert_null(json_object_get(e, "captured"));
+	e = json_array_get(json_object_get(root, "entries"), 8);
+	assert_string_equal(json_string_value(json_object_get(e, "state")), "scheduled");
+	assert_true(json_is_null(json_object_get(e, "time_discovered_started_ns")));
+	e = json_array_get(json_object_get(root, "entries"), 9);
+	assert_string_equal(json_string_value(json_object_get(e, "state")), "completed");
+	assert_true(json_is_true(json_object_get(e, "captured")));
+	e = json_array_get(json_object_get(root, "entries"), 4);
+	assert_string_equal(json_string_value(json_object_get(e, "state")), "entered");
 
 	/* entries[0]: a completed all_reduce. */
 	e = json_array_get(json_object_get(root, "entries"), 0);

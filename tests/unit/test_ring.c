@@ -86,7 +86,7 @@ static void push_read_complete(void **state)
 	assert_true(fr_ring_read(&r, id, &out));
 	assert_int_equal(out.state, 1);
 	assert_int_equal(out.t_completed, 42);
-	assert_int_equal(out.t_waited, 0);
+	assert_int_equal(out.t_started, 0);
 	assert_consistent(&out);
 	/* A completed record takes no further update. */
 	assert_false(fr_ring_complete(&r, id, 43));
@@ -107,14 +107,14 @@ static void waited_then_completed(void **state)
 	in.flags = FR_REC_NONBLOCKING;
 	id = fr_ring_push(&r, &in);
 	assert_true(fr_ring_read(&r, id, &out));
-	assert_int_equal(out.t_waited, 0);
+	assert_int_equal(out.t_started, 0);
 
 	assert_true(fr_ring_mark_waited(&r, id, 100));
 	assert_false(fr_ring_mark_waited(&r, id, 101)); /* once */
 	assert_true(fr_ring_read(&r, id, &out));
 	assert_int_equal(out.state, 0);
 	assert_int_equal(out.flags, FR_REC_NONBLOCKING | FR_REC_WAITED);
-	assert_int_equal(out.t_waited, 100);
+	assert_int_equal(out.t_started, 100);
 	assert_int_equal(out.t_completed, 0);
 	assert_int_equal(out.seq, 7);
 
@@ -123,8 +123,42 @@ static void waited_then_completed(void **state)
 	assert_int_equal(out.state, 1);
 	assert_int_equal(out.flags, FR_REC_NONBLOCKING | FR_REC_WAITED);
 	assert_int_equal(out.t_completed, 200);
-	assert_int_equal(out.t_waited, 0);
+	assert_int_equal(out.t_started, 0);
 	assert_int_equal(out.count, 7 * 3 + 2);
+	fr_ring_destroy(&r);
+}
+
+/* A GPU operation: started when the device reached it, then completed; a
+ * late start (after completion) is refused. */
+static void started_then_completed(void **state)
+{
+	struct fr_ring r;
+	struct fr_rec in = make(9, 1), out;
+	uint64_t id;
+
+	(void)state;
+	assert_int_equal(fr_ring_init(&r, 16), 0);
+	in.flags = FR_REC_GPU;
+	id = fr_ring_push(&r, &in);
+	assert_true(fr_ring_mark_started(&r, id, 300));
+	assert_false(fr_ring_mark_started(&r, id, 301));
+	assert_true(fr_ring_read(&r, id, &out));
+	assert_int_equal(out.state, 0);
+	assert_int_equal(out.flags, FR_REC_GPU | FR_REC_STARTED);
+	assert_int_equal(out.t_started, 300);
+	assert_true(fr_ring_complete(&r, id, 400));
+	assert_false(fr_ring_mark_started(&r, id, 500));
+	assert_true(fr_ring_read(&r, id, &out));
+	assert_int_equal(out.state, 1);
+	assert_int_equal(out.flags, FR_REC_GPU | FR_REC_STARTED);
+	assert_int_equal(out.t_completed, 400);
+
+	/* Never started (stuck behind other work), completed: no start. */
+	id = fr_ring_push(&r, &in);
+	assert_true(fr_ring_complete(&r, id, 600));
+	assert_true(fr_ring_read(&r, id, &out));
+	assert_int_equal(out.flags, FR_REC_GPU);
+	assert_int_equal(out.t_started, 0);
 	fr_ring_destroy(&r);
 }
 
@@ -226,6 +260,7 @@ int main(void)
 		cmocka_unit_test(capacity_rounds_up_to_power_of_two),
 		cmocka_unit_test(push_read_complete),
 		cmocka_unit_test(waited_then_completed),
+		cmocka_unit_test(started_then_completed),
 		cmocka_unit_test(wrap_overwrites_oldest),
 		cmocka_unit_test(concurrent_writers_and_reader),
 	};
