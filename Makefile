@@ -34,7 +34,8 @@ Q := @
 endif
 
 # Code shared by the agent, the daemon and fr-analyze: compiled once.
-CORE_SRC := protocol/op.c protocol/wire.c dumps/trace.c dumps/dump.c dumps/correlate.c
+CORE_SRC := protocol/op.c protocol/wire.c dumps/trace.c dumps/dump.c dumps/correlate.c \
+	dumps/pickle.c dumps/pytorch.c
 AGENT_SRC := $(wildcard agent/*.c)
 DAEMON_SRC := $(wildcard daemon/*.c)
 CLI_SRC := cli/fr_analyze.c
@@ -46,7 +47,8 @@ AGENT_LIB := $(BUILD)/lib/libflightrec.so
 DAEMON := $(BUILD)/bin/flightrecd
 CLI := $(BUILD)/bin/fr-analyze
 
-UNIT_TESTS := $(addprefix $(BUILD)/tests/,test_ring test_handles test_wire test_dump test_correlate)
+UNIT_TESTS := $(addprefix $(BUILD)/tests/,test_ring test_handles test_wire test_dump test_correlate \
+	test_pickle test_pytorch)
 MPI_PROGS := $(addprefix $(BUILD)/tests/,mpi_hang mpi_overhead)
 # The CPU stand-in for NCCL and the CUDA runtime, and the NCCL test program.
 NCCL_FAKE := $(BUILD)/tests/nccl/nccl_hang
@@ -118,6 +120,8 @@ $(BUILD)/tests/test_handles: $(call obj,tests/unit/test_handles.c agent/handles.
 $(BUILD)/tests/test_wire: $(call obj,tests/unit/test_wire.c) $(CORE_LIB)
 $(BUILD)/tests/test_dump: $(call obj,tests/unit/test_dump.c) $(CORE_LIB)
 $(BUILD)/tests/test_correlate: $(call obj,tests/unit/test_correlate.c) $(CORE_LIB)
+$(BUILD)/tests/test_pickle: $(call obj,tests/unit/test_pickle.c) $(CORE_LIB)
+$(BUILD)/tests/test_pytorch: $(call obj,tests/unit/test_pytorch.c) $(CORE_LIB)
 $(UNIT_TESTS):
 	@mkdir -p $(dir $@)
 	@$(if $(Q),echo "  LD      $@")

@@ -23,6 +23,7 @@
 
 #include "../dumps/correlate.h"
 #include "../dumps/dump.h"
+#include "../dumps/pytorch.h"
 #include "../include/flightrec.h"
 
 
@@ -46,7 +47,11 @@ static const char usage_text[] =
 	"\n"
 	"PATH is an incident directory written by flightrecd, or any directory of\n"
 	"rank dumps. " PROG " reads every rank-*.json in it, and any other *.json\n"
-	"whose \"format\" is \"" FR_DUMP_FORMAT "\". When manifest.json is present, the\n"
+	"whose \"format\" is \"" FR_DUMP_FORMAT "\". It also reads PyTorch Flight\n"
+	"Recorder dumps (pickle or JSON, told apart by content), one per rank, named\n"
+	"with the global rank at the end (nccl_trace_rank_0, nccl_trace_rank_1, ...):\n"
+	"process groups become communicators, and a rank's stack is the Python frames\n"
+	"of its latest operation. When manifest.json is present, the\n"
 	"job's world size comes from it, and a rank without a usable dump file is\n"
 	"judged from the daemon's live view of it (and its status: unresponsive,\n"
 	"disconnected, finished); otherwise the world size is the one most dumps\n"
@@ -131,10 +136,15 @@ static int evidence_add(struct evidence *ev, struct fr_trace *t, char *path)
 	return 0;
 }
 
+/* How a file is read: as a dump by its name (rank-*.json), a dump only if
+ * its content says so (other *.json: our "format" or a PyTorch dump), or a
+ * PyTorch dump only (a name ending with the rank, pickle or JSON). */
+enum file_kind { FILE_DUMP, FILE_SNIFF_JSON, FILE_SNIFF_PYTORCH };
+
 /* A dump file to read, and what became of it. */
 struct dump_file {
 	char *path;            /* owned */
-	bool sniff;            /* a dump only if its "format" says so */
+	enum file_kind kind;
 	int rc;                /* 0 read, 1 not a dump, else a negative errno */
 	struct fr_trace *t;    /* owned once read */
 	char err[512];
@@ -153,21 +163,82 @@ struct pool {
 
 #define READERS_MAX 16
 
+static uint64_t mtime_ns(const struct stat *st)
+{
+	return (uint64_t)st->st_mtim.tv_sec * 1000000000u + (uint64_t)st->st_mtim.tv_nsec;
+}
+
+/* The global rank a PyTorch dump's name ends with; an error otherwise. */
+static int pytorch_rank(struct dump_file *f, uint32_t *rank)
+{
+	if (fr_pytorch_rank_from_name(f->path, rank))
+		return 0;
+	snprintf(f->err, sizeof(f->err), "%s: a PyTorch Flight Recorder dump, but its name does "
+		 "not end with the rank it belongs to", f->path);
+	return -EPROTO;
+}
+
 /*
  * Reads a *.json file not named rank-*.json into f->t when it is a dump:
- * only its "format" says so. Anything else in the directory (notes, other
- * tools' output, files too big to be a dump, text that is not JSON) is not
- * ours and is passed over in silence (1). The file is parsed once, and the
- * parsed document is what the dump is read from.
+ * only its content says so, our "format" or PyTorch's dump shape. Anything
+ * else in the directory (notes, other tools' output, files too big to be a
+ * dump, text that is not JSON) is passed over in silence (1). The file is
+ * parsed once, and the parsed document is what the dump is read from.
  */
-static int read_sniffed(struct dump_file *f)
+static int read_sniffed_json(struct dump_file *f, int fd, const struct stat *st)
 {
 	json_error_t je;
 	const json_t *format;
-	struct stat st;
 	json_t *root;
-	int fd;
+	uint32_t rank;
+	int rc = 1;
+
+	root = json_loadfd(fd, JSON_REJECT_DUPLICATES, &je);
+	if (!root)
+		return json_error_code(&je) == json_error_out_of_memory ? -ENOMEM : 1;
+	format = json_object_get(root, "format");
+	if (json_is_string(format) && strcmp(json_string_value(format), FR_DUMP_FORMAT) == 0)
+		rc = fr_dump_from_json(root, f->path, f->t, f->err, sizeof(f->err));
+	else if (fr_pytorch_is_dump(root) && (rc = pytorch_rank(f, &rank)) == 0)
+		rc = fr_pytorch_from_json(root, f->path, rank, mtime_ns(st), f->t, f->err,
+					  sizeof(f->err));
+	json_decref(root);
+	return rc;
+}
+
+/* Reads a file whose name ends with a rank as a PyTorch dump, pickle or
+ * JSON; anything else is passed over (1). */
+static int read_sniffed_pytorch(struct dump_file *f, int fd, const struct stat *st)
+{
+	size_t len = (size_t)st->st_size, got = 0;
+	char *buf = malloc(len ? len : 1);
+	uint32_t rank;
 	int rc;
+
+	if (!buf)
+		return -ENOMEM;
+	while (got < len) {
+		ssize_t n = read(fd, buf + got, len - got);
+
+		if (n <= 0) {
+			if (n < 0 && errno == EINTR)
+				continue;
+			free(buf);
+			return 1;
+		}
+		got += (size_t)n;
+	}
+	if (!(rc = pytorch_rank(f, &rank)))
+		rc = fr_pytorch_parse(buf, len, f->path, rank, mtime_ns(st), f->t, f->err,
+				      sizeof(f->err));
+	free(buf);
+	return rc;
+}
+
+static int read_sniffed(struct dump_file *f)
+{
+	struct stat st;
+	int fd, rc;
 
 	fd = open(f->path, O_RDONLY | O_CLOEXEC);
 	if (fd < 0)
@@ -176,17 +247,9 @@ static int read_sniffed(struct dump_file *f)
 		close(fd);
 		return 1;
 	}
-	root = json_loadfd(fd, JSON_REJECT_DUPLICATES, &je);
+	rc = f->kind == FILE_SNIFF_JSON ? read_sniffed_json(f, fd, &st) :
+					  read_sniffed_pytorch(f, fd, &st);
 	close(fd);
-	if (!root)
-		return json_error_code(&je) == json_error_out_of_memory ? -ENOMEM : 1;
-	format = json_object_get(root, "format");
-	if (!json_is_string(format) || strcmp(json_string_value(format), FR_DUMP_FORMAT) != 0) {
-		json_decref(root);
-		return 1;
-	}
-	rc = fr_dump_from_json(root, f->path, f->t, f->err, sizeof(f->err));
-	json_decref(root);
 	return rc;
 }
 
@@ -197,7 +260,7 @@ static void read_one(struct dump_file *f)
 		f->rc = -ENOMEM;
 		return;
 	}
-	if (f->sniff)
+	if (f->kind != FILE_DUMP)
 		f->rc = read_sniffed(f);
 	else
 		f->rc = fr_dump_read_file(f->path, f->t, f->err, sizeof(f->err));
@@ -271,7 +334,10 @@ static int read_dir(const char *dir, struct evidence *ev)
 		struct stat st;
 		char *path;
 
-		if (fnmatch("*.json", name, FNM_PERIOD) != 0)
+		uint32_t rank;
+
+		if (name[0] == '.' || (fnmatch("*.json", name, 0) != 0 &&
+				       !fr_pytorch_rank_from_name(name, &rank)))
 			continue;
 		path = join(dir, name);
 		if (!path) {
@@ -302,7 +368,9 @@ static int read_dir(const char *dir, struct evidence *ev)
 			}
 		} else {
 			files[nfiles].path = path;
-			files[nfiles].sniff = fnmatch("rank-*.json", name, 0) != 0;
+			files[nfiles].kind = fnmatch("rank-*.json", name, 0) == 0 ? FILE_DUMP :
+					     fnmatch("*.json", name, 0) == 0 ? FILE_SNIFF_JSON :
+					     FILE_SNIFF_PYTORCH;
 			nfiles++;
 			continue;
 		}

@@ -1789,9 +1789,9 @@ static void summary_hang(const struct ctx *cx, const struct cand *k, struct fr_v
 			first = false;
 		}
 		duration_text(d, sizeof(d), v->waited_s);
-		line_add(&l, " while %s %s wait in %s (longest wait %s)",
+		line_add(&l, " while %s %s %s in %s (longest wait %s)",
 			 nopw == 1 ? "rank" : "ranks", ranks_text(rt, sizeof(rt), opw, nopw),
-			 where, d);
+			 nopw == 1 ? "waits" : "wait", where, d);
 	}
 out:
 	free(r);
@@ -2510,10 +2510,17 @@ static void print_stack(FILE *out, const struct fr_trace *t)
 			th->name, th->name[0] ? "\"" : "");
 		if (!th->nframes)
 			fprintf(out, "    (no frames)\n");
-		for (size_t j = 0; j < th->nframes; j++)
-			fprintf(out, "    #%zu %s+0x%" PRIx64 "\n", j,
-				th->frames[j].name ? th->frames[j].name : "??",
-				th->frames[j].offset);
+		for (size_t j = 0; j < th->nframes; j++) {
+			const struct fr_frame *f = &th->frames[j];
+
+			/* Frames without an address are source-level (Python,
+			 * from a PyTorch dump): the name says it all. */
+			if (!f->ip && !f->offset)
+				fprintf(out, "    #%zu %s\n", j, f->name ? f->name : "??");
+			else
+				fprintf(out, "    #%zu %s+0x%" PRIx64 "\n", j, f->name ? f->name : "??",
+					f->offset);
+		}
 	}
 }
 

@@ -685,6 +685,43 @@ static enum fr_op_type type_from_profiling_name(const char *s)
 	return FR_OP_UNKNOWN;
 }
 
+/* Bytes per element of a PyTorch dtype name ("Float", "BFloat16"), for
+ * entries without our "bytes"; 0 when unknown. */
+static uint64_t torch_dtype_size(const char *dtype)
+{
+	static const struct {
+		const char *name;
+		uint8_t size;
+	} sizes[] = {
+		{ "Double", 8 }, { "Long", 8 }, { "ComplexFloat", 8 }, { "ComplexDouble", 16 },
+		{ "Float", 4 }, { "Int", 4 }, { "UInt32", 4 }, { "UInt64", 8 },
+		{ "BFloat16", 2 }, { "Half", 2 }, { "Short", 2 }, { "UInt16", 2 },
+		{ "Byte", 1 }, { "Char", 1 }, { "Bool", 1 },
+	};
+
+	for (size_t i = 0; i < sizeof(sizes) / sizeof(sizes[0]); i++)
+		if (strcmp(sizes[i].name, dtype) == 0)
+			return sizes[i].size;
+	/* The 8-bit floats: Float8_e4m3fn, Float8_e5m2, ... */
+	return strncmp(dtype, "Float8_", 7) == 0 ? 1 : 0;
+}
+
+/* The second rank of "x:send A->B" or "x:recv A<-B", or -1. */
+static int32_t peer_from_profiling_name(const json_t *v)
+{
+	const char *s = json_string_value(v), *arrow;
+	long peer;
+	char *end;
+
+	if (!s || (!(arrow = strstr(s, "->")) && !(arrow = strstr(s, "<-"))))
+		return -1;
+	errno = 0;
+	peer = strtol(arrow + 2, &end, 10);
+	if (end == arrow + 2 || *end || errno || peer < 0 || peer > INT32_MAX)
+		return -1;
+	return (int32_t)peer;
+}
+
 /*
  * Elements of the first input tensor, for entries that carry PyTorch's
  * "input_sizes" (a list of shapes) but not our "count".
@@ -720,7 +757,7 @@ static int read_entry(const struct rd *rd, const json_t *e, const char *at, stru
 {
 	char p[AT_MAX];
 	char buf[64];
-	const json_t *v;
+	const json_t *v, *pg;
 	uint64_t coll_seq = 0, p2p_seq = 0;
 	bool running;
 	int state;
@@ -736,7 +773,14 @@ static int read_entry(const struct rd *rd, const json_t *e, const char *at, stru
 	rc = want(rd, e, at, "pg_id", true, "a string", &v);
 	if (rc)
 		return rc;
-	if (json_is_integer(v)) {
+	/* PyTorch keys pg_config by group name, which process_group holds;
+	 * its pg_id is an index that need not match. Ours write both alike. */
+	pg = json_object_get(e, "process_group");
+	if (json_is_array(pg) && json_is_string(json_array_get(pg, 0))) {
+		if ((rc = str_into(rd, json_array_get(pg, 0), path(p, at, "process_group"),
+				   op->comm, sizeof(op->comm))))
+			return rc;
+	} else if (json_is_integer(v)) {
 		/* PyTorch numbers some process groups. */
 		snprintf(op->comm, sizeof(op->comm), "%lld", (long long)json_integer_value(v));
 	} else if ((rc = str_into(rd, v, path(p, at, "pg_id"), op->comm, sizeof(op->comm)))) {
@@ -809,6 +853,11 @@ static int read_entry(const struct rd *rd, const json_t *e, const char *at, stru
 	if (!v && running && !op->t_started_ns)
 		op->t_started_ns = op->t_entered_ns;
 
+	/* PyTorch names a point-to-point peer only in "nccl:send 0->1" or
+	 * "nccl:recv 1<-0": ranks in the group, this one's first. */
+	if (op->is_p2p && op->peer_in_comm < 0 && !json_object_get(e, "peer_in_comm"))
+		op->peer_in_comm = peer_from_profiling_name(json_object_get(e, "profiling_name"));
+
 	if (json_object_get(e, "count"))
 		rc = get_u64(rd, e, at, "count", false, INT64_MAX, &op->count);
 	else
@@ -832,6 +881,8 @@ static int read_entry(const struct rd *rd, const json_t *e, const char *at, stru
 	}
 	if (rc)
 		return rc;
+	if (!json_object_get(e, "bytes"))
+		op->bytes = op->count * torch_dtype_size(op->dtype);
 	return GET_STR(rd, e, at, "redop", false, op->redop);
 }
 

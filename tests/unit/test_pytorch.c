@@ -1,0 +1,196 @@
+/*
+ * PyTorch Flight Recorder dumps read as evidence (dumps/pytorch.c): the
+ * same trace from the pickle (protocols 2, 4, 5) and the JSON form of one
+ * dump, the rank from the file name, and clear refusals.
+ */
+#include <errno.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "dump.h"
+#include "pytorch.h"
+
+#define DUMP_TIME 1800000000000000000ull
+
+static unsigned char *read_data(const char *name, size_t *len)
+{
+	const char *d = getenv("FR_TEST_DATA");
+	unsigned char *buf;
+	char path[512];
+	FILE *f;
+	long n;
+
+	snprintf(path, sizeof(path), "%s/pytorch/%s", d && *d ? d : "tests/data", name);
+	f = fopen(path, "rb");
+	if (!f)
+		fail_msg("cannot open %s", path);
+	assert_int_equal(fseek(f, 0, SEEK_END), 0);
+	n = ftell(f);
+	assert_true(n > 0);
+	rewind(f);
+	buf = malloc((size_t)n);
+	assert_non_null(buf);
+	assert_int_equal(fread(buf, 1, (size_t)n, f), (size_t)n);
+	fclose(f);
+	*len = (size_t)n;
+	return buf;
+}
+
+static void read_trace(const char *name, uint32_t rank, struct fr_trace *t)
+{
+	char err[512] = "";
+	size_t len;
+	unsigned char *buf = read_data(name, &len);
+	int rc = fr_pytorch_parse(buf, len, name, rank, DUMP_TIME, t, err, sizeof(err));
+
+	if (rc)
+		fail_msg("%s: rc %d: %s", name, rc, err);
+	free(buf);
+}
+
+static void test_rank_from_name(void **state)
+{
+	uint32_t r = 99;
+
+	(void)state;
+	assert_true(fr_pytorch_rank_from_name("/x/nccl_trace_rank_12", &r));
+	assert_int_equal(r, 12);
+	assert_true(fr_pytorch_rank_from_name("trace_rank_0.json", &r));
+	assert_int_equal(r, 0);
+	assert_true(fr_pytorch_rank_from_name("dump7.pkl", &r));
+	assert_int_equal(r, 7);
+	assert_false(fr_pytorch_rank_from_name("/x/notes.txt", &r));
+	assert_false(fr_pytorch_rank_from_name("rank_12345678901", &r));
+}
+
+/* What the test dump holds (tests/data/pytorch/make.py): rank 0 of 4,
+ * process groups "0" (all four, ranks as a string) and "1" (ranks 0 and 1,
+ * a list), seven completed operations, then all_reduce #8 scheduled and #9
+ * started, with Python frames. */
+static void check_rank0(const struct fr_trace *t)
+{
+	const struct fr_comm *c0 = fr_trace_comm(t, "0"), *c1 = fr_trace_comm(t, "1");
+	const struct fr_op *send = &t->ops[5], *last = &t->ops[8];
+	uint64_t latest;
+
+	assert_int_equal(t->rank, 0);
+	assert_int_equal(t->world_size, 4);
+	assert_int_equal(t->status, FR_RANK_DUMPED);
+	/* The file is "newer" than the dump can be: its time is bounded by the
+	 * latest time in it plus the timeout (PyTorch dumps at a timeout). */
+	latest = 0;
+	for (size_t i = 0; i < t->nops; i++) {
+		uint64_t ts[3] = { t->ops[i].t_entered_ns, t->ops[i].t_started_ns,
+				   t->ops[i].t_completed_ns };
+
+		for (int k = 0; k < 3; k++)
+			latest = ts[k] > latest ? ts[k] : latest;
+	}
+	assert_int_equal(t->time_ns, latest + 600000ull * 1000000ull);
+	assert_non_null(c0);
+	assert_non_null(c1);
+	assert_string_equal(c0->desc, "default_pg");
+	assert_int_equal(c0->size, 4);
+	assert_int_equal(c0->members[3], 3);
+	assert_int_equal(c1->size, 2);
+	assert_int_equal(t->nops, 9);
+	assert_string_equal(send->comm, "1");
+	assert_int_equal(send->type, FR_OP_SEND);
+	assert_true(send->is_p2p);
+	assert_int_equal(send->seq, 6);
+	assert_int_equal(send->peer_in_comm, 1);
+	assert_int_equal(t->ops[7].state, FR_STATE_ENTERED);
+	assert_true(t->ops[7].gpu && !t->ops[7].started);
+	assert_int_equal(last->type, FR_OP_ALL_REDUCE);
+	assert_int_equal(last->seq, 9);
+	assert_string_equal(last->comm, "0");
+	assert_true(last->gpu && last->started);
+	assert_int_equal(last->count, 4 * 65536);
+	/* The rank's stack: the Python frames of its latest operation. */
+	assert_int_equal(t->nthreads, 1);
+	assert_string_equal(t->threads[0].name, "pt_main_thread");
+	assert_true(t->threads[0].nframes >= 4);
+	assert_string_equal(t->threads[0].frames[0].name, "all_reduce (distributed_c10d.py:2806)");
+}
+
+static void test_pickles_and_json_agree(void **state)
+{
+	static const char *const files[] = { "fr-rank0-p2.pickle", "fr-rank0-p4.pickle",
+					     "fr-rank0-p5.pickle", "fr-rank0.json" };
+
+	(void)state;
+	for (size_t i = 0; i < sizeof(files) / sizeof(files[0]); i++) {
+		struct fr_trace t;
+
+		read_trace(files[i], 0, &t);
+		check_rank0(&t);
+		fr_trace_free(&t);
+	}
+}
+
+static int parse_text(const char *text, char *err, size_t errlen)
+{
+	struct fr_trace t;
+	int rc = fr_pytorch_parse(text, strlen(text), "x", 0, DUMP_TIME, &t, err, errlen);
+
+	if (rc == 0)
+		fr_trace_free(&t);
+	return rc;
+}
+
+static void test_refusals(void **state)
+{
+	char err[512];
+	unsigned char *buf;
+	size_t len;
+	struct fr_trace t;
+	int rc;
+
+	(void)state;
+	/* Not a PyTorch dump: passed over, no error. */
+	assert_int_equal(parse_text("{\"hello\": 1}", err, sizeof(err)), 1);
+	assert_int_equal(parse_text("not json", err, sizeof(err)), 1);
+	/* A major version this build does not know. */
+	rc = parse_text("{\"version\": \"3.0\", \"pg_config\": {}, \"entries\": []}", err,
+			sizeof(err));
+	assert_int_equal(rc, -EPROTO);
+	assert_non_null(strstr(err, "version \"3.0\" is not supported"));
+	/* A bad entry is named. */
+	rc = parse_text("{\"version\": \"2.10\", \"pg_config\": {\"0\": {\"name\": \"0\","
+			" \"desc\": \"d\", \"ranks\": \"[0, 1]\"}}, \"pg_status\": {},"
+			" \"entries\": [{\"record_id\": \"zero\"}]}",
+			err, sizeof(err));
+	assert_int_equal(rc, -EPROTO);
+	assert_non_null(strstr(err, "entries[0].record_id"));
+	/* A truncated pickle: the offset where it ends. */
+	buf = read_data("fr-rank0-p4.pickle", &len);
+	rc = fr_pytorch_parse(buf, len / 2, "half", 0, DUMP_TIME, &t, err, sizeof(err));
+	assert_int_equal(rc, -EPROTO);
+	assert_non_null(strstr(err, "half: offset"));
+	assert_non_null(strstr(err, "truncated"));
+	free(buf);
+	/* A pickle that would build an object (GLOBAL os.system) is refused,
+	 * never run. */
+	rc = fr_pytorch_parse("\x80\x04" "cos\nsystem\n.", 14, "evil", 0, DUMP_TIME, &t, err,
+			      sizeof(err));
+	assert_int_equal(rc, -EPROTO);
+	assert_non_null(strstr(err, "evil: offset 2: opcode 0x63 (GLOBAL) is not allowed"));
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_rank_from_name),
+		cmocka_unit_test(test_pickles_and_json_agree),
+		cmocka_unit_test(test_refusals),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
