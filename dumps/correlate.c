@@ -16,6 +16,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../protocol/hash.h"
+
 #define NONE UINT32_MAX
 
 /* Culprits described one by one in fr_verdict_print(); the rest are listed. */
@@ -2611,6 +2613,148 @@ static void print_culprit(FILE *out, const struct fr_verdict *v, const struct fr
 	print_stack(out, t);
 }
 
+/* Frames compared and shown when stacks are merged. */
+#define MERGE_FRAMES 16
+#define MERGE_SHOWN 6
+#define MERGE_GROUPS 8
+
+/* A rank's application stack: its first thread with frames that is not the
+ * agent's own (the main thread, as threads are listed). */
+static const struct fr_thread *app_thread(const struct fr_trace *t)
+{
+	for (size_t i = 0; t && i < t->nthreads; i++)
+		if (!t->threads[i].current && t->threads[i].nframes)
+			return &t->threads[i];
+	return NULL;
+}
+
+/*
+ * Where a stack is compared from: the outermost call into the communication
+ * library (MPI_Allreduce, ncclAllReduce) when there is one. Below it, ranks
+ * waiting in the same collective differ only in which progress function
+ * they were caught in.
+ */
+static bool is_api_frame(const char *name)
+{
+	return name && (strncmp(name, "MPI_", 4) == 0 || strncmp(name, "PMPI_", 5) == 0 ||
+			strncmp(name, "nccl", 4) == 0 || strncmp(name, "pnccl", 5) == 0);
+}
+
+struct stack_ref {
+	uint64_t hash;
+	uint32_t rank;
+	const struct fr_frame *frames; /* from the first frame compared */
+	size_t n;                      /* frames compared */
+	size_t total;                  /* frames from `frames` to the outermost */
+};
+
+static struct stack_ref stack_ref_of(uint32_t rank, const struct fr_thread *th)
+{
+	struct stack_ref ref = { FR_FNV_INIT, rank, th->frames, 0, th->nframes };
+	size_t start = 0;
+
+	for (size_t i = 0; i < th->nframes; i++)
+		if (is_api_frame(th->frames[i].name))
+			start = i;
+	ref.frames = th->frames + start;
+	ref.total = th->nframes - start;
+	ref.n = ref.total < MERGE_FRAMES ? ref.total : MERGE_FRAMES;
+	for (size_t i = 0; i < ref.n; i++) {
+		const char *name = ref.frames[i].name ? ref.frames[i].name : "";
+
+		ref.hash = fr_fnv1a(ref.hash, name, strlen(name) + 1);
+	}
+	return ref;
+}
+
+static bool same_stack(const struct stack_ref *a, const struct stack_ref *b)
+{
+	if (a->n != b->n)
+		return false;
+	for (size_t i = 0; i < a->n; i++) {
+		const char *x = a->frames[i].name, *y = b->frames[i].name;
+
+		if (x != y && (!x || !y || strcmp(x, y) != 0))
+			return false;
+	}
+	return true;
+}
+
+static int cmp_stack_ref(const void *a, const void *b)
+{
+	const struct stack_ref *x = a, *y = b;
+
+	if (x->hash != y->hash)
+		return x->hash < y->hash ? -1 : 1;
+	return x->rank < y->rank ? -1 : x->rank > y->rank;
+}
+
+struct stack_group {
+	size_t first, n; /* a run of refs */
+};
+
+static int cmp_group(const void *a, const void *b)
+{
+	const struct stack_group *x = a, *y = b;
+
+	return x->n != y->n ? (x->n > y->n ? -1 : 1) : (x->first > y->first) - (x->first < y->first);
+}
+
+/*
+ * Ranks grouped by identical application stack (function names, innermost
+ * first), largest group first, as STAT does: at 1024 ranks, "1023 ranks:
+ * PMPI_Allreduce <- train_step <- main" and the odd one out.
+ */
+static void print_merged_stacks(FILE *out, const struct fr_trace *const *idx, uint32_t world)
+{
+	struct stack_ref *refs = malloc((world ? world : 1) * sizeof(*refs));
+	struct stack_group *groups = malloc((world ? world : 1) * sizeof(*groups));
+	uint32_t *ranks = malloc((world ? world : 1) * sizeof(*ranks));
+	size_t n = 0, ng = 0;
+	char rt[256];
+
+	if (!refs || !groups || !ranks)
+		goto out_free;
+	for (uint32_t r = 0; r < world; r++) {
+		const struct fr_thread *th = idx[r] ? app_thread(idx[r]) : NULL;
+
+		if (th)
+			refs[n++] = stack_ref_of(r, th);
+	}
+	if (n < 2)
+		goto out_free;
+	qsort(refs, n, sizeof(*refs), cmp_stack_ref);
+	/* Equal hashes are adjacent; within them, split on a real difference. */
+	for (size_t i = 0; i < n;) {
+		size_t j = i + 1;
+
+		while (j < n && refs[j].hash == refs[i].hash && same_stack(&refs[j], &refs[i]))
+			j++;
+		groups[ng++] = (struct stack_group){ i, j - i };
+		i = j;
+	}
+	qsort(groups, ng, sizeof(*groups), cmp_group);
+	fprintf(out, "\nStacks (%zu ranks, %zu distinct):\n", n, ng);
+	for (size_t g = 0; g < ng && g < MERGE_GROUPS; g++) {
+		const struct stack_ref *ref = &refs[groups[g].first];
+
+		for (size_t k = 0; k < groups[g].n; k++)
+			ranks[k] = refs[groups[g].first + k].rank;
+		fprintf(out, "  %zu %s (%s):", groups[g].n, groups[g].n == 1 ? "rank" : "ranks",
+			ranks_text(rt, sizeof(rt), ranks, groups[g].n));
+		for (size_t i = 0; i < ref->total && i < MERGE_SHOWN; i++)
+			fprintf(out, "%s%s", i ? " <- " : " ",
+				ref->frames[i].name ? ref->frames[i].name : "??");
+		fprintf(out, "%s\n", ref->total > MERGE_SHOWN ? " <- ..." : "");
+	}
+	if (ng > MERGE_GROUPS)
+		fprintf(out, "  ... and %zu more distinct stacks\n", ng - MERGE_GROUPS);
+out_free:
+	free(refs);
+	free(groups);
+	free(ranks);
+}
+
 void fr_verdict_print(FILE *out, const struct fr_verdict *v,
 		      const struct fr_trace *const *traces, size_t ntraces)
 {
@@ -2669,6 +2813,8 @@ void fr_verdict_print(FILE *out, const struct fr_verdict *v,
 		fprintf(out, "\n... and %zu more culprits (same reason): %s %s\n", n,
 			n == 1 ? "rank" : "ranks", ranks_text(rt, sizeof(rt), r, n));
 	}
+	if (idx)
+		print_merged_stacks(out, idx, v->world_size);
 	free(r);
 	free(idx);
 }

@@ -70,6 +70,10 @@ expect '.culprits[0].last_completed.seq == 8'
 head -n 1 "$T/report.txt" | grep -q "rank 2 .*never entered all_reduce #9" ||
 	fail "summary: $(head -n 1 "$T/report.txt")"
 grep -q "load_batch (data.py:88)" "$T/report.txt" || fail "no Python frames: $(cat "$T/report.txt")"
+# Ranks merged by identical stack: the odd one out stands alone.
+grep -q "^  3 ranks (0-1,3): all_reduce (distributed_c10d.py:2806) <- train_step" "$T/report.txt" &&
+	grep -q "^  1 rank (2): load_batch (data.py:88) <- train_step (train.py:190)" "$T/report.txt" ||
+	fail "stacks not merged: $(cat "$T/report.txt")"
 
 # The evil pickle: refused with its name and offset, left out, never run.
 analyze "$T/evil"

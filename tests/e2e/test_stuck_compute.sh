@@ -33,6 +33,11 @@ jq -e '[.threads[].frames[].name] | index("stuck_in_compute")' "$INCIDENT/rank-3
 head -n 1 "$T/report.txt" | grep -q 'rank 3 .*never entered all_reduce #5 on world' ||
 	fail "text report's first line: $(head -n 1 "$T/report.txt")"
 grep -q stuck_in_compute "$T/report.txt" || fail "text report lacks the culprit's stack"
+# Stacks merged across ranks: rank 3 alone in its computation, the five
+# others together in the collective.
+grep -qE '^  5 ranks \(0-2,4-5\): .*Allreduce' "$T/report.txt" &&
+	grep -qE '^  1 rank \(3\): .*stuck_in_compute' "$T/report.txt" ||
+	fail "stacks not merged: $(sed -n '/^Stacks/,$p' "$T/report.txt")"
 
 # One incident per hang, even though the job stays stuck.
 wait_for 3 sh -c "[ \$(ls -d '$T/incidents/$JOB'/*/ | wc -l) -gt 1 ]" &&
