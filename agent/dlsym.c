@@ -41,6 +41,14 @@
 #define BASE_VERSION "GLIBC_2.17"
 #endif
 
+/* How each architecture's stub ends: its sizes, and its two versions. */
+#define STUB_END                                                  \
+	"	.cfi_endproc\n"                                       \
+	"	.size	fr_dlsym_stub, .-fr_dlsym_stub\n"             \
+	"	.size	fr_dlsym_stub_base, .-fr_dlsym_stub_base\n"   \
+	"	.symver	fr_dlsym_stub, dlsym@@GLIBC_2.34\n"           \
+	"	.symver	fr_dlsym_stub_base, dlsym@" BASE_VERSION "\n"
+
 /* A sanitizer's runtime finds the functions it intercepts with
  * dlsym(RTLD_NEXT, ...), possibly while it is still setting itself up:
  * no instrumentation in the code that every lookup runs. */
@@ -162,11 +170,7 @@ __asm__("	.text\n"
 	"	jmp	*%rdx\n"
 	"1:\n"
 	"	ret\n"
-	"	.cfi_endproc\n"
-	"	.size	fr_dlsym_stub, .-fr_dlsym_stub\n"
-	"	.size	fr_dlsym_stub_base, .-fr_dlsym_stub_base\n"
-	"	.symver	fr_dlsym_stub, dlsym@@GLIBC_2.34\n"
-	"	.symver	fr_dlsym_stub_base, dlsym@" BASE_VERSION "\n");
+	STUB_END);
 
 #else /* __aarch64__ */
 
@@ -212,11 +216,7 @@ __asm__("	.text\n"
 	"1:\n"
 	"	mov	x0, x17\n"
 	"	ret\n"
-	"	.cfi_endproc\n"
-	"	.size	fr_dlsym_stub, .-fr_dlsym_stub\n"
-	"	.size	fr_dlsym_stub_base, .-fr_dlsym_stub_base\n"
-	"	.symver	fr_dlsym_stub, dlsym@@GLIBC_2.34\n"
-	"	.symver	fr_dlsym_stub_base, dlsym@" BASE_VERSION "\n");
+	STUB_END);
 
 #endif
 

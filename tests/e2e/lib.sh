@@ -165,6 +165,22 @@ analyze() {
 	RC=$?
 }
 
+# The NCCL "skip" scenario's run and verdict (4 ranks; rank 2 never enqueues
+# all_reduce #5), whichever way the program reaches NCCL: NCCL_HANG may
+# name another build of the program.
+run_nccl_skip() {
+	start_daemon --timeout 2 --heartbeat-timeout 10
+	start_nccl_job 4 --scenario skip --culprit 2 --at 5
+	wait_incident 40
+	analyze "$INCIDENT"
+	[ "$RC" -eq 1 ] || fail "fr-analyze exit $RC, want 1: $(cat "$T/analyze.err")"
+	expect '.verdict == "hang"'
+	expect '[.culprits[].rank] == [2] and .culprits[0].reason == "not_entered"'
+	expect '.op.type == "all_reduce" and .op.seq == 5 and (.op.comm | startswith("nccl-"))'
+	expect '.op.comm_ranks == [0,1,2,3] and .op.comm_size == 4'
+	expect '.waiting_ranks == [0,1,3]'
+}
+
 # expect 'jq expression' [file]: the expression must be true.
 expect() {
 	local file=${2:-$T/verdict.json}

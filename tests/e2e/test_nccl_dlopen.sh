@@ -27,17 +27,7 @@ grep -q '^ncclGetVersion in a library opened with RTLD_LOCAL is answered by .*/l
 	fail "the hooks were not in the way of a library opened with RTLD_LOCAL: $(cat "$T/probe.log")"
 [ "$(grep -c '^ok ' "$T/probe.log")" -eq 7 ] || fail "dlsym_probe: $(cat "$T/probe.log")"
 
-start_daemon --timeout 2 --heartbeat-timeout 10
-start_nccl_job 4 --scenario skip --culprit 2 --at 5
-wait_incident 40
-
-analyze "$INCIDENT"
-[ "$RC" -eq 1 ] || fail "fr-analyze exit $RC, want 1: $(cat "$T/analyze.err")"
-expect '.verdict == "hang"'
-expect '[.culprits[].rank] == [2] and .culprits[0].reason == "not_entered"'
-expect '.op.type == "all_reduce" and .op.seq == 5 and (.op.comm | startswith("nccl-"))'
-expect '.op.comm_ranks == [0,1,2,3] and .op.comm_size == 4'
-expect '.waiting_ranks == [0,1,3]'
+run_nccl_skip
 # The agent's own call (ncclGetVersion, at the first communicator) went to
 # the NCCL bound from the handle too.
 expect '.comm_lib_version == "NCCL 2.28.9"' "$INCIDENT/rank-0.json"
