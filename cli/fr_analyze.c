@@ -23,6 +23,7 @@
 
 #include "../dumps/correlate.h"
 #include "../dumps/dump.h"
+#include "../dumps/pickle.h"
 #include "../dumps/pytorch.h"
 #include "../include/flightrec.h"
 
@@ -211,10 +212,16 @@ static int read_sniffed_json(struct dump_file *f, int fd, const struct stat *st)
 static int read_sniffed_pytorch(struct dump_file *f, int fd, const struct stat *st)
 {
 	size_t len = (size_t)st->st_size, got = 0;
-	char *buf = malloc(len ? len : 1);
+	unsigned char head[2];
 	uint32_t rank;
+	char *buf;
 	int rc;
 
+	/* Look before reading it all: a core file may end with a number too. */
+	if (pread(fd, head, sizeof(head), 0) != (ssize_t)sizeof(head) ||
+	    (!fr_pickle_sniff(head, sizeof(head)) && head[0] != '{'))
+		return 1;
+	buf = malloc(len);
 	if (!buf)
 		return -ENOMEM;
 	while (got < len) {
