@@ -39,11 +39,17 @@ static __thread int depth __attribute__((tls_model("initial-exec")));
 
 /* Operations of the open group of this thread, launched at its end. */
 #define MAX_GROUPED 512
+/* What the agent knows of an operation's launch, from before the call to
+ * after it (or, in a group, to ncclGroupEnd). */
+struct launch {
+	cudaStream_t stream;
+	bool captured;         /* the stream was being captured into a graph */
+	struct fr_gpu_op *gpu; /* its events, from just before the launch */
+};
+
 struct grouped {
 	struct fr_ticket t;
-	cudaStream_t stream;
-	bool captured;
-	struct fr_gpu_op *gpu; /* its events, from just before the launch */
+	struct launch l;
 };
 static __thread int group_depth __attribute__((tls_model("initial-exec")));
 static __thread int ngrouped __attribute__((tls_model("initial-exec")));
@@ -157,20 +163,18 @@ static const struct nccl_impl *bind(void *handle)
 }
 
 /*
- * The table; if none is bound yet, binds the global scope's NCCL, else the
- * one that the object at address `caller` (a hook's return address) sees.
- * A library dlopened with RTLD_LOCAL that links NCCL reaches the hooks
- * through the global scope, while its NCCL is in its own local scope
- * only. NULL while no NCCL with function `i` is found.
+ * Binds the global scope's NCCL, else the one that the object at address
+ * `caller` (a hook's return address) sees: a library dlopened with
+ * RTLD_LOCAL that links NCCL reaches the hooks through the global scope,
+ * while its NCCL is in its own local scope only. NULL while no NCCL with
+ * function `i` is found.
  */
-static const struct nccl_impl *impl_get(int i, const void *caller)
+static __attribute__((noinline)) const struct nccl_impl *impl_find(int i, const void *caller)
 {
-	const struct nccl_impl *t = __atomic_load_n(&impl, __ATOMIC_ACQUIRE);
+	const struct nccl_impl *t = NULL;
 	Dl_info info;
 	void *h;
 
-	if (t)
-		return t;
 	if (lookup(RTLD_DEFAULT, i))
 		return bind(RTLD_DEFAULT);
 	if (caller && dladdr(caller, &info) && info.dli_fname && info.dli_fname[0] &&
@@ -181,6 +185,14 @@ static const struct nccl_impl *impl_get(int i, const void *caller)
 	}
 	(void)dlerror();
 	return t;
+}
+
+/* The table, once bound: one load on the hot path. */
+static inline const struct nccl_impl *impl_get(int i, const void *caller)
+{
+	const struct nccl_impl *t = __atomic_load_n(&impl, __ATOMIC_ACQUIRE);
+
+	return t ? t : impl_find(i, caller);
 }
 
 #define REAL(name)                                                                  \
@@ -334,70 +346,65 @@ static struct fr_comm_rec *comm_of(ncclComm_t comm)
 /* ---- recording ---- */
 
 /*
- * Before the call: records the operation. An operation enqueued on
- * `stream` (`gpu` not NULL) also gets, outside a group, the event the
- * device reaches when it can begin (`*gpu`; inside a group that waits for
- * the launch at ncclGroupEnd). Host-side calls pass `gpu` NULL.
+ * Before the call: records the operation. One enqueued on the stream of
+ * `l` (host-side calls pass `l` NULL) is checked for graph capture and,
+ * outside a group, gets the event the device reaches when it can begin
+ * (inside a group that waits for the launch at ncclGroupEnd).
  */
 static struct fr_comm_rec *begin(struct fr_ticket *t, ncclComm_t comm, enum fr_op_type type,
 				 unsigned flags, int peer, size_t count, ncclDataType_t dt,
-				 int redop, cudaStream_t stream, struct fr_gpu_op **gpu)
+				 int redop, struct launch *l)
 {
 	struct fr_comm_rec *c;
 	uint32_t size = 0;
-	bool captured = false;
 	uint8_t d;
 
-	if (gpu)
-		*gpu = NULL;
 	if (!fr_is_active() || depth || !(c = comm_of(comm)))
 		return NULL;
 	depth++;
 	d = dtype_of(dt, &size);
-	if (gpu) {
-		captured = fr_gpu_capturing(stream);
-		flags |= FR_REC_GPU | (captured ? FR_REC_CAPTURED : 0);
+	if (l) {
+		l->captured = fr_gpu_capturing(l->stream);
+		flags |= FR_REC_GPU | (l->captured ? FR_REC_CAPTURED : 0);
 	}
 	fr_op_enter(t, c, type, flags, peer, (uint64_t)count, d, size,
 		    redop < 0 ? 0 : redop_of((ncclRedOp_t)redop));
-	if (gpu && !captured && group_depth == 0)
-		*gpu = fr_gpu_begin(stream);
+	if (l && !l->captured && group_depth == 0)
+		l->gpu = fr_gpu_begin(l->stream);
 	return c;
 }
 
 /* After the call: follow the operation to its completion on the GPU, or,
  * inside a group, once the group is launched. */
 static void end(struct fr_comm_rec *c, const struct fr_ticket *t, ncclResult_t rc,
-		cudaStream_t stream, struct fr_gpu_op *gpu)
+		const struct launch *l)
 {
 	if (!c)
 		return;
 	depth--;
 	if (rc != ncclSuccess && rc != ncclInProgress) {
-		fr_gpu_cancel(gpu);
+		fr_gpu_cancel(l->gpu);
 		fr_op_complete(t); /* nothing was enqueued */
 		return;
 	}
 	if (group_depth > 0 && grouped && ngrouped < MAX_GROUPED) {
-		grouped[ngrouped] = (struct grouped){ *t, stream, fr_gpu_capturing(stream), NULL };
-		ngrouped++;
+		grouped[ngrouped++] = (struct grouped){ *t, *l };
 		return;
 	}
 	if (group_depth > 0) {
 		fr_op_complete(t); /* a group too large (or no memory) to follow */
 		return;
 	}
-	fr_gpu_track(gpu, t, stream);
+	fr_gpu_track(l->gpu, t, l->stream);
 }
 
 #define COLL(name, type, flags, peer, count, dt, op, args, stream)                  \
 	do {                                                                        \
 		struct fr_ticket t;                                                 \
-		struct fr_gpu_op *gpu;                                              \
-		struct fr_comm_rec *c = begin(&t, comm, type, flags, peer, count, dt, op, \
-					      stream, &gpu);                        \
+		struct launch l = { stream, false, NULL };                          \
+		struct fr_comm_rec *c = begin(&t, comm, type, flags, peer, count, dt, op, &l); \
 		ncclResult_t rc = FORWARD(name, args);                              \
-		end(c, &t, rc, stream, gpu);                                        \
+		end(c, &t, rc, &l);                                                 \
 		return rc;                                                          \
 	} while (0)
 
@@ -487,7 +494,7 @@ HOOK ncclResult_t ncclCommSplit(ncclComm_t comm, int color, int key, ncclComm_t 
 				ncclConfig_t *config)
 {
 	struct fr_ticket t;
-	struct fr_comm_rec *c = begin(&t, comm, FR_OP_COMM_SPLIT, 0, -1, 0, ncclInt8, -1, NULL, NULL);
+	struct fr_comm_rec *c = begin(&t, comm, FR_OP_COMM_SPLIT, 0, -1, 0, ncclInt8, -1, NULL);
 	ncclResult_t rc = FORWARD(CommSplit, (comm, color, key, newcomm, config));
 
 	if (c) {
@@ -503,7 +510,7 @@ HOOK ncclResult_t ncclCommShrink(ncclComm_t comm, int *exclude, int nexclude,
 				 ncclComm_t *newcomm, ncclConfig_t *config, int flags)
 {
 	struct fr_ticket t;
-	struct fr_comm_rec *c = begin(&t, comm, FR_OP_COMM_SPLIT, 0, -1, 0, ncclInt8, -1, NULL, NULL);
+	struct fr_comm_rec *c = begin(&t, comm, FR_OP_COMM_SPLIT, 0, -1, 0, ncclInt8, -1, NULL);
 	ncclResult_t rc = FORWARD(CommShrink, (comm, exclude, nexclude, newcomm, config, flags));
 
 	if (c) {
@@ -659,8 +666,8 @@ HOOK ncclResult_t ncclGroupEnd(void)
 	/* The outermost end launches the group: each operation's start event
 	 * goes on its stream first. */
 	for (int i = 0; outermost && i < ngrouped; i++)
-		if (!grouped[i].captured)
-			grouped[i].gpu = fr_gpu_begin(grouped[i].stream);
+		if (!grouped[i].l.captured)
+			grouped[i].l.gpu = fr_gpu_begin(grouped[i].l.stream);
 	rc = FORWARD(GroupEnd, ());
 	if (depth || group_depth == 0)
 		return rc;
@@ -669,9 +676,9 @@ HOOK ncclResult_t ncclGroupEnd(void)
 	/* The group is launched now (or, ncclInProgress, being launched). */
 	for (int i = 0; i < ngrouped; i++) {
 		if (rc == ncclSuccess || rc == ncclInProgress) {
-			fr_gpu_track(grouped[i].gpu, &grouped[i].t, grouped[i].stream);
+			fr_gpu_track(grouped[i].l.gpu, &grouped[i].t, grouped[i].l.stream);
 		} else {
-			fr_gpu_cancel(grouped[i].gpu);
+			fr_gpu_cancel(grouped[i].l.gpu);
 			fr_op_complete(&grouped[i].t);
 		}
 	}
