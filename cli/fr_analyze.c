@@ -146,6 +146,8 @@ enum file_kind { FILE_DUMP, FILE_SNIFF_JSON, FILE_SNIFF_PYTORCH };
 struct dump_file {
 	char *path;            /* owned */
 	enum file_kind kind;
+	bool named_rank;       /* the name ends with a rank (PyTorch's naming) */
+	uint32_t rank;         /* that rank */
 	int rc;                /* 0 read, 1 not a dump, else a negative errno */
 	struct fr_trace *t;    /* owned once read */
 	char err[512];
@@ -169,16 +171,6 @@ static uint64_t mtime_ns(const struct stat *st)
 	return (uint64_t)st->st_mtim.tv_sec * 1000000000u + (uint64_t)st->st_mtim.tv_nsec;
 }
 
-/* The global rank a PyTorch dump's name ends with; an error otherwise. */
-static int pytorch_rank(struct dump_file *f, uint32_t *rank)
-{
-	if (fr_pytorch_rank_from_name(f->path, rank))
-		return 0;
-	snprintf(f->err, sizeof(f->err), "%s: a PyTorch Flight Recorder dump, but its name does "
-		 "not end with the rank it belongs to", f->path);
-	return -EPROTO;
-}
-
 /*
  * Reads a *.json file not named rank-*.json into f->t when it is a dump:
  * only its content says so, our "format" or PyTorch's dump shape. Anything
@@ -191,18 +183,22 @@ static int read_sniffed_json(struct dump_file *f, int fd, const struct stat *st)
 	json_error_t je;
 	const json_t *format;
 	json_t *root;
-	uint32_t rank;
 	int rc = 1;
 
 	root = json_loadfd(fd, JSON_REJECT_DUPLICATES, &je);
 	if (!root)
 		return json_error_code(&je) == json_error_out_of_memory ? -ENOMEM : 1;
 	format = json_object_get(root, "format");
-	if (json_is_string(format) && strcmp(json_string_value(format), FR_DUMP_FORMAT) == 0)
+	if (json_is_string(format) && strcmp(json_string_value(format), FR_DUMP_FORMAT) == 0) {
 		rc = fr_dump_from_json(root, f->path, f->t, f->err, sizeof(f->err));
-	else if (fr_pytorch_is_dump(root) && (rc = pytorch_rank(f, &rank)) == 0)
-		rc = fr_pytorch_from_json(root, f->path, rank, mtime_ns(st), f->t, f->err,
+	} else if (fr_pytorch_is_dump(root) && f->named_rank) {
+		rc = fr_pytorch_from_json(root, f->path, f->rank, mtime_ns(st), f->t, f->err,
 					  sizeof(f->err));
+	} else if (fr_pytorch_is_dump(root)) {
+		snprintf(f->err, sizeof(f->err), "%s: a PyTorch Flight Recorder dump, but its "
+			 "name does not end with the rank it belongs to", f->path);
+		rc = -EPROTO;
+	}
 	json_decref(root);
 	return rc;
 }
@@ -211,33 +207,20 @@ static int read_sniffed_json(struct dump_file *f, int fd, const struct stat *st)
  * JSON; anything else is passed over (1). */
 static int read_sniffed_pytorch(struct dump_file *f, int fd, const struct stat *st)
 {
-	size_t len = (size_t)st->st_size, got = 0;
 	unsigned char head[2];
-	uint32_t rank;
 	char *buf;
+	size_t len;
 	int rc;
 
 	/* Look before reading it all: a core file may end with a number too. */
 	if (pread(fd, head, sizeof(head), 0) != (ssize_t)sizeof(head) ||
 	    (!fr_pickle_sniff(head, sizeof(head)) && head[0] != '{'))
 		return 1;
-	buf = malloc(len);
-	if (!buf)
-		return -ENOMEM;
-	while (got < len) {
-		ssize_t n = read(fd, buf + got, len - got);
-
-		if (n <= 0) {
-			if (n < 0 && errno == EINTR)
-				continue;
-			free(buf);
-			return 1;
-		}
-		got += (size_t)n;
-	}
-	if (!(rc = pytorch_rank(f, &rank)))
-		rc = fr_pytorch_parse(buf, len, f->path, rank, mtime_ns(st), f->t, f->err,
-				      sizeof(f->err));
+	rc = fr_read_fd(fd, f->path, &buf, &len, f->err, sizeof(f->err));
+	if (rc)
+		return rc == -ENOMEM ? rc : 1;
+	rc = fr_pytorch_parse(buf, len, f->path, f->rank, mtime_ns(st), f->t, f->err,
+			      sizeof(f->err));
 	free(buf);
 	return rc;
 }
@@ -338,13 +321,13 @@ static int read_dir(const char *dir, struct evidence *ev)
 	}
 	for (int i = 0; i < n; i++) {
 		const char *name = names[i]->d_name;
+		bool json = fnmatch("*.json", name, 0) == 0;
+		struct dump_file *f = &files[nfiles];
 		struct stat st;
 		char *path;
 
-		uint32_t rank;
-
-		if (name[0] == '.' || (fnmatch("*.json", name, 0) != 0 &&
-				       !fr_pytorch_rank_from_name(name, &rank)))
+		f->named_rank = fr_pytorch_rank_from_name(name, &f->rank);
+		if (name[0] == '.' || (!json && !f->named_rank))
 			continue;
 		path = join(dir, name);
 		if (!path) {
@@ -374,10 +357,9 @@ static int read_dir(const char *dir, struct evidence *ev)
 					err[0] ? err : path);
 			}
 		} else {
-			files[nfiles].path = path;
-			files[nfiles].kind = fnmatch("rank-*.json", name, 0) == 0 ? FILE_DUMP :
-					     fnmatch("*.json", name, 0) == 0 ? FILE_SNIFF_JSON :
-					     FILE_SNIFF_PYTORCH;
+			f->path = path;
+			f->kind = fnmatch("rank-*.json", name, 0) == 0 ? FILE_DUMP :
+				  json ? FILE_SNIFF_JSON : FILE_SNIFF_PYTORCH;
 			nfiles++;
 			continue;
 		}

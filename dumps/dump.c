@@ -1244,38 +1244,19 @@ int fr_dump_parse(const char *buf, size_t len, const char *name, struct fr_trace
 }
 
 /* Reads a whole file into a new buffer (the caller frees). */
-static int slurp(const struct rd *rd, const char *path_, char **out, size_t *len)
+/* Reads what is left of open file `fd` into a new buffer (*out, *len);
+ * `size_hint` is its size as fstat saw it. Closes nothing. */
+static int read_fd(const struct rd *rd, int fd, size_t size_hint, char **out, size_t *len)
 {
-	struct stat st;
 	size_t cap, n = 0;
 	char *buf;
-	int fd, rc;
+	int rc;
 
-	*out = NULL;
-	*len = 0;
-	fd = open(path_, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return fail(rd, -errno, "cannot open: %s", strerror(errno));
-	if (fstat(fd, &st) < 0) {
-		rc = fail(rd, -errno, "cannot stat: %s", strerror(errno));
-		goto out_close;
-	}
-	if (S_ISDIR(st.st_mode)) {
-		rc = fail(rd, -EISDIR, "is a directory");
-		goto out_close;
-	}
-	if ((uint64_t)st.st_size > DUMP_FILE_MAX) {
-		rc = fail(rd, -EFBIG, "%lld bytes, more than the limit of %llu",
-			  (long long)st.st_size, DUMP_FILE_MAX);
-		goto out_close;
-	}
 	/* The size is only a hint: pipes report 0 and files can grow. */
-	cap = (size_t)st.st_size + 1;
+	cap = size_hint + 1;
 	buf = malloc(cap);
-	if (!buf) {
-		rc = fail_nomem(rd);
-		goto out_close;
-	}
+	if (!buf)
+		return fail_nomem(rd);
 	for (;;) {
 		ssize_t r;
 
@@ -1311,14 +1292,49 @@ static int slurp(const struct rd *rd, const char *path_, char **out, size_t *len
 		rc = fail(rd, -EFBIG, "more than the limit of %llu bytes", DUMP_FILE_MAX);
 		goto out_free;
 	}
-	close(fd);
 	*out = buf;
 	*len = n;
 	return 0;
 
 out_free:
 	free(buf);
-out_close:
+	return rc;
+}
+
+int fr_read_fd(int fd, const char *name, char **out, size_t *len, char *err, size_t errlen)
+{
+	struct rd rd = { name ? name : "file", err, errlen };
+	struct stat st;
+
+	*out = NULL;
+	*len = 0;
+	if (err && errlen)
+		err[0] = '\0';
+	if (fstat(fd, &st) < 0)
+		return fail(&rd, -errno, "cannot stat: %s", strerror(errno));
+	return read_fd(&rd, fd, S_ISREG(st.st_mode) ? (size_t)st.st_size : 0, out, len);
+}
+
+static int slurp(const struct rd *rd, const char *path_, char **out, size_t *len)
+{
+	struct stat st;
+	int fd, rc;
+
+	*out = NULL;
+	*len = 0;
+	fd = open(path_, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return fail(rd, -errno, "cannot open: %s", strerror(errno));
+	if (fstat(fd, &st) < 0) {
+		rc = fail(rd, -errno, "cannot stat: %s", strerror(errno));
+	} else if (S_ISDIR(st.st_mode)) {
+		rc = fail(rd, -EISDIR, "is a directory");
+	} else if ((uint64_t)st.st_size > DUMP_FILE_MAX) {
+		rc = fail(rd, -EFBIG, "%lld bytes, more than the limit of %llu",
+			  (long long)st.st_size, DUMP_FILE_MAX);
+	} else {
+		rc = read_fd(rd, fd, (size_t)st.st_size, out, len);
+	}
 	close(fd);
 	return rc;
 }

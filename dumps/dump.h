@@ -54,6 +54,13 @@ int fr_dump_parse(const char *buf, size_t len, const char *name, struct fr_trace
 int fr_dump_read_file(const char *path, struct fr_trace *t, char *err, size_t errlen);
 
 /*
+ * Reads what is left of the open file `fd` (at most the dump size limit,
+ * 1 GiB) into a new buffer at *out, its length at *len. Returns 0, or a
+ * negative errno with `err` naming `name` and what went wrong.
+ */
+int fr_read_fd(int fd, const char *name, char **out, size_t *len, char *err, size_t errlen);
+
+/*
  * Writes `len` bytes to `path` atomically: a temporary file in the same
  * directory, fsync, rename, fsync of the directory. Returns 0 or -errno; on
  * failure no file is left at `path` or at the temporary name.
