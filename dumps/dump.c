@@ -960,6 +960,14 @@ out_bad_string:
 		    json_string_value(v));
 }
 
+int fr_dump_read_members(const json_t *v, const char *name, uint32_t **out, size_t *n,
+			 char *err, size_t errlen)
+{
+	struct rd rd = { name ? name : "ranks", err, errlen };
+
+	return read_members(&rd, v, "ranks", out, n);
+}
+
 static int read_comm(const struct rd *rd, const json_t *pc, const char *at,
 		     const struct fr_trace *t, struct fr_comm *c)
 {

@@ -54,6 +54,15 @@ int fr_dump_parse(const char *buf, size_t len, const char *name, struct fr_trace
 int fr_dump_read_file(const char *path, struct fr_trace *t, char *err, size_t errlen);
 
 /*
+ * A pg_config "ranks" value, an array or PyTorch's string "[0, 1]", as a
+ * newly allocated array of global ranks (FR_RANK_UNKNOWN for -1) at *out,
+ * *n of them. Returns 0, or -EPROTO/-ENOMEM with `err` naming `name` (the
+ * document) and what is wrong.
+ */
+int fr_dump_read_members(const json_t *v, const char *name, uint32_t **out, size_t *n,
+			 char *err, size_t errlen);
+
+/*
  * Reads what is left of the open file `fd` (at most the dump size limit,
  * 1 GiB) into a new buffer at *out, its length at *len. Returns 0, or a
  * negative errno with `err` naming `name` and what went wrong.

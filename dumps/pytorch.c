@@ -11,6 +11,7 @@
 #include <inttypes.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "dump.h"
@@ -64,40 +65,9 @@ bool fr_pytorch_is_dump(const json_t *root)
 	       json_is_array(json_object_get(root, "entries"));
 }
 
-/* The highest rank a pg_config "ranks" names: an array, or PyTorch's
- * string form "[0, 1]". */
-static uint64_t highest_rank(const json_t *ranks)
-{
-	uint64_t top = 0;
-	const json_t *r;
-	size_t i;
-
-	if (json_is_array(ranks)) {
-		json_array_foreach(ranks, i, r)
-			if (json_is_integer(r) && json_integer_value(r) >= 0 &&
-			    (uint64_t)json_integer_value(r) > top)
-				top = (uint64_t)json_integer_value(r);
-	} else if (json_is_string(ranks)) {
-		const char *s = json_string_value(ranks);
-
-		while (*s) {
-			uint64_t v = 0;
-
-			if (!isdigit((unsigned char)*s)) {
-				s++;
-				continue;
-			}
-			while (isdigit((unsigned char)*s) && v < UINT32_MAX)
-				v = v * 10 + (uint64_t)(*s++ - '0');
-			if (v > top)
-				top = v;
-		}
-	}
-	return top;
-}
-
 /* The job's size as this rank knows it: one past the highest rank any of
- * its process groups names (the default group names them all). */
+ * its process groups names (the default group names them all). A group
+ * whose ranks do not read is left to the dump reader to report. */
 static uint64_t world_of(const json_t *config, uint32_t rank)
 {
 	uint64_t world = (uint64_t)rank + 1;
@@ -105,10 +75,15 @@ static uint64_t world_of(const json_t *config, uint32_t rank)
 	json_t *pc;
 
 	json_object_foreach((json_t *)config, id, pc) {
-		uint64_t top = highest_rank(json_object_get(pc, "ranks"));
+		uint32_t *members;
+		size_t n;
 
-		if (top + 1 > world)
-			world = top + 1;
+		if (fr_dump_read_members(json_object_get(pc, "ranks"), id, &members, &n, NULL, 0))
+			continue;
+		for (size_t i = 0; i < n; i++)
+			if (members[i] != FR_RANK_UNKNOWN && (uint64_t)members[i] + 1 > world)
+				world = (uint64_t)members[i] + 1;
+		free(members);
 	}
 	return world;
 }
@@ -175,7 +150,7 @@ static json_t *frame_json(const json_t *f)
  */
 static json_t *threads_json(const json_t *entries)
 {
-	const json_t *pick = NULL, *e, *frames, *f;
+	const json_t *latest = NULL, *open = NULL, *pick, *e, *frames, *f;
 	json_t *thread, *out, *list;
 	const char *tname;
 	size_t i;
@@ -185,11 +160,11 @@ static json_t *threads_json(const json_t *entries)
 
 		if (!json_is_array(json_object_get(e, "frames")))
 			continue;
-		if (!pick || !st || strcmp(st, "completed") != 0 ||
-		    !json_string_value(json_object_get(pick, "state")) ||
-		    strcmp(json_string_value(json_object_get(pick, "state")), "completed") == 0)
-			pick = e;
+		latest = e;
+		if (!st || strcmp(st, "completed") != 0)
+			open = e;
 	}
+	pick = open ? open : latest;
 	out = json_array();
 	if (!out || !pick)
 		return out;
