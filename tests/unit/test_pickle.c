@@ -22,38 +22,7 @@
 #include <cmocka.h>
 
 #include "pickle.h"
-
-static const char *data_dir(void)
-{
-	const char *d = getenv("FR_TEST_DATA");
-
-	return d && *d ? d : "tests/data";
-}
-
-/* Reads tests/data/pytorch/<name> into a new buffer (caller frees). */
-static unsigned char *read_data(const char *name, size_t *len)
-{
-	unsigned char *buf;
-	char *path;
-	FILE *f;
-	long n;
-
-	assert_true(asprintf(&path, "%s/pytorch/%s", data_dir(), name) > 0);
-	f = fopen(path, "rb");
-	if (!f)
-		fail_msg("cannot open %s", path);
-	assert_int_equal(fseek(f, 0, SEEK_END), 0);
-	n = ftell(f);
-	assert_true(n >= 0);
-	rewind(f);
-	buf = malloc(n ? n : 1);
-	assert_non_null(buf);
-	assert_int_equal(fread(buf, 1, n, f), (size_t)n);
-	fclose(f);
-	free(path);
-	*len = n;
-	return buf;
-}
+#include "pytorch_data.h"
 
 static json_t *read_json(const char *name)
 {
@@ -61,7 +30,7 @@ static json_t *read_json(const char *name)
 	json_t *j;
 	char *path;
 
-	assert_true(asprintf(&path, "%s/pytorch/%s", data_dir(), name) > 0);
+	assert_true(asprintf(&path, "%s/pytorch/%s", pytorch_data_dir(), name) > 0);
 	/* The cases hold strings with NUL in them, as Python strs may. */
 	j = json_load_file(path, JSON_ALLOW_NUL, &jerr);
 	if (!j)

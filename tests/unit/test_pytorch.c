@@ -16,32 +16,9 @@
 
 #include "dump.h"
 #include "pytorch.h"
+#include "pytorch_data.h"
 
 #define DUMP_TIME 1800000000000000000ull
-
-static unsigned char *read_data(const char *name, size_t *len)
-{
-	const char *d = getenv("FR_TEST_DATA");
-	unsigned char *buf;
-	char path[512];
-	FILE *f;
-	long n;
-
-	snprintf(path, sizeof(path), "%s/pytorch/%s", d && *d ? d : "tests/data", name);
-	f = fopen(path, "rb");
-	if (!f)
-		fail_msg("cannot open %s", path);
-	assert_int_equal(fseek(f, 0, SEEK_END), 0);
-	n = ftell(f);
-	assert_true(n > 0);
-	rewind(f);
-	buf = malloc((size_t)n);
-	assert_non_null(buf);
-	assert_int_equal(fread(buf, 1, (size_t)n, f), (size_t)n);
-	fclose(f);
-	*len = (size_t)n;
-	return buf;
-}
 
 static void read_trace(const char *name, uint32_t rank, struct fr_trace *t)
 {
