@@ -2231,9 +2231,12 @@ static json_t *comm_ranks_json(const struct fr_verdict *v)
 }
 
 /* Where a GPU operation is: "enqueued" (the device has not reached it),
- * "started", "completed", or "captured" into a CUDA graph. */
+ * "started", "completed", or "captured" into a CUDA graph; NULL for an
+ * operation not on a GPU. */
 static const char *gpu_state_name(const struct fr_op *op)
 {
+	if (!op->gpu && !op->captured)
+		return NULL;
 	if (op->captured)
 		return "captured";
 	if (op->state == FR_STATE_COMPLETED)
@@ -2265,7 +2268,7 @@ static json_t *op_json(const struct fr_op *op, const struct fr_verdict *v)
 	rc |= jset(o, "nonblocking", json_boolean(op->nonblocking));
 	rc |= jset(o, "waited", json_boolean(op->waited));
 	rc |= jset(o, "state", json_string(fr_state_name(op->state)));
-	if (op->gpu || op->captured)
+	if (gpu_state_name(op))
 		rc |= jset(o, "gpu_state", json_string(gpu_state_name(op)));
 	if (rc) {
 		json_decref(o);
@@ -2346,6 +2349,7 @@ static const struct fr_trace *trace_of(const struct fr_trace *const *traces, siz
 
 static void print_op_line(FILE *out, const char *label, const struct fr_op *op)
 {
+	const char *gpu = gpu_state_name(op);
 	char head[128];
 	char det[128];
 
@@ -2353,7 +2357,7 @@ static void print_op_line(FILE *out, const char *label, const struct fr_op *op)
 	op_details(det, sizeof(det), op);
 	fprintf(out, "%s%s on %s (%s, %" PRIu64 " bytes), %s%s\n", label, head,
 		op->comm[0] ? op->comm : "?", det, op->bytes,
-		op->gpu || op->captured ? gpu_state_name(op) : fr_state_name(op->state),
+		gpu ? gpu : fr_state_name(op->state),
 		op->gpu && op->state == FR_STATE_ENTERED ? " on the GPU" : "");
 }
 
