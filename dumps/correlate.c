@@ -1,11 +1,17 @@
 /*
  * The correlation engine (see correlate.h for the model).
  *
- * Everything is indexed once: communicators by id, collective entries by
- * (communicator, seq), each rank's operations in flight. The work after that
- * is proportional to the stuck operations times their communicators' sizes,
- * never to ranks squared times ring length, so that a 1024-rank job with full
- * rings correlates in well under a second.
+ * Everything is indexed in one pass over every rank's entries, at a constant
+ * cost per entry: communicators by id, collective entries by (communicator,
+ * seq), each rank's operations in flight, its window on each communicator
+ * and its p2p operations per (communicator, peer, direction). What every
+ * later check needs of all the entries of a collective (whether signatures
+ * differ, how many are in flight, who entered last) is learnt as they are
+ * added, so no later pass walks every entry. The work after that is
+ * proportional to the collectives (mismatches, stragglers), the p2p
+ * operations (pairing) and the stuck operations times their communicators'
+ * sizes, never to ranks squared times ring length: 1024 ranks with 2048
+ * entries each correlate in about 0.1 s on a laptop-class core.
  */
 #include "correlate.h"
 
@@ -20,8 +26,15 @@
 
 #define NONE UINT32_MAX
 
-/* Culprits described one by one in fr_verdict_print(); the rest are listed. */
+/*
+ * Culprits described one by one in fr_verdict_print(). Beyond that many,
+ * they are listed by reason as rank ranges and only the first
+ * PRINT_CULPRITS_DETAIL are described.
+ */
 #define PRINT_CULPRITS_MAX 8
+#define PRINT_CULPRITS_DETAIL 3
+/* Stragglers listed in the report. */
+#define PRINT_STRAGGLERS_MAX 8
 /* Lines of "who waits in what" in fr_verdict_print(). */
 #define PRINT_WAIT_GROUPS_MAX 16
 /* A culprit's posted, unwaited non-blocking operations listed in the report. */
@@ -279,6 +292,90 @@ static void op_details(char *buf, size_t cap, const struct fr_op *op)
 		line_add(&l, ", %s", op->redop);
 }
 
+/* ---- signatures ---- */
+
+/*
+ * Collectives whose count differs per rank by design. Every writer records
+ * a count that all members share for the others: the input of an
+ * all_gather, and for a reduce_scatter the total of MPI's receive counts
+ * (the same array on every rank), NCCL's receive count or PyTorch's input.
+ */
+static bool count_varies(enum fr_op_type t)
+{
+	return t == FR_OP_ALL_GATHERV || t == FR_OP_GATHERV || t == FR_OP_SCATTERV ||
+	       t == FR_OP_ALL_TO_ALLV;
+}
+
+/*
+ * Collectives whose count or datatype may differ between ranks in a call
+ * that the library matched and completed: a gather's root (in place, or by
+ * its receive arguments) and a scatter's root describe the other side, and
+ * PyTorch records an all_to_all with uneven splits by each rank's own input.
+ * Only their type, root and reduction are compared once completed.
+ */
+static bool payload_varies_completed(enum fr_op_type t)
+{
+	return t == FR_OP_GATHER || t == FR_OP_SCATTER || t == FR_OP_ALL_TO_ALL;
+}
+
+/*
+ * Whether two ranks named the same root. An NCCL rank knows the root's
+ * global rank only when it is the root itself: the ranks in the
+ * communicator, which every member knows, are what to compare then.
+ */
+static bool same_root(const struct fr_op *a, const struct fr_op *b)
+{
+	if (a->peer_in_comm >= 0 && b->peer_in_comm >= 0)
+		return a->peer_in_comm == b->peer_in_comm;
+	return a->root == b->root;
+}
+
+/*
+ * strcmp() == 0 for the short names compared once per entry (datatypes,
+ * reductions, communicator ids), without a call.
+ */
+static inline bool same_str(const char *a, const char *b)
+{
+	while (*a && *a == *b) {
+		a++;
+		b++;
+	}
+	return *a == *b;
+}
+
+static bool is_derived(const struct fr_op *op)
+{
+	return op->dtype[0] == 'd' && same_str(op->dtype, "derived");
+}
+
+/*
+ * Whether two ranks called the same thing. Vector collectives legitimately
+ * differ in count per rank, communicator constructors have no payload, and a
+ * derived datatype matches a basic one of the same size in bytes. `strict`
+ * for a call still in flight; otherwise (a call that completed) the payload
+ * of the collectives of payload_varies_completed() is not compared.
+ */
+static bool sig_equal(const struct fr_op *a, const struct fr_op *b, bool strict)
+{
+	bool any_count;
+
+	if (a->type != b->type)
+		return false;
+	if (a->type == FR_OP_COMM_SPLIT || a->type == FR_OP_COMM_DUP ||
+	    a->type == FR_OP_COMM_CREATE)
+		return true;
+	if ((fr_op_is_rooted(a->type) && !same_root(a, b)) || !same_str(a->redop, b->redop))
+		return false;
+	if (!strict && payload_varies_completed(a->type))
+		return true;
+	any_count = count_varies(a->type);
+	if (is_derived(a) || is_derived(b))
+		return any_count || a->bytes == b->bytes;
+	if (!same_str(a->dtype, b->dtype))
+		return false;
+	return any_count || a->count == b->count;
+}
+
 /* ---- indexes ---- */
 
 /*
@@ -300,6 +397,9 @@ struct cinfo {
 	uint32_t *extra;
 	uint32_t nextra;
 	const struct fr_comm **ent; /* per member: that member's own view of it */
+	/* While ctx_build() reads rank stamp - 1: its rcomm for this one. */
+	uint32_t stamp;
+	uint32_t slot;
 };
 
 /*
@@ -320,12 +420,66 @@ struct gentry {
 	const struct fr_op *op;
 };
 
-/* All ranks' entries for one collective (comm, seq). */
+/*
+ * All ranks' entries for one collective (comm, seq), and what is learnt of
+ * them as they are added, so that no later pass walks every entry: whether
+ * their signatures differ, how many are in flight, who entered last.
+ */
 struct group {
 	uint32_t comm;
 	uint32_t head;
 	uint32_t count;
+	uint32_t added;        /* the rank of the entry at head */
+	uint32_t ninflight;    /* entries in flight, posted ones included */
+	uint32_t nblocking;    /* entries that hold a running rank up */
+	uint32_t last_rank;    /* the member that entered last */
+	bool differs : 1;      /* some signature differs from ref's (sig_equal strict) */
+	bool differs_loose : 1; /* ... even as compared once completed (not strict) */
+	bool untimed : 1;      /* an entry without an entry time, or a rank twice */
 	uint64_t seq;
+	const struct fr_op *ref; /* the signature the others are compared with */
+	uint64_t t_last;       /* when the last member entered */
+	uint64_t t_second;     /* when the next-latest one did */
+};
+
+/*
+ * What one rank kept of one communicator: its collectives (its ring window
+ * on it, first..last, first UINT64_MAX when none) and the group its latest
+ * one joined (a rank's next collective on a communicator is almost always
+ * the group after it), and how its p2p operations are numbered.
+ */
+struct rcomm {
+	uint32_t ci;
+	uint32_t last_gi;
+	uint64_t first;
+	uint64_t last;
+	uint64_t p2p_last;     /* seq of its latest p2p operation */
+	uint32_t p2p_n;
+	uint32_t p2p_stream;   /* the stream of its first one, NONE when in none */
+	bool p2p_several;      /* p2p operations in several streams, or in none */
+	bool p2p_stepped;      /* a p2p seq that is not its predecessor's plus one */
+};
+
+/*
+ * One rank's sends to one peer, or receives from one, on one communicator:
+ * its side of a stream of messages, numbered per (communicator, peer,
+ * direction) by the agent so that a's send #k to b is b's receive #k from
+ * a. Other writers number p2p operations otherwise (PyTorch counts every
+ * p2p operation of a process group in one sequence): a side whose seqs are
+ * not consecutive, or whose rank numbered all its p2p operations on the
+ * communicator in one sequence across several streams, is not paired by
+ * seq (see streams_check()).
+ */
+struct stream {
+	uint32_t ci;
+	uint32_t owner;
+	uint32_t peer;
+	uint8_t type;          /* FR_OP_SEND or FR_OP_RECV */
+	bool gapped;           /* or numbered with the rank's other streams */
+	uint64_t first;        /* seq of ops[0] */
+	const struct fr_op **ops;
+	uint32_t n;
+	uint32_t cap;
 };
 
 enum blocker_kind {
@@ -370,6 +524,17 @@ struct cand {
 struct ctx {
 	uint32_t world;
 	const struct fr_trace **by_rank;
+	/* Each rank's windows: rcs[rc_off[r] .. + rc_n[r]]. */
+	struct rcomm *rcs;
+	size_t nrcs;
+	size_t rcs_cap;
+	size_t *rc_off;
+	uint32_t *rc_n;
+	struct stream *streams;
+	size_t nstreams;
+	size_t streams_cap;
+	uint32_t *sslots;
+	size_t sslots_cap;
 	bool *waits;
 	uint64_t *wait_ns;
 	/* Operations in flight, per rank: inflight[infl_off[r] .. + infl_n[r]]. */
@@ -533,38 +698,96 @@ static uint32_t group_find(const struct ctx *cx, uint32_t comm, uint64_t seq)
 	return NONE;
 }
 
-/* Records that `rank` has `op` at (comm, seq); the latest entry of a rank wins. */
-static int group_add(struct ctx *cx, uint32_t comm, uint32_t rank, const struct fr_op *op)
+/*
+ * What group `g` learns from `rank`'s entry `op`: whether it is in flight
+ * and holds its rank up (`running`: the rank still runs), whether its
+ * signature differs, and who entered last.
+ */
+static void group_note(struct group *g, uint32_t rank, const struct fr_op *op, bool running)
 {
-	uint32_t gi = group_find(cx, comm, op->seq);
+	uint64_t t = op->t_entered_ns;
+
+	if (op->state == FR_STATE_ENTERED)
+		g->ninflight++;
+	if (running && op_blocks(op))
+		g->nblocking++;
+	if (!g->ref) {
+		g->ref = op;
+	} else if (!sig_equal(g->ref, op, true)) {
+		g->differs = true;
+		if (!sig_equal(g->ref, op, false))
+			g->differs_loose = true;
+	} else if (is_derived(g->ref) && !is_derived(op)) {
+		/* A basic datatype says more than a derived one of its size. */
+		g->ref = op;
+	}
+	if (!t) {
+		g->untimed = true;
+	} else if (t > g->t_last) {
+		g->t_second = g->t_last;
+		g->t_last = t;
+		g->last_rank = rank;
+	} else if (t > g->t_second) {
+		g->t_second = t;
+	}
+}
+
+static uint32_t group_new(struct ctx *cx, uint32_t comm, uint64_t seq)
+{
+	uint32_t gi;
+	struct group *g;
+
+	if (grow_array((void **)&cx->groups, &cx->groups_cap, cx->ngroups + 1, sizeof(*g)) < 0)
+		return NONE;
+	gi = (uint32_t)cx->ngroups++;
+	g = &cx->groups[gi];
+	memset(g, 0, sizeof(*g));
+	g->comm = comm;
+	g->seq = seq;
+	g->head = NONE;
+	if (cx->ngroups * 2 > cx->gslots_cap) {
+		if (group_rehash(cx) < 0)
+			return NONE;
+	} else {
+		size_t s = group_slot(cx, comm, seq);
+
+		while (cx->gslots[s] != NONE)
+			s = (s + 1) & (cx->gslots_cap - 1);
+		cx->gslots[s] = gi;
+	}
+	return gi;
+}
+
+/*
+ * Records that `rank` has `op` at (comm, seq); the latest entry of a rank
+ * wins. `rc` is the rank's window on comm: its last group is the hint.
+ */
+static int group_add(struct ctx *cx, uint32_t comm, uint32_t rank, const struct fr_op *op,
+		     struct rcomm *rc, bool running)
+{
+	uint32_t gi = rc->last_gi + 1;
 	struct group *g;
 	struct gentry *e;
 
-	if (gi == NONE) {
-		if (grow_array((void **)&cx->groups, &cx->groups_cap, cx->ngroups + 1,
-			       sizeof(*g)) < 0)
-			return -ENOMEM;
-		gi = (uint32_t)cx->ngroups++;
-		g = &cx->groups[gi];
-		g->comm = comm;
-		g->seq = op->seq;
-		g->head = NONE;
-		g->count = 0;
-		if (cx->ngroups * 2 > cx->gslots_cap) {
-			if (group_rehash(cx) < 0)
-				return -ENOMEM;
-		} else {
-			size_t s = group_slot(cx, comm, op->seq);
-
-			while (cx->gslots[s] != NONE)
-				s = (s + 1) & (cx->gslots_cap - 1);
-			cx->gslots[s] = gi;
-		}
-	}
+	if (rc->last_gi == NONE || gi >= cx->ngroups || cx->groups[gi].comm != comm ||
+	    cx->groups[gi].seq != op->seq)
+		gi = group_find(cx, comm, op->seq);
+	if (gi == NONE && (gi = group_new(cx, comm, op->seq)) == NONE)
+		return -ENOMEM;
+	rc->last_gi = gi;
 	g = &cx->groups[gi];
 	/* Ranks are added in ascending order, so a repeat is at the head. */
-	if (g->head != NONE && cx->ents[g->head].rank == rank) {
+	if (g->head != NONE && g->added == rank) {
+		const struct fr_op *old = cx->ents[g->head].op;
+
+		if (old->state == FR_STATE_ENTERED)
+			g->ninflight--;
+		if (running && op_blocks(old))
+			g->nblocking--;
 		cx->ents[g->head].op = op;
+		group_note(g, rank, op, running);
+		/* Which of its two entry times counts is not known. */
+		g->untimed = true;
 		return 0;
 	}
 	if (grow_array((void **)&cx->ents, &cx->ents_cap, cx->nents + 1, sizeof(*e)) < 0)
@@ -574,7 +797,9 @@ static int group_add(struct ctx *cx, uint32_t comm, uint32_t rank, const struct 
 	e->op = op;
 	e->next = g->head;
 	g->head = (uint32_t)cx->nents++;
+	g->added = rank;
 	g->count++;
+	group_note(g, rank, op, running);
 	return 0;
 }
 
@@ -605,6 +830,13 @@ static void ctx_free(struct ctx *cx)
 	free(cx->inflight);
 	free(cx->infl_off);
 	free(cx->infl_n);
+	free(cx->rcs);
+	free(cx->rc_off);
+	free(cx->rc_n);
+	for (size_t i = 0; i < cx->nstreams; i++)
+		free(cx->streams[i].ops);
+	free(cx->streams);
+	free(cx->sslots);
 }
 
 /* A communicator that no trace lists takes as members the ranks that used it. */
@@ -710,11 +942,169 @@ static int comm_complete(struct ctx *cx, struct cinfo *c)
 	return 0;
 }
 
+static int32_t op_peer(const struct ctx *cx, const struct fr_op *op);
+
+/* Rank r's window on communicator ci, added when new; NULL when out of memory. */
+static struct rcomm *rank_comm(struct ctx *cx, uint32_t r, uint32_t ci)
+{
+	struct cinfo *c = &cx->comms[ci];
+	struct rcomm *rc;
+
+	if (c->stamp == r + 1)
+		return &cx->rcs[c->slot];
+	if (grow_array((void **)&cx->rcs, &cx->rcs_cap, cx->nrcs + 1, sizeof(*rc)) < 0)
+		return NULL;
+	c->stamp = r + 1;
+	c->slot = (uint32_t)cx->nrcs;
+	rc = &cx->rcs[cx->nrcs++];
+	memset(rc, 0, sizeof(*rc));
+	rc->ci = ci;
+	rc->last_gi = NONE;
+	rc->first = UINT64_MAX;
+	cx->rc_n[r]++;
+	return rc;
+}
+
+/* What rank r kept of communicator ci, NULL when nothing. */
+static const struct rcomm *rank_window(const struct ctx *cx, uint32_t r, uint32_t ci)
+{
+	for (uint32_t i = 0; i < cx->rc_n[r]; i++)
+		if (cx->rcs[cx->rc_off[r] + i].ci == ci)
+			return &cx->rcs[cx->rc_off[r] + i];
+	return NULL;
+}
+
+static size_t stream_slot(const struct ctx *cx, uint32_t ci, uint32_t owner, uint32_t peer,
+			  uint8_t type)
+{
+	uint64_t k = mix64(((uint64_t)ci << 32 | owner) * 0x9e3779b97f4a7c15ull ^
+			   ((uint64_t)peer << 8 | type));
+
+	return k & (cx->sslots_cap - 1);
+}
+
+static int stream_rehash(struct ctx *cx)
+{
+	uint32_t *old = cx->sslots;
+
+	if (slots_init(&cx->sslots, &cx->sslots_cap, cx->nstreams * 2) < 0) {
+		cx->sslots = old;
+		return -ENOMEM;
+	}
+	free(old);
+	for (size_t i = 0; i < cx->nstreams; i++) {
+		const struct stream *st = &cx->streams[i];
+		size_t s = stream_slot(cx, st->ci, st->owner, st->peer, st->type);
+
+		while (cx->sslots[s] != NONE)
+			s = (s + 1) & (cx->sslots_cap - 1);
+		cx->sslots[s] = (uint32_t)i;
+	}
+	return 0;
+}
+
+/* The stream (ci, owner, peer, type), NONE when there is none. */
+static uint32_t stream_find(const struct ctx *cx, uint32_t ci, uint32_t owner, uint32_t peer,
+			    uint8_t type)
+{
+	size_t s = stream_slot(cx, ci, owner, peer, type);
+
+	for (; cx->sslots[s] != NONE; s = (s + 1) & (cx->sslots_cap - 1)) {
+		const struct stream *st = &cx->streams[cx->sslots[s]];
+
+		if (st->ci == ci && st->owner == owner && st->peer == peer && st->type == type)
+			return cx->sslots[s];
+	}
+	return NONE;
+}
+
+/*
+ * Adds rank r's send or receive `op` on communicator ci to its stream with
+ * the peer, whose index goes to *out. Receives from any source, operations
+ * addressed to a member no evidence names and sendrecvs are in no stream
+ * (*out NONE).
+ */
+static int stream_add(struct ctx *cx, uint32_t r, uint32_t ci, const struct fr_op *op,
+		      uint32_t *out)
+{
+	int32_t peer;
+	uint32_t si;
+	struct stream *st;
+
+	*out = NONE;
+	if (op->type != FR_OP_SEND && op->type != FR_OP_RECV)
+		return 0;
+	peer = op_peer(cx, op);
+	if (peer < 0 || (uint32_t)peer >= cx->world || (uint32_t)peer == r)
+		return 0;
+	si = stream_find(cx, ci, r, (uint32_t)peer, (uint8_t)op->type);
+	if (si == NONE) {
+		size_t s;
+
+		if (grow_array((void **)&cx->streams, &cx->streams_cap, cx->nstreams + 1,
+			       sizeof(*st)) < 0)
+			return -ENOMEM;
+		si = (uint32_t)cx->nstreams++;
+		st = &cx->streams[si];
+		memset(st, 0, sizeof(*st));
+		st->ci = ci;
+		st->owner = r;
+		st->peer = (uint32_t)peer;
+		st->type = (uint8_t)op->type;
+		st->first = op->seq;
+		if (cx->nstreams * 2 > cx->sslots_cap) {
+			if (stream_rehash(cx) < 0)
+				return -ENOMEM;
+		} else {
+			for (s = stream_slot(cx, ci, r, (uint32_t)peer, (uint8_t)op->type);
+			     cx->sslots[s] != NONE; s = (s + 1) & (cx->sslots_cap - 1))
+				;
+			cx->sslots[s] = si;
+		}
+	}
+	*out = si;
+	st = &cx->streams[si];
+	if (st->gapped)
+		return 0;
+	if (op->seq != st->first + st->n) {
+		st->gapped = true;
+		return 0;
+	}
+	if (st->n == st->cap) {
+		size_t cap = st->cap;
+
+		if (grow_array((void **)&st->ops, &cap, st->n + 1, sizeof(*st->ops)) < 0)
+			return -ENOMEM;
+		st->cap = (uint32_t)cap;
+	}
+	st->ops[st->n++] = op;
+	return 0;
+}
+
+/*
+ * A rank whose p2p operations on a communicator fall in several streams
+ * and yet carry seqs that each follow the one before numbers them in one
+ * sequence, not per (peer, direction): its streams are not paired by seq.
+ * (Numbered per stream, its streams would repeat each other's seqs; a rank
+ * with one stream numbers it alike either way.)
+ */
+static void streams_check(struct ctx *cx)
+{
+	for (size_t i = 0; i < cx->nstreams; i++) {
+		struct stream *st = &cx->streams[i];
+		const struct rcomm *rc = rank_window(cx, st->owner, st->ci);
+
+		if (rc && rc->p2p_several && !rc->p2p_stepped)
+			st->gapped = true;
+	}
+}
+
 static int ctx_build(struct ctx *cx, const struct fr_trace *const *traces, size_t ntraces,
 		     uint32_t world_size)
 {
 	size_t total_ops = 0;
 	size_t total_infl = 0;
+	size_t infl_cap = 0;
 	uint32_t w = world_size;
 
 	for (size_t i = 0; i < ntraces; i++) {
@@ -737,8 +1127,10 @@ static int ctx_build(struct ctx *cx, const struct fr_trace *const *traces, size_
 	cx->mark = calloc(w ? w : 1, sizeof(*cx->mark));
 	cx->infl_off = calloc(w ? w : 1, sizeof(*cx->infl_off));
 	cx->infl_n = calloc(w ? w : 1, sizeof(*cx->infl_n));
+	cx->rc_off = calloc(w ? w : 1, sizeof(*cx->rc_off));
+	cx->rc_n = calloc(w ? w : 1, sizeof(*cx->rc_n));
 	if (!cx->by_rank || !cx->waits || !cx->wait_ns || !cx->mark || !cx->infl_off ||
-	    !cx->infl_n)
+	    !cx->infl_n || !cx->rc_off || !cx->rc_n)
 		return -ENOMEM;
 	/* The first trace of a rank is its evidence; a duplicate is ignored. */
 	for (size_t i = 0; i < ntraces; i++)
@@ -746,7 +1138,8 @@ static int ctx_build(struct ctx *cx, const struct fr_trace *const *traces, size_
 			cx->by_rank[traces[i]->rank] = traces[i];
 
 	if (slots_init(&cx->cslots, &cx->cslots_cap, 16) < 0 ||
-	    slots_init(&cx->gslots, &cx->gslots_cap, total_ops / 4 + 16) < 0)
+	    slots_init(&cx->gslots, &cx->gslots_cap, total_ops / 4 + 16) < 0 ||
+	    slots_init(&cx->sslots, &cx->sslots_cap, 64) < 0)
 		return -ENOMEM;
 
 	/* Membership: every trace's list merged, the lowest rank's first. */
@@ -784,25 +1177,30 @@ static int ctx_build(struct ctx *cx, const struct fr_trace *const *traces, size_
 			if (idx < c->n)
 				c->ent[idx] = fc;
 		}
-		for (size_t j = 0; j < t->nops; j++)
-			if (t->ops[j].state == FR_STATE_ENTERED)
-				total_infl++;
 	}
 
-	cx->inflight = malloc((total_infl ? total_infl : 1) * sizeof(*cx->inflight));
-	if (!cx->inflight)
+	/* Entries of collectives are at most every entry: no regrowth. */
+	if (grow_array((void **)&cx->ents, &cx->ents_cap, total_ops ? total_ops : 1,
+		       sizeof(*cx->ents)) < 0)
 		return -ENOMEM;
 	total_infl = 0;
 	for (uint32_t r = 0; r < w; r++) {
 		const struct fr_trace *t = cx->by_rank[r];
+		uint32_t ci = NONE;
+		bool running = status_good(t);
 
 		cx->infl_off[r] = total_infl;
+		cx->rc_off[r] = cx->nrcs;
 		if (!t || t->status == FR_RANK_MISSING)
 			continue;
 		for (size_t j = 0; j < t->nops; j++) {
 			const struct fr_op *op = &t->ops[j];
-			uint32_t ci = comm_intern(cx, op->comm);
+			struct rcomm *rc;
 
+			/* A rank's entries mostly name the communicator the
+			 * entry before did: no hashing then. */
+			if (ci == NONE || !same_str(cx->comms[ci].id, op->comm))
+				ci = comm_intern(cx, op->comm);
 			if (ci == NONE || comm_note_user(&cx->comms[ci], r) < 0)
 				return -ENOMEM;
 			if (op->state == FR_STATE_ENTERED) {
@@ -810,6 +1208,9 @@ static int ctx_build(struct ctx *cx, const struct fr_trace *const *traces, size_
 
 				/* Posted operations stay listed: a peer's
 				 * blocking send may match one of them. */
+				if (grow_array((void **)&cx->inflight, &infl_cap, total_infl + 1,
+					       sizeof(*cx->inflight)) < 0)
+					return -ENOMEM;
 				cx->inflight[total_infl++] = op;
 				cx->infl_n[r]++;
 				/* Only a rank that still runs can be said to wait. */
@@ -819,10 +1220,32 @@ static int ctx_build(struct ctx *cx, const struct fr_trace *const *traces, size_
 						cx->wait_ns[r] = age;
 				}
 			}
-			if (!is_p2p(op) && group_add(cx, ci, r, op) < 0)
+			rc = rank_comm(cx, r, ci);
+			if (!rc)
+				return -ENOMEM;
+			if (is_p2p(op)) {
+				uint32_t si;
+
+				if (stream_add(cx, r, ci, op, &si) < 0)
+					return -ENOMEM;
+				if (rc->p2p_n && (si == NONE || si != rc->p2p_stream))
+					rc->p2p_several = true;
+				if (rc->p2p_n && op->seq != rc->p2p_last + 1)
+					rc->p2p_stepped = true;
+				if (!rc->p2p_n++)
+					rc->p2p_stream = si;
+				rc->p2p_last = op->seq;
+				continue;
+			}
+			if (op->seq < rc->first)
+				rc->first = op->seq;
+			if (op->seq > rc->last)
+				rc->last = op->seq;
+			if (group_add(cx, ci, r, op, rc, running) < 0)
 				return -ENOMEM;
 		}
 	}
+	streams_check(cx);
 	return 0;
 }
 
@@ -1005,73 +1428,14 @@ static void summary_ok(const struct ctx *cx, struct fr_verdict *v)
 
 /* ---- mismatch ---- */
 
-static bool count_varies(enum fr_op_type t)
-{
-	return t == FR_OP_ALL_GATHERV || t == FR_OP_GATHERV || t == FR_OP_SCATTERV ||
-	       t == FR_OP_ALL_TO_ALLV || t == FR_OP_REDUCE_SCATTER;
-}
-
 /*
- * Whether two ranks named the same root. An NCCL rank knows the root's
- * global rank only when it is the root itself: the ranks in the
- * communicator, which every member knows, are what to compare then.
+ * The earliest collective whose members' signatures differ: among those
+ * some member still has in flight when `strict`, else among those every
+ * member completed, compared as completed calls (sig_equal()). What
+ * completed was matched by the library itself, so only what it cannot
+ * have matched rightly counts then.
  */
-static bool same_root(const struct fr_op *a, const struct fr_op *b)
-{
-	if (a->peer_in_comm >= 0 && b->peer_in_comm >= 0)
-		return a->peer_in_comm == b->peer_in_comm;
-	return a->root == b->root;
-}
-
-/*
- * Whether two ranks called the same thing. Vector collectives legitimately
- * differ in count per rank, communicator constructors have no payload, and a
- * derived datatype matches a basic one of the same size in bytes.
- */
-static bool sig_equal(const struct fr_op *a, const struct fr_op *b)
-{
-	bool derived;
-
-	if (a->type != b->type)
-		return false;
-	if (a->type == FR_OP_COMM_SPLIT || a->type == FR_OP_COMM_DUP ||
-	    a->type == FR_OP_COMM_CREATE)
-		return true;
-	if ((fr_op_is_rooted(a->type) && !same_root(a, b)) || strcmp(a->redop, b->redop) != 0)
-		return false;
-	derived = strcmp(a->dtype, "derived") == 0 || strcmp(b->dtype, "derived") == 0;
-	if (derived)
-		return count_varies(a->type) || a->bytes == b->bytes;
-	if (strcmp(a->dtype, b->dtype) != 0)
-		return false;
-	return count_varies(a->type) || a->count == b->count;
-}
-
-static bool group_mismatched(const struct ctx *cx, const struct group *g)
-{
-	const struct fr_op *ref = cx->ents[g->head].op;
-
-	for (uint32_t e = cx->ents[g->head].next; e != NONE; e = cx->ents[e].next)
-		if (!sig_equal(ref, cx->ents[e].op))
-			return true;
-	return false;
-}
-
-/*
- * Whether some member still has the group's operation in flight. One that
- * completed on every rank that recorded it was matched by the library
- * itself: the signatures the agent recorded may still differ (MPI_IN_PLACE
- * at a root records no send count), and what completed is no hang's cause.
- */
-static bool group_in_flight(const struct ctx *cx, const struct group *g)
-{
-	for (uint32_t e = g->head; e != NONE; e = cx->ents[e].next)
-		if (cx->ents[e].op->state == FR_STATE_ENTERED)
-			return true;
-	return false;
-}
-
-static uint32_t find_mismatch(const struct ctx *cx)
+static uint32_t find_mismatch(const struct ctx *cx, bool strict)
 {
 	uint32_t best = NONE;
 
@@ -1079,7 +1443,8 @@ static uint32_t find_mismatch(const struct ctx *cx)
 		const struct group *g = &cx->groups[i];
 		const struct group *b;
 
-		if (g->count < 2 || !group_in_flight(cx, g) || !group_mismatched(cx, g))
+		if (g->count < 2 || (strict ? !g->ninflight || !g->differs :
+				     g->ninflight || !g->differs_loose))
 			continue;
 		if (best == NONE) {
 			best = (uint32_t)i;
@@ -1093,7 +1458,13 @@ static uint32_t find_mismatch(const struct ctx *cx)
 	return best;
 }
 
-static int verdict_mismatch(const struct ctx *cx, uint32_t gi, struct fr_verdict *v)
+/*
+ * The verdict for the mismatched collective `gi`: the ranks whose signature
+ * is not the majority's (on a tie, not the lowest rank's) are the culprits.
+ * Returns 1, leaving `v` alone, when every signature is the majority's after
+ * all (a derived datatype matches basic ones that differ among themselves).
+ */
+static int verdict_mismatch(const struct ctx *cx, uint32_t gi, bool strict, struct fr_verdict *v)
 {
 	const struct group *g = &cx->groups[gi];
 	const struct cinfo *c = &cx->comms[g->comm];
@@ -1123,13 +1494,13 @@ static int verdict_mismatch(const struct ctx *cx, uint32_t gi, struct fr_verdict
 		uint32_t k;
 
 		for (k = 0; k < i; k++)
-			if (cls[k] == k && sig_equal(list[k].op, list[i].op))
+			if (cls[k] == k && sig_equal(list[k].op, list[i].op, strict))
 				break;
 		cls[i] = k < i ? cls[k] : (uint32_t)i;
 		ccount[cls[i]]++;
 	}
-	/* The majority's signature, or on a tie the lowest rank's. */
-	ref = cls[0];
+	/* The majority's signature, or on a tie the lowest rank's (class 0). */
+	ref = 0;
 	for (size_t k = 0; k < n; k++) {
 		if (ccount[k] > refcount) {
 			refcount = ccount[k];
@@ -1140,7 +1511,11 @@ static int verdict_mismatch(const struct ctx *cx, uint32_t gi, struct fr_verdict
 		}
 	}
 	if (tie)
-		ref = cls[0];
+		ref = 0;
+	if (ccount[ref] == n) {
+		rc = 1;
+		goto out_free;
+	}
 
 	v->kind = FR_VERDICT_MISMATCH;
 	v->culprits = calloc(n - ccount[ref], sizeof(*v->culprits));
@@ -1187,7 +1562,7 @@ static int verdict_mismatch(const struct ctx *cx, uint32_t gi, struct fr_verdict
 			goto out_free;
 		for (size_t i = 0; i < v->nculprits; i++) {
 			cr[i] = v->culprits[i].rank;
-			if (!sig_equal(&v->culprits[i].op, &c0->op))
+			if (!sig_equal(&v->culprits[i].op, &c0->op, strict))
 				one_sig = false;
 		}
 		who_text(who, sizeof(who), cx, cr, v->nculprits);
@@ -1206,6 +1581,8 @@ static int verdict_mismatch(const struct ctx *cx, uint32_t gi, struct fr_verdict
 		line_add(&l, " on %s where %s %s called %s (%s)", c->id,
 			 nsame == 1 ? "rank" : "ranks", ranks_text(rt, sizeof(rt), same, nsame),
 			 fr_op_name(v->op.type), det);
+		if (!strict)
+			line_add(&l, "; it completed all the same (no hang)");
 		if (v->nwaiting) {
 			line_add(&l, "; ");
 			waited_text(&l, v->waiting, v->nwaiting, v->waited_s);
@@ -1218,6 +1595,146 @@ out_free:
 	free(ccount);
 	free(same);
 	return rc;
+}
+
+/* ---- point-to-point messages that do not fit ---- */
+
+struct p2p_pair {
+	const struct fr_op *send;
+	const struct fr_op *recv;
+	uint32_t from;
+	uint32_t to;
+	uint32_t ci;
+};
+
+/* Whether a rank's library is an MPI ("Open MPI v4.1.4", "MPICH Version: ..."). */
+static bool mpi_rank(const struct ctx *cx, uint32_t r)
+{
+	return cx->by_rank[r] && strstr(cx->by_rank[r]->comm_lib, "MPI");
+}
+
+/*
+ * Whether send #k from a to b and b's receive #k from a disagree on the
+ * message. NCCL (and PyTorch over it) matches a pair's messages in order
+ * and a receive must take exactly what is sent: any other number of bytes
+ * is a mismatch, which hangs or corrupts. MPI matches by tag as well, which
+ * the evidence does not hold, and lets a receive take more than is sent: a
+ * send larger than its receive is a mismatch there only while both are in
+ * flight (they are not each other's match); once completed, MPI would have
+ * failed a real truncation, so such a pair was paired wrongly by seq. A
+ * side that recorded no datatype is not compared. `mpi`: either rank's
+ * library is an MPI.
+ */
+static bool p2p_sizes_differ(const struct p2p_pair *p, bool mpi, bool inflight)
+{
+	if (!p->send->dtype[0] || !p->recv->dtype[0])
+		return false;
+	if (mpi && !p->send->gpu && !p->recv->gpu)
+		return inflight && p->send->bytes > p->recv->bytes;
+	return p->send->bytes != p->recv->bytes;
+}
+
+/*
+ * The earliest send and matched receive that disagree (p2p_sizes_differ()):
+ * in flight on either side when `inflight`, else completed on both. A
+ * rank's sends to a peer are paired by seq with the peer's receives from
+ * it, over the seqs both rings kept. Returns whether there is one.
+ */
+static bool find_p2p_mismatch(const struct ctx *cx, bool inflight, struct p2p_pair *out)
+{
+	bool found = false;
+
+	for (size_t i = 0; i < cx->nstreams; i++) {
+		const struct stream *s = &cx->streams[i];
+		const struct stream *r;
+		uint64_t lo, hi;
+		uint32_t ri;
+		bool mpi;
+
+		if (s->type != FR_OP_SEND || s->gapped || !s->n)
+			continue;
+		ri = stream_find(cx, s->ci, s->peer, s->owner, FR_OP_RECV);
+		if (ri == NONE || cx->streams[ri].gapped || !cx->streams[ri].n)
+			continue;
+		r = &cx->streams[ri];
+		mpi = mpi_rank(cx, s->owner) || mpi_rank(cx, s->peer);
+		lo = s->first > r->first ? s->first : r->first;
+		hi = s->first + s->n < r->first + r->n ? s->first + s->n : r->first + r->n;
+		for (uint64_t k = lo; k < hi; k++) {
+			struct p2p_pair p = { s->ops[k - s->first], r->ops[k - r->first], s->owner,
+					      s->peer, s->ci };
+			bool fl = p.send->state == FR_STATE_ENTERED ||
+				  p.recv->state == FR_STATE_ENTERED;
+			int c;
+
+			if (fl != inflight || !p2p_sizes_differ(&p, mpi, inflight))
+				continue;
+			c = found ? strcmp(cx->comms[s->ci].id, cx->comms[out->ci].id) : -1;
+			if (!found || k < out->send->seq || (k == out->send->seq && c < 0) ||
+			    (k == out->send->seq && c == 0 && s->owner < out->from)) {
+				*out = p;
+				found = true;
+			}
+			break;
+		}
+	}
+	return found;
+}
+
+/*
+ * A send and its receive that disagree: no majority names one side, so
+ * both ranks are culprits, each with its own operation; the verdict's op is
+ * the send.
+ */
+static int verdict_p2p_mismatch(const struct ctx *cx, const struct p2p_pair *p, bool inflight,
+				struct fr_verdict *v)
+{
+	const struct fr_op *ops[2] = { p->send, p->recv };
+	const uint32_t ranks[2] = { p->from, p->to };
+	struct line l = { v->summary, sizeof(v->summary), 0 };
+	char head[128];
+	char det[2][128];
+	char who[2][256];
+
+	v->kind = FR_VERDICT_MISMATCH;
+	v->has_op = true;
+	v->op = op_named(cx, p->send);
+	if (verdict_set_comm(v, &cx->comms[p->ci]) < 0)
+		return -ENOMEM;
+	v->culprits = calloc(2, sizeof(*v->culprits));
+	v->waiting = malloc(2 * sizeof(*v->waiting));
+	if (!v->culprits || !v->waiting)
+		return -ENOMEM;
+	for (int i = 0; i < 2; i++) {
+		const struct fr_trace *t = cx->by_rank[ranks[i]];
+		struct fr_culprit *cu = &v->culprits[v->nculprits++];
+
+		culprit_fill(cx, cu, ranks[i], FR_REASON_MISMATCH, cx->comms[p->ci].id);
+		cu->has_op = true;
+		cu->op = op_named(cx, ops[i]);
+		if (op_blocks(ops[i]) && status_good(t)) {
+			double w = ns_to_s(op_wait_ns(t, ops[i]));
+
+			v->waiting[v->nwaiting++] = ranks[i];
+			if (w > v->waited_s)
+				v->waited_s = w;
+		}
+		who_text(who[i], sizeof(who[i]), cx, &ranks[i], 1);
+		op_details(det[i], sizeof(det[i]), ops[i]);
+	}
+	qsort(v->culprits, v->nculprits, sizeof(*v->culprits), cmp_culprit);
+	qsort(v->waiting, v->nwaiting, sizeof(*v->waiting), cmp_u32);
+	op_head(head, sizeof(head), &v->op);
+	line_add(&l, "%s on %s does not match its receive: %s sends %" PRIu64 " bytes (%s), "
+		 "%s receives %" PRIu64 " bytes (%s)", head, cx->comms[p->ci].id, who[0],
+		 p->send->bytes, det[0], who[1], p->recv->bytes, det[1]);
+	if (!inflight)
+		line_add(&l, "; it completed all the same (no hang)");
+	if (v->nwaiting) {
+		line_add(&l, "; ");
+		waited_text(&l, v->waiting, v->nwaiting, v->waited_s);
+	}
+	return 0;
 }
 
 /* ---- hang ---- */
@@ -1302,6 +1819,29 @@ static struct cand *cand_new(struct ctx *cx)
 	return k;
 }
 
+/*
+ * How far member `m` (member i of communicator ci; i NONE when not known)
+ * got in ci's collectives: the seq its own view of ci says it entered last,
+ * or the newest collective of ci its ring kept when that is later (a writer
+ * without progress counters). A member whose ring kept nothing as old as a
+ * collective has entered it all the same.
+ */
+static uint64_t member_reached(const struct ctx *cx, uint32_t ci, uint32_t i, uint32_t m)
+{
+	const struct cinfo *c = &cx->comms[ci];
+	const struct rcomm *w = rank_window(cx, m, ci);
+	const struct fr_comm *fc = NULL;
+	uint64_t seq = w ? w->last : 0;
+
+	if (i < c->n && c->ent)
+		fc = c->ent[i];
+	if (!fc && cx->by_rank[m])
+		fc = fr_trace_comm(cx->by_rank[m], c->id);
+	if (fc && fc->last_entered > seq)
+		seq = fc->last_entered;
+	return seq;
+}
+
 /* A collective (comm, seq) that some running rank has in flight. */
 static int cand_collective(struct ctx *cx, uint32_t gi)
 {
@@ -1310,13 +1850,8 @@ static int cand_collective(struct ctx *cx, uint32_t gi)
 	uint32_t stamp = gi + 1;
 	struct cand *k;
 
-	bool stuck = false;
-
 	/* Stuck only when a rank that still runs waits in it. */
-	for (uint32_t e = g->head; e != NONE && !stuck; e = cx->ents[e].next)
-		stuck = op_blocks(cx->ents[e].op) &&
-			status_good(cx->by_rank[cx->ents[e].rank]);
-	if (!stuck)
+	if (!g->nblocking)
 		return 0;
 	k = cand_new(cx);
 	if (!k)
@@ -1354,7 +1889,7 @@ static int cand_collective(struct ctx *cx, uint32_t gi)
 			rc = add_blocker(cx, m, (enum blocker_kind)bad);
 		else if (cx->mark[m] == stamp)
 			continue;
-		else if (i < c->n && c->ent && c->ent[i] && c->ent[i]->last_entered >= g->seq)
+		else if (member_reached(cx, g->comm, i, m) >= g->seq)
 			continue;
 		else
 			rc = add_blocker(cx, m, BK_NOT_ENTERED);
@@ -1469,12 +2004,10 @@ static bool p2p_reached(const struct ctx *cx, uint32_t b, uint32_t a, const stru
 static bool member_entered(struct ctx *cx, uint32_t gi, uint32_t m)
 {
 	const struct group *g = &cx->groups[gi];
-	const struct fr_comm *fc;
 
 	if (cx->mark[m] == gi + 1)
 		return true;
-	fc = fr_trace_comm(cx->by_rank[m], cx->comms[g->comm].id);
-	return fc && fc->last_entered >= g->seq;
+	return member_reached(cx, g->comm, NONE, m) >= g->seq;
 }
 
 /*
@@ -2128,11 +2661,296 @@ static int correlate_hang(struct ctx *cx, struct fr_verdict *v)
 	return verdict_from_cand(cx, best, v);
 }
 
+/* ---- ring windows ---- */
+
+/*
+ * Whether the members' ring windows on some communicator start at
+ * different seqs; for the verdict's communicator `prefer` when they differ
+ * on it, else for the one where they start furthest apart, the members
+ * with the latest and the earliest start and the seqs that every member
+ * with entries kept.
+ */
+static int find_alignment(const struct ctx *cx, uint32_t prefer, struct fr_alignment *a)
+{
+	struct span {
+		struct fr_window lo;  /* the earliest start */
+		struct fr_window hi;  /* the latest start */
+		uint64_t last;        /* the earliest end */
+		bool any;
+	} *sp = calloc(cx->ncomms ? cx->ncomms : 1, sizeof(*sp));
+	uint32_t best = NONE;
+
+	if (!sp)
+		return -ENOMEM;
+	for (uint32_t r = 0; r < cx->world; r++) {
+		for (uint32_t i = 0; i < cx->rc_n[r]; i++) {
+			const struct rcomm *rc = &cx->rcs[cx->rc_off[r] + i];
+			struct span *x = &sp[rc->ci];
+			struct fr_window w = { r, rc->first, rc->last };
+
+			if (rc->first == UINT64_MAX)
+				continue;
+			if (!x->any || w.first < x->lo.first)
+				x->lo = w;
+			if (!x->any || w.first > x->hi.first)
+				x->hi = w;
+			if (!x->any || w.last < x->last)
+				x->last = w.last;
+			x->any = true;
+		}
+	}
+	for (uint32_t ci = 0; ci < cx->ncomms; ci++) {
+		const struct span *x = &sp[ci];
+
+		if (!x->any || x->hi.first == x->lo.first)
+			continue;
+		a->ncomms++;
+		if (best == NONE || ci == prefer ||
+		    (best != prefer &&
+		     x->hi.first - x->lo.first > sp[best].hi.first - sp[best].lo.first))
+			best = ci;
+	}
+	if (best != NONE) {
+		snprintf(a->comm, sizeof(a->comm), "%s", cx->comms[best].id);
+		a->latest = sp[best].hi;
+		a->earliest = sp[best].lo;
+		a->common_first = sp[best].hi.first;
+		a->common_last = sp[best].last;
+	}
+	free(sp);
+	return 0;
+}
+
+/* ---- stragglers ---- */
+
+/* A straggler is judged on at least this many collectives... */
+#define STRAGGLER_MIN_MATCHED 8
+/* ... and, when last, entered at least this long after the next-latest
+ * member (median): less is scheduling noise, not a slow rank. */
+#define STRAGGLER_MIN_LATE_NS 1000000ull
+/* ... and at least this many times as late as the last member of the
+ * collectives where another member was last (median). */
+#define STRAGGLER_RATIO 2
+
+/* A matched collective: who entered it last, and how long after the next-latest member. */
+struct late {
+	uint32_t ci;
+	uint32_t rank;
+	uint64_t lead;
+};
+
+static int cmp_late(const void *a, const void *b)
+{
+	const struct late *x = a;
+	const struct late *y = b;
+
+	if (x->ci != y->ci)
+		return x->ci < y->ci ? -1 : 1;
+	if (x->rank != y->rank)
+		return x->rank < y->rank ? -1 : 1;
+	return (x->lead > y->lead) - (x->lead < y->lead);
+}
+
+static int cmp_u64(const void *a, const void *b)
+{
+	uint64_t x = *(const uint64_t *)a;
+	uint64_t y = *(const uint64_t *)b;
+
+	return (x > y) - (x < y);
+}
+
+static int cmp_straggler(const void *a, const void *b)
+{
+	const struct fr_straggler *x = a;
+	const struct fr_straggler *y = b;
+
+	if (x->median_late_s != y->median_late_s)
+		return x->median_late_s > y->median_late_s ? -1 : 1;
+	if (x->rank != y->rank)
+		return x->rank < y->rank ? -1 : 1;
+	return strcmp(x->comm, y->comm);
+}
+
+/*
+ * The median of the leads of late[lo, hi) outside [skip_lo, skip_hi), NONE
+ * as UINT64_MAX when there are none; `tmp` holds hi - lo values.
+ */
+static uint64_t median_lead_outside(const struct late *late, size_t lo, size_t hi,
+				   size_t skip_lo, size_t skip_hi, uint64_t *tmp)
+{
+	size_t n = 0;
+
+	for (size_t i = lo; i < hi; i++)
+		if (i < skip_lo || i >= skip_hi)
+			tmp[n++] = late[i].lead;
+	if (!n)
+		return UINT64_MAX;
+	qsort(tmp, n, sizeof(*tmp), cmp_u64);
+	return tmp[(n - 1) / 2];
+}
+
+/*
+ * Ranks consistently late entering the collectives of a communicator. The
+ * collectives judged are those every member entered with an entry time
+ * kept (every member's entry in its window, no member unknown). A member
+ * is a straggler when, over at least STRAGGLER_MIN_MATCHED of them, it
+ * entered last in at least half (three quarters in a communicator of two,
+ * where one of the two is always last), its lead over the next-latest
+ * member when last has a median of at least STRAGGLER_MIN_LATE_NS, and
+ * that median is at least STRAGGLER_RATIO times the median lead of the
+ * last member of the others. Several members equally late share the last
+ * place and none is named.
+ */
+static int find_stragglers(const struct ctx *cx, struct fr_verdict *v)
+{
+	struct late *late = malloc((cx->ngroups ? cx->ngroups : 1) * sizeof(*late));
+	uint64_t *tmp = malloc((cx->ngroups ? cx->ngroups : 1) * sizeof(*tmp));
+	size_t n = 0;
+	size_t cap = 0;
+	int rc = -ENOMEM;
+
+	if (!late || !tmp)
+		goto out_free;
+	for (size_t i = 0; i < cx->ngroups; i++) {
+		const struct group *g = &cx->groups[i];
+		const struct cinfo *c = &cx->comms[g->comm];
+
+		if (g->untimed || c->n < 2 || c->nunknown || c->nextra || g->count != c->n)
+			continue;
+		late[n++] = (struct late){ g->comm, g->last_rank, g->t_last - g->t_second };
+	}
+	qsort(late, n, sizeof(*late), cmp_late);
+	for (size_t i = 0, j; i < n; i = j) {
+		const struct cinfo *c = &cx->comms[late[i].ci];
+		size_t m;
+
+		for (j = i; j < n && late[j].ci == late[i].ci; j++)
+			;
+		m = j - i;
+		if (m < STRAGGLER_MIN_MATCHED)
+			continue;
+		for (size_t a = i, b; a < j; a = b) {
+			struct fr_straggler *st;
+			uint64_t med, others;
+			size_t cnt;
+
+			for (b = a; b < j && late[b].rank == late[a].rank; b++)
+				;
+			cnt = b - a;
+			if (cnt * 2 < m || (c->n == 2 && cnt * 4 < 3 * m))
+				continue;
+			med = late[a + (cnt - 1) / 2].lead;
+			if (med < STRAGGLER_MIN_LATE_NS)
+				continue;
+			others = median_lead_outside(late, i, j, a, b, tmp);
+			if (others != UINT64_MAX && med / STRAGGLER_RATIO < others)
+				continue;
+			if (grow_array((void **)&v->stragglers, &cap, v->nstragglers + 1,
+				       sizeof(*st)) < 0)
+				goto out_free;
+			st = &v->stragglers[v->nstragglers++];
+			memset(st, 0, sizeof(*st));
+			st->rank = late[a].rank;
+			snprintf(st->comm, sizeof(st->comm), "%s", c->id);
+			st->late_count = (uint32_t)cnt;
+			st->matched = (uint32_t)m;
+			st->median_late_s = ns_to_s(med);
+		}
+	}
+	if (v->nstragglers)
+		qsort(v->stragglers, v->nstragglers, sizeof(*v->stragglers), cmp_straggler);
+	rc = 0;
+out_free:
+	free(late);
+	free(tmp);
+	return rc;
+}
+
+/* "12.3 ms", "1.25 s" */
+static void late_text(char *buf, size_t cap, double s)
+{
+	if (s < 1)
+		snprintf(buf, cap, "%.1f ms", s * 1e3);
+	else
+		snprintf(buf, cap, "%.2f s", s);
+}
+
+/* "rank 5 entered last in 93 of 100 collectives on world, by 12.3 ms (median)" */
+static void straggler_text(char *buf, size_t cap, const struct fr_straggler *st)
+{
+	char d[32];
+
+	late_text(d, sizeof(d), st->median_late_s);
+	snprintf(buf, cap, "rank %" PRIu32 " entered last in %" PRIu32 " of %" PRIu32
+		 " collectives on %s, by %s (median)", st->rank, st->late_count, st->matched,
+		 st->comm, d);
+}
+
+/* ---- the verdict ---- */
+
+/* The verdict, in the order of precedence correlate.h gives. */
+static int verdict_of(struct ctx *cx, struct fr_verdict *v)
+{
+	struct p2p_pair pair;
+	uint64_t longest = 0;
+	uint32_t gi;
+	int rc;
+
+	/* A disagreement in what is still in flight explains what hangs. */
+	while ((gi = find_mismatch(cx, true)) != NONE) {
+		rc = verdict_mismatch(cx, gi, true, v);
+		if (rc != 1)
+			return rc;
+		cx->groups[gi].differs = false;
+	}
+	if (find_p2p_mismatch(cx, true, &pair))
+		return verdict_p2p_mismatch(cx, &pair, true, v);
+
+	v->waiting = malloc((cx->world ? cx->world : 1) * sizeof(*v->waiting));
+	if (!v->waiting)
+		return -ENOMEM;
+	for (uint32_t r = 0; r < cx->world; r++) {
+		if (!cx->waits[r])
+			continue;
+		v->waiting[v->nwaiting++] = r;
+		if (cx->wait_ns[r] > longest)
+			longest = cx->wait_ns[r];
+	}
+	v->waited_s = ns_to_s(longest);
+	if (v->nwaiting)
+		return correlate_hang(cx, v);
+
+	/* Nothing hangs: what completed may still disagree. */
+	free(v->waiting);
+	v->waiting = NULL;
+	while ((gi = find_mismatch(cx, false)) != NONE) {
+		rc = verdict_mismatch(cx, gi, false, v);
+		if (rc != 1)
+			return rc;
+		cx->groups[gi].differs_loose = false;
+	}
+	if (find_p2p_mismatch(cx, false, &pair))
+		return verdict_p2p_mismatch(cx, &pair, false, v);
+
+	v->kind = FR_VERDICT_OK;
+	summary_ok(cx, v);
+	rc = find_stragglers(cx, v);
+	if (rc == 0 && v->nstragglers) {
+		struct line l = { v->summary, sizeof(v->summary), strlen(v->summary) };
+		char st[256];
+
+		straggler_text(st, sizeof(st), &v->stragglers[0]);
+		line_add(&l, "; straggler: %s", st);
+		if (v->nstragglers > 1)
+			line_add(&l, " (and %zu more)", v->nstragglers - 1);
+	}
+	return rc;
+}
+
 int fr_correlate(const struct fr_trace *const *traces, size_t ntraces, uint32_t world_size,
 		 struct fr_verdict *v)
 {
 	struct ctx cx;
-	uint64_t longest = 0;
 	int rc;
 
 	memset(v, 0, sizeof(*v));
@@ -2144,36 +2962,10 @@ int fr_correlate(const struct fr_trace *const *traces, size_t ntraces, uint32_t 
 	for (uint32_t r = 0; r < cx.world; r++)
 		if (cx.by_rank[r] && cx.by_rank[r]->status != FR_RANK_MISSING)
 			v->nranks_with_evidence++;
-
-	{
-		uint32_t gi = find_mismatch(&cx);
-
-		if (gi != NONE) {
-			rc = verdict_mismatch(&cx, gi, v);
-			goto out_free;
-		}
-	}
-
-	v->waiting = malloc((cx.world ? cx.world : 1) * sizeof(*v->waiting));
-	if (!v->waiting) {
-		rc = -ENOMEM;
+	rc = verdict_of(&cx, v);
+	if (rc < 0)
 		goto out_free;
-	}
-	for (uint32_t r = 0; r < cx.world; r++) {
-		if (!cx.waits[r])
-			continue;
-		v->waiting[v->nwaiting++] = r;
-		if (cx.wait_ns[r] > longest)
-			longest = cx.wait_ns[r];
-	}
-	v->waited_s = ns_to_s(longest);
-	if (!v->nwaiting) {
-		v->kind = FR_VERDICT_OK;
-		summary_ok(&cx, v);
-		rc = 0;
-		goto out_free;
-	}
-	rc = correlate_hang(&cx, v);
+	rc = find_alignment(&cx, v->has_op ? comm_find(&cx, v->op.comm) : NONE, &v->aligned);
 out_free:
 	ctx_free(&cx);
 	if (rc < 0)
@@ -2186,6 +2978,7 @@ void fr_verdict_free(struct fr_verdict *v)
 	free(v->culprits);
 	free(v->comm_ranks);
 	free(v->waiting);
+	free(v->stragglers);
 	memset(v, 0, sizeof(*v));
 }
 
@@ -2296,6 +3089,51 @@ static json_t *summary_json(const char *s)
 	return j ? j : json_string("");
 }
 
+static json_t *stragglers_json(const struct fr_verdict *v)
+{
+	json_t *a = json_array();
+
+	for (size_t i = 0; a && i < v->nstragglers; i++) {
+		const struct fr_straggler *st = &v->stragglers[i];
+		json_t *o = json_pack("{s:I, s:s, s:I, s:I, s:f}", "rank", (json_int_t)st->rank,
+				      "comm", st->comm, "late_count", (json_int_t)st->late_count,
+				      "matched", (json_int_t)st->matched, "median_late_s",
+				      st->median_late_s);
+
+		if (!o || json_array_append_new(a, o) < 0) {
+			json_decref(a);
+			return NULL;
+		}
+	}
+	return a;
+}
+
+static json_t *window_json(const struct fr_window *w)
+{
+	return json_pack("{s:I, s:o, s:o}", "rank", (json_int_t)w->rank, "first", ju64(w->first),
+			 "last", ju64(w->last));
+}
+
+/* {"comms": 0} when every rank kept the same stretch of each communicator. */
+static json_t *aligned_json(const struct fr_alignment *a)
+{
+	json_t *o = json_pack("{s:I}", "comms", (json_int_t)a->ncomms);
+	int rc = 0;
+
+	if (!o || !a->ncomms)
+		return o;
+	rc |= jset(o, "comm", json_string(a->comm));
+	rc |= jset(o, "common_first", ju64(a->common_first));
+	rc |= jset(o, "common_last", ju64(a->common_last));
+	rc |= jset(o, "latest", window_json(&a->latest));
+	rc |= jset(o, "earliest", window_json(&a->earliest));
+	if (rc) {
+		json_decref(o);
+		return NULL;
+	}
+	return o;
+}
+
 json_t *fr_verdict_to_json(const struct fr_verdict *v)
 {
 	json_t *o = json_object();
@@ -2326,6 +3164,8 @@ json_t *fr_verdict_to_json(const struct fr_verdict *v)
 	rc |= jset(o, "waiting_ranks", ranks_json(v->waiting, v->nwaiting));
 	rc |= jset(o, "waited_s", json_real(v->waited_s));
 	rc |= jset(o, "world_size", json_integer(v->world_size));
+	rc |= jset(o, "stragglers", stragglers_json(v));
+	rc |= jset(o, "aligned", aligned_json(&v->aligned));
 	rc |= jset(o, "summary", summary_json(v->summary));
 	if (rc)
 		goto out_free;
@@ -2581,6 +3421,8 @@ static void print_culprit(FILE *out, const struct fr_verdict *v, const struct fr
 	if (v->kind == FR_VERDICT_DEADLOCK)
 		fprintf(out, ": waits in a cycle: it never entered what the rank before it "
 			"waits in, being stuck in the operation below\n");
+	else if (cu->reason == FR_REASON_MISMATCH && v->has_op && is_p2p(&v->op))
+		fprintf(out, ": its side of the message does not match the other side's\n");
 	else if (cu->reason == FR_REASON_NOT_ENTERED && v->has_op && is_p2p(&v->op))
 		fprintf(out, ": never posted the %s matching the operation above\n",
 			v->op.type == FR_OP_SEND ? "receive" :
@@ -2759,6 +3601,72 @@ out_free:
 	free(ranks);
 }
 
+/*
+ * "Ring windows differ (rank 3 kept seq 120-2167 of world, rank 5 kept
+ * 0-2047); compared on the common range 120-2047"
+ */
+static void print_alignment(FILE *out, const struct fr_alignment *a)
+{
+	if (!a->ncomms)
+		return;
+	fprintf(out, "Ring windows differ (rank %" PRIu32 " kept seq %" PRIu64 "-%" PRIu64
+		" of %s, rank %" PRIu32 " kept %" PRIu64 "-%" PRIu64 "); ", a->latest.rank,
+		a->latest.first, a->latest.last, a->comm, a->earliest.rank, a->earliest.first,
+		a->earliest.last);
+	if (a->common_first <= a->common_last)
+		fprintf(out, "compared on the common range %" PRIu64 "-%" PRIu64, a->common_first,
+			a->common_last);
+	else
+		fprintf(out, "no seq of it was kept by every rank");
+	if (a->ncomms > 1)
+		fprintf(out, " (windows differ on %" PRIu32 " communicators)", a->ncomms);
+	fprintf(out, "\n");
+}
+
+static void print_stragglers(FILE *out, const struct fr_verdict *v)
+{
+	char line[256];
+
+	if (!v->nstragglers)
+		return;
+	if (v->nstragglers == 1) {
+		straggler_text(line, sizeof(line), &v->stragglers[0]);
+		fprintf(out, "Stragglers (information, not a hang): %s\n", line);
+		return;
+	}
+	fprintf(out, "Stragglers (information, not a hang):\n");
+	for (size_t i = 0; i < v->nstragglers && i < PRINT_STRAGGLERS_MAX; i++) {
+		straggler_text(line, sizeof(line), &v->stragglers[i]);
+		fprintf(out, "  %s\n", line);
+	}
+	if (v->nstragglers > PRINT_STRAGGLERS_MAX)
+		fprintf(out, "  ... and %zu more\n", v->nstragglers - PRINT_STRAGGLERS_MAX);
+}
+
+/*
+ * Many culprits (every member of a large stuck communicator): one line per
+ * reason with rank ranges. `r` has room for every culprit.
+ */
+static void print_culprit_reasons(FILE *out, const struct fr_verdict *v, uint32_t *r)
+{
+	char rt[512];
+
+	fprintf(out, "\nCulprits: %zu\n", v->nculprits);
+	for (unsigned reason = 0; reason < sizeof(reason_names) / sizeof(reason_names[0]);
+	     reason++) {
+		size_t n = 0;
+
+		for (size_t i = 0; i < v->nculprits; i++)
+			if (v->culprits[i].reason == reason)
+				r[n++] = v->culprits[i].rank;
+		if (!n)
+			continue;
+		fprintf(out, "  %s: %s %s (%zu): %s\n", fr_reason_name(reason),
+			n == 1 ? "rank" : "ranks", ranks_text(rt, sizeof(rt), r, n), n,
+			reason_text((enum fr_reason)reason));
+	}
+}
+
 void fr_verdict_print(FILE *out, const struct fr_verdict *v,
 		      const struct fr_trace *const *traces, size_t ntraces)
 {
@@ -2775,8 +3683,9 @@ void fr_verdict_print(FILE *out, const struct fr_verdict *v,
 	fprintf(out, "%s\n", v->summary);
 	fprintf(out, "\nVerdict: %s\n", fr_verdict_name(v->kind));
 	if (v->has_op) {
-		print_op_line(out, v->kind == FR_VERDICT_MISMATCH ? "Operation (majority): " :
-				   "Operation: ", &v->op);
+		print_op_line(out, v->kind != FR_VERDICT_MISMATCH ? "Operation: " :
+				   is_p2p(&v->op) ? "Operation (the send): " :
+				   "Operation (majority): ", &v->op);
 		fprintf(out, "Communicator: %s, %" PRIu32 " ranks [%s]\n", v->op.comm,
 			v->comm_size, members_text(rt, sizeof(rt), v->comm_ranks, v->comm_size));
 	}
@@ -2803,19 +3712,22 @@ void fr_verdict_print(FILE *out, const struct fr_verdict *v,
 		}
 	}
 
-	for (size_t i = 0; i < v->nculprits && i < PRINT_CULPRITS_MAX; i++) {
+	print_alignment(out, &v->aligned);
+	print_stragglers(out, v);
+
+	if (v->nculprits > PRINT_CULPRITS_MAX && r)
+		print_culprit_reasons(out, v, r);
+	for (size_t i = 0; i < v->nculprits; i++) {
 		uint32_t rank = v->culprits[i].rank;
 		const struct fr_trace *t = idx ? (rank < v->world_size ? idx[rank] : NULL) :
 					   trace_of(traces, ntraces, rank);
 
+		if (v->nculprits > PRINT_CULPRITS_MAX && i == PRINT_CULPRITS_DETAIL) {
+			fprintf(out, "\n... and %zu more culprits, listed by reason above\n",
+				v->nculprits - i);
+			break;
+		}
 		print_culprit(out, v, &v->culprits[i], t);
-	}
-	if (v->nculprits > PRINT_CULPRITS_MAX && r) {
-		n = 0;
-		for (size_t i = PRINT_CULPRITS_MAX; i < v->nculprits; i++)
-			r[n++] = v->culprits[i].rank;
-		fprintf(out, "\n... and %zu more culprits (same reason): %s %s\n", n,
-			n == 1 ? "rank" : "ranks", ranks_text(rt, sizeof(rt), r, n));
 	}
 	if (idx)
 		print_merged_stacks(out, idx, v->world_size);

@@ -8,11 +8,13 @@
  * Model. Operations are matched across ranks by (communicator id, seq).
  * A rank "waits" when it has an operation in flight (state entered, not
  * completed) that blocks it: a blocking one, or a non-blocking one it is
- * waiting on (op.waited); a posted non-blocking op alone is not a wait. A collective (c, s) is stuck when some member has it in flight;
- * the members that have not entered it (last_entered on c < s, or no
- * evidence of it) are what the waiters wait for. A rank that waits on nothing
- * but is waited for is a sink: the root cause. A later collective that the
- * waiters of (c, s) pile into (e.g. a world barrier) is a consequence.
+ * waiting on (op.waited); a posted non-blocking op alone is not a wait. A
+ * collective (c, s) is stuck when some member has it in flight; the members
+ * that have not entered it (last_entered on c < s and no entry of c as late
+ * as s in its ring, or no evidence of it) are what the waiters wait for.
+ * A rank that waits on nothing but is waited for is a sink: the root cause.
+ * A later collective that the waiters of (c, s) pile into (e.g. a world
+ * barrier) is a consequence.
  */
 #ifndef FR_CORRELATE_H
 #define FR_CORRELATE_H
@@ -65,6 +67,45 @@ struct fr_culprit {
 	double waited_s;              /* stuck_in_op: how long it has waited in op; else 0 */
 };
 
+/*
+ * A rank consistently late entering the collectives of one communicator
+ * (see fr_correlate()). Information about a job that does not hang, not a
+ * fault: it never changes the verdict.
+ */
+struct fr_straggler {
+	uint32_t rank;
+	char comm[FR_COMM_ID_MAX + 1];
+	uint32_t late_count;          /* matched collectives it entered last */
+	uint32_t matched;             /* collectives of comm that every member entered */
+	double median_late_s;         /* when it was last: how long after the
+	                               * next-latest member it entered, median */
+};
+
+/* The collectives one rank kept of a communicator: seqs first..last. */
+struct fr_window {
+	uint32_t rank;
+	uint64_t first;
+	uint64_t last;
+};
+
+/*
+ * Ring windows that differ. Each rank keeps only its newest entries, so
+ * ranks keep different stretches of a communicator's collectives; they are
+ * compared only where they overlap. Shown for the verdict's communicator
+ * when its members' windows differ, else for the one whose members'
+ * windows start furthest apart.
+ */
+struct fr_alignment {
+	uint32_t ncomms;              /* communicators whose windows differ; 0: none */
+	char comm[FR_COMM_ID_MAX + 1];
+	struct fr_window latest;      /* the member whose window starts latest */
+	struct fr_window earliest;    /* the member whose window starts earliest */
+	/* Seqs every member with entries kept: common_first..common_last,
+	 * none when common_first > common_last. */
+	uint64_t common_first;
+	uint64_t common_last;
+};
+
 struct fr_verdict {
 	enum fr_verdict_kind kind;
 	size_t nculprits;
@@ -80,6 +121,9 @@ struct fr_verdict {
 	double waited_s;              /* longest wait among the waiting ranks */
 	uint32_t world_size;
 	size_t nranks_with_evidence;
+	size_t nstragglers;
+	struct fr_straggler *stragglers; /* owned; only in ok verdicts */
+	struct fr_alignment aligned;
 	char summary[1024];           /* one line, for a person */
 };
 
@@ -89,13 +133,63 @@ struct fr_verdict {
  * have no trace count as missing. Fills `v` (free with fr_verdict_free()).
  * Returns 0 or -ENOMEM.
  *
- * Precedence: a mismatch at the same (comm, seq) wins (culprits: the ranks
- * whose signature -- type, count, dtype, root, redop -- differs from the
- * majority's; on a tie, the ranks not sharing the lowest rank's signature);
- * then a hang: culprits are the unresponsive/disconnected/finished members of
- * the stuck communicator if any, else the sink ranks that never entered the
- * op (reason not_entered), else every member (stuck_in_op). No op in flight
- * anywhere and no mismatch: verdict ok.
+ * Precedence:
+ *  1. A mismatch in a collective some member still has in flight: the
+ *     members' signatures at the same (comm, seq) -- type, count, dtype,
+ *     root, redop -- differ. Culprits: the ranks whose signature is not the
+ *     majority's; on a tie, the ranks not sharing the lowest rank's. So
+ *     the odd rank is named whichever rank's evidence comes first. Counts
+ *     are not compared for the vector collectives (all_gatherv, gatherv,
+ *     scatterv, all_to_allv); they are for all_gather (its output is the
+ *     input times the communicator's size, so equal inputs are what can be
+ *     checked from the count alone) and reduce_scatter (every writer
+ *     records a count all members share).
+ *  2. A point-to-point mismatch in flight: send #k from a to b and b's
+ *     receive #k from a disagree on the bytes (see below). No majority
+ *     names one side of a pair: both ranks are culprits (reason mismatch,
+ *     each with its own operation as "called"), and op is the send.
+ *  3. A hang: culprits are the unresponsive/disconnected/finished members
+ *     of the stuck communicator if any, else the sink ranks that never
+ *     entered the op (reason not_entered), else every member (stuck_in_op);
+ *     or a deadlock.
+ *  4. Nothing waits, but a collective that completed on every member that
+ *     kept it disagrees (as in 1, except that the payload of gather,
+ *     scatter and all_to_all is not compared: their roots, or PyTorch's
+ *     uneven all_to_all, record what differs legitimately). A bug even
+ *     though the library matched the calls; the summary says it completed.
+ *  5. Likewise a completed point-to-point pair that disagrees.
+ *  6. Otherwise ok, with stragglers.
+ * Among several mismatches, the lowest seq (then communicator id) is named.
+ *
+ * Point-to-point pairs. The agent numbers sends and receives per
+ * (communicator, peer, direction), so a's send #k to b is b's receive #k
+ * from a. A rank's p2p operations that are not numbered so -- seqs that
+ * skip within a (peer, direction), or one sequence across several peers or
+ * directions, as PyTorch's p2p_seq_id -- are not paired. Receives from any
+ * source and sendrecvs are not paired. Over NCCL (any library whose name
+ * does not contain "MPI", or an operation on a GPU) a receive must take
+ * exactly what is sent: any difference is a mismatch. MPI also matches by
+ * tag, which the evidence lacks, and lets a receive take more than is sent:
+ * there only a send larger than its receive, both in flight, is one.
+ *
+ * Ring windows. Each rank's ring keeps only its newest entries, so ranks
+ * keep different stretches of a communicator's collectives. They are
+ * compared only at the (comm, seq) that two or more of them kept; a member
+ * whose ring kept a later collective of comm than the stuck one has
+ * entered it (even without progress counters). When the members of some
+ * communicator kept windows that start at different seqs, `aligned` says
+ * so (always filled, in every verdict).
+ *
+ * Stragglers (ok verdicts only: a hang or a mismatch is the answer then).
+ * Judged per communicator on the collectives that every member entered
+ * with an entry time (every member known and each one's entry in its
+ * window): a member is a straggler when, over at least 8 of them, it
+ * entered last in at least half (three quarters in a communicator of two,
+ * where one of the two is always last), entering a median of at least
+ * 1 ms after the next-latest member when it was last, and at least twice
+ * the median by which the last member of the others was last. Members
+ * equally late share the last place, and none may be named. Listed by
+ * median lateness, latest first.
  */
 int fr_correlate(const struct fr_trace *const *traces, size_t ntraces, uint32_t world_size,
 		 struct fr_verdict *v);
@@ -110,7 +204,13 @@ void fr_verdict_free(struct fr_verdict *v);
  *  "comm_size", "gpu_state" (GPU operations only)}
  *  | null (comm_ranks: the known members only),
  *  "waiting_ranks": [...],
- *  "waited_s", "world_size", "summary"}
+ *  "waited_s", "world_size",
+ *  "stragglers": [{"rank","comm","late_count","matched","median_late_s"}]
+ *   (empty unless the verdict is ok and there are some),
+ *  "aligned": {"comms"} when no windows differ, else {"comms", "comm",
+ *   "common_first", "common_last", "latest": {"rank","first","last"},
+ *   "earliest": {"rank","first","last"}},
+ *  "summary"}
  * Returns a new reference.
  */
 json_t *fr_verdict_to_json(const struct fr_verdict *v);
@@ -118,8 +218,11 @@ json_t *fr_op_to_json(const struct fr_op *op);
 
 /*
  * The report for a person: the summary line first, then evidence (the op,
- * who waits, each culprit's last completed op and stack, taken from its
- * trace when present).
+ * who waits, whether ring windows differ, stragglers, each culprit's last
+ * completed op and stack, taken from its trace when present, and the
+ * ranks' stacks merged). Ranks are written as ranges throughout; beyond 8
+ * culprits they are listed by reason and only the first 3 described, so
+ * that the report of a 1024-rank job stays a page long.
  */
 void fr_verdict_print(FILE *out, const struct fr_verdict *v,
 		      const struct fr_trace *const *traces, size_t ntraces);

@@ -1121,6 +1121,9 @@ static void test_json_contract(void **state)
 	assert_true(json_is_real(json_object_get(o, "waited_s")));
 	assert_int_equal(json_integer_value(json_object_get(o, "world_size")), 4);
 	assert_string_equal(json_string_value(json_object_get(o, "summary")), v->summary);
+	assert_true(json_is_array(json_object_get(o, "stragglers")));
+	assert_int_equal(json_integer_value(json_object_get(json_object_get(o, "aligned"),
+							    "comms")), 0);
 
 	op = json_object_get(o, "op");
 	assert_true(json_is_object(op));
@@ -1612,6 +1615,552 @@ static void test_json_ok_has_null_op(void **state)
 	job_free(j);
 }
 
+/* ---- wider mismatch checks ---- */
+
+/*
+ * Five ranks in all_gather #3; rank 2 passes 2 elements where the others
+ * pass 1. The odd rank is named by majority, though it is neither rank 0
+ * nor the first trace handed over (rank 4).
+ */
+static void test_all_gather_count_odd_rank(void **state)
+{
+	struct job *j = job_new(5);
+	struct fr_verdict *v;
+
+	(void)state;
+	for (uint32_t r = 0; r < 5; r++)
+		rank_new(j, r, FR_RANK_DUMPED);
+	add_world(j);
+	for (uint32_t r = 0; r < 5; r++) {
+		struct fr_op *op;
+
+		history(j, r, "world", 2);
+		op = add_op(j, r, "world", FR_OP_ALL_GATHER, 3, FR_STATE_ENTERED, 10);
+		op->redop[0] = '\0';
+		op->count = r == 2 ? 2 : 1;
+		op->bytes = op->count * 8;
+	}
+	v = correlate(j);
+	assert_int_equal(v->kind, FR_VERDICT_MISMATCH);
+	assert_int_equal(v->nculprits, 1);
+	assert_int_equal(v->culprits[0].rank, 2);
+	assert_int_equal(v->culprits[0].reason, FR_REASON_MISMATCH);
+	assert_int_equal(v->culprits[0].op.count, 2);
+	assert_int_equal(v->op.type, FR_OP_ALL_GATHER);
+	assert_int_equal(v->op.count, 1);
+	assert_ranks(v->waiting, v->nwaiting, "0-1,3-4");
+	assert_contains(v->summary, "rank 2 (node2, pid 1002) called all_gather #3 (count 2, "
+				    "double) on world where ranks 0-1,3-4 called all_gather "
+				    "(count 1");
+	job_free(j);
+
+	/* A reduce_scatter's count is the same on every member as well. */
+	j = job_new(3);
+	for (uint32_t r = 0; r < 3; r++)
+		rank_new(j, r, FR_RANK_DUMPED);
+	add_world(j);
+	for (uint32_t r = 0; r < 3; r++)
+		add_op(j, r, "world", FR_OP_REDUCE_SCATTER, 1, FR_STATE_ENTERED, 10)->count =
+			r == 0 ? 6 : 3;
+	v = correlate(j);
+	assert_int_equal(v->kind, FR_VERDICT_MISMATCH);
+	assert_int_equal(v->nculprits, 1);
+	assert_int_equal(v->culprits[0].rank, 0);
+	job_free(j);
+}
+
+/*
+ * Nothing hangs, but rank 3 passed 2 elements to all_reduce #6 where the
+ * others passed 1 and the library completed it anyway: a mismatch all the
+ * same, named as such.
+ */
+static void test_completed_mismatch_no_hang(void **state)
+{
+	struct job *j = job_new(4);
+	struct fr_verdict *v;
+
+	(void)state;
+	for (uint32_t r = 0; r < 4; r++)
+		rank_new(j, r, FR_RANK_DUMPED);
+	add_world(j);
+	for (uint32_t r = 0; r < 4; r++)
+		history(j, r, "world", 10);
+	j->ev[3]->t.ops[5].count = 2;
+	v = correlate(j);
+	assert_int_equal(v->kind, FR_VERDICT_MISMATCH);
+	assert_int_equal(v->nculprits, 1);
+	assert_int_equal(v->culprits[0].rank, 3);
+	assert_int_equal(v->culprits[0].op.count, 2);
+	assert_int_equal(v->op.seq, 6);
+	assert_int_equal(v->nwaiting, 0);
+	assert_contains(v->summary, "it completed all the same (no hang)");
+	job_free(j);
+
+	/* A gather's root describes the receiving side: once completed, its
+	 * count is no evidence. */
+	j = job_new(4);
+	for (uint32_t r = 0; r < 4; r++)
+		rank_new(j, r, FR_RANK_DUMPED);
+	add_world(j);
+	for (uint32_t r = 0; r < 4; r++) {
+		struct fr_op *op = add_op(j, r, "world", FR_OP_GATHER, 1, FR_STATE_COMPLETED, 60);
+
+		op->root = 0;
+		op->redop[0] = '\0';
+		if (r == 0) {
+			op->count = 0;
+			op->bytes = 0;
+			snprintf(op->dtype, sizeof(op->dtype), "derived");
+		}
+	}
+	v = correlate(j);
+	assert_int_equal(v->kind, FR_VERDICT_OK);
+	job_free(j);
+}
+
+/*
+ * Send #k from a to b against b's receive #k from a: rank 0 sends rank 1
+ * `n` messages of 8 bytes, the last one in state `last`, except message
+ * `bad`, 16 bytes where rank 1 takes 8. Both ranks run `lib`.
+ */
+static struct job *pair_job(const char *lib, uint64_t n, uint64_t bad, enum fr_op_state last)
+{
+	struct job *j = job_new(2);
+
+	for (uint32_t r = 0; r < 2; r++)
+		snprintf(rank_new(j, r, FR_RANK_DUMPED)->comm_lib, FR_LIBVER_MAX + 1, "%s", lib);
+	add_world(j);
+	for (uint64_t k = 1; k <= n; k++) {
+		enum fr_op_state st = k == n ? last : FR_STATE_COMPLETED;
+		struct fr_op *s = add_op(j, 0, "world", FR_OP_SEND, k, st, 100 - k);
+		struct fr_op *r = add_op(j, 1, "world", FR_OP_RECV, k, st, 100 - k);
+
+		s->peer = 1;
+		r->peer = 0;
+		if (k == bad) {
+			s->count = 2;
+			s->bytes = 16;
+		}
+	}
+	return j;
+}
+
+/* NCCL matches a pair's messages in order, and sizes exactly. */
+static void test_p2p_size_mismatch(void **state)
+{
+	struct job *j = pair_job("NCCL 2.28.9", 5, 3, FR_STATE_COMPLETED);
+	struct fr_verdict *v;
+	char *buf = NULL;
+	size_t len = 0;
+	json_t *o;
+	FILE *f;
+
+	(void)state;
+	v = correlate(j);
+	assert_int_equal(v->kind, FR_VERDICT_MISMATCH);
+	assert_int_equal(v->nculprits, 2);
+	assert_int_equal(v->culprits[0].rank, 0);
+	assert_int_equal(v->culprits[0].reason, FR_REASON_MISMATCH);
+	assert_int_equal(v->culprits[0].op.type, FR_OP_SEND);
+	assert_int_equal(v->culprits[0].op.bytes, 16);
+	assert_int_equal(v->culprits[1].rank, 1);
+	assert_int_equal(v->culprits[1].op.type, FR_OP_RECV);
+	assert_int_equal(v->culprits[1].op.bytes, 8);
+	assert_int_equal(v->op.type, FR_OP_SEND);
+	assert_int_equal(v->op.seq, 3);
+	assert_int_equal(v->op.peer, 1);
+	assert_contains(v->summary, "send #3 to rank 1 on world does not match its receive: "
+				    "rank 0 (node0, pid 1000) sends 16 bytes (count 2, double), "
+				    "rank 1 (node1, pid 1001) receives 8 bytes (count 1, double)");
+	assert_contains(v->summary, "no hang");
+	o = fr_verdict_to_json(v);
+	assert_string_equal(json_string_value(json_object_get(o, "verdict")), "mismatch");
+	assert_int_equal(json_array_size(json_object_get(o, "culprits")), 2);
+	json_decref(o);
+	f = open_memstream(&buf, &len);
+	assert_non_null(f);
+	fr_verdict_print(f, v, j->traces, 2);
+	fclose(f);
+	assert_contains(buf, "Operation (the send): send #3 to rank 1 on world");
+	assert_contains(buf, "Culprit rank 1 (node1, pid 1001): its side of the message does "
+			     "not match the other side's\n  called: recv #3 from rank 0");
+	free(buf);
+	job_free(j);
+
+	/* In flight, the disagreement is what holds both up: it wins over
+	 * "both posted it and it does not complete". */
+	j = pair_job("NCCL 2.28.9", 4, 4, FR_STATE_ENTERED);
+	v = correlate(j);
+	assert_int_equal(v->kind, FR_VERDICT_MISMATCH);
+	assert_int_equal(v->nculprits, 2);
+	assert_int_equal(v->op.seq, 4);
+	assert_ranks(v->waiting, v->nwaiting, "0-1");
+	assert_null(strstr(v->summary, "no hang"));
+	job_free(j);
+
+	/* A receive that takes more than is sent is one too. */
+	j = pair_job("NCCL 2.28.9", 5, 0, FR_STATE_COMPLETED);
+	j->ev[1]->t.ops[2].count = 4;
+	j->ev[1]->t.ops[2].bytes = 32;
+	v = correlate(j);
+	assert_int_equal(v->kind, FR_VERDICT_MISMATCH);
+	assert_int_equal(v->op.seq, 3);
+	job_free(j);
+}
+
+/*
+ * MPI matches by tag too (not in the evidence) and lets a receive take
+ * more than is sent: only a send larger than its receive, both in flight,
+ * is a mismatch; once completed, MPI would have failed a truncation, so
+ * such a pair was wrongly paired by seq.
+ */
+static void test_p2p_size_mpi(void **state)
+{
+	struct job *j = pair_job("Open MPI v4.1.4", 5, 0, FR_STATE_COMPLETED);
+	struct fr_verdict *v;
+
+	(void)state;
+	j->ev[1]->t.ops[2].count = 4;
+	j->ev[1]->t.ops[2].bytes = 32;
+	v = correlate(j);
+	assert_int_equal(v->kind, FR_VERDICT_OK);
+	job_free(j);
+
+	j = pair_job("Open MPI v4.1.4", 5, 3, FR_STATE_COMPLETED);
+	v = correlate(j);
+	assert_int_equal(v->kind, FR_VERDICT_OK);
+	job_free(j);
+
+	j = pair_job("Open MPI v4.1.4", 4, 4, FR_STATE_ENTERED);
+	v = correlate(j);
+	assert_int_equal(v->kind, FR_VERDICT_MISMATCH);
+	assert_int_equal(v->nculprits, 2);
+	assert_int_equal(v->op.seq, 4);
+	job_free(j);
+
+	/* In flight, a receive larger than its send is no mismatch. */
+	j = pair_job("Open MPI v4.1.4", 4, 0, FR_STATE_ENTERED);
+	j->ev[1]->t.ops[3].count = 4;
+	j->ev[1]->t.ops[3].bytes = 32;
+	v = correlate(j);
+	assert_int_equal(v->kind, FR_VERDICT_HANG);
+	assert_int_equal(v->culprits[0].reason, FR_REASON_STUCK_IN_OP);
+	job_free(j);
+}
+
+/*
+ * A writer that numbers every p2p operation of a communicator in one
+ * sequence (PyTorch's p2p_seq_id) cannot be paired by seq. Rank 0 sends 64
+ * bytes to rank 2 (#1), then 16 and 8 bytes to rank 1 (#2, #3); rank 1
+ * receives 16 and 8 bytes from rank 0 (#1, #2). By seq, rank 0's #2 (16
+ * bytes) would meet rank 1's #2 (8 bytes): a mismatch that is not one.
+ */
+static void test_p2p_one_sequence_not_paired(void **state)
+{
+	static const struct {
+		uint32_t rank;
+		enum fr_op_type type;
+		int32_t peer;
+		uint64_t seq, count;
+	} ops[] = {
+		{ 0, FR_OP_SEND, 2, 1, 8 }, { 2, FR_OP_RECV, 0, 1, 8 },
+		{ 0, FR_OP_SEND, 1, 2, 2 }, { 1, FR_OP_RECV, 0, 1, 2 },
+		{ 0, FR_OP_SEND, 1, 3, 1 }, { 1, FR_OP_RECV, 0, 2, 1 },
+	};
+	struct job *j = job_new(3);
+	struct fr_verdict *v;
+
+	(void)state;
+	for (uint32_t r = 0; r < 3; r++)
+		rank_new(j, r, FR_RANK_DUMPED);
+	add_world(j);
+	for (size_t i = 0; i < sizeof(ops) / sizeof(ops[0]); i++) {
+		struct fr_op *op = add_op(j, ops[i].rank, "world", ops[i].type, ops[i].seq,
+					  FR_STATE_COMPLETED, 100 - i);
+
+		op->peer = ops[i].peer;
+		op->count = ops[i].count;
+		op->bytes = op->count * 8;
+	}
+	v = correlate(j);
+	assert_int_equal(v->kind, FR_VERDICT_OK);
+	job_free(j);
+
+	/* Numbered per (peer, direction), as the agent does, the same
+	 * exchanges are paired, and a real disagreement is found. */
+	j = job_new(3);
+	for (uint32_t r = 0; r < 3; r++)
+		rank_new(j, r, FR_RANK_DUMPED);
+	add_world(j);
+	for (size_t i = 0; i < sizeof(ops) / sizeof(ops[0]); i++) {
+		uint64_t seq = ops[i].rank == 0 && ops[i].peer == 1 ? ops[i].seq - 1 : ops[i].seq;
+		struct fr_op *op = add_op(j, ops[i].rank, "world", ops[i].type, seq,
+					  FR_STATE_COMPLETED, 100 - i);
+
+		op->peer = ops[i].peer;
+		op->count = ops[i].count;
+		op->bytes = op->count * 8;
+	}
+	j->ev[1]->t.ops[1].count = 0;
+	j->ev[1]->t.ops[1].bytes = 0;
+	v = correlate(j);
+	assert_int_equal(v->kind, FR_VERDICT_MISMATCH);
+	assert_int_equal(v->op.seq, 2);
+	assert_int_equal(v->op.peer, 1);
+	assert_int_equal(v->culprits[1].op.bytes, 0);
+	job_free(j);
+}
+
+/* ---- ring windows ---- */
+
+/*
+ * Rank 3's ring is smaller: it kept all_reduce #21-#40 of world where the
+ * others kept #1-#40. Nothing is missing or mismatched for that; the
+ * report says the windows differ and where they are compared.
+ */
+static void test_ring_windows_differ(void **state)
+{
+	struct job *j = job_new(4);
+	struct fr_verdict *v;
+	char *buf = NULL;
+	size_t len = 0;
+	json_t *o, *a;
+	FILE *f;
+
+	(void)state;
+	for (uint32_t r = 0; r < 4; r++)
+		rank_new(j, r, FR_RANK_DUMPED);
+	add_world(j);
+	for (uint32_t r = 0; r < 4; r++)
+		for (uint64_t s = r == 3 ? 21 : 1; s <= 40; s++)
+			add_op(j, r, "world", FR_OP_ALL_REDUCE, s, FR_STATE_COMPLETED, 100);
+	j->ev[3]->t.dropped = 20;
+	/* Before its window, rank 3 may have called anything: a different
+	 * entry at #5 where the others agree is not in its ring to compare. */
+	v = correlate(j);
+	assert_int_equal(v->kind, FR_VERDICT_OK);
+	assert_int_equal(v->aligned.ncomms, 1);
+	assert_string_equal(v->aligned.comm, "world");
+	assert_int_equal(v->aligned.latest.rank, 3);
+	assert_int_equal(v->aligned.latest.first, 21);
+	assert_int_equal(v->aligned.latest.last, 40);
+	assert_int_equal(v->aligned.earliest.rank, 0);
+	assert_int_equal(v->aligned.earliest.first, 1);
+	assert_int_equal(v->aligned.common_first, 21);
+	assert_int_equal(v->aligned.common_last, 40);
+	o = fr_verdict_to_json(v);
+	a = json_object_get(o, "aligned");
+	assert_int_equal(json_integer_value(json_object_get(a, "comms")), 1);
+	assert_int_equal(json_integer_value(json_object_get(json_object_get(a, "latest"),
+							    "rank")), 3);
+	assert_int_equal(json_integer_value(json_object_get(a, "common_first")), 21);
+	json_decref(o);
+	f = open_memstream(&buf, &len);
+	assert_non_null(f);
+	fr_verdict_print(f, v, j->traces, 4);
+	fclose(f);
+	assert_contains(buf, "Ring windows differ (rank 3 kept seq 21-40 of world, rank 0 kept "
+			     "1-40); compared on the common range 21-40\n");
+	free(buf);
+	job_free(j);
+
+	/* Windows that agree say nothing. */
+	j = job_new(2);
+	for (uint32_t r = 0; r < 2; r++)
+		rank_new(j, r, FR_RANK_DUMPED);
+	add_world(j);
+	for (uint32_t r = 0; r < 2; r++)
+		history(j, r, "world", 5);
+	v = correlate(j);
+	assert_int_equal(v->aligned.ncomms, 0);
+	o = fr_verdict_to_json(v);
+	a = json_object_get(o, "aligned");
+	assert_int_equal(json_integer_value(json_object_get(a, "comms")), 0);
+	assert_null(json_object_get(a, "comm"));
+	json_decref(o);
+	job_free(j);
+}
+
+/*
+ * A writer without progress counters (last_entered 0, as a PyTorch dump
+ * without pg_status reads). Ranks 0-2 wait in all_reduce #5; rank 3 posted
+ * #5, #6 and #7 without waiting, and its ring kept only #6 and #7. Having
+ * kept #7, it entered #5: it is not the rank that never entered it.
+ */
+static void test_window_past_stuck_op(void **state)
+{
+	struct job *j = job_new(4);
+	struct fr_verdict *v;
+
+	(void)state;
+	for (uint32_t r = 0; r < 4; r++)
+		rank_new(j, r, FR_RANK_DUMPED);
+	add_world(j);
+	for (uint32_t r = 0; r < 3; r++) {
+		history(j, r, "world", 4);
+		add_op(j, r, "world", FR_OP_ALL_REDUCE, 5, FR_STATE_ENTERED, 30);
+	}
+	for (uint64_t s = 6; s <= 7; s++) {
+		struct fr_op *op = add_op(j, 3, "world", FR_OP_ALL_REDUCE, s, FR_STATE_ENTERED, 20);
+
+		op->nonblocking = true;
+	}
+	j->ev[3]->t.dropped = 5;
+	for (uint32_t r = 0; r < 4; r++) {
+		struct fr_comm *c = (struct fr_comm *)fr_trace_comm(&j->ev[r]->t, "world");
+
+		c->last_entered = 0;
+		c->last_completed = 0;
+	}
+	v = correlate(j);
+	assert_int_equal(v->kind, FR_VERDICT_HANG);
+	assert_int_equal(v->op.seq, 5);
+	assert_int_equal(v->culprits[0].reason, FR_REASON_STUCK_IN_OP);
+	assert_int_equal(v->aligned.ncomms, 1);
+	assert_int_equal(v->aligned.latest.rank, 3);
+	assert_true(v->aligned.common_first > v->aligned.common_last);
+	job_free(j);
+}
+
+/* ---- stragglers ---- */
+
+/*
+ * A job that does not hang, 4 ranks, `n` completed all_reduces on world.
+ * Every rank enters step k at k seconds plus a jitter of its own from `lcg`
+ * (up to `jitter_us`), and rank `slow` `late_us` later still.
+ */
+static struct job *timed_job(uint32_t world, uint64_t n, uint32_t slow, uint64_t late_us,
+			     uint64_t jitter_us)
+{
+	struct job *j = job_new(world);
+	uint64_t lcg = 12345;
+
+	for (uint32_t r = 0; r < world; r++)
+		rank_new(j, r, FR_RANK_DUMPED);
+	add_world(j);
+	for (uint64_t k = 1; k <= n; k++) {
+		for (uint32_t r = 0; r < world; r++) {
+			struct fr_op *op = add_op(j, r, "world", FR_OP_ALL_REDUCE, k,
+						  FR_STATE_COMPLETED, 3600);
+
+			lcg = lcg * 6364136223846793005ull + 1442695040888963407ull;
+			op->t_entered_ns = NOW_NS - S(3600) + S(k) +
+					   ((lcg >> 33) % (jitter_us + 1)) * 1000;
+			if (r == slow)
+				op->t_entered_ns += late_us * 1000;
+			op->t_completed_ns = NOW_NS - S(3600) + S(k) + 900000000;
+		}
+	}
+	return j;
+}
+
+static void test_straggler_found(void **state)
+{
+	struct job *j = timed_job(4, 40, 2, 12000, 300);
+	struct fr_verdict *v;
+	char *buf = NULL;
+	size_t len = 0;
+	json_t *o, *st;
+	FILE *f;
+
+	(void)state;
+	v = correlate(j);
+	assert_int_equal(v->kind, FR_VERDICT_OK);
+	assert_int_equal(v->nstragglers, 1);
+	assert_int_equal(v->stragglers[0].rank, 2);
+	assert_string_equal(v->stragglers[0].comm, "world");
+	assert_int_equal(v->stragglers[0].late_count, 40);
+	assert_int_equal(v->stragglers[0].matched, 40);
+	/* 12 ms late, less the others' jitter (up to 0.3 ms). */
+	assert_true(v->stragglers[0].median_late_s > 0.0115 &&
+		    v->stragglers[0].median_late_s < 0.0121);
+	assert_contains(v->summary, "straggler: rank 2 entered last in 40 of 40 collectives on "
+				    "world, by 1");
+	o = fr_verdict_to_json(v);
+	assert_string_equal(json_string_value(json_object_get(o, "verdict")), "ok");
+	st = json_array_get(json_object_get(o, "stragglers"), 0);
+	assert_int_equal(json_integer_value(json_object_get(st, "rank")), 2);
+	assert_string_equal(json_string_value(json_object_get(st, "comm")), "world");
+	assert_int_equal(json_integer_value(json_object_get(st, "late_count")), 40);
+	assert_int_equal(json_integer_value(json_object_get(st, "matched")), 40);
+	assert_true(json_real_value(json_object_get(st, "median_late_s")) > 0.0115);
+	json_decref(o);
+	f = open_memstream(&buf, &len);
+	assert_non_null(f);
+	fr_verdict_print(f, v, j->traces, 4);
+	fclose(f);
+	assert_contains(buf, "Stragglers (information, not a hang): rank 2 entered last in 40 "
+			     "of 40 collectives on world, by 1");
+	free(buf);
+	job_free(j);
+}
+
+static void test_no_straggler(void **state)
+{
+	struct job *j;
+	struct fr_verdict *v;
+	json_t *o;
+
+	(void)state;
+	/* Uniform timing: whoever is last, by a fraction of a millisecond. */
+	j = timed_job(4, 40, UINT32_MAX, 0, 800);
+	v = correlate(j);
+	assert_int_equal(v->kind, FR_VERDICT_OK);
+	assert_int_equal(v->nstragglers, 0);
+	o = fr_verdict_to_json(v);
+	assert_true(json_is_array(json_object_get(o, "stragglers")));
+	assert_int_equal(json_array_size(json_object_get(o, "stragglers")), 0);
+	json_decref(o);
+	job_free(j);
+
+	/* Large jitter (up to 20 ms), still nobody consistently late. */
+	for (uint32_t world = 2; world <= 8; world *= 2) {
+		j = timed_job(world, 64, UINT32_MAX, 0, 20000);
+		v = correlate(j);
+		assert_int_equal(v->nstragglers, 0);
+		job_free(j);
+	}
+
+	/* Too few collectives to judge. */
+	j = timed_job(4, 7, 1, 50000, 100);
+	v = correlate(j);
+	assert_int_equal(v->nstragglers, 0);
+	job_free(j);
+
+	/* Consistently last, but by less than a millisecond. */
+	j = timed_job(4, 40, 1, 500, 100);
+	v = correlate(j);
+	assert_int_equal(v->nstragglers, 0);
+	job_free(j);
+
+	/*
+	 * Last more often than not, but by about as much as whoever else is
+	 * last: rank 1 leads by 3 ms in 6 of 10, others by 2.5 ms in the rest.
+	 * And of two ranks, one is always last: 6 of 10 is chance.
+	 */
+	for (uint32_t world = 4; world >= 2; world -= 2) {
+		j = timed_job(world, 10, UINT32_MAX, 0, 0);
+		for (uint64_t k = 0; k < 10; k++) {
+			uint32_t last = k < 6 ? 1 : k % world == 1 ? 0 : (uint32_t)(k % world);
+			uint64_t lead = world == 2 && k >= 6 ? 1000000 : k < 6 ? 3000000 : 2500000;
+
+			j->ev[last]->t.ops[k].t_entered_ns += lead;
+		}
+		v = correlate(j);
+		assert_int_equal(v->kind, FR_VERDICT_OK);
+		assert_int_equal(v->nstragglers, 0);
+		job_free(j);
+	}
+
+	/* A hang is the answer then, not stragglers. */
+	j = timed_job(4, 40, 1, 50000, 100);
+	add_op(j, 0, "world", FR_OP_ALL_REDUCE, 41, FR_STATE_ENTERED, 5);
+	v = correlate(j);
+	assert_int_equal(v->kind, FR_VERDICT_HANG);
+	assert_int_equal(v->nstragglers, 0);
+	job_free(j);
+}
+
 static void add_stack(struct fr_trace *t)
 {
 	static const char *const names[] = { "compute_forever", "train_step", "main" };
@@ -1736,6 +2285,80 @@ static void test_scale_1024(void **state)
 	job_free(j);
 }
 
+/* Counts the lines of a report. */
+static size_t lines_of(const char *buf)
+{
+	size_t n = 0;
+
+	for (; *buf; buf++)
+		if (*buf == '\n')
+			n++;
+	return n;
+}
+
+/*
+ * 1024 ranks, each with a stack, rank 517 never entered all_reduce #30:
+ * rank ranges everywhere, and a report a person reads in one screen.
+ */
+static void test_readable_1024(void **state)
+{
+	struct job *j = job_new(1024);
+	struct fr_verdict *v;
+	char *buf = NULL;
+	size_t len = 0;
+	FILE *f;
+
+	(void)state;
+	for (uint32_t r = 0; r < 1024; r++)
+		add_stack(rank_new(j, r, FR_RANK_DUMPED));
+	add_world(j);
+	for (uint32_t r = 0; r < 1024; r++) {
+		history(j, r, "world", 29);
+		if (r != 517)
+			add_op(j, r, "world", FR_OP_ALL_REDUCE, 30, FR_STATE_ENTERED, 60);
+	}
+	v = correlate(j);
+	assert_int_equal(v->kind, FR_VERDICT_HANG);
+	assert_int_equal(v->nculprits, 1);
+	assert_int_equal(v->culprits[0].rank, 517);
+	assert_contains(v->summary, "0-516,518-1023");
+	f = open_memstream(&buf, &len);
+	assert_non_null(f);
+	fr_verdict_print(f, v, j->traces, 1024);
+	fclose(f);
+	assert_contains(buf, "Waiting: ranks 0-516,518-1023 (1023)");
+	assert_contains(buf, "Stacks (1024 ranks, 1 distinct):\n  1024 ranks (0-1023):");
+	if (lines_of(buf) >= 60)
+		fail_msg("%zu lines:\n%s", lines_of(buf), buf);
+	free(buf);
+	job_free(j);
+
+	/* Every one of 1024 members entered, none completes: 1024 culprits,
+	 * listed by reason as ranges, a few described. */
+	j = job_new(1024);
+	for (uint32_t r = 0; r < 1024; r++)
+		add_stack(rank_new(j, r, FR_RANK_DUMPED));
+	add_world(j);
+	for (uint32_t r = 0; r < 1024; r++) {
+		history(j, r, "world", 29);
+		add_op(j, r, "world", FR_OP_ALL_REDUCE, 30, FR_STATE_ENTERED, 60);
+	}
+	v = correlate(j);
+	assert_int_equal(v->nculprits, 1024);
+	f = open_memstream(&buf, &len);
+	assert_non_null(f);
+	fr_verdict_print(f, v, j->traces, 1024);
+	fclose(f);
+	assert_contains(buf, "\nCulprits: 1024\n  stuck_in_op: ranks 0-1023 (1024): ");
+	assert_contains(buf, "Culprit rank 2 ");
+	assert_null(strstr(buf, "Culprit rank 3 "));
+	assert_contains(buf, "... and 1021 more culprits, listed by reason above");
+	if (lines_of(buf) >= 60)
+		fail_msg("%zu lines:\n%s", lines_of(buf), buf);
+	free(buf);
+	job_free(j);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -1781,6 +2404,16 @@ int main(void)
 		cmocka_unit_test(test_print_report),
 		cmocka_unit_test(test_print_missing_culprit),
 		cmocka_unit_test(test_scale_1024),
+		cmocka_unit_test(test_all_gather_count_odd_rank),
+		cmocka_unit_test(test_completed_mismatch_no_hang),
+		cmocka_unit_test(test_p2p_size_mismatch),
+		cmocka_unit_test(test_p2p_size_mpi),
+		cmocka_unit_test(test_p2p_one_sequence_not_paired),
+		cmocka_unit_test(test_ring_windows_differ),
+		cmocka_unit_test(test_window_past_stuck_op),
+		cmocka_unit_test(test_straggler_found),
+		cmocka_unit_test(test_no_straggler),
+		cmocka_unit_test(test_readable_1024),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
