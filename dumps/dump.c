@@ -393,7 +393,8 @@ static int fail_nomem(const struct rd *rd)
 
 /*
  * Formats a place in the document into buf (AT_MAX bytes). A path too deep
- * to fit is cut short; it only ever ends up in a message.
+ * to fit is cut short; it only ever ends up in a message, so it is only
+ * ever formatted on the way to one.
  */
 __attribute__((format(printf, 2, 3)))
 static const char *at_fmt(char *buf, const char *fmt, ...)
@@ -412,80 +413,53 @@ static const char *path(char *buf, const char *at, const char *key)
 	return at_fmt(buf, "%s%s%s", at, *at ? "." : "", key);
 }
 
-static const char *type_name(const json_t *v)
-{
-	switch (json_typeof(v)) {
-	case JSON_OBJECT:
-		return "an object";
-	case JSON_ARRAY:
-		return "an array";
-	case JSON_STRING:
-		return "a string";
-	case JSON_INTEGER:
-		return "an integer";
-	case JSON_REAL:
-		return "a real number";
-	case JSON_TRUE:
-		return "true";
-	case JSON_FALSE:
-		return "false";
-	case JSON_NULL:
-		return "null";
-	}
-	return "an unknown value";
-}
-
 /*
- * Field getters. A missing or null optional field leaves the default; a
- * present field of the wrong type is always an error, so that a typo in a
+ * Field getters: `v` is the value of field `key` of the object at `at`
+ * (NULL when absent). A missing or null optional field leaves the default;
+ * a present field of the wrong type is always an error, so that a typo in a
  * hand-written or converted dump is reported rather than silently ignored.
  */
-static int want(const struct rd *rd, const json_t *obj, const char *at, const char *key,
-		bool required, const char *what, const json_t **out)
+static int want(const struct rd *rd, const struct fr_val *v, const char *at, const char *key,
+		bool required, const char *what)
 {
 	char p[AT_MAX];
-	const json_t *v = json_object_get(obj, key);
 
-	*out = NULL;
-	if (!v || json_is_null(v)) {
-		if (required)
-			return fail(rd, -EPROTO, "%s: missing (expected %s)", path(p, at, key),
-				    what);
-		return 0;
-	}
-	*out = v;
+	if ((!v || v->type == FR_VAL_NULL) && required)
+		return fail(rd, -EPROTO, "%s: missing (expected %s)", path(p, at, key), what);
 	return 0;
 }
 
-static int get_u64(const struct rd *rd, const json_t *obj, const char *at, const char *key,
+static inline bool present(const struct fr_val *v)
+{
+	return v && v->type != FR_VAL_NULL;
+}
+
+static int get_u64(const struct rd *rd, const struct fr_val *v, const char *at, const char *key,
 		   bool required, uint64_t max, uint64_t *out)
 {
 	char p[AT_MAX];
-	const json_t *v;
-	json_int_t i;
-	int rc = want(rd, obj, at, key, required, "an integer", &v);
+	int rc = want(rd, v, at, key, required, "an integer");
 
-	if (rc || !v)
+	if (rc || !present(v))
 		return rc;
-	if (!json_is_integer(v))
+	if (v->type != FR_VAL_INT)
 		return fail(rd, -EPROTO, "%s: expected an integer, got %s", path(p, at, key),
-			    type_name(v));
-	i = json_integer_value(v);
-	if (i < 0 || (uint64_t)i > max)
-		return fail(rd, -EPROTO, "%s: %lld is out of range (0..%" PRIu64 ")",
-			    path(p, at, key), (long long)i, max);
-	*out = (uint64_t)i;
+			    fr_val_type_name(v));
+	if (v->u.i < 0 || (uint64_t)v->u.i > max)
+		return fail(rd, -EPROTO, "%s: %" PRId64 " is out of range (0..%" PRIu64 ")",
+			    path(p, at, key), v->u.i, max);
+	*out = (uint64_t)v->u.i;
 	return 0;
 }
 
-static int get_u32(const struct rd *rd, const json_t *obj, const char *at, const char *key,
+static int get_u32(const struct rd *rd, const struct fr_val *v, const char *at, const char *key,
 		   bool required, uint32_t *out)
 {
-	uint64_t v = *out;
-	int rc = get_u64(rd, obj, at, key, required, UINT32_MAX, &v);
+	uint64_t x = *out;
+	int rc = get_u64(rd, v, at, key, required, UINT32_MAX, &x);
 
 	if (!rc)
-		*out = (uint32_t)v;
+		*out = (uint32_t)x;
 	return rc;
 }
 
@@ -493,88 +467,86 @@ static int get_u32(const struct rd *rd, const json_t *obj, const char *at, const
  * A rank or -1 for none: a global one (peer, root) or one in a communicator
  * (peer_in_comm). Absent or null means none.
  */
-static int get_rank_or_none(const struct rd *rd, const json_t *obj, const char *at,
+static int get_rank_or_none(const struct rd *rd, const struct fr_val *v, const char *at,
 			    const char *key, int32_t *out)
 {
 	char p[AT_MAX];
-	const json_t *v;
-	json_int_t i;
-	int rc = want(rd, obj, at, key, false, "an integer", &v);
 
 	*out = -1;
-	if (rc || !v)
-		return rc;
-	if (!json_is_integer(v))
+	if (!present(v))
+		return 0;
+	if (v->type != FR_VAL_INT)
 		return fail(rd, -EPROTO, "%s: expected an integer, got %s", path(p, at, key),
-			    type_name(v));
-	i = json_integer_value(v);
-	if (i < -1 || i > INT32_MAX)
-		return fail(rd, -EPROTO, "%s: %lld is out of range (-1..%d)", path(p, at, key),
-			    (long long)i, INT32_MAX);
-	*out = (int32_t)i;
+			    fr_val_type_name(v));
+	if (v->u.i < -1 || v->u.i > INT32_MAX)
+		return fail(rd, -EPROTO, "%s: %" PRId64 " is out of range (-1..%d)",
+			    path(p, at, key), v->u.i, INT32_MAX);
+	*out = (int32_t)v->u.i;
 	return 0;
 }
 
-static int get_bool(const struct rd *rd, const json_t *obj, const char *at, const char *key,
+static int get_bool(const struct rd *rd, const struct fr_val *v, const char *at, const char *key,
 		    bool required, bool *out)
 {
 	char p[AT_MAX];
-	const json_t *v;
-	int rc = want(rd, obj, at, key, required, "true or false", &v);
+	int rc = want(rd, v, at, key, required, "true or false");
 
-	if (rc || !v)
+	if (rc || !present(v))
 		return rc;
-	if (!json_is_boolean(v))
+	if (v->type != FR_VAL_BOOL)
 		return fail(rd, -EPROTO, "%s: expected true or false, got %s", path(p, at, key),
-			    type_name(v));
-	*out = json_is_true(v);
+			    fr_val_type_name(v));
+	*out = v->u.b;
 	return 0;
 }
 
-/* A string value into a fixed buffer of `cap` bytes (terminator included). */
-static int str_into(const struct rd *rd, const json_t *v, const char *where, char *dst,
-		    size_t cap)
+/* A string value into a fixed buffer of `cap` bytes (terminator included);
+ * `at` and `key` name it in messages. */
+static int str_into(const struct rd *rd, const struct fr_val *v, const char *at,
+		    const char *key, char *dst, size_t cap)
 {
-	size_t n;
+	char p[AT_MAX];
 
-	if (!json_is_string(v))
-		return fail(rd, -EPROTO, "%s: expected a string, got %s", where, type_name(v));
-	n = json_string_length(v);
-	if (n >= cap)
-		return fail(rd, -EPROTO, "%s: %zu bytes long, longer than the limit of %zu",
-			    where, n, cap - 1);
-	memcpy(dst, json_string_value(v), n);
-	dst[n] = '\0';
+	if (!fr_val_is(v, FR_VAL_STRING))
+		return fail(rd, -EPROTO, "%s: expected a string, got %s", path(p, at, key),
+			    fr_val_type_name(v));
+	if (v->n >= cap)
+		return fail(rd, -EPROTO, "%s: %" PRIu32 " bytes long, longer than the limit of %zu",
+			    path(p, at, key), v->n, cap - 1);
+	memcpy(dst, v->u.s, v->n + 1);
 	return 0;
 }
 
-static int get_str(const struct rd *rd, const json_t *obj, const char *at, const char *key,
+static int get_str(const struct rd *rd, const struct fr_val *v, const char *at, const char *key,
 		   bool required, char *dst, size_t cap)
 {
-	char p[AT_MAX];
-	const json_t *v;
-	int rc = want(rd, obj, at, key, required, "a string", &v);
+	int rc = want(rd, v, at, key, required, "a string");
 
-	if (rc || !v)
+	if (rc || !present(v))
 		return rc;
-	return str_into(rd, v, path(p, at, key), dst, cap);
+	return str_into(rd, v, at, key, dst, cap);
 }
 
+/* Field `key` of object `obj` as a string into array `field`. */
 #define GET_STR(rd, obj, at, key, req, field) \
-	get_str((rd), (obj), (at), (key), (req), (field), sizeof(field))
+	get_str((rd), fr_val_get((obj), (key)), (at), (key), (req), (field), sizeof(field))
 
-static int get_container(const struct rd *rd, const json_t *obj, const char *at,
-			 const char *key, bool required, json_type type, const json_t **out)
+static int get_container(const struct rd *rd, const struct fr_val *obj, const char *at,
+			 const char *key, bool required, enum fr_val_type type,
+			 const struct fr_val **out)
 {
 	char p[AT_MAX];
-	const char *what = type == JSON_OBJECT ? "an object" : "an array";
-	int rc = want(rd, obj, at, key, required, what, out);
+	const char *what = type == FR_VAL_OBJECT ? "an object" : "an array";
+	const struct fr_val *v = fr_val_get(obj, key);
+	int rc = want(rd, v, at, key, required, what);
 
-	if (rc || !*out)
+	*out = NULL;
+	if (rc || !present(v))
 		return rc;
-	if (json_typeof(*out) != type)
+	if (v->type != type)
 		return fail(rd, -EPROTO, "%s: expected %s, got %s", path(p, at, key), what,
-			    type_name(*out));
+			    fr_val_type_name(v));
+	*out = v;
 	return 0;
 }
 
@@ -582,34 +554,34 @@ static int get_container(const struct rd *rd, const json_t *obj, const char *at,
  * Checks "format" and "version" of a document. `kind` is what the reader
  * expects ("dump", "manifest"), for messages.
  */
-static int check_header(const struct rd *rd, const json_t *root, const char *at,
+static int check_header(const struct rd *rd, const struct fr_val *root, const char *at,
 			const char *format, const char *kind)
 {
 	char p[AT_MAX];
-	const json_t *f, *v;
+	const struct fr_val *f, *v;
 	const char *s;
 	char *end;
 	unsigned long major;
 
-	if (!json_is_object(root))
+	if (!fr_val_is(root, FR_VAL_OBJECT))
 		return fail(rd, -EPROTO, "%s%snot a flightrec %s (%s, not an object)", at,
-			    *at ? ": " : "", kind, type_name(root));
-	f = json_object_get(root, "format");
-	if (!json_is_string(f))
+			    *at ? ": " : "", kind, fr_val_type_name(root));
+	f = fr_val_get(root, "format");
+	if (!fr_val_is(f, FR_VAL_STRING))
 		return fail(rd, -EPROTO, "%s%snot a flightrec %s (no \"format\": \"%s\")", at,
 			    *at ? ": " : "", kind, format);
-	if (strcmp(json_string_value(f), format) != 0)
+	if (strcmp(f->u.s, format) != 0)
 		return fail(rd, -EPROTO, "%s%snot a flightrec %s (format is \"%.64s\", not \"%s\")",
-			    at, *at ? ": " : "", kind, json_string_value(f), format);
+			    at, *at ? ": " : "", kind, f->u.s, format);
 
-	v = json_object_get(root, "version");
+	v = fr_val_get(root, "version");
 	if (!v)
 		return fail(rd, -EPROTO, "%s: missing (expected a string such as \"%s\")",
 			    path(p, at, "version"), FR_DUMP_VERSION);
-	if (!json_is_string(v))
+	if (!fr_val_is(v, FR_VAL_STRING))
 		return fail(rd, -EPROTO, "%s: expected a string such as \"%s\", got %s",
-			    path(p, at, "version"), FR_DUMP_VERSION, type_name(v));
-	s = json_string_value(v);
+			    path(p, at, "version"), FR_DUMP_VERSION, fr_val_type_name(v));
+	s = v->u.s;
 	errno = 0;
 	major = strtoul(s, &end, 10);
 	if (end == s || *end != '.' || end[1] < '0' || end[1] > '9' || errno || s[0] < '0' ||
@@ -707,9 +679,9 @@ static uint64_t torch_dtype_size(const char *dtype)
 }
 
 /* The second rank of "x:send A->B" or "x:recv A<-B", or -1. */
-static int32_t peer_from_profiling_name(const json_t *v)
+static int32_t peer_from_profiling_name(const struct fr_val *v)
 {
-	const char *s = json_string_value(v), *arrow;
+	const char *s = fr_val_str(v), *arrow;
 	long peer;
 	char *end;
 
@@ -723,92 +695,129 @@ static int32_t peer_from_profiling_name(const json_t *v)
 }
 
 /*
+ * The fields of an entry the reader knows, in the order our writer writes
+ * them (dumps/FORMAT.md), which is the order the JSON reader guesses them
+ * in; the last column marks the fields written for PyTorch's tools that
+ * the reader has no use for.
+ */
+#define ENTRY_FIELDS(X)                                                     \
+	X(RECORD_ID, "record_id", 0) X(PG_ID, "pg_id", 0)                    \
+	X(PROCESS_GROUP, "process_group", 0)                                 \
+	X(COLL_SEQ, "collective_seq_id", 0) X(P2P_SEQ, "p2p_seq_id", 0)      \
+	X(OP_ID, "op_id", 1) X(PROFILING_NAME, "profiling_name", 0)          \
+	X(CREATED, "time_created_ns", 0) X(INPUT_SIZES, "input_sizes", 0)    \
+	X(INPUT_DTYPES, "input_dtypes", 0) X(OUTPUT_SIZES, "output_sizes", 1) \
+	X(OUTPUT_DTYPES, "output_dtypes", 1) X(STATE, "state", 0)            \
+	X(STARTED, "time_discovered_started_ns", 0)                          \
+	X(COMPLETED, "time_discovered_completed_ns", 0)                      \
+	X(RETIRED, "retired", 1) X(IS_P2P, "is_p2p", 0) X(OP, "op", 0)       \
+	X(NONBLOCKING, "nonblocking", 0) X(WAITED, "waited", 0)              \
+	X(CAPTURED, "captured", 0) X(PEER, "peer", 0) X(ROOT, "root", 0)     \
+	X(PEER_IN_COMM, "peer_in_comm", 0) X(COUNT, "count", 0)              \
+	X(BYTES, "bytes", 0) X(DTYPE, "dtype", 0) X(REDOP, "redop", 0)
+
+enum entry_field {
+#define EF_ENUM(e, k, drop) EF_##e,
+	ENTRY_FIELDS(EF_ENUM)
+#undef EF_ENUM
+	EF__COUNT
+};
+
+static const struct fr_json_key entry_keys[EF__COUNT] = {
+#define EF_KEY(e, k, drop) { k, sizeof(k) - 1, drop },
+	ENTRY_FIELDS(EF_KEY)
+#undef EF_KEY
+};
+
+/* An entry's fields, by enum entry_field; NULL where absent. */
+typedef const struct fr_val *entry_fields[EF__COUNT];
+
+#define FIELD(f, id) (f)[EF_##id], at, entry_keys[EF_##id].key
+
+/*
  * Elements of the first input tensor, for entries that carry PyTorch's
  * "input_sizes" (a list of shapes) but not our "count".
  */
-static int count_from_sizes(const struct rd *rd, const json_t *e, const char *at,
+static int count_from_sizes(const struct rd *rd, const struct fr_val *sizes, const char *at,
 			    uint64_t *count)
 {
 	char p[AT_MAX];
-	const json_t *sizes, *shape, *dim;
-	size_t i;
+	const struct fr_val *shape;
 	uint64_t n = 1;
-	int rc = get_container(rd, e, at, "input_sizes", false, JSON_ARRAY, &sizes);
 
-	if (rc || !sizes || json_array_size(sizes) == 0)
-		return rc;
-	shape = json_array_get(sizes, 0);
-	if (!json_is_array(shape))
+	if (!present(sizes))
+		return 0;
+	if (sizes->type != FR_VAL_ARRAY)
+		return fail(rd, -EPROTO, "%s: expected an array, got %s",
+			    path(p, at, "input_sizes"), fr_val_type_name(sizes));
+	if (sizes->n == 0)
+		return 0;
+	shape = sizes->u.items[0];
+	if (shape->type != FR_VAL_ARRAY)
 		return fail(rd, -EPROTO, "%s[0]: expected an array, got %s",
-			    path(p, at, "input_sizes"), type_name(shape));
-	json_array_foreach(shape, i, dim) {
-		json_int_t d = json_integer_value(dim);
+			    path(p, at, "input_sizes"), fr_val_type_name(shape));
+	for (uint32_t i = 0; i < shape->n; i++) {
+		const struct fr_val *dim = shape->u.items[i];
+		uint64_t d;
 
-		if (!json_is_integer(dim) || d < 0)
-			return fail(rd, -EPROTO, "%s[0][%zu]: expected a non-negative integer",
+		if (dim->type != FR_VAL_INT || dim->u.i < 0)
+			return fail(rd, -EPROTO, "%s[0][%" PRIu32 "]: expected a non-negative integer",
 				    path(p, at, "input_sizes"), i);
-		n = d && n > UINT64_MAX / (uint64_t)d ? UINT64_MAX : n * (uint64_t)d;
+		d = (uint64_t)dim->u.i;
+		n = d && n > UINT64_MAX / d ? UINT64_MAX : n * d;
 	}
 	*count = n;
 	return 0;
 }
 
-static int read_entry(const struct rd *rd, const json_t *e, const char *at, struct fr_op *op)
+static int read_entry(const struct rd *rd, entry_fields f, const char *at, struct fr_op *op)
 {
 	char p[AT_MAX];
 	char buf[64];
-	const json_t *v, *pg;
+	const struct fr_val *v, *pg;
 	uint64_t coll_seq = 0, p2p_seq = 0;
 	bool running;
 	int state;
 	int rc;
 
-	if (!json_is_object(e))
-		return fail(rd, -EPROTO, "%s: expected an object, got %s", at, type_name(e));
-
-	rc = get_u64(rd, e, at, "record_id", true, INT64_MAX, &op->record_id);
+	rc = get_u64(rd, FIELD(f, RECORD_ID), true, INT64_MAX, &op->record_id);
 	if (rc)
 		return rc;
 
-	rc = want(rd, e, at, "pg_id", true, "a string", &v);
-	if (rc)
+	v = f[EF_PG_ID];
+	if ((rc = want(rd, FIELD(f, PG_ID), true, "a string")))
 		return rc;
 	/* PyTorch keys pg_config by group name, which process_group holds;
 	 * its pg_id is an index that need not match. Ours write both alike. */
-	pg = json_object_get(e, "process_group");
-	if (json_is_array(pg) && json_is_string(json_array_get(pg, 0))) {
-		if ((rc = str_into(rd, json_array_get(pg, 0), path(p, at, "process_group"),
-				   op->comm, sizeof(op->comm))))
+	pg = f[EF_PROCESS_GROUP];
+	if (fr_val_is(fr_val_item(pg, 0), FR_VAL_STRING)) {
+		if ((rc = str_into(rd, pg->u.items[0], at, "process_group", op->comm,
+				   sizeof(op->comm))))
 			return rc;
-	} else if (json_is_integer(v)) {
+	} else if (v->type == FR_VAL_INT) {
 		/* PyTorch numbers some process groups. */
-		snprintf(op->comm, sizeof(op->comm), "%lld", (long long)json_integer_value(v));
-	} else if ((rc = str_into(rd, v, path(p, at, "pg_id"), op->comm, sizeof(op->comm)))) {
+		snprintf(op->comm, sizeof(op->comm), "%" PRId64, v->u.i);
+	} else if ((rc = str_into(rd, v, at, "pg_id", op->comm, sizeof(op->comm)))) {
 		return rc;
 	}
 
-	if ((rc = get_u64(rd, e, at, "collective_seq_id", true, INT64_MAX, &coll_seq)) ||
-	    (rc = get_u64(rd, e, at, "p2p_seq_id", true, INT64_MAX, &p2p_seq)))
+	if ((rc = get_u64(rd, FIELD(f, COLL_SEQ), true, INT64_MAX, &coll_seq)) ||
+	    (rc = get_u64(rd, FIELD(f, P2P_SEQ), true, INT64_MAX, &p2p_seq)))
 		return rc;
 
-	rc = want(rd, e, at, "op", false, "a string", &v);
-	if (rc)
-		return rc;
-	if (v) {
-		if ((rc = GET_STR(rd, e, at, "op", true, buf)))
+	if (present(f[EF_OP])) {
+		if ((rc = str_into(rd, FIELD(f, OP), buf, sizeof(buf))))
 			return rc;
 		op->type = fr_op_from_name(buf);
 	} else {
-		rc = want(rd, e, at, "profiling_name", true, "a string", &v);
-		if (rc)
+		if ((rc = want(rd, FIELD(f, PROFILING_NAME), true, "a string")))
 			return rc;
-		if (!json_is_string(v))
-			return fail(rd, -EPROTO, "%s: expected a string, got %s",
-				    path(p, at, "profiling_name"), type_name(v));
-		op->type = type_from_profiling_name(json_string_value(v));
+		if ((rc = str_into(rd, FIELD(f, PROFILING_NAME), buf, sizeof(buf))))
+			return rc;
+		op->type = type_from_profiling_name(buf);
 	}
 
-	if ((rc = GET_STR(rd, e, at, "state", true, buf)))
+	if ((rc = get_str(rd, FIELD(f, STATE), true, buf, sizeof(buf))))
 		return rc;
 	state = fr_state_from_name(buf);
 	/* PyTorch's "scheduled" and "started" both mean not yet completed. */
@@ -824,22 +833,19 @@ static int read_entry(const struct rd *rd, const json_t *e, const char *at, stru
 	op->started = strcmp(buf, "started") == 0;
 
 	op->is_p2p = !fr_op_is_collective(op->type) && op->type != FR_OP_UNKNOWN;
-	if ((rc = get_bool(rd, e, at, "is_p2p", false, &op->is_p2p)))
+	if ((rc = get_bool(rd, FIELD(f, IS_P2P), false, &op->is_p2p)))
 		return rc;
 	op->seq = op->is_p2p ? p2p_seq : coll_seq;
 
-	if ((rc = get_u64(rd, e, at, "time_created_ns", true, INT64_MAX, &op->t_entered_ns)) ||
-	    (rc = get_u64(rd, e, at, "time_discovered_started_ns", false, INT64_MAX,
-			  &op->t_started_ns)) ||
-	    (rc = get_u64(rd, e, at, "time_discovered_completed_ns", false, INT64_MAX,
-			  &op->t_completed_ns)) ||
-	    (rc = want(rd, e, at, "nonblocking", false, "true or false", &v)) ||
-	    (rc = get_bool(rd, e, at, "nonblocking", false, &op->nonblocking)) ||
-	    (rc = get_bool(rd, e, at, "waited", false, &op->waited)) ||
-	    (rc = get_bool(rd, e, at, "captured", false, &op->captured)) ||
-	    (rc = get_rank_or_none(rd, e, at, "peer", &op->peer)) ||
-	    (rc = get_rank_or_none(rd, e, at, "root", &op->root)) ||
-	    (rc = get_rank_or_none(rd, e, at, "peer_in_comm", &op->peer_in_comm)))
+	if ((rc = get_u64(rd, FIELD(f, CREATED), true, INT64_MAX, &op->t_entered_ns)) ||
+	    (rc = get_u64(rd, FIELD(f, STARTED), false, INT64_MAX, &op->t_started_ns)) ||
+	    (rc = get_u64(rd, FIELD(f, COMPLETED), false, INT64_MAX, &op->t_completed_ns)) ||
+	    (rc = get_bool(rd, FIELD(f, NONBLOCKING), false, &op->nonblocking)) ||
+	    (rc = get_bool(rd, FIELD(f, WAITED), false, &op->waited)) ||
+	    (rc = get_bool(rd, FIELD(f, CAPTURED), false, &op->captured)) ||
+	    (rc = get_rank_or_none(rd, FIELD(f, PEER), &op->peer)) ||
+	    (rc = get_rank_or_none(rd, FIELD(f, ROOT), &op->root)) ||
+	    (rc = get_rank_or_none(rd, FIELD(f, PEER_IN_COMM), &op->peer_in_comm)))
 		return rc;
 	/* As on the wire: only a non-blocking operation is waited on. */
 	if (op->waited && !op->nonblocking)
@@ -850,40 +856,150 @@ static int read_entry(const struct rd *rd, const json_t *e, const char *at, stru
 	 * all block the rank from the moment they start; its start time is
 	 * often null, and then entering is the best evidence of it.
 	 */
-	if (!v && running && !op->t_started_ns)
+	if (!present(f[EF_NONBLOCKING]) && running && !op->t_started_ns)
 		op->t_started_ns = op->t_entered_ns;
 
 	/* PyTorch names a point-to-point peer only in "nccl:send 0->1" or
 	 * "nccl:recv 1<-0": ranks in the group, this one's first. */
-	if (op->is_p2p && op->peer_in_comm < 0 && !json_object_get(e, "peer_in_comm"))
-		op->peer_in_comm = peer_from_profiling_name(json_object_get(e, "profiling_name"));
+	if (op->is_p2p && op->peer_in_comm < 0 && !f[EF_PEER_IN_COMM])
+		op->peer_in_comm = peer_from_profiling_name(f[EF_PROFILING_NAME]);
 
-	if (json_object_get(e, "count"))
-		rc = get_u64(rd, e, at, "count", false, INT64_MAX, &op->count);
+	if (f[EF_COUNT])
+		rc = get_u64(rd, FIELD(f, COUNT), false, INT64_MAX, &op->count);
 	else
-		rc = count_from_sizes(rd, e, at, &op->count);
-	if (rc || (rc = get_u64(rd, e, at, "bytes", false, INT64_MAX, &op->bytes)))
+		rc = count_from_sizes(rd, f[EF_INPUT_SIZES], at, &op->count);
+	if (rc || (rc = get_u64(rd, FIELD(f, BYTES), false, INT64_MAX, &op->bytes)))
 		return rc;
 
-	if (json_object_get(e, "dtype")) {
-		rc = GET_STR(rd, e, at, "dtype", false, op->dtype);
-	} else {
-		const json_t *dtypes;
-
-		rc = get_container(rd, e, at, "input_dtypes", false, JSON_ARRAY, &dtypes);
-		if (!rc && dtypes && json_array_size(dtypes) > 0) {
-			char dat[AT_MAX];
-
-			at_fmt(dat, "%s[0]", path(p, at, "input_dtypes"));
-			rc = str_into(rd, json_array_get(dtypes, 0), dat, op->dtype,
+	if (f[EF_DTYPE]) {
+		rc = get_str(rd, FIELD(f, DTYPE), false, op->dtype, sizeof(op->dtype));
+	} else if (present(v = f[EF_INPUT_DTYPES])) {
+		if (v->type != FR_VAL_ARRAY)
+			return fail(rd, -EPROTO, "%s: expected an array, got %s",
+				    path(p, at, "input_dtypes"), fr_val_type_name(v));
+		if (v->n > 0)
+			rc = str_into(rd, v->u.items[0], at, "input_dtypes[0]", op->dtype,
 				      sizeof(op->dtype));
-		}
 	}
 	if (rc)
 		return rc;
-	if (!json_object_get(e, "bytes"))
+	if (!f[EF_BYTES])
 		op->bytes = op->count * torch_dtype_size(op->dtype);
-	return GET_STR(rd, e, at, "redop", false, op->redop);
+	return get_str(rd, FIELD(f, REDOP), false, op->redop, sizeof(op->redop));
+}
+
+/*
+ * Reads entry `i` of the array at `at` into op. The first attempt formats
+ * no message; only a failing entry is read again to say where it failed,
+ * so that two million good entries cost no snprintf of their place.
+ */
+static int read_entry_at(const struct rd *rd, entry_fields f, const char *at, size_t i,
+			 struct fr_op *op)
+{
+	struct rd quiet = { rd->name, NULL, 0 };
+	char p[AT_MAX], eat[AT_MAX];
+	int rc = read_entry(&quiet, f, "", op);
+
+	if (rc == 0 || rc == -ENOMEM)
+		return rc ? fail_nomem(rd) : 0;
+	memset(op, 0, sizeof(*op));
+	op->peer = op->root = op->peer_in_comm = -1;
+	at_fmt(eat, "%s[%zu]", path(p, at, "entries"), i);
+	return read_entry(rd, f, eat, op);
+}
+
+/* The entries of a parsed document: each an object. */
+static int read_entries(const struct rd *rd, const struct fr_val *entries, const char *at,
+			struct fr_trace *t)
+{
+	struct fr_val_keymap *map = calloc(1, sizeof(*map));
+	char p[AT_MAX];
+	size_t cap = 0;
+	int rc = 0;
+
+	if (!map)
+		return fail_nomem(rd);
+	for (uint32_t i = 0; i < entries->n && !rc; i++) {
+		const struct fr_val *e = entries->u.items[i];
+		entry_fields f;
+		struct fr_op *op;
+
+		if (e->type != FR_VAL_OBJECT) {
+			rc = fail(rd, -EPROTO, "%s[%" PRIu32 "]: expected an object, got %s",
+				  path(p, at, "entries"), i, fr_val_type_name(e));
+			break;
+		}
+		/* The last of two members of one name wins, as in a Python
+		 * dict; the JSON parser refuses them. */
+		fr_val_fields(map, e, entry_keys, EF__COUNT, f);
+		if (!(op = fr_trace_add_op(t, &cap)))
+			rc = fail_nomem(rd);
+		else
+			rc = read_entry_at(rd, f, at, i, op);
+	}
+	free(map);
+	return rc;
+}
+
+/*
+ * The "entries" of a dump, read straight from its JSON text into the
+ * trace's operations (a fr_json_hook): each entry's values are parsed into
+ * a scratch document that is emptied for the next, so that a dump's two
+ * thousand entries never exist as a tree. Keys are first tried in the
+ * order our writer puts them, which skips scanning them.
+ */
+struct entries_reader {
+	const struct rd *rd;
+	struct fr_trace *t;
+	struct fr_doc *scratch;
+	size_t text_len;   /* of the whole document, to size the operations */
+	bool done;
+};
+
+/*
+ * Our writer's entries are some 550 bytes each: room for one per 400 bytes
+ * of the document saves growing the array ten times over. What is never
+ * written to costs no memory; a document of shorter entries grows it.
+ */
+#define ENTRY_BYTES_MIN 400
+
+static int read_entries_json(struct fr_json_in *in, void *arg)
+{
+	struct entries_reader *er = arg;
+	size_t cap = 0;
+	int rc;
+
+	if ((rc = fr_json_expect(in, '[', "an array")) || fr_json_accept(in, ']'))
+		goto out;
+	if (!er->t->ops && er->text_len / ENTRY_BYTES_MIN > 16) {
+		er->t->ops = malloc(er->text_len / ENTRY_BYTES_MIN * sizeof(*er->t->ops));
+		if (er->t->ops)
+			cap = er->text_len / ENTRY_BYTES_MIN;
+	}
+	for (size_t i = 0;; i++) {
+		struct fr_val vals[EF__COUNT + 1];
+		entry_fields f;
+		uint64_t seen;
+		struct fr_op *op;
+
+		fr_doc_reset(er->scratch);
+		if ((rc = fr_json_object(in, er->scratch, entry_keys, EF__COUNT, vals, &seen)))
+			goto out;
+		for (int k = 0; k < EF__COUNT; k++)
+			f[k] = seen & (1ull << k) ? &vals[k] : NULL;
+		if (!(op = fr_trace_add_op(er->t, &cap))) {
+			rc = -ENOMEM;
+			goto out;
+		}
+		if ((rc = read_entry_at(er->rd, f, "", i, op)))
+			goto out;
+		if (!fr_json_accept(in, ','))
+			break;
+	}
+	rc = fr_json_expect(in, ']', "',' or ']' after an entry");
+out:
+	er->done = true;
+	return rc;
 }
 
 /*
@@ -891,40 +1007,40 @@ static int read_entry(const struct rd *rd, const json_t *e, const char *at, stru
  * where -1 stands for a member the writer did not know (FR_RANK_UNKNOWN).
  * Parses either into a newly allocated array (the caller frees).
  */
-static int read_members(const struct rd *rd, const json_t *v, const char *where,
+static int read_members(const struct rd *rd, const struct fr_val *v, const char *where,
 			uint32_t **out, size_t *n)
 {
-	size_t cap = json_is_array(v) ? json_array_size(v) : json_string_length(v) / 2 + 1;
+	size_t cap;
 	uint32_t *m;
 	size_t i = 0;
 
 	*out = NULL;
 	*n = 0;
-	if (!json_is_array(v) && !json_is_string(v))
-		return fail(rd, -EPROTO, "%s: expected an array, got %s", where, type_name(v));
+	if (!fr_val_is(v, FR_VAL_ARRAY) && !fr_val_is(v, FR_VAL_STRING))
+		return fail(rd, -EPROTO, "%s: expected an array, got %s", where,
+			    fr_val_type_name(v));
+	cap = v->type == FR_VAL_ARRAY ? v->n : v->n / 2 + 1;
 	m = calloc(cap ? cap : 1, sizeof(*m));
 	if (!m)
 		return fail_nomem(rd);
-	if (json_is_array(v)) {
-		const json_t *r;
+	if (v->type == FR_VAL_ARRAY) {
+		for (i = 0; i < v->n; i++) {
+			const struct fr_val *r = v->u.items[i];
 
-		json_array_foreach(v, i, r) {
-			json_int_t x = json_integer_value(r);
-
-			if (!json_is_integer(r)) {
+			if (r->type != FR_VAL_INT) {
 				free(m);
 				return fail(rd, -EPROTO, "%s[%zu]: expected an integer, got %s",
-					    where, i, type_name(r));
+					    where, i, fr_val_type_name(r));
 			}
-			if (x < -1 || x >= UINT32_MAX) {
+			if (r->u.i < -1 || r->u.i >= UINT32_MAX) {
 				free(m);
-				return fail(rd, -EPROTO, "%s[%zu]: %lld is not a rank", where, i,
-					    (long long)x);
+				return fail(rd, -EPROTO, "%s[%zu]: %" PRId64 " is not a rank", where,
+					    i, r->u.i);
 			}
-			m[i] = x == -1 ? FR_RANK_UNKNOWN : (uint32_t)x;
+			m[i] = r->u.i == -1 ? FR_RANK_UNKNOWN : (uint32_t)r->u.i;
 		}
 	} else {
-		const char *s = json_string_value(v);
+		const char *s = v->u.s;
 		char *end;
 
 		s += strspn(s, " ");
@@ -956,11 +1072,10 @@ static int read_members(const struct rd *rd, const json_t *v, const char *where,
 
 out_bad_string:
 	free(m);
-	return fail(rd, -EPROTO, "%s: \"%.64s\" is not a list of ranks", where,
-		    json_string_value(v));
+	return fail(rd, -EPROTO, "%s: \"%.64s\" is not a list of ranks", where, v->u.s);
 }
 
-int fr_dump_read_members(const json_t *v, const char *name, uint32_t **out, size_t *n,
+int fr_dump_read_members(const struct fr_val *v, const char *name, uint32_t **out, size_t *n,
 			 char *err, size_t errlen)
 {
 	struct rd rd = { name ? name : "ranks", err, errlen };
@@ -968,24 +1083,26 @@ int fr_dump_read_members(const json_t *v, const char *name, uint32_t **out, size
 	return read_members(&rd, v, "ranks", out, n);
 }
 
-static int read_comm(const struct rd *rd, const json_t *pc, const char *at,
+static int read_comm(const struct rd *rd, const struct fr_val *pc, const char *at,
 		     const struct fr_trace *t, struct fr_comm *c)
 {
 	char p[AT_MAX];
-	const json_t *v;
+	const struct fr_val *v;
 	size_t n = 0;
 	uint64_t size;
 	int rc;
 
-	if (!json_is_object(pc))
-		return fail(rd, -EPROTO, "%s: expected an object, got %s", at, type_name(pc));
+	if (!fr_val_is(pc, FR_VAL_OBJECT))
+		return fail(rd, -EPROTO, "%s: expected an object, got %s", at,
+			    fr_val_type_name(pc));
+	v = fr_val_get(pc, "ranks");
 	if ((rc = GET_STR(rd, pc, at, "desc", false, c->desc)) ||
-	    (rc = want(rd, pc, at, "ranks", true, "an array", &v)) ||
+	    (rc = want(rd, v, at, "ranks", true, "an array")) ||
 	    (rc = read_members(rd, v, path(p, at, "ranks"), &c->members, &n)))
 		return rc;
 
 	size = n;
-	if ((rc = get_u64(rd, pc, at, "size", false, UINT32_MAX, &size)))
+	if ((rc = get_u64(rd, fr_val_get(pc, "size"), at, "size", false, UINT32_MAX, &size)))
 		return rc;
 	c->size = (uint32_t)size;
 	/* An empty list stands for members the writer did not know. */
@@ -1008,7 +1125,7 @@ static int read_comm(const struct rd *rd, const json_t *pc, const char *at,
 			c->rank = (uint32_t)i;
 	}
 
-	if ((rc = get_u32(rd, pc, at, "rank", false, &c->rank)))
+	if ((rc = get_u32(rd, fr_val_get(pc, "rank"), at, "rank", false, &c->rank)))
 		return rc;
 	if (c->size && c->rank >= c->size)
 		return fail(rd, -EPROTO, "%s: %" PRIu32 " is not below size %" PRIu32,
@@ -1016,80 +1133,87 @@ static int read_comm(const struct rd *rd, const json_t *pc, const char *at,
 	return 0;
 }
 
-static int read_comms(const struct rd *rd, const json_t *root, const char *at,
+static int read_comms(const struct rd *rd, const struct fr_val *root, const char *at,
 		      struct fr_trace *t)
 {
 	char p[AT_MAX], cat[AT_MAX];
-	const json_t *config, *status, *pc, *ps;
-	const char *id;
+	const struct fr_val *config, *status;
 	size_t cap = 0;
 	int rc;
 
-	if ((rc = get_container(rd, root, at, "pg_config", true, JSON_OBJECT, &config)) ||
-	    (rc = get_container(rd, root, at, "pg_status", true, JSON_OBJECT, &status)))
+	if ((rc = get_container(rd, root, at, "pg_config", true, FR_VAL_OBJECT, &config)) ||
+	    (rc = get_container(rd, root, at, "pg_status", true, FR_VAL_OBJECT, &status)))
 		return rc;
 
-	json_object_foreach((json_t *)config, id, pc) {
+	for (uint32_t i = 0; i < config->n; i++) {
+		const struct fr_val *id = config->u.items[2 * i];
 		struct fr_comm *c;
 
-		at_fmt(cat, "%s.%s", path(p, at, "pg_config"), id);
-		if (strlen(id) > FR_COMM_ID_MAX)
+		at_fmt(cat, "%s.%s", path(p, at, "pg_config"), id->u.s);
+		if (id->n > FR_COMM_ID_MAX)
 			return fail(rd, -EPROTO, "%s: process group id longer than %d bytes",
 				    cat, FR_COMM_ID_MAX);
+		if (fr_trace_comm(t, id->u.s))
+			return fail(rd, -EPROTO, "%s: the same process group twice", cat);
 		c = fr_trace_add_comm(t, &cap);
 		if (!c)
 			return fail_nomem(rd);
-		strcpy(c->id, id);
-		if ((rc = read_comm(rd, pc, cat, t, c)))
+		memcpy(c->id, id->u.s, id->n + 1);
+		if ((rc = read_comm(rd, config->u.items[2 * i + 1], cat, t, c)))
 			return rc;
 	}
 
-	json_object_foreach((json_t *)status, id, ps) {
-		struct fr_comm *c = (struct fr_comm *)fr_trace_comm(t, id);
+	for (uint32_t i = 0; i < status->n; i++) {
+		const struct fr_val *id = status->u.items[2 * i];
+		const struct fr_val *ps = status->u.items[2 * i + 1];
+		struct fr_comm *c = (struct fr_comm *)fr_trace_comm(t, id->u.s);
 
-		at_fmt(cat, "%s.%s", path(p, at, "pg_status"), id);
+		at_fmt(cat, "%s.%s", path(p, at, "pg_status"), id->u.s);
 		if (!c)
 			return fail(rd, -EPROTO, "%s: no such process group in pg_config", cat);
-		if (!json_is_object(ps))
+		if (!fr_val_is(ps, FR_VAL_OBJECT))
 			return fail(rd, -EPROTO, "%s: expected an object, got %s", cat,
-				    type_name(ps));
-		if ((rc = get_u64(rd, ps, cat, "last_enqueued_collective", true, INT64_MAX,
-				  &c->last_entered)) ||
-		    (rc = get_u64(rd, ps, cat, "last_completed_collective", true, INT64_MAX,
-				  &c->last_completed)))
+				    fr_val_type_name(ps));
+		if ((rc = get_u64(rd, fr_val_get(ps, "last_enqueued_collective"), cat,
+				  "last_enqueued_collective", true, INT64_MAX, &c->last_entered)) ||
+		    (rc = get_u64(rd, fr_val_get(ps, "last_completed_collective"), cat,
+				  "last_completed_collective", true, INT64_MAX, &c->last_completed)))
 			return rc;
 	}
 	return 0;
 }
 
-static int read_frame(const struct rd *rd, const json_t *fo, const char *at, struct fr_frame *f)
+static int read_frame(const struct rd *rd, const struct fr_val *fo, const char *at,
+		      struct fr_frame *f)
 {
 	char p[AT_MAX];
-	const json_t *v;
+	const struct fr_val *v;
 	const char *s;
 	char *end;
 	int rc;
 
-	if (!json_is_object(fo))
-		return fail(rd, -EPROTO, "%s: expected an object, got %s", at, type_name(fo));
-	if ((rc = want(rd, fo, at, "name", false, "a string", &v)))
-		return rc;
-	if (v) {
-		if (!json_is_string(v))
+	if (!fr_val_is(fo, FR_VAL_OBJECT))
+		return fail(rd, -EPROTO, "%s: expected an object, got %s", at,
+			    fr_val_type_name(fo));
+	v = fr_val_get(fo, "name");
+	if (present(v)) {
+		if (v->type != FR_VAL_STRING)
 			return fail(rd, -EPROTO, "%s: expected a string or null, got %s",
-				    path(p, at, "name"), type_name(v));
-		f->name = strdup(json_string_value(v));
+				    path(p, at, "name"), fr_val_type_name(v));
+		f->name = strdup(v->u.s);
 		if (!f->name)
 			return fail_nomem(rd);
 	}
-	if ((rc = get_u64(rd, fo, at, "offset", true, INT64_MAX, &f->offset)) ||
-	    (rc = want(rd, fo, at, "ip", true, "a hex string", &v)))
+	v = fr_val_get(fo, "ip");
+	if ((rc = get_u64(rd, fr_val_get(fo, "offset"), at, "offset", true, INT64_MAX,
+			  &f->offset)) ||
+	    (rc = want(rd, v, at, "ip", true, "a hex string")))
 		return rc;
-	if (json_is_integer(v) && json_integer_value(v) >= 0) {
-		f->ip = (uint64_t)json_integer_value(v);
+	if (v->type == FR_VAL_INT && v->u.i >= 0) {
+		f->ip = (uint64_t)v->u.i;
 		return 0;
 	}
-	s = json_string_value(v);
+	s = fr_val_str(v);
 	if (!s || strncmp(s, "0x", 2) != 0 || !s[2] || strlen(s) > 18)
 		goto out_bad_ip;
 	errno = 0;
@@ -1103,43 +1227,44 @@ out_bad_ip:
 		    path(p, at, "ip"));
 }
 
-static int read_threads(const struct rd *rd, const json_t *root, const char *at,
+static int read_threads(const struct rd *rd, const struct fr_val *root, const char *at,
 			struct fr_trace *t)
 {
 	char p[AT_MAX], tat[AT_MAX], fat[AT_MAX];
-	const json_t *threads, *to, *frames, *fo;
-	size_t i, j;
+	const struct fr_val *threads, *frames;
 	int rc;
 
-	if ((rc = get_container(rd, root, at, "threads", false, JSON_ARRAY, &threads)) ||
-	    !threads || json_array_size(threads) == 0)
+	if ((rc = get_container(rd, root, at, "threads", false, FR_VAL_ARRAY, &threads)) ||
+	    !threads || threads->n == 0)
 		return rc;
-	t->threads = calloc(json_array_size(threads), sizeof(*t->threads));
+	t->threads = calloc(threads->n, sizeof(*t->threads));
 	if (!t->threads)
 		return fail_nomem(rd);
 
-	json_array_foreach(threads, i, to) {
+	for (uint32_t i = 0; i < threads->n; i++) {
+		const struct fr_val *to = threads->u.items[i];
 		struct fr_thread *th = &t->threads[i];
 
 		t->nthreads = i + 1;
-		at_fmt(tat, "%s[%zu]", path(p, at, "threads"), i);
-		if (!json_is_object(to))
+		at_fmt(tat, "%s[%" PRIu32 "]", path(p, at, "threads"), i);
+		if (!fr_val_is(to, FR_VAL_OBJECT))
 			return fail(rd, -EPROTO, "%s: expected an object, got %s", tat,
-				    type_name(to));
-		if ((rc = get_u32(rd, to, tat, "tid", true, &th->tid)) ||
+				    fr_val_type_name(to));
+		if ((rc = get_u32(rd, fr_val_get(to, "tid"), tat, "tid", true, &th->tid)) ||
 		    (rc = GET_STR(rd, to, tat, "name", false, th->name)) ||
-		    (rc = get_bool(rd, to, tat, "current", false, &th->current)) ||
-		    (rc = get_container(rd, to, tat, "frames", true, JSON_ARRAY, &frames)))
+		    (rc = get_bool(rd, fr_val_get(to, "current"), tat, "current", false,
+				   &th->current)) ||
+		    (rc = get_container(rd, to, tat, "frames", true, FR_VAL_ARRAY, &frames)))
 			return rc;
-		if (json_array_size(frames) == 0)
+		if (frames->n == 0)
 			continue;
-		th->frames = calloc(json_array_size(frames), sizeof(*th->frames));
+		th->frames = calloc(frames->n, sizeof(*th->frames));
 		if (!th->frames)
 			return fail_nomem(rd);
-		json_array_foreach(frames, j, fo) {
+		for (uint32_t j = 0; j < frames->n; j++) {
 			th->nframes = j + 1;
-			at_fmt(fat, "%s[%zu]", path(p, tat, "frames"), j);
-			if ((rc = read_frame(rd, fo, fat, &th->frames[j])))
+			at_fmt(fat, "%s[%" PRIu32 "]", path(p, tat, "frames"), j);
+			if ((rc = read_frame(rd, frames->u.items[j], fat, &th->frames[j])))
 				return rc;
 		}
 	}
@@ -1148,32 +1273,36 @@ static int read_threads(const struct rd *rd, const json_t *root, const char *at,
 
 /*
  * Reads one dump object; `at` is its place inside a larger document ("" for
- * a dump file, "ranks[3]" in a manifest). On error `t` may hold a partial
- * trace, which the caller frees.
+ * a dump file, "ranks[3]" in a manifest). When `entries_read` the entries
+ * are already in `t` (read by the JSON hook) and the object holds null in
+ * their place. On error `t` may hold a partial trace, which the caller
+ * frees.
  */
-static int read_trace(const struct rd *rd, const json_t *root, const char *at,
-		      struct fr_trace *t)
+static int read_trace(const struct rd *rd, const struct fr_val *root, const char *at,
+		      bool entries_read, struct fr_trace *t)
 {
-	char p[AT_MAX], eat[AT_MAX];
+	char p[AT_MAX];
 	char status[32];
-	const json_t *entries, *e;
-	size_t i, cap = 0;
+	const struct fr_val *entries;
 	int st, rc;
 
 	if ((rc = check_header(rd, root, at, FR_DUMP_FORMAT, "dump")))
 		return rc;
 
 	if ((rc = GET_STR(rd, root, at, "job", true, t->job)) ||
-	    (rc = get_u32(rd, root, at, "rank", true, &t->rank)) ||
-	    (rc = get_u32(rd, root, at, "world_size", true, &t->world_size)) ||
+	    (rc = get_u32(rd, fr_val_get(root, "rank"), at, "rank", true, &t->rank)) ||
+	    (rc = get_u32(rd, fr_val_get(root, "world_size"), at, "world_size", true,
+			  &t->world_size)) ||
 	    (rc = GET_STR(rd, root, at, "host", true, t->host)) ||
-	    (rc = get_u32(rd, root, at, "pid", true, &t->pid)) ||
+	    (rc = get_u32(rd, fr_val_get(root, "pid"), at, "pid", true, &t->pid)) ||
 	    (rc = GET_STR(rd, root, at, "status", true, status)) ||
 	    (rc = GET_STR(rd, root, at, "comm_lib_version", true, t->comm_lib)) ||
 	    (rc = GET_STR(rd, root, at, "incident", true, t->incident)) ||
 	    (rc = GET_STR(rd, root, at, "dump_reason", true, t->reason)) ||
-	    (rc = get_u64(rd, root, at, "time_dumped_ns", true, INT64_MAX, &t->time_ns)) ||
-	    (rc = get_u64(rd, root, at, "dropped_entries", true, INT64_MAX, &t->dropped)))
+	    (rc = get_u64(rd, fr_val_get(root, "time_dumped_ns"), at, "time_dumped_ns", true,
+			  INT64_MAX, &t->time_ns)) ||
+	    (rc = get_u64(rd, fr_val_get(root, "dropped_entries"), at, "dropped_entries", true,
+			  INT64_MAX, &t->dropped)))
 		return rc;
 	st = fr_rank_status_from_name(status);
 	if (st < 0)
@@ -1186,23 +1315,18 @@ static int read_trace(const struct rd *rd, const json_t *root, const char *at,
 		return fail(rd, -EPROTO, "%s: %" PRIu32 " is not below world_size %" PRIu32,
 			    path(p, at, "rank"), t->rank, t->world_size);
 
-	if ((rc = read_comms(rd, root, at, t)) ||
-	    (rc = get_container(rd, root, at, "entries", true, JSON_ARRAY, &entries)))
+	if ((rc = read_comms(rd, root, at, t)))
 		return rc;
-	json_array_foreach(entries, i, e) {
-		struct fr_op *op = fr_trace_add_op(t, &cap);
-
-		if (!op)
-			return fail_nomem(rd);
-		at_fmt(eat, "%s[%zu]", path(p, at, "entries"), i);
-		if ((rc = read_entry(rd, e, eat, op)))
+	if (!entries_read) {
+		if ((rc = get_container(rd, root, at, "entries", true, FR_VAL_ARRAY, &entries)) ||
+		    (rc = read_entries(rd, entries, at, t)))
 			return rc;
 	}
 	return read_threads(rd, root, at, t);
 }
 
-int fr_dump_from_json(const json_t *root, const char *name, struct fr_trace *t, char *err,
-		      size_t errlen)
+int fr_dump_from_val(const struct fr_val *root, const char *name, struct fr_trace *t,
+		     char *err, size_t errlen)
 {
 	struct rd rd = { name ? name : "dump", err, errlen };
 	int rc;
@@ -1210,125 +1334,155 @@ int fr_dump_from_json(const json_t *root, const char *name, struct fr_trace *t, 
 	memset(t, 0, sizeof(*t));
 	if (err && errlen)
 		err[0] = '\0';
-	rc = read_trace(&rd, root, "", t);
+	rc = read_trace(&rd, root, "", false, t);
 	if (rc)
 		fr_trace_free(t);
 	return rc;
 }
 
-/*
- * Parses JSON text into a new reference at *out. Duplicate keys are refused:
- * two values for one field would make the dump mean two things.
- */
-static int load(const struct rd *rd, const char *buf, size_t len, json_t **out)
+int fr_dump_from_json(const json_t *root, const char *name, struct fr_trace *t, char *err,
+		      size_t errlen)
 {
-	json_error_t je;
+	char *s = json_dumps(root, JSON_COMPACT | JSON_ENCODE_ANY);
+	int rc;
 
-	*out = json_loadb(buf, len, JSON_REJECT_DUPLICATES, &je);
-	if (*out)
-		return 0;
-	if (json_error_code(&je) == json_error_out_of_memory)
+	memset(t, 0, sizeof(*t));
+	if (!s)
+		return -ENOMEM;
+	rc = fr_dump_parse(s, strlen(s), name, t, err, errlen);
+	free(s);
+	return rc;
+}
+
+/* A JSON parser's error ("line 3, column 5: ..."), framed for a person. */
+static int json_error(const struct rd *rd, int rc, const char *why)
+{
+	if (rc == -ENOMEM)
 		return fail_nomem(rd);
-	return fail(rd, -EPROTO, "invalid JSON at line %d, column %d: %s", je.line, je.column,
-		    je.text);
+	return fail(rd, rc, "invalid JSON at %s", why);
 }
 
 int fr_dump_parse(const char *buf, size_t len, const char *name, struct fr_trace *t,
 		  char *err, size_t errlen)
 {
 	struct rd rd = { name ? name : "dump", err, errlen };
-	json_t *root;
+	struct entries_reader er = { &rd, t, NULL, len, false };
+	struct fr_json_hook hook = { "entries", read_entries_json, &er };
+	struct fr_doc *doc = fr_doc_new();
+	struct fr_val *root;
+	char why[256];
 	int rc;
 
 	memset(t, 0, sizeof(*t));
 	if (err && errlen)
 		err[0] = '\0';
-	rc = load(&rd, buf, len, &root);
+	er.scratch = fr_doc_new();
+	if (!doc || !er.scratch) {
+		rc = fail_nomem(&rd);
+		goto out_free;
+	}
+	why[0] = '\0';
+	rc = fr_json_parse_with(doc, buf, len, &hook, &root, why, sizeof(why));
+	/* An entry's own error is in err already; the parser's is in why. */
+	if (rc && why[0])
+		rc = json_error(&rd, rc, why);
+	else if (rc == -ENOMEM)
+		rc = fail_nomem(&rd);
+	else if (!rc)
+		rc = read_trace(&rd, root, "", er.done, t);
+out_free:
+	fr_doc_free(er.scratch);
+	fr_doc_free(doc);
 	if (rc)
-		return rc;
-	rc = fr_dump_from_json(root, name, t, err, errlen);
-	json_decref(root);
+		fr_trace_free(t);
 	return rc;
 }
 
-/* Reads a whole file into a new buffer (the caller frees). */
-/* Reads what is left of open file `fd` into a new buffer (*out, *len);
- * `size_hint` is its size as fstat saw it. Closes nothing. */
-static int read_fd(const struct rd *rd, int fd, size_t size_hint, char **out, size_t *len)
+/*
+ * Reads what is left of open file `fd` into *buf, which holds *cap bytes
+ * and grows as needed (NULL and 0 to start); `size_hint` is its size as
+ * fstat saw it. The buffer stays the caller's, also on failure. Closes
+ * nothing.
+ */
+static int read_fd(const struct rd *rd, int fd, size_t size_hint, char **buf, size_t *cap,
+		   size_t *len)
 {
-	size_t cap, n = 0;
-	char *buf;
-	int rc;
+	size_t n = 0;
 
+	*len = 0;
 	/* The size is only a hint: pipes report 0 and files can grow. */
-	cap = size_hint + 1;
-	buf = malloc(cap);
-	if (!buf)
-		return fail_nomem(rd);
+	if (*cap < size_hint + 1) {
+		char *nb = realloc(*buf, size_hint + 1);
+
+		if (!nb)
+			return fail_nomem(rd);
+		*buf = nb;
+		*cap = size_hint + 1;
+	}
 	for (;;) {
 		ssize_t r;
 
-		if (n == cap) {
-			size_t ncap = cap < 65536 ? 65536 : cap * 2;
+		if (n == *cap) {
+			size_t ncap = *cap < 65536 ? 65536 : *cap * 2;
 			char *nb;
 
-			if (n > DUMP_FILE_MAX) {
-				rc = fail(rd, -EFBIG, "more than the limit of %llu bytes",
-					  DUMP_FILE_MAX);
-				goto out_free;
-			}
-			nb = realloc(buf, ncap);
-			if (!nb) {
-				rc = fail_nomem(rd);
-				goto out_free;
-			}
-			buf = nb;
-			cap = ncap;
+			if (n > DUMP_FILE_MAX)
+				return fail(rd, -EFBIG, "more than the limit of %llu bytes",
+					    DUMP_FILE_MAX);
+			nb = realloc(*buf, ncap);
+			if (!nb)
+				return fail_nomem(rd);
+			*buf = nb;
+			*cap = ncap;
 		}
-		r = read(fd, buf + n, cap - n);
+		r = read(fd, *buf + n, *cap - n);
 		if (r < 0 && errno == EINTR)
 			continue;
-		if (r < 0) {
-			rc = fail(rd, -errno, "cannot read: %s", strerror(errno));
-			goto out_free;
-		}
+		if (r < 0)
+			return fail(rd, -errno, "cannot read: %s", strerror(errno));
 		if (r == 0)
 			break;
 		n += (size_t)r;
 	}
-	if (n > DUMP_FILE_MAX) {
-		rc = fail(rd, -EFBIG, "more than the limit of %llu bytes", DUMP_FILE_MAX);
-		goto out_free;
-	}
-	*out = buf;
+	if (n > DUMP_FILE_MAX)
+		return fail(rd, -EFBIG, "more than the limit of %llu bytes", DUMP_FILE_MAX);
 	*len = n;
 	return 0;
-
-out_free:
-	free(buf);
-	return rc;
 }
 
-int fr_read_fd(int fd, const char *name, char **out, size_t *len, char *err, size_t errlen)
+int fr_read_fd_buf(int fd, const char *name, char **buf, size_t *cap, size_t *len, char *err,
+		   size_t errlen)
 {
 	struct rd rd = { name ? name : "file", err, errlen };
 	struct stat st;
 
-	*out = NULL;
 	*len = 0;
 	if (err && errlen)
 		err[0] = '\0';
 	if (fstat(fd, &st) < 0)
 		return fail(&rd, -errno, "cannot stat: %s", strerror(errno));
-	return read_fd(&rd, fd, S_ISREG(st.st_mode) ? (size_t)st.st_size : 0, out, len);
+	return read_fd(&rd, fd, S_ISREG(st.st_mode) ? (size_t)st.st_size : 0, buf, cap, len);
 }
 
-static int slurp(const struct rd *rd, const char *path_, char **out, size_t *len)
+int fr_read_fd(int fd, const char *name, char **out, size_t *len, char *err, size_t errlen)
+{
+	size_t cap = 0;
+	int rc;
+
+	*out = NULL;
+	rc = fr_read_fd_buf(fd, name, out, &cap, len, err, errlen);
+	if (rc) {
+		free(*out);
+		*out = NULL;
+	}
+	return rc;
+}
+
+static int slurp(const struct rd *rd, const char *path_, char **buf, size_t *cap, size_t *len)
 {
 	struct stat st;
 	int fd, rc;
 
-	*out = NULL;
 	*len = 0;
 	fd = open(path_, O_RDONLY | O_CLOEXEC);
 	if (fd < 0)
@@ -1341,26 +1495,34 @@ static int slurp(const struct rd *rd, const char *path_, char **out, size_t *len
 		rc = fail(rd, -EFBIG, "%lld bytes, more than the limit of %llu",
 			  (long long)st.st_size, DUMP_FILE_MAX);
 	} else {
-		rc = read_fd(rd, fd, (size_t)st.st_size, out, len);
+		rc = read_fd(rd, fd, (size_t)st.st_size, buf, cap, len);
 	}
 	close(fd);
 	return rc;
 }
 
-int fr_dump_read_file(const char *path_, struct fr_trace *t, char *err, size_t errlen)
+int fr_dump_read_file_buf(const char *path_, struct fr_trace *t, char **buf, size_t *cap,
+			  char *err, size_t errlen)
 {
 	struct rd rd = { path_, err, errlen };
-	char *buf;
 	size_t len;
 	int rc;
 
 	memset(t, 0, sizeof(*t));
 	if (err && errlen)
 		err[0] = '\0';
-	rc = slurp(&rd, path_, &buf, &len);
+	rc = slurp(&rd, path_, buf, cap, &len);
 	if (rc)
 		return rc;
-	rc = fr_dump_parse(buf, len, path_, t, err, errlen);
+	return fr_dump_parse(*buf, len, path_, t, err, errlen);
+}
+
+int fr_dump_read_file(const char *path_, struct fr_trace *t, char *err, size_t errlen)
+{
+	char *buf = NULL;
+	size_t cap = 0;
+	int rc = fr_dump_read_file_buf(path_, t, &buf, &cap, err, errlen);
+
 	free(buf);
 	return rc;
 }
@@ -1501,32 +1663,34 @@ void fr_manifest_free(struct fr_manifest *m)
 	memset(m, 0, sizeof(*m));
 }
 
-static int read_manifest(const struct rd *rd, const json_t *root, struct fr_manifest *m)
+static int read_manifest(const struct rd *rd, const struct fr_val *root, struct fr_manifest *m)
 {
 	char at[AT_MAX];
-	const json_t *ranks, *r;
-	size_t i;
+	const struct fr_val *ranks;
 	int rc;
 
 	if ((rc = check_header(rd, root, "", FR_MANIFEST_FORMAT, "manifest")) ||
 	    (rc = GET_STR(rd, root, "", "job", true, m->job)) ||
 	    (rc = GET_STR(rd, root, "", "incident", true, m->incident)) ||
 	    (rc = GET_STR(rd, root, "", "reason", true, m->reason)) ||
-	    (rc = get_u32(rd, root, "", "world_size", true, &m->world_size)) ||
-	    (rc = get_u64(rd, root, "", "opened_ns", true, INT64_MAX, &m->opened_ns)) ||
-	    (rc = get_u64(rd, root, "", "closed_ns", true, INT64_MAX, &m->closed_ns)) ||
-	    (rc = get_container(rd, root, "", "ranks", true, JSON_ARRAY, &ranks)) ||
+	    (rc = get_u32(rd, fr_val_get(root, "world_size"), "", "world_size", true,
+			  &m->world_size)) ||
+	    (rc = get_u64(rd, fr_val_get(root, "opened_ns"), "", "opened_ns", true, INT64_MAX,
+			  &m->opened_ns)) ||
+	    (rc = get_u64(rd, fr_val_get(root, "closed_ns"), "", "closed_ns", true, INT64_MAX,
+			  &m->closed_ns)) ||
+	    (rc = get_container(rd, root, "", "ranks", true, FR_VAL_ARRAY, &ranks)) ||
 	    (rc = check_world(rd, "", m->world_size)))
 		return rc;
-	if (json_array_size(ranks) == 0)
+	if (ranks->n == 0)
 		return 0;
-	m->ranks = calloc(json_array_size(ranks), sizeof(*m->ranks));
+	m->ranks = calloc(ranks->n, sizeof(*m->ranks));
 	if (!m->ranks)
 		return fail_nomem(rd);
-	json_array_foreach(ranks, i, r) {
+	for (uint32_t i = 0; i < ranks->n; i++) {
 		m->nranks = i + 1;
-		at_fmt(at, "ranks[%zu]", i);
-		if ((rc = read_trace(rd, r, at, &m->ranks[i])))
+		at_fmt(at, "ranks[%" PRIu32 "]", i);
+		if ((rc = read_trace(rd, ranks->u.items[i], at, false, &m->ranks[i])))
 			return rc;
 	}
 	return 0;
@@ -1535,23 +1699,33 @@ static int read_manifest(const struct rd *rd, const json_t *root, struct fr_mani
 int fr_manifest_read_file(const char *path_, struct fr_manifest *m, char *err, size_t errlen)
 {
 	struct rd rd = { path_, err, errlen };
-	json_t *root;
-	char *buf;
-	size_t len;
+	struct fr_doc *doc;
+	struct fr_val *root;
+	char why[256];
+	char *buf = NULL;
+	size_t cap = 0, len;
 	int rc;
 
 	memset(m, 0, sizeof(*m));
 	if (err && errlen)
 		err[0] = '\0';
-	rc = slurp(&rd, path_, &buf, &len);
-	if (rc)
+	rc = slurp(&rd, path_, &buf, &cap, &len);
+	if (rc) {
+		free(buf);
 		return rc;
-	rc = load(&rd, buf, len, &root);
+	}
+	doc = fr_doc_new();
+	if (!doc) {
+		free(buf);
+		return fail_nomem(&rd);
+	}
+	rc = fr_json_parse(doc, buf, len, &root, why, sizeof(why));
 	free(buf);
 	if (rc)
-		return rc;
-	rc = read_manifest(&rd, root, m);
-	json_decref(root);
+		rc = json_error(&rd, rc, why);
+	else
+		rc = read_manifest(&rd, root, m);
+	fr_doc_free(doc);
 	if (rc)
 		fr_manifest_free(m);
 	return rc;

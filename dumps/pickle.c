@@ -1,20 +1,31 @@
 /*
- * A pickle decoder for plain data (see pickle.h for the mapping to JSON).
+ * A pickle decoder for plain data (see pickle.h for the mapping to values).
  *
  * The decoder is the pickle machine itself, run without its dangerous half:
  * a loop over opcodes with a stack, a stack of marks and a memo, all growable
- * arrays, so that the input's nesting never becomes C recursion. Every
- * reference on the stack or in the memo carries the index of a "box" when it
- * is a container: the box remembers the container's kind, height and size
- * and whether it has been put inside another container. A container that
- * is inside another is sealed and can no longer be changed. That one rule,
- * which every pickler's output obeys for acyclic data, keeps the tree
- * acyclic (a cycle needs a container put into itself, which is refused, or
- * a change to one that is already inside another) and makes the heights
- * and sizes exact, so the bounds on depth and on size written out hold
- * although the memo shares containers.
+ * arrays of value pointers, so that the input's nesting never becomes C
+ * recursion and BINGET costs one pointer copy. Every container the reader
+ * makes carries a "box" just before its value in the arena: the box
+ * remembers the container's kind, height and size and whether it has been
+ * put inside another container. A container that is inside another is
+ * sealed and can no longer be changed. That one rule, which every pickler's
+ * output obeys for acyclic data, keeps the tree acyclic (a cycle needs a
+ * container put into itself, which is refused, or a change to one that is
+ * already inside another) and makes the heights and sizes exact, so the
+ * bounds on depth and on size written out hold although the memo shares
+ * containers.
+ *
+ * Speed is the point: fr-analyze reads a thousand dumps of 2048 entries,
+ * some 80 opcodes an entry. Values come from the document's arena in
+ * blocks the reader carves itself, so that making one costs a few
+ * instructions; a dict gets one member per key as SETITEM(S) fills it
+ * (fill_dict()), and only a dict filled in two runs with another filled
+ * between them is left to one pass after STOP (dedupe()). Most of the time
+ * goes to the jump from one opcode's handler to the next, which run()
+ * keeps as short and as predictable as it can.
  */
 #include "pickle.h"
+#include "value.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -25,6 +36,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+_Static_assert(FR_PICKLE_DEPTH_MAX == FR_VAL_DEPTH_MAX,
+	       "the pickle reader nests as deep as value.h allows");
+
 
 /*
  * Every opcode of protocols 0 to 5, once: its name, its byte and what this
@@ -132,66 +147,115 @@ static const char *const box_names[] = {
 	[BOX_SET] = "set", [BOX_FROZENSET] = "frozenset",
 };
 
-/* What the decoder knows of a container it built. */
+/* What the decoder knows of a container it made, kept just before its value. */
 struct box {
 	/* Values in the container written out in full, shared parts repeated. */
 	uint64_t size;
 	uint32_t height;	/* levels of containers, itself included */
 	uint8_t kind;		/* enum box_kind */
 	bool sealed;		/* inside another container: no longer changeable */
+	/* For a dict: filled in two runs with another dict filled between, so
+	 * that fill_dict() left its keys for dedupe() (see there). */
+	bool dirty;
+	/* For a dict: filled by its keys' order alone (see fill_dict()), so
+	 * that its canons carry no marks of it. */
+	bool unmarked;
+	uint32_t serial;	/* for a dict: its number, from 1 */
+	struct box *next_dirty;	/* for a dirty dict: the one made dirty before */
+	struct fr_val v;
+	/* Room for the first items: most lists of a dump hold one or two. */
+	struct fr_val *room[2];
 };
 
-/* Entries in the cache of ints. */
-#define INT_CACHE_BITS 8
-#define INT_CACHE (1 << INT_CACHE_BITS)
-
-/* A reference held by the stack or the memo. */
-struct slot {
-	json_t *v;
-	uint32_t box;		/* index into boxes for a container, 0 otherwise */
+/*
+ * A string the decoder made, with what it needs of it as a dict key kept
+ * just before its value. A dict has one member per key, and a pickle may
+ * write one text as several strs (Python memoizes by identity, not by
+ * text), so each text used as a key is named by one of its strings, the
+ * canon, found once per string in a hash table; the canon remembers the
+ * dict (by serial) and member that last took the text, so that a key set
+ * again is found in constant time.
+ */
+struct text {
+	struct text *canon;	/* NULL until the string is a key */
+	uint64_t hash;		/* of the text, once it is a key */
+	uint32_t stamp;		/* for a canon: the serial of the last dict to take it */
+	uint32_t pos;		/* ... and the member that holds it there */
+	struct fr_val v;
+	char s[];
 };
+
+static inline struct box *box_of(struct fr_val *v)
+{
+	return (struct box *)((char *)v - offsetof(struct box, v));
+}
+
+static inline struct text *text_of(struct fr_val *v)
+{
+	return (struct text *)((char *)v - offsetof(struct text, v));
+}
+
+static inline bool is_box(const struct fr_val *v)
+{
+	return v->type == FR_VAL_ARRAY || v->type == FR_VAL_OBJECT;
+}
 
 struct unpickler {
 	const unsigned char *buf;
 	size_t len;
-	size_t pos;		/* next byte to read */
-	size_t at;		/* offset of the opcode being decoded */
-	unsigned char op;
+	size_t pos;		/* next byte to read, for helpers (run() keeps its own) */
+	const unsigned char *at;	/* the opcode being decoded */
 
-	struct slot *stack;
+	struct fr_doc *doc;
+	/* The block of the document's arena values are carved from. */
+	char *block;
+	char *block_end;
+	size_t block_size;	/* of the next block */
+
+	struct fr_val **stack;
 	size_t nstack, stack_cap;
 	uint32_t *marks;	/* stack lengths at each MARK */
 	size_t nmarks, marks_cap;
-	struct slot *memo;
+	struct fr_val **memo;
 	size_t nmemo, memo_cap;
-	struct box *boxes;	/* boxes[0] is unused: box 0 means "no box" */
-	size_t nboxes, boxes_cap;
+
+	size_t nboxes;		/* containers made */
+	uint32_t ndicts;	/* dicts made */
+	struct box *last_dict;	/* the dict fill_dict() filled last */
+	struct box *dirty;	/* the dirty dicts, newest first */
+	/* The canon table degraded: every dict is left to dedupe(). */
+	bool sorting;
+	/*
+	 * The canons of the keys of the last dict fill_dict() filled at once
+	 * (with marks, so one member per key): a dict whose keys have the same
+	 * texts in the same order has no key twice either.
+	 */
+	struct fr_val **model;
+	size_t model_n, model_cap;
+	/* One None, True and False per load: they cannot change. */
+	struct fr_val *none, *yes, *no;
 
 	/*
-	 * Bytes that dict keys may still copy. jansson copies every key into
-	 * its object, so a long string shared through the memo and used as
-	 * the key of many dicts would otherwise turn a small input into a
-	 * large allocation.
+	 * Bytes that the text of keys that are not strs may still take. A
+	 * tuple shared through the memo, used as a key many times or holding
+	 * itself many times, would otherwise turn a small input into a large
+	 * allocation.
 	 */
 	size_t key_budget;
+	char *scratch;		/* the text of such a key, being written */
+	size_t scratch_len, scratch_cap;
 
 	/*
 	 * The largest size (see struct box) of a container. Sharing through
 	 * the memo lets a few bytes stand for a tree of exponential size
-	 * (x = [x, x] forty times); walking it, as json_dumps() or any
-	 * recursive reader does, would never end.
+	 * (x = [x, x] forty times); walking it, as any recursive reader does,
+	 * would never end.
 	 */
 	uint64_t size_max;
 
-	/*
-	 * Recently made ints by value, shared rather than made again: each
-	 * entry of a dump repeats the same timeout, thread id, small sizes
-	 * and zeros, and every json_integer() is a malloc.
-	 */
-	struct {
-		int64_t v;
-		json_t *j;
-	} ints[INT_CACHE];
+	/* The canons (struct text), by hash: open addressing, at most half full. */
+	struct text **canons;
+	size_t ncanons, canons_cap;
 
 	char *err;
 	size_t errlen;
@@ -205,9 +269,26 @@ struct unpickler {
 #define SIZE_RATIO 64
 #define SIZE_MIN (1u << 20)
 
-/* Key bytes allowed per input byte, and in any case. */
+/* Key text bytes allowed per input byte, and in any case. */
 #define KEY_BUDGET_RATIO 32
 #define KEY_BUDGET_MIN (1u << 20)
+
+/*
+ * Blocks carved from the document for values: from 1 KiB (a small pickle
+ * makes a small document) to 256 KiB (a 2048-entry dump takes a few dozen).
+ * Requests over a quarter of the next block go to the document directly,
+ * so that the end a block leaves unused is smaller than that.
+ */
+#define BLOCK_MIN (1u << 10)
+#define BLOCK_MAX (256u << 10)
+
+/*
+ * Probes of the canon table beyond which the canons are found by sorting
+ * instead (see intern()); a build may set it lower to test that path.
+ */
+#ifndef PROBE_MAX
+#define PROBE_MAX 64
+#endif
 
 __attribute__((format(printf, 3, 4)))
 static int fail(struct unpickler *u, int errnum, const char *fmt, ...)
@@ -221,7 +302,7 @@ static int fail(struct unpickler *u, int errnum, const char *fmt, ...)
 	u->errnum = errnum;
 	if (!u->err || !u->errlen)
 		return -1;
-	n = snprintf(u->err, u->errlen, "offset %zu: ", u->at);
+	n = snprintf(u->err, u->errlen, "offset %zu: ", (size_t)(u->at - u->buf));
 	if (n >= 0 && (size_t)n < u->errlen) {
 		va_start(ap, fmt);
 		vsnprintf(u->err + n, u->errlen - n, fmt, ap);
@@ -240,6 +321,12 @@ static const char *op_name(unsigned char op)
 	return op_names[op] ? op_names[op] : "unknown";
 }
 
+/* The name of the opcode being decoded, for messages. */
+static const char *cur_op(const struct unpickler *u)
+{
+	return op_name(u->at < u->buf + u->len ? *u->at : 0);
+}
+
 /* Doubles an array's capacity; returns the new array or NULL. */
 static void *grow(void *arr, size_t *cap, size_t size)
 {
@@ -254,192 +341,287 @@ static void *grow(void *arr, size_t *cap, size_t size)
 	return p;
 }
 
-/* The next n bytes of argument, or NULL (and an error) when there are fewer. */
-static inline const unsigned char *take(struct unpickler *u, size_t n)
+/* An argument of n bytes where `left` are. */
+__attribute__((cold, noinline))
+static int fail_truncated(struct unpickler *u, uint64_t n, size_t left)
 {
-	const unsigned char *p;
-
-	if (n > u->len - u->pos) {
-		fail(u, EPROTO, "truncated %s (needed %zu bytes, %zu left)",
-		     op_name(u->op), n, u->len - u->pos);
-		return NULL;
-	}
-	p = u->buf + u->pos;
-	u->pos += n;
-	return p;
+	return fail(u, EPROTO, "truncated %s (needed %" PRIu64 " bytes, %zu left)",
+		    cur_op(u), n, left);
 }
 
-static uint32_t le32(const unsigned char *p)
+static inline uint32_t le32(const unsigned char *p)
 {
 	return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
 }
 
-static uint64_t le64(const unsigned char *p)
+static inline uint64_t le64(const unsigned char *p)
 {
 	return (uint64_t)le32(p) | (uint64_t)le32(p + 4) << 32;
 }
 
-/* A length argument of 1, 4 or 8 bytes, checked against what is left. */
-static int take_len(struct unpickler *u, size_t width, size_t *n)
-{
-	const unsigned char *p = take(u, width);
-	uint64_t v;
+/* ------------------------------------------------------------------ */
+/* Memory of the document                                              */
+/* ------------------------------------------------------------------ */
 
-	if (!p)
+/* alloc() when the block is used up. */
+__attribute__((noinline))
+static void *alloc_slow(struct unpickler *u, size_t size)
+{
+	char *p;
+
+	if (size > u->block_size / 4) {
+		p = fr_doc_alloc(u->doc, size);
+		if (!p)
+			fail_nomem(u);
+		return p;
+	}
+	p = fr_doc_alloc(u->doc, u->block_size);
+	if (!p) {
+		fail_nomem(u);
+		return NULL;
+	}
+	u->block = p + size;
+	u->block_end = p + u->block_size;
+	if (u->block_size < BLOCK_MAX)
+		u->block_size *= 2;
+	return p;
+}
+
+/* `size` bytes (a multiple of 8) of the document's arena, or NULL and an error. */
+static inline __attribute__((always_inline)) void *alloc(struct unpickler *u, size_t size)
+{
+	void *p;
+
+	if (__builtin_expect(size > (size_t)(u->block_end - u->block), 0))
+		return alloc_slow(u, size);
+	p = u->block;
+	u->block += size;
+	return p;
+}
+
+/* A new scalar value of `type`, its payload not set. */
+static inline struct fr_val *scalar(struct unpickler *u, enum fr_val_type type)
+{
+	struct fr_val *v = alloc(u, sizeof(*v));
+
+	if (v) {
+		v->type = (uint8_t)type;
+		v->mark = 0;
+		v->n = 0;
+		v->cap = 0;
+	}
+	return v;
+}
+
+static inline __attribute__((always_inline)) struct fr_val *integer(struct unpickler *u, int64_t i)
+{
+	struct fr_val *v = scalar(u, FR_VAL_INT);
+
+	if (v)
+		v->u.i = i;
+	return v;
+}
+
+/* The load's None, True or False. */
+static inline struct fr_val *constant(struct unpickler *u, struct fr_val **c,
+				      enum fr_val_type type, bool b)
+{
+	if (__builtin_expect(!*c, 0) && (*c = scalar(u, type)))
+		(*c)->u.b = b;
+	return *c;
+}
+
+/*
+ * A new string of n bytes, its text not set (but its NUL is). The rest of
+ * the 8-byte word the NUL is in is zero, so that text_hash() may read the
+ * text a word at a time.
+ */
+static struct text *text_new(struct unpickler *u, size_t n)
+{
+	uint64_t zero = 0;
+
+	struct text *t;
+
+	if (n >= UINT32_MAX) {
+		fail(u, EPROTO, "a string of %zu bytes (more than 4 GiB)", n);
+		return NULL;
+	}
+	t = alloc(u, (offsetof(struct text, s) + n + 1 + 7) & ~(size_t)7);
+	if (!t)
+		return NULL;
+	t->canon = NULL;
+	t->stamp = 0;
+	t->v.type = FR_VAL_STRING;
+	t->v.mark = 0;
+	t->v.n = (uint32_t)n;
+	t->v.cap = 0;
+	t->v.u.s = t->s;
+	memcpy(t->s + (n & ~(size_t)7), &zero, 8);
+	return t;
+}
+
+/* A string of n bytes of text that is valid UTF-8 without NUL. */
+static struct fr_val *string(struct unpickler *u, const char *s, size_t n)
+{
+	struct text *t = text_new(u, n);
+
+	if (!t)
+		return NULL;
+	memcpy(t->s, s, n);
+	return &t->v;
+}
+
+/* A new container of `kind`, empty. */
+static inline __attribute__((always_inline)) struct box *box_new(struct unpickler *u,
+								 enum box_kind kind)
+{
+	struct box *b;
+
+	/* Half the serials are for dedupe(). */
+	if (__builtin_expect(u->nboxes >= UINT32_MAX / 2, 0)) {
+		fail(u, EPROTO, "more than %u containers", UINT32_MAX / 2);
+		return NULL;
+	}
+	b = alloc(u, sizeof(*b));
+	if (!b)
+		return NULL;
+	u->nboxes++;
+	b->size = 1;
+	b->height = 1;
+	b->kind = (uint8_t)kind;
+	b->sealed = false;
+	b->v.type = kind == BOX_DICT ? FR_VAL_OBJECT : FR_VAL_ARRAY;
+	b->v.mark = 0;
+	b->v.n = 0;
+	b->v.cap = 2;
+	b->v.u.items = b->room;
+	b->dirty = false;
+	b->unmarked = false;
+	b->serial = kind == BOX_DICT ? ++u->ndicts : 0;
+	b->next_dirty = NULL;
+	return b;
+}
+
+/*
+ * Room for `more` item pointers after the first `used` of container v, when
+ * the room it has is too small: exactly that the first time, since most
+ * containers are filled by one opcode, and at least double after, so that
+ * appending one at a time costs amortised constant time. The old items
+ * stay in the arena.
+ */
+__attribute__((noinline))
+static int reserve_slow(struct unpickler *u, struct fr_val *v, size_t used, size_t more)
+{
+	struct fr_val **items;
+	size_t cap;
+
+	if (more > UINT32_MAX - used)
+		return fail(u, EPROTO, "a container of more than %u items", UINT32_MAX);
+	cap = used + more;
+	if (cap < 2 * (size_t)v->cap)
+		cap = 2 * (size_t)v->cap < UINT32_MAX ? 2 * (size_t)v->cap : UINT32_MAX;
+	items = alloc(u, cap * sizeof(*items));
+	if (!items)
 		return -1;
-	v = width == 1 ? p[0] : width == 4 ? le32(p) : le64(p);
-	if (v > u->len - u->pos)
-		return fail(u, EPROTO, "truncated %s (needed %" PRIu64 " bytes, %zu left)",
-			    op_name(u->op), v, u->len - u->pos);
-	*n = (size_t)v;
+	if (used)
+		memcpy(items, v->u.items, used * sizeof(*items));
+	v->u.items = items;
+	v->cap = (uint32_t)cap;
 	return 0;
+}
+
+static inline __attribute__((always_inline)) int reserve(struct unpickler *u, struct fr_val *v,
+							 size_t used, size_t more)
+{
+	if (__builtin_expect(more <= v->cap - used, 1))
+		return 0;
+	return reserve_slow(u, v, used, more);
 }
 
 /* ------------------------------------------------------------------ */
 /* Stack, marks and memo                                               */
 /* ------------------------------------------------------------------ */
 
-/* push() when v is NULL or the stack is full. */
+/* push() when v is NULL (its maker failed) or the stack is full. */
 __attribute__((noinline))
-static int push_slow(struct unpickler *u, json_t *v, uint32_t box)
+static int push_slow(struct unpickler *u, struct fr_val *v)
 {
-	struct slot *s;
+	struct fr_val **s;
 
 	if (!v)
-		return fail_nomem(u);
+		return -1;
 	s = grow(u->stack, &u->stack_cap, sizeof(*s));
-	if (!s) {
-		json_decref(v);
+	if (!s)
 		return fail_nomem(u);
-	}
 	u->stack = s;
-	u->stack[u->nstack].v = v;
-	u->stack[u->nstack].box = box;
-	u->nstack++;
+	u->stack[u->nstack++] = v;
 	return 0;
 }
 
-/* Pushes a reference, which the stack takes over (also on failure). */
-static inline int push(struct unpickler *u, json_t *v, uint32_t box)
+static inline __attribute__((always_inline)) int push(struct unpickler *u, struct fr_val *v)
 {
 	if (__builtin_expect(!v || u->nstack == u->stack_cap, 0))
-		return push_slow(u, v, box);
-	u->stack[u->nstack].v = v;
-	u->stack[u->nstack].box = box;
-	u->nstack++;
+		return push_slow(u, v);
+	u->stack[u->nstack++] = v;
 	return 0;
-}
-
-/* A new box for a container of `kind`; 0 (and an error) on failure. */
-static uint32_t new_box(struct unpickler *u, enum box_kind kind)
-{
-	if (u->nboxes == u->boxes_cap) {
-		struct box *b;
-
-		if (u->nboxes >= UINT32_MAX) {
-			fail(u, EPROTO, "more than %u containers", UINT32_MAX - 1);
-			return 0;
-		}
-		b = grow(u->boxes, &u->boxes_cap, sizeof(*b));
-		if (!b) {
-			fail_nomem(u);
-			return 0;
-		}
-		u->boxes = b;
-	}
-	u->boxes[u->nboxes].size = 1;
-	u->boxes[u->nboxes].height = 1;
-	u->boxes[u->nboxes].kind = (uint8_t)kind;
-	u->boxes[u->nboxes].sealed = false;
-	return (uint32_t)u->nboxes++;
-}
-
-/* Pushes a new empty container (a reference the stack takes over). */
-static int push_box(struct unpickler *u, json_t *v, enum box_kind kind)
-{
-	uint32_t box;
-
-	if (!v)
-		return fail_nomem(u);
-	box = new_box(u, kind);
-	if (!box) {
-		json_decref(v);
-		return -1;
-	}
-	return push(u, v, box);
 }
 
 /* The stack length at the topmost mark: plain opcodes see only what is above. */
-static size_t fence(const struct unpickler *u)
+static inline size_t fence(const struct unpickler *u)
 {
 	return u->nmarks ? u->marks[u->nmarks - 1] : 0;
 }
 
 /* Checks that n items stand above the topmost mark. */
-static int need(struct unpickler *u, size_t n)
+static inline int need(struct unpickler *u, size_t n)
 {
 	size_t have = u->nstack - fence(u);
 
-	if (have < n)
+	if (__builtin_expect(have < n, 0))
 		return fail(u, EPROTO, "stack underflow: %s needs %zu item%s, %zu above the %s",
-			    op_name(u->op), n, n == 1 ? "" : "s", have,
+			    cur_op(u), n, n == 1 ? "" : "s", have,
 			    u->nmarks ? "last MARK" : "bottom");
 	return 0;
 }
 
 /* Removes the topmost mark; *at receives the stack length it recorded. */
-static int pop_mark(struct unpickler *u, size_t *at)
+static inline int pop_mark(struct unpickler *u, size_t *at)
 {
-	if (!u->nmarks)
-		return fail(u, EPROTO, "%s without a MARK", op_name(u->op));
+	if (__builtin_expect(!u->nmarks, 0))
+		return fail(u, EPROTO, "%s without a MARK", cur_op(u));
 	*at = u->marks[--u->nmarks];
 	return 0;
 }
 
-/* Drops the stack's items from index `from` up. */
-static void drop_from(struct unpickler *u, size_t from)
-{
-	while (u->nstack > from)
-		json_decref(u->stack[--u->nstack].v);
-}
-
 /*
- * Stores the stack's top under memo key idx. Python and PyTorch number memo
+ * Stores v under memo key idx. Python and PyTorch number memo
  * keys 0, 1, 2... in the order they store them, so a key beyond the next
  * one is refused: it keeps the memo a dense array no larger than the input.
  */
-static int memo_put(struct unpickler *u, uint64_t idx)
+static inline __attribute__((always_inline)) int memo_set(struct unpickler *u, uint64_t idx,
+							  struct fr_val *v)
 {
-	struct slot *top;
-
-	if (need(u, 1))
-		return -1;
-	if (idx > u->nmemo)
-		return fail(u, EPROTO, "memo key %" PRIu64 " is out of order (next is %zu)",
-			    idx, u->nmemo);
-	if (idx == u->nmemo) {
+	if (__builtin_expect(idx >= u->nmemo, 1)) {
+		if (idx > u->nmemo)
+			return fail(u, EPROTO, "memo key %" PRIu64 " is out of order (next is %zu)",
+				    idx, u->nmemo);
 		if (u->nmemo == u->memo_cap) {
-			struct slot *m = grow(u->memo, &u->memo_cap, sizeof(*m));
+			struct fr_val **m = grow(u->memo, &u->memo_cap, sizeof(*m));
 
 			if (!m)
 				return fail_nomem(u);
 			u->memo = m;
 		}
 		u->nmemo++;
-	} else {
-		json_decref(u->memo[idx].v);
 	}
-	top = &u->stack[u->nstack - 1];
-	u->memo[idx].v = json_incref(top->v);
-	u->memo[idx].box = top->box;
+	u->memo[idx] = v;
 	return 0;
 }
 
-static inline int memo_get(struct unpickler *u, uint64_t idx)
+/* PUT: the stack's top under memo key idx. */
+static inline __attribute__((always_inline)) int memo_put(struct unpickler *u, uint64_t idx)
 {
-	if (idx >= u->nmemo)
-		return fail(u, EPROTO, "memo key %" PRIu64 " is not set", idx);
-	return push(u, json_incref(u->memo[idx].v), u->memo[idx].box);
+	return need(u, 1) || memo_set(u, idx, u->stack[u->nstack - 1]);
 }
 
 /* ------------------------------------------------------------------ */
@@ -476,25 +658,31 @@ static size_t utf8_seq(const unsigned char *p, size_t n)
 	return 0;
 }
 
-static bool utf8_valid(const unsigned char *p, size_t n)
+/* Whether p[0..n) is UTF-8 without NUL, as a value's string must be. */
+static bool text_valid(const unsigned char *p, size_t n)
 {
+	const uint64_t ones = 0x0101010101010101ull, highs = 0x8080808080808080ull;
 	size_t i = 0, k;
 	uint64_t w;
 
 	while (i < n) {
-		/* Names in dumps are ASCII: take them eight bytes at a time. */
+		/*
+		 * Names in dumps are ASCII: take them eight bytes at a time.
+		 * A byte of w - ones has its high bit set only where w has a
+		 * byte of 0 or one over 0x80 (or after such a byte).
+		 */
 		if (n - i >= 8) {
 			memcpy(&w, p + i, 8);
-			if (!(w & 0x8080808080808080ull)) {
+			if (!((w | (w - ones)) & highs)) {
 				i += 8;
 				continue;
 			}
 		}
-		if (p[i] < 0x80) {
+		if (p[i] && p[i] < 0x80) {
 			i++;
 			continue;
 		}
-		k = utf8_seq(p + i, n - i);
+		k = p[i] ? utf8_seq(p + i, n - i) : 0;
 		if (!k)
 			return false;
 		i += k;
@@ -503,32 +691,21 @@ static bool utf8_valid(const unsigned char *p, size_t n)
 }
 
 /*
- * A string from bytes that are not all UTF-8: each byte outside a valid
- * sequence becomes U+FFFD, except that an encoded surrogate (what Python's
- * surrogatepass writes for a lone surrogate) becomes one U+FFFD for its
- * three bytes.
+ * Writes into o (when not NULL) the text of p[0..n) with each byte outside
+ * a valid sequence, and each NUL, replaced by U+FFFD, except that an
+ * encoded surrogate (what Python's surrogatepass writes for a lone
+ * surrogate) becomes one U+FFFD for its three bytes. Returns its length.
  */
-static json_t *text_repaired(struct unpickler *u, const unsigned char *p, size_t n)
+static size_t repair(const unsigned char *p, size_t n, char *o)
 {
-	char *s, *o;
-	size_t i = 0, k;
-	json_t *j;
+	size_t i = 0, k, len = 0;
 
-	if (n > SIZE_MAX / 3) {
-		fail_nomem(u);
-		return NULL;
-	}
-	s = malloc(3 * n);
-	if (!s) {
-		fail_nomem(u);
-		return NULL;
-	}
-	o = s;
 	while (i < n) {
-		k = utf8_seq(p + i, n - i);
+		k = p[i] ? utf8_seq(p + i, n - i) : 0;
 		if (k) {
-			memcpy(o, p + i, k);
-			o += k;
+			if (o)
+				memcpy(o + len, p + i, k);
+			len += k;
 			i += k;
 			continue;
 		}
@@ -537,86 +714,56 @@ static json_t *text_repaired(struct unpickler *u, const unsigned char *p, size_t
 			i += 3;
 		else
 			i++;
-		memcpy(o, "\xef\xbf\xbd", 3);
-		o += 3;
+		if (o)
+			memcpy(o + len, "\xef\xbf\xbd", 3);
+		len += 3;
 	}
-	j = json_stringn_nocheck(s, o - s);
-	free(s);
-	if (!j)
-		fail_nomem(u);
-	return j;
+	return len;
 }
 
-static json_t *text(struct unpickler *u, const unsigned char *p, size_t n)
+/* A str from its UTF-8 bytes. */
+static struct fr_val *text(struct unpickler *u, const unsigned char *p, size_t n)
 {
-	json_t *j;
+	struct text *t;
 
-	if (!utf8_valid(p, n))
-		return text_repaired(u, p, n);
-	j = json_stringn_nocheck((const char *)p, n);
-	if (!j)
-		fail_nomem(u);
-	return j;
+	if (text_valid(p, n))
+		return string(u, (const char *)p, n);
+	t = text_new(u, repair(p, n, NULL));
+	if (!t)
+		return NULL;
+	repair(p, n, t->s);
+	return &t->v;
 }
 
 /* Bytes as lowercase hex. */
-static json_t *hex(struct unpickler *u, const unsigned char *p, size_t n)
+static struct fr_val *hex(struct unpickler *u, const unsigned char *p, size_t n)
 {
 	static const char digits[] = "0123456789abcdef";
-	char small[256], *s = small;
-	json_t *j;
+	struct text *t;
 	size_t i;
 
-	if (n > sizeof(small) / 2) {
-		if (n > SIZE_MAX / 2 || !(s = malloc(2 * n))) {
-			fail_nomem(u);
-			return NULL;
-		}
-	}
-	for (i = 0; i < n; i++) {
-		s[2 * i] = digits[p[i] >> 4];
-		s[2 * i + 1] = digits[p[i] & 15];
-	}
-	j = json_stringn_nocheck(s, 2 * n);
-	if (s != small)
-		free(s);
-	if (!j)
-		fail_nomem(u);
-	return j;
-}
-
-static json_t *integer(struct unpickler *u, int64_t v)
-{
-	/* Fibonacci hashing: the top bits of v times 2^64 / phi. */
-	size_t h = (size_t)(((uint64_t)v * 0x9e3779b97f4a7c15ull) >> (64 - INT_CACHE_BITS));
-	json_t *j;
-
-	if (u->ints[h].j && u->ints[h].v == v)
-		return json_incref(u->ints[h].j);
-	j = json_integer(v);
-	if (!j) {
-		fail_nomem(u);
+	t = text_new(u, n < SIZE_MAX / 2 ? 2 * n : SIZE_MAX);
+	if (!t)
 		return NULL;
+	for (i = 0; i < n; i++) {
+		t->s[2 * i] = digits[p[i] >> 4];
+		t->s[2 * i + 1] = digits[p[i] & 15];
 	}
-	json_decref(u->ints[h].j);
-	u->ints[h].v = v;
-	u->ints[h].j = json_incref(j);
-	return j;
+	return &t->v;
 }
 
-static json_t *real(struct unpickler *u, double d)
+static struct fr_val *real(struct unpickler *u, double d)
 {
-	json_t *j;
+	struct fr_val *v;
 
 	if (isnan(d))
-		j = json_string_nocheck("NaN");
-	else if (isinf(d))
-		j = json_string_nocheck(d > 0 ? "Infinity" : "-Infinity");
-	else
-		j = json_real(d);
-	if (!j)
-		fail_nomem(u);
-	return j;
+		return string(u, "NaN", 3);
+	if (isinf(d))
+		return d > 0 ? string(u, "Infinity", 8) : string(u, "-Infinity", 9);
+	v = scalar(u, FR_VAL_REAL);
+	if (v)
+		v->u.r = d;
+	return v;
 }
 
 /*
@@ -624,7 +771,7 @@ static json_t *real(struct unpickler *u, double d)
  * fit int64, as decimal text: the magnitude in 32-bit limbs, divided by 10^9
  * until nothing is left.
  */
-static json_t *long_text(struct unpickler *u, const unsigned char *p, size_t n)
+static struct fr_val *long_text(struct unpickler *u, const unsigned char *p, size_t n)
 {
 	uint32_t limb[FR_PICKLE_LONG_MAX / 4];
 	char digits[LONG_DIGITS_MAX + 16];
@@ -633,7 +780,6 @@ static json_t *long_text(struct unpickler *u, const unsigned char *p, size_t n)
 	size_t nl = (n + 3) / 4, i;
 	uint64_t carry = 1, cur;
 	uint32_t rem;
-	json_t *j;
 	int k;
 
 	for (i = 0; i < nl; i++)
@@ -669,14 +815,11 @@ static json_t *long_text(struct unpickler *u, const unsigned char *p, size_t n)
 	}
 	if (neg)
 		*--d = '-';
-	j = json_stringn_nocheck(d, digits + sizeof(digits) - d);
-	if (!j)
-		fail_nomem(u);
-	return j;
+	return string(u, d, digits + sizeof(digits) - d);
 }
 
 /* An int from LONG1 or LONG4 bytes. */
-static json_t *long_bytes(struct unpickler *u, const unsigned char *p, size_t n)
+static struct fr_val *long_bytes(struct unpickler *u, const unsigned char *p, size_t n)
 {
 	uint64_t v = 0;
 	unsigned char fill;
@@ -704,7 +847,7 @@ static json_t *long_bytes(struct unpickler *u, const unsigned char *p, size_t n)
  * An int in decimal text (protocol 0's INT and LONG, as Python writes them:
  * no leading zeros): an integer when it fits int64, else the digits.
  */
-static json_t *decimal(struct unpickler *u, const char *s, size_t n)
+static struct fr_val *decimal(struct unpickler *u, const char *s, size_t n)
 {
 	bool neg = false, over = false;
 	uint64_t v = 0, limit, digit;
@@ -733,17 +876,17 @@ static json_t *decimal(struct unpickler *u, const char *s, size_t n)
 		return integer(u, neg ? (int64_t)(0 - v) : (int64_t)v);
 	if (n - first > LONG_DIGITS_MAX) {
 		fail(u, EPROTO, "%s of %zu digits is longer than %d digits",
-		     op_name(u->op), n - first, LONG_DIGITS_MAX);
+		     cur_op(u), n - first, LONG_DIGITS_MAX);
 		return NULL;
 	}
 	i = 0;
 	if (neg)
 		buf[i++] = '-';
 	memcpy(buf + i, s + first, n - first);
-	return text(u, (const unsigned char *)buf, i + n - first);
+	return string(u, buf, i + n - first);
 out_bad:
 	fail(u, EPROTO, "%s argument \"%.*s\" is not a decimal integer",
-	     op_name(u->op), (int)(n > 40 ? 40 : n), s);
+	     cur_op(u), (int)(n > 40 ? 40 : n), s);
 	return NULL;
 }
 
@@ -754,7 +897,7 @@ static int take_line(struct unpickler *u, const char **s, size_t *n)
 	const unsigned char *nl = memchr(p, '\n', u->len - u->pos);
 
 	if (!nl)
-		return fail(u, EPROTO, "truncated %s (no end of line)", op_name(u->op));
+		return fail(u, EPROTO, "truncated %s (no end of line)", cur_op(u));
 	*s = (const char *)p;
 	*n = nl - p;
 	u->pos += *n + 1;
@@ -777,7 +920,7 @@ static int take_line_key(struct unpickler *u, uint64_t *idx)
 	}
 	if (!n || i < n)
 		return fail(u, EPROTO, "%s argument \"%.*s\" is not a memo key",
-			    op_name(u->op), (int)(n > 40 ? 40 : n), s);
+			    cur_op(u), (int)(n > 40 ? 40 : n), s);
 	*idx = v;
 	return 0;
 }
@@ -787,119 +930,159 @@ static int take_line_key(struct unpickler *u, uint64_t *idx)
 /* ------------------------------------------------------------------ */
 
 /* What a stack item is, in Python's words, for messages. */
-static const char *describe(const struct unpickler *u, const struct slot *s)
+static const char *describe(struct fr_val *v)
 {
 	static const char *const boxes[] = {
 		[BOX_LIST] = "a list", [BOX_DICT] = "a dict", [BOX_TUPLE] = "a tuple",
 		[BOX_SET] = "a set", [BOX_FROZENSET] = "a frozenset",
 	};
 
-	if (s->box)
-		return boxes[u->boxes[s->box].kind];
-	switch (json_typeof(s->v)) {
-	case JSON_STRING:
+	switch ((enum fr_val_type)v->type) {
+	case FR_VAL_ARRAY:
+	case FR_VAL_OBJECT:
+		return boxes[box_of(v)->kind];
+	case FR_VAL_STRING:
 		return "a str";
-	case JSON_INTEGER:
+	case FR_VAL_INT:
 		return "an int";
-	case JSON_REAL:
+	case FR_VAL_REAL:
 		return "a float";
-	case JSON_TRUE:
-	case JSON_FALSE:
+	case FR_VAL_BOOL:
 		return "a bool";
-	default:
-		return "None";
+	case FR_VAL_NULL:
+		break;
 	}
+	return "None";
+}
+
+__attribute__((cold, noinline))
+static int fail_size(struct unpickler *u)
+{
+	return fail(u, EPROTO, "the data, its shared parts written out in full, "
+		    "has more than %" PRIu64 " values (%d per byte of pickle)",
+		    u->size_max, SIZE_RATIO);
 }
 
 /*
- * Accounts for putting `child` into the container of box `parent`: refuses
+ * Accounts for putting container `child` into container `parent`: refuses
  * a container inside itself, a nesting deeper than the limit and a size
  * beyond it, and seals the child.
  */
-static inline int adopt(struct unpickler *u, uint32_t parent, const struct slot *child)
+static inline int adopt(struct unpickler *u, struct box *parent, struct box *child)
 {
-	struct box *b = &u->boxes[parent];
-	uint32_t h = 1;
-	uint64_t size = 1;
-
-	if (child->box) {
-		if (child->box == parent)
-			return fail(u, EPROTO, "%s puts a %s inside itself (cycles are refused)",
-				    op_name(u->op), box_names[b->kind]);
-		u->boxes[child->box].sealed = true;
-		h = u->boxes[child->box].height + 1;
-		size = u->boxes[child->box].size;
-	}
-	if (h > b->height) {
-		if (h > FR_PICKLE_DEPTH_MAX)
+	if (__builtin_expect(child == parent, 0))
+		return fail(u, EPROTO, "%s puts a %s inside itself (cycles are refused)",
+			    cur_op(u), box_names[parent->kind]);
+	child->sealed = true;
+	if (child->height + 1 > parent->height) {
+		if (__builtin_expect(child->height + 1 > FR_PICKLE_DEPTH_MAX, 0))
 			return fail(u, EPROTO, "containers nested deeper than %d levels",
 				    FR_PICKLE_DEPTH_MAX);
-		b->height = h;
+		parent->height = child->height + 1;
 	}
 	/* No overflow: every size is at most size_max < 2^62. */
-	b->size += size;
-	if (b->size > u->size_max)
-		return fail(u, EPROTO, "the data, its shared parts written out in full, "
-			    "has more than %" PRIu64 " values (%d per byte of pickle)",
-			    u->size_max, SIZE_RATIO);
+	parent->size += child->size;
+	if (__builtin_expect(parent->size > u->size_max, 0))
+		return fail_size(u);
 	return 0;
 }
 
-/* Checks that a set or frozenset element is hashable in Python. */
-static int hashable(struct unpickler *u, const struct slot *s)
+/* Checks that a set element or dict key is hashable in Python. */
+static int hashable(struct unpickler *u, struct fr_val *v)
 {
-	if (s->box && u->boxes[s->box].kind != BOX_TUPLE &&
-	    u->boxes[s->box].kind != BOX_FROZENSET)
+	struct box *b;
+
+	if (!is_box(v))
+		return 0;
+	b = box_of(v);
+	if (b->kind != BOX_TUPLE && b->kind != BOX_FROZENSET)
 		return fail(u, EPROTO, "%s uses a %s as a set element or key (unhashable)",
-			    op_name(u->op), box_names[u->boxes[s->box].kind]);
+			    cur_op(u), box_names[b->kind]);
 	return 0;
 }
 
 /* Checks that `target` is a container of kind `kind` that may still change. */
-static int changeable(struct unpickler *u, const struct slot *target, enum box_kind kind)
+static inline int changeable(struct unpickler *u, struct fr_val *target, enum box_kind kind)
 {
-	if (!target->box || u->boxes[target->box].kind != kind)
+	if (__builtin_expect(!is_box(target) || box_of(target)->kind != kind, 0))
 		return fail(u, EPROTO, "%s needs a %s below its items, found %s",
-			    op_name(u->op), box_names[kind], describe(u, target));
-	if (u->boxes[target->box].sealed)
+			    cur_op(u), box_names[kind], describe(target));
+	if (__builtin_expect(box_of(target)->sealed, 0))
 		return fail(u, EPROTO,
 			    "%s changes a %s that is already inside another container "
 			    "(refused: that is how pickles write cycles)",
-			    op_name(u->op), box_names[kind]);
+			    cur_op(u), box_names[kind]);
 	return 0;
 }
 
-/* Text growing under the key budget, for keys that are tuples. */
-struct key_buf {
-	struct unpickler *u;
-	char *s;
-	size_t n, cap;
-	bool over;
-};
+/* ------------------------------------------------------------------ */
+/* Keys that are not strs                                              */
+/* ------------------------------------------------------------------ */
 
-static int key_buf_add(const char *p, size_t n, void *data)
+static int fail_key_budget(struct unpickler *u)
 {
-	struct key_buf *k = data;
-	char *s;
+	return fail(u, EPROTO, "dict keys copy more than %d bytes per byte of pickle "
+		    "(a long key used many times)", KEY_BUDGET_RATIO);
+}
 
-	if (n > k->u->key_budget - k->n) {
-		k->over = true;
-		return -1;
-	}
-	if (n > k->cap - k->n) {
-		size_t cap = k->cap ? k->cap : 64;
+/* Appends to the key text being written, within the key budget. */
+static int emit(struct unpickler *u, const char *p, size_t n)
+{
+	if (n > u->key_budget - u->scratch_len)
+		return fail_key_budget(u);
+	if (n > u->scratch_cap - u->scratch_len) {
+		size_t cap = u->scratch_cap ? u->scratch_cap : 256;
+		char *s;
 
-		while (cap - k->n < n)
+		while (cap - u->scratch_len < n)
 			cap *= 2;
-		s = realloc(k->s, cap);
+		s = realloc(u->scratch, cap);
 		if (!s)
-			return -1;
-		k->s = s;
-		k->cap = cap;
+			return fail_nomem(u);
+		u->scratch = s;
+		u->scratch_cap = cap;
 	}
-	memcpy(k->s + k->n, p, n);
-	k->n += n;
+	memcpy(u->scratch + u->scratch_len, p, n);
+	u->scratch_len += n;
 	return 0;
+}
+
+/* A string in JSON, as Python's json.dumps(ensure_ascii=False) writes it. */
+static int emit_json_string(struct unpickler *u, const char *s, size_t n)
+{
+	static const char digits[] = "0123456789abcdef";
+	size_t i, from = 0;
+	char esc[6];
+
+	if (emit(u, "\"", 1))
+		return -1;
+	for (i = 0; i < n; i++) {
+		unsigned char c = (unsigned char)s[i];
+		size_t k = 2;
+
+		if (c >= 0x20 && c != '"' && c != '\\')
+			continue;
+		esc[0] = '\\';
+		switch (c) {
+		case '"': esc[1] = '"'; break;
+		case '\\': esc[1] = '\\'; break;
+		case '\b': esc[1] = 'b'; break;
+		case '\f': esc[1] = 'f'; break;
+		case '\n': esc[1] = 'n'; break;
+		case '\r': esc[1] = 'r'; break;
+		case '\t': esc[1] = 't'; break;
+		default:
+			memcpy(esc + 1, "u00", 3);
+			esc[4] = digits[c >> 4];
+			esc[5] = digits[c & 15];
+			k = 6;
+			break;
+		}
+		if (emit(u, s + from, i - from) || emit(u, esc, k))
+			return -1;
+		from = i + 1;
+	}
+	return emit(u, s + from, n - from) || emit(u, "\"", 1);
 }
 
 /* The shortest text that reads back as d, with ".0" on whole numbers as Python writes them. */
@@ -919,417 +1102,1067 @@ static size_t real_text(double d, char *buf, size_t cap)
 	return n > 0 ? (size_t)n : 0;
 }
 
-/*
- * Stores value under key in the dict, taking over both references (also on
- * failure). A key that is not a str is stored under its JSON text.
- */
-static int set_item(struct unpickler *u, json_t *dict, struct slot *key, json_t *value)
+/* The JSON text of a scalar that is not a str into buf (of 40 bytes); its length. */
+static size_t scalar_text(const struct fr_val *v, char *buf, size_t cap)
 {
-	char small[40];
-	struct key_buf kb = { u, NULL, 0, 0, false };
-	const char *k = small;
-	size_t klen = 0;
+	switch ((enum fr_val_type)v->type) {
+	case FR_VAL_INT:
+		return (size_t)snprintf(buf, cap, "%" PRId64, v->u.i);
+	case FR_VAL_REAL:
+		return real_text(v->u.r, buf, cap);
+	case FR_VAL_BOOL:
+		memcpy(buf, v->u.b ? "true" : "false", v->u.b ? 5 : 6);
+		return v->u.b ? 4 : 5;
+	default:
+		memcpy(buf, "null", 5);
+		return 4;
+	}
+}
+
+/*
+ * Writes the JSON text of container `root` (a tuple or frozenset key) into
+ * the scratch buffer, with ", " and ": " between items as Python's json
+ * module does. A stack of the containers open, bounded by the depth limit,
+ * stands for recursion.
+ */
+static int emit_json(struct unpickler *u, struct fr_val *root)
+{
+	struct {
+		const struct fr_val *c;
+		uint32_t i;
+	} open[FR_PICKLE_DEPTH_MAX + 1];
+	const struct fr_val *v;
+	size_t depth = 0, n;
+	char buf[40];
+
+	open[depth].c = root;
+	open[depth++].i = 0;
+	if (emit(u, root->type == FR_VAL_OBJECT ? "{" : "[", 1))
+		return -1;
+	while (depth) {
+		const struct fr_val *c = open[depth - 1].c;
+		uint32_t i = open[depth - 1].i++;
+
+		if (i == c->n) {
+			depth--;
+			if (emit(u, c->type == FR_VAL_OBJECT ? "}" : "]", 1))
+				return -1;
+			continue;
+		}
+		if (i && emit(u, ", ", 2))
+			return -1;
+		if (c->type == FR_VAL_OBJECT) {
+			v = c->u.items[2 * i];
+			if (emit_json_string(u, v->u.s, v->n) || emit(u, ": ", 2))
+				return -1;
+			v = c->u.items[2 * i + 1];
+		} else {
+			v = c->u.items[i];
+		}
+		if (v->type == FR_VAL_STRING) {
+			if (emit_json_string(u, v->u.s, v->n))
+				return -1;
+		} else if (v->type == FR_VAL_ARRAY || v->type == FR_VAL_OBJECT) {
+			/* Every container is at most FR_PICKLE_DEPTH_MAX high. */
+			if (depth > FR_PICKLE_DEPTH_MAX)
+				return fail(u, EPROTO, "containers nested deeper than %d levels",
+					    FR_PICKLE_DEPTH_MAX);
+			open[depth].c = v;
+			open[depth++].i = 0;
+			if (emit(u, v->type == FR_VAL_OBJECT ? "{" : "[", 1))
+				return -1;
+		} else {
+			n = scalar_text(v, buf, sizeof(buf));
+			if (emit(u, buf, n))
+				return -1;
+		}
+	}
+	return 0;
+}
+
+/*
+ * The key under which a dict stores `key`, an item of the stack: a str as
+ * it is, anything else as a new string of its JSON text; NULL (and an
+ * error) when it is unhashable or its text is over the budget.
+ */
+static struct fr_val *key_of(struct unpickler *u, struct fr_val *key)
+{
+	char buf[40];
+	size_t n;
+
+	if (key->type == FR_VAL_STRING)
+		return key;
+	if (is_box(key)) {
+		if (hashable(u, key))
+			return NULL;
+		u->scratch_len = 0;
+		if (emit_json(u, key))
+			return NULL;
+		n = u->scratch_len;
+	} else {
+		n = scalar_text(key, buf, sizeof(buf));
+	}
+	/* The NUL counts too: a budget of 0 stops a flood of empty tuples. */
+	if (n >= u->key_budget) {
+		fail_key_budget(u);
+		return NULL;
+	}
+	u->key_budget -= n + 1;
+	return string(u, is_box(key) ? u->scratch : buf, n);
+}
+
+/* ------------------------------------------------------------------ */
+/* One member per key                                                  */
+/* ------------------------------------------------------------------ */
+
+/*
+ * A hash of a key's text, which the canon table and the sort compare
+ * first: a word at a time, the last one padded with zeros (text_new()).
+ */
+static uint64_t text_hash(const struct text *t)
+{
+	const char *s = t->s;
+	uint64_t h = 0x9e3779b97f4a7c15ull ^ t->v.n, w;
+	size_t words = t->v.n / 8 + 1, i;
+
+	for (i = 0; i < words; i++, s += 8) {
+		memcpy(&w, s, 8);
+		h = (h ^ w) * 0xbf58476d1ce4e5b9ull;
+		h ^= h >> 31;
+	}
+	h ^= h >> 32;
+	h *= 0x94d049bb133111ebull;
+	return h ^ (h >> 29);
+}
+
+static inline bool same_text(const struct text *a, const struct text *b)
+{
+	return a->hash == b->hash && a->v.n == b->v.n && memcmp(a->s, b->s, a->v.n) == 0;
+}
+
+/*
+ * Puts canon t into the table; 1 when that takes more than PROBE_MAX
+ * probes.
+ */
+static int canon_insert(struct text **table, size_t cap, struct text *t)
+{
+	size_t i = t->hash & (cap - 1), probes;
+
+	for (probes = 0; table[i]; probes++) {
+		if (probes == PROBE_MAX)
+			return 1;
+		i = (i + 1) & (cap - 1);
+	}
+	table[i] = t;
+	return 0;
+}
+
+/*
+ * Sets t->canon to the string of the table with t's text, or to t itself
+ * when it is the first. Returns 0, -1 on an error, or 1 when the table's
+ * probes run past PROBE_MAX (many texts with colliding hashes, which only
+ * a pickle made for it has).
+ */
+static int intern(struct unpickler *u, struct text *t)
+{
+	size_t i, probes;
+
+	if (2 * (u->ncanons + 1) > u->canons_cap) {
+		size_t cap = u->canons_cap ? 2 * u->canons_cap : 64;
+		struct text **table;
+
+		if (cap > SIZE_MAX / sizeof(*table) || !(table = calloc(cap, sizeof(*table))))
+			return fail_nomem(u);
+		for (i = 0; i < u->canons_cap; i++) {
+			if (u->canons[i] && canon_insert(table, cap, u->canons[i])) {
+				free(table);
+				return 1;
+			}
+		}
+		free(u->canons);
+		u->canons = table;
+		u->canons_cap = cap;
+	}
+	t->hash = text_hash(t);
+	i = t->hash & (u->canons_cap - 1);
+	for (probes = 0; u->canons[i]; probes++) {
+		if (same_text(u->canons[i], t)) {
+			t->canon = u->canons[i];
+			return 0;
+		}
+		if (probes == PROBE_MAX)
+			return 1;
+		i = (i + 1) & (u->canons_cap - 1);
+	}
+	u->canons[i] = t;
+	u->ncanons++;
+	t->canon = t;
+	return 0;
+}
+
+static int text_cmp(const struct text *a, const struct text *b)
+{
+	if (a->hash != b->hash)
+		return a->hash < b->hash ? -1 : 1;
+	if (a->v.n != b->v.n)
+		return a->v.n < b->v.n ? -1 : 1;
+	return memcmp(a->s, b->s, a->v.n);
+}
+
+/*
+ * Sorts a[0..n) by text_cmp, bottom-up merge sort with tmp of n. A merge
+ * charges each comparison to the string it outputs, whose length bounds
+ * the memcmp, so each of the log n passes costs at most the total length:
+ * shared long keys that differ only at the end cannot make it quadratic.
+ */
+static void sort_texts(struct text **a, struct text **tmp, size_t n)
+{
+	struct text **src = a, **dst = tmp, **t;
+	size_t w, lo, mid, hi, i, j, k;
+
+	for (w = 1; w < n; w *= 2) {
+		for (lo = 0; lo < n; lo += 2 * w) {
+			mid = lo + w < n ? lo + w : n;
+			hi = lo + 2 * w < n ? lo + 2 * w : n;
+			for (i = lo, j = mid, k = lo; k < hi; k++) {
+				if (i < mid && (j == hi || text_cmp(src[i], src[j]) <= 0))
+					dst[k] = src[i++];
+				else
+					dst[k] = src[j++];
+			}
+		}
+		t = src;
+		src = dst;
+		dst = t;
+	}
+	if (src != a)
+		memcpy(a, src, n * sizeof(*a));
+}
+
+/*
+ * A canon for every key of every dirty dict, found by sorting the keys by
+ * text instead of with the hash table: O(n log n) whatever the hashes are.
+ */
+static int intern_by_sorting(struct unpickler *u)
+{
+	struct text **all = NULL, **tmp;
+	size_t n = 0, cap = 0, i, j, k;
+	struct box *b;
 	int rc = -1;
 
-	switch (json_typeof(key->v)) {
-	case JSON_STRING:
-		k = json_string_value(key->v);
-		klen = json_string_length(key->v);
-		break;
-	case JSON_INTEGER:
-		klen = snprintf(small, sizeof(small), "%" JSON_INTEGER_FORMAT,
-				json_integer_value(key->v));
-		break;
-	case JSON_REAL:
-		klen = real_text(json_real_value(key->v), small, sizeof(small));
-		break;
-	case JSON_TRUE:
-		k = "true";
-		klen = 4;
-		break;
-	case JSON_FALSE:
-		k = "false";
-		klen = 5;
-		break;
-	case JSON_NULL:
-		k = "null";
-		klen = 4;
-		break;
-	default:
-		if (hashable(u, key))
-			goto out_drop;
-		if (json_dump_callback(key->v, key_buf_add, &kb, JSON_ENCODE_ANY)) {
-			if (kb.over)
-				fail(u, EPROTO, "dict keys copy more than %d bytes per byte "
-				     "of pickle (a long key used many times)", KEY_BUDGET_RATIO);
-			else
-				fail_nomem(u);
-			goto out_drop;
+	for (b = u->dirty; b; b = b->next_dirty) {
+		for (i = 0; i < b->v.n; i++) {
+			struct text *t = text_of(b->v.u.items[2 * i]);
+
+			if (t->v.mark)
+				continue;
+			if (n == cap) {
+				struct text **a = grow(all, &cap, sizeof(*a));
+
+				if (!a)
+					goto out_unmark;
+				all = a;
+			}
+			t->v.mark = 1;
+			if (!t->canon)
+				t->hash = text_hash(t);
+			all[n++] = t;
 		}
-		k = kb.s ? kb.s : "";
-		klen = kb.n;
-		break;
 	}
-	if (klen >= u->key_budget) {
-		fail(u, EPROTO, "dict keys copy more than %d bytes per byte of pickle "
-		     "(a long key used many times)", KEY_BUDGET_RATIO);
-		goto out_drop;
+	tmp = n ? malloc(n * sizeof(*tmp)) : NULL;
+	if (n && !tmp)
+		goto out_unmark;
+	sort_texts(all, tmp, n);
+	free(tmp);
+	for (i = 0; i < n; i = j) {
+		for (j = i; j < n && same_text(all[i], all[j]); j++)
+			;
+		for (k = i; k < j; k++)
+			all[k]->canon = all[i];
 	}
-	u->key_budget -= klen + 1;
-	rc = json_object_setn_new_nocheck(dict, k, klen, value);
-	value = NULL;
-	if (rc)
-		fail_nomem(u);
-out_drop:
-	json_decref(value);
-	json_decref(key->v);
-	key->v = NULL;
-	free(kb.s);
-	return rc;
+	rc = 0;
+out_unmark:
+	for (i = 0; i < n; i++)
+		all[i]->v.mark = 0;
+	free(all);
+	return rc ? fail_nomem(u) : 0;
+}
+
+/* ------------------------------------------------------------------ */
+/* Filling containers                                                  */
+/* ------------------------------------------------------------------ */
+
+/*
+ * Moves the stack's items from index `from` up into container `b` (a list,
+ * set, tuple or frozenset: an array), in order.
+ */
+static inline __attribute__((always_inline)) int fill_array(struct unpickler *u,
+							     struct box *b, size_t from)
+{
+	struct fr_val **item = u->stack + from, **end = u->stack + u->nstack, **dst;
+	size_t k = u->nstack - from;
+
+	if (b->kind == BOX_SET || b->kind == BOX_FROZENSET) {
+		for (; item < end; item++)
+			if (hashable(u, *item))
+				return -1;
+		item = u->stack + from;
+	}
+	if (reserve(u, &b->v, b->v.n, k))
+		return -1;
+	dst = b->v.u.items + b->v.n;
+	for (; item < end; item++) {
+		struct fr_val *v = *item;
+
+		if (is_box(v)) {
+			if (adopt(u, b, box_of(v)))
+				return -1;
+		} else if (__builtin_expect(++b->size > u->size_max, 0)) {
+			return fail_size(u);
+		}
+		*dst++ = v;
+	}
+	b->v.n += (uint32_t)k;
+	u->nstack = from;
+	return 0;
+}
+
+/* Whether `key`, an item of the stack, is a str of the text of string m. */
+__attribute__((noinline))
+static bool same_key(const struct fr_val *key, const struct fr_val *m)
+{
+	return key->type == FR_VAL_STRING && key->n == m->n && memcmp(key->u.s, m->u.s, m->n) == 0;
+}
+
+/* Makes the canons of the n keys in `items` the model (struct unpickler). */
+static int set_model(struct unpickler *u, struct fr_val *const *items, size_t n)
+{
+	size_t i;
+
+	while (n > u->model_cap) {
+		struct fr_val **m = grow(u->model, &u->model_cap, sizeof(*m));
+
+		if (!m)
+			return fail_nomem(u);
+		u->model = m;
+	}
+	for (i = 0; i < n; i++)
+		u->model[i] = &text_of(items[2 * i])->canon->v;
+	u->model_n = n;
+	return 0;
+}
+
+/* Leaves dict `b` to dedupe(). */
+static void make_dirty(struct unpickler *u, struct box *b)
+{
+	if (!b->dirty) {
+		b->dirty = true;
+		b->next_dirty = u->dirty;
+		u->dirty = b;
+	}
 }
 
 /*
- * Moves the stack's items from index `from` up into the container of box
- * `box` (a list, set, tuple or frozenset: a JSON array), in order.
+ * Moves key/value pairs from index `from` up into dict `b`, one member per
+ * key: a key set again keeps its first place and takes the new value, as
+ * in Python. The marks on the canons (struct text) are the dict's own only
+ * while no other dict has been filled since it was: a dict filled again
+ * after another is left to dedupe(), which Python's pickler does only to a
+ * dict of more than 1000 items that holds dicts.
+ *
+ * The dicts of a dump mostly have the keys of the one before, in the same
+ * order, and mostly the same strings (the memo's): while a new dict's keys
+ * follow the model's, they need no canon and no marks, which saves a chain
+ * of loads per key, or a hash where the pickle writes the keys again.
  */
-static int fill_array(struct unpickler *u, json_t *arr, uint32_t box, size_t from)
+static int fill_dict(struct unpickler *u, struct box *b, size_t from)
 {
-	bool check_hash = u->boxes[box].kind == BOX_SET || u->boxes[box].kind == BOX_FROZENSET;
-	size_t i;
+	struct fr_val **item = u->stack + from, **end = u->stack + u->nstack, **items, **model;
+	size_t k = u->nstack - from;
+	uint32_t n, serial, i;
+	int rc;
 
-	for (i = from; i < u->nstack; i++) {
-		if ((check_hash && hashable(u, &u->stack[i])) || adopt(u, box, &u->stack[i]))
-			return -1;
-		if (json_array_append_new(arr, u->stack[i].v)) {
-			u->stack[i].v = NULL;
-			return fail_nomem(u);
+	if (k % 2)
+		return fail(u, EPROTO, "%s with an odd number of items (%zu)",
+			    cur_op(u), k);
+	if (!k)
+		return 0;
+	if (reserve(u, &b->v, 2 * (size_t)b->v.n, k))
+		return -1;
+	if (u->sorting || b->unmarked || (b->v.n && u->last_dict != b))
+		make_dirty(u, b);
+	u->last_dict = b;
+	items = b->v.u.items;
+	n = b->v.n;
+	/* Serials start at 1: 0 for a dirty dict, whose members come as they are. */
+	serial = b->dirty ? 0 : b->serial;
+	model = serial && !n && u->model_n >= k / 2 ? u->model : NULL;
+	for (; item < end; item += 2) {
+		struct fr_val *key = item[0], *val = item[1];
+		struct text *c;
+
+		if (is_box(val)) {
+			if (adopt(u, b, box_of(val)))
+				return -1;
+		} else if (__builtin_expect(++b->size > u->size_max, 0)) {
+			return fail_size(u);
 		}
-		u->stack[i].v = NULL;
+		if (model) {
+			const struct fr_val *m = model[n];
+
+			/* The model's string, or (written again) its text. */
+			if (key == m || same_key(key, m))
+				goto append;
+			/* Off the model: mark its keys so far, and go on as usual. */
+			for (i = 0; i < n; i++) {
+				c = text_of(model[i]);
+				c->stamp = serial;
+				c->pos = i;
+			}
+			model = NULL;
+		}
+		if (key->type != FR_VAL_STRING && !(key = key_of(u, key)))
+			return -1;
+		if (serial) {
+			c = text_of(key)->canon;
+			if (!c) {
+				rc = intern(u, text_of(key));
+				if (rc < 0)
+					return -1;
+				if (rc > 0) {
+					u->sorting = true;
+					make_dirty(u, b);
+					serial = 0;
+					goto append;
+				}
+				c = text_of(key)->canon;
+			}
+			if (c->stamp == serial) {
+				items[2 * c->pos + 1] = val;
+				continue;
+			}
+			c->stamp = serial;
+			c->pos = n;
+		}
+append:
+		items[2 * n] = key;
+		items[2 * n + 1] = val;
+		n++;
 	}
+	if (model) {
+		b->unmarked = true;
+	} else if (serial && !b->v.n && set_model(u, items, n)) {
+		return -1;
+	}
+	b->v.n = n;
 	u->nstack = from;
 	return 0;
 }
 
-/* Moves key/value pairs from index `from` up into the dict of box `box`. */
-static int fill_dict(struct unpickler *u, json_t *dict, uint32_t box, size_t from)
+/*
+ * Reads a PUT at p that follows the opcode just read, which made v (on the
+ * stack's top), as picklers write one after every str and container they
+ * make: here, where it is
+ * expected, rather than through run()'s jump to the next handler, which
+ * the processor predicts worse. Returns the bytes read (0 when there is no
+ * PUT, or one cut short, left to run()), or -1 on an error.
+ */
+static inline __attribute__((always_inline)) int put_after(struct unpickler *u,
+							   const unsigned char *p, struct fr_val *v)
 {
-	size_t i;
+	size_t left = (size_t)(u->buf + u->len - p);
 
-	if ((u->nstack - from) % 2)
-		return fail(u, EPROTO, "%s with an odd number of items (%zu)",
-			    op_name(u->op), u->nstack - from);
-	for (i = from; i < u->nstack; i += 2) {
-		if (adopt(u, box, &u->stack[i + 1]))
-			return -1;
-		if (set_item(u, dict, &u->stack[i], u->stack[i + 1].v)) {
-			u->stack[i + 1].v = NULL;
-			return -1;
-		}
-		u->stack[i + 1].v = NULL;
+	if (left >= 5 && p[0] == OP_LONG_BINPUT) {
+		u->at = p;
+		return memo_set(u, le32(p + 1), v) ? -1 : 5;
 	}
-	u->nstack = from;
+	if (left >= 1 && p[0] == OP_MEMOIZE) {
+		u->at = p;
+		return memo_set(u, u->nmemo, v) ? -1 : 1;
+	}
+	if (left >= 2 && p[0] == OP_BINPUT) {
+		u->at = p;
+		return memo_set(u, p[1], v) ? -1 : 2;
+	}
 	return 0;
+}
+
+/* The value of a new empty container of `kind`, or NULL and an error. */
+static inline __attribute__((always_inline)) struct fr_val *new_box(struct unpickler *u,
+								   enum box_kind kind)
+{
+	struct box *b = box_new(u, kind);
+
+	return b ? &b->v : NULL;
 }
 
 /* Builds a new container of `kind` from the items above stack index `from`. */
 static int build(struct unpickler *u, enum box_kind kind, size_t from)
 {
-	json_t *c = kind == BOX_DICT ? json_object() : json_array();
-	uint32_t box;
-	int rc;
+	struct box *b = box_new(u, kind);
 
-	if (!c)
-		return fail_nomem(u);
-	box = new_box(u, kind);
-	if (!box)
-		goto out_free;
-	if (kind == BOX_DICT)
-		rc = fill_dict(u, c, box, from);
-	else
-		rc = fill_array(u, c, box, from);
-	if (rc)
-		goto out_free;
-	return push(u, c, box);
-out_free:
-	json_decref(c);
-	return -1;
+	if (!b || (kind == BOX_DICT ? fill_dict(u, b, from) : fill_array(u, b, from)))
+		return -1;
+	return push(u, &b->v);
 }
 
 /* APPEND(S), SETITEM(S), ADDITEMS: items above `from` into the container below them. */
-static int add_to(struct unpickler *u, enum box_kind kind, size_t from)
+static inline __attribute__((always_inline)) int add_to(struct unpickler *u,
+							 enum box_kind kind, size_t from)
 {
-	struct slot *target;
+	struct fr_val *target;
 
-	if (from <= fence(u))
+	if (__builtin_expect(from <= fence(u), 0))
 		return fail(u, EPROTO, "stack underflow: %s has no %s below its items",
-			    op_name(u->op), box_names[kind]);
-	target = &u->stack[from - 1];
+			    cur_op(u), box_names[kind]);
+	target = u->stack[from - 1];
 	if (changeable(u, target, kind))
 		return -1;
 	if (kind == BOX_DICT)
-		return fill_dict(u, target->v, target->box, from);
-	return fill_array(u, target->v, target->box, from);
+		return fill_dict(u, box_of(target), from);
+	return fill_array(u, box_of(target), from);
+}
+
+/*
+ * Leaves one member per key in every dirty dict, as fill_dict() does in
+ * the others: each key's canon first (by sorting if the hash table
+ * degrades), then one pass over each dict with a serial of its own, so
+ * that a dict of n members costs O(n).
+ */
+static int dedupe(struct unpickler *u)
+{
+	uint32_t serial = u->ndicts, i, out;
+	struct box *b;
+	int rc;
+
+	for (b = u->dirty; b && !u->sorting; b = b->next_dirty) {
+		for (i = 0; i < b->v.n; i++) {
+			struct text *t = text_of(b->v.u.items[2 * i]);
+
+			if (t->canon)
+				continue;
+			rc = intern(u, t);
+			if (rc < 0)
+				return -1;
+			if (rc > 0) {
+				u->sorting = true;
+				break;
+			}
+		}
+	}
+	if (u->sorting && intern_by_sorting(u))
+		return -1;
+	for (b = u->dirty; b; b = b->next_dirty) {
+		struct fr_val **items = b->v.u.items;
+
+		serial++;
+		for (i = out = 0; i < b->v.n; i++) {
+			struct text *c = text_of(items[2 * i])->canon;
+
+			if (c->stamp == serial) {
+				items[2 * c->pos + 1] = items[2 * i + 1];
+				continue;
+			}
+			c->stamp = serial;
+			c->pos = out;
+			items[2 * out] = items[2 * i];
+			items[2 * out + 1] = items[2 * i + 1];
+			out++;
+		}
+		b->v.n = out;
+	}
+	return 0;
 }
 
 /* ------------------------------------------------------------------ */
 /* The machine                                                         */
 /* ------------------------------------------------------------------ */
 
+/* Refuses opcode c, which run() does not read. */
+static int refuse(struct unpickler *u, unsigned char c)
+{
+	switch (op_classes[c]) {
+	case DENY:
+		return fail(u, EPROTO, "opcode 0x%02x (%s) is not allowed: "
+			    "this reader only reads plain data", c, op_names[c]);
+	case NOSUP:
+		return fail(u, EPROTO, "opcode 0x%02x (%s) is not supported "
+			    "(protocol 0 text or Python 2 str)", c, op_names[c]);
+	default:
+		return fail(u, EPROTO, "unknown opcode 0x%02x", c);
+	}
+}
+
+/* The handler of each opcode, from PICKLE_OPS: refused unless run() reads it. */
+#define HANDLER_OK(name) &&op_##name
+#define HANDLER_DENY(name) &&refused
+#define HANDLER_NOSUP(name) &&refused
+
+/*
+ * The pickle machine, up to STOP. Every handler ends by jumping to the next
+ * opcode's handler (NEXT) instead of going back to one switch: a jump of
+ * its own, which the processor predicts from the opcode before, where one
+ * shared jump would be mispredicted at most opcodes of a dump. The input
+ * position and the stack's length live in registers, `ip` and `sn`: the
+ * chain from ip to the next jump is the one every misprediction waits for,
+ * and one through memory would cost every opcode a store and a load.
+ * Helpers find them in u->pos (SYNC before them, LOAD after) and u->nstack
+ * (SP_SYNC, SP_LOAD); the opcodes that make up most of a dump need neither.
+ */
 static int run(struct unpickler *u)
 {
+#define OP_HANDLER(name, byte, class) [byte] = HANDLER_##class(name),
+	/* Bytes that are no opcode first, then the table over them. */
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Woverride-init"
+	static const void *const handlers[256] = {
+		[0 ... 255] = &&refused,
+		PICKLE_OPS(OP_HANDLER)
+	};
+#pragma GCC diagnostic pop
+#undef OP_HANDLER
+	const unsigned char *ip = u->buf + u->pos, *const end = u->buf + u->len;
+	size_t sn = u->nstack, n, at = 0;
 	const unsigned char *p;
 	const char *s;
-	size_t n, at;
 	uint64_t idx;
 	unsigned char c;
 
-	for (;;) {
-		u->at = u->pos;
-		if (u->pos >= u->len)
-			return fail(u, EPROTO, "truncated (the input ends before STOP)");
-		c = u->op = u->buf[u->pos++];
+#define SYNC() (u->pos = (size_t)(ip - u->buf))
+#define LOAD() (ip = u->buf + u->pos)
+#define SP_SYNC() (u->nstack = sn)
+#define SP_LOAD() (sn = u->nstack)
+/* Pushes v (NULL: its maker failed). */
+#define PUSH(v)								\
+	do {								\
+		struct fr_val *v_ = (v);				\
+									\
+		if (__builtin_expect(!v_ || sn == u->stack_cap, 0)) {	\
+			SP_SYNC();					\
+			if (push_slow(u, v_))				\
+				return -1;				\
+			SP_LOAD();					\
+		} else {						\
+			u->stack[sn++] = v_;				\
+		}							\
+	} while (0)
+/* Checks that n bytes of argument are left. */
+#define HAVE(n)								\
+	(__builtin_expect((size_t)(n) > (size_t)(end - ip), 0) ?	\
+	 fail_truncated(u, (n), (size_t)(end - ip)) : 0)
+/* Reads the PUT that may follow (put_after()). */
+#define PUT_AFTER()							\
+	do {								\
+		int put_ = put_after(u, ip, u->stack[sn - 1]);		\
+									\
+		if (put_ < 0)						\
+			return -1;					\
+		ip += put_;						\
+	} while (0)
+#define NEXT								\
+	do {								\
+		u->at = ip;						\
+		if (__builtin_expect(ip >= end, 0))			\
+			return fail(u, EPROTO, "truncated (the input "	\
+				    "ends before STOP)");		\
+		c = *ip++;						\
+		goto *handlers[c];					\
+	} while (0)
 
-		if (op_classes[c] != OK) {
-			if (op_classes[c] == DENY)
-				return fail(u, EPROTO, "opcode 0x%02x (%s) is not allowed: "
-					    "this reader only reads plain data", c, op_names[c]);
-			if (op_classes[c] == NOSUP)
-				return fail(u, EPROTO, "opcode 0x%02x (%s) is not supported "
-					    "(protocol 0 text or Python 2 str)", c, op_names[c]);
-			return fail(u, EPROTO, "unknown opcode 0x%02x", c);
+	NEXT;
+
+op_BINGET:
+	if (HAVE(1))
+		return -1;
+	idx = ip[0];
+	ip += 1;
+	goto get;
+op_LONG_BINGET:
+	if (HAVE(4))
+		return -1;
+	idx = le32(ip);
+	ip += 4;
+get:
+	if (__builtin_expect(idx >= u->nmemo, 0))
+		return fail(u, EPROTO, "memo key %" PRIu64 " is not set", idx);
+	PUSH(u->memo[idx]);
+	NEXT;
+op_GET:
+	SYNC();
+	if (take_line_key(u, &idx))
+		return -1;
+	LOAD();
+	goto get;
+op_MEMOIZE:
+	SP_SYNC();
+	if (memo_put(u, u->nmemo))
+		return -1;
+	SP_LOAD();
+	NEXT;
+op_BINPUT:
+	SP_SYNC();
+	if (HAVE(1) || memo_put(u, ip[0]))
+		return -1;
+	ip += 1;
+	SP_LOAD();
+	NEXT;
+op_LONG_BINPUT:
+	SP_SYNC();
+	if (HAVE(4) || memo_put(u, le32(ip)))
+		return -1;
+	ip += 4;
+	SP_LOAD();
+	NEXT;
+op_PUT:
+	SP_SYNC();
+	SYNC();
+	if (take_line_key(u, &idx) || memo_put(u, idx))
+		return -1;
+	LOAD();
+	SP_LOAD();
+	NEXT;
+
+op_NONE:
+	PUSH(constant(u, &u->none, FR_VAL_NULL, false));
+	NEXT;
+op_NEWTRUE:
+	PUSH(constant(u, &u->yes, FR_VAL_BOOL, true));
+	NEXT;
+op_NEWFALSE:
+	PUSH(constant(u, &u->no, FR_VAL_BOOL, false));
+	NEXT;
+op_BININT:
+	if (HAVE(4))
+		return -1;
+	PUSH(integer(u, (int32_t)le32(ip)));
+	ip += 4;
+	NEXT;
+op_BININT1:
+	if (HAVE(1))
+		return -1;
+	PUSH(integer(u, ip[0]));
+	ip += 1;
+	NEXT;
+op_BININT2:
+	if (HAVE(2))
+		return -1;
+	PUSH(integer(u, ip[0] | ip[1] << 8));
+	ip += 2;
+	NEXT;
+op_LONG1:
+	if (HAVE(1))
+		return -1;
+	n = *ip++;
+	if (HAVE(n))
+		return -1;
+	p = ip;
+	ip += n;
+	/* Times in ns and thread ids: 8 bytes or fewer, an int64. */
+	if (n && n <= 8) {
+		uint64_t v = 0;
+		size_t i;
+
+		/* One load of eight bytes where the input has them. */
+		if (end - p >= 8) {
+			v = le64(p);
+			if (n < 8)
+				v &= ~(~0ull << (8 * n));
+		} else {
+			for (i = n; i--;)
+				v = v << 8 | p[i];
 		}
-
-		switch ((enum op)c) {
-		case OP_NONE:
-			if (push(u, json_null(), 0))
-				return -1;
-			break;
-		case OP_NEWTRUE:
-			if (push(u, json_true(), 0))
-				return -1;
-			break;
-		case OP_NEWFALSE:
-			if (push(u, json_false(), 0))
-				return -1;
-			break;
-		case OP_BININT:
-			if (!(p = take(u, 4)) || push(u, integer(u, (int32_t)le32(p)), 0))
-				return -1;
-			break;
-		case OP_BININT1:
-			if (!(p = take(u, 1)) || push(u, integer(u, p[0]), 0))
-				return -1;
-			break;
-		case OP_BININT2:
-			if (!(p = take(u, 2)) || push(u, integer(u, p[0] | p[1] << 8), 0))
-				return -1;
-			break;
-		case OP_LONG1:
-			if (take_len(u, 1, &n) || push(u, long_bytes(u, take(u, n), n), 0))
-				return -1;
-			break;
-		case OP_LONG4:
-			if (!(p = take(u, 4)))
-				return -1;
-			if ((int32_t)le32(p) < 0)
-				return fail(u, EPROTO, "LONG4 with a negative length");
-			n = le32(p);
-			if (n > FR_PICKLE_LONG_MAX)
-				return fail(u, EPROTO, "LONG4 of %zu bytes is longer than %d bytes",
-					    n, FR_PICKLE_LONG_MAX);
-			if (!(p = take(u, n)) || push(u, long_bytes(u, p, n), 0))
-				return -1;
-			break;
-		case OP_INT:
-			if (take_line(u, &s, &n))
-				return -1;
-			/* Protocol 0 writes bools as INT 01 and 00. */
-			if (n == 2 && s[0] == '0' && (s[1] == '0' || s[1] == '1')) {
-				if (push(u, s[1] == '1' ? json_true() : json_false(), 0))
-					return -1;
-			} else if (push(u, decimal(u, s, n), 0)) {
-				return -1;
-			}
-			break;
-		case OP_LONG:
-			if (take_line(u, &s, &n))
-				return -1;
-			if (n && s[n - 1] == 'L')
-				n--;
-			if (push(u, decimal(u, s, n), 0))
-				return -1;
-			break;
-		case OP_BINFLOAT: {
-			uint64_t bits;
-			double d;
-
-			if (!(p = take(u, 8)))
-				return -1;
-			bits = (uint64_t)p[0] << 56 | (uint64_t)p[1] << 48 | (uint64_t)p[2] << 40 |
-			       (uint64_t)p[3] << 32 | (uint64_t)p[4] << 24 | (uint64_t)p[5] << 16 |
-			       (uint64_t)p[6] << 8 | p[7];
-			memcpy(&d, &bits, sizeof(d));
-			if (push(u, real(u, d), 0))
-				return -1;
-			break;
-		}
-		case OP_SHORT_BINUNICODE:
-		case OP_BINUNICODE:
-		case OP_BINUNICODE8:
-			if (take_len(u, c == OP_SHORT_BINUNICODE ? 1 : c == OP_BINUNICODE ? 4 : 8, &n))
-				return -1;
-			p = take(u, n);
-			if (push(u, text(u, p, n), 0))
-				return -1;
-			break;
-		case OP_SHORT_BINBYTES:
-		case OP_BINBYTES:
-		case OP_BINBYTES8:
-		case OP_BYTEARRAY8:
-			if (take_len(u, c == OP_SHORT_BINBYTES ? 1 : c == OP_BINBYTES ? 4 : 8, &n))
-				return -1;
-			p = take(u, n);
-			if (push(u, hex(u, p, n), 0))
-				return -1;
-			break;
-
-		case OP_EMPTY_LIST:
-			if (push_box(u, json_array(), BOX_LIST))
-				return -1;
-			break;
-		case OP_EMPTY_DICT:
-			if (push_box(u, json_object(), BOX_DICT))
-				return -1;
-			break;
-		case OP_EMPTY_TUPLE:
-			if (push_box(u, json_array(), BOX_TUPLE))
-				return -1;
-			break;
-		case OP_EMPTY_SET:
-			if (push_box(u, json_array(), BOX_SET))
-				return -1;
-			break;
-
-		case OP_MARK:
-			if (u->nstack > UINT32_MAX)
-				return fail(u, EPROTO, "stack deeper than %u items", UINT32_MAX);
-			if (u->nmarks == u->marks_cap) {
-				uint32_t *m = grow(u->marks, &u->marks_cap, sizeof(*m));
-
-				if (!m)
-					return fail_nomem(u);
-				u->marks = m;
-			}
-			u->marks[u->nmarks++] = (uint32_t)u->nstack;
-			break;
-		case OP_POP:
-			if (u->nstack > fence(u))
-				drop_from(u, u->nstack - 1);
-			else if (u->nmarks)
-				u->nmarks--;
-			else
-				return need(u, 1);
-			break;
-		case OP_POP_MARK:
-			if (pop_mark(u, &at))
-				return -1;
-			drop_from(u, at);
-			break;
-		case OP_DUP:
-			if (need(u, 1))
-				return -1;
-			if (push(u, json_incref(u->stack[u->nstack - 1].v), u->stack[u->nstack - 1].box))
-				return -1;
-			break;
-
-		case OP_APPEND:
-		case OP_SETITEM:
-			n = c == OP_APPEND ? 1 : 2;
-			if (need(u, n + 1) ||
-			    add_to(u, c == OP_APPEND ? BOX_LIST : BOX_DICT, u->nstack - n))
-				return -1;
-			break;
-		case OP_APPENDS:
-		case OP_SETITEMS:
-		case OP_ADDITEMS:
-			if (pop_mark(u, &at) ||
-			    add_to(u, c == OP_APPENDS ? BOX_LIST : c == OP_SETITEMS ? BOX_DICT : BOX_SET, at))
-				return -1;
-			break;
-		case OP_TUPLE1:
-		case OP_TUPLE2:
-		case OP_TUPLE3:
-			n = c - OP_TUPLE1 + 1;
-			if (need(u, n) || build(u, BOX_TUPLE, u->nstack - n))
-				return -1;
-			break;
-		case OP_TUPLE:
-		case OP_LIST:
-		case OP_DICT:
-		case OP_FROZENSET:
-			if (pop_mark(u, &at) ||
-			    build(u, c == OP_TUPLE ? BOX_TUPLE : c == OP_LIST ? BOX_LIST :
-				  c == OP_DICT ? BOX_DICT : BOX_FROZENSET, at))
-				return -1;
-			break;
-
-		case OP_MEMOIZE:
-			if (memo_put(u, u->nmemo))
-				return -1;
-			break;
-		case OP_BINPUT:
-			if (!(p = take(u, 1)) || memo_put(u, p[0]))
-				return -1;
-			break;
-		case OP_LONG_BINPUT:
-			if (!(p = take(u, 4)) || memo_put(u, le32(p)))
-				return -1;
-			break;
-		case OP_PUT:
-			if (take_line_key(u, &idx) || memo_put(u, idx))
-				return -1;
-			break;
-		case OP_BINGET:
-			if (!(p = take(u, 1)) || memo_get(u, p[0]))
-				return -1;
-			break;
-		case OP_LONG_BINGET:
-			if (!(p = take(u, 4)) || memo_get(u, le32(p)))
-				return -1;
-			break;
-		case OP_GET:
-			if (take_line_key(u, &idx) || memo_get(u, idx))
-				return -1;
-			break;
-
-		case OP_PROTO:
-			if (!(p = take(u, 1)))
-				return -1;
-			if (p[0] > 5)
-				return fail(u, EPROTO, "protocol %u unknown", p[0]);
-			break;
-		case OP_FRAME:
-			/* Frames only help a streaming reader; check the length and go on. */
-			if (take_len(u, 8, &n))
-				return -1;
-			break;
-		case OP_STOP:
-			if (u->nmarks)
-				return fail(u, EPROTO, "STOP with %zu MARK%s open",
-					    u->nmarks, u->nmarks == 1 ? "" : "s");
-			if (u->nstack != 1)
-				return fail(u, EPROTO, "STOP with %zu items on the stack (expected 1)",
-					    u->nstack);
-			if (u->pos != u->len) {
-				u->at = u->pos;
-				return fail(u, EPROTO, "%zu bytes after STOP", u->len - u->pos);
-			}
-			return 0;
-		default:
-			/* The class table and this switch disagree. */
-			return fail(u, EPROTO, "opcode 0x%02x (%s) not handled", c, op_name(c));
-		}
+		if (n < 8 && (p[n - 1] & 0x80))
+			v |= ~0ull << (8 * n);
+		PUSH(integer(u, (int64_t)v));
+		NEXT;
 	}
+	PUSH(long_bytes(u, p, n));
+	NEXT;
+op_LONG4:
+	SP_SYNC();
+	if (HAVE(4))
+		return -1;
+	if ((int32_t)le32(ip) < 0)
+		return fail(u, EPROTO, "LONG4 with a negative length");
+	n = le32(ip);
+	ip += 4;
+	if (n > FR_PICKLE_LONG_MAX)
+		return fail(u, EPROTO, "LONG4 of %zu bytes is longer than %d bytes",
+			    n, FR_PICKLE_LONG_MAX);
+	if (HAVE(n) || push(u, long_bytes(u, ip, n)))
+		return -1;
+	ip += n;
+	SP_LOAD();
+	NEXT;
+op_INT:
+	SP_SYNC();
+	SYNC();
+	if (take_line(u, &s, &n))
+		return -1;
+	LOAD();
+	/* Protocol 0 writes bools as INT 01 and 00. */
+	if (n == 2 && s[0] == '0' && (s[1] == '0' || s[1] == '1')) {
+		if (push(u, s[1] == '1' ? constant(u, &u->yes, FR_VAL_BOOL, true) :
+				constant(u, &u->no, FR_VAL_BOOL, false)))
+			return -1;
+	} else if (push(u, decimal(u, s, n))) {
+		return -1;
+	}
+	SP_LOAD();
+	NEXT;
+op_LONG:
+	SP_SYNC();
+	SYNC();
+	if (take_line(u, &s, &n))
+		return -1;
+	LOAD();
+	if (n && s[n - 1] == 'L')
+		n--;
+	if (push(u, decimal(u, s, n)))
+		return -1;
+	SP_LOAD();
+	NEXT;
+op_BINFLOAT: {
+	uint64_t bits;
+	double d;
+
+	if (HAVE(8))
+		return -1;
+	p = ip;
+	ip += 8;
+	bits = (uint64_t)p[0] << 56 | (uint64_t)p[1] << 48 | (uint64_t)p[2] << 40 |
+	       (uint64_t)p[3] << 32 | (uint64_t)p[4] << 24 | (uint64_t)p[5] << 16 |
+	       (uint64_t)p[6] << 8 | p[7];
+	memcpy(&d, &bits, sizeof(d));
+	PUSH(real(u, d));
+	NEXT;
+}
+op_SHORT_BINUNICODE:
+	if (HAVE(1))
+		return -1;
+	n = *ip++;
+	goto text_n;
+op_BINUNICODE:
+	if (HAVE(4))
+		return -1;
+	n = le32(ip);
+	ip += 4;
+	goto text_n;
+op_BINUNICODE8:
+	if (HAVE(8))
+		return -1;
+	idx = le64(ip);
+	ip += 8;
+	if (HAVE(idx))
+		return -1;
+	n = (size_t)idx;
+text_n:
+	if (HAVE(n))
+		return -1;
+	PUSH(text(u, ip, n));
+	ip += n;
+	PUT_AFTER();
+	NEXT;
+op_SHORT_BINBYTES:
+	if (HAVE(1))
+		return -1;
+	n = *ip++;
+	goto bytes_n;
+op_BINBYTES:
+	if (HAVE(4))
+		return -1;
+	n = le32(ip);
+	ip += 4;
+	goto bytes_n;
+op_BINBYTES8:
+op_BYTEARRAY8:
+	if (HAVE(8))
+		return -1;
+	idx = le64(ip);
+	ip += 8;
+	if (HAVE(idx))
+		return -1;
+	n = (size_t)idx;
+bytes_n:
+	if (HAVE(n))
+		return -1;
+	PUSH(hex(u, ip, n));
+	ip += n;
+	PUT_AFTER();
+	NEXT;
+
+op_EMPTY_LIST:
+	PUSH(new_box(u, BOX_LIST));
+	PUT_AFTER();
+	NEXT;
+op_EMPTY_DICT:
+	PUSH(new_box(u, BOX_DICT));
+	PUT_AFTER();
+	NEXT;
+op_EMPTY_TUPLE:
+	PUSH(new_box(u, BOX_TUPLE));
+	PUT_AFTER();
+	NEXT;
+op_EMPTY_SET:
+	PUSH(new_box(u, BOX_SET));
+	PUT_AFTER();
+	NEXT;
+
+op_MARK:
+	if (sn > UINT32_MAX)
+		return fail(u, EPROTO, "stack deeper than %u items", UINT32_MAX);
+	if (__builtin_expect(u->nmarks == u->marks_cap, 0)) {
+		uint32_t *m = grow(u->marks, &u->marks_cap, sizeof(*m));
+
+		if (!m)
+			return fail_nomem(u);
+		u->marks = m;
+	}
+	u->marks[u->nmarks++] = (uint32_t)sn;
+	NEXT;
+op_POP:
+	SP_SYNC();
+	if (u->nstack > fence(u))
+		u->nstack--;
+	else if (u->nmarks)
+		u->nmarks--;
+	else
+		return need(u, 1);
+	SP_LOAD();
+	NEXT;
+op_POP_MARK:
+	SP_SYNC();
+	if (pop_mark(u, &at))
+		return -1;
+	u->nstack = at;
+	SP_LOAD();
+	NEXT;
+op_DUP:
+	SP_SYNC();
+	if (need(u, 1) || push(u, u->stack[u->nstack - 1]))
+		return -1;
+	SP_LOAD();
+	NEXT;
+
+op_APPEND:
+	SP_SYNC();
+	if (need(u, 2) || add_to(u, BOX_LIST, u->nstack - 1))
+		return -1;
+	SP_LOAD();
+	NEXT;
+op_SETITEM:
+	SP_SYNC();
+	if (need(u, 3) || add_to(u, BOX_DICT, u->nstack - 2))
+		return -1;
+	SP_LOAD();
+	NEXT;
+op_APPENDS:
+	SP_SYNC();
+	if (pop_mark(u, &at) || add_to(u, BOX_LIST, at))
+		return -1;
+	SP_LOAD();
+	NEXT;
+op_SETITEMS:
+	SP_SYNC();
+	if (pop_mark(u, &at) || add_to(u, BOX_DICT, at))
+		return -1;
+	SP_LOAD();
+	NEXT;
+op_ADDITEMS:
+	SP_SYNC();
+	if (pop_mark(u, &at) || add_to(u, BOX_SET, at))
+		return -1;
+	SP_LOAD();
+	NEXT;
+op_TUPLE1:
+	SP_SYNC();
+	if (need(u, 1) || build(u, BOX_TUPLE, u->nstack - 1))
+		return -1;
+	SP_LOAD();
+	PUT_AFTER();
+	NEXT;
+op_TUPLE2:
+	SP_SYNC();
+	if (need(u, 2) || build(u, BOX_TUPLE, u->nstack - 2))
+		return -1;
+	SP_LOAD();
+	PUT_AFTER();
+	NEXT;
+op_TUPLE3:
+	SP_SYNC();
+	if (need(u, 3) || build(u, BOX_TUPLE, u->nstack - 3))
+		return -1;
+	SP_LOAD();
+	PUT_AFTER();
+	NEXT;
+op_TUPLE:
+	SP_SYNC();
+	if (pop_mark(u, &at) || build(u, BOX_TUPLE, at))
+		return -1;
+	SP_LOAD();
+	PUT_AFTER();
+	NEXT;
+op_LIST:
+	SP_SYNC();
+	if (pop_mark(u, &at) || build(u, BOX_LIST, at))
+		return -1;
+	SP_LOAD();
+	PUT_AFTER();
+	NEXT;
+op_DICT:
+	SP_SYNC();
+	if (pop_mark(u, &at) || build(u, BOX_DICT, at))
+		return -1;
+	SP_LOAD();
+	PUT_AFTER();
+	NEXT;
+op_FROZENSET:
+	SP_SYNC();
+	if (pop_mark(u, &at) || build(u, BOX_FROZENSET, at))
+		return -1;
+	SP_LOAD();
+	PUT_AFTER();
+	NEXT;
+
+op_PROTO:
+	if (HAVE(1))
+		return -1;
+	if (ip[0] > 5)
+		return fail(u, EPROTO, "protocol %u unknown", ip[0]);
+	ip += 1;
+	NEXT;
+op_FRAME:
+	/* Frames only help a streaming reader; check the length and go on. */
+	if (HAVE(8))
+		return -1;
+	idx = le64(ip);
+	ip += 8;
+	if (HAVE(idx))
+		return -1;
+	NEXT;
+op_STOP:
+	SP_SYNC();
+	if (u->nmarks)
+		return fail(u, EPROTO, "STOP with %zu MARK%s open",
+			    u->nmarks, u->nmarks == 1 ? "" : "s");
+	if (u->nstack != 1)
+		return fail(u, EPROTO, "STOP with %zu items on the stack (expected 1)",
+			    u->nstack);
+	if (ip != end) {
+		u->at = ip;
+		return fail(u, EPROTO, "%zu bytes after STOP", (size_t)(end - ip));
+	}
+	return 0;
+refused:
+	return refuse(u, c);
+#undef NEXT
+#undef PUT_AFTER
+#undef PUSH
+#undef SP_LOAD
+#undef SP_SYNC
+#undef HAVE
+#undef LOAD
+#undef SYNC
 }
 
 bool fr_pickle_sniff(const void *buf, size_t len)
@@ -1339,17 +2172,19 @@ bool fr_pickle_sniff(const void *buf, size_t len)
 	return len >= 2 && p[0] == OP_PROTO && p[1] >= 2 && p[1] <= 5;
 }
 
-json_t *fr_pickle_load(const void *buf, size_t len, char *err, size_t errlen)
+int fr_pickle_load(struct fr_doc *d, const void *buf, size_t len, struct fr_val **out,
+		   char *err, size_t errlen)
 {
 	struct unpickler u = {
 		.buf = buf,
 		.len = len,
+		.at = buf,
+		.doc = d,
 		.err = err,
 		.errlen = errlen,
 	};
-	json_t *root = NULL;
-	size_t i;
 
+	*out = NULL;
 	if (err && errlen)
 		err[0] = '\0';
 	if (len > (SIZE_MAX - KEY_BUDGET_MIN) / KEY_BUDGET_RATIO)
@@ -1360,12 +2195,15 @@ json_t *fr_pickle_load(const void *buf, size_t len, char *err, size_t errlen)
 		u.size_max = 1ull << 62;
 	else
 		u.size_max = (uint64_t)len * SIZE_RATIO + SIZE_MIN;
+	/* A first block as large as the input, within the bounds of blocks. */
+	u.block_size = BLOCK_MIN;
+	while (u.block_size < BLOCK_MAX && u.block_size < len)
+		u.block_size *= 2;
 
 	if (len == 0) {
 		fail(&u, EPROTO, "not a pickle (empty input)");
 		goto out;
 	}
-	u.op = u.buf[0];
 	if (u.buf[0] != OP_PROTO) {
 		fail(&u, EPROTO, "not a pickle of protocol 2 to 5 (first byte 0x%02x, not PROTO 0x80)",
 		     u.buf[0]);
@@ -1384,31 +2222,17 @@ json_t *fr_pickle_load(const void *buf, size_t len, char *err, size_t errlen)
 		goto out;
 	}
 	u.pos = 2;
-	/* Box 0 stands for "not a container". */
-	u.nboxes = 1;
-	u.boxes = grow(NULL, &u.boxes_cap, sizeof(*u.boxes));
-	if (!u.boxes) {
-		fail_nomem(&u);
-		goto out;
-	}
-
-	if (run(&u) == 0) {
-		root = u.stack[0].v;
-		u.stack[0].v = NULL;
-	}
+	if (run(&u) == 0 && dedupe(&u) == 0)
+		*out = u.stack[0];
 
 out:
-	for (i = 0; i < u.nstack; i++)
-		json_decref(u.stack[i].v);
-	for (i = 0; i < u.nmemo; i++)
-		json_decref(u.memo[i].v);
-	for (i = 0; i < INT_CACHE; i++)
-		json_decref(u.ints[i].j);
 	free(u.stack);
 	free(u.marks);
 	free(u.memo);
-	free(u.boxes);
-	if (!root)
-		errno = u.errnum ? u.errnum : EPROTO;
-	return root;
+	free(u.scratch);
+	free(u.canons);
+	free(u.model);
+	if (*out)
+		return 0;
+	return u.errnum == ENOMEM ? -ENOMEM : -EPROTO;
 }

@@ -3,12 +3,12 @@
  * read the per-rank dumps PyTorch's Flight Recorder writes (pickle.dumps of
  * a dict, protocol 2 from C++, 4 or 5 from Python). It decodes the opcodes
  * that build None, bools, ints, floats, str, bytes, lists, tuples, dicts and
- * sets into a jansson tree, and refuses every opcode that would name, call
- * or build an object: it never imports or runs anything. (Python's own
- * pickler writes bytes and sets at protocol 2 as calls, which are refused;
- * Flight Recorder dumps hold neither.)
+ * sets into a tree of plain values in a document (value.h), and refuses
+ * every opcode that would name, call or build an object: it never imports
+ * or runs anything. (Python's own pickler writes bytes and sets at protocol
+ * 2 as calls, which are refused; Flight Recorder dumps hold neither.)
  *
- * Mapping from Python to JSON:
+ * Mapping from Python to values (the same as JSON's):
  *
  *   None, True, False      null, true, false
  *   int                    integer when it fits int64; otherwise a string of
@@ -18,37 +18,44 @@
  *                          "-Infinity" (the spelling of Python's json module)
  *   str                    string; byte sequences that are not UTF-8 (lone
  *                          surrogates, which Python writes with
- *                          surrogatepass) become U+FFFD
+ *                          surrogatepass) become U+FFFD, and so does the
+ *                          character NUL, which a value's string may not
+ *                          hold
  *   bytes, bytearray       string of lowercase hex digits, two per byte
  *   list, tuple, set,      array (sets keep the pickle's order)
  *   frozenset
- *   dict                   object; a key that is not a str is stored under
- *                          its JSON text: 1 -> "1", True -> "true", None ->
- *                          "null", 2.5 -> "2.5", (0, 1) -> "[0, 1]"; list,
- *                          dict and set keys are refused (unhashable)
+ *   dict                   object with one member per key, in the order the
+ *                          keys were first set, each with the value set last
+ *                          (as Python's dict); a key that is not a str is
+ *                          stored under its JSON text: 1 -> "1", True ->
+ *                          "true", None -> "null", 2.5 -> "2.5", (0, 1) ->
+ *                          "[0, 1]"; list, dict and set keys are refused
+ *                          (unhashable)
  *
- * Objects the pickle shares through its memo (BINGET) are the same json_t
- * in every place they appear, and so are equal ints the reader made, so the
- * tree is a DAG: read it, or json_deep_copy() it before changing it. The
- * tree never has a cycle: a pickle that would make one is refused. Nor can
- * sharing make the tree, written out in full, have many more values than
- * the pickle has bytes (a pickle can say x = [x, x] forty times in a few
- * bytes): past 64 values a byte, plus 2^20, it is refused, so that
- * recursive readers of the tree, json_dumps() and json_equal() take time
- * linear in the input. (A long string shared many times still counts as
- * one value a place.)
+ * Objects the pickle shares through its memo (BINGET) are the same value in
+ * every place they appear, keys included, and so are the None, True and
+ * False of one load, so the tree is a DAG (value.h). It never has a cycle:
+ * a pickle that would make one is refused. Nor can sharing make the tree,
+ * written out in full, have many more values than the pickle has bytes (a
+ * pickle can say x = [x, x] forty times in a few bytes): past 64 values a
+ * byte, plus 2^20, it is refused, so that recursive readers of the tree
+ * take time linear in the input. (A long string shared many times still
+ * counts as one value a place.) The text of keys that are not strs, which
+ * the reader writes, is bounded by 32 bytes a byte of pickle, plus a MiB.
  */
 #ifndef FR_PICKLE_H
 #define FR_PICKLE_H
 
-#include <jansson.h>
 #include <stdbool.h>
 #include <stddef.h>
 
+struct fr_doc;
+struct fr_val;
+
 /*
- * The deepest nesting accepted (a scalar in a list in a dict is 2). Flight
- * Recorder dumps need 5; the bound keeps the recursion of jansson's free,
- * dump and compare functions to tens of KiB of stack.
+ * The deepest nesting accepted (a scalar in a list in a dict is 2):
+ * FR_VAL_DEPTH_MAX of value.h, which pickle.c checks. Flight Recorder dumps
+ * need 5.
  */
 #define FR_PICKLE_DEPTH_MAX 256
 
@@ -63,18 +70,20 @@
 bool fr_pickle_sniff(const void *buf, size_t len);
 
 /*
- * Decodes the pickle in buf[0..len). Returns a new reference to the top
- * object. On failure returns NULL, sets errno to EPROTO (not a pickle,
- * malformed, truncated, a refused opcode or structure, a limit exceeded) or
- * ENOMEM, and writes into err a message that starts with the byte offset
- * of the opcode at fault, such as "offset 1234: opcode 0x63 (GLOBAL) is not
- * allowed: this reader only reads plain data". Nothing is leaked on
- * failure. Bytes after the STOP opcode are an error.
+ * Decodes the pickle in buf[0..len) into document `d`, the top object at
+ * *out. Returns 0; -EPROTO (not a pickle, malformed, truncated, a refused
+ * opcode or structure, a limit exceeded) or -ENOMEM, with *out NULL and a
+ * message in err that starts with the byte offset of the opcode at fault,
+ * such as "offset 1234: opcode 0x63 (GLOBAL) is not allowed: this reader
+ * only reads plain data". Bytes after the STOP opcode are an error. The
+ * values made before a failure stay in `d` until it is freed or reset.
  *
  * Memory use is bounded by a constant times `len`, plus about a MiB; the
- * function does not recurse on the input's structure and takes time linear
- * in `len`. It is thread-safe (no shared state).
+ * function does not recurse on the input's structure and takes time
+ * O(len log len) at worst, linear for what picklers write. It is
+ * thread-safe (no shared state) as long as each thread has its own `d`.
  */
-json_t *fr_pickle_load(const void *buf, size_t len, char *err, size_t errlen);
+int fr_pickle_load(struct fr_doc *d, const void *buf, size_t len, struct fr_val **out,
+		   char *err, size_t errlen);
 
 #endif

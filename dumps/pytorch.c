@@ -58,27 +58,27 @@ bool fr_pytorch_rank_from_name(const char *path, uint32_t *rank)
 	return true;
 }
 
-bool fr_pytorch_is_dump(const json_t *root)
+bool fr_pytorch_is_dump(const struct fr_val *root)
 {
-	return json_is_object(root) && !json_object_get(root, "format") &&
-	       json_is_string(json_object_get(root, "version")) &&
-	       json_is_array(json_object_get(root, "entries"));
+	return fr_val_is(root, FR_VAL_OBJECT) && !fr_val_get(root, "format") &&
+	       fr_val_is(fr_val_get(root, "version"), FR_VAL_STRING) &&
+	       fr_val_is(fr_val_get(root, "entries"), FR_VAL_ARRAY);
 }
 
 /* The job's size as this rank knows it: one past the highest rank any of
  * its process groups names (the default group names them all). A group
  * whose ranks do not read is left to the dump reader to report. */
-static uint64_t world_of(const json_t *config, uint32_t rank)
+static uint64_t world_of(const struct fr_val *config, uint32_t rank)
 {
 	uint64_t world = (uint64_t)rank + 1;
-	const char *id;
-	json_t *pc;
 
-	json_object_foreach((json_t *)config, id, pc) {
+	for (uint32_t g = 0; g < config->n; g++) {
+		const struct fr_val *pc = config->u.items[2 * g + 1];
 		uint32_t *members;
 		size_t n;
 
-		if (fr_dump_read_members(json_object_get(pc, "ranks"), id, &members, &n, NULL, 0))
+		if (fr_dump_read_members(fr_val_get(pc, "ranks"), config->u.items[2 * g]->u.s,
+					 &members, &n, NULL, 0))
 			continue;
 		for (size_t i = 0; i < n; i++)
 			if (members[i] != FR_RANK_UNKNOWN && (uint64_t)members[i] + 1 > world)
@@ -88,140 +88,167 @@ static uint64_t world_of(const json_t *config, uint32_t rank)
 	return world;
 }
 
-static uint64_t ns_field(const json_t *e, const char *key)
-{
-	const json_t *v = json_object_get(e, key);
+/* The fields of an entry read here, beyond what the dump reader reads. */
+enum { PF_CREATED, PF_STARTED, PF_COMPLETED, PF_TIMEOUT, PF_RECORD_ID, PF_STATE, PF_FRAMES,
+       PF__COUNT };
 
-	return json_is_integer(v) && json_integer_value(v) > 0 ? (uint64_t)json_integer_value(v) : 0;
+static const struct fr_json_key entry_keys[PF__COUNT] = {
+	{ "time_created_ns", 15, false },
+	{ "time_discovered_started_ns", 26, false },
+	{ "time_discovered_completed_ns", 28, false },
+	{ "timeout_ms", 10, false },
+	{ "record_id", 9, false },
+	{ "state", 5, false },
+	{ "frames", 6, false },
+};
+
+static uint64_t positive(const struct fr_val *v)
+{
+	return fr_val_is(v, FR_VAL_INT) && v->u.i > 0 ? (uint64_t)v->u.i : 0;
 }
 
 /* PyTorch writes -1 for "none yet"; our counters start at 0. */
-static json_t *status_copy(const json_t *status)
+static struct fr_val *status_copy(struct fr_doc *d, const struct fr_val *status)
 {
-	json_t *out = json_object();
-	const char *id, *k;
-	json_t *ps, *v;
+	struct fr_val *out = fr_val_object(d);
 
-	if (!out || !json_is_object(status))
+	if (!out || !fr_val_is(status, FR_VAL_OBJECT))
 		return out;
-	json_object_foreach((json_t *)status, id, ps) {
-		json_t *c = json_is_object(ps) ? json_object() : json_incref(ps);
+	for (uint32_t g = 0; g < status->n; g++) {
+		struct fr_val *ps = status->u.items[2 * g + 1];
+		struct fr_val *c = ps;
 
-		if (!c || json_object_set_new(out, id, c) < 0)
-			goto out_nomem;
-		if (!json_is_object(ps))
-			continue;
-		json_object_foreach(ps, k, v) {
-			json_t *nv = json_is_integer(v) && json_integer_value(v) == -1 ?
-					     json_integer(0) : json_incref(v);
+		if (ps->type == FR_VAL_OBJECT) {
+			if (!(c = fr_val_object(d)))
+				return NULL;
+			for (uint32_t k = 0; k < ps->n; k++) {
+				struct fr_val *v = ps->u.items[2 * k + 1];
 
-			if (!nv || json_object_set_new(c, k, nv) < 0)
-				goto out_nomem;
+				if (v->type == FR_VAL_INT && v->u.i == -1 && !(v = fr_val_int(d, 0)))
+					return NULL;
+				if (fr_val_add(d, c, ps->u.items[2 * k], v))
+					return NULL;
+			}
 		}
+		if (fr_val_add(d, out, status->u.items[2 * g], c))
+			return NULL;
 	}
 	return out;
-
-out_nomem:
-	json_decref(out);
-	return NULL;
 }
 
 /* "train_step (train.py:201)" */
-static json_t *frame_json(const json_t *f)
+static struct fr_val *frame_val(struct fr_doc *d, const struct fr_val *f)
 {
-	const char *name = json_string_value(json_object_get(f, "name"));
-	const char *file = json_string_value(json_object_get(f, "filename"));
-	const json_t *line = json_object_get(f, "line");
+	const char *name = fr_val_str(fr_val_get(f, "name"));
+	const char *file = fr_val_str(fr_val_get(f, "filename"));
+	const struct fr_val *line = fr_val_get(f, "line");
 	const char *slash = file ? strrchr(file, '/') : NULL;
+	struct fr_val *o = fr_val_object(d);
 	char text[256];
 
-	if (file && line && json_is_integer(line))
-		snprintf(text, sizeof(text), "%s (%s:%" JSON_INTEGER_FORMAT ")", name ? name : "?",
-			 slash ? slash + 1 : file, json_integer_value(line));
+	if (file && fr_val_is(line, FR_VAL_INT))
+		snprintf(text, sizeof(text), "%s (%s:%" PRId64 ")", name ? name : "?",
+			 slash ? slash + 1 : file, line->u.i);
 	else
 		snprintf(text, sizeof(text), "%s", name ? name : "?");
-	return json_pack("{s:s, s:i, s:s}", "name", text, "offset", 0, "ip", "0x0");
+	if (!o || fr_val_add_str(d, o, "name", fr_val_string(d, text, strlen(text))) ||
+	    fr_val_add_str(d, o, "offset", fr_val_int(d, 0)) ||
+	    fr_val_add_str(d, o, "ip", fr_val_string(d, "0x0", 3)))
+		return NULL;
+	return o;
 }
 
-/*
- * The rank's stack: the Python frames of its latest operation not
- * completed (what it waits in), else of its latest one. PyTorch records
- * frames per operation, at its creation, not per thread.
- */
-static json_t *threads_json(const json_t *entries)
+/* The rank's stack: the Python frames of entry `pick` (NULL: none). */
+static struct fr_val *threads_val(struct fr_doc *d, const struct fr_val *pick)
 {
-	const json_t *latest = NULL, *open = NULL, *pick, *e, *frames, *f;
-	json_t *thread, *out, *list;
+	const struct fr_val *frames;
+	struct fr_val *thread, *out, *list;
 	const char *tname;
-	size_t i;
 
-	json_array_foreach(entries, i, e) {
-		const char *st = json_string_value(json_object_get(e, "state"));
-
-		if (!json_is_array(json_object_get(e, "frames")))
-			continue;
-		latest = e;
-		if (!st || strcmp(st, "completed") != 0)
-			open = e;
-	}
-	pick = open ? open : latest;
-	out = json_array();
+	out = fr_val_array(d);
 	if (!out || !pick)
 		return out;
-	frames = json_object_get(pick, "frames");
-	tname = json_string_value(json_object_get(pick, "thread_name"));
-	list = json_array();
-	thread = json_pack("{s:i, s:s, s:b, s:o}", "tid", 0, "name", tname ? tname : "",
-			   "current", 0, "frames", list);
-	if (!thread || json_array_append_new(out, thread) < 0)
-		goto out_nomem;
-	json_array_foreach(frames, i, f) {
-		if (i == FRAMES_MAX)
-			break;
-		if (json_array_append_new(list, frame_json(f)) < 0)
-			goto out_nomem;
+	frames = fr_val_get(pick, "frames");
+	tname = fr_val_str(fr_val_get(pick, "thread_name"));
+	if (!tname)
+		tname = "";
+	list = fr_val_array(d);
+	thread = fr_val_object(d);
+	if (!list || !thread || fr_val_add_str(d, thread, "tid", fr_val_int(d, 0)) ||
+	    fr_val_add_str(d, thread, "name", fr_val_string(d, tname, strlen(tname))) ||
+	    fr_val_add_str(d, thread, "current", fr_val_bool(d, false)) ||
+	    fr_val_add_str(d, thread, "frames", list) || fr_val_append(d, out, thread))
+		return NULL;
+	for (uint32_t i = 0; i < frames->n && i < FRAMES_MAX; i++) {
+		struct fr_val *f = frame_val(d, frames->u.items[i]);
+
+		if (!f || fr_val_append(d, list, f))
+			return NULL;
 	}
 	return out;
-
-out_nomem:
-	json_decref(out);
-	return NULL;
 }
 
-int fr_pytorch_from_json(const json_t *root, const char *name, uint32_t rank,
-			 uint64_t time_ns, struct fr_trace *t, char *err, size_t errlen)
+/* Adds member `key` -> `v` to `o`; false when out of memory (v NULL
+ * included), so that a chain of them reads as one condition. */
+static bool put(struct fr_doc *d, struct fr_val *o, const char *key, struct fr_val *v)
 {
-	const char *version = json_string_value(json_object_get(root, "version"));
-	const json_t *entries = json_object_get(root, "entries");
-	const json_t *config = json_object_get(root, "pg_config");
-	const json_t *lib = json_object_get(root, "comm_lib_version");
-	const json_t *e;
+	return v && fr_val_add_str(d, o, key, v) == 0;
+}
+
+static struct fr_val *text(struct fr_doc *d, const char *s)
+{
+	return fr_val_string(d, s, strlen(s));
+}
+
+int fr_pytorch_from_val(struct fr_doc *d, const struct fr_val *root, const char *name,
+			uint32_t rank, uint64_t time_ns, struct fr_trace *t, char *err,
+			size_t errlen)
+{
+	const char *version = fr_val_str(fr_val_get(root, "version"));
+	const struct fr_val *entries = fr_val_get(root, "entries");
+	struct fr_val *config = (struct fr_val *)fr_val_get(root, "pg_config");
+	const char *lib = fr_val_str(fr_val_get(root, "comm_lib_version"));
+	const struct fr_val *latest_framed = NULL, *open_framed = NULL;
+	struct fr_val_keymap map = { 0 };
 	char reason[64];
 	uint64_t latest = 0, timeout = 0, dumped, first_id = 0;
-	json_t *w;
-	size_t i;
-	int rc;
+	struct fr_val *w;
 
 	memset(t, 0, sizeof(*t));
 	if (!version || strncmp(version, "2.", 2) != 0)
 		return fail(err, errlen, -EPROTO,
 			    "%s: PyTorch Flight Recorder version \"%s\" is not supported "
 			    "(this build reads 2.x)", name, version ? version : "?");
-	if (!json_is_object(config))
+	if (!fr_val_is(config, FR_VAL_OBJECT))
 		return fail(err, errlen, -EPROTO, "%s: pg_config: expected an object", name);
-	json_array_foreach(entries, i, e) {
-		uint64_t ts[3] = { ns_field(e, "time_created_ns"),
-				   ns_field(e, "time_discovered_started_ns"),
-				   ns_field(e, "time_discovered_completed_ns") };
-		uint64_t to = ns_field(e, "timeout_ms") * 1000000u;
+	/*
+	 * One pass over the entries for the latest time and longest timeout
+	 * they name, the first record id, and the rank's stack: the Python
+	 * frames of its latest operation not completed (what it waits in),
+	 * else of its latest one (PyTorch records frames per operation, at
+	 * its creation, not per thread).
+	 */
+	for (uint32_t i = 0; i < entries->n; i++) {
+		const struct fr_val *e = entries->u.items[i];
+		const struct fr_val *f[PF__COUNT];
+		uint64_t to;
+		const char *st;
 
-		for (int k = 0; k < 3; k++)
-			if (ts[k] > latest)
-				latest = ts[k];
+		fr_val_fields(&map, e, entry_keys, PF__COUNT, f);
+		for (int k = PF_CREATED; k <= PF_COMPLETED; k++)
+			if (positive(f[k]) > latest)
+				latest = positive(f[k]);
+		to = positive(f[PF_TIMEOUT]) * 1000000u;
 		if (to > timeout)
 			timeout = to;
 		if (i == 0)
-			first_id = ns_field(e, "record_id");
+			first_id = positive(f[PF_RECORD_ID]);
+		if (!fr_val_is(f[PF_FRAMES], FR_VAL_ARRAY))
+			continue;
+		latest_framed = e;
+		st = fr_val_str(f[PF_STATE]);
+		if (!st || strcmp(st, "completed") != 0)
+			open_framed = e;
 	}
 	/*
 	 * When the dump was written: its file's time, unless the file was
@@ -234,47 +261,58 @@ int fr_pytorch_from_json(const json_t *root, const char *name, uint32_t rank,
 	if (dumped < latest)
 		dumped = latest;
 	snprintf(reason, sizeof(reason), "PyTorch Flight Recorder %s", version);
-	/* Entries before the first one kept were lost to the ring's wrap. */
-	w = json_pack("{s:s, s:s, s:s, s:I, s:I, s:s, s:i, s:s, s:s, s:s, s:s, s:I, s:I,"
-		      " s:O, s:o, s:O, s:o}",
-		      "format", FR_DUMP_FORMAT, "version", FR_DUMP_VERSION, "job", "",
-		      "rank", (json_int_t)rank, "world_size", (json_int_t)world_of(config, rank),
-		      "host", "", "pid", 0, "status", "dumped", "comm_lib_version",
-		      json_is_string(lib) ? json_string_value(lib) : "", "incident", "",
-		      "dump_reason", reason, "time_dumped_ns", (json_int_t)dumped,
-		      "dropped_entries", (json_int_t)first_id, "pg_config", config, "pg_status",
-		      status_copy(json_object_get(root, "pg_status")), "entries", entries,
-		      "threads", threads_json(entries));
-	if (!w)
+	/* The wrapper shares the dump's own pg_config and entries. Entries
+	 * before the first one kept were lost to the ring's wrap. */
+	w = fr_val_object(d);
+	if (!w || !put(d, w, "format", text(d, FR_DUMP_FORMAT)) ||
+	    !put(d, w, "version", text(d, FR_DUMP_VERSION)) || !put(d, w, "job", text(d, "")) ||
+	    !put(d, w, "rank", fr_val_int(d, rank)) ||
+	    !put(d, w, "world_size", fr_val_int(d, (int64_t)world_of(config, rank))) ||
+	    !put(d, w, "host", text(d, "")) || !put(d, w, "pid", fr_val_int(d, 0)) ||
+	    !put(d, w, "status", text(d, "dumped")) ||
+	    !put(d, w, "comm_lib_version", text(d, lib ? lib : "")) ||
+	    !put(d, w, "incident", text(d, "")) || !put(d, w, "dump_reason", text(d, reason)) ||
+	    !put(d, w, "time_dumped_ns", fr_val_int(d, (int64_t)dumped)) ||
+	    !put(d, w, "dropped_entries", fr_val_int(d, (int64_t)first_id)) ||
+	    !put(d, w, "pg_config", config) ||
+	    !put(d, w, "pg_status", status_copy(d, fr_val_get(root, "pg_status"))) ||
+	    !put(d, w, "entries", (struct fr_val *)entries) ||
+	    !put(d, w, "threads", threads_val(d, open_framed ? open_framed : latest_framed)))
 		return fail(err, errlen, -ENOMEM, "%s: out of memory", name);
-	rc = fr_dump_from_json(w, name, t, err, errlen);
-	json_decref(w);
-	return rc;
+	return fr_dump_from_val(w, name, t, err, errlen);
 }
 
 int fr_pytorch_parse(const void *buf, size_t len, const char *name, uint32_t rank,
 		     uint64_t time_ns, struct fr_trace *t, char *err, size_t errlen)
 {
+	struct fr_doc *d = fr_doc_new();
+	struct fr_val *root;
 	char why[256];
-	json_error_t je;
-	json_t *root;
 	int rc;
 
+	memset(t, 0, sizeof(*t));
+	if (!d)
+		return fail(err, errlen, -ENOMEM, "%s: out of memory", name);
 	if (fr_pickle_sniff(buf, len)) {
-		root = fr_pickle_load(buf, len, why, sizeof(why));
-		if (!root)
-			return fail(err, errlen, errno == ENOMEM ? -ENOMEM : -EPROTO,
-				    "%s: %s", name, why);
+		rc = fr_pickle_load(d, buf, len, &root, why, sizeof(why));
+		if (rc) {
+			rc = fail(err, errlen, rc, "%s: %s", name, why);
+			goto out_free;
+		}
 	} else {
-		root = json_loadb(buf, len, JSON_REJECT_DUPLICATES, &je);
-		if (!root)
-			return 1;
+		rc = fr_json_parse(d, buf, len, &root, why, sizeof(why));
+		if (rc == -ENOMEM) {
+			rc = fail(err, errlen, rc, "%s: out of memory", name);
+			goto out_free;
+		}
+		if (rc) {
+			rc = 1;
+			goto out_free;
+		}
 	}
-	if (!fr_pytorch_is_dump(root)) {
-		json_decref(root);
-		return 1;
-	}
-	rc = fr_pytorch_from_json(root, name, rank, time_ns, t, err, errlen);
-	json_decref(root);
+	rc = fr_pytorch_is_dump(root) ?
+		     fr_pytorch_from_val(d, root, name, rank, time_ns, t, err, errlen) : 1;
+out_free:
+	fr_doc_free(d);
 	return rc;
 }

@@ -1,0 +1,304 @@
+/*
+ * The JSON parser and documents of dumps/value.c: what it accepts it reads
+ * exactly as jansson does, what it refuses it names with a line and column,
+ * and the hook and member readers the dump reader uses see the same text
+ * the tree would hold.
+ */
+#include <errno.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+#include <jansson.h>
+
+#include "value.h"
+
+/* Parses `text` and returns jansson's view of our tree (NULL when refused,
+ * with the message in err). */
+static json_t *ours(const char *text, size_t len, char *err, size_t errlen, int *rc)
+{
+	struct fr_doc *d = fr_doc_new();
+	struct fr_val *v;
+	json_t *j = NULL;
+
+	assert_non_null(d);
+	*rc = fr_json_parse(d, text, len, &v, err, errlen);
+	if (!*rc)
+		j = fr_val_to_json(v);
+	fr_doc_free(d);
+	return j;
+}
+
+static void assert_same_as_jansson(const char *text)
+{
+	char err[256];
+	json_error_t je;
+	json_t *want = json_loadb(text, strlen(text), JSON_REJECT_DUPLICATES | JSON_DECODE_ANY,
+				  &je);
+	int rc;
+	json_t *got = ours(text, strlen(text), err, sizeof(err), &rc);
+
+	if (!want)
+		fail_msg("jansson refuses %s: %s", text, je.text);
+	if (!got)
+		fail_msg("refused %s: %s", text, err);
+	assert_true(json_equal(want, got));
+	json_decref(want);
+	json_decref(got);
+}
+
+static void assert_refused(const char *text, const char *where, const char *what)
+{
+	char err[256];
+	int rc;
+	json_t *got = ours(text, strlen(text), err, sizeof(err), &rc);
+
+	assert_null(got);
+	assert_int_equal(rc, -EPROTO);
+	if (!strstr(err, where) || !strstr(err, what))
+		fail_msg("%s: message \"%s\" lacks \"%s\" or \"%s\"", text, err, where, what);
+}
+
+static void test_reads_like_jansson(void **state)
+{
+	(void)state;
+	assert_same_as_jansson("{}");
+	assert_same_as_jansson("[]");
+	assert_same_as_jansson(" \n\t{ \"a\" : [ 1 , -2 , 3.5 , -0.25e-3 , 1E+2 ] , \"b\":{}}\r\n");
+	assert_same_as_jansson("{\"t\":true,\"f\":false,\"n\":null,\"s\":\"\"}");
+	assert_same_as_jansson("[9223372036854775807,-9223372036854775808,0,-0]");
+	assert_same_as_jansson("[\"\\\"\\\\\\/\\b\\f\\n\\r\\t\",\"\\u00e9\\u20ac\\ud83d\\ude00\"]");
+	assert_same_as_jansson("[\"caf\xc3\xa9 \xe2\x82\xac \xf0\x9f\x98\x80\"]");
+	assert_same_as_jansson("[[[[[[[[[[1]]]]]]]]]]");
+	assert_same_as_jansson("\"top-level string\"");
+	assert_same_as_jansson("42");
+}
+
+static void test_refusals_name_the_place(void **state)
+{
+	char deep[600];
+
+	(void)state;
+	assert_refused("{\"a\": 1,\n \"b\" 2}", "line 2, column 6", "expected ':'");
+	assert_refused("[1, 2", "line 1, column 6", "end of input");
+	assert_refused("", "line 1, column 1", "end of input");
+	assert_refused("{\"a\": 1} x", "line 1, column 10", "after the end of the document");
+	assert_refused("{\"a\": 1, \"a\": 2}", "line 1", "duplicate key \"a\"");
+	assert_refused("[\"a\\u0000b\"]", "line 1", "\\u0000 is not allowed");
+	assert_refused("[\"\\ud800\"]", "line 1", "surrogate");
+	assert_refused("[\"\\udc00\"]", "line 1", "lone low surrogate");
+	assert_refused("[\"\xc3\x28\"]", "line 1, column 3", "invalid UTF-8");
+	assert_refused("[\"\xed\xa0\x80\"]", "line 1", "invalid UTF-8");
+	assert_refused("[\"a\nb\"]", "line 1", "control character");
+	assert_refused("[\"\\x\"]", "line 1", "invalid escape");
+	assert_refused("[9223372036854775808]", "line 1, column 2", "does not fit in 64 bits");
+	assert_refused("[-9223372036854775809]", "line 1", "does not fit in 64 bits");
+	assert_refused("[012]", "line 1", "leading zero");
+	assert_refused("[1.]", "line 1", "no digit after '.'");
+	assert_refused("[1e999]", "line 1", "out of range");
+	assert_refused("[tru]", "line 1", "expected a value");
+	assert_refused("{1: 2}", "line 1", "expected a string key");
+	assert_refused("[1 2]", "line 1", "expected ',' or ']'");
+	memset(deep, '[', sizeof(deep) - 1);
+	deep[sizeof(deep) - 1] = '\0';
+	assert_refused(deep, "line 1", "nested deeper than");
+}
+
+/* Every prefix of a document is refused, and not read past its end. */
+static void test_every_prefix_refused(void **state)
+{
+	const char *text = "{\"entries\": [{\"a\": [1, 2.5, \"x\\u00e9\"], \"b\": null}], "
+			   "\"t\": true}";
+	size_t n = strlen(text);
+
+	(void)state;
+	for (size_t len = 0; len < n; len++) {
+		char *copy = malloc(len ? len : 1);
+		char err[256];
+		int rc;
+		json_t *j;
+
+		memcpy(copy, text, len);
+		j = ours(copy, len, err, sizeof(err), &rc);
+		assert_null(j);
+		assert_int_equal(rc, -EPROTO);
+		free(copy);
+	}
+}
+
+/*
+ * Differential: every one-byte change of a document is accepted or refused
+ * as jansson does, and when accepted reads the same.
+ */
+static void test_corruptions_agree_with_jansson(void **state)
+{
+	const char *text = "{\"a\": [1, -2, 3.25e2, true, false, null, \"s\\n\"], "
+			   "\"b\": {\"c\": \"\xc3\xa9\", \"d\": []}, \"e\": 10}";
+	const char subst[] = "\"\\{}[],:0-.eE \x80\xff" "aun";
+	size_t n = strlen(text);
+
+	(void)state;
+	for (size_t i = 0; i < n; i++) {
+		for (size_t k = 0; k < sizeof(subst) - 1; k++) {
+			char *copy = strdup(text);
+			char err[256];
+			json_error_t je;
+			json_t *want, *got;
+			int rc;
+
+			copy[i] = subst[k];
+			want = json_loadb(copy, n, JSON_REJECT_DUPLICATES | JSON_DECODE_ANY, &je);
+			got = ours(copy, n, err, sizeof(err), &rc);
+			if (!want != !got)
+				fail_msg("%s: jansson %s, ours %s", copy,
+					 want ? "accepts" : je.text, got ? "accepts" : err);
+			if (want)
+				assert_true(json_equal(want, got));
+			json_decref(want);
+			json_decref(got);
+			free(copy);
+		}
+	}
+}
+
+/* A hook reading one member with the member reader, as the dump reader
+ * reads entries. */
+struct seen {
+	struct fr_doc *scratch;
+	int64_t sum;
+	char names[64];
+	int dropped;
+};
+
+/* "x" is read and checked but dropped. */
+static const struct fr_json_key keys[] = {
+	{ "n", 1, false }, { "name", 4, false }, { "x", 1, true },
+};
+
+static int read_items(struct fr_json_in *in, void *arg)
+{
+	struct seen *s = arg;
+	int rc;
+
+	if ((rc = fr_json_expect(in, '[', "an array")))
+		return rc;
+	if (fr_json_accept(in, ']'))
+		return 0;
+	do {
+		struct fr_val v[4];
+		uint64_t seen;
+
+		if ((rc = fr_json_object(in, s->scratch, keys, 3, v, &seen)))
+			return rc;
+		if ((seen & 1) && v[0].type == FR_VAL_INT)
+			s->sum += v[0].u.i;
+		if ((seen & 2) && v[1].type == FR_VAL_STRING)
+			strncat(s->names, v[1].u.s, sizeof(s->names) - strlen(s->names) - 1);
+		if (seen & 4)
+			s->dropped++;
+	} while (fr_json_accept(in, ','));
+	return fr_json_expect(in, ']', "']'");
+}
+
+static void test_hook_reads_member_in_place(void **state)
+{
+	const char *text = "{\"before\": [1], \"items\": [{\"n\": 1, \"name\": \"a\"}, "
+			   "{ \"name\" : \"b\\u0063\", \"x\": [1, {\"n\": 100}, [[], [2]]], \"n\": 2,"
+			   " \"y\": [3]}, {\"x\": []}], \"after\": \"z\"}";
+	/* Dropped arrays are still checked. */
+	static const char *const bad_drops[] = {
+		"{\"items\": [{\"x\": [1, ]}]}", "{\"items\": [{\"x\": [[1] [2]]}]}",
+		"{\"items\": [{\"x\": [1}]}", "{\"items\": [{\"x\": [\"\\q\"]}]}",
+		"{\"items\": [{\"x\": [{\"a\": 1, \"a\": 2}]}]}", "{\"items\": [{\"x\": [[[",
+	};
+	struct seen s = { 0 };
+	struct fr_json_hook hook = { "items", read_items, &s };
+	struct fr_doc *d = fr_doc_new();
+	struct fr_val *root;
+	char err[256];
+
+	(void)state;
+	s.scratch = fr_doc_new();
+	assert_int_equal(fr_json_parse_with(d, text, strlen(text), &hook, &root, err,
+					    sizeof(err)), 0);
+	assert_int_equal(s.sum, 3);
+	assert_string_equal(s.names, "abc");
+	assert_int_equal(s.dropped, 2);
+	/* The tree holds the other members, and null for the hooked one. */
+	assert_true(fr_val_is(fr_val_get(root, "items"), FR_VAL_NULL));
+	assert_string_equal(fr_val_str(fr_val_get(root, "after")), "z");
+	assert_int_equal(fr_val_item(fr_val_get(root, "before"), 0)->u.i, 1);
+	fr_doc_free(d);
+
+	/* A syntax error inside the hooked member is the parser's, with
+	 * its place; so is a duplicate of the hooked member. */
+	d = fr_doc_new();
+	assert_int_equal(fr_json_parse_with(d, "{\"items\": [{\"n\" 1}]}", 20, &hook, &root, err,
+					    sizeof(err)), -EPROTO);
+	assert_non_null(strstr(err, "line 1, column 17"));
+	assert_int_equal(fr_json_parse_with(d, "{\"items\": [], \"items\": []}", 26, &hook, &root,
+					    err, sizeof(err)), -EPROTO);
+	assert_non_null(strstr(err, "duplicate key \"items\""));
+	for (size_t i = 0; i < sizeof(bad_drops) / sizeof(bad_drops[0]); i++) {
+		int rc = fr_json_parse_with(d, bad_drops[i], strlen(bad_drops[i]), &hook, &root, err,
+					    sizeof(err));
+
+		if (rc != -EPROTO)
+			fail_msg("%s: accepted", bad_drops[i]);
+	}
+	fr_doc_free(d);
+	fr_doc_free(s.scratch);
+}
+
+static void test_builders_and_lookup(void **state)
+{
+	struct fr_doc *d = fr_doc_new();
+	struct fr_val *o = fr_val_object(d), *a = fr_val_array(d);
+	json_t *j, *want;
+
+	(void)state;
+	for (int i = 0; i < 1000; i++)
+		assert_int_equal(fr_val_append(d, a, fr_val_int(d, i)), 0);
+	assert_int_equal(fr_val_add_str(d, o, "k", fr_val_string(d, "one", 3)), 0);
+	assert_int_equal(fr_val_add_str(d, o, "list", a), 0);
+	/* The last member of a name is the one looked up. */
+	assert_int_equal(fr_val_add_str(d, o, "k", fr_val_string(d, "two", 3)), 0);
+	assert_string_equal(fr_val_str(fr_val_get(o, "k")), "two");
+	assert_int_equal(fr_val_item(a, 999)->u.i, 999);
+	assert_null(fr_val_item(a, 1000));
+	assert_null(fr_val_get(a, "k"));
+	assert_string_equal(fr_val_type_name(a), "an array");
+	assert_string_equal(fr_val_type_name(NULL), "nothing");
+
+	j = fr_val_to_json(fr_val_get(o, "list"));
+	want = json_array();
+	for (int i = 0; i < 1000; i++)
+		json_array_append_new(want, json_integer(i));
+	assert_true(json_equal(j, want));
+	json_decref(j);
+	json_decref(want);
+
+	/* A reset document is empty and usable again. */
+	fr_doc_reset(d);
+	assert_string_equal(fr_val_str(fr_val_string(d, "again", 5)), "again");
+	fr_doc_free(d);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_reads_like_jansson),
+		cmocka_unit_test(test_refusals_name_the_place),
+		cmocka_unit_test(test_every_prefix_refused),
+		cmocka_unit_test(test_corruptions_agree_with_jansson),
+		cmocka_unit_test(test_hook_reads_member_in_place),
+		cmocka_unit_test(test_builders_and_lookup),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
