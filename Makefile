@@ -34,7 +34,7 @@ Q := @
 endif
 
 # Code shared by the agent, the daemon and fr-analyze: compiled once.
-CORE_SRC := protocol/op.c protocol/wire.c dumps/trace.c dumps/dump.c dumps/correlate.c \
+CORE_SRC := protocol/op.c protocol/wire.c dumps/trace.c dumps/value.c dumps/dump.c dumps/correlate.c \
 	dumps/pickle.c dumps/pytorch.c
 AGENT_SRC := $(wildcard agent/*.c)
 DAEMON_SRC := $(wildcard daemon/*.c)
@@ -48,7 +48,7 @@ DAEMON := $(BUILD)/bin/flightrecd
 CLI := $(BUILD)/bin/fr-analyze
 
 UNIT_TESTS := $(addprefix $(BUILD)/tests/,test_ring test_handles test_wire test_dump test_correlate \
-	test_pickle test_pytorch)
+	test_pickle test_pytorch test_value)
 MPI_PROGS := $(addprefix $(BUILD)/tests/,mpi_hang mpi_overhead)
 # The CPU stand-in for NCCL and the CUDA runtime, and the NCCL test program.
 NCCL_FAKE := $(BUILD)/tests/nccl/nccl_hang
@@ -122,6 +122,7 @@ $(BUILD)/tests/test_dump: $(call obj,tests/unit/test_dump.c) $(CORE_LIB)
 $(BUILD)/tests/test_correlate: $(call obj,tests/unit/test_correlate.c) $(CORE_LIB)
 $(BUILD)/tests/test_pickle: $(call obj,tests/unit/test_pickle.c) $(CORE_LIB)
 $(BUILD)/tests/test_pytorch: $(call obj,tests/unit/test_pytorch.c) $(CORE_LIB)
+$(BUILD)/tests/test_value: $(call obj,tests/unit/test_value.c) $(CORE_LIB)
 $(UNIT_TESTS):
 	@mkdir -p $(dir $@)
 	@$(if $(Q),echo "  LD      $@")
@@ -156,8 +157,17 @@ test: all $(UNIT_TESTS) $(MPI_PROGS) $(NCCL_FAKE)
 demo: all $(MPI_PROGS)
 	$(Q)BUILD=$(BUILD) tests/e2e/demo.sh
 
-bench: all $(MPI_PROGS) $(NCCL_FAKE)
+# The synthetic incident of bench/analyze.sh: 1024 ranks x 2048 entries.
+BENCH_GEN := $(BUILD)/bench/gen_dumps
+$(BENCH_GEN): $(call obj,bench/gen_dumps.c) $(CORE_LIB)
+	@mkdir -p $(dir $@)
+	@$(if $(Q),echo "  LD      $@")
+	$(Q)$(CC) $(LDFLAGS) -o $@ $(call obj,bench/gen_dumps.c) $(CORE_LIB) \
+		$$($(PKG_CONFIG) --libs jansson) -lm
+
+bench: all $(MPI_PROGS) $(NCCL_FAKE) $(BENCH_GEN)
 	$(Q)BUILD=$(BUILD) bench/run
+	$(Q)BUILD=$(BUILD) bench/analyze.sh
 
 # ---- install ----
 

@@ -17,6 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <jansson.h>
@@ -39,8 +40,11 @@ enum {
 	EXIT_UNUSABLE = 2,
 };
 
+/* The synopsis, in the help and in the reply to bad usage. */
+#define SYNOPSIS PROG " [--json] [--rank N] [--comm ID] PATH"
+
 static const char usage_text[] =
-	"Usage: " PROG " [--json] PATH\n"
+	"Usage: " SYNOPSIS "\n"
 	"       " PROG " --help | --version\n"
 	"\n"
 	"Names the rank(s) and the operation a hung MPI/NCCL job is stuck on, from\n"
@@ -67,6 +71,17 @@ static const char usage_text[] =
 	"Options:\n"
 	"  --json      print the verdict as JSON (the contract documented in the\n"
 	"              README) instead of the report for a person\n"
+	"  --rank N    print what the evidence says of global rank N instead of a\n"
+	"              verdict (nothing is correlated): its identity, status, dump\n"
+	"              time and dropped entries, its communicators (its rank in each,\n"
+	"              size, last seq entered and completed), its flight-recorder\n"
+	"              entries oldest first (times relative to its dump) and the\n"
+	"              stacks of its threads; with --json, its evidence as a dump\n"
+	"              object (dumps/FORMAT.md). The evidence is its dump, else the\n"
+	"              manifest's live view of it\n"
+	"  --comm ID   look at communicator ID only: every rank's evidence keeps\n"
+	"              that communicator and the operations on it, so the verdict\n"
+	"              (or --rank's entries) concerns ID alone\n"
 	"  -h, --help     print this help and exit\n"
 	"  -V, --version  print the version and exit\n"
 	"\n"
@@ -74,7 +89,9 @@ static const char usage_text[] =
 	"  0  no problem found (nothing in flight, no mismatch)\n"
 	"  1  a problem was named: hang, mismatch or deadlock\n"
 	"  2  bad usage, or no usable evidence (no dump could be read, PATH is not\n"
-	"     a readable directory, two dumps of one rank)\n";
+	"     a readable directory, two dumps of one rank)\n"
+	"With --rank: 0 when the evidence has rank N, 2 when it has none of it.\n"
+	"A --comm that no evidence names is bad usage (2).\n";
 
 /* Everything read from the directory: owned traces and the manifest. */
 struct evidence {
@@ -154,10 +171,17 @@ struct dump_file {
 };
 
 /*
- * Parsing JSON dominates the time to analyze a large job (a 1024-rank
- * incident is over a gigabyte of JSON), so the files are read by a pool of
- * threads. The reader shares no state between calls.
+ * Parsing dominates the time to analyze a large job (a 1024-rank incident
+ * is over a gigabyte of JSON), so the files are read by a pool of threads.
+ * The readers share no state between calls; each thread reads every file
+ * it takes into one buffer of its own, so that a thousand files cost a
+ * thousand reads, not a thousand fresh megabytes for the kernel to zero.
  */
+struct buffer {
+	char *p;
+	size_t cap;
+};
+
 struct pool {
 	struct dump_file *files;
 	size_t n;
@@ -178,37 +202,49 @@ static uint64_t mtime_ns(const struct stat *st)
  * dump, text that is not JSON) is passed over in silence (1). The file is
  * parsed once, and the parsed document is what the dump is read from.
  */
-static int read_sniffed_json(struct dump_file *f, int fd, const struct stat *st)
+static int read_sniffed_json(struct dump_file *f, int fd, const struct stat *st,
+			     struct buffer *b)
 {
-	json_error_t je;
-	const json_t *format;
-	json_t *root;
-	int rc = 1;
+	struct fr_doc *d;
+	struct fr_val *root;
+	const char *format;
+	size_t len;
+	int rc;
 
-	root = json_loadfd(fd, JSON_REJECT_DUPLICATES, &je);
-	if (!root)
-		return json_error_code(&je) == json_error_out_of_memory ? -ENOMEM : 1;
-	format = json_object_get(root, "format");
-	if (json_is_string(format) && strcmp(json_string_value(format), FR_DUMP_FORMAT) == 0) {
-		rc = fr_dump_from_json(root, f->path, f->t, f->err, sizeof(f->err));
+	rc = fr_read_fd_buf(fd, f->path, &b->p, &b->cap, &len, f->err, sizeof(f->err));
+	if (rc)
+		return rc == -ENOMEM ? rc : 1;
+	d = fr_doc_new();
+	if (!d)
+		return -ENOMEM;
+	rc = fr_json_parse(d, b->p, len, &root, NULL, 0);
+	if (rc) {
+		rc = rc == -ENOMEM ? rc : 1;
+		goto out_free;
+	}
+	rc = 1;
+	format = fr_val_str(fr_val_get(root, "format"));
+	if (format && strcmp(format, FR_DUMP_FORMAT) == 0) {
+		rc = fr_dump_from_val(root, f->path, f->t, f->err, sizeof(f->err));
 	} else if (fr_pytorch_is_dump(root) && f->named_rank) {
-		rc = fr_pytorch_from_json(root, f->path, f->rank, mtime_ns(st), f->t, f->err,
-					  sizeof(f->err));
+		rc = fr_pytorch_from_val(d, root, f->path, f->rank, mtime_ns(st), f->t, f->err,
+					 sizeof(f->err));
 	} else if (fr_pytorch_is_dump(root)) {
 		snprintf(f->err, sizeof(f->err), "%s: a PyTorch Flight Recorder dump, but its "
 			 "name does not end with the rank it belongs to", f->path);
 		rc = -EPROTO;
 	}
-	json_decref(root);
+out_free:
+	fr_doc_free(d);
 	return rc;
 }
 
 /* Reads a file whose name ends with a rank as a PyTorch dump, pickle or
  * JSON; anything else is passed over (1). */
-static int read_sniffed_pytorch(struct dump_file *f, int fd, const struct stat *st)
+static int read_sniffed_pytorch(struct dump_file *f, int fd, const struct stat *st,
+				struct buffer *b)
 {
 	unsigned char head[2];
-	char *buf;
 	size_t len;
 	int rc;
 
@@ -216,16 +252,14 @@ static int read_sniffed_pytorch(struct dump_file *f, int fd, const struct stat *
 	if (pread(fd, head, sizeof(head), 0) != (ssize_t)sizeof(head) ||
 	    (!fr_pickle_sniff(head, sizeof(head)) && head[0] != '{'))
 		return 1;
-	rc = fr_read_fd(fd, f->path, &buf, &len, f->err, sizeof(f->err));
+	rc = fr_read_fd_buf(fd, f->path, &b->p, &b->cap, &len, f->err, sizeof(f->err));
 	if (rc)
 		return rc == -ENOMEM ? rc : 1;
-	rc = fr_pytorch_parse(buf, len, f->path, f->rank, mtime_ns(st), f->t, f->err,
-			      sizeof(f->err));
-	free(buf);
-	return rc;
+	return fr_pytorch_parse(b->p, len, f->path, f->rank, mtime_ns(st), f->t, f->err,
+				sizeof(f->err));
 }
 
-static int read_sniffed(struct dump_file *f)
+static int read_sniffed(struct dump_file *f, struct buffer *b)
 {
 	struct stat st;
 	int fd, rc;
@@ -237,13 +271,13 @@ static int read_sniffed(struct dump_file *f)
 		close(fd);
 		return 1;
 	}
-	rc = f->kind == FILE_SNIFF_JSON ? read_sniffed_json(f, fd, &st) :
-					  read_sniffed_pytorch(f, fd, &st);
+	rc = f->kind == FILE_SNIFF_JSON ? read_sniffed_json(f, fd, &st, b) :
+					  read_sniffed_pytorch(f, fd, &st, b);
 	close(fd);
 	return rc;
 }
 
-static void read_one(struct dump_file *f)
+static void read_one(struct dump_file *f, struct buffer *b)
 {
 	f->t = calloc(1, sizeof(*f->t));
 	if (!f->t) {
@@ -251,9 +285,10 @@ static void read_one(struct dump_file *f)
 		return;
 	}
 	if (f->kind != FILE_DUMP)
-		f->rc = read_sniffed(f);
+		f->rc = read_sniffed(f, b);
 	else
-		f->rc = fr_dump_read_file(f->path, f->t, f->err, sizeof(f->err));
+		f->rc = fr_dump_read_file_buf(f->path, f->t, &b->p, &b->cap, f->err,
+					      sizeof(f->err));
 	if (f->rc) {
 		free(f->t);
 		f->t = NULL;
@@ -263,10 +298,12 @@ static void read_one(struct dump_file *f)
 static void *reader(void *arg)
 {
 	struct pool *p = arg;
+	struct buffer b = { NULL, 0 };
 	size_t i;
 
 	while ((i = atomic_fetch_add(&p->next, 1)) < p->n)
-		read_one(&p->files[i]);
+		read_one(&p->files[i], &b);
+	free(b.p);
 	return NULL;
 }
 
@@ -282,9 +319,6 @@ static void read_all(struct dump_file *files, size_t n)
 		want = READERS_MAX;
 	if (want > n)
 		want = n;
-	/* Jansson seeds its hash function on first use; do it before the
-	 * threads race to. */
-	json_object_seed(0);
 	/* A thread that cannot start leaves its share to the others. */
 	while (started + 1 < want && pthread_create(&tids[started], NULL, reader, &p) == 0)
 		started++;
@@ -706,10 +740,562 @@ static int report(const struct fr_trace *const *traces, size_t n, uint32_t world
 	return status;
 }
 
+/* ---- --comm: one communicator only ---- */
+
+/* How many known ids the reply to an unknown --comm lists. */
+#define KNOWN_COMMS_SHOWN 10
+
+/* Every trace of `ev`, dumps first, then the manifest's live views. */
+static size_t evidence_count(const struct evidence *ev)
+{
+	return ev->ndumps + (ev->have_manifest ? ev->manifest.nranks : 0);
+}
+
+static struct fr_trace *evidence_trace(struct evidence *ev, size_t i)
+{
+	return i < ev->ndumps ? ev->dumps[i] : &ev->manifest.ranks[i - ev->ndumps];
+}
+
+/* Whether `t` names communicator `id`, in its list or in an operation. */
+static bool trace_names_comm(const struct fr_trace *t, const char *id)
+{
+	if (fr_trace_comm(t, id))
+		return true;
+	for (size_t i = 0; i < t->nops; i++)
+		if (strcmp(t->ops[i].comm, id) == 0)
+			return true;
+	return false;
+}
+
+static int cmp_str(const void *a, const void *b)
+{
+	return strcmp(*(const char *const *)a, *(const char *const *)b);
+}
+
+/*
+ * The reply to a --comm that no evidence names: the ids the evidence does
+ * name, sorted, the first KNOWN_COMMS_SHOWN and how many more, so that a
+ * typo or a PyTorch group number is easy to put right. Out of memory only
+ * costs the list.
+ */
+static void say_known_comms(struct evidence *ev, const char *id, const char *dir)
+{
+	const char **ids;
+	size_t total = 0, n = 0, uniq = 0;
+
+	fprintf(stderr, PROG ": %s: no evidence names communicator \"%s\"", dir, id);
+	for (size_t i = 0; i < evidence_count(ev); i++)
+		total += evidence_trace(ev, i)->ncomms + evidence_trace(ev, i)->nops;
+	ids = malloc((total ? total : 1) * sizeof(*ids));
+	if (!ids) {
+		fputc('\n', stderr);
+		return;
+	}
+	for (size_t i = 0; i < evidence_count(ev); i++) {
+		const struct fr_trace *t = evidence_trace(ev, i);
+
+		for (size_t j = 0; j < t->ncomms; j++)
+			ids[n++] = t->comms[j].id;
+		/* Runs of operations on one communicator are the rule: keep
+		 * one of each run. */
+		for (size_t j = 0; j < t->nops; j++)
+			if (t->ops[j].comm[0] && (!j || strcmp(t->ops[j].comm, t->ops[j - 1].comm)))
+				ids[n++] = t->ops[j].comm;
+	}
+	qsort(ids, n, sizeof(*ids), cmp_str);
+	for (size_t i = 0; i < n; i++)
+		if (!uniq || strcmp(ids[i], ids[uniq - 1]) != 0)
+			ids[uniq++] = ids[i];
+	if (!uniq)
+		fprintf(stderr, " (it names no communicator at all)");
+	for (size_t i = 0; i < uniq && i < KNOWN_COMMS_SHOWN; i++)
+		fprintf(stderr, "%s%s", i ? ", " : "; known communicators: ", ids[i]);
+	if (uniq > KNOWN_COMMS_SHOWN)
+		fprintf(stderr, ", and %zu more", uniq - KNOWN_COMMS_SHOWN);
+	fputc('\n', stderr);
+	free(ids);
+}
+
+/*
+ * Keeps communicator `id` and the operations on it in `t`, and no other
+ * communicator or operation, so that the engine correlates that
+ * communicator alone. The member lists dropped are freed; the arrays keep
+ * their allocation, which fr_trace_free() releases as before.
+ */
+static void trace_keep_comm(struct fr_trace *t, const char *id)
+{
+	size_t n = 0;
+
+	for (size_t i = 0; i < t->ncomms; i++) {
+		if (strcmp(t->comms[i].id, id) == 0)
+			t->comms[n++] = t->comms[i];
+		else
+			free(t->comms[i].members);
+	}
+	t->ncomms = n;
+	n = 0;
+	for (size_t i = 0; i < t->nops; i++)
+		if (strcmp(t->ops[i].comm, id) == 0)
+			t->ops[n++] = t->ops[i];
+	t->nops = n;
+}
+
+/*
+ * --comm: restricts every trace of `ev` to communicator `id`. Returns 0, or
+ * an exit status after saying that no evidence names it.
+ */
+static int restrict_to_comm(struct evidence *ev, const char *id, const char *dir)
+{
+	bool named = false;
+
+	for (size_t i = 0; i < evidence_count(ev) && !named; i++)
+		named = trace_names_comm(evidence_trace(ev, i), id);
+	if (!named) {
+		say_known_comms(ev, id, dir);
+		return EXIT_UNUSABLE;
+	}
+	for (size_t i = 0; i < evidence_count(ev); i++)
+		trace_keep_comm(evidence_trace(ev, i), id);
+	return 0;
+}
+
+/* ---- --rank: one rank's evidence ---- */
+
+/* No rank reaches this: FORMAT.md caps a dump's world_size at 2^24. */
+#define RANK_ARG_MAX ((1u << 24) - 1)
+
+/*
+ * Reads --rank's value, a global rank in decimal. Returns false after
+ * saying what is wrong with it.
+ */
+static bool parse_rank(const char *s, uint32_t *out)
+{
+	const char *digits = s[0] == '-' ? s + 1 : s;
+	uint64_t v = 0;
+
+	if (!digits[0] || strspn(digits, "0123456789") != strlen(digits)) {
+		fprintf(stderr, PROG ": --rank '%s': not a rank (a global rank is a number: "
+			"0, 1, ...)\n", s);
+		return false;
+	}
+	if (digits != s) {
+		fprintf(stderr, PROG ": --rank '%s': a rank is not negative\n", s);
+		return false;
+	}
+	for (const char *p = digits; *p && v <= RANK_ARG_MAX; p++)
+		v = v * 10 + (uint64_t)(*p - '0');
+	if (v > RANK_ARG_MAX) {
+		fprintf(stderr, PROG ": --rank '%s': too large (a rank is below %u, the "
+			"largest world a dump may state)\n", s, RANK_ARG_MAX + 1);
+		return false;
+	}
+	*out = (uint32_t)v;
+	return true;
+}
+
+/* A table cell: a communicator id (63 bytes) is the widest. */
+#define CELL_MAX 80
+#define COLS_MAX 12
+
+/* A table printed in two passes: widen() over every row, then row(). */
+struct table {
+	size_t ncols;
+	size_t width[COLS_MAX];
+	bool right[COLS_MAX];      /* numbers align right */
+};
+
+static void table_widen(struct table *tb, char (*cells)[CELL_MAX])
+{
+	for (size_t i = 0; i < tb->ncols; i++) {
+		size_t n = strlen(cells[i]);
+
+		if (n > tb->width[i])
+			tb->width[i] = n;
+	}
+}
+
+static void table_row(FILE *out, const struct table *tb, char (*cells)[CELL_MAX])
+{
+	char line[COLS_MAX * (CELL_MAX + 2) + 1];
+	size_t len = 0;
+
+	for (size_t i = 0; i < tb->ncols; i++)
+		len += (size_t)sprintf(line + len, tb->right[i] ? "  %*s" : "  %-*s",
+				       (int)tb->width[i], cells[i]);
+	/* Empty cells at the end leave no trailing blanks. */
+	while (len && line[len - 1] == ' ')
+		len--;
+	line[len] = '\0';
+	fprintf(out, "%s\n", line);
+}
+
+/* "2023-11-14 22:13:20.123 UTC", or "unknown" for 0. */
+static void time_text(char *buf, size_t cap, uint64_t ns)
+{
+	time_t s = (time_t)(ns / 1000000000u);
+	char day[32];
+	struct tm tm;
+
+	if (!ns || !gmtime_r(&s, &tm) || !strftime(day, sizeof(day), "%Y-%m-%d %H:%M:%S", &tm)) {
+		snprintf(buf, cap, "unknown");
+		return;
+	}
+	snprintf(buf, cap, "%s.%03u UTC", day, (unsigned)(ns % 1000000000u / 1000000u));
+}
+
+/* When `at_ns` was, from the reference time: "-12.345s"; "?" if unknown. */
+static void age_text(char *buf, size_t cap, uint64_t at_ns, uint64_t ref_ns)
+{
+	if (!at_ns || !ref_ns)
+		snprintf(buf, cap, "?");
+	else if (at_ns <= ref_ns)
+		snprintf(buf, cap, "-%.3fs", (double)(ref_ns - at_ns) / 1e9);
+	else
+		snprintf(buf, cap, "+%.3fs", (double)(at_ns - ref_ns) / 1e9);
+}
+
+/* "1.250s", "0.900ms", "12.0us": collectives span microseconds to hours. */
+static void span_text(char *buf, size_t cap, uint64_t ns)
+{
+	if (ns >= 1000000000u)
+		snprintf(buf, cap, "%.3fs", (double)ns / 1e9);
+	else if (ns >= 1000000u)
+		snprintf(buf, cap, "%.3fms", (double)ns / 1e6);
+	else
+		snprintf(buf, cap, "%.1fus", (double)ns / 1e3);
+}
+
+static bool op_is_p2p(const struct fr_op *op)
+{
+	return op->is_p2p || op->type == FR_OP_SEND || op->type == FR_OP_RECV ||
+	       op->type == FR_OP_SENDRECV;
+}
+
+/* The state as the report names it: a GPU operation in flight is
+ * "enqueued" until the device reaches it, then "started". */
+static const char *op_state_text(const struct fr_op *op)
+{
+	if (op->captured)
+		return "captured";
+	if (op->gpu && op->state != FR_STATE_COMPLETED)
+		return op->started ? "started" : "enqueued";
+	return fr_state_name(op->state);
+}
+
+/* What --rank shows: the rank's trace, and every rank's, to name members. */
+struct rank_view {
+	const struct fr_trace *t;
+	const struct fr_trace *const *all;
+	size_t nall;
+};
+
+/*
+ * The global rank of member `k` of communicator `id` as the lowest rank
+ * whose evidence knows it says (the engine merges member lists the same
+ * way), or FR_RANK_UNKNOWN: an NCCL rank knows only its own entry.
+ */
+static uint32_t member_named(const struct rank_view *v, const char *id, uint32_t k)
+{
+	uint32_t named = FR_RANK_UNKNOWN;
+	uint32_t from = FR_RANK_UNKNOWN;
+
+	for (size_t i = 0; i < v->nall; i++) {
+		const struct fr_comm *c = fr_trace_comm(v->all[i], id);
+
+		if (!c || !c->members || k >= c->size || c->members[k] == FR_RANK_UNKNOWN ||
+		    v->all[i]->rank >= from)
+			continue;
+		named = c->members[k];
+		from = v->all[i]->rank;
+	}
+	return named;
+}
+
+/*
+ * "peer 2", "root 1", "peer any" (a receive from any source), "-" for
+ * neither; "peer c1" is communicator rank 1, whose global rank no evidence
+ * names. Returns whether it wrote such a "c" form.
+ */
+static bool peer_text(char *buf, size_t cap, const struct rank_view *v, const struct fr_op *op)
+{
+	bool p2p = op_is_p2p(op);
+	const char *what = p2p ? "peer" : "root";
+	int32_t global = p2p ? op->peer : op->root;
+	uint32_t named;
+
+	if (!p2p && !fr_op_is_rooted(op->type)) {
+		snprintf(buf, cap, "-");
+		return false;
+	}
+	if (global >= 0) {
+		snprintf(buf, cap, "%s %" PRId32, what, global);
+		return false;
+	}
+	if (op->peer_in_comm < 0) {
+		snprintf(buf, cap, "%s %s", what, p2p && op->type != FR_OP_SEND ? "any" : "?");
+		return false;
+	}
+	named = member_named(v, op->comm, (uint32_t)op->peer_in_comm);
+	if (named != FR_RANK_UNKNOWN) {
+		snprintf(buf, cap, "%s %" PRIu32, what, named);
+		return false;
+	}
+	snprintf(buf, cap, "%s c%" PRId32, what, op->peer_in_comm);
+	return true;
+}
+
+enum {
+	E_RECORD, E_COMM, E_SEQ, E_OP, E_STATE, E_COUNT, E_DTYPE, E_PEER, E_ENTERED,
+	E_DURATION, E_NOTES, E__COLS
+};
+
+static const char *const entry_heads[E__COLS] = {
+	"record", "comm", "seq", "op", "state", "count", "dtype", "peer/root", "entered",
+	"duration", "",
+};
+
+_Static_assert(E__COLS <= COLS_MAX, "the entries table has too many columns");
+
+/* One entry's cells; returns whether its peer or root is a "c" form. */
+static bool entry_cells(char (*c)[CELL_MAX], const struct rank_view *v, const struct fr_op *op)
+{
+	const struct fr_trace *t = v->t;
+	bool cform;
+
+	snprintf(c[E_RECORD], CELL_MAX, "%" PRIu64, op->record_id);
+	snprintf(c[E_COMM], CELL_MAX, "%s", op->comm[0] ? op->comm : "?");
+	snprintf(c[E_SEQ], CELL_MAX, "%" PRIu64, op->seq);
+	snprintf(c[E_OP], CELL_MAX, "%s", fr_op_name(op->type));
+	snprintf(c[E_STATE], CELL_MAX, "%s", op_state_text(op));
+	snprintf(c[E_COUNT], CELL_MAX, "%" PRIu64, op->count);
+	snprintf(c[E_DTYPE], CELL_MAX, "%s", op->dtype[0] ? op->dtype : "?");
+	cform = peer_text(c[E_PEER], CELL_MAX, v, op);
+	age_text(c[E_ENTERED], CELL_MAX, op->t_entered_ns, t->time_ns);
+	if (op->state == FR_STATE_COMPLETED && op->t_entered_ns && op->t_completed_ns >= op->t_entered_ns)
+		span_text(c[E_DURATION], CELL_MAX, op->t_completed_ns - op->t_entered_ns);
+	else
+		snprintf(c[E_DURATION], CELL_MAX, "-");
+	snprintf(c[E_NOTES], CELL_MAX, "%s%s", op->nonblocking ? "nonblocking" : "",
+		 op->waited ? ", waited on" : "");
+	return cform;
+}
+
+static void print_rank_entries(FILE *out, const struct rank_view *v, const char *comm)
+{
+	const struct fr_trace *t = v->t;
+	struct table tb = { .ncols = E__COLS };
+	char cells[E__COLS][CELL_MAX];
+	bool cform = false;
+
+	if (!t->nops) {
+		fprintf(out, "\nEntries: none%s%s in its evidence\n", comm ? " on " : "",
+			comm ? comm : "");
+		return;
+	}
+	fprintf(out, "\nEntries%s%s (%zu, oldest first; entered: before the %s):\n",
+		comm ? " on " : "", comm ? comm : "", t->nops,
+		t->status == FR_RANK_DUMPED ? "dump" : "daemon's view");
+	tb.right[E_RECORD] = tb.right[E_SEQ] = tb.right[E_COUNT] = true;
+	tb.right[E_ENTERED] = tb.right[E_DURATION] = true;
+	for (size_t i = 0; i < E__COLS; i++)
+		snprintf(cells[i], CELL_MAX, "%s", entry_heads[i]);
+	table_widen(&tb, cells);
+	for (size_t i = 0; i < t->nops; i++) {
+		cform |= entry_cells(cells, v, &t->ops[i]);
+		table_widen(&tb, cells);
+	}
+	for (size_t i = 0; i < E__COLS; i++)
+		snprintf(cells[i], CELL_MAX, "%s", entry_heads[i]);
+	table_row(out, &tb, cells);
+	for (size_t i = 0; i < t->nops; i++) {
+		entry_cells(cells, v, &t->ops[i]);
+		table_row(out, &tb, cells);
+	}
+	if (cform)
+		fprintf(out, "  (cN: communicator rank N, whose global rank no evidence names)\n");
+}
+
+enum { C_ID, C_DESC, C_RANK, C_SIZE, C_ENTERED, C_COMPLETED, C__COLS };
+
+static const char *const comm_heads[C__COLS] = {
+	"communicator", "desc", "its rank", "size", "last entered", "last completed",
+};
+
+static void comm_cells(char (*c)[CELL_MAX], const struct fr_comm *cm)
+{
+	snprintf(c[C_ID], CELL_MAX, "%s", cm->id);
+	snprintf(c[C_DESC], CELL_MAX, "%s", cm->desc[0] ? cm->desc : "-");
+	if (cm->rank == FR_RANK_UNKNOWN)
+		snprintf(c[C_RANK], CELL_MAX, "?");
+	else
+		snprintf(c[C_RANK], CELL_MAX, "%" PRIu32, cm->rank);
+	snprintf(c[C_SIZE], CELL_MAX, "%" PRIu32, cm->size);
+	snprintf(c[C_ENTERED], CELL_MAX, "#%" PRIu64, cm->last_entered);
+	snprintf(c[C_COMPLETED], CELL_MAX, "#%" PRIu64, cm->last_completed);
+}
+
+static void print_rank_comms(FILE *out, const struct fr_trace *t, const char *comm)
+{
+	struct table tb = { .ncols = C__COLS };
+	char cells[C__COLS][CELL_MAX];
+
+	if (!t->ncomms && comm) {
+		fprintf(out, "\nCommunicators: its evidence does not list %s\n", comm);
+		return;
+	}
+	if (!t->ncomms) {
+		fprintf(out, "\nCommunicators: none in its evidence\n");
+		return;
+	}
+	fprintf(out, "\nCommunicators (%zu):\n", t->ncomms);
+	tb.right[C_RANK] = tb.right[C_SIZE] = tb.right[C_ENTERED] = tb.right[C_COMPLETED] = true;
+	for (size_t i = 0; i < C__COLS; i++)
+		snprintf(cells[i], CELL_MAX, "%s", comm_heads[i]);
+	table_widen(&tb, cells);
+	for (size_t i = 0; i < t->ncomms; i++) {
+		comm_cells(cells, &t->comms[i]);
+		table_widen(&tb, cells);
+	}
+	for (size_t i = 0; i < C__COLS; i++)
+		snprintf(cells[i], CELL_MAX, "%s", comm_heads[i]);
+	table_row(out, &tb, cells);
+	for (size_t i = 0; i < t->ncomms; i++) {
+		comm_cells(cells, &t->comms[i]);
+		table_row(out, &tb, cells);
+	}
+}
+
+/*
+ * Each thread's stack, innermost frame first, as the report prints a
+ * culprit's. The thread that wrote the dump is the agent's own and is left
+ * out, as there: it says nothing about the application.
+ */
+static void print_rank_stacks(FILE *out, const struct fr_trace *t)
+{
+	size_t shown = 0;
+
+	fprintf(out, "\nStacks:\n");
+	for (size_t i = 0; i < t->nthreads; i++) {
+		const struct fr_thread *th = &t->threads[i];
+
+		if (th->current)
+			continue;
+		shown++;
+		fprintf(out, "  thread %" PRIu32 "%s%s%s:\n", th->tid, th->name[0] ? " \"" : "",
+			th->name, th->name[0] ? "\"" : "");
+		if (!th->nframes)
+			fprintf(out, "    (no frames)\n");
+		for (size_t j = 0; j < th->nframes; j++) {
+			const struct fr_frame *f = &th->frames[j];
+
+			/* Frames without an address are source-level (Python). */
+			if (!f->ip && !f->offset)
+				fprintf(out, "    #%zu %s\n", j, f->name ? f->name : "??");
+			else
+				fprintf(out, "    #%zu %s+0x%" PRIx64 "\n", j, f->name ? f->name : "??",
+					f->offset);
+		}
+	}
+	if (!shown)
+		fprintf(out, "  none in its evidence%s\n", t->status != FR_RANK_DUMPED ?
+			" (the daemon's live view has none)" : "");
+}
+
+static void print_rank_head(FILE *out, const struct fr_trace *t, const char *from)
+{
+	bool dumped = t->status == FR_RANK_DUMPED;
+	char when[64];
+
+	time_text(when, sizeof(when), t->time_ns);
+	fprintf(out, "Rank %" PRIu32 " of %" PRIu32 "\n", t->rank, t->world_size);
+	/* A PyTorch dump names neither host nor pid. */
+	fprintf(out, "  host:      %s", t->host[0] ? t->host : "unknown");
+	if (t->pid)
+		fprintf(out, ", pid %" PRIu32, t->pid);
+	fputc('\n', out);
+	if (dumped)
+		fprintf(out, "  status:    dumped (its own dump, %s)\n", from);
+	else
+		fprintf(out, "  status:    %s (no dump: the daemon's live view of it, in %s)\n",
+			fr_rank_status_name(t->status), from);
+	fprintf(out, "  job:       %s\n", t->job[0] ? t->job : "unknown");
+	fprintf(out, "  comm lib:  %s\n", t->comm_lib[0] ? t->comm_lib : "unknown");
+	fprintf(out, "  %s %s\n", dumped ? "dumped at:" : "viewed at:", when);
+	if (t->incident[0])
+		fprintf(out, "  incident:  %s\n", t->incident);
+	if (t->reason[0])
+		fprintf(out, "  reason:    %s\n", t->reason);
+	if (t->dropped)
+		fprintf(out, "  dropped:   %" PRIu64 " older entries lost to ring wrap\n",
+			t->dropped);
+	else
+		fprintf(out, "  dropped:   none\n");
+}
+
+/*
+ * --rank: prints the evidence of global rank `rank` among `traces` (one per
+ * rank, assembled from `ev`), for a person or as a dump object. `comm` is
+ * --comm's communicator or NULL. Returns an exit status.
+ */
+static int show_rank(const struct evidence *ev, const struct fr_trace *const *traces,
+		     size_t n, uint32_t world, uint32_t rank, bool json, const char *dir,
+		     const char *comm)
+{
+	const struct fr_trace *t = NULL;
+	struct rank_view view;
+	const char *from;
+
+	for (size_t i = 0; i < n && !t; i++)
+		if (traces[i]->rank == rank)
+			t = traces[i];
+	view = (struct rank_view){ t, traces, n };
+	if (!t || t->status == FR_RANK_MISSING) {
+		fprintf(stderr, PROG ": %s: no evidence of rank %" PRIu32 " (", dir, rank);
+		if (rank >= world)
+			fprintf(stderr, "the job has %" PRIu32 " ranks, 0 to %" PRIu32 ")\n", world,
+				world - 1);
+		else if (t)
+			fprintf(stderr, "no dump, and the manifest lists it as missing)\n");
+		else
+			fprintf(stderr, "no dump of it%s)\n", ev->have_manifest ?
+				", and no view of it in the manifest" : "");
+		return EXIT_UNUSABLE;
+	}
+	from = ev->manifest_path;
+	for (size_t i = 0; i < ev->ndumps; i++)
+		if (ev->dumps[i] == t)
+			from = ev->paths[i];
+	if (json) {
+		json_t *o = fr_dump_to_json(t);
+
+		if (!o || json_dumpf(o, stdout, JSON_INDENT(2)) < 0) {
+			fprintf(stderr, PROG ": cannot write rank %" PRIu32 "'s evidence as JSON\n",
+				rank);
+			json_decref(o);
+			return EXIT_UNUSABLE;
+		}
+		fputc('\n', stdout);
+		json_decref(o);
+	} else {
+		print_rank_head(stdout, t, from ? from : "?");
+		print_rank_comms(stdout, t, comm);
+		print_rank_entries(stdout, &view, comm);
+		print_rank_stacks(stdout, t);
+	}
+	if (fflush(stdout) != 0 || ferror(stdout)) {
+		fprintf(stderr, PROG ": writing rank %" PRIu32 "'s evidence: %s\n", rank,
+			strerror(errno));
+		return EXIT_UNUSABLE;
+	}
+	return EXIT_VERDICT_OK;
+}
+
 int main(int argc, char **argv)
 {
 	static const struct option opts[] = {
 		{ "json", no_argument, NULL, 'j' },
+		{ "rank", required_argument, NULL, 'r' },
+		{ "comm", required_argument, NULL, 'c' },
 		{ "help", no_argument, NULL, 'h' },
 		{ "version", no_argument, NULL, 'V' },
 		{ NULL, 0, NULL, 0 },
@@ -719,15 +1305,31 @@ int main(int argc, char **argv)
 	size_t ntraces = 0;
 	uint32_t world = 0;
 	struct stat st;
+	const char *comm = NULL;
 	bool json = false;
+	bool by_rank = false;
+	uint32_t rank = 0;
 	int status;
 	int c;
 
 	opterr = 0;
-	while ((c = getopt_long(argc, argv, "hV", opts, NULL)) != -1) {
+	/* The leading ':' tells a missing value (':') from an unknown option. */
+	while ((c = getopt_long(argc, argv, ":hV", opts, NULL)) != -1) {
 		switch (c) {
 		case 'j':
 			json = true;
+			break;
+		case 'r':
+			if (!parse_rank(optarg, &rank))
+				return EXIT_UNUSABLE;
+			by_rank = true;
+			break;
+		case 'c':
+			if (!optarg[0]) {
+				fprintf(stderr, PROG ": --comm needs a communicator id\n");
+				return EXIT_UNUSABLE;
+			}
+			comm = optarg;
 			break;
 		case 'h':
 			fputs(usage_text, stdout);
@@ -736,6 +1338,10 @@ int main(int argc, char **argv)
 			printf(PROG " (flightrec) %s, reads dump format %d.x\n", FLIGHTREC_VERSION,
 			       FR_DUMP_VERSION_MAJOR);
 			return 0;
+		case ':':
+			fprintf(stderr, PROG ": option '%s' needs a value\n", argv[optind - 1]);
+			fprintf(stderr, "Usage: " SYNOPSIS "\n");
+			return EXIT_UNUSABLE;
 		default:
 			fprintf(stderr, PROG ": bad option '%s'\n", argv[optind - 1]);
 			fprintf(stderr, "Try '" PROG " --help'.\n");
@@ -743,7 +1349,7 @@ int main(int argc, char **argv)
 		}
 	}
 	if (argc - optind != 1) {
-		fprintf(stderr, PROG ": %s\nUsage: " PROG " [--json] PATH\n",
+		fprintf(stderr, PROG ": %s\nUsage: " SYNOPSIS "\n",
 			argc - optind ? "one PATH only" : "missing PATH (an incident directory)");
 		return EXIT_UNUSABLE;
 	}
@@ -771,10 +1377,18 @@ int main(int argc, char **argv)
 	if (!ev.ndumps)
 		fprintf(stderr, PROG ": %s: no rank dumped; judging from the daemon's live view "
 			"in manifest.json only\n", argv[optind]);
+	if (comm) {
+		status = restrict_to_comm(&ev, comm, argv[optind]);
+		if (status)
+			goto out_free;
+	}
 	status = assemble(&ev, &traces, &ntraces, &world);
 	if (status)
 		goto out_free;
-	status = report(traces, ntraces, world, json);
+	if (by_rank)
+		status = show_rank(&ev, traces, ntraces, world, rank, json, argv[optind], comm);
+	else
+		status = report(traces, ntraces, world, json);
 out_free:
 	free(traces);
 	evidence_free(&ev);
