@@ -1450,34 +1450,6 @@ static int read_fd(const struct rd *rd, int fd, size_t size_hint, char **buf, si
 	return 0;
 }
 
-int fr_read_fd_buf(int fd, const char *name, char **buf, size_t *cap, size_t *len, char *err,
-		   size_t errlen)
-{
-	struct rd rd = { name ? name : "file", err, errlen };
-	struct stat st;
-
-	*len = 0;
-	if (err && errlen)
-		err[0] = '\0';
-	if (fstat(fd, &st) < 0)
-		return fail(&rd, -errno, "cannot stat: %s", strerror(errno));
-	return read_fd(&rd, fd, S_ISREG(st.st_mode) ? (size_t)st.st_size : 0, buf, cap, len);
-}
-
-int fr_read_fd(int fd, const char *name, char **out, size_t *len, char *err, size_t errlen)
-{
-	size_t cap = 0;
-	int rc;
-
-	*out = NULL;
-	rc = fr_read_fd_buf(fd, name, out, &cap, len, err, errlen);
-	if (rc) {
-		free(*out);
-		*out = NULL;
-	}
-	return rc;
-}
-
 static int slurp(const struct rd *rd, const char *path_, char **buf, size_t *cap, size_t *len)
 {
 	struct stat st;
@@ -1501,28 +1473,19 @@ static int slurp(const struct rd *rd, const char *path_, char **buf, size_t *cap
 	return rc;
 }
 
-int fr_dump_read_file_buf(const char *path_, struct fr_trace *t, char **buf, size_t *cap,
-			  char *err, size_t errlen)
+int fr_dump_read_file(const char *path_, struct fr_trace *t, char *err, size_t errlen)
 {
 	struct rd rd = { path_, err, errlen };
-	size_t len;
+	char *buf = NULL;
+	size_t cap = 0, len;
 	int rc;
 
 	memset(t, 0, sizeof(*t));
 	if (err && errlen)
 		err[0] = '\0';
-	rc = slurp(&rd, path_, buf, cap, &len);
-	if (rc)
-		return rc;
-	return fr_dump_parse(*buf, len, path_, t, err, errlen);
-}
-
-int fr_dump_read_file(const char *path_, struct fr_trace *t, char *err, size_t errlen)
-{
-	char *buf = NULL;
-	size_t cap = 0;
-	int rc = fr_dump_read_file_buf(path_, t, &buf, &cap, err, errlen);
-
+	rc = slurp(&rd, path_, &buf, &cap, &len);
+	if (!rc)
+		rc = fr_dump_parse(buf, len, path_, t, err, errlen);
 	free(buf);
 	return rc;
 }

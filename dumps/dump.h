@@ -62,11 +62,6 @@ int fr_dump_parse(const char *buf, size_t len, const char *name, struct fr_trace
 
 /* Reads a dump file; adds -errno for I/O errors. */
 int fr_dump_read_file(const char *path, struct fr_trace *t, char *err, size_t errlen);
-/* The same, reading the file into *buf (of *cap bytes, grown as needed;
- * NULL and 0 to start), for a reader of many files that reuses one buffer.
- * The buffer stays the caller's. */
-int fr_dump_read_file_buf(const char *path, struct fr_trace *t, char **buf, size_t *cap,
-			  char *err, size_t errlen);
 
 /*
  * A pg_config "ranks" value, an array or PyTorch's string "[0, 1]", as a
@@ -76,16 +71,6 @@ int fr_dump_read_file_buf(const char *path, struct fr_trace *t, char **buf, size
  */
 int fr_dump_read_members(const struct fr_val *v, const char *name, uint32_t **out, size_t *n,
 			 char *err, size_t errlen);
-
-/*
- * Reads what is left of the open file `fd` (at most the dump size limit,
- * 1 GiB) into a new buffer at *out, its length at *len. Returns 0, or a
- * negative errno with `err` naming `name` and what went wrong.
- */
-int fr_read_fd(int fd, const char *name, char **out, size_t *len, char *err, size_t errlen);
-/* The same into *buf, as fr_dump_read_file_buf() reads. */
-int fr_read_fd_buf(int fd, const char *name, char **buf, size_t *cap, size_t *len, char *err,
-		   size_t errlen);
 
 /*
  * Writes `len` bytes to `path` atomically: a temporary file in the same
