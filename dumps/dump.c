@@ -770,6 +770,22 @@ static int count_from_sizes(const struct rd *rd, const struct fr_val *sizes, con
 	return 0;
 }
 
+/*
+ * An entry's states: ours, and PyTorch's words for an operation on a GPU
+ * stream, "scheduled" until the device reaches it and "started" after;
+ * both mean not yet completed. Running: the operation blocks its rank.
+ */
+static const struct {
+	const char *name;
+	enum fr_op_state state;
+	bool running, gpu, started;
+} states[] = {
+	{ "completed", FR_STATE_COMPLETED, false, false, false },
+	{ "entered", FR_STATE_ENTERED, true, false, false },
+	{ "scheduled", FR_STATE_ENTERED, false, true, false },
+	{ "started", FR_STATE_ENTERED, true, true, true },
+};
+
 static int read_entry(const struct rd *rd, entry_fields f, const char *at, struct fr_op *op)
 {
 	char p[AT_MAX];
@@ -819,18 +835,17 @@ static int read_entry(const struct rd *rd, entry_fields f, const char *at, struc
 
 	if ((rc = get_str(rd, FIELD(f, STATE), true, buf, sizeof(buf))))
 		return rc;
-	state = fr_state_from_name(buf);
-	/* PyTorch's "scheduled" and "started" both mean not yet completed. */
-	if (state < 0 && (strcmp(buf, "scheduled") == 0 || strcmp(buf, "started") == 0))
-		state = FR_STATE_ENTERED;
-	if (state < 0)
+	for (state = 0; state < (int)(sizeof(states) / sizeof(states[0])); state++)
+		if (strcmp(buf, states[state].name) == 0)
+			break;
+	if (state == (int)(sizeof(states) / sizeof(states[0])))
 		return fail(rd, -EPROTO,
 			    "%s: unknown state \"%s\" (expected entered, completed, scheduled or started)",
 			    path(p, at, "state"), buf);
-	op->state = (enum fr_op_state)state;
-	running = strcmp(buf, "entered") == 0 || strcmp(buf, "started") == 0;
-	op->gpu = strcmp(buf, "scheduled") == 0 || strcmp(buf, "started") == 0;
-	op->started = strcmp(buf, "started") == 0;
+	op->state = states[state].state;
+	running = states[state].running;
+	op->gpu = states[state].gpu;
+	op->started = states[state].started;
 
 	op->is_p2p = !fr_op_is_collective(op->type) && op->type != FR_OP_UNKNOWN;
 	if ((rc = get_bool(rd, FIELD(f, IS_P2P), false, &op->is_p2p)))

@@ -495,12 +495,28 @@ static size_t utf8_put(char *o, uint32_t cp)
 static inline bool same_bytes(const char *a, const char *b, size_t n)
 {
 	uint64_t x, y;
+	uint32_t u, v;
 
-	for (; n >= 8; n -= 8, a += 8, b += 8) {
-		memcpy(&x, a, 8);
-		memcpy(&y, b, 8);
-		if (x != y)
+	if (n >= 8) {
+		for (size_t i = 0; i + 8 < n; i += 8) {
+			memcpy(&x, a + i, 8);
+			memcpy(&y, b + i, 8);
+			if (x != y)
+				return false;
+		}
+		/* The last eight, overlapping what was compared. */
+		memcpy(&x, a + n - 8, 8);
+		memcpy(&y, b + n - 8, 8);
+		return x == y;
+	}
+	if (n >= 4) {
+		memcpy(&u, a, 4);
+		memcpy(&v, b, 4);
+		if (u != v)
 			return false;
+		memcpy(&u, a + n - 4, 4);
+		memcpy(&v, b + n - 4, 4);
+		return u == v;
 	}
 	for (; n; n--)
 		if (*a++ != *b++)
