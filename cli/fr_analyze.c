@@ -1255,20 +1255,7 @@ static void print_rank_stacks(FILE *out, const struct fr_trace *t)
 		if (th->current)
 			continue;
 		shown++;
-		fprintf(out, "  thread %" PRIu32 "%s%s%s:\n", th->tid, th->name[0] ? " \"" : "",
-			th->name, th->name[0] ? "\"" : "");
-		if (!th->nframes)
-			fprintf(out, "    (no frames)\n");
-		for (size_t j = 0; j < th->nframes; j++) {
-			const struct fr_frame *f = &th->frames[j];
-
-			/* Frames without an address are source-level (Python). */
-			if (!f->ip && !f->offset)
-				fprintf(out, "    #%zu %s\n", j, f->name ? f->name : "??");
-			else
-				fprintf(out, "    #%zu %s+0x%" PRIx64 "\n", j, f->name ? f->name : "??",
-					f->offset);
-		}
+		fr_thread_print(out, th);
 	}
 	if (!shown)
 		fprintf(out, "  none in its evidence%s\n", t->status != FR_RANK_DUMPED ?

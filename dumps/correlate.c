@@ -3339,6 +3339,25 @@ out_free:
 	free(r);
 }
 
+void fr_thread_print(FILE *out, const struct fr_thread *th)
+{
+	fprintf(out, "  thread %" PRIu32 "%s%s%s:\n", th->tid, th->name[0] ? " \"" : "", th->name,
+		th->name[0] ? "\"" : "");
+	if (!th->nframes)
+		fprintf(out, "    (no frames)\n");
+	for (size_t j = 0; j < th->nframes; j++) {
+		const struct fr_frame *f = &th->frames[j];
+
+		/* Frames without an address are source-level (Python, from a
+		 * PyTorch dump): the name says it all. */
+		if (!f->ip && !f->offset)
+			fprintf(out, "    #%zu %s\n", j, f->name ? f->name : "??");
+		else
+			fprintf(out, "    #%zu %s+0x%" PRIx64 "\n", j, f->name ? f->name : "??",
+				f->offset);
+	}
+}
+
 static void print_stack(FILE *out, const struct fr_trace *t)
 {
 	if (!t->nthreads) {
@@ -3352,21 +3371,7 @@ static void print_stack(FILE *out, const struct fr_trace *t)
 		 * nothing about the application (it stays in the dump file). */
 		if (th->current)
 			continue;
-		fprintf(out, "  thread %" PRIu32 "%s%s%s:\n", th->tid, th->name[0] ? " \"" : "",
-			th->name, th->name[0] ? "\"" : "");
-		if (!th->nframes)
-			fprintf(out, "    (no frames)\n");
-		for (size_t j = 0; j < th->nframes; j++) {
-			const struct fr_frame *f = &th->frames[j];
-
-			/* Frames without an address are source-level (Python,
-			 * from a PyTorch dump): the name says it all. */
-			if (!f->ip && !f->offset)
-				fprintf(out, "    #%zu %s\n", j, f->name ? f->name : "??");
-			else
-				fprintf(out, "    #%zu %s+0x%" PRIx64 "\n", j, f->name ? f->name : "??",
-					f->offset);
-		}
+		fr_thread_print(out, th);
 	}
 }
 

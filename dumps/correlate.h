@@ -227,6 +227,10 @@ json_t *fr_op_to_json(const struct fr_op *op);
 void fr_verdict_print(FILE *out, const struct fr_verdict *v,
 		      const struct fr_trace *const *traces, size_t ntraces);
 
+/* One thread's stack as the report prints it: "  thread TID "NAME":" and
+ * its frames, innermost first. */
+void fr_thread_print(FILE *out, const struct fr_thread *th);
+
 /*
  * Formats ascending ranks as ranges, "0-2,4-5". Always NUL-terminates;
  * returns the length it needed (like snprintf).
