@@ -369,6 +369,13 @@ static bool sig_equal(const struct fr_op *a, const struct fr_op *b, bool strict)
 	if (!strict && payload_varies_completed(a->type))
 		return true;
 	any_count = count_varies(a->type);
+	/*
+	 * A completed call was matched by the library: what it moved must
+	 * agree, not how each side spelled it (MPI_LONG and MPI_INT64_T, or 8
+	 * MPI_BYTE received as one MPI_DOUBLE, are one message).
+	 */
+	if (!strict)
+		return any_count || a->bytes == b->bytes;
 	if (is_derived(a) || is_derived(b))
 		return any_count || a->bytes == b->bytes;
 	if (!same_str(a->dtype, b->dtype))
@@ -438,9 +445,35 @@ struct group {
 	bool untimed : 1;      /* an entry without an entry time, or a rank twice */
 	uint64_t seq;
 	const struct fr_op *ref; /* the signature the others are compared with */
-	uint64_t t_last;       /* when the last member entered */
-	uint64_t t_second;     /* when the next-latest one did */
+	/*
+	 * Who entered last, on a key that grows the later a member entered:
+	 * its entry time, or (timed by waits) UINT64_MAX less how long it
+	 * waited in the call. key_last - key_second is how long after the
+	 * next-latest member it came.
+	 */
+	uint8_t timing;        /* TIMED_BY_* of the entries so far */
+	uint64_t key_last;
+	uint64_t key_second;
 };
+
+/*
+ * How a group orders its members' arrivals. Entry times come from each
+ * host's clock, which may be skewed by more than a straggler's lateness;
+ * the time a member waited in a collective that ends for all at once (a
+ * reduction, a gather to all, a barrier) is measured on one clock, and the
+ * member that waited least came last. Waits are used where the evidence
+ * times completions precisely: an MPI rank's own blocking calls. A GPU
+ * operation's completion is found by polling, and PyTorch's by a watchdog
+ * that wakes every so often: their entry times are used.
+ */
+enum { TIMED_BY_NONE, TIMED_BY_ENTRY, TIMED_BY_WAIT };
+
+static bool ends_together(enum fr_op_type t)
+{
+	return t == FR_OP_ALL_REDUCE || t == FR_OP_ALL_GATHER || t == FR_OP_ALL_GATHERV ||
+	       t == FR_OP_REDUCE_SCATTER || t == FR_OP_BARRIER || t == FR_OP_ALL_TO_ALL ||
+	       t == FR_OP_ALL_TO_ALLV;
+}
 
 /*
  * What one rank kept of one communicator: its collectives (its ring window
@@ -698,14 +731,33 @@ static uint32_t group_find(const struct ctx *cx, uint32_t comm, uint64_t seq)
 	return NONE;
 }
 
+/* Whether a rank's library is an MPI ("Open MPI v4.1.4", "MPICH Version: ..."). */
+static bool mpi_rank(const struct ctx *cx, uint32_t r)
+{
+	return cx->by_rank[r] && strstr(cx->by_rank[r]->comm_lib, "MPI");
+}
+
 /*
  * What group `g` learns from `rank`'s entry `op`: whether it is in flight
  * and holds its rank up (`running`: the rank still runs), whether its
  * signature differs, and who entered last.
  */
-static void group_note(struct group *g, uint32_t rank, const struct fr_op *op, bool running)
+static void group_note(struct group *g, uint32_t rank, const struct fr_op *op, bool running,
+		       bool mpi)
 {
+	uint8_t timing = TIMED_BY_ENTRY;
 	uint64_t t = op->t_entered_ns;
+
+	if (mpi && !op->gpu && ends_together(op->type)) {
+		timing = TIMED_BY_WAIT;
+		t = op->state == FR_STATE_COMPLETED && op->t_entered_ns &&
+				    op->t_completed_ns >= op->t_entered_ns ?
+			    UINT64_MAX - (op->t_completed_ns - op->t_entered_ns) :
+			    0;
+	}
+	if (g->timing != TIMED_BY_NONE && g->timing != timing)
+		t = 0;
+	g->timing = timing;
 
 	if (op->state == FR_STATE_ENTERED)
 		g->ninflight++;
@@ -723,12 +775,12 @@ static void group_note(struct group *g, uint32_t rank, const struct fr_op *op, b
 	}
 	if (!t) {
 		g->untimed = true;
-	} else if (t > g->t_last) {
-		g->t_second = g->t_last;
-		g->t_last = t;
+	} else if (t > g->key_last) {
+		g->key_second = g->key_last;
+		g->key_last = t;
 		g->last_rank = rank;
-	} else if (t > g->t_second) {
-		g->t_second = t;
+	} else if (t > g->key_second) {
+		g->key_second = t;
 	}
 }
 
@@ -785,7 +837,7 @@ static int group_add(struct ctx *cx, uint32_t comm, uint32_t rank, const struct 
 		if (running && op_blocks(old))
 			g->nblocking--;
 		cx->ents[g->head].op = op;
-		group_note(g, rank, op, running);
+		group_note(g, rank, op, running, mpi_rank(cx, rank));
 		/* Which of its two entry times counts is not known. */
 		g->untimed = true;
 		return 0;
@@ -799,7 +851,7 @@ static int group_add(struct ctx *cx, uint32_t comm, uint32_t rank, const struct 
 	g->head = (uint32_t)cx->nents++;
 	g->added = rank;
 	g->count++;
-	group_note(g, rank, op, running);
+	group_note(g, rank, op, running, mpi_rank(cx, rank));
 	return 0;
 }
 
@@ -1607,30 +1659,23 @@ struct p2p_pair {
 	uint32_t ci;
 };
 
-/* Whether a rank's library is an MPI ("Open MPI v4.1.4", "MPICH Version: ..."). */
-static bool mpi_rank(const struct ctx *cx, uint32_t r)
-{
-	return cx->by_rank[r] && strstr(cx->by_rank[r]->comm_lib, "MPI");
-}
 
 /*
  * Whether send #k from a to b and b's receive #k from a disagree on the
  * message. NCCL (and PyTorch over it) matches a pair's messages in order
  * and a receive must take exactly what is sent: any other number of bytes
  * is a mismatch, which hangs or corrupts. MPI matches by tag as well, which
- * the evidence does not hold, and lets a receive take more than is sent: a
- * send larger than its receive is a mismatch there only while both are in
- * flight (they are not each other's match); once completed, MPI would have
- * failed a real truncation, so such a pair was paired wrongly by seq. A
- * side that recorded no datatype is not compared. `mpi`: either rank's
- * library is an MPI.
+ * the evidence does not hold: the k-th send and the k-th receive may be
+ * two different messages (a halo exchange posts its receives in any order),
+ * so MPI pairs are not compared. A side that recorded no datatype is not
+ * compared. `mpi`: either rank's library is an MPI.
  */
-static bool p2p_sizes_differ(const struct p2p_pair *p, bool mpi, bool inflight)
+static bool p2p_sizes_differ(const struct p2p_pair *p, bool mpi)
 {
 	if (!p->send->dtype[0] || !p->recv->dtype[0])
 		return false;
 	if (mpi && !p->send->gpu && !p->recv->gpu)
-		return inflight && p->send->bytes > p->recv->bytes;
+		return false;
 	return p->send->bytes != p->recv->bytes;
 }
 
@@ -1667,7 +1712,7 @@ static bool find_p2p_mismatch(const struct ctx *cx, bool inflight, struct p2p_pa
 				  p.recv->state == FR_STATE_ENTERED;
 			int c;
 
-			if (fl != inflight || !p2p_sizes_differ(&p, mpi, inflight))
+			if (fl != inflight || !p2p_sizes_differ(&p, mpi))
 				continue;
 			c = found ? strcmp(cx->comms[s->ci].id, cx->comms[out->ci].id) : -1;
 			if (!found || k < out->send->seq || (k == out->send->seq && c < 0) ||
@@ -2817,7 +2862,7 @@ static int find_stragglers(const struct ctx *cx, struct fr_verdict *v)
 
 		if (g->untimed || c->n < 2 || c->nunknown || c->nextra || g->count != c->n)
 			continue;
-		late[n++] = (struct late){ g->comm, g->last_rank, g->t_last - g->t_second };
+		late[n++] = (struct late){ g->comm, g->last_rank, g->key_last - g->key_second };
 	}
 	qsort(late, n, sizeof(*late), cmp_late);
 	for (size_t i = 0, j; i < n; i = j) {

@@ -153,10 +153,12 @@ struct fr_verdict {
  *     entered the op (reason not_entered), else every member (stuck_in_op);
  *     or a deadlock.
  *  4. Nothing waits, but a collective that completed on every member that
- *     kept it disagrees (as in 1, except that the payload of gather,
- *     scatter and all_to_all is not compared: their roots, or PyTorch's
- *     uneven all_to_all, record what differs legitimately). A bug even
- *     though the library matched the calls; the summary says it completed.
+ *     kept it disagrees on its type, root, reduction or the bytes it moved
+ *     (not on how each side spelled them: MPI_LONG and MPI_INT64_T are one
+ *     message), except for the payload of gather, scatter and all_to_all,
+ *     whose roots, or PyTorch's uneven all_to_all, record what differs
+ *     legitimately. A bug even though the library matched the calls; the
+ *     summary says it completed.
  *  5. Likewise a completed point-to-point pair that disagrees.
  *  6. Otherwise ok, with stragglers.
  * Among several mismatches, the lowest seq (then communicator id) is named.
@@ -169,8 +171,8 @@ struct fr_verdict {
  * source and sendrecvs are not paired. Over NCCL (any library whose name
  * does not contain "MPI", or an operation on a GPU) a receive must take
  * exactly what is sent: any difference is a mismatch. MPI also matches by
- * tag, which the evidence lacks, and lets a receive take more than is sent:
- * there only a send larger than its receive, both in flight, is one.
+ * tag, which the evidence lacks, so that its k-th send and k-th receive
+ * may be different messages: MPI pairs are not compared.
  *
  * Ring windows. Each rank's ring keeps only its newest entries, so ranks
  * keep different stretches of a communicator's collectives. They are
@@ -189,7 +191,12 @@ struct fr_verdict {
  * 1 ms after the next-latest member when it was last, and at least twice
  * the median by which the last member of the others was last. Members
  * equally late share the last place, and none may be named. Listed by
- * median lateness, latest first.
+ * median lateness, latest first. Who came last, and by how much, is read
+ * from how long each member waited in the call when that is timed on one
+ * clock and the call ends for all at once (an MPI rank's blocking
+ * all_reduce, all_gather, reduce_scatter, all_to_all or barrier): hosts'
+ * clocks may disagree by more than a straggler is late. Otherwise
+ * (NCCL, PyTorch: completions found by polling) from the entry times.
  */
 int fr_correlate(const struct fr_trace *const *traces, size_t ntraces, uint32_t world_size,
 		 struct fr_verdict *v);

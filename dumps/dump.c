@@ -627,8 +627,8 @@ static const struct {
 	{ "all_gather_into_tensor_coalesced", FR_OP_ALL_GATHER },
 	{ "_reduce_scatter_base", FR_OP_REDUCE_SCATTER },
 	{ "reduce_scatter_tensor_coalesced", FR_OP_REDUCE_SCATTER },
-	{ "alltoall", FR_OP_ALL_TO_ALL },
-	{ "alltoall_base", FR_OP_ALL_TO_ALL },
+	{ "alltoall", FR_OP_ALL_TO_ALLV },
+	{ "alltoall_base", FR_OP_ALL_TO_ALLV },
 	{ "_broadcast_oop", FR_OP_BROADCAST },
 	{ "_reduce_oop", FR_OP_REDUCE },
 };
@@ -649,6 +649,10 @@ static enum fr_op_type type_from_profiling_name(const char *s)
 	memcpy(name, s, n);
 	name[n] = '\0';
 	type = fr_op_from_name(name);
+	/* PyTorch's all_to_all may split unevenly: each rank records its own
+	 * input, so counts are not compared, as for all_to_allv. */
+	if (type == FR_OP_ALL_TO_ALL)
+		return FR_OP_ALL_TO_ALLV;
 	if (type != FR_OP_UNKNOWN)
 		return type;
 	for (size_t i = 0; i < sizeof(torch_aliases) / sizeof(torch_aliases[0]); i++)
@@ -969,6 +973,14 @@ struct entries_reader {
 	struct fr_doc *scratch;
 	size_t text_len;   /* of the whole document, to size the operations */
 	bool done;
+	/*
+	 * The first entry that does not read: reported only once the rest of
+	 * the document is read and its header checked, so that a dump of
+	 * another format or version says so rather than what its entries lack,
+	 * as when reading from a tree.
+	 */
+	int rc;
+	char err[512];
 };
 
 /*
@@ -978,14 +990,42 @@ struct entries_reader {
  */
 #define ENTRY_BYTES_MIN 400
 
+/* Reads the value at the cursor into scratch and keeps the error "`at`:
+ * expected `what`, got <what it is>". */
+static int keep_type_error(struct entries_reader *er, struct fr_json_in *in, const char *at,
+			   const char *what)
+{
+	struct rd keep = { er->rd->name, er->err, sizeof(er->err) };
+	struct fr_val *v;
+	int rc = fr_json_value(in, er->scratch, &v);
+
+	if (!rc)
+		er->rc = fail(&keep, -EPROTO, "%s: expected %s, got %s", at, what,
+			      fr_val_type_name(v));
+	return rc;
+}
+
 static int read_entries_json(struct fr_json_in *in, void *arg)
 {
 	struct entries_reader *er = arg;
 	size_t cap = 0;
-	int rc;
+	int rc = 0;
 
+	er->done = true;
+	if (fr_json_peek(in) == 'n') {
+		struct rd keep = { er->rd->name, er->err, sizeof(er->err) };
+		struct fr_val *v;
+
+		/* null, as if absent: the message of a tree's reader. */
+		if ((rc = fr_json_value(in, er->scratch, &v)))
+			return rc;
+		er->rc = fail(&keep, -EPROTO, "entries: missing (expected an array)");
+		return 0;
+	}
+	if (fr_json_peek(in) != '[')
+		return keep_type_error(er, in, "entries", "an array");
 	if ((rc = fr_json_expect(in, '[', "an array")) || fr_json_accept(in, ']'))
-		goto out;
+		return rc;
 	if (!er->t->ops && er->text_len / ENTRY_BYTES_MIN > 16) {
 		er->t->ops = malloc(er->text_len / ENTRY_BYTES_MIN * sizeof(*er->t->ops));
 		if (er->t->ops)
@@ -996,25 +1036,37 @@ static int read_entries_json(struct fr_json_in *in, void *arg)
 		entry_fields f;
 		uint64_t seen;
 		struct fr_op *op;
+		char at[32];
 
 		fr_doc_reset(er->scratch);
-		if ((rc = fr_json_object(in, er->scratch, entry_keys, EF__COUNT, vals, &seen)))
-			goto out;
-		for (int k = 0; k < EF__COUNT; k++)
-			f[k] = seen & (1ull << k) ? &vals[k] : NULL;
-		if (!(op = fr_trace_add_op(er->t, &cap))) {
-			rc = -ENOMEM;
-			goto out;
+		if (er->rc) {
+			/* An entry failed: the rest is only checked as JSON. */
+			struct fr_val *v;
+
+			if ((rc = fr_json_value(in, er->scratch, &v)))
+				return rc;
+		} else if (fr_json_peek(in) != '{') {
+			snprintf(at, sizeof(at), "entries[%zu]", i);
+			if ((rc = keep_type_error(er, in, at, "an object")))
+				return rc;
+		} else {
+			if ((rc = fr_json_object(in, er->scratch, entry_keys, EF__COUNT, vals, &seen)))
+				return rc;
+			for (int k = 0; k < EF__COUNT; k++)
+				f[k] = seen & (1ull << k) ? &vals[k] : NULL;
+			if (!(op = fr_trace_add_op(er->t, &cap)))
+				return -ENOMEM;
+			if ((rc = read_entry_at(er->rd, f, "", i, op)) == -ENOMEM)
+				return rc;
+			if (rc) {
+				er->rc = rc;
+				snprintf(er->err, sizeof(er->err), "%s", er->rd->err ? er->rd->err : "");
+			}
 		}
-		if ((rc = read_entry_at(er->rd, f, "", i, op)))
-			goto out;
 		if (!fr_json_accept(in, ','))
 			break;
 	}
-	rc = fr_json_expect(in, ']', "',' or ']' after an entry");
-out:
-	er->done = true;
-	return rc;
+	return fr_json_expect(in, ']', "',' or ']' after an entry");
 }
 
 /*
@@ -1288,13 +1340,13 @@ static int read_threads(const struct rd *rd, const struct fr_val *root, const ch
 
 /*
  * Reads one dump object; `at` is its place inside a larger document ("" for
- * a dump file, "ranks[3]" in a manifest). When `entries_read` the entries
- * are already in `t` (read by the JSON hook) and the object holds null in
- * their place. On error `t` may hold a partial trace, which the caller
- * frees.
+ * a dump file, "ranks[3]" in a manifest). When the JSON hook `er` read the
+ * entries, they are already in `t` (or its error in `er`), and the object
+ * holds null in their place. On error `t` may hold a partial trace, which
+ * the caller frees.
  */
 static int read_trace(const struct rd *rd, const struct fr_val *root, const char *at,
-		      bool entries_read, struct fr_trace *t)
+		      const struct entries_reader *er, struct fr_trace *t)
 {
 	char p[AT_MAX];
 	char status[32];
@@ -1332,10 +1384,15 @@ static int read_trace(const struct rd *rd, const struct fr_val *root, const char
 
 	if ((rc = read_comms(rd, root, at, t)))
 		return rc;
-	if (!entries_read) {
-		if ((rc = get_container(rd, root, at, "entries", true, FR_VAL_ARRAY, &entries)) ||
-		    (rc = read_entries(rd, entries, at, t)))
-			return rc;
+	if (er && er->done) {
+		if (er->rc) {
+			if (rd->err && rd->errlen)
+				snprintf(rd->err, rd->errlen, "%s", er->err);
+			return er->rc;
+		}
+	} else if ((rc = get_container(rd, root, at, "entries", true, FR_VAL_ARRAY, &entries)) ||
+		   (rc = read_entries(rd, entries, at, t))) {
+		return rc;
 	}
 	return read_threads(rd, root, at, t);
 }
@@ -1349,7 +1406,7 @@ int fr_dump_from_val(const struct fr_val *root, const char *name, struct fr_trac
 	memset(t, 0, sizeof(*t));
 	if (err && errlen)
 		err[0] = '\0';
-	rc = read_trace(&rd, root, "", false, t);
+	rc = read_trace(&rd, root, "", NULL, t);
 	if (rc)
 		fr_trace_free(t);
 	return rc;
@@ -1381,7 +1438,7 @@ int fr_dump_parse(const char *buf, size_t len, const char *name, struct fr_trace
 		  char *err, size_t errlen)
 {
 	struct rd rd = { name ? name : "dump", err, errlen };
-	struct entries_reader er = { &rd, t, NULL, len, false };
+	struct entries_reader er = { &rd, t, NULL, len, false, 0, "" };
 	struct fr_json_hook hook = { "entries", read_entries_json, &er };
 	struct fr_doc *doc = fr_doc_new();
 	struct fr_val *root;
@@ -1404,7 +1461,7 @@ int fr_dump_parse(const char *buf, size_t len, const char *name, struct fr_trace
 	else if (rc == -ENOMEM)
 		rc = fail_nomem(&rd);
 	else if (!rc)
-		rc = read_trace(&rd, root, "", er.done, t);
+		rc = read_trace(&rd, root, "", &er, t);
 out_free:
 	fr_doc_free(er.scratch);
 	fr_doc_free(doc);
@@ -1668,7 +1725,7 @@ static int read_manifest(const struct rd *rd, const struct fr_val *root, struct 
 	for (uint32_t i = 0; i < ranks->n; i++) {
 		m->nranks = i + 1;
 		at_fmt(at, "ranks[%" PRIu32 "]", i);
-		if ((rc = read_trace(rd, ranks->u.items[i], at, false, &m->ranks[i])))
+		if ((rc = read_trace(rd, ranks->u.items[i], at, NULL, &m->ranks[i])))
 			return rc;
 	}
 	return 0;

@@ -1399,9 +1399,14 @@ out_unmark:
 static inline __attribute__((always_inline)) int fill_array(struct unpickler *u,
 							     struct box *b, size_t from)
 {
-	struct fr_val **item = u->stack + from, **end = u->stack + u->nstack, **dst;
+	struct fr_val **item, **end, **dst;
 	size_t k = u->nstack - from;
 
+	/* (An empty stack may have no memory yet: no pointer into it.) */
+	if (!k)
+		return 0;
+	item = u->stack + from;
+	end = u->stack + u->nstack;
 	if (b->kind == BOX_SET || b->kind == BOX_FROZENSET) {
 		for (; item < end; item++)
 			if (hashable(u, *item))
@@ -1477,7 +1482,7 @@ static void make_dirty(struct unpickler *u, struct box *b)
  */
 static int fill_dict(struct unpickler *u, struct box *b, size_t from)
 {
-	struct fr_val **item = u->stack + from, **end = u->stack + u->nstack, **items, **model;
+	struct fr_val **item, **end, **items, **model;
 	size_t k = u->nstack - from;
 	uint32_t n, serial, i;
 	int rc;
@@ -1487,6 +1492,8 @@ static int fill_dict(struct unpickler *u, struct box *b, size_t from)
 			    cur_op(u), k);
 	if (!k)
 		return 0;
+	item = u->stack + from;
+	end = u->stack + u->nstack;
 	if (reserve(u, &b->v, 2 * (size_t)b->v.n, k))
 		return -1;
 	if (u->sorting || b->unmarked || (b->v.n && u->last_dict != b))
@@ -1510,9 +1517,13 @@ static int fill_dict(struct unpickler *u, struct box *b, size_t from)
 		if (model) {
 			const struct fr_val *m = model[n];
 
-			/* The model's string, or (written again) its text. */
-			if (key == m || same_key(key, m))
+			/* The model's string, or (written again) its text: the
+			 * member takes the model's, which has a canon should the
+			 * dict go off the model later and become the model. */
+			if (key == m || same_key(key, m)) {
+				key = (struct fr_val *)m;
 				goto append;
+			}
 			/* Off the model: mark its keys so far, and go on as usual. */
 			for (i = 0; i < n; i++) {
 				c = text_of(model[i]);

@@ -17,6 +17,10 @@
 #include "dump.h"
 #include "pickle.h"
 
+/* The fewest bytes a pickled Flight Recorder entry takes, its keys shared
+ * through the memo: its own record id, times and sizes are a few dozen. */
+#define PICKLE_ENTRY_MIN 16
+
 /* Frames of the latest operation, as the rank's one stack. */
 #define FRAMES_MAX 64
 
@@ -238,7 +242,9 @@ int fr_pytorch_from_val(struct fr_doc *d, const struct fr_val *root, const char 
 		for (int k = PF_CREATED; k <= PF_COMPLETED; k++)
 			if (positive(f[k]) > latest)
 				latest = positive(f[k]);
-		to = positive(f[PF_TIMEOUT]) * 1000000u;
+		/* (A timeout past a day says nothing about when it dumped.) */
+		to = positive(f[PF_TIMEOUT]);
+		to = to > 86400000u ? 0 : to * 1000000u;
 		if (to > timeout)
 			timeout = to;
 		if (i == 0)
@@ -286,6 +292,7 @@ int fr_pytorch_parse(const void *buf, size_t len, const char *name, uint32_t ran
 		     uint64_t time_ns, struct fr_trace *t, char *err, size_t errlen)
 {
 	struct fr_doc *d = fr_doc_new();
+	const struct fr_val *entries;
 	struct fr_val *root;
 	char why[256];
 	int rc;
@@ -297,6 +304,18 @@ int fr_pytorch_parse(const void *buf, size_t len, const char *name, uint32_t ran
 		rc = fr_pickle_load(d, buf, len, &root, why, sizeof(why));
 		if (rc) {
 			rc = fail(err, errlen, rc, "%s: %s", name, why);
+			goto out_free;
+		}
+		/*
+		 * Each entry becomes an operation of 192 bytes: a pickle that
+		 * lists one entry many times through its memo (a few bytes
+		 * each) would make a small file cost gigabytes.
+		 */
+		entries = fr_val_get(root, "entries");
+		if (fr_val_is(entries, FR_VAL_ARRAY) && entries->n > len / PICKLE_ENTRY_MIN) {
+			rc = fail(err, errlen, -EPROTO, "%s: %" PRIu32 " entries in %zu bytes: "
+				  "entries repeated through the pickle's memo, not a Flight "
+				  "Recorder dump", name, entries->n, len);
 			goto out_free;
 		}
 	} else {

@@ -546,9 +546,16 @@ static inline int set_string(struct fr_doc *d, struct fr_val *v, const char *s, 
  */
 static int string_slow(struct fr_json_in *ps, const char *q, struct fr_val *out)
 {
-	const char *start = ps->p;
-	size_t need = (size_t)(ps->end - start);
+	const char *start = ps->p, *r;
+	size_t need;
 	char *o;
+
+	/* Room for the string as written, which its decoding never exceeds
+	 * (an escape is at least as long as what it stands for). */
+	for (r = q; r < ps->end && *r != '"'; r++)
+		if (*r == '\\')
+			r++;
+	need = (size_t)((r < ps->end ? r : ps->end) - start);
 
 	if (need + 1 > ps->capscratch) {
 		char *s = realloc(ps->scratch, need + 1);
@@ -789,32 +796,64 @@ static inline unsigned key_bit(const struct fr_val *k)
 	return h & 255;
 }
 
+static int cmp_keys(const void *a, const void *b)
+{
+	const struct fr_val *x = *(const struct fr_val *const *)a;
+	const struct fr_val *y = *(const struct fr_val *const *)b;
+
+	if (x->n != y->n)
+		return x->n < y->n ? -1 : 1;
+	return memcmp(x->u.s, y->u.s, x->n);
+}
+
+/* Objects up to this many members are checked by the filter below; larger
+ * ones (which fill it) by sorting their keys. */
+#define DUP_FILTER_MAX 32
+
 /*
  * Refuses an object with two members of one name: it would mean two
- * things. A 256-bit filter of the keys seen lets most keys through with no
- * comparison at all; only a key whose bit is taken is compared with the
- * keys before it.
+ * things. keys[0], keys[stride], ... are the n keys. In a small object a
+ * 256-bit filter of the keys seen lets most keys through with no
+ * comparison at all, and only a key whose bit is taken is compared with
+ * the keys before it; a large one, where that would be quadratic, is
+ * checked by sorting a copy of its keys.
  */
-static int check_duplicates(struct fr_json_in *ps, struct fr_val *const *kv, size_t n,
-			    const char *at)
+static int check_duplicates(struct fr_json_in *ps, struct fr_val *const *keys, size_t n,
+			    size_t stride, const char *at)
 {
 	uint64_t seen_bits[4] = { 0 };
+	const struct fr_val *dup = NULL;
 
-	for (size_t i = 0; i < n; i++) {
-		const struct fr_val *k = kv[2 * i];
+	if (n > DUP_FILTER_MAX) {
+		const struct fr_val **sorted = malloc(n * sizeof(*sorted));
+
+		if (!sorted)
+			return -ENOMEM;
+		for (size_t i = 0; i < n; i++)
+			sorted[i] = keys[i * stride];
+		qsort(sorted, n, sizeof(*sorted), cmp_keys);
+		for (size_t i = 1; i < n && !dup; i++)
+			if (cmp_keys(&sorted[i - 1], &sorted[i]) == 0)
+				dup = sorted[i];
+		free(sorted);
+	}
+	for (size_t i = 0; i < n && n <= DUP_FILTER_MAX && !dup; i++) {
+		const struct fr_val *k = keys[i * stride];
 		unsigned b = key_bit(k);
 
 		if (seen_bits[b >> 6] & (1ull << (b & 63))) {
-			for (size_t j = 0; j < i; j++) {
-				const struct fr_val *o = kv[2 * j];
+			for (size_t j = 0; j < i && !dup; j++) {
+				const struct fr_val *o = keys[j * stride];
 
 				if (o->n == k->n && memcmp(o->u.s, k->u.s, k->n) == 0)
-					return perr(ps, at, "duplicate key \"%.64s\" in the object "
-						    "that ends here", k->u.s);
+					dup = k;
 			}
 		}
 		seen_bits[b >> 6] |= 1ull << (b & 63);
 	}
+	if (dup)
+		return perr(ps, at, "duplicate key \"%.64s\" in the object that ends here",
+			    dup->u.s);
 	return 0;
 }
 
@@ -827,7 +866,7 @@ static int close_container(struct fr_json_in *ps)
 	int rc;
 
 	if (v->type == FR_VAL_OBJECT &&
-	    (rc = check_duplicates(ps, ps->items + o->first, n / 2, ps->p)))
+	    (rc = check_duplicates(ps, ps->items + o->first, n / 2, 2, ps->p)))
 		return rc;
 	if (n) {
 		v->u.items = alloc(ps->d, n * sizeof(*v->u.items));
@@ -877,7 +916,11 @@ static int skip_array(struct fr_json_in *ps)
 		} else if (*ps->p == '{') {
 			struct fr_val *o;
 
-			if ((rc = parse(ps, ps->depth, &o)))
+			/* The arrays open here count towards its depth. */
+			ps->depth += levels;
+			rc = parse(ps, ps->depth, &o);
+			ps->depth -= levels;
+			if (rc)
 				return rc;
 		} else if ((rc = scalar(ps, &dummy))) {
 			return rc;
@@ -1028,6 +1071,12 @@ int fr_json_value(struct fr_json_in *ps, struct fr_doc *d, struct fr_val **out)
 	return rc;
 }
 
+char fr_json_peek(struct fr_json_in *ps)
+{
+	skip_ws(ps);
+	return ps->p < ps->end ? *ps->p : '\0';
+}
+
 bool fr_json_accept(struct fr_json_in *ps, char c)
 {
 	skip_ws(ps);
@@ -1083,10 +1132,35 @@ int fr_json_key(struct fr_json_in *ps, struct fr_doc *d, struct fr_val **key)
 	return fr_json_expect(ps, ':', "':' after an object key");
 }
 
+/* Keeps key `k` of a member the caller does not know, for the duplicate
+ * check at the end of its object. */
+static int keep_unknown(struct fr_json_in *ps, struct fr_val ***keys, size_t *n, size_t *cap,
+			const struct fr_val *k)
+{
+	struct fr_val *copy = val_new(ps->d, FR_VAL_STRING);
+
+	if (!copy)
+		return -ENOMEM;
+	*copy = *k;
+	if (*n == *cap) {
+		size_t ncap = *cap ? 2 * *cap : 8;
+		struct fr_val **a = realloc(*keys, ncap * sizeof(*a));
+
+		if (!a)
+			return -ENOMEM;
+		*keys = a;
+		*cap = ncap;
+	}
+	(*keys)[(*n)++] = copy;
+	return 0;
+}
+
 int fr_json_object(struct fr_json_in *ps, struct fr_doc *d, const struct fr_json_key *keys,
 		   int nkeys, struct fr_val *vals, uint64_t *present)
 {
 	struct fr_doc *outer = ps->d;
+	struct fr_val **unknown = NULL;
+	size_t nunknown = 0, capunknown = 0;
 	int guess = 0;
 	char b[16];
 	int rc = 0;
@@ -1095,12 +1169,16 @@ int fr_json_object(struct fr_json_in *ps, struct fr_doc *d, const struct fr_json
 	skip_ws(ps);
 	if (ps->p >= ps->end || *ps->p != '{')
 		return perr(ps, ps->p, "expected an object, got %s", seen(ps, ps->p, b));
+	if (ps->depth == FR_VAL_DEPTH_MAX)
+		return perr(ps, ps->p, "nested deeper than %d", FR_VAL_DEPTH_MAX);
 	ps->p++;
 	skip_ws(ps);
 	if (ps->p < ps->end && *ps->p == '}') {
 		ps->p++;
 		return 0;
 	}
+	/* The object counts towards the depth of what it holds. */
+	ps->depth++;
 	ps->d = d;
 	for (;;) {
 		struct fr_val *v;
@@ -1120,6 +1198,7 @@ int fr_json_object(struct fr_json_in *ps, struct fr_doc *d, const struct fr_json
 				break;
 			}
 			ps->p++;
+			memset(&key, 0, sizeof(key));
 			if ((rc = string(ps, &key)))
 				break;
 			for (int i = 0; i < nkeys; i++) {
@@ -1128,6 +1207,9 @@ int fr_json_object(struct fr_json_in *ps, struct fr_doc *d, const struct fr_json
 					break;
 				}
 			}
+			if (index < 0 &&
+			    (rc = keep_unknown(ps, &unknown, &nunknown, &capunknown, &key)))
+				break;
 			skip_ws(ps);
 			if (ps->p >= ps->end || *ps->p != ':') {
 				rc = perr(ps, ps->p, "expected ':' after an object key, got %s",
@@ -1172,11 +1254,16 @@ int fr_json_object(struct fr_json_in *ps, struct fr_doc *d, const struct fr_json
 		}
 		if (ps->p < ps->end && *ps->p == '}') {
 			ps->p++;
+			/* Members of other keys may not repeat either. */
+			if (nunknown > 1)
+				rc = check_duplicates(ps, unknown, nunknown, 1, ps->p - 1);
 			break;
 		}
 		rc = perr(ps, ps->p, "expected ',' or '}' in an object, got %s", seen(ps, ps->p, b));
 		break;
 	}
+	free(unknown);
+	ps->depth--;
 	ps->d = outer;
 	return rc;
 }

@@ -138,6 +138,8 @@ int fr_json_parse_with(struct fr_doc *d, const char *buf, size_t len,
 
 /* One value at the cursor into `d`, as fr_json_parse would. */
 int fr_json_value(struct fr_json_in *in, struct fr_doc *d, struct fr_val **out);
+/* Skips white space; the next byte, or '\0' at the end of the text. */
+char fr_json_peek(struct fr_json_in *in);
 /* Skips white space; consumes `c` and returns true if it is next. */
 bool fr_json_accept(struct fr_json_in *in, char c);
 /* Same, or fails: "expected `what`, got ...". */

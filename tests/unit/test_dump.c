@@ -1061,6 +1061,117 @@ static void test_parse_not_json(void **state)
 	assert_contains(err, "empty.json: invalid JSON");
 }
 
+/*
+ * The dump reader reads a dump's entries straight from its text (a hook in
+ * the JSON parser); a tree of the same text read by fr_dump_from_val()
+ * must give the same trace, or the same error, in every variant.
+ */
+static void expect_same_both_ways(const char *text, const char *what)
+{
+	struct fr_trace a, b;
+	struct fr_doc *d = fr_doc_new();
+	struct fr_val *root;
+	char ea[512] = "", eb[512] = "";
+	int ra, rb;
+
+	ra = fr_dump_parse(text, strlen(text), "v.json", &a, ea, sizeof(ea));
+	if (fr_json_parse(d, text, strlen(text), &root, eb, sizeof(eb)) == 0) {
+		rb = fr_dump_from_val(root, "v.json", &b, eb, sizeof(eb));
+	} else {
+		/* Not JSON: the hook path must say so too. */
+		rb = -EPROTO;
+		memset(&b, 0, sizeof(b));
+		if (!strstr(ea, "invalid JSON"))
+			fail_msg("%s: \"%s\" for text the parser refuses (%s)", what, ea, eb);
+		snprintf(eb, sizeof(eb), "%s", ea);
+	}
+	if (ra != rb || strcmp(ea, eb) != 0)
+		fail_msg("%s: text path %d \"%s\", tree path %d \"%s\"", what, ra, ea, rb, eb);
+	assert_int_equal(a.nops, b.nops);
+	for (size_t i = 0; i < a.nops; i++) {
+		assert_string_equal(a.ops[i].comm, b.ops[i].comm);
+		assert_int_equal(a.ops[i].seq, b.ops[i].seq);
+		assert_int_equal(a.ops[i].type, b.ops[i].type);
+		assert_int_equal(a.ops[i].count, b.ops[i].count);
+		assert_int_equal(a.ops[i].t_entered_ns, b.ops[i].t_entered_ns);
+		assert_string_equal(a.ops[i].dtype, b.ops[i].dtype);
+	}
+	fr_trace_free(&a);
+	fr_trace_free(&b);
+	fr_doc_free(d);
+}
+
+/* Replaces the first `from` in `text` by `to`; a new string. */
+static char *edit(const char *text, const char *from, const char *to)
+{
+	const char *at = strstr(text, from);
+	char *out;
+
+	assert_non_null(at);
+	out = malloc(strlen(text) + strlen(to) + 1);
+	assert_non_null(out);
+	sprintf(out, "%.*s%s%s", (int)(at - text), text, to, at + strlen(from));
+	return out;
+}
+
+static void test_text_and_tree_agree(void **state)
+{
+	static const struct {
+		const char *what, *from, *to;
+	} variants[] = {
+		{ "as written", "\"job\"", "\"job\"" },
+		{ "keys in another order", "\"record_id\": 40, \"pg_id\": \"world\",",
+		  "\"pg_id\": \"world\", \"record_id\": 40," },
+		{ "an escaped key", "\"collective_seq_id\": 7", "\"collective\\u005fseq_id\": 7" },
+		{ "an unknown key", "\"record_id\": 40,", "\"record_id\": 40, \"later\": [1, {}]," },
+		{ "an unknown key twice", "\"record_id\": 40,", "\"x\": 1, \"record_id\": 40, \"x\": 2," },
+		{ "a known key twice", "\"record_id\": 40,", "\"record_id\": 40, \"record_id\": 41," },
+		{ "an entry that is not an object", "\"entries\": [", "\"entries\": [5, " },
+		{ "entries null", "\"entries\": [", "\"entries\": null, \"x\": [" },
+		{ "entries an object", "\"entries\": [", "\"entries\": {}, \"x\": [" },
+		{ "a bad field", "\"collective_seq_id\": 7", "\"collective_seq_id\": \"7\"" },
+		{ "another major version", "\"version\": \"1.3\"", "\"version\": \"9.0\"" },
+		{ "another format", "\"flightrec-dump\"", "\"other-tool\"" },
+		{ "no format", "\"format\": \"flightrec-dump\",", "" },
+		{ "an unknown state", "\"state\": \"completed\"", "\"state\": \"weird\"" },
+	};
+	char *path = data_path("good-rank-0.json");
+	struct fr_trace t;
+	char *text;
+	char err[256];
+	FILE *f;
+	long len;
+
+	(void)state;
+	f = fopen(path, "rb");
+	assert_non_null(f);
+	fseek(f, 0, SEEK_END);
+	len = ftell(f);
+	rewind(f);
+	text = calloc(1, (size_t)len + 1);
+	assert_int_equal(fread(text, 1, (size_t)len, f), (size_t)len);
+	fclose(f);
+	for (size_t i = 0; i < sizeof(variants) / sizeof(variants[0]); i++) {
+		char *v = edit(text, variants[i].from, variants[i].to);
+
+		expect_same_both_ways(v, variants[i].what);
+		free(v);
+	}
+	/* Another major version with a bad entry: the version is what is wrong. */
+	{
+		char *v1 = edit(text, "\"version\": \"1.3\"", "\"version\": \"9.0\"");
+		char *v2 = edit(v1, "\"state\": \"completed\"", "\"state\": \"weird\"");
+
+		assert_int_equal(fr_dump_parse(v2, strlen(v2), "v.json", &t, err, sizeof(err)),
+				 -EPROTONOSUPPORT);
+		assert_contains(err, "version 9.0 is not supported");
+		free(v1);
+		free(v2);
+	}
+	free(text);
+	free(path);
+}
+
 /* ------------------------------------------------------------------ */
 
 static char *make_temp_dir(void)
@@ -1739,6 +1850,7 @@ int main(void)
 		cmocka_unit_test(test_unknown_members),
 		cmocka_unit_test(test_read_world_size_bounds),
 		cmocka_unit_test(test_parse_not_json),
+		cmocka_unit_test(test_text_and_tree_agree),
 		cmocka_unit_test(test_read_too_big),
 		cmocka_unit_test(test_atomic_write_and_replace),
 		cmocka_unit_test(test_atomic_write_missing_dir),

@@ -660,7 +660,21 @@ static void test_duplicate_keys(void **state)
 	/* A dict with the keys of the dict before, then one of them again. */
 	expect_json(PK("\x80\x04](}(\x8c\x01" "a\x94K\x01\x8c\x01" "b\x94K\x02u"
 		       "}(h\x00K\x03h\x01K\x04uh\x00K\x05se."),
-		    "[{\"a\":1,\"b\":2},{\"a\":5,\"b\":4}]");
+		    "[{\"a\":1,\"b\":2},{\"a\":5,\"b\":4}]");	/*
+	 * Keys written anew in each dict (no memo), as pickle.dumps writes
+	 * data loaded from JSON: the second dict follows the first's keys by
+	 * their text, then leaves them; the third must not trip on the model
+	 * the second left (it once dereferenced a key without a canon):
+	 * [{'a': 1, 'b': 2}, {'a': 1, 'c': 2}, {'x': 1}].
+	 */
+	expect_json(PK("\x80\x02](}(\x8c\x01" "aK\x01\x8c\x01" "bK\x02u}(\x8c\x01" "aK\x01"
+		       "\x8c\x01" "cK\x02u}(\x8c\x01" "xK\x01ue."),
+		    "[{\"a\":1,\"b\":2},{\"a\":1,\"c\":2},{\"x\":1}]");
+	/* The same with the keys of the first dict repeated further on. */
+	expect_json(PK("\x80\x02](}(\x8c\x01" "aK\x01\x8c\x01" "bK\x02u}(\x8c\x01" "aK\x01"
+		       "\x8c\x01" "cK\x02u}(\x8c\x01" "aK\x03\x8c\x01" "cK\x04\x8c\x01" "aK\x05u"
+		       "}(\x8c\x01" "bK\x06ue."),
+		    "[{\"a\":1,\"b\":2},{\"a\":1,\"c\":2},{\"a\":5,\"c\":4},{\"b\":6}]");
 }
 
 /*

@@ -161,12 +161,47 @@ static void test_refusals(void **state)
 	assert_non_null(strstr(err, "evil: offset 2: opcode 0x63 (GLOBAL) is not allowed"));
 }
 
+/*
+ * A pickle can list one entry a million times through its memo, two bytes
+ * each; each would become an operation of 192 bytes. Such a file is
+ * refused with what it is, not read into gigabytes.
+ */
+static void test_repeated_entries_refused(void **state)
+{
+	static const char head[] =
+		"\x80\x02}(X\x07\x00\x00\x00version" "X\x03\x00\x00\x00" "2.4"
+		"X\x09\x00\x00\x00pg_config}X\x09\x00\x00\x00pg_status}"
+		"X\x07\x00\x00\x00" "entries](}(X\x09\x00\x00\x00record_idK\x01u" "q\x00";
+	static const char tail[] = "eu.";
+	size_t n = 100000, len = sizeof(head) - 1 + 2 * n + sizeof(tail) - 1;
+	char *buf = malloc(len);
+	char err[512];
+	struct fr_trace t;
+	size_t at = sizeof(head) - 1;
+
+	(void)state;
+	assert_non_null(buf);
+	memcpy(buf, head, sizeof(head) - 1);
+	for (size_t i = 0; i < n; i++) {
+		buf[at++] = 'h';
+		buf[at++] = '\x00';
+	}
+	memcpy(buf + at, tail, sizeof(tail) - 1);
+	assert_int_equal(fr_pytorch_parse(buf, len, "memo", 0, DUMP_TIME, &t, err, sizeof(err)),
+			 -EPROTO);
+	if (!strstr(err, "memo: 100001 entries in"))
+		fail_msg("%s", err);
+	assert_non_null(strstr(err, "repeated through the pickle's memo"));
+	free(buf);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_rank_from_name),
 		cmocka_unit_test(test_pickles_and_json_agree),
 		cmocka_unit_test(test_refusals),
+		cmocka_unit_test(test_repeated_entries_refused),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include <cmocka.h>
 #include <jansson.h>
@@ -255,6 +256,99 @@ static void test_hook_reads_member_in_place(void **state)
 	fr_doc_free(s.scratch);
 }
 
+/*
+ * Large objects: duplicates are found wherever they are, and the check
+ * stays fast (it once compared every key with every key before it once
+ * 256 distinct keys had filled its filter: minutes for a 2 MB object).
+ */
+static void test_large_objects(void **state)
+{
+	size_t n = 200000, cap = n * 16 + 64, len = 0;
+	char *text = malloc(cap);
+	char err[256];
+	struct timespec t0, t1;
+	json_t *j;
+	int rc;
+
+	(void)state;
+	assert_non_null(text);
+	text[len++] = '{';
+	for (size_t i = 0; i < n; i++)
+		len += (size_t)snprintf(text + len, cap - len, "%s\"k%zu\":%zu", i ? "," : "", i, i);
+	text[len++] = '}';
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	j = ours(text, len, err, sizeof(err), &rc);
+	clock_gettime(CLOCK_MONOTONIC, &t1);
+	assert_non_null(j);
+	assert_int_equal(json_object_size(j), n);
+	json_decref(j);
+	/* Generous: about 0.1 s here; the quadratic check took minutes. */
+	assert_true((t1.tv_sec - t0.tv_sec) + (t1.tv_nsec - t0.tv_nsec) / 1e9 < 5.0);
+
+	/* The last key repeats one from the middle. */
+	text[len - 1] = ',';
+	len += (size_t)snprintf(text + len, cap - len, "\"k%zu\":0}", n / 2);
+	j = ours(text, len, err, sizeof(err), &rc);
+	assert_null(j);
+	assert_int_equal(rc, -EPROTO);
+	assert_non_null(strstr(err, "duplicate key \"k100000\""));
+	free(text);
+}
+
+/* The object reader refuses what the tree parser refuses: an unknown key
+ * given twice, and nesting past the limit. */
+static int read_one_object(struct fr_json_in *in, void *arg)
+{
+	struct fr_val v[4];
+	uint64_t seen;
+
+	return fr_json_object(in, arg, keys, 3, v, &seen);
+}
+
+static void test_object_reader_strict(void **state)
+{
+	struct fr_doc *d = fr_doc_new(), *scratch = fr_doc_new();
+	struct fr_json_hook hook = { "o", read_one_object, scratch };
+	char *deep = malloc(2000);
+	struct fr_val *root;
+	char err[256];
+	size_t len = 0;
+	const char *good = "{\"o\": {\"n\": 1, \"u\": 2, \"w\": 3}}";
+	const char *twice = "{\"o\": {\"u\": 1, \"n\": 2, \"u\": 3}}";
+
+	(void)state;
+	assert_int_equal(fr_json_parse_with(d, good, strlen(good), &hook, &root, err, sizeof(err)), 0);
+	assert_int_equal(fr_json_parse_with(d, twice, strlen(twice), &hook, &root, err, sizeof(err)),
+			 -EPROTO);
+	assert_non_null(strstr(err, "duplicate key \"u\""));
+	/*
+	 * At the limit the object reader and the tree parser agree: the top
+	 * object, "o" and 254 arrays make 256 levels, read; one more is not,
+	 * whether the arrays are kept ("y") or checked and dropped ("x").
+	 */
+	for (int arrays = 254; arrays <= 255; arrays++) {
+		for (int k = 0; k < 2; k++) {
+			struct fr_val *tree;
+			int want = arrays == 254 ? 0 : -EPROTO;
+
+			len = (size_t)sprintf(deep, "{\"o\": {\"%c\": ", k ? 'x' : 'y');
+			for (int i = 0; i < arrays; i++)
+				deep[len++] = '[';
+			for (int i = 0; i < arrays; i++)
+				deep[len++] = ']';
+			len += (size_t)sprintf(deep + len, "}}");
+			assert_int_equal(fr_json_parse(d, deep, len, &tree, err, sizeof(err)), want);
+			assert_int_equal(fr_json_parse_with(d, deep, len, &hook, &root, err, sizeof(err)),
+					 want);
+			if (want)
+				assert_non_null(strstr(err, "nested deeper than"));
+		}
+	}
+	free(deep);
+	fr_doc_free(scratch);
+	fr_doc_free(d);
+}
+
 static void test_builders_and_lookup(void **state)
 {
 	struct fr_doc *d = fr_doc_new();
@@ -297,6 +391,8 @@ int main(void)
 		cmocka_unit_test(test_every_prefix_refused),
 		cmocka_unit_test(test_corruptions_agree_with_jansson),
 		cmocka_unit_test(test_hook_reads_member_in_place),
+		cmocka_unit_test(test_large_objects),
+		cmocka_unit_test(test_object_reader_strict),
 		cmocka_unit_test(test_builders_and_lookup),
 	};
 
