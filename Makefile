@@ -144,7 +144,7 @@ $(NCCL_FAKE): tests/nccl/build.sh $(wildcard tests/nccl/*.c) tests/planted.h \
 		$(if $(SANITIZE),-fsanitize=$(SANITIZE) -fno-omit-frame-pointer)" \
 		tests/nccl/build.sh $(dir $@)
 
-unit: $(UNIT_TESTS)
+unit: $(UNIT_TESTS) $(CLI)
 	$(Q)tests/run-unit $(UNIT_TESTS)
 
 e2e: all $(MPI_PROGS) $(NCCL_FAKE)
