@@ -186,6 +186,9 @@ install:
 	chmod 0644 $(DESTDIR)$(PREFIX)/lib/systemd/system/flightrecd.service
 	test -e $(DESTDIR)/etc/default/flightrecd || \
 		install -m 0644 systemd/flightrecd.default $(DESTDIR)/etc/default/flightrecd
+	install -d $(DESTDIR)/etc/flightrec
+	test -e $(DESTDIR)/etc/flightrec/flightrecd.conf || \
+		install -m 0644 systemd/flightrecd.conf $(DESTDIR)/etc/flightrec/flightrecd.conf
 
 clean:
 	rm -rf $(BUILD)

@@ -8,6 +8,15 @@
  * unreachable, updates are dropped (the recorder keeps running) and the
  * thread reconnects with backoff; when no daemon is reachable and an
  * operation exceeds FLIGHTREC_TIMEOUT, it writes a local dump by itself.
+ *
+ * With FLIGHTREC_TOKEN_FILE, the link waits after connecting for the
+ * daemon's CHALLENGE and answers it with AUTH, the proof of the token for
+ * the HELLO that follows (protocol/PROTOCOL.md); the token never leaves
+ * the process. A daemon that sends no challenge within CHALLENGE_WAIT_MS
+ * has no token (or predates them) and gets a plain HELLO. A token file
+ * that cannot be read is said once on stderr and the agent connects
+ * without a token: a daemon that requires one refuses it (the agent then
+ * records and dumps locally), one that does not serves it.
  */
 #include "agent.h"
 
@@ -37,8 +46,13 @@
 /* Progress is dropped rather than queued past this much unsent data. */
 #define MAX_QUEUED (4u << 20)
 #define STOP_GRACE_MS 1000
+/* How long a link with a token waits for the daemon's CHALLENGE. */
+#define CHALLENGE_WAIT_MS 2000
+/* After the daemon refused the token, try again this much later. */
+#define REFUSED_BACKOFF_MS 30000
 
-enum link_state { LINK_IDLE, LINK_CONNECTING, LINK_UP, LINK_CLOSING };
+/* LINK_AUTH: connected, waiting for the CHALLENGE before saying anything. */
+enum link_state { LINK_IDLE, LINK_CONNECTING, LINK_AUTH, LINK_UP, LINK_CLOSING };
 
 struct link {
 	pthread_t thread;
@@ -47,6 +61,7 @@ struct link {
 	uv_async_t wake;
 	uv_timer_t tick;
 	uv_timer_t retry;
+	uv_timer_t challenge;             /* CHALLENGE_WAIT_MS in LINK_AUTH */
 	uv_tcp_t tcp;
 	uv_connect_t connect_req;
 	enum link_state state;
@@ -65,6 +80,13 @@ struct link {
 	uint64_t local_dumped;       /* record id + 1 of the op last dumped locally */
 	bool stopping;
 	bool goodbye_on_connect;     /* stopping while the connection was being made */
+	/* FLIGHTREC_TOKEN_FILE, taken at start; its token, read on this thread
+	 * before the first connection. */
+	char token_path[512];
+	bool token_loaded;
+	struct fr_token token;
+	bool no_challenge_logged;
+	uint32_t refusals_logged;    /* bit per ERROR code said on stderr */
 	/* Set by other threads, read by the loop after a wake. */
 	pthread_mutex_t lock;
 	bool stop_requested;
@@ -138,20 +160,33 @@ static uint64_t mono_ms(void)
 
 /* ---- what is sent ---- */
 
-static void send_hello(void)
+static void build_hello(struct fr_msg_hello *h)
 {
-	struct fr_msg_hello h;
 	const struct fr_identity *id = &fr_agent.id;
 
-	memset(&h, 0, sizeof(h));
-	memcpy(h.job, id->job, sizeof(h.job));
-	h.rank = id->rank;
-	h.world_size = id->world_size;
-	h.pid = id->pid;
-	memcpy(h.host, id->host, sizeof(h.host));
-	h.ring_capacity = (uint32_t)fr_agent.ring.capacity;
-	h.start_ns = id->start_ns;
-	memcpy(h.comm_lib, id->comm_lib, sizeof(h.comm_lib));
+	memset(h, 0, sizeof(*h));
+	memcpy(h->job, id->job, sizeof(h->job));
+	h->rank = id->rank;
+	h->world_size = id->world_size;
+	h->pid = id->pid;
+	memcpy(h->host, id->host, sizeof(h->host));
+	h->ring_capacity = (uint32_t)fr_agent.ring.capacity;
+	h->start_ns = id->start_ns;
+	memcpy(h->comm_lib, id->comm_lib, sizeof(h->comm_lib));
+}
+
+/* HELLO, preceded by AUTH when the daemon sent `nonce` (NULL: it did not). */
+static void send_hello(const uint8_t *nonce)
+{
+	struct fr_msg_hello h;
+
+	build_hello(&h);
+	if (nonce) {
+		struct fr_msg_auth a;
+
+		if (fr_wire_auth_proof(&L.token, nonce, &h, a.proof) == 0)
+			SEND_MSG(auth, &a, false);
+	}
 	SEND_MSG(hello, &h, false);
 }
 
@@ -402,9 +437,15 @@ static void on_closed(uv_handle_t *h)
 	retry_later();
 }
 
+static bool link_open(void)
+{
+	return L.state == LINK_UP || L.state == LINK_CONNECTING || L.state == LINK_AUTH;
+}
+
 static void disconnect(void)
 {
-	if (L.state == LINK_UP || L.state == LINK_CONNECTING) {
+	uv_timer_stop(&L.challenge);
+	if (link_open()) {
 		L.state = LINK_CLOSING;
 		uv_close((uv_handle_t *)&L.tcp, on_closed);
 	}
@@ -427,21 +468,73 @@ static void on_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf)
 	*buf = uv_buf_init((char *)L.rbuf + L.rlen, (unsigned)(L.rcap - L.rlen));
 }
 
+static void link_up(const uint8_t *nonce);
+
+/* The daemon's refusal: said once per reason, then the link closes. */
+static void on_refused(const struct fr_msg_error *e)
+{
+	char msg[FR_REASON_MAX + 1];
+	uint32_t bit = e->code < 32 ? 1u << e->code : 1u;
+
+	if (e->code == FR_WIRE_ERR_AUTH_REQUIRED || e->code == FR_WIRE_ERR_AUTH_FAILED)
+		L.backoff_ms = REFUSED_BACKOFF_MS;
+	if (L.refusals_logged & bit)
+		return;
+	L.refusals_logged |= bit;
+	/* Printable only: it is the daemon's text on the application's stderr. */
+	for (size_t i = 0;; i++) {
+		msg[i] = e->message[i] >= 0x20 && e->message[i] < 0x7f ? e->message[i] : '?';
+		if (!e->message[i]) {
+			msg[i] = '\0';
+			break;
+		}
+	}
+	fprintf(stderr, "flightrec: rank %u: the daemon at %s refused the connection: %s (code %u)%s\n",
+		fr_agent.id.rank, fr_agent.cfg.addr, msg, e->code,
+		L.backoff_ms == REFUSED_BACKOFF_MS ? "; recording locally, retrying every 30 s" : "");
+}
+
+/*
+ * Returns 0, 1 when the daemon refused the connection (close without
+ * complaint), or a negative errno for a frame that is not acceptable.
+ */
 static int handle_frame(const struct fr_wire_header *h, const uint8_t *payload)
 {
 	struct fr_msg_dump_request req;
+	struct fr_msg_challenge ch;
+	struct fr_msg_error e;
 	int rc;
 
-	if (h->type != FR_MSG_DUMP_REQUEST)
+	switch (h->type) {
+	case FR_MSG_DUMP_REQUEST:
+		rc = fr_wire_dump_request_decode(payload, h->length, &req);
+		if (rc < 0)
+			return rc;
+		/* The incident id names a directory: accept only safe ones. */
+		if (!fr_wire_valid_name(req.incident))
+			return -EPROTO;
+		dump(req.incident, req.reason);
+		return 0;
+	case FR_MSG_CHALLENGE:
+		rc = fr_wire_challenge_decode(payload, h->length, &ch);
+		if (rc < 0)
+			return rc;
+		/* Without a token, or after giving up waiting, there is nothing
+		 * to answer: the daemon's ERROR says the rest. */
+		if (L.state == LINK_AUTH) {
+			uv_timer_stop(&L.challenge);
+			link_up(ch.nonce);
+		}
+		return 0;
+	case FR_MSG_ERROR:
+		rc = fr_wire_error_decode(payload, h->length, &e);
+		if (rc < 0)
+			return rc;
+		on_refused(&e);
+		return 1;
+	default:
 		return 0; /* nothing else is meant for agents; ignore */
-	rc = fr_wire_dump_request_decode(payload, h->length, &req);
-	if (rc < 0)
-		return rc;
-	/* The incident id names a directory: accept only safe ones. */
-	if (!fr_wire_valid_name(req.incident))
-		return -EPROTO;
-	dump(req.incident, req.reason);
-	return 0;
+	}
 }
 
 static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
@@ -463,6 +556,10 @@ static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
 			break;
 		if (rc == 0)
 			rc = handle_frame(&h, L.rbuf + off + FR_WIRE_HEADER_SIZE);
+		if (rc > 0) {
+			disconnect();
+			return;
+		}
 		if (rc < 0) {
 			fprintf(stderr, "flightrec: rank %u: bad frame from daemon (%s); reconnecting\n",
 				fr_agent.id.rank, strerror(-rc));
@@ -475,23 +572,19 @@ static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
 	L.rlen -= off;
 }
 
-static void on_connected(uv_connect_t *req, int status)
+/*
+ * The connection is ready for frames: says who this rank is (proving the
+ * token for `nonce` when the daemon challenged), then everything it knows.
+ */
+static void link_up(const uint8_t *nonce)
 {
-	(void)req;
-	if (status < 0) {
-		disconnect();
-		return;
-	}
 	L.state = LINK_UP;
-	L.backoff_ms = BACKOFF_MIN_MS;
 	L.comms_seen = 0;
 	memset(L.announced, 0, sizeof(L.announced));
 	memset(L.sent_entered, 0, sizeof(L.sent_entered));
 	memset(L.sent_completed, 0, sizeof(L.sent_completed));
 	L.inflight_sig = 0;
-	uv_tcp_nodelay(&L.tcp, 1);
-	uv_read_start((uv_stream_t *)&L.tcp, on_alloc, on_read);
-	send_hello();
+	send_hello(nonce);
 	announce_comms();
 	send_progress(true);
 	send_heartbeat();
@@ -501,6 +594,63 @@ static void on_connected(uv_connect_t *req, int status)
 		uv_timer_stop(&L.tick);
 		say_goodbye();
 	}
+}
+
+static void on_challenge_timeout(uv_timer_t *t)
+{
+	(void)t;
+	if (L.state != LINK_AUTH)
+		return;
+	if (!L.no_challenge_logged) {
+		L.no_challenge_logged = true;
+		fprintf(stderr, "flightrec: rank %u: the daemon at %s did not ask for the token (it has none, or predates them); connecting without it\n",
+			fr_agent.id.rank, fr_agent.cfg.addr);
+	}
+	link_up(NULL);
+}
+
+static void on_connected(uv_connect_t *req, int status)
+{
+	(void)req;
+	if (status < 0) {
+		disconnect();
+		return;
+	}
+	L.backoff_ms = BACKOFF_MIN_MS;
+	uv_tcp_nodelay(&L.tcp, 1);
+	uv_read_start((uv_stream_t *)&L.tcp, on_alloc, on_read);
+	if (!L.token.len) {
+		link_up(NULL);
+		return;
+	}
+	L.state = LINK_AUTH;
+	/* Stopping already: the goodbye must fit in its grace period. */
+	uv_timer_start(&L.challenge, on_challenge_timeout,
+		       L.goodbye_on_connect ? STOP_GRACE_MS / 2 : CHALLENGE_WAIT_MS, 0);
+}
+
+/*
+ * Reads FLIGHTREC_TOKEN_FILE once, on this thread, so that a slow file
+ * system never holds up the application's MPI_Init.
+ */
+static void load_token(void)
+{
+	const char *why;
+	bool others;
+	int rc;
+
+	L.token_loaded = true;
+	if (!L.token_path[0])
+		return;
+	rc = fr_wire_token_read(L.token_path, &L.token, &why, &others);
+	if (rc) {
+		fprintf(stderr, "flightrec: rank %u: FLIGHTREC_TOKEN_FILE=%s: %s; connecting without a token\n",
+			fr_agent.id.rank, L.token_path, why ? why : strerror(-rc));
+		return;
+	}
+	if (others && fr_agent.id.rank == 0)
+		fprintf(stderr, "flightrec: FLIGHTREC_TOKEN_FILE=%s is readable by other users\n",
+			L.token_path);
 }
 
 /*
@@ -531,6 +681,8 @@ static void start_connect(void)
 
 	if (!L.have_addr || L.stopping || L.state != LINK_IDLE)
 		return;
+	if (!L.token_loaded)
+		load_token();
 	memset(&addr, 0, sizeof(addr));
 	if (resolve(&addr) < 0 || uv_tcp_init(&L.loop, &L.tcp) < 0) {
 		retry_later();
@@ -613,12 +765,12 @@ static void on_tick(uv_timer_t *t)
 static void close_all(void)
 {
 	uv_handle_t *handles[] = { (uv_handle_t *)&L.wake, (uv_handle_t *)&L.tick,
-				   (uv_handle_t *)&L.retry };
+				   (uv_handle_t *)&L.retry, (uv_handle_t *)&L.challenge };
 
 	for (size_t i = 0; i < sizeof(handles) / sizeof(handles[0]); i++)
 		if (!uv_is_closing(handles[i]))
 			uv_close(handles[i], NULL);
-	if (L.state == LINK_UP || L.state == LINK_CONNECTING) {
+	if (link_open()) {
 		L.state = LINK_CLOSING;
 		uv_close((uv_handle_t *)&L.tcp, on_closed);
 	}
@@ -668,9 +820,12 @@ static void begin_stop(void)
 	L.stopping = true;
 	if (L.state == LINK_UP) {
 		say_goodbye();
-	} else if (L.state == LINK_CONNECTING) {
+	} else if (L.state == LINK_CONNECTING || L.state == LINK_AUTH) {
 		L.goodbye_on_connect = true;
 		uv_timer_start(&L.tick, on_grace, STOP_GRACE_MS, 0);
+		/* Still waiting for a challenge: not past half the grace. */
+		if (L.state == LINK_AUTH)
+			uv_timer_start(&L.challenge, on_challenge_timeout, STOP_GRACE_MS / 2, 0);
 	} else {
 		close_all();
 	}
@@ -709,12 +864,20 @@ static void *link_main(void *arg)
 
 int fr_link_start(void)
 {
+	const char *token_path;
 	sigset_t all, old;
 	int rc;
 
 	memset(&L, 0, sizeof(L));
 	pthread_mutex_init(&L.lock, NULL);
 	L.backoff_ms = BACKOFF_MIN_MS;
+	/* Read here, with the application's other settings; the file itself
+	 * is read on the link thread. */
+	token_path = getenv("FLIGHTREC_TOKEN_FILE");
+	if (token_path && strlen(token_path) < sizeof(L.token_path))
+		snprintf(L.token_path, sizeof(L.token_path), "%s", token_path);
+	else if (token_path && *token_path)
+		fprintf(stderr, "flightrec: FLIGHTREC_TOKEN_FILE is too long a path; connecting without a token\n");
 	if (fr_agent.cfg.addr[0]) {
 		L.have_addr = parse_addr(fr_agent.cfg.addr);
 		if (!L.have_addr)
@@ -727,6 +890,7 @@ int fr_link_start(void)
 	uv_async_init(&L.loop, &L.wake, on_wake);
 	uv_timer_init(&L.loop, &L.tick);
 	uv_timer_init(&L.loop, &L.retry);
+	uv_timer_init(&L.loop, &L.challenge);
 	uv_timer_start(&L.tick, on_tick, TICK_MS, TICK_MS);
 	/* The first connection attempt (which may resolve a host name) runs
 	 * on the link thread, never in the application's MPI_Init. */
@@ -766,6 +930,7 @@ void fr_link_stop(void)
 	uv_loop_close(&L.loop);
 	free(L.rbuf);
 	L.rbuf = NULL;
+	explicit_bzero(&L.token, sizeof(L.token));
 }
 
 int fr_link_request_dump(const char *reason)
@@ -784,7 +949,7 @@ void fr_link_forget_in_child(void)
 {
 	/* The child must not hold the parent's connection open: when the
 	 * parent dies, the daemon should see the disconnect at once. */
-	if (L.state == LINK_UP || L.state == LINK_CONNECTING) {
+	if (link_open()) {
 		uv_os_fd_t fd;
 
 		if (uv_fileno((uv_handle_t *)&L.tcp, &fd) == 0)

@@ -18,6 +18,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 #include <sys/socket.h>
+#include <sys/un.h>
 #include <netinet/in.h>
 #include <arpa/inet.h>
 #include <jansson.h>
@@ -50,10 +51,17 @@
 #define DAEMON_WATCHDOG_MS 100
 
 struct MHD_Daemon;
+struct option;
 struct conn;
 struct incident;
 
+/*
+ * What the command line and the --config file set. Reloading the file
+ * (SIGHUP) changes only the timeouts and the limits; the rest needs a
+ * restart.
+ */
 struct daemon_config {
+	const char *config_file;    /* NULL: none */
 	struct sockaddr_storage listen_addr;
 	struct sockaddr_storage http_addr;
 	const char *dump_dir;
@@ -63,6 +71,9 @@ struct daemon_config {
 	double dump_deadline_s;     /* how long an incident waits for dumps */
 	uint64_t max_dump_size;
 	uint32_t max_connections;
+	/* --token-file: NULL when agents need no proof and manual dumps are refused. */
+	const char *token_file;
+	struct fr_token token;      /* read from token_file by server_start() */
 };
 
 /* Monotonic counters exported by /metrics (guarded by the daemon's lock). */
@@ -70,6 +81,7 @@ struct daemon_metrics {
 	uint64_t frames_received;
 	uint64_t frames_rejected;
 	uint64_t connections_rejected;
+	uint64_t auth_failures;      /* agent connections without a valid proof */
 	uint64_t comms_dropped;
 	uint64_t incidents;
 	uint64_t dumps_received;
@@ -239,14 +251,43 @@ struct conn {
 	struct upload up;
 };
 
+/* The service manager's notify socket ($NOTIFY_SOCKET), when there is one. */
+struct notify {
+	bool enabled;
+	bool error_logged;          /* a failed send is logged once */
+	bool watchdog_started;
+	int fd;
+	struct sockaddr_un addr;
+	socklen_t addrlen;
+	char path[sizeof(((struct sockaddr_un *)0)->sun_path)];
+	uv_timer_t watchdog;        /* WATCHDOG=1 at half of $WATCHDOG_USEC */
+};
+
+/* The --config file's settings as arguments; see config_read(). */
+struct config_args {
+	const char *path;
+	int argc;
+	char **argv;                /* argv[0] is a program name, then "--key=value", owned */
+	unsigned *lines;            /* the line each argv[i] came from */
+};
+
 struct flightrecd {
 	struct daemon_config cfg;
+	/* The settings as configured, before port 0 became a bound port: what
+	 * a reload compares the file against. */
+	struct daemon_config configured;
+	/* The command line, kept to apply over the file again on a reload. */
+	int argc;
+	char **argv;
+	struct config_args file;    /* what cfg's strings from the file point into */
+	struct notify notify;
 	uv_loop_t *loop;
 	uv_tcp_t server;
 	uv_timer_t tick_timer;
 	uv_timer_t watchdog_timer;
 	uv_signal_t sigterm;
 	uv_signal_t sigint;
+	uv_signal_t sighup;         /* reloads the --config file */
 	struct MHD_Daemon *http;
 	uint16_t listen_port;
 	uint16_t http_port;
@@ -277,6 +318,39 @@ int daemon_format_addr(const struct sockaddr *sa, char *buf, size_t cap);
 /* Records the port actually bound (for port 0) in a configured address. */
 void daemon_set_port(struct sockaddr_storage *ss, uint16_t port);
 void daemon_stop(struct flightrecd *d);
+
+/*
+ * config.c: the --config file. config_read() turns FILE's "key = value"
+ * lines into arguments "--key=value" for the command-line parser, so the
+ * file takes exactly the command line's settings; a key must name one of
+ * `opts` that takes an argument, other than "config". Returns 0, or a
+ * negative errno with the file, the line and the reason in `err`; on
+ * success `out` owns its memory until config_args_free().
+ */
+int config_read(const char *path, const struct option *opts, struct config_args *out, char *err,
+		size_t errcap);
+void config_args_free(struct config_args *ca);
+/* Logs the settings in effect, after `when` ("startup", "reload"). */
+void config_log_settings(const struct daemon_config *cfg, const char *when);
+/*
+ * Applies what a reload may change from `next` to the running daemon (the
+ * caller holds the lock), logs each change and each setting that needs a
+ * restart; returns how many settings changed.
+ */
+int config_apply_reload(struct flightrecd *d, const struct daemon_config *next);
+
+/*
+ * notify.c: systemd's notification protocol. notify_init() reads
+ * $NOTIFY_SOCKET and $WATCHDOG_USEC and starts the watchdog pings; every
+ * function is a no-op without a socket and never fails the daemon.
+ */
+int notify_init(struct flightrecd *d);
+int notify_send(struct flightrecd *d, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+void notify_ready(struct flightrecd *d, const char *status);
+void notify_reloading(struct flightrecd *d);
+/* Says STOPPING=1; the pings continue but no longer hold the loop open. */
+void notify_stopping(struct flightrecd *d);
+void notify_close(struct flightrecd *d);
 
 /* server.c */
 int server_start(struct flightrecd *d);

@@ -3,6 +3,11 @@
  * and JSON views of jobs, their live verdicts and their incidents. Handlers
  * hold the daemon's lock while they read the registry and build their
  * answer, and never change it.
+ *
+ * The one request that acts, POST /v1/jobs/<job>/dump (a manual incident),
+ * needs the daemon's token as a bearer token. It is carried out on the
+ * event loop, which owns the state and the agents' connections: the
+ * handler hands it over (uv_async) and waits, bounded, for the answer.
  */
 #include "daemon.h"
 
@@ -12,12 +17,58 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
+#include <time.h>
 
 #include <microhttpd.h>
 
 #define HTTP_CONNECTION_LIMIT 64
 #define HTTP_CONNECTION_TIMEOUT_S 10
 #define JOBS_PREFIX "/v1/jobs"
+/* How long a manual dump request waits for the event loop to open it. */
+#define DUMP_CALL_TIMEOUT_S 5
+
+/*
+ * A manual dump request handed from the HTTP thread to the event loop, one
+ * at a time; everything but `async` is guarded by `lock`. One daemon per
+ * process, like the loop it belongs to.
+ */
+static struct {
+	pthread_mutex_t lock;
+	pthread_cond_t cond;
+	uv_async_t async;
+	bool ready;                 /* async is initialised and open */
+	bool busy;                  /* a request is being carried out */
+	uint64_t asked;             /* requests handed over ... */
+	uint64_t answered;          /* ... and answered (the loop is done with it) */
+	char job[FR_JOB_MAX + 1];
+	char client[INET6_ADDRSTRLEN + 8]; /* who asked, for the log */
+	/* The answer. */
+	unsigned status;
+	char incident[FR_INCIDENT_MAX + 1];
+	char path[1024];
+	uint32_t requested;
+	char error[160];
+} dump_call = {
+	.lock = PTHREAD_MUTEX_INITIALIZER,
+	.cond = PTHREAD_COND_INITIALIZER,
+};
+
+/* What a request that passed the first call keeps between calls. */
+static int request_seen;
+
+/*
+ * HTTP requests refused for their bearer token: counted here, by the HTTP
+ * thread, since only the loop changes the daemon's state.
+ */
+static atomic_uint_fast64_t http_auth_failures;
+
+/*
+ * The method a 405 names in its Allow header: POST for the one URL that
+ * takes it, GET for every other. Set by the router before it answers (one
+ * HTTP thread).
+ */
+static const char *allowed_method = "GET";
 
 static enum MHD_Result http_reply(struct MHD_Connection *mc, unsigned status,
 				  const char *type, char *body, size_t len)
@@ -32,7 +83,10 @@ static enum MHD_Result http_reply(struct MHD_Connection *mc, unsigned status,
 	}
 	MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, type);
 	if (status == MHD_HTTP_METHOD_NOT_ALLOWED)
-		MHD_add_response_header(resp, MHD_HTTP_HEADER_ALLOW, "GET");
+		MHD_add_response_header(resp, MHD_HTTP_HEADER_ALLOW, allowed_method);
+	if (status == MHD_HTTP_UNAUTHORIZED)
+		MHD_add_response_header(resp, MHD_HTTP_HEADER_WWW_AUTHENTICATE,
+					"Bearer realm=\"flightrecd\"");
 	ret = MHD_queue_response(mc, status, resp);
 	MHD_destroy_response(resp);
 	return ret;
@@ -116,6 +170,12 @@ static void write_metrics(struct flightrecd *d, FILE *f)
 	metric(f, "connections_rejected_total", "counter",
 	       "Agent connections refused: over --max-connections, or claiming a rank another live process holds.",
 	       m->connections_rejected);
+	metric(f, "auth_failures_total", "counter",
+	       "Agent connections refused for a missing or wrong proof of the token.",
+	       m->auth_failures);
+	metric(f, "http_auth_failures_total", "counter",
+	       "HTTP requests refused for a missing or wrong bearer token.",
+	       atomic_load(&http_auth_failures));
 	metric(f, "comms_dropped_total", "counter",
 	       "Communicators ignored because their job had too many.", m->comms_dropped);
 	metric(f, "incidents_total", "counter", "Incidents opened.", m->incidents);
@@ -299,16 +359,211 @@ static enum MHD_Result handle_job(struct flightrecd *d, struct MHD_Connection *m
 	return http_reply_json(mc, MHD_HTTP_OK, doc);
 }
 
-/* Routes /v1/jobs, /v1/jobs/<job> and /v1/jobs/<job>/incidents. */
+/*
+ * Carries out a manual dump request on the event loop: opens an incident
+ * for the job as the watchdog would, with reason "manual" and no trigger
+ * rank, and answers through dump_call. The watchdog's memory of the last
+ * stuck state it reported is left as it was, so that a manual incident
+ * neither hides a hang from it nor makes it report one twice.
+ */
+static void dump_call_run(struct flightrecd *d, const char *id, const char *client)
+{
+	struct incident_trigger t = { .reason = "manual", .rank = -1 };
+	struct fr_verdict v = { 0 };
+	struct live_view lv;
+	struct job *job;
+	unsigned status = MHD_HTTP_ACCEPTED;
+	char error[sizeof(dump_call.error)] = "";
+	char incident[FR_INCIDENT_MAX + 1] = "";
+	char path[sizeof(dump_call.path)] = "";
+	uint32_t requested = 0;
+
+	pthread_mutex_lock(&d->lock);
+	job = registry_job_find(d, id);
+	if (d->stopping) {
+		status = MHD_HTTP_SERVICE_UNAVAILABLE;
+		snprintf(error, sizeof(error), "the daemon is stopping");
+	} else if (!job) {
+		status = MHD_HTTP_NOT_FOUND;
+		snprintf(error, sizeof(error), "no such job");
+	} else if (job->active) {
+		status = MHD_HTTP_CONFLICT;
+		snprintf(error, sizeof(error), "incident %s of the job is being collected",
+			 job->nrecords ? job->records[job->nrecords - 1].id : "?");
+	} else if (!job->nconnected) {
+		status = MHD_HTTP_CONFLICT;
+		snprintf(error, sizeof(error), "no rank of the job is connected");
+	} else if (registry_live_view(d, job, false, &lv)) {
+		status = MHD_HTTP_INTERNAL_SERVER_ERROR;
+		snprintf(error, sizeof(error), "out of memory");
+	} else {
+		bool had_key = job->has_last_key;
+		uint64_t key = job->last_key;
+		uint64_t recheck = job->recheck_mono;
+		uint64_t opened = d->m.incidents;
+
+		if (registry_live_verdict(job, &lv, &v) == 0) {
+			incident_open(d, job, &t, &v, key);
+			fr_verdict_free(&v);
+		}
+		live_view_free(&lv);
+		job->has_last_key = had_key;
+		job->last_key = key;
+		job->recheck_mono = recheck;
+		if (d->m.incidents == opened) {
+			status = MHD_HTTP_INTERNAL_SERVER_ERROR;
+			snprintf(error, sizeof(error), "the incident could not be opened (see the daemon's log)");
+		} else {
+			const struct incident_record *rec = &job->records[job->nrecords - 1];
+
+			snprintf(incident, sizeof(incident), "%s", rec->id);
+			snprintf(path, sizeof(path), "%s/%s/%s", d->cfg.dump_dir, job->id, rec->id);
+			requested = rec->requested;
+			daemon_log("incident %s of job %s was asked for over HTTP by %s", rec->id,
+				   job->id, client);
+		}
+	}
+	pthread_mutex_unlock(&d->lock);
+
+	pthread_mutex_lock(&dump_call.lock);
+	dump_call.status = status;
+	memcpy(dump_call.error, error, sizeof(error));
+	memcpy(dump_call.incident, incident, sizeof(incident));
+	memcpy(dump_call.path, path, sizeof(path));
+	dump_call.requested = requested;
+	dump_call.answered = dump_call.asked;
+	pthread_cond_broadcast(&dump_call.cond);
+	pthread_mutex_unlock(&dump_call.lock);
+}
+
+static void on_dump_call(uv_async_t *a)
+{
+	char job[FR_JOB_MAX + 1];
+	char client[sizeof(dump_call.client)];
+	bool pending;
+
+	pthread_mutex_lock(&dump_call.lock);
+	pending = dump_call.answered != dump_call.asked;
+	memcpy(job, dump_call.job, sizeof(job));
+	memcpy(client, dump_call.client, sizeof(client));
+	pthread_mutex_unlock(&dump_call.lock);
+	if (pending)
+		dump_call_run(a->data, job, client);
+}
+
+/* Waits until `t` (CLOCK_REALTIME, as pthread_cond_timedwait wants). */
+static int dump_call_wait(const struct timespec *t)
+{
+	return pthread_cond_timedwait(&dump_call.cond, &dump_call.lock, t);
+}
+
+/* Hands a validated job id to the loop and answers with what it did. */
+static enum MHD_Result handle_dump(struct MHD_Connection *mc, const char *id)
+{
+	struct timespec deadline;
+	uint64_t mine;
+	const union MHD_ConnectionInfo *info;
+	unsigned status;
+	size_t n;
+	json_t *doc;
+	int err = 0;
+
+	clock_gettime(CLOCK_REALTIME, &deadline);
+	deadline.tv_sec += DUMP_CALL_TIMEOUT_S;
+	pthread_mutex_lock(&dump_call.lock);
+	while (dump_call.ready && dump_call.busy && err == 0)
+		err = dump_call_wait(&deadline);
+	if (!dump_call.ready || err) {
+		pthread_mutex_unlock(&dump_call.lock);
+		return http_error(mc, MHD_HTTP_SERVICE_UNAVAILABLE, "the daemon is busy or stopping");
+	}
+	dump_call.busy = true;
+	mine = ++dump_call.asked;
+	/* A valid name: at most FR_JOB_MAX bytes. */
+	n = strnlen(id, FR_JOB_MAX);
+	memcpy(dump_call.job, id, n);
+	dump_call.job[n] = '\0';
+	info = MHD_get_connection_info(mc, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
+	if (!info || !info->client_addr ||
+	    daemon_format_addr(info->client_addr, dump_call.client, sizeof(dump_call.client)))
+		snprintf(dump_call.client, sizeof(dump_call.client), "an unknown client");
+	uv_async_send(&dump_call.async);
+	while (dump_call.ready && dump_call.answered != mine && err == 0)
+		err = dump_call_wait(&deadline);
+	if (dump_call.answered != mine) {
+		/* The loop may still carry it out: the answer is lost, not the dump. */
+		dump_call.answered = mine;
+		dump_call.busy = false;
+		pthread_cond_broadcast(&dump_call.cond);
+		pthread_mutex_unlock(&dump_call.lock);
+		return http_error(mc, MHD_HTTP_SERVICE_UNAVAILABLE,
+				  "the event loop did not answer in time");
+	}
+	status = dump_call.status;
+	if (status == MHD_HTTP_ACCEPTED)
+		doc = json_pack("{s:s, s:s, s:s, s:I}", "job", id, "incident", dump_call.incident,
+				"path", dump_call.path, "ranks_requested",
+				(json_int_t)dump_call.requested);
+	else
+		doc = json_pack("{s:s}", "error", dump_call.error);
+	dump_call.busy = false;
+	pthread_cond_broadcast(&dump_call.cond);
+	pthread_mutex_unlock(&dump_call.lock);
+	if (!doc)
+		return MHD_NO;
+	return http_reply_json(mc, status, doc);
+}
+
+/*
+ * Whether the request carries "Authorization: Bearer <token>" with the
+ * daemon's token (compared in constant time).
+ */
+static bool bearer_ok(const struct flightrecd *d, struct MHD_Connection *mc)
+{
+	const char *v = MHD_lookup_connection_value(mc, MHD_HEADER_KIND,
+						    MHD_HTTP_HEADER_AUTHORIZATION);
+
+	if (!v || strncasecmp(v, "Bearer ", 7) != 0)
+		return false;
+	v += 7;
+	while (*v == ' ')
+		v++;
+	return fr_wire_token_equal(&d->cfg.token, v, strlen(v));
+}
+
+/*
+ * POST /v1/jobs/<job>/dump: the token first (so that nobody without it
+ * learns anything, not even whether a job exists), then the job id, with
+ * the registry's own rules, before it is used for anything.
+ */
+static enum MHD_Result route_dump(struct flightrecd *d, struct MHD_Connection *mc,
+				  const char *id)
+{
+	if (!d->cfg.token.len)
+		return http_error(mc, MHD_HTTP_FORBIDDEN,
+				  "no token configured: start flightrecd with --token-file to allow manual dumps");
+	if (!bearer_ok(d, mc)) {
+		atomic_fetch_add(&http_auth_failures, 1);
+		return http_error(mc, MHD_HTTP_UNAUTHORIZED, "a valid bearer token is required");
+	}
+	if (!fr_wire_valid_name(id))
+		return http_error(mc, MHD_HTTP_NOT_FOUND, "invalid job id");
+	return handle_dump(mc, id);
+}
+
+/*
+ * Routes /v1/jobs, /v1/jobs/<job>, /v1/jobs/<job>/incidents (GET) and
+ * /v1/jobs/<job>/dump (POST).
+ */
 static enum MHD_Result route_jobs(struct flightrecd *d, struct MHD_Connection *mc,
-				  const char *rest)
+				  const char *rest, bool post)
 {
 	char id[FR_JOB_MAX + 2];
 	const char *slash;
 	size_t n;
 
 	if (rest[0] == '\0' || strcmp(rest, "/") == 0)
-		return handle_jobs(d, mc);
+		goto get_only;
 	if (rest[0] != '/')
 		return http_error(mc, MHD_HTTP_NOT_FOUND, "not found");
 	rest++;
@@ -318,11 +573,25 @@ static enum MHD_Result route_jobs(struct flightrecd *d, struct MHD_Connection *m
 		return http_error(mc, MHD_HTTP_NOT_FOUND, "invalid job id");
 	memcpy(id, rest, n);
 	id[n] = '\0';
+	if (slash && strcmp(slash, "/dump") == 0) {
+		if (!post) {
+			allowed_method = "POST";
+			return http_error(mc, MHD_HTTP_METHOD_NOT_ALLOWED, "method not allowed");
+		}
+		return route_dump(d, mc, id);
+	}
+	if (post)
+		goto get_only;
 	if (!slash || strcmp(slash, "/") == 0)
 		return handle_job(d, mc, id, false);
 	if (strcmp(slash, "/incidents") == 0)
 		return handle_job(d, mc, id, true);
 	return http_error(mc, MHD_HTTP_NOT_FOUND, "not found");
+
+get_only:
+	if (post)
+		return http_error(mc, MHD_HTTP_METHOD_NOT_ALLOWED, "method not allowed");
+	return handle_jobs(d, mc);
 }
 
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *mc, const char *url,
@@ -330,19 +599,33 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *mc, const ch
 				  const char *upload_data, size_t *upload_size, void **req_cls)
 {
 	struct flightrecd *d = cls;
+	bool post = strcmp(method, MHD_HTTP_METHOD_POST) == 0;
 
 	(void)version;
 	(void)upload_data;
-	(void)upload_size;
-	(void)req_cls;
-	if (strcmp(method, MHD_HTTP_METHOD_GET) != 0)
+	allowed_method = "GET";
+	if (post) {
+		/* A POST is answered once its body (ignored) has been read:
+		 * the first call only says it is expected. */
+		if (!*req_cls) {
+			*req_cls = &request_seen;
+			return MHD_YES;
+		}
+		if (*upload_size) {
+			*upload_size = 0;
+			return MHD_YES;
+		}
+	} else if (strcmp(method, MHD_HTTP_METHOD_GET) != 0) {
+		return http_error(mc, MHD_HTTP_METHOD_NOT_ALLOWED, "method not allowed");
+	}
+	if (strncmp(url, JOBS_PREFIX, strlen(JOBS_PREFIX)) == 0)
+		return route_jobs(d, mc, url + strlen(JOBS_PREFIX), post);
+	if (post && (strcmp(url, "/healthz") == 0 || strcmp(url, "/metrics") == 0))
 		return http_error(mc, MHD_HTTP_METHOD_NOT_ALLOWED, "method not allowed");
 	if (strcmp(url, "/healthz") == 0)
 		return handle_healthz(d, mc);
 	if (strcmp(url, "/metrics") == 0)
 		return handle_metrics(d, mc);
-	if (strncmp(url, JOBS_PREFIX, strlen(JOBS_PREFIX)) == 0)
-		return route_jobs(d, mc, url + strlen(JOBS_PREFIX));
 	return http_error(mc, MHD_HTTP_NOT_FOUND, "not found");
 }
 
@@ -369,6 +652,17 @@ int http_start(struct flightrecd *d)
 	if (sa->sa_family == AF_INET6)
 		flags |= MHD_USE_IPv6;
 	daemon_format_addr(sa, addr, sizeof(addr));
+	/* Before the HTTP thread exists: it may hand requests over at once. */
+	if (uv_async_init(d->loop, &dump_call.async, on_dump_call)) {
+		daemon_log("cannot start the HTTP API's link to the event loop");
+		return -1;
+	}
+	dump_call.async.data = d;
+	/* Never what keeps the loop running; http_stop() closes it. */
+	uv_unref((uv_handle_t *)&dump_call.async);
+	pthread_mutex_lock(&dump_call.lock);
+	dump_call.ready = true;
+	pthread_mutex_unlock(&dump_call.lock);
 	/* The logger goes first, so that every message gets our prefix. */
 	d->http = MHD_start_daemon(flags, 0, NULL, NULL, on_request, d,
 				   MHD_OPTION_EXTERNAL_LOGGER, on_mhd_log, NULL,
@@ -390,9 +684,26 @@ int http_start(struct flightrecd *d)
 	return 0;
 }
 
+static void on_async_closed(uv_handle_t *h)
+{
+	(void)h;
+}
+
 void http_stop(struct flightrecd *d)
 {
+	bool was_ready;
+
+	/* A request waiting on the loop, which no longer runs, gives up now. */
+	pthread_mutex_lock(&dump_call.lock);
+	was_ready = dump_call.ready;
+	dump_call.ready = false;
+	pthread_cond_broadcast(&dump_call.cond);
+	pthread_mutex_unlock(&dump_call.lock);
 	if (d->http)
 		MHD_stop_daemon(d->http);
 	d->http = NULL;
+	if (was_ready && !uv_is_closing((uv_handle_t *)&dump_call.async)) {
+		uv_close((uv_handle_t *)&dump_call.async, on_async_closed);
+		uv_run(d->loop, UV_RUN_NOWAIT);
+	}
 }

@@ -1,11 +1,13 @@
 /*
- * flightrecd: options, startup, the ports file, signals and logging.
+ * flightrecd: options (the command line over the --config file), startup,
+ * the ports file, signals (SIGTERM/SIGINT stop, SIGHUP reloads) and logging.
  */
 #include "daemon.h"
 
 #include <errno.h>
 #include <getopt.h>
 #include <inttypes.h>
+#include <limits.h>
 #include <math.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -32,6 +34,8 @@ enum {
 	OPT_DUMP_DEADLINE,
 	OPT_MAX_DUMP_SIZE,
 	OPT_MAX_CONNECTIONS,
+	OPT_CONFIG,
+	OPT_TOKEN_FILE,
 };
 
 static const struct option long_options[] = {
@@ -44,6 +48,8 @@ static const struct option long_options[] = {
 	{ "dump-deadline", required_argument, NULL, OPT_DUMP_DEADLINE },
 	{ "max-dump-size", required_argument, NULL, OPT_MAX_DUMP_SIZE },
 	{ "max-connections", required_argument, NULL, OPT_MAX_CONNECTIONS },
+	{ "config", required_argument, NULL, OPT_CONFIG },
+	{ "token-file", required_argument, NULL, OPT_TOKEN_FILE },
 	{ "help", no_argument, NULL, 'h' },
 	{ "version", no_argument, NULL, 'V' },
 	{ NULL, 0, NULL, 0 },
@@ -65,9 +71,19 @@ static void usage(FILE *out)
 		"  --max-dump-size BYTES        largest dump accepted (default 67108864)\n"
 		"  --max-connections N          agent connections at once (default 65536)\n"
 		"  --ports-file FILE            write {\"listen\": N, \"http\": M} once bound\n"
+		"  --token-file FILE            agents must prove they hold the token in FILE;\n"
+		"                               POST /v1/jobs/<job>/dump needs it as a bearer token\n"
+		"  --config FILE                read settings from FILE first (see below)\n"
 		"  --help, --version\n"
 		"\n"
-		"Port 0 binds an ephemeral port. IPv6 addresses go in brackets: [::1]:7420.\n");
+		"Port 0 binds an ephemeral port. IPv6 addresses go in brackets: [::1]:7420.\n"
+		"\n"
+		"FILE holds \"key = value\" lines, a key being an option's name without\n"
+		"dashes (timeout = 120); '#' starts a comment. The command line overrides\n"
+		"the file. SIGHUP re-reads FILE and applies the timeouts and limits (the\n"
+		"addresses and directories need a restart); SIGTERM or SIGINT stops after\n"
+		"closing any incident in progress (marked incomplete). Under systemd\n"
+		"(Type=notify) the daemon reports readiness and pings the watchdog.\n");
 }
 
 void daemon_log(const char *fmt, ...)
@@ -195,18 +211,23 @@ static int parse_u64(const char *s, uint64_t min, uint64_t max, uint64_t *out)
 	return 0;
 }
 
+/* The config file parse_args() is reading, so errors can name its lines. */
+static const struct config_args *parsing_file;
+/* The options the command line gives, which the config file cannot change. */
+static bool cmdline_given[sizeof(long_options) / sizeof(long_options[0])];
+
 static int bad_option(const char *name, const char *value)
 {
-	fprintf(stderr, "flightrecd: invalid value for --%s: '%s'\n", name, value);
+	if (parsing_file)
+		daemon_log("%s:%u: invalid value for %s: '%s'", parsing_file->path,
+			   parsing_file->lines[optind - 1], name, value);
+	else
+		fprintf(stderr, "flightrecd: invalid value for --%s: '%s'\n", name, value);
 	return -EINVAL;
 }
 
-/* Returns 0 to run, 1 when --help/--version was answered, or -EINVAL. */
-static int parse_options(int argc, char **argv, struct daemon_config *cfg)
+static void set_defaults(struct daemon_config *cfg)
 {
-	uint64_t u;
-	int opt;
-
 	*cfg = (struct daemon_config){
 		.dump_dir = DEFAULT_DUMP_DIR,
 		.timeout_s = 300,
@@ -217,8 +238,25 @@ static int parse_options(int argc, char **argv, struct daemon_config *cfg)
 	};
 	parse_addr(DEFAULT_LISTEN, &cfg->listen_addr);
 	parse_addr(DEFAULT_HTTP, &cfg->http_addr);
+}
 
-	while ((opt = getopt_long(argc, argv, "hV", long_options, NULL)) != -1) {
+/*
+ * Applies the options in argv over cfg: the command line's, or the config
+ * file's as config_read() turned them into arguments. Returns 0, 1 when
+ * --help/--version was answered, or -EINVAL.
+ */
+static int parse_args(int argc, char **argv, struct daemon_config *cfg)
+{
+	uint64_t u;
+	int opt;
+	int idx = -1;
+
+	/* Each call reads a new vector from its start. */
+	optind = 0;
+	while ((opt = getopt_long(argc, argv, "hV", long_options, &idx)) != -1) {
+		if (!parsing_file && idx >= 0 && opt != OPT_CONFIG)
+			cmdline_given[idx] = true;
+		idx = -1;
 		switch (opt) {
 		case OPT_LISTEN:
 			if (parse_addr(optarg, &cfg->listen_addr))
@@ -257,6 +295,12 @@ static int parse_options(int argc, char **argv, struct daemon_config *cfg)
 				return bad_option("max-connections", optarg);
 			cfg->max_connections = (uint32_t)u;
 			break;
+		case OPT_CONFIG:
+			cfg->config_file = optarg;
+			break;
+		case OPT_TOKEN_FILE:
+			cfg->token_file = optarg;
+			break;
 		case 'h':
 			usage(stdout);
 			return 1;
@@ -274,6 +318,52 @@ static int parse_options(int argc, char **argv, struct daemon_config *cfg)
 		return -EINVAL;
 	}
 	return 0;
+}
+
+/*
+ * The settings: the defaults, then the config file's, then the command
+ * line's (which were checked once already). On success `file` holds what
+ * cfg's strings from the file point into.
+ */
+static int load_settings(int argc, char **argv, const char *config_file,
+			 struct daemon_config *cfg, struct config_args *file)
+{
+	char err[PATH_MAX + 256];
+	int rc;
+
+	set_defaults(cfg);
+	if (config_file) {
+		rc = config_read(config_file, long_options, file, err, sizeof(err));
+		if (rc) {
+			daemon_log("%s", err);
+			return rc;
+		}
+		parsing_file = file;
+		rc = parse_args(file->argc, file->argv, cfg);
+		parsing_file = NULL;
+		if (rc) {
+			config_args_free(file);
+			return -EINVAL;
+		}
+	}
+	return parse_args(argc, argv, cfg);
+}
+
+/*
+ * Returns 0 to run, 1 when --help/--version was answered, or -EINVAL. The
+ * command line is read once alone, for --config, --help and its errors.
+ */
+static int parse_options(struct flightrecd *d, int argc, char **argv)
+{
+	int rc;
+
+	d->argc = argc;
+	d->argv = argv;
+	set_defaults(&d->cfg);
+	rc = parse_args(argc, argv, &d->cfg);
+	if (rc || !d->cfg.config_file)
+		return rc;
+	return load_settings(argc, argv, d->cfg.config_file, &d->cfg, &d->file);
 }
 
 static int write_ports_file(const struct flightrecd *d)
@@ -296,9 +386,85 @@ static void on_tick(uv_timer_t *t)
 static void on_signal(uv_signal_t *s, int signum)
 {
 	struct flightrecd *d = s->data;
+	const char *name = signum == SIGTERM ? "SIGTERM" : "SIGINT";
 
-	daemon_log("received %s, shutting down", signum == SIGTERM ? "SIGTERM" : "SIGINT");
+	if (d->stopping) {
+		daemon_log("received %s again: still finishing the incidents in progress", name);
+		return;
+	}
+	daemon_log("received %s, shutting down", name);
 	daemon_stop(d);
+}
+
+/* Says which settings the config file cannot change, since the command line gives them. */
+static void log_cmdline_settings(const struct flightrecd *d)
+{
+	char names[512] = "";
+	size_t n = 0;
+
+	if (!d->cfg.config_file)
+		return;
+	for (size_t i = 0; i < sizeof(cmdline_given) / sizeof(cmdline_given[0]); i++)
+		if (cmdline_given[i] && n < sizeof(names))
+			n += (size_t)snprintf(names + n, sizeof(names) - n, "%s%s", n ? ", " : "",
+					      long_options[i].name);
+	if (n)
+		daemon_log("the command line sets %s over %s, also on reload", names,
+			   d->cfg.config_file);
+}
+
+/* What systemd shows as the service's status line. */
+static void ready_status(const struct flightrecd *d, char *buf, size_t cap)
+{
+	char la[INET6_ADDRSTRLEN + 8];
+	char ha[INET6_ADDRSTRLEN + 8];
+
+	daemon_format_addr((const struct sockaddr *)&d->cfg.listen_addr, la, sizeof(la));
+	daemon_format_addr((const struct sockaddr *)&d->cfg.http_addr, ha, sizeof(ha));
+	snprintf(buf, cap, "agents on %s, http on %s, dumps in %s", la, ha, d->cfg.dump_dir);
+}
+
+/*
+ * Re-reads the config file and applies what can change without a restart.
+ * A file that does not parse changes nothing.
+ */
+static void reload(struct flightrecd *d)
+{
+	struct daemon_config next;
+	struct config_args file = { 0 };
+	char status[512];
+	int changed;
+
+	if (!d->cfg.config_file) {
+		daemon_log("received SIGHUP: no --config file to reload");
+		return;
+	}
+	daemon_log("received SIGHUP: reloading %s", d->cfg.config_file);
+	notify_reloading(d);
+	if (load_settings(d->argc, d->argv, d->cfg.config_file, &next, &file)) {
+		daemon_log("reload: %s not applied; the settings in effect stay",
+			   d->cfg.config_file);
+	} else {
+		pthread_mutex_lock(&d->lock);
+		changed = config_apply_reload(d, &next);
+		pthread_mutex_unlock(&d->lock);
+		if (changed)
+			config_log_settings(&d->configured, "reload");
+		log_cmdline_settings(d);
+		/* Only numbers were taken from `next`: its strings can go. */
+		config_args_free(&file);
+	}
+	ready_status(d, status, sizeof(status));
+	notify_ready(d, status);
+}
+
+static void on_sighup(uv_signal_t *s, int signum)
+{
+	struct flightrecd *d = s->data;
+
+	(void)signum;
+	if (!d->stopping)
+		reload(d);
 }
 
 static void on_handle_closed(uv_handle_t *h)
@@ -316,6 +482,7 @@ void daemon_stop(struct flightrecd *d)
 	if (d->stopping)
 		return;
 	d->stopping = true;
+	notify_stopping(d);
 	pthread_mutex_lock(&d->lock);
 	for (struct job *job = d->jobs; job; job = job->next)
 		if (job->active)
@@ -324,8 +491,12 @@ void daemon_stop(struct flightrecd *d)
 	pthread_mutex_unlock(&d->lock);
 	uv_close((uv_handle_t *)&d->tick_timer, on_handle_closed);
 	uv_close((uv_handle_t *)&d->watchdog_timer, on_handle_closed);
-	uv_close((uv_handle_t *)&d->sigterm, on_handle_closed);
-	uv_close((uv_handle_t *)&d->sigint, on_handle_closed);
+	/* The signals stay caught while incidents drain (a second SIGTERM or
+	 * a SIGHUP must not kill the daemon with its default action), but no
+	 * longer keep the loop running; main() closes them. */
+	uv_unref((uv_handle_t *)&d->sigterm);
+	uv_unref((uv_handle_t *)&d->sigint);
+	uv_unref((uv_handle_t *)&d->sighup);
 }
 
 static int start_signals(struct flightrecd *d)
@@ -334,11 +505,15 @@ static int start_signals(struct flightrecd *d)
 
 	uv_signal_init(d->loop, &d->sigterm);
 	uv_signal_init(d->loop, &d->sigint);
+	uv_signal_init(d->loop, &d->sighup);
 	d->sigterm.data = d;
 	d->sigint.data = d;
+	d->sighup.data = d;
 	err = uv_signal_start(&d->sigterm, on_signal, SIGTERM);
 	if (!err)
 		err = uv_signal_start(&d->sigint, on_signal, SIGINT);
+	if (!err)
+		err = uv_signal_start(&d->sighup, on_sighup, SIGHUP);
 	return err;
 }
 
@@ -352,8 +527,7 @@ static int start_tick(struct flightrecd *d)
 
 static int run(struct flightrecd *d)
 {
-	char la[INET6_ADDRSTRLEN + 8];
-	char ha[INET6_ADDRSTRLEN + 8];
+	char status[512];
 	int err;
 
 	err = fr_mkdir_p(d->cfg.dump_dir);
@@ -366,6 +540,8 @@ static int run(struct flightrecd *d)
 		err = start_signals(d);
 	if (!err)
 		err = watchdog_start(d);
+	if (!err)
+		err = notify_init(d);
 	if (err) {
 		daemon_log("cannot start the event loop: %s", uv_strerror(err));
 		return 1;
@@ -380,10 +556,13 @@ static int run(struct flightrecd *d)
 			return 1;
 		}
 	}
-	daemon_format_addr((const struct sockaddr *)&d->cfg.listen_addr, la, sizeof(la));
-	daemon_format_addr((const struct sockaddr *)&d->cfg.http_addr, ha, sizeof(ha));
-	daemon_log("%s ready: agents on %s, http on %s, dumps in %s", FLIGHTREC_VERSION, la, ha,
-		   d->cfg.dump_dir);
+	config_log_settings(&d->configured, "startup");
+	log_cmdline_settings(d);
+	ready_status(d, status, sizeof(status));
+	daemon_log("%s ready: %s", FLIGHTREC_VERSION, status);
+	/* Both sockets are bound and the ports file written: systemd may
+	 * start what depends on us. */
+	notify_ready(d, status);
 	uv_run(d->loop, UV_RUN_DEFAULT);
 	daemon_log("stopped");
 	return 0;
@@ -402,9 +581,10 @@ int main(int argc, char **argv)
 	struct flightrecd d = { 0 };
 	int rc;
 
-	rc = parse_options(argc, argv, &d.cfg);
+	rc = parse_options(&d, argc, argv);
 	if (rc)
 		return rc > 0 ? 0 : 2;
+	d.configured = d.cfg;
 	/* A peer that vanishes mid-write must not kill the daemon. */
 	signal(SIGPIPE, SIG_IGN);
 	json_object_seed(0);
@@ -416,11 +596,15 @@ int main(int argc, char **argv)
 		pthread_mutex_lock(&d.lock);
 		server_close_all(&d);
 		pthread_mutex_unlock(&d.lock);
-		uv_walk(d.loop, close_leftovers, NULL);
-		uv_run(d.loop, UV_RUN_DEFAULT);
 	}
+	/* What a failed startup left open, and what a shutdown only unref'd
+	 * (the signals, the watchdog pings), is closed now. */
+	notify_close(&d);
+	uv_walk(d.loop, close_leftovers, NULL);
+	uv_run(d.loop, UV_RUN_DEFAULT);
 	http_stop(&d);
 	registry_free(&d);
+	config_args_free(&d.file);
 	uv_loop_close(d.loop);
 	pthread_mutex_destroy(&d.lock);
 	return rc;

@@ -3,22 +3,110 @@
  * each byte stream, decodes them and hands them to the registry and the
  * incident collector. A connection that sends anything malformed is closed,
  * counted and logged; everyone else keeps being served.
+ *
+ * With --token-file, every connection starts with a CHALLENGE (a fresh
+ * random nonce) and must answer with AUTH, whose proof covers the HELLO
+ * that follows (protocol/PROTOCOL.md). Until that HELLO is verified the
+ * connection can do nothing else: any other frame closes it, a frame
+ * longer than the largest HELLO is refused from its header, and one that
+ * has not proved itself within AUTH_DEADLINE_NS is closed. Without a
+ * token, connections are served as in protocol version 1.
  */
 #include "daemon.h"
 
 #include <errno.h>
 #include <inttypes.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
 
 #define LISTEN_BACKLOG 511
+/* How long a connection to a daemon with a token has to send its HELLO. */
+#define AUTH_DEADLINE_NS (10ull * NS_PER_S)
+#define AUTH_SWEEP_MS 1000
+/*
+ * Refusals for authentication logged per window: a job started without
+ * its token has every rank retry, and the log must stay readable. The rest
+ * are counted in one line when the window ends (and in /metrics).
+ */
+#define AUTH_LOG_BURST 10
+#define AUTH_LOG_WINDOW_NS (10ull * NS_PER_S)
 
 struct conn_write {
 	uv_write_t req;
 	struct conn *conn;
 	uint8_t frame[];
 };
+
+/*
+ * A connection as the server allocates it: what the registry and the
+ * incidents see (struct conn), and the authentication state only this file
+ * needs.
+ */
+struct server_conn {
+	struct conn conn;
+	uint64_t accepted_mono;
+	bool challenged;       /* a CHALLENGE was sent: the peer reads version 2 */
+	bool have_proof;       /* AUTH arrived; the HELLO it proves comes next */
+	uint8_t nonce[FR_WIRE_NONCE_SIZE];
+	uint8_t proof[FR_WIRE_PROOF_SIZE];
+};
+
+/* One daemon per process: the sweep of unauthenticated connections and the
+ * limit on how often their refusal is logged. */
+static uv_timer_t auth_timer;
+static bool auth_timer_started;
+static struct {
+	uint64_t window_mono;
+	unsigned logged;
+	uint64_t suppressed;
+} auth_log;
+
+static struct server_conn *server_conn(struct conn *c)
+{
+	return (struct server_conn *)((char *)c - offsetof(struct server_conn, conn));
+}
+
+static bool daemon_has_token(const struct flightrecd *d)
+{
+	return d->cfg.token.len > 0;
+}
+
+/*
+ * Copies a string an unauthenticated peer sent, for a log line: anything
+ * but printable ASCII becomes '?', so that it cannot forge lines.
+ */
+static void log_safe(char *dst, size_t cap, const char *src)
+{
+	size_t i;
+
+	for (i = 0; src[i] && i + 1 < cap; i++)
+		dst[i] = src[i] >= 0x20 && src[i] < 0x7f ? src[i] : '?';
+	dst[i] = '\0';
+}
+
+/*
+ * Best effort: tells a peer that reads version 2 why it is being closed.
+ * Written at once or not at all, since the connection closes next.
+ */
+static void conn_send_error(struct conn *c, uint16_t code, const char *message)
+{
+	struct fr_msg_error m = { .code = code };
+	uint8_t frame[FR_WIRE_HEADER_SIZE + 2 + 2 + FR_REASON_MAX];
+	uv_buf_t buf;
+	int n;
+
+	if (c->closing || !server_conn(c)->challenged)
+		return;
+	snprintf(m.message, sizeof(m.message), "%s", message);
+	n = fr_wire_error_encode(&m, frame, sizeof(frame));
+	if (n < 0)
+		return;
+	buf = uv_buf_init((char *)frame, (unsigned)n);
+	uv_try_write((uv_stream_t *)&c->tcp, &buf, 1);
+}
 
 static void conn_log_reject(const struct conn *c, unsigned type, const char *why)
 {
@@ -43,6 +131,7 @@ static void conn_reject(struct conn *c, unsigned type, const char *why)
 {
 	c->d->m.frames_rejected++;
 	conn_log_reject(c, type, why);
+	conn_send_error(c, FR_WIRE_ERR_PROTOCOL, why);
 	conn_close(c);
 }
 
@@ -67,7 +156,7 @@ static void on_conn_closed(uv_handle_t *h)
 	pthread_mutex_unlock(&d->lock);
 	free(c->up.data);
 	free(c->buf);
-	free(c);
+	free(server_conn(c));
 }
 
 void conn_drop_upload(struct conn *c)
@@ -104,13 +193,31 @@ static void on_write_done(uv_write_t *req, int status)
 	pthread_mutex_unlock(&c->d->lock);
 }
 
+/* Queues a frame of `n` bytes encoded in w->frame; frees w on failure. */
+static int conn_write_frame(struct conn *c, struct conn_write *w, int n)
+{
+	uv_buf_t buf;
+	int err;
+
+	if (n < 0) {
+		free(w);
+		return n;
+	}
+	w->conn = c;
+	buf = uv_buf_init((char *)w->frame, (unsigned)n);
+	err = uv_write(&w->req, (uv_stream_t *)&c->tcp, &buf, 1, on_write_done);
+	if (err) {
+		free(w);
+		return err;
+	}
+	return 0;
+}
+
 int conn_send_dump_request(struct conn *c, const char *incident, const char *reason)
 {
 	struct fr_msg_dump_request m = { 0 };
 	struct conn_write *w;
 	size_t size;
-	uv_buf_t buf;
-	int n;
 
 	if (c->closing)
 		return -EPIPE;
@@ -120,18 +227,128 @@ int conn_send_dump_request(struct conn *c, const char *incident, const char *rea
 	w = malloc(sizeof(*w) + size);
 	if (!w)
 		return -ENOMEM;
-	n = fr_wire_dump_request_encode(&m, w->frame, size);
-	if (n < 0) {
-		free(w);
-		return n;
+	return conn_write_frame(c, w, fr_wire_dump_request_encode(&m, w->frame, size));
+}
+
+/* Sends the connection's CHALLENGE, with a nonce drawn for it alone. */
+static int conn_send_challenge(struct conn *c)
+{
+	struct server_conn *sc = server_conn(c);
+	struct fr_msg_challenge m;
+	struct conn_write *w;
+	size_t size;
+	ssize_t got;
+
+	/* Never blocks the loop: before the kernel's pool is ready, refuse. */
+	got = getrandom(sc->nonce, sizeof(sc->nonce), GRND_NONBLOCK);
+	if (got != (ssize_t)sizeof(sc->nonce))
+		return got < 0 ? -errno : -EIO;
+	memcpy(m.nonce, sc->nonce, sizeof(m.nonce));
+	size = fr_wire_challenge_size(&m);
+	w = malloc(sizeof(*w) + size);
+	if (!w)
+		return -ENOMEM;
+	sc->challenged = true;
+	return conn_write_frame(c, w, fr_wire_challenge_encode(&m, w->frame, size));
+}
+
+/*
+ * Logs the refusal of a connection that did not prove the token, within
+ * AUTH_LOG_BURST lines per AUTH_LOG_WINDOW_NS; `m` is the HELLO it sent,
+ * NULL if none.
+ */
+static void auth_log_refusal(struct conn *c, const struct fr_msg_hello *m, const char *why)
+{
+	uint64_t now = daemon_mono_ns();
+	char job[FR_JOB_MAX + 1], host[FR_HOST_MAX + 1];
+
+	if (now - auth_log.window_mono >= AUTH_LOG_WINDOW_NS) {
+		if (auth_log.suppressed)
+			daemon_log("%" PRIu64 " more agent connections refused for authentication were not logged",
+				   auth_log.suppressed);
+		auth_log.window_mono = now;
+		auth_log.logged = 0;
+		auth_log.suppressed = 0;
 	}
-	w->conn = c;
-	buf = uv_buf_init((char *)w->frame, (unsigned)n);
-	n = uv_write(&w->req, (uv_stream_t *)&c->tcp, &buf, 1, on_write_done);
-	if (n) {
-		free(w);
-		return n;
+	if (auth_log.logged == AUTH_LOG_BURST) {
+		auth_log.suppressed++;
+		return;
 	}
+	auth_log.logged++;
+	if (!m) {
+		daemon_log("refusing the connection from %s: %s", c->peer, why);
+		return;
+	}
+	/* Nothing it said is trusted yet: printed, never used. */
+	log_safe(job, sizeof(job), m->job);
+	log_safe(host, sizeof(host), m->host);
+	daemon_log("refusing the connection from %s (claims job %s rank %" PRIu32 ", host %s pid %" PRIu32 "): %s",
+		   c->peer, job, m->rank, host, m->pid, why);
+}
+
+/* Refuses a connection that did not prove the token; the caller holds the lock. */
+static void auth_refuse(struct conn *c, const struct fr_msg_hello *m, uint16_t code,
+			const char *why, const char *message)
+{
+	c->d->m.auth_failures++;
+	auth_log_refusal(c, m, why);
+	conn_send_error(c, code, message);
+	conn_close(c);
+}
+
+/*
+ * Checks the proof of a HELLO on a daemon with a token. Returns true when
+ * the HELLO may go on to the registry; otherwise the connection is closed.
+ */
+static bool hello_authenticated(struct conn *c, const struct fr_msg_hello *m)
+{
+	struct server_conn *sc = server_conn(c);
+	bool ok;
+
+	if (!sc->have_proof) {
+		auth_refuse(c, m, FR_WIRE_ERR_AUTH_REQUIRED,
+			    "no proof of the token (an agent older than protocol version 2, or one without FLIGHTREC_TOKEN_FILE)",
+			    "this daemon requires a token: set FLIGHTREC_TOKEN_FILE");
+		return false;
+	}
+	ok = fr_wire_auth_verify(&c->d->cfg.token, sc->nonce, m, sc->proof);
+	sc->have_proof = false;
+	if (!ok) {
+		auth_refuse(c, m, FR_WIRE_ERR_AUTH_FAILED,
+			    "wrong proof of the token (another token, or a hello replayed from another connection)",
+			    "wrong proof of the token: check FLIGHTREC_TOKEN_FILE");
+		return false;
+	}
+	return true;
+}
+
+static const char *first_frame_rule(const struct flightrecd *d)
+{
+	return daemon_has_token(d) ? "the first frames must be auth and hello" :
+				     "the first frame must be hello";
+}
+
+/* AUTH: keeps the proof for the HELLO that must come next. */
+static int conn_auth(struct conn *c, const struct fr_wire_header *h, const uint8_t *p,
+		     const char **why)
+{
+	struct server_conn *sc = server_conn(c);
+	struct fr_msg_auth m;
+	int err;
+
+	if (!sc->challenged) {
+		*why = "auth sent, but this daemon has no token and sent no challenge";
+		return -EPROTO;
+	}
+	if (sc->have_proof) {
+		*why = "auth sent twice";
+		return -EPROTO;
+	}
+	err = fr_wire_auth_decode(p, h->length, &m);
+	if (err)
+		return err;
+	memcpy(sc->proof, m.proof, sizeof(sc->proof));
+	sc->have_proof = true;
 	return 0;
 }
 
@@ -142,8 +359,8 @@ static void conn_dispatch(struct conn *c, const struct fr_wire_header *h, const 
 	const char *why = NULL;
 	int err = 0;
 
-	if (!c->said_hello && h->type != FR_MSG_HELLO) {
-		conn_reject(c, h->type, "the first frame must be hello");
+	if (!c->said_hello && h->type != FR_MSG_HELLO && h->type != FR_MSG_AUTH) {
+		conn_reject(c, h->type, first_frame_rule(d));
 		return;
 	}
 	if (c->said_hello && h->type == FR_MSG_HELLO) {
@@ -155,16 +372,30 @@ static void conn_dispatch(struct conn *c, const struct fr_wire_header *h, const 
 		struct fr_msg_hello m;
 
 		err = fr_wire_hello_decode(p, h->length, &m);
-		if (!err)
-			err = registry_hello(d, c, &m, &why);
+		if (err)
+			break;
+		/* Nothing from the connection is acted on before its proof. */
+		if (daemon_has_token(d) && !hello_authenticated(c, &m))
+			return;
+		err = registry_hello(d, c, &m, &why);
 		if (err == -EBUSY) {
 			/* The frame is fine; the connection is not wanted. */
 			d->m.connections_rejected++;
+			conn_send_error(c, FR_WIRE_ERR_RANK_HELD,
+					"another live process holds this rank of the job; do two jobs share a job id?");
 			conn_close(c);
 			return;
 		}
 		break;
 	}
+	case FR_MSG_AUTH:
+		if (c->said_hello) {
+			why = "auth sent after hello";
+			err = -EPROTO;
+			break;
+		}
+		err = conn_auth(c, h, p, &why);
+		break;
 	case FR_MSG_COMM: {
 		struct fr_msg_comm m = { 0 };
 
@@ -241,6 +472,28 @@ static unsigned raw_type(const uint8_t *buf, size_t len)
 }
 
 /*
+ * Whether a header may start a connection: AUTH of its exact size (from a
+ * connection that was challenged), or HELLO no longer than the largest
+ * one. Otherwise closes the connection and returns false.
+ */
+static bool conn_first_frame_ok(struct conn *c, const struct fr_wire_header *h)
+{
+	if (h->type == FR_MSG_HELLO && h->length > FR_WIRE_HELLO_MAX_PAYLOAD) {
+		conn_reject(c, h->type, "hello longer than any hello");
+		return false;
+	}
+	if (h->type == FR_MSG_AUTH && h->length != FR_WIRE_PROOF_SIZE) {
+		conn_reject(c, h->type, "auth of the wrong size");
+		return false;
+	}
+	if (h->type != FR_MSG_HELLO && h->type != FR_MSG_AUTH) {
+		conn_reject(c, h->type, first_frame_rule(c->d));
+		return false;
+	}
+	return true;
+}
+
+/*
  * Handles every complete frame in the buffer, then keeps what is left of
  * the next one at the start. The caller holds the lock.
  */
@@ -262,6 +515,10 @@ static void conn_process(struct conn *c)
 			conn_reject_err(c, raw_type(c->buf + off, avail), err);
 			return;
 		}
+		/* Before HELLO, refuse from the header what could never be one,
+		 * rather than buffer up to a megabyte of it. */
+		if (!c->said_hello && !conn_first_frame_ok(c, &h))
+			return;
 		frame = FR_WIRE_HEADER_SIZE + (size_t)h.length;
 		if (avail < frame) {
 			c->need = frame;
@@ -358,13 +615,15 @@ static void conn_set_peer(struct conn *c)
 
 static void server_accept(struct flightrecd *d)
 {
-	struct conn *c = calloc(1, sizeof(*c));
+	struct server_conn *sc = calloc(1, sizeof(*sc));
+	struct conn *c = sc ? &sc->conn : NULL;
 	int err;
 
 	if (!c) {
 		server_refuse(d);
 		return;
 	}
+	sc->accepted_mono = daemon_mono_ns();
 	c->d = d;
 	c->need = FR_WIRE_HEADER_SIZE;
 	uv_tcp_init(d->loop, &c->tcp);
@@ -384,7 +643,60 @@ static void server_accept(struct flightrecd *d)
 		daemon_log("cannot accept a connection: %s", uv_strerror(err));
 		c->closing = true;
 		uv_close((uv_handle_t *)&c->tcp, on_conn_closed);
+		return;
 	}
+	if (daemon_has_token(d)) {
+		err = conn_send_challenge(c);
+		if (err) {
+			daemon_log("cannot challenge the connection from %s: %s; closing it", c->peer,
+				   strerror(-err));
+			conn_close(c);
+		}
+	}
+}
+
+/* Closes the connections that have not proved the token in time. */
+static void on_auth_sweep(uv_timer_t *t)
+{
+	struct flightrecd *d = t->data;
+	uint64_t now = daemon_mono_ns();
+	struct conn *next;
+
+	pthread_mutex_lock(&d->lock);
+	for (struct conn *c = d->conns; c; c = next) {
+		next = c->next;
+		if (c->said_hello || c->closing ||
+		    now - server_conn(c)->accepted_mono < AUTH_DEADLINE_NS)
+			continue;
+		auth_refuse(c, NULL, FR_WIRE_ERR_AUTH_REQUIRED, "no hello within 10 s",
+			    "no hello within 10 s of the challenge");
+	}
+	pthread_mutex_unlock(&d->lock);
+}
+
+/*
+ * Reads --token-file. A token shorter than FR_TOKEN_MIN, or anything but a
+ * readable regular file, stops the daemon: running without the protection
+ * asked for would be worse than not running.
+ */
+static int server_read_token(struct flightrecd *d)
+{
+	const char *path = d->cfg.token_file;
+	const char *why;
+	bool others;
+	int err;
+
+	if (!path)
+		return 0;
+	err = fr_wire_token_read(path, &d->cfg.token, &why, &others);
+	if (err) {
+		daemon_log("cannot use --token-file %s: %s", path, why ? why : strerror(-err));
+		return -1;
+	}
+	if (others)
+		daemon_log("warning: --token-file %s is readable by other users; chmod o-r it", path);
+	daemon_log("agents must prove they hold the token of %s (protocol version 2)", path);
+	return 0;
 }
 
 static void on_connection(uv_stream_t *s, int status)
@@ -412,6 +724,8 @@ int server_start(struct flightrecd *d)
 	int len = sizeof(ss);
 	int err;
 
+	if (server_read_token(d))
+		return -1;
 	daemon_format_addr((const struct sockaddr *)&d->cfg.listen_addr, addr, sizeof(addr));
 	uv_tcp_init(d->loop, &d->server);
 	d->server.data = d;
@@ -428,6 +742,14 @@ int server_start(struct flightrecd *d)
 				       ((struct sockaddr_in6 *)&ss)->sin6_port :
 				       ((struct sockaddr_in *)&ss)->sin_port);
 	daemon_set_port(&d->cfg.listen_addr, d->listen_port);
+	if (daemon_has_token(d)) {
+		uv_timer_init(d->loop, &auth_timer);
+		auth_timer.data = d;
+		/* Never what keeps the loop running. */
+		uv_unref((uv_handle_t *)&auth_timer);
+		auth_timer_started = true;
+		uv_timer_start(&auth_timer, on_auth_sweep, AUTH_SWEEP_MS, AUTH_SWEEP_MS);
+	}
 	return 0;
 }
 
@@ -436,6 +758,8 @@ void server_close_all(struct flightrecd *d)
 {
 	if (d->server.type == UV_TCP && !uv_is_closing((uv_handle_t *)&d->server))
 		uv_close((uv_handle_t *)&d->server, NULL);
+	if (auth_timer_started && !uv_is_closing((uv_handle_t *)&auth_timer))
+		uv_close((uv_handle_t *)&auth_timer, NULL);
 	for (struct conn *c = d->conns; c; c = c->next)
 		conn_close(c);
 }

@@ -30,14 +30,24 @@
  * fr_wire_header_decode() fills in the header's fields even when it refuses
  * them (all but -EAGAIN), so that the caller can say in its log line what it
  * was sent. A failed payload decode leaves the message zeroed.
+ *
+ * The token functions at the end are the one place where the agent and the
+ * daemon must agree on more than bytes: what a token file may hold and how
+ * a proof is computed. They live here, with the HELLO encoding the proof
+ * covers, rather than in a module of their own that both would link.
  */
 #include "wire.h"
 
 #include <assert.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "sha256.h"
 
 #define ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
 
@@ -62,6 +72,13 @@ const char *fr_msg_name(unsigned type)
 	if (type >= ARRAY_SIZE(msg_names))
 		return NULL;
 	return msg_names[type];
+}
+
+unsigned fr_wire_msg_version(unsigned type)
+{
+	if (!fr_msg_name(type))
+		return 0;
+	return type >= FR_MSG_CHALLENGE ? 2 : 1;
 }
 
 /*
@@ -133,7 +150,7 @@ static int wr_begin(struct wr *w, uint8_t *buf, size_t cap, enum fr_msg_type typ
 		return -EMSGSIZE;
 	w->p = buf;
 	wr_u32(w, FR_WIRE_MAGIC);
-	wr_u16(w, FR_WIRE_VERSION);
+	wr_u16(w, (uint16_t)fr_wire_msg_version(type));
 	wr_u16(w, (uint16_t)type);
 	wr_u32(w, (uint32_t)payload);
 	wr_u32(w, 0);
@@ -699,6 +716,109 @@ int fr_wire_bye_decode(const uint8_t *payload, size_t len, struct fr_msg_bye *m)
 	return 0;
 }
 
+/* CHALLENGE */
+
+size_t fr_wire_challenge_size(const struct fr_msg_challenge *m)
+{
+	(void)m;
+	return FR_WIRE_HEADER_SIZE + FR_WIRE_NONCE_SIZE;
+}
+
+int fr_wire_challenge_encode(const struct fr_msg_challenge *m, uint8_t *buf, size_t cap)
+{
+	struct wr w;
+	int total;
+
+	total = wr_begin(&w, buf, cap, FR_MSG_CHALLENGE, fr_wire_challenge_size(m));
+	if (total < 0)
+		return total;
+	wr_bytes(&w, m->nonce, sizeof(m->nonce));
+	return wr_end(&w, buf, total);
+}
+
+int fr_wire_challenge_decode(const uint8_t *payload, size_t len, struct fr_msg_challenge *m)
+{
+	struct rd r = rd_init(payload, len);
+	const uint8_t *p = rd_take(&r, sizeof(m->nonce));
+
+	memset(m, 0, sizeof(*m));
+	if (!rd_ok(&r))
+		return -EPROTO;
+	memcpy(m->nonce, p, sizeof(m->nonce));
+	return 0;
+}
+
+/* AUTH */
+
+size_t fr_wire_auth_size(const struct fr_msg_auth *m)
+{
+	(void)m;
+	return FR_WIRE_HEADER_SIZE + FR_WIRE_PROOF_SIZE;
+}
+
+int fr_wire_auth_encode(const struct fr_msg_auth *m, uint8_t *buf, size_t cap)
+{
+	struct wr w;
+	int total;
+
+	total = wr_begin(&w, buf, cap, FR_MSG_AUTH, fr_wire_auth_size(m));
+	if (total < 0)
+		return total;
+	wr_bytes(&w, m->proof, sizeof(m->proof));
+	return wr_end(&w, buf, total);
+}
+
+int fr_wire_auth_decode(const uint8_t *payload, size_t len, struct fr_msg_auth *m)
+{
+	struct rd r = rd_init(payload, len);
+	const uint8_t *p = rd_take(&r, sizeof(m->proof));
+
+	memset(m, 0, sizeof(*m));
+	if (!rd_ok(&r))
+		return -EPROTO;
+	memcpy(m->proof, p, sizeof(m->proof));
+	return 0;
+}
+
+/* ERROR */
+
+size_t fr_wire_error_size(const struct fr_msg_error *m)
+{
+	return FR_WIRE_HEADER_SIZE + 2 + STR_SIZE(str_len(m->message, FR_REASON_MAX));
+}
+
+int fr_wire_error_encode(const struct fr_msg_error *m, uint8_t *buf, size_t cap)
+{
+	size_t message = str_len(m->message, FR_REASON_MAX);
+	struct wr w;
+	int total;
+
+	if (m->code == 0 || message > FR_REASON_MAX)
+		return -EINVAL;
+	total = wr_begin(&w, buf, cap, FR_MSG_ERROR, fr_wire_error_size(m));
+	if (total < 0)
+		return total;
+	wr_u16(&w, m->code);
+	wr_str(&w, m->message, message);
+	return wr_end(&w, buf, total);
+}
+
+int fr_wire_error_decode(const uint8_t *payload, size_t len, struct fr_msg_error *m)
+{
+	struct rd r = rd_init(payload, len);
+
+	memset(m, 0, sizeof(*m));
+	m->code = rd_u16(&r);
+	if (m->code == 0)
+		rd_fail(&r);
+	rd_str(&r, m->message, FR_REASON_MAX);
+	if (!rd_ok(&r)) {
+		memset(m, 0, sizeof(*m));
+		return -EPROTO;
+	}
+	return 0;
+}
+
 /* Header */
 
 int fr_wire_header_decode(const uint8_t *buf, size_t len, struct fr_wire_header *h)
@@ -715,13 +835,13 @@ int fr_wire_header_decode(const uint8_t *buf, size_t len, struct fr_wire_header 
 	h->flags = rd_u32(&r);
 	if (h->magic != FR_WIRE_MAGIC)
 		return -EPROTO;
-	if (h->version != FR_WIRE_VERSION)
+	if (h->version < FR_WIRE_VERSION_MIN || h->version > FR_WIRE_VERSION)
 		return -EPROTONOSUPPORT;
 	if (h->flags != 0)
 		return -EPROTO;
 	if (h->length > FR_WIRE_MAX_PAYLOAD)
 		return -EMSGSIZE;
-	if (!fr_msg_name(h->type))
+	if (fr_wire_msg_version(h->type) != h->version)
 		return -EBADMSG;
 	return 0;
 }
@@ -736,4 +856,131 @@ bool fr_wire_valid_name(const char *s)
 		if (!fr_wire_name_char(s[n]) || n >= FR_JOB_MAX)
 			return false;
 	return n > 0;
+}
+
+/* Tokens and proofs */
+
+/* What a token may hold: printable ASCII, no space. */
+static bool token_byte(uint8_t c)
+{
+	return c > 0x20 && c < 0x7f;
+}
+
+int fr_wire_token_read(const char *path, struct fr_token *t, const char **why,
+		       bool *others_can_read)
+{
+	/* One byte over the limit and its newline tell a token that is too long. */
+	uint8_t buf[FR_TOKEN_MAX + 2];
+	struct stat st;
+	size_t len = 0;
+	int fd, err = 0;
+
+	memset(t, 0, sizeof(*t));
+	*why = NULL;
+	*others_can_read = false;
+	/* O_NONBLOCK: opening a FIFO for reading would wait for a writer. */
+	fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
+	if (fd < 0)
+		return -errno;
+	if (fstat(fd, &st) < 0) {
+		err = -errno;
+		goto out_close;
+	}
+	if (!S_ISREG(st.st_mode)) {
+		*why = "not a regular file";
+		err = -EINVAL;
+		goto out_close;
+	}
+	*others_can_read = (st.st_mode & S_IROTH) != 0;
+	while (len < sizeof(buf)) {
+		ssize_t n = read(fd, buf + len, sizeof(buf) - len);
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0) {
+			err = -errno;
+			goto out_wipe;
+		}
+		if (n == 0)
+			break;
+		len += (size_t)n;
+	}
+	if (len && buf[len - 1] == '\n')
+		len--;
+	if (len == 0) {
+		*why = "empty";
+		err = -EINVAL;
+	} else if (len < FR_TOKEN_MIN) {
+		*why = "shorter than 16 bytes";
+		err = -EINVAL;
+	} else if (len > FR_TOKEN_MAX) {
+		*why = "longer than 1024 bytes";
+		err = -EINVAL;
+	}
+	for (size_t i = 0; !err && i < len; i++) {
+		if (!token_byte(buf[i])) {
+			*why = "holds a byte that is not printable ASCII, or a space";
+			err = -EINVAL;
+		}
+	}
+	if (!err) {
+		memcpy(t->bytes, buf, len);
+		t->len = len;
+	}
+out_wipe:
+	explicit_bzero(buf, sizeof(buf));
+out_close:
+	close(fd);
+	return err;
+}
+
+bool fr_wire_token_equal(const struct fr_token *t, const char *s, size_t len)
+{
+	uint8_t want[FR_SHA256_SIZE], got[FR_SHA256_SIZE];
+
+	/* Comparing digests hides the token's length along with its bytes. */
+	fr_sha256(t->bytes, t->len, want);
+	fr_sha256(s, len, got);
+	return t->len > 0 && fr_ct_equal(want, got, sizeof(want));
+}
+
+int fr_wire_auth_proof(const struct fr_token *t, const uint8_t nonce[FR_WIRE_NONCE_SIZE],
+		       const struct fr_msg_hello *hello, uint8_t proof[FR_WIRE_PROOF_SIZE])
+{
+	/* Each label goes with its NUL (sizeof), which ends it. */
+	static const char job_label[] = "flightrec job key";
+	static const char hello_label[] = "flightrec hello";
+	uint8_t frame[FR_WIRE_HEADER_SIZE + FR_WIRE_HELLO_MAX_PAYLOAD];
+	uint8_t key[FR_SHA256_SIZE];
+	struct fr_hmac_sha256 m;
+	int n;
+
+	memset(proof, 0, FR_WIRE_PROOF_SIZE);
+	if (!t->len)
+		return -EINVAL;
+	n = fr_wire_hello_encode(hello, frame, sizeof(frame));
+	if (n < 0)
+		return -EINVAL;
+	fr_hmac_sha256_init(&m, t->bytes, t->len);
+	fr_hmac_sha256_update(&m, job_label, sizeof(job_label));
+	fr_hmac_sha256_update(&m, hello->job, strlen(hello->job));
+	fr_hmac_sha256_final(&m, key);
+	fr_hmac_sha256_init(&m, key, sizeof(key));
+	fr_hmac_sha256_update(&m, hello_label, sizeof(hello_label));
+	fr_hmac_sha256_update(&m, nonce, FR_WIRE_NONCE_SIZE);
+	fr_hmac_sha256_update(&m, frame + FR_WIRE_HEADER_SIZE, (size_t)n - FR_WIRE_HEADER_SIZE);
+	fr_hmac_sha256_final(&m, proof);
+	explicit_bzero(key, sizeof(key));
+	return 0;
+}
+
+bool fr_wire_auth_verify(const struct fr_token *t, const uint8_t nonce[FR_WIRE_NONCE_SIZE],
+			 const struct fr_msg_hello *hello, const uint8_t proof[FR_WIRE_PROOF_SIZE])
+{
+	uint8_t want[FR_WIRE_PROOF_SIZE];
+	bool ok = fr_wire_auth_proof(t, nonce, hello, want) == 0 &&
+		  fr_ct_equal(want, proof, sizeof(want));
+
+	explicit_bzero(want, sizeof(want));
+	return ok;
 }

@@ -6,7 +6,7 @@
  * payload:
  *
  *   offset 0  u32 magic    0x43455246 ("FREC" on the wire)
- *   offset 4  u16 version  FR_WIRE_VERSION
+ *   offset 4  u16 version  the version that defined the message (fr_wire_msg_version)
  *   offset 6  u16 type     one of FR_WIRE_MESSAGES
  *   offset 8  u32 length   payload bytes, at most FR_WIRE_MAX_PAYLOAD
  *   offset 12 u32 flags    reserved, must be 0
@@ -19,12 +19,19 @@
  * struct out, no I/O, and they reject trailing bytes, truncation, strings over
  * their limit and counts that do not fit the payload.
  *
+ * A frame's version is the protocol version that defined its message and
+ * that message's layout: 1 for HELLO to BYE, 2 for CHALLENGE, AUTH and
+ * ERROR. Encoders write it, the header decoder insists on it, so a peer of
+ * version 1 reads every frame it knows and refuses the others by their
+ * version, and an agent that is not asked for a token sends exactly what a
+ * version-1 agent sends.
+ *
  * Errors are negative errno values:
  *   -EAGAIN           fewer bytes than a header (read more)
  *   -EPROTO           bad magic, non-zero flags, or a malformed payload
  *   -EPROTONOSUPPORT  a version this build does not speak
  *   -EMSGSIZE         length over FR_WIRE_MAX_PAYLOAD, or an encode buffer too small
- *   -EBADMSG          a message type not in the table
+ *   -EBADMSG          a message type not in the table, or not of the frame's version
  *   -ENOMEM           allocation failed while decoding
  */
 #ifndef FR_WIRE_H
@@ -35,7 +42,9 @@
 #include <stdint.h>
 
 #define FR_WIRE_MAGIC 0x43455246u
-#define FR_WIRE_VERSION 1
+/* The newest protocol version this build speaks, and the oldest it reads. */
+#define FR_WIRE_VERSION 2
+#define FR_WIRE_VERSION_MIN 1
 #define FR_WIRE_HEADER_SIZE 16
 /* Largest payload of one frame; dumps travel as several DUMP_DATA frames. */
 #define FR_WIRE_MAX_PAYLOAD (1u << 20)
@@ -51,8 +60,14 @@
 #define FR_INCIDENT_MAX 63
 #define FR_REASON_MAX 127
 #define FR_LIBVER_MAX 63
+/* Largest HELLO payload: every string at its limit. */
+#define FR_WIRE_HELLO_MAX_PAYLOAD \
+	(2 + FR_JOB_MAX + 4 + 4 + 4 + 2 + FR_HOST_MAX + 4 + 8 + 2 + FR_LIBVER_MAX)
 
-/* X(TYPE, value, lower-case name) -- the one table of message types. */
+/*
+ * X(TYPE, value, lower-case name) -- the one table of message types. The
+ * version that defined each is fr_wire_msg_version()'s.
+ */
 #define FR_WIRE_MESSAGES(X)                 \
 	X(HELLO, 1, hello)                  \
 	X(COMM, 2, comm)                    \
@@ -60,7 +75,10 @@
 	X(HEARTBEAT, 4, heartbeat)          \
 	X(DUMP_REQUEST, 5, dump_request)    \
 	X(DUMP_DATA, 6, dump_data)          \
-	X(BYE, 7, bye)
+	X(BYE, 7, bye)                      \
+	X(CHALLENGE, 8, challenge)          \
+	X(AUTH, 9, auth)                    \
+	X(ERROR, 10, error)
 
 enum fr_msg_type {
 #define FR_MSG_ENUM(T, v, n) FR_MSG_##T = v,
@@ -84,6 +102,9 @@ static inline bool fr_wire_name_char(char ch)
 
 /* "hello", "comm", ...; NULL for a type not in the table. */
 const char *fr_msg_name(unsigned type);
+
+/* The protocol version whose frames carry `type`; 0 for a type not in the table. */
+unsigned fr_wire_msg_version(unsigned type);
 
 struct fr_wire_header {
 	uint32_t magic;
@@ -207,6 +228,44 @@ struct fr_msg_bye {
 };
 
 /*
+ * Daemon -> agent, version 2: the first frame of a daemon that has a token,
+ * sent as soon as it accepts the connection. A new nonce for every
+ * connection, from the kernel's random source.
+ */
+#define FR_WIRE_NONCE_SIZE 32
+struct fr_msg_challenge {
+	uint8_t nonce[FR_WIRE_NONCE_SIZE];
+};
+
+/*
+ * Agent -> daemon, version 2: the answer to a CHALLENGE, sent just before
+ * HELLO; `proof` is fr_wire_auth_proof() of that HELLO.
+ */
+#define FR_WIRE_PROOF_SIZE 32
+struct fr_msg_auth {
+	uint8_t proof[FR_WIRE_PROOF_SIZE];
+};
+
+/* Why the daemon is closing the connection (ERROR `code`). */
+enum fr_wire_error_code {
+	FR_WIRE_ERR_AUTH_REQUIRED = 1, /* the daemon has a token; no AUTH came */
+	FR_WIRE_ERR_AUTH_FAILED = 2,   /* the proof is wrong: another token, or a replay */
+	FR_WIRE_ERR_RANK_HELD = 3,     /* another live process holds this job's rank */
+	FR_WIRE_ERR_PROTOCOL = 4,      /* a frame the daemon refused */
+};
+
+/*
+ * Daemon -> agent, version 2: the daemon refuses the connection and closes
+ * it. Sent only on connections it challenged (an agent of version 1 could
+ * not read it). `code` is never 0; codes this build does not name are
+ * accepted, as refusals for a reason not known here.
+ */
+struct fr_msg_error {
+	uint16_t code;                   /* enum fr_wire_error_code */
+	char message[FR_REASON_MAX + 1]; /* for people */
+};
+
+/*
  * For each message M: size of the whole frame, encode the whole frame into
  * buf (returns bytes written or -EMSGSIZE when cap is too small, -EINVAL when
  * a field is over its limit), and decode a payload.
@@ -220,5 +279,53 @@ FR_WIRE_MESSAGES(FR_WIRE_PROTOS)
 
 void fr_wire_comm_free(struct fr_msg_comm *m);
 void fr_wire_progress_free(struct fr_msg_progress *m);
+
+/*
+ * The shared token of a daemon and its agents (flightrecd --token-file,
+ * FLIGHTREC_TOKEN_FILE): FR_TOKEN_MIN to FR_TOKEN_MAX bytes of printable
+ * ASCII without spaces, so that it can also travel as an HTTP bearer token.
+ */
+#define FR_TOKEN_MIN 16
+#define FR_TOKEN_MAX 1024
+struct fr_token {
+	size_t len;                     /* 0: no token */
+	uint8_t bytes[FR_TOKEN_MAX];
+};
+
+/*
+ * Reads a token file: its bytes, less one trailing newline. Never blocks on
+ * a FIFO or a device (only a regular file is read). Returns 0, or a
+ * negative errno: -EINVAL with `*why` naming what is wrong with the file's
+ * contents (too short, too long, a byte not allowed), other errors from
+ * opening or reading it (`*why` NULL: say strerror()). `*others_can_read`
+ * tells whether the file's mode lets users other than its owner and group
+ * read it, which callers warn about. On failure `t` is empty.
+ */
+int fr_wire_token_read(const char *path, struct fr_token *t, const char **why,
+		       bool *others_can_read);
+
+/*
+ * Whether `s` (len bytes) is the token, compared in a time that depends on
+ * neither where they differ nor the token's length. False when `t` is empty.
+ */
+bool fr_wire_token_equal(const struct fr_token *t, const char *s, size_t len);
+
+/*
+ * The proof an agent sends in AUTH, binding the token, the connection's
+ * nonce and everything its HELLO says:
+ *
+ *   key   = HMAC-SHA256(token, "flightrec job key" 0x00 job)
+ *   proof = HMAC-SHA256(key, "flightrec hello" 0x00 nonce hello-payload)
+ *
+ * where hello-payload is the HELLO's payload as fr_wire_hello_encode()
+ * writes it. Returns 0, or -EINVAL when the HELLO cannot be encoded (a
+ * string over its limit) or `t` is empty.
+ */
+int fr_wire_auth_proof(const struct fr_token *t, const uint8_t nonce[FR_WIRE_NONCE_SIZE],
+		       const struct fr_msg_hello *hello, uint8_t proof[FR_WIRE_PROOF_SIZE]);
+
+/* Whether `proof` is the proof of `hello` for `nonce`, compared in constant time. */
+bool fr_wire_auth_verify(const struct fr_token *t, const uint8_t nonce[FR_WIRE_NONCE_SIZE],
+			 const struct fr_msg_hello *hello, const uint8_t proof[FR_WIRE_PROOF_SIZE]);
 
 #endif

@@ -3,8 +3,10 @@
  * trip of every message, truncation at every length, trailing bytes, hostile
  * counts, string and chunk limits, in-flight flags and peers (global and in
  * the communicator), small buffers, the names that may become directories
- * (fr_wire_valid_name), and the malformed frames kept under
- * $FR_TEST_DATA/wire/ (default tests/data/wire/).
+ * (fr_wire_valid_name), the malformed frames kept under
+ * $FR_TEST_DATA/wire/ (default tests/data/wire/), and authentication:
+ * SHA-256 and HMAC-SHA256 against their standards' test vectors, token
+ * files, and the proof of PROTOCOL.md's worked example.
  *
  * Truncated and exact payloads are decoded from heap copies of exactly their
  * length, so that under AddressSanitizer a read past the end fails the run.
@@ -19,11 +21,19 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <sys/types.h>
+#include <unistd.h>
 
 #include <cmocka.h>
 
 #include "op.h"
+#include "sha256.h"
 #include "wire.h"
+
+/* The version that defined HELLO to BYE, and CHALLENGE, AUTH and ERROR. */
+#define V1 1
+#define V2 2
 
 /* A scratch frame built byte by byte, independently of the codec. */
 struct bytes {
@@ -191,6 +201,25 @@ static void sample_bye(struct fr_msg_bye *m)
 	m->reserved = 0;
 }
 
+static void sample_challenge(struct fr_msg_challenge *m)
+{
+	for (unsigned i = 0; i < FR_WIRE_NONCE_SIZE; i++)
+		m->nonce[i] = (uint8_t)i;
+}
+
+static void sample_auth(struct fr_msg_auth *m)
+{
+	for (unsigned i = 0; i < FR_WIRE_PROOF_SIZE; i++)
+		m->proof[i] = (uint8_t)(0xff - i);
+}
+
+static void sample_error(struct fr_msg_error *m)
+{
+	memset(m, 0, sizeof(*m));
+	m->code = FR_WIRE_ERR_AUTH_FAILED;
+	strcpy(m->message, "the proof of the token is wrong");
+}
+
 /*
  * Per message: encode the sample, and decode a payload into a struct that
  * starts out dirty, checking that a failed decode leaves it zeroed and
@@ -208,6 +237,9 @@ static void release_nothing(const void *m)
 #define release_dump_request release_nothing
 #define release_dump_data release_nothing
 #define release_bye release_nothing
+#define release_challenge release_nothing
+#define release_auth release_nothing
+#define release_error release_nothing
 
 #define CODEC_FUNCS(T, v, n)                                              \
 	static int encode_sample_##n(uint8_t *buf, size_t cap)            \
@@ -282,10 +314,56 @@ static void test_msg_names(void **state)
 	assert_string_equal(fr_msg_name(FR_MSG_DUMP_REQUEST), "dump_request");
 	assert_string_equal(fr_msg_name(FR_MSG_DUMP_DATA), "dump_data");
 	assert_string_equal(fr_msg_name(FR_MSG_BYE), "bye");
+	assert_string_equal(fr_msg_name(FR_MSG_CHALLENGE), "challenge");
+	assert_string_equal(fr_msg_name(FR_MSG_AUTH), "auth");
+	assert_string_equal(fr_msg_name(FR_MSG_ERROR), "error");
 	assert_null(fr_msg_name(0));
-	assert_null(fr_msg_name(8));
+	assert_null(fr_msg_name(11));
 	assert_null(fr_msg_name(0xffff));
 	assert_null(fr_msg_name(UINT_MAX));
+}
+
+/* The version of each message, and every encoder writes it. */
+static void test_msg_versions(void **state)
+{
+	uint8_t buf[2048];
+
+	(void)state;
+	for (unsigned t = FR_MSG_HELLO; t <= FR_MSG_BYE; t++)
+		assert_int_equal(fr_wire_msg_version(t), V1);
+	for (unsigned t = FR_MSG_CHALLENGE; t <= FR_MSG_ERROR; t++)
+		assert_int_equal(fr_wire_msg_version(t), V2);
+	assert_int_equal(fr_wire_msg_version(0), 0);
+	assert_int_equal(fr_wire_msg_version(11), 0);
+	assert_int_equal(FR_WIRE_VERSION, V2);
+	for (size_t i = 0; i < NCODECS; i++) {
+		assert_true(codecs[i].encode_sample(buf, sizeof(buf)) > 0);
+		assert_int_equal(buf[4] | buf[5] << 8, fr_wire_msg_version(codecs[i].type));
+	}
+}
+
+/*
+ * A message in a frame of another version than the one that defined it is
+ * refused like an unknown type: a version-1 peer has no CHALLENGE, and no
+ * version has a version-2 HEARTBEAT.
+ */
+static void test_header_version_mismatch(void **state)
+{
+	struct fr_wire_header h;
+
+	(void)state;
+	for (unsigned t = FR_MSG_HELLO; t <= FR_MSG_ERROR; t++) {
+		struct bytes b = { .n = 0 };
+		unsigned other = fr_wire_msg_version(t) == V1 ? V2 : V1;
+
+		put_header(&b, FR_WIRE_MAGIC, (uint16_t)other, (uint16_t)t, 0, 0);
+		assert_int_equal(fr_wire_header_decode(b.b, b.n, &h), -EBADMSG);
+		assert_int_equal(h.version, other);
+		assert_int_equal(h.type, t);
+		b.n = 0;
+		put_header(&b, FR_WIRE_MAGIC, (uint16_t)fr_wire_msg_version(t), (uint16_t)t, 0, 0);
+		assert_int_equal(fr_wire_header_decode(b.b, b.n, &h), 0);
+	}
 }
 
 static void test_header_short(void **state)
@@ -294,7 +372,7 @@ static void test_header_short(void **state)
 	struct fr_wire_header h;
 
 	(void)state;
-	put_header(&b, FR_WIRE_MAGIC, FR_WIRE_VERSION, FR_MSG_BYE, 4, 0);
+	put_header(&b, FR_WIRE_MAGIC, V1, FR_MSG_BYE, 4, 0);
 	assert_int_equal(fr_wire_header_decode(NULL, 0, &h), -EAGAIN);
 	assert_int_equal(fr_wire_header_decode(b.b, 0, &h), -EAGAIN);
 	assert_int_equal(fr_wire_header_decode(b.b, 15, &h), -EAGAIN);
@@ -307,12 +385,12 @@ static void test_header_exact(void **state)
 	uint8_t *copy;
 
 	(void)state;
-	put_header(&b, FR_WIRE_MAGIC, FR_WIRE_VERSION, FR_MSG_DUMP_DATA, 0x00012345, 0);
+	put_header(&b, FR_WIRE_MAGIC, V1, FR_MSG_DUMP_DATA, 0x00012345, 0);
 	copy = exact_copy(b.b, FR_WIRE_HEADER_SIZE);
 	assert_int_equal(fr_wire_header_decode(copy, FR_WIRE_HEADER_SIZE, &h), 0);
 	free(copy);
 	assert_int_equal(h.magic, FR_WIRE_MAGIC);
-	assert_int_equal(h.version, FR_WIRE_VERSION);
+	assert_int_equal(h.version, V1);
 	assert_int_equal(h.type, FR_MSG_DUMP_DATA);
 	assert_int_equal(h.length, 0x00012345);
 	assert_int_equal(h.flags, 0);
@@ -326,11 +404,11 @@ static void test_header_bad_magic(void **state)
 	struct fr_wire_header h;
 
 	(void)state;
-	put_header(&b, 0x43455247, FR_WIRE_VERSION, FR_MSG_HELLO, 10, 0);
+	put_header(&b, 0x43455247, V1, FR_MSG_HELLO, 10, 0);
 	assert_int_equal(fr_wire_header_decode(b.b, b.n, &h), -EPROTO);
 	/* Byte-swapped magic: a big-endian writer. */
 	b.n = 0;
-	put_header(&b, 0x46524543, FR_WIRE_VERSION, FR_MSG_HELLO, 10, 0);
+	put_header(&b, 0x46524543, V1, FR_MSG_HELLO, 10, 0);
 	assert_int_equal(fr_wire_header_decode(b.b, b.n, &h), -EPROTO);
 	/* The magic is judged before the version. */
 	b.n = 0;
@@ -359,10 +437,10 @@ static void test_header_flags(void **state)
 	struct fr_wire_header h;
 
 	(void)state;
-	put_header(&b, FR_WIRE_MAGIC, FR_WIRE_VERSION, FR_MSG_HELLO, 10, 0x80000000);
+	put_header(&b, FR_WIRE_MAGIC, V1, FR_MSG_HELLO, 10, 0x80000000);
 	assert_int_equal(fr_wire_header_decode(b.b, b.n, &h), -EPROTO);
 	b.n = 0;
-	put_header(&b, FR_WIRE_MAGIC, FR_WIRE_VERSION, FR_MSG_HELLO, 10, 1);
+	put_header(&b, FR_WIRE_MAGIC, V1, FR_MSG_HELLO, 10, 1);
 	assert_int_equal(fr_wire_header_decode(b.b, b.n, &h), -EPROTO);
 }
 
@@ -372,29 +450,30 @@ static void test_header_length(void **state)
 	struct fr_wire_header h;
 
 	(void)state;
-	put_header(&b, FR_WIRE_MAGIC, FR_WIRE_VERSION, FR_MSG_DUMP_DATA, FR_WIRE_MAX_PAYLOAD, 0);
+	put_header(&b, FR_WIRE_MAGIC, V1, FR_MSG_DUMP_DATA, FR_WIRE_MAX_PAYLOAD, 0);
 	assert_int_equal(fr_wire_header_decode(b.b, b.n, &h), 0);
 	b.n = 0;
-	put_header(&b, FR_WIRE_MAGIC, FR_WIRE_VERSION, FR_MSG_DUMP_DATA, FR_WIRE_MAX_PAYLOAD + 1,
-		   0);
+	put_header(&b, FR_WIRE_MAGIC, V1, FR_MSG_DUMP_DATA, FR_WIRE_MAX_PAYLOAD + 1, 0);
 	assert_int_equal(fr_wire_header_decode(b.b, b.n, &h), -EMSGSIZE);
 	b.n = 0;
-	put_header(&b, FR_WIRE_MAGIC, FR_WIRE_VERSION, FR_MSG_DUMP_DATA, UINT32_MAX, 0);
+	put_header(&b, FR_WIRE_MAGIC, V1, FR_MSG_DUMP_DATA, UINT32_MAX, 0);
 	assert_int_equal(fr_wire_header_decode(b.b, b.n, &h), -EMSGSIZE);
 }
 
 static void test_header_unknown_type(void **state)
 {
-	static const uint16_t bad[] = { 0, 8, 99, 0xffff };
+	static const uint16_t bad[] = { 0, 11, 99, 0xffff };
 	struct fr_wire_header h;
 
 	(void)state;
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
-		struct bytes b = { .n = 0 };
+		for (uint16_t v = V1; v <= V2; v++) {
+			struct bytes b = { .n = 0 };
 
-		put_header(&b, FR_WIRE_MAGIC, FR_WIRE_VERSION, bad[i], 0, 0);
-		assert_int_equal(fr_wire_header_decode(b.b, b.n, &h), -EBADMSG);
-		assert_int_equal(h.type, bad[i]);
+			put_header(&b, FR_WIRE_MAGIC, v, bad[i], 0, 0);
+			assert_int_equal(fr_wire_header_decode(b.b, b.n, &h), -EBADMSG);
+			assert_int_equal(h.type, bad[i]);
+		}
 	}
 }
 
@@ -459,6 +538,23 @@ static void test_roundtrip_hello_limits(void **state)
 	assert_int_equal(strlen(out.job), FR_JOB_MAX);
 	assert_string_equal(out.host, in.host);
 	assert_string_equal(out.comm_lib, "");
+}
+
+/* Every string at its limit: the largest HELLO, which the daemon's
+ * early check of a first frame's length relies on. */
+static void test_hello_max_payload(void **state)
+{
+	struct fr_msg_hello in;
+	uint8_t buf[1024];
+
+	(void)state;
+	sample_hello(&in);
+	memset(in.job, 'j', FR_JOB_MAX);
+	memset(in.host, 'h', FR_HOST_MAX);
+	memset(in.comm_lib, 'l', FR_LIBVER_MAX);
+	assert_int_equal(FR_WIRE_HELLO_MAX_PAYLOAD, 412);
+	assert_int_equal(fr_wire_hello_encode(&in, buf, sizeof(buf)),
+			 FR_WIRE_HEADER_SIZE + FR_WIRE_HELLO_MAX_PAYLOAD);
 }
 
 static void test_roundtrip_comm(void **state)
@@ -1276,6 +1372,391 @@ static void test_dump_data_chunk_decode(void **state)
 	free(p);
 }
 
+/* New messages of version 2 */
+
+static void test_roundtrip_challenge_auth(void **state)
+{
+	struct fr_msg_challenge c, cout;
+	struct fr_msg_auth a, aout;
+	uint8_t buf[128];
+	size_t len;
+
+	(void)state;
+	sample_challenge(&c);
+	len = encode_checked(codec_for(FR_MSG_CHALLENGE), buf, sizeof(buf));
+	assert_int_equal(len, FR_WIRE_NONCE_SIZE);
+	assert_int_equal(fr_wire_challenge_decode(buf + FR_WIRE_HEADER_SIZE, len, &cout), 0);
+	assert_memory_equal(cout.nonce, c.nonce, sizeof(c.nonce));
+	sample_auth(&a);
+	len = encode_checked(codec_for(FR_MSG_AUTH), buf, sizeof(buf));
+	assert_int_equal(len, FR_WIRE_PROOF_SIZE);
+	assert_int_equal(fr_wire_auth_decode(buf + FR_WIRE_HEADER_SIZE, len, &aout), 0);
+	assert_memory_equal(aout.proof, a.proof, sizeof(a.proof));
+}
+
+static void test_roundtrip_error(void **state)
+{
+	struct fr_msg_error in, out;
+	struct bytes b = { .n = 0 };
+	uint8_t buf[512];
+	size_t len;
+
+	(void)state;
+	sample_error(&in);
+	len = encode_checked(codec_for(FR_MSG_ERROR), buf, sizeof(buf));
+	assert_int_equal(fr_wire_error_decode(buf + FR_WIRE_HEADER_SIZE, len, &out), 0);
+	assert_int_equal(out.code, in.code);
+	assert_string_equal(out.message, in.message);
+	/* A code this build does not name is still a refusal. */
+	put_u16(&b, 999);
+	put_str(&b, "");
+	assert_int_equal(fr_wire_error_decode(b.b, b.n, &out), 0);
+	assert_int_equal(out.code, 999);
+	/* Code 0 means nothing: refused both ways. */
+	b.n = 0;
+	put_u16(&b, 0);
+	put_str(&b, "no reason");
+	assert_int_equal(codec_for(FR_MSG_ERROR)->decode(b.b, b.n), -EPROTO);
+	in.code = 0;
+	assert_int_equal(fr_wire_error_encode(&in, buf, sizeof(buf)), -EINVAL);
+	/* The message at its limit, and one byte over. */
+	in.code = FR_WIRE_ERR_PROTOCOL;
+	memset(in.message, 'm', FR_REASON_MAX);
+	in.message[FR_REASON_MAX] = '\0';
+	assert_true(fr_wire_error_encode(&in, buf, sizeof(buf)) > 0);
+	b.n = 0;
+	put_u16(&b, FR_WIRE_ERR_PROTOCOL);
+	put_fill(&b, 'm', FR_REASON_MAX + 1);
+	assert_int_equal(codec_for(FR_MSG_ERROR)->decode(b.b, b.n), -EPROTO);
+}
+
+/* SHA-256 and HMAC-SHA256 */
+
+static void hex(const char *s, uint8_t *out, size_t n)
+{
+	assert_int_equal(strlen(s), 2 * n);
+	for (size_t i = 0; i < n; i++) {
+		unsigned v;
+
+		assert_int_equal(sscanf(s + 2 * i, "%2x", &v), 1);
+		out[i] = (uint8_t)v;
+	}
+}
+
+static void expect_digest(const uint8_t *got, const char *want, size_t n)
+{
+	uint8_t w[FR_SHA256_SIZE];
+
+	hex(want, w, n);
+	assert_memory_equal(got, w, n);
+}
+
+/* FIPS 180-4's examples (and the empty message), fed whole and in pieces. */
+static void test_sha256_vectors(void **state)
+{
+	static const struct {
+		const char *msg;
+		const char *digest;
+	} v[] = {
+		{ "", "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855" },
+		{ "abc", "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad" },
+		{ "abcdbcdecdefdefgefghfghighijhijkijkljklmklmnlmnomnopnopq",
+		  "248d6a61d20638b8e5c026930c3e6039a33ce45964ff2167f6ecedd419db06c1" },
+		{ "abcdefghbcdefghicdefghijdefghijkefghijklfghijklmghijklmnhijklmnoijklmnopjklmnopqklmnopqrlmnopqrsmnopqrstnopqrstu",
+		  "cf5b16a778af8380036ce59e7b0492370b249b11e8f07a51afac45037afee9d1" },
+	};
+	static uint8_t million[1000000];
+	uint8_t out[FR_SHA256_SIZE];
+	struct fr_sha256 sha;
+
+	(void)state;
+	for (size_t i = 0; i < sizeof(v) / sizeof(v[0]); i++) {
+		size_t len = strlen(v[i].msg);
+
+		fr_sha256(v[i].msg, len, out);
+		expect_digest(out, v[i].digest, sizeof(out));
+		/* One byte at a time crosses every block boundary. */
+		fr_sha256_init(&sha);
+		for (size_t k = 0; k < len; k++)
+			fr_sha256_update(&sha, v[i].msg + k, 1);
+		fr_sha256_final(&sha, out);
+		expect_digest(out, v[i].digest, sizeof(out));
+	}
+	/* A million 'a', in uneven pieces. */
+	memset(million, 'a', sizeof(million));
+	fr_sha256_init(&sha);
+	for (size_t off = 0, step = 1; off < sizeof(million); off += step, step = step * 3 % 1000 + 1)
+		fr_sha256_update(&sha, million + off,
+				 step < sizeof(million) - off ? step : sizeof(million) - off);
+	fr_sha256_final(&sha, out);
+	expect_digest(out, "cdc76e5c9914fb9281a1c7e284d73e67f1809a48a497200e046d39ccc7112cd0",
+		      sizeof(out));
+	/* Lengths around the padding boundary: 55 bytes fit one block, 56 need two. */
+	fr_sha256(million, 55, out);
+	expect_digest(out, "9f4390f8d30c2dd92ec9f095b65e2b9ae9b0a925a5258e241c9f1e910f734318",
+		      sizeof(out));
+	fr_sha256(million, 56, out);
+	expect_digest(out, "b35439a4ac6f0948b6d6f9e3c6af0f5f590ce20f1bde7090ef7970686ec6738a",
+		      sizeof(out));
+	fr_sha256(million, 64, out);
+	expect_digest(out, "ffe054fe7ae0cb6dc65c3af9b61d5209f439851db43d0ba5997337df154668eb",
+		      sizeof(out));
+}
+
+/* RFC 4231, test cases 1 to 7 (case 5 compares its first 128 bits). */
+static void test_hmac_rfc4231(void **state)
+{
+	static uint8_t key_aa[131], data_dd[50], data_cd[50], key_19[25];
+	static const struct {
+		const uint8_t *key;
+		size_t key_len;
+		const char *data; /* NULL: the `bytes` data below */
+		const uint8_t *bytes;
+		size_t len;
+		const char *mac;
+	} v[] = {
+		{ (const uint8_t *)"\x0b\x0b\x0b\x0b\x0b\x0b\x0b\x0b\x0b\x0b\x0b\x0b\x0b\x0b\x0b\x0b\x0b\x0b\x0b\x0b",
+		  20, "Hi There", NULL, 0,
+		  "b0344c61d8db38535ca8afceaf0bf12b881dc200c9833da726e9376c2e32cff7" },
+		{ (const uint8_t *)"Jefe", 4, "what do ya want for nothing?", NULL, 0,
+		  "5bdcc146bf60754e6a042426089575c75a003f089d2739839dec58b964ec3843" },
+		{ key_aa, 20, NULL, data_dd, sizeof(data_dd),
+		  "773ea91e36800e46854db8ebd09181a72959098b3ef8c122d9635514ced565fe" },
+		{ key_19, sizeof(key_19), NULL, data_cd, sizeof(data_cd),
+		  "82558a389a443c0ea4cc819899f2083a85f0faa3e578f8077a2e3ff46729665b" },
+		{ (const uint8_t *)"\x0c\x0c\x0c\x0c\x0c\x0c\x0c\x0c\x0c\x0c\x0c\x0c\x0c\x0c\x0c\x0c\x0c\x0c\x0c\x0c",
+		  20, "Test With Truncation", NULL, 0, "a3b6167473100ee06e0c796c2955552b" },
+		{ key_aa, sizeof(key_aa), "Test Using Larger Than Block-Size Key - Hash Key First", NULL, 0,
+		  "60e431591ee0b67f0d8a26aacbf5b77f8e0bc6213728c5140546040f0ee37f54" },
+		{ key_aa, sizeof(key_aa),
+		  "This is a test using a larger than block-size key and a larger than block-size data. The key needs to be hashed before being used by the HMAC algorithm.",
+		  NULL, 0, "9b09ffa71b942fcb27635fbcd5b0e944bfdc63644f0713938a7f51535c3a35e2" },
+	};
+	uint8_t out[FR_SHA256_SIZE];
+
+	(void)state;
+	memset(key_aa, 0xaa, sizeof(key_aa));
+	memset(data_dd, 0xdd, sizeof(data_dd));
+	memset(data_cd, 0xcd, sizeof(data_cd));
+	for (size_t i = 0; i < sizeof(key_19); i++)
+		key_19[i] = (uint8_t)(i + 1);
+	for (size_t i = 0; i < sizeof(v) / sizeof(v[0]); i++) {
+		const void *data = v[i].data ? (const void *)v[i].data : (const void *)v[i].bytes;
+		size_t len = v[i].data ? strlen(v[i].data) : v[i].len;
+
+		fr_hmac_sha256(v[i].key, v[i].key_len, data, len, out);
+		expect_digest(out, v[i].mac, strlen(v[i].mac) / 2);
+	}
+}
+
+static void test_ct_equal(void **state)
+{
+	uint8_t a[32], b[32];
+
+	(void)state;
+	memset(a, 7, sizeof(a));
+	memcpy(b, a, sizeof(b));
+	assert_true(fr_ct_equal(a, b, sizeof(a)));
+	assert_true(fr_ct_equal(a, b, 0));
+	for (size_t i = 0; i < sizeof(a); i++) {
+		b[i] ^= 0x80;
+		assert_false(fr_ct_equal(a, b, sizeof(a)));
+		b[i] ^= 0x80;
+	}
+}
+
+/* Token files and proofs */
+
+static char token_dir[] = "/tmp/fr-test-wire-XXXXXX";
+
+static const char *token_file(const char *name, const void *data, size_t len, mode_t mode)
+{
+	static char path[PATH_MAX];
+	FILE *f;
+
+	snprintf(path, sizeof(path), "%s/%s", token_dir, name);
+	f = fopen(path, "wb");
+	assert_non_null(f);
+	assert_int_equal(fwrite(data, 1, len, f), len);
+	assert_int_equal(fclose(f), 0);
+	assert_int_equal(chmod(path, mode), 0);
+	return path;
+}
+
+/* Reads a token file: 0 or the error, and the reason or NULL. */
+static int read_token(const char *path, struct fr_token *t, const char **why, bool *others)
+{
+	memset(t, 0xa5, sizeof(*t));
+	return fr_wire_token_read(path, t, why, others);
+}
+
+static void test_token_read(void **state)
+{
+	static const char *const names[] = { "nl", "bare", "two", "short", "empty", "space",
+					     "crlf", "max", "over", "open", "fifo" };
+	char big[FR_TOKEN_MAX + 2];
+	struct fr_token t;
+	const char *why;
+	const char *path;
+	bool others;
+
+	(void)state;
+	assert_non_null(mkdtemp(token_dir));
+
+	/* One trailing newline is not part of the token. */
+	path = token_file("nl", "0123456789abcdef\n", 17, 0600);
+	assert_int_equal(read_token(path, &t, &why, &others), 0);
+	assert_int_equal(t.len, 16);
+	assert_memory_equal(t.bytes, "0123456789abcdef", 16);
+	assert_false(others);
+	/* Without one, the same; with two, the second one is a byte not allowed. */
+	path = token_file("bare", "0123456789abcdef", 16, 0640);
+	assert_int_equal(read_token(path, &t, &why, &others), 0);
+	assert_int_equal(t.len, 16);
+	assert_false(others);
+	path = token_file("two", "0123456789abcdef\n\n", 18, 0600);
+	assert_int_equal(read_token(path, &t, &why, &others), -EINVAL);
+	assert_non_null(why);
+	assert_int_equal(t.len, 0);
+	/* Too short, empty, a space, a carriage return. */
+	path = token_file("short", "0123456789abcde\n", 16, 0600);
+	assert_int_equal(read_token(path, &t, &why, &others), -EINVAL);
+	assert_string_equal(why, "shorter than 16 bytes");
+	path = token_file("empty", "\n", 1, 0600);
+	assert_int_equal(read_token(path, &t, &why, &others), -EINVAL);
+	assert_string_equal(why, "empty");
+	path = token_file("space", "0123456789 abcdef", 17, 0600);
+	assert_int_equal(read_token(path, &t, &why, &others), -EINVAL);
+	path = token_file("crlf", "0123456789abcdef\r\n", 18, 0600);
+	assert_int_equal(read_token(path, &t, &why, &others), -EINVAL);
+	/* The longest token, and one byte more. */
+	memset(big, 'x', sizeof(big));
+	path = token_file("max", big, FR_TOKEN_MAX, 0600);
+	assert_int_equal(read_token(path, &t, &why, &others), 0);
+	assert_int_equal(t.len, FR_TOKEN_MAX);
+	path = token_file("over", big, FR_TOKEN_MAX + 1, 0600);
+	assert_int_equal(read_token(path, &t, &why, &others), -EINVAL);
+	assert_string_equal(why, "longer than 1024 bytes");
+	assert_int_equal(t.len, 0);
+	/* Readable by everyone: read, and said. */
+	path = token_file("open", "0123456789abcdef", 16, 0644);
+	assert_int_equal(read_token(path, &t, &why, &others), 0);
+	assert_true(others);
+	/* Missing, a directory, a FIFO (which must not block). */
+	snprintf(big, sizeof(big), "%s/missing", token_dir);
+	assert_int_equal(read_token(big, &t, &why, &others), -ENOENT);
+	assert_null(why);
+	assert_int_equal(read_token(token_dir, &t, &why, &others), -EINVAL);
+	assert_string_equal(why, "not a regular file");
+	snprintf(big, sizeof(big), "%s/fifo", token_dir);
+	assert_int_equal(mkfifo(big, 0600), 0);
+	assert_int_equal(read_token(big, &t, &why, &others), -EINVAL);
+
+	for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
+		snprintf(big, sizeof(big), "%s/%s", token_dir, names[i]);
+		unlink(big);
+	}
+	rmdir(token_dir);
+}
+
+static void set_token(struct fr_token *t, const char *s)
+{
+	memset(t, 0, sizeof(*t));
+	t->len = strlen(s);
+	memcpy(t->bytes, s, t->len);
+}
+
+static void test_token_equal(void **state)
+{
+	struct fr_token t;
+
+	(void)state;
+	set_token(&t, "0123456789abcdef");
+	assert_true(fr_wire_token_equal(&t, "0123456789abcdef", 16));
+	assert_false(fr_wire_token_equal(&t, "0123456789abcdeF", 16));
+	assert_false(fr_wire_token_equal(&t, "0123456789abcde", 15));
+	assert_false(fr_wire_token_equal(&t, "0123456789abcdef0", 17));
+	assert_false(fr_wire_token_equal(&t, "", 0));
+	memset(&t, 0, sizeof(t));
+	assert_false(fr_wire_token_equal(&t, "", 0));
+}
+
+/* PROTOCOL.md's worked example of a proof, byte for byte. */
+static void test_auth_proof_example(void **state)
+{
+	static const uint8_t expect[FR_WIRE_PROOF_SIZE] = {
+		0x79, 0x01, 0x96, 0x32, 0xb8, 0xf2, 0x11, 0x12, 0xf8, 0x44, 0x96,
+		0x9b, 0x46, 0xcb, 0x40, 0x86, 0xb4, 0x7a, 0xa1, 0x33, 0xf2, 0x38,
+		0x76, 0xd8, 0x16, 0xd9, 0x8f, 0xe6, 0x3a, 0xe0, 0xf6, 0xa8,
+	};
+	struct fr_msg_challenge c;
+	struct fr_msg_hello h;
+	struct fr_token t;
+	uint8_t proof[FR_WIRE_PROOF_SIZE];
+
+	(void)state;
+	set_token(&t, "flightrec-example-token-0123456789");
+	sample_challenge(&c);
+	sample_hello(&h);
+	assert_int_equal(fr_wire_auth_proof(&t, c.nonce, &h, proof), 0);
+	assert_memory_equal(proof, expect, sizeof(expect));
+	assert_true(fr_wire_auth_verify(&t, c.nonce, &h, proof));
+}
+
+/*
+ * A proof holds for one token, one nonce and one HELLO: replayed on another
+ * connection (another nonce), or with any field of the HELLO changed, it is
+ * refused; so is any single bit flipped in it.
+ */
+static void test_auth_proof_binds(void **state)
+{
+	struct fr_msg_challenge c;
+	struct fr_msg_hello h, other;
+	struct fr_token t, t2;
+	uint8_t proof[FR_WIRE_PROOF_SIZE];
+	uint8_t nonce2[FR_WIRE_NONCE_SIZE];
+
+	(void)state;
+	set_token(&t, "flightrec-example-token-0123456789");
+	set_token(&t2, "flightrec-example-token-0123456788");
+	sample_challenge(&c);
+	sample_hello(&h);
+	assert_int_equal(fr_wire_auth_proof(&t, c.nonce, &h, proof), 0);
+	assert_true(fr_wire_auth_verify(&t, c.nonce, &h, proof));
+	assert_false(fr_wire_auth_verify(&t2, c.nonce, &h, proof));
+	memcpy(nonce2, c.nonce, sizeof(nonce2));
+	nonce2[31] ^= 1;
+	assert_false(fr_wire_auth_verify(&t, nonce2, &h, proof));
+	for (int field = 0; field < 8; field++) {
+		other = h;
+		switch (field) {
+		case 0: strcpy(other.job, "job-43"); break;
+		case 1: other.rank = 4; break;
+		case 2: other.world_size = 9; break;
+		case 3: other.pid = 123457; break;
+		case 4: strcpy(other.host, "node-b.cluster"); break;
+		case 5: other.ring_capacity = 2001; break;
+		case 6: other.start_ns++; break;
+		case 7: strcpy(other.comm_lib, "Open MPI v4.1.5"); break;
+		}
+		if (fr_wire_auth_verify(&t, c.nonce, &other, proof))
+			fail_msg("a proof held with HELLO field %d changed", field);
+	}
+	for (unsigned bit = 0; bit < 8 * FR_WIRE_PROOF_SIZE; bit++) {
+		proof[bit / 8] ^= (uint8_t)(1u << (bit % 8));
+		assert_false(fr_wire_auth_verify(&t, c.nonce, &h, proof));
+		proof[bit / 8] ^= (uint8_t)(1u << (bit % 8));
+	}
+	/* No token, or a HELLO that cannot be encoded: no proof. */
+	memset(&t2, 0, sizeof(t2));
+	assert_int_equal(fr_wire_auth_proof(&t2, c.nonce, &h, proof), -EINVAL);
+	assert_true(all_zero(proof, sizeof(proof)));
+	assert_false(fr_wire_auth_verify(&t2, c.nonce, &h, proof));
+	other = h;
+	memset(other.job, 'j', sizeof(other.job));
+	assert_int_equal(fr_wire_auth_proof(&t, c.nonce, &other, proof), -EINVAL);
+}
+
 /* Malformed frames kept as files */
 
 static void test_bad_files(void **state)
@@ -1342,6 +1823,8 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_msg_names),
+		cmocka_unit_test(test_msg_versions),
+		cmocka_unit_test(test_header_version_mismatch),
 		cmocka_unit_test(test_header_short),
 		cmocka_unit_test(test_header_exact),
 		cmocka_unit_test(test_header_bad_magic),
@@ -1352,6 +1835,7 @@ int main(void)
 		cmocka_unit_test(test_heartbeat_bytes),
 		cmocka_unit_test(test_roundtrip_hello),
 		cmocka_unit_test(test_roundtrip_hello_limits),
+		cmocka_unit_test(test_hello_max_payload),
 		cmocka_unit_test(test_roundtrip_comm),
 		cmocka_unit_test(test_roundtrip_progress),
 		cmocka_unit_test(test_roundtrip_progress_empty),
@@ -1375,6 +1859,15 @@ int main(void)
 		cmocka_unit_test(test_bye_reserved),
 		cmocka_unit_test(test_dump_data_bounds),
 		cmocka_unit_test(test_dump_data_chunk_decode),
+		cmocka_unit_test(test_roundtrip_challenge_auth),
+		cmocka_unit_test(test_roundtrip_error),
+		cmocka_unit_test(test_sha256_vectors),
+		cmocka_unit_test(test_hmac_rfc4231),
+		cmocka_unit_test(test_ct_equal),
+		cmocka_unit_test(test_token_read),
+		cmocka_unit_test(test_token_equal),
+		cmocka_unit_test(test_auth_proof_example),
+		cmocka_unit_test(test_auth_proof_binds),
 		cmocka_unit_test(test_bad_files),
 	};
 

@@ -1,0 +1,336 @@
+/*
+ * The --config file: the command line's settings, one per line, as
+ *
+ *     # a comment
+ *     timeout = 120
+ *     dump-dir = /var/lib/flightrec
+ *
+ * A key is a long option's name without its dashes; a '#' at the start of
+ * a line or after a blank starts a comment. The file is turned into
+ * "--key=value" arguments that the command-line parser reads, so every
+ * option the daemon has is a setting, checked by the same code.
+ *
+ * What a reload (SIGHUP) may change is applied here: the timeouts and the
+ * limits, which the loop reads afresh each time. Addresses and directories
+ * are bound or opened once; a change to them is logged and ignored.
+ */
+#include "daemon.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+/* A settings file is a few dozen lines; anything this big is a mistake. */
+#define CONFIG_MAX_SIZE (1u << 20)
+
+static bool is_blank(char c)
+{
+	return c == ' ' || c == '\t' || c == '\r';
+}
+
+/* Reads the whole file into a NUL-terminated buffer the caller frees. */
+static int config_slurp(const char *path, char **text, size_t *len)
+{
+	struct stat st;
+	char *buf;
+	size_t n = 0;
+	int fd;
+	int err;
+
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -errno;
+	if (fstat(fd, &st) < 0) {
+		err = -errno;
+		goto out_close;
+	}
+	if (!S_ISREG(st.st_mode)) {
+		err = -EINVAL;
+		goto out_close;
+	}
+	if (st.st_size > CONFIG_MAX_SIZE) {
+		err = -EFBIG;
+		goto out_close;
+	}
+	buf = malloc((size_t)st.st_size + 1);
+	if (!buf) {
+		err = -ENOMEM;
+		goto out_close;
+	}
+	/* The size may change under us: read what is there, up to the cap. */
+	while (n < (size_t)st.st_size) {
+		ssize_t r = read(fd, buf + n, (size_t)st.st_size - n);
+
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r < 0) {
+			err = -errno;
+			free(buf);
+			goto out_close;
+		}
+		if (r == 0)
+			break;
+		n += (size_t)r;
+	}
+	buf[n] = '\0';
+	*text = buf;
+	*len = n;
+	err = 0;
+out_close:
+	close(fd);
+	return err;
+}
+
+/* The option `key` names when it is a setting, else NULL. */
+static const struct option *config_find(const struct option *opts, const char *key)
+{
+	for (const struct option *o = opts; o->name; o++)
+		if (strcmp(o->name, key) == 0)
+			return o;
+	return NULL;
+}
+
+/* Appends an argument from line `line`, taking ownership of `arg` (NULL: out of memory). */
+static int config_append(struct config_args *ca, char *arg, unsigned line)
+{
+	char **argv;
+	unsigned *lines;
+
+	if (!arg)
+		return -ENOMEM;
+	argv = realloc(ca->argv, (size_t)(ca->argc + 2) * sizeof(*argv));
+	if (!argv)
+		goto out_free_arg;
+	ca->argv = argv;
+	lines = realloc(ca->lines, (size_t)(ca->argc + 2) * sizeof(*lines));
+	if (!lines)
+		goto out_free_arg;
+	ca->lines = lines;
+	ca->argv[ca->argc] = arg;
+	ca->lines[ca->argc] = line;
+	ca->argc++;
+	ca->argv[ca->argc] = NULL;
+	return 0;
+
+out_free_arg:
+	free(arg);
+	return -ENOMEM;
+}
+
+/*
+ * Splits one line (modified in place) into key and value; *key is NULL for
+ * a blank or comment line. Returns a reason when the line is malformed.
+ */
+static const char *config_split(char *s, char **key, char **value)
+{
+	char *eq;
+	char *end;
+
+	*key = NULL;
+	for (char *p = s; *p; p++) {
+		if (*p == '#' && (p == s || is_blank(p[-1]))) {
+			*p = '\0';
+			break;
+		}
+	}
+	while (is_blank(*s))
+		s++;
+	end = s + strlen(s);
+	while (end > s && is_blank(end[-1]))
+		*--end = '\0';
+	if (*s == '\0')
+		return NULL;
+	eq = strchr(s, '=');
+	if (!eq)
+		return "expected 'key = value'";
+	*value = eq + 1;
+	while (is_blank(**value))
+		(*value)++;
+	end = eq;
+	while (end > s && is_blank(end[-1]))
+		end--;
+	*end = '\0';
+	if (*s == '\0')
+		return "no key before '='";
+	if (**value == '\0')
+		return "no value after '='";
+	*key = s;
+	return NULL;
+}
+
+int config_read(const char *path, const struct option *opts, struct config_args *out, char *err,
+		size_t errcap)
+{
+	struct config_args ca = { .path = path };
+	char *text = NULL;
+	char *line;
+	size_t len = 0;
+	unsigned lineno = 0;
+	int rc;
+
+	rc = config_slurp(path, &text, &len);
+	if (rc) {
+		snprintf(err, errcap, "%s: cannot read: %s", path,
+			 rc == -EINVAL ? "not a regular file" :
+			 rc == -EFBIG  ? "larger than 1 MiB" :
+					 strerror(-rc));
+		return rc;
+	}
+	if (memchr(text, '\0', len)) {
+		snprintf(err, errcap, "%s: not a text file (it holds a NUL byte)", path);
+		rc = -EINVAL;
+		goto out_free_text;
+	}
+	/* argv[0] is the program name, which getopt skips. */
+	rc = config_append(&ca, strdup("flightrecd"), 0);
+	if (rc)
+		goto out_nomem;
+	for (line = text; line; ) {
+		char *next = strchr(line, '\n');
+		const struct option *o;
+		const char *why;
+		char *arg;
+		char *key;
+		char *value;
+
+		if (next)
+			*next++ = '\0';
+		lineno++;
+		why = config_split(line, &key, &value);
+		if (why) {
+			snprintf(err, errcap, "%s:%u: %s", path, lineno, why);
+			rc = -EINVAL;
+			goto out_free_args;
+		}
+		line = next;
+		if (!key)
+			continue;
+		o = config_find(opts, key);
+		if (!o || o->has_arg != required_argument || strcmp(key, "config") == 0) {
+			snprintf(err, errcap, "%s:%u: unknown setting '%s'", path, lineno, key);
+			rc = -EINVAL;
+			goto out_free_args;
+		}
+		if (asprintf(&arg, "--%s=%s", key, value) < 0)
+			arg = NULL;
+		rc = config_append(&ca, arg, lineno);
+		if (rc)
+			goto out_nomem;
+	}
+	free(text);
+	*out = ca;
+	return 0;
+
+out_nomem:
+	snprintf(err, errcap, "%s: out of memory", path);
+	rc = -ENOMEM;
+out_free_args:
+	config_args_free(&ca);
+out_free_text:
+	free(text);
+	return rc;
+}
+
+void config_args_free(struct config_args *ca)
+{
+	for (int i = 0; i < ca->argc; i++)
+		free(ca->argv[i]);
+	free(ca->argv);
+	free(ca->lines);
+	memset(ca, 0, sizeof(*ca));
+}
+
+void config_log_settings(const struct daemon_config *cfg, const char *when)
+{
+	char la[INET6_ADDRSTRLEN + 8];
+	char ha[INET6_ADDRSTRLEN + 8];
+
+	daemon_format_addr((const struct sockaddr *)&cfg->listen_addr, la, sizeof(la));
+	daemon_format_addr((const struct sockaddr *)&cfg->http_addr, ha, sizeof(ha));
+	daemon_log("settings (%s%s%s): listen %s, http %s, dump-dir %s, timeout %g s, "
+		   "heartbeat-timeout %g s, dump-deadline %g s, max-dump-size %" PRIu64
+		   ", max-connections %" PRIu32 ", token-file %s",
+		   when, cfg->config_file ? ", config " : "",
+		   cfg->config_file ? cfg->config_file : "", la, ha, cfg->dump_dir, cfg->timeout_s,
+		   cfg->heartbeat_timeout_s, cfg->dump_deadline_s, cfg->max_dump_size,
+		   cfg->max_connections, cfg->token_file ? cfg->token_file : "(none)");
+}
+
+static bool same_string(const char *a, const char *b)
+{
+	return a == b || (a && b && strcmp(a, b) == 0);
+}
+
+static void needs_restart(const char *name, const char *was, const char *now)
+{
+	daemon_log("reload: %s changed from %s to %s: needs a restart, ignored", name, was, now);
+}
+
+static void addr_needs_restart(const char *name, const struct sockaddr_storage *was,
+			       const struct sockaddr_storage *now)
+{
+	char a[INET6_ADDRSTRLEN + 8];
+	char b[INET6_ADDRSTRLEN + 8];
+
+	daemon_format_addr((const struct sockaddr *)was, a, sizeof(a));
+	daemon_format_addr((const struct sockaddr *)now, b, sizeof(b));
+	if (strcmp(a, b) != 0)
+		needs_restart(name, a, b);
+}
+
+/* Applies one reloadable setting to both the live and the configured copy. */
+#define RELOAD_SECONDS(d, next, field, name)                                              \
+	do {                                                                               \
+		if ((d)->configured.field != (next)->field) {                              \
+			daemon_log("reload: " name " %g s -> %g s", (d)->configured.field, \
+				   (next)->field);                                         \
+			(d)->configured.field = (next)->field;                             \
+			(d)->cfg.field = (next)->field;                                    \
+			changed++;                                                         \
+		}                                                                          \
+	} while (0)
+
+int config_apply_reload(struct flightrecd *d, const struct daemon_config *next)
+{
+	struct daemon_config *was = &d->configured;
+	int changed = 0;
+
+	addr_needs_restart("listen", &was->listen_addr, &next->listen_addr);
+	addr_needs_restart("http", &was->http_addr, &next->http_addr);
+	if (!same_string(was->dump_dir, next->dump_dir))
+		needs_restart("dump-dir", was->dump_dir, next->dump_dir);
+	if (!same_string(was->ports_file, next->ports_file))
+		needs_restart("ports-file", was->ports_file ? was->ports_file : "(none)",
+			      next->ports_file ? next->ports_file : "(none)");
+	if (!same_string(was->token_file, next->token_file))
+		needs_restart("token-file", was->token_file ? was->token_file : "(none)",
+			      next->token_file ? next->token_file : "(none)");
+
+	RELOAD_SECONDS(d, next, timeout_s, "timeout");
+	RELOAD_SECONDS(d, next, heartbeat_timeout_s, "heartbeat-timeout");
+	/* An incident being collected keeps the deadline it opened with. */
+	RELOAD_SECONDS(d, next, dump_deadline_s, "dump-deadline");
+	if (was->max_dump_size != next->max_dump_size) {
+		daemon_log("reload: max-dump-size %" PRIu64 " -> %" PRIu64, was->max_dump_size,
+			   next->max_dump_size);
+		was->max_dump_size = d->cfg.max_dump_size = next->max_dump_size;
+		changed++;
+	}
+	if (was->max_connections != next->max_connections) {
+		daemon_log("reload: max-connections %" PRIu32 " -> %" PRIu32
+			   "%s", was->max_connections, next->max_connections,
+			   d->nconns > next->max_connections ?
+				   " (connections over the limit stay; new ones are refused)" : "");
+		was->max_connections = d->cfg.max_connections = next->max_connections;
+		changed++;
+	}
+	if (!changed)
+		daemon_log("reload: no timeout or limit changed");
+	return changed;
+}
