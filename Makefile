@@ -150,9 +150,20 @@ unit: $(UNIT_TESTS) $(CLI)
 e2e: all $(MPI_PROGS) $(NCCL_FAKE)
 	$(Q)BUILD=$(BUILD) tests/e2e/run
 
+# The libFuzzer targets (tests/fuzz) are built with clang into
+# $(BUILD)/fuzz, whatever $(CC) is. make test replays every regression
+# input and fuzzes each target for FUZZ_SECONDS (0: replay only); without
+# clang it skips them (tests/fuzz/run exits 77), make fuzz fails.
+FUZZ_SECONDS ?= 15
+
 test: all $(UNIT_TESTS) $(MPI_PROGS) $(NCCL_FAKE)
 	$(Q)tests/run-unit $(UNIT_TESTS)
 	$(Q)BUILD=$(BUILD) tests/e2e/run
+	$(Q)BUILD=$(BUILD) tests/fuzz/run $(if $(filter 0,$(FUZZ_SECONDS)),--replay,$(FUZZ_SECONDS)) \
+		|| [ $$? -eq 77 ]
+
+fuzz:
+	$(Q)BUILD=$(BUILD) tests/fuzz/run 60
 
 demo: all $(MPI_PROGS)
 	$(Q)BUILD=$(BUILD) tests/e2e/demo.sh

@@ -1,0 +1,310 @@
+/*
+ * libFuzzer target for the frame decoder (protocol/wire.h).
+ *
+ * The input is a byte stream as a peer would send it: frames back to back.
+ * Each frame goes through fr_wire_header_decode() as the daemon's and the
+ * agent's read loops do, then through the payload decoder of its type: of
+ * every type in FR_WIRE_MESSAGES, those the daemon decodes from agents and
+ * those the agent decodes from the daemon alike. The cases are generated
+ * from that table, so a message added to it is fuzzed without a change
+ * here. The stream stops at the first header that is refused or at a frame
+ * cut short, as a connection would be closed there.
+ *
+ * Besides memory errors, the target checks the contract wire.h and wire.c
+ * state, and aborts when it is broken:
+ *   - every return value is one wire.h documents;
+ *   - a refused payload leaves its message zeroed;
+ *   - whatever a decoder accepts, the matching encoder accepts too, into
+ *     exactly _size() bytes and not into one byte less, and writes back the
+ *     frame it was given (PROGRESS clears in-flight flags this build does
+ *     not define, so there the frame written must decode to the same
+ *     message instead);
+ *   - the values decoders promise to refuse are refused (a COMM rank not
+ *     below its size, a DUMP_DATA piece outside its dump, ...).
+ *
+ * Each frame is copied into a buffer of its exact length, so that a decoder
+ * reading past its payload is caught by AddressSanitizer even where the
+ * next frame's bytes follow in the input.
+ */
+#include <errno.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "wire.h"
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+#define FUZZ_CHECK(cond)                                                        \
+	do {                                                                    \
+		if (!(cond)) {                                                  \
+			fprintf(stderr, "fuzz_wire: %s:%d: check failed: %s\n", \
+				__FILE__, __LINE__, #cond);                     \
+			abort();                                                \
+		}                                                               \
+	} while (0)
+
+/* The oldest version a header may carry (wire.h names it once it has two). */
+#ifdef FR_WIRE_VERSION_MIN
+#define FUZZ_VERSION_MIN FR_WIRE_VERSION_MIN
+#else
+#define FUZZ_VERSION_MIN FR_WIRE_VERSION
+#endif
+
+static bool all_zero(const void *p, size_t n)
+{
+	const uint8_t *b = p;
+
+	for (size_t i = 0; i < n; i++)
+		if (b[i])
+			return false;
+	return true;
+}
+
+/* ---- what each message promises beyond its bytes ---- */
+
+static void check_hello(struct fr_msg_hello *m, const uint8_t *p, size_t len)
+{
+	(void)p;
+	(void)len;
+	FUZZ_CHECK(strlen(m->job) <= FR_JOB_MAX && strlen(m->host) <= FR_HOST_MAX &&
+		   strlen(m->comm_lib) <= FR_LIBVER_MAX);
+#ifdef FR_WIRE_NONCE_SIZE
+	/*
+	 * The proof of AUTH covers every HELLO the daemon accepts: it can be
+	 * computed for one, it verifies, and it stops verifying when one bit
+	 * of it changes.
+	 */
+	{
+		static const char secret[] = "fuzz-token-0123456789abcdef";
+		static struct fr_token token;
+		uint8_t nonce[FR_WIRE_NONCE_SIZE], proof[FR_WIRE_PROOF_SIZE];
+
+		if (!token.len) {
+			token.len = sizeof(secret) - 1;
+			memcpy(token.bytes, secret, token.len);
+		}
+		for (size_t i = 0; i < sizeof(nonce); i++)
+			nonce[i] = (uint8_t)(i * 37 + len);
+		FUZZ_CHECK(fr_wire_auth_proof(&token, nonce, m, proof) == 0);
+		FUZZ_CHECK(fr_wire_auth_verify(&token, nonce, m, proof));
+		proof[len % sizeof(proof)] ^= (uint8_t)(1u << (len % 8));
+		FUZZ_CHECK(!fr_wire_auth_verify(&token, nonce, m, proof));
+	}
+#endif
+}
+
+static void check_comm(struct fr_msg_comm *m, const uint8_t *p, size_t len)
+{
+	(void)p;
+	(void)len;
+	FUZZ_CHECK(m->rank < m->size && m->members);
+	FUZZ_CHECK(strlen(m->id) <= FR_COMM_ID_MAX && strlen(m->desc) <= FR_COMM_DESC_MAX);
+	/* Touch every member: the array must hold `size` of them. */
+	for (uint32_t i = 0; i < m->size; i++)
+		(void)*(volatile uint32_t *)&m->members[i];
+}
+
+static void check_progress(struct fr_msg_progress *m, const uint8_t *p, size_t len)
+{
+	(void)p;
+	(void)len;
+	FUZZ_CHECK(!m->ncomms == !m->comms && !m->ninflight == !m->inflight);
+	for (uint32_t i = 0; i < m->ncomms; i++)
+		FUZZ_CHECK(strlen(m->comms[i].comm) <= FR_COMM_ID_MAX);
+	for (uint32_t i = 0; i < m->ninflight; i++) {
+		const struct fr_wire_inflight *op = &m->inflight[i];
+
+		FUZZ_CHECK(strlen(op->comm) <= FR_COMM_ID_MAX &&
+			   strlen(op->dtype) <= FR_DTYPE_MAX);
+		FUZZ_CHECK(op->is_p2p <= 1 && op->peer >= -1 && op->peer_in_comm >= -1);
+		FUZZ_CHECK(!(op->flags & ~(FR_WIRE_INFLIGHT_NONBLOCKING | FR_WIRE_INFLIGHT_WAITED)));
+		FUZZ_CHECK(!(op->flags & FR_WIRE_INFLIGHT_WAITED) ||
+			   (op->flags & FR_WIRE_INFLIGHT_NONBLOCKING));
+	}
+}
+
+static void check_dump_request(struct fr_msg_dump_request *m, const uint8_t *p, size_t len)
+{
+	(void)p;
+	(void)len;
+	FUZZ_CHECK(strlen(m->incident) <= FR_INCIDENT_MAX && strlen(m->reason) <= FR_REASON_MAX);
+}
+
+static void check_dump_data(struct fr_msg_dump_data *m, const uint8_t *p, size_t len)
+{
+	FUZZ_CHECK(strlen(m->incident) <= FR_INCIDENT_MAX);
+	FUZZ_CHECK(m->len <= FR_WIRE_DUMP_CHUNK && m->offset <= m->total &&
+		   m->len <= m->total - m->offset);
+	/* The piece must lie inside the payload it was decoded from. */
+	FUZZ_CHECK(!m->len || (m->data >= p && m->data + m->len <= p + len));
+}
+
+static void check_bye(struct fr_msg_bye *m, const uint8_t *p, size_t len)
+{
+	(void)p;
+	(void)len;
+	FUZZ_CHECK(m->reserved == 0);
+}
+
+static void check_nothing(const void *m, const uint8_t *p, size_t len)
+{
+	(void)m;
+	(void)p;
+	(void)len;
+}
+
+/* The check of message `m` by its type; none for a message added later. */
+#define CHECK_MSG(m, p, len)                                        \
+	_Generic((m),                                               \
+		struct fr_msg_hello *: check_hello,                 \
+		struct fr_msg_comm *: check_comm,                   \
+		struct fr_msg_progress *: check_progress,           \
+		struct fr_msg_dump_request *: check_dump_request,   \
+		struct fr_msg_dump_data *: check_dump_data,         \
+		struct fr_msg_bye *: check_bye,                     \
+		default: check_nothing)((m), (p), (len))
+
+static void free_nothing(const void *m)
+{
+	(void)m;
+}
+
+/* The messages that own memory: freeing them must zero them too. */
+static void free_comm(struct fr_msg_comm *m)
+{
+	fr_wire_comm_free(m);
+	FUZZ_CHECK(all_zero(m, sizeof(*m)));
+}
+
+static void free_progress(struct fr_msg_progress *m)
+{
+	fr_wire_progress_free(m);
+	FUZZ_CHECK(all_zero(m, sizeof(*m)));
+}
+
+/* Frees what a decoded message owns. */
+#define FREE_MSG(m)                                          \
+	_Generic((m),                                        \
+		struct fr_msg_comm *: free_comm,             \
+		struct fr_msg_progress *: free_progress,     \
+		default: free_nothing)(m)
+
+/* ---- reading a frame back ---- */
+
+static bool progress_equal(const struct fr_msg_progress *a, const struct fr_msg_progress *b)
+{
+	if (a->ncomms != b->ncomms || a->ninflight != b->ninflight)
+		return false;
+	/* The arrays come from calloc, so their padding is zero in both. */
+	if (a->ncomms && memcmp(a->comms, b->comms, a->ncomms * sizeof(*a->comms)))
+		return false;
+	if (a->ninflight && memcmp(a->inflight, b->inflight, a->ninflight * sizeof(*a->inflight)))
+		return false;
+	return true;
+}
+
+/*
+ * PROGRESS drops unknown in-flight flags, so the frame written from an
+ * accepted one may differ from the frame read: it must decode to the same
+ * message instead.
+ */
+static void progress_again(const uint8_t *frame, size_t len, const struct fr_msg_progress *m)
+{
+	struct fr_msg_progress again;
+
+	FUZZ_CHECK(fr_wire_progress_decode(frame + FR_WIRE_HEADER_SIZE,
+					   len - FR_WIRE_HEADER_SIZE, &again) == 0);
+	FUZZ_CHECK(progress_equal(m, &again));
+	fr_wire_progress_free(&again);
+}
+
+/*
+ * Decodes the payload of one frame (frame[0..flen), header included, in a
+ * buffer of its own) with the decoder of its type, checks the message, then
+ * encodes it again and compares.
+ */
+#define FUZZ_CASE(T, v, n)                                                               \
+	case FR_MSG_##T: {                                                               \
+		struct fr_msg_##n m;                                                     \
+		size_t want;                                                             \
+		uint8_t *out;                                                            \
+		int rc;                                                                  \
+                                                                                         \
+		rc = fr_wire_##n##_decode(p, len, &m);                                   \
+		FUZZ_CHECK(rc == 0 || rc == -EPROTO || rc == -ENOMEM);                   \
+		if (rc) {                                                                \
+			FUZZ_CHECK(all_zero(&m, sizeof(m)));                             \
+			break;                                                           \
+		}                                                                        \
+		CHECK_MSG(&m, p, len);                                                   \
+		want = fr_wire_##n##_size(&m);                                           \
+		FUZZ_CHECK(want >= FR_WIRE_HEADER_SIZE);                                 \
+		out = malloc(want);                                                      \
+		FUZZ_CHECK(out);                                                         \
+		FUZZ_CHECK(fr_wire_##n##_encode(&m, out, want - 1) == -EMSGSIZE);        \
+		rc = fr_wire_##n##_encode(&m, out, want);                                \
+		FUZZ_CHECK(rc >= 0 && (size_t)rc == want);                               \
+		if (FR_MSG_##T == FR_MSG_PROGRESS) {                                     \
+			progress_again(out, want, (const struct fr_msg_progress *)&m);   \
+		} else {                                                                 \
+			FUZZ_CHECK(want == flen);                                        \
+			FUZZ_CHECK(memcmp(out, frame, flen) == 0);                       \
+		}                                                                        \
+		free(out);                                                               \
+		FREE_MSG(&m);                                                            \
+		break;                                                                   \
+	}
+
+static void decode_frame(unsigned type, const uint8_t *frame, size_t flen)
+{
+	const uint8_t *p = frame + FR_WIRE_HEADER_SIZE;
+	size_t len = flen - FR_WIRE_HEADER_SIZE;
+
+	switch (type) {
+		FR_WIRE_MESSAGES(FUZZ_CASE)
+	default:
+		/* fr_wire_header_decode() let through a type not in the table. */
+		FUZZ_CHECK(!"header accepted an unknown type");
+	}
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+	size_t off = 0;
+
+	while (off < size) {
+		struct fr_wire_header h;
+		size_t avail = size - off, flen;
+		uint8_t *frame;
+		int rc;
+
+		rc = fr_wire_header_decode(data + off, avail, &h);
+		if (rc == -EAGAIN) {
+			FUZZ_CHECK(avail < FR_WIRE_HEADER_SIZE);
+			FUZZ_CHECK(all_zero(&h, sizeof(h)));
+			break;
+		}
+		FUZZ_CHECK(rc == 0 || rc == -EPROTO || rc == -EPROTONOSUPPORT ||
+			   rc == -EMSGSIZE || rc == -EBADMSG);
+		if (rc)
+			break;
+		FUZZ_CHECK(h.magic == FR_WIRE_MAGIC && h.version >= FUZZ_VERSION_MIN &&
+			   h.version <= FR_WIRE_VERSION && h.flags == 0 &&
+			   h.length <= FR_WIRE_MAX_PAYLOAD && fr_msg_name(h.type));
+		if (avail - FR_WIRE_HEADER_SIZE < h.length)
+			break;
+
+		/* The frame in a buffer of its own, exactly as long as it. */
+		flen = FR_WIRE_HEADER_SIZE + (size_t)h.length;
+		frame = malloc(flen);
+		FUZZ_CHECK(frame);
+		memcpy(frame, data + off, flen);
+		decode_frame(h.type, frame, flen);
+		free(frame);
+		off += flen;
+	}
+	return 0;
+}
