@@ -176,9 +176,18 @@ $(BENCH_GEN): $(call obj,bench/gen_dumps.c) $(CORE_LIB)
 	$(Q)$(CC) $(LDFLAGS) -o $@ $(call obj,bench/gen_dumps.c) $(CORE_LIB) \
 		$$($(PKG_CONFIG) --libs jansson) -lm
 
-bench: all $(MPI_PROGS) $(NCCL_FAKE) $(BENCH_GEN)
+# The simulated agents of bench/load.sh: RANKS ranks from one process.
+BENCH_LOAD := $(BUILD)/bench/loadgen
+$(BENCH_LOAD): $(call obj,bench/loadgen.c) $(CORE_LIB)
+	@mkdir -p $(dir $@)
+	@$(if $(Q),echo "  LD      $@")
+	$(Q)$(CC) $(LDFLAGS) -o $@ $(call obj,bench/loadgen.c) $(CORE_LIB) \
+		$$($(PKG_CONFIG) --libs jansson) -lpthread -lm
+
+bench: all $(MPI_PROGS) $(NCCL_FAKE) $(BENCH_GEN) $(BENCH_LOAD)
 	$(Q)BUILD=$(BUILD) bench/run
 	$(Q)BUILD=$(BUILD) bench/analyze.sh
+	$(Q)BUILD=$(BUILD) bench/load.sh
 
 # ---- install ----
 

@@ -364,7 +364,10 @@ static bool sig_equal(const struct fr_op *a, const struct fr_op *b, bool strict)
 	if (a->type == FR_OP_COMM_SPLIT || a->type == FR_OP_COMM_DUP ||
 	    a->type == FR_OP_COMM_CREATE)
 		return true;
-	if ((fr_op_is_rooted(a->type) && !same_root(a, b)) || !same_str(a->redop, b->redop))
+	/* A live view (the daemon's, from progress messages) knows no
+	 * reduction: "" is unknown, not a different one. */
+	if ((fr_op_is_rooted(a->type) && !same_root(a, b)) ||
+	    (a->redop[0] && b->redop[0] && !same_str(a->redop, b->redop)))
 		return false;
 	if (!strict && payload_varies_completed(a->type))
 		return true;

@@ -1690,6 +1690,8 @@ static void test_completed_mismatch_no_hang(void **state)
 	snprintf(j->ev[1]->t.ops[5].dtype, FR_DTYPE_MAX + 1, "MPI_LONG");
 	j->ev[2]->t.ops[4].count = 8;
 	snprintf(j->ev[2]->t.ops[4].dtype, FR_DTYPE_MAX + 1, "MPI_BYTE");
+	/* A live view knows no reduction: unknown, not different. */
+	j->ev[0]->t.ops[5].redop[0] = '\0';
 	v = correlate(j);
 	assert_int_equal(v->kind, FR_VERDICT_OK);
 	fr_verdict_free(v);

@@ -1,0 +1,1160 @@
+/*
+ * loadgen: simulates the agents of a large job from one process, over
+ * loopback, speaking the real protocol (protocol/PROTOCOL.md) to a real
+ * flightrecd, for measuring the daemon under load (bench/load.sh).
+ *
+ *   loadgen --addr HOST:PORT [--ranks N] [--job ID] [--rate UPDATES/S]
+ *           [--hang-after SECONDS] [--hang-rank R] [--dump-size BYTES]
+ *           [--token-file FILE] [--duration SECONDS]
+ *
+ * Every rank connects, says HELLO, sends a COMM for MPI_COMM_WORLD and for
+ * the two communicators a data- and tensor-parallel job splits from it
+ * (named as the agent names splits), then follows a job-wide timeline of
+ * collectives: tensor-parallel all_reduce, data-parallel reduce_scatter,
+ * world all_reduce, over and over. Entering and completing an operation are
+ * one PROGRESS each, as the agent sends them: the changed communicator's
+ * sequence numbers and the full list of operations in flight (the blocking
+ * collective, or none). HEARTBEAT goes every second.
+ *
+ * The planted hang: --hang-after seconds after every rank is up, the
+ * planted rank (default N/2 + 5) never enters the next world all_reduce,
+ * in which every other rank then blocks. As with the real agent, a blocked
+ * rank's in-flight set no longer changes, so it sends heartbeats only. The
+ * daemon's timeout then fires and it asks every rank to dump: each answers
+ * with a dump written by the real writer (fr_dump_serialize()) from its
+ * recent history, of at most --dump-size bytes, in DUMP_DATA pieces.
+ *
+ * One thread, epoll, non-blocking sockets. Progress lines go to stdout for
+ * the script that drives it:
+ *   loadgen: up N ranks in S s
+ *   loadgen: hang planted: rank R ...
+ *   loadgen: dumps uploaded: N of N for INCIDENT in S s
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "../dumps/dump.h"
+#include "../dumps/trace.h"
+#include "../protocol/wire.h"
+
+#define PROG "loadgen"
+#define NS_PER_MS 1000000ull
+#define HEARTBEAT_MS 1000
+#define TICK_MS 5
+/* Connects in progress at once: the daemon's accept backlog is finite, and a
+ * dropped SYN costs a second of retransmission. */
+#define MAX_CONNECTING 128
+#define RETRY_MS 1000
+/* Communicators of every rank: the two splits and world. */
+#define NCOMMS 3
+#define C_TP 0
+#define C_DP 1
+#define C_WORLD 2
+/* World's collectives before the first step: the two MPI_Comm_split. */
+#define WORLD_SPLITS 2
+#define DUMP_SIZE_MAX (1u << 20)
+/* Entries in a dump at most, however large --dump-size. */
+#define DUMP_OPS_MAX 8192
+/* Ops of every rank before this program started. */
+#define HISTORY_OPS 30000
+/* Bytes of daemon -> agent frames this program reads at once. */
+#define RBUF_SIZE 1024
+
+enum rstate { R_IDLE, R_CONNECTING, R_CHALLENGED, R_UP };
+
+struct rank {
+	int fd;
+	uint32_t rank;
+	enum rstate state;
+	bool want_out;          /* EPOLLOUT armed */
+	uint8_t *out;
+	size_t olen, ooff, ocap;
+	uint8_t in[RBUF_SIZE];
+	size_t ilen;
+	uint64_t retry_ms;
+	uint64_t update;        /* next update: op update/2, enter if even */
+	uint64_t next_hb_ms;
+	uint32_t phase_ms;      /* this rank's offset in the job's timeline */
+	bool blocked;           /* in the hung all_reduce, or the planted rank */
+	bool dumped;
+};
+
+static struct {
+	const char *host, *port;
+	uint32_t ranks;
+	char job[FR_JOB_MAX + 1];
+	double rate;
+	double hang_after_s;
+	uint32_t hang_rank;
+	size_t dump_size;
+	double duration_s;
+	struct fr_token token;
+
+	int ep;
+	struct rank *r;
+	struct addrinfo *ai;
+	uint64_t t0_ms;         /* start of the job's timeline */
+	uint64_t start_ms;
+	uint32_t interval_ms;   /* between two updates of one rank */
+	uint32_t tp, dp;
+	uint32_t connecting, up;
+	bool all_up;
+	uint64_t all_up_ms;
+	uint64_t hang_op;       /* the world all_reduce the planted rank skips; 0: none yet */
+	bool hang_planted;
+	char incident[FR_INCIDENT_MAX + 1];
+	uint64_t dump_first_ms;
+	uint32_t dumps_requested, dumps_done;
+	double bytes_per_op;    /* of a serialised entry, learnt when the hang is chosen */
+	uint64_t frames, updates, disconnects, refused;
+	uint64_t dump_build_ms;  /* spent making dumps: this program's own share */
+	uint64_t dump_last_ms;   /* the last request's arrival */
+	uint32_t dumps_ready;    /* answered with a dump written ahead */
+} G;
+
+static volatile sig_atomic_t stop;
+
+static void on_signal(int sig)
+{
+	(void)sig;
+	stop = 1;
+}
+
+static uint64_t mono_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+static uint64_t real_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+static uint64_t mix(uint64_t x)
+{
+	x += 0x9e3779b97f4a7c15ull;
+	x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+	x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+	return x ^ (x >> 31);
+}
+
+/* ---- the job's timeline ---- */
+
+/* Op k of every rank: tensor-parallel, data-parallel, world, in turn. */
+static int op_comm(uint64_t k)
+{
+	return (int)(k % NCOMMS);
+}
+
+static enum fr_op_type op_type(int c)
+{
+	return c == C_DP ? FR_OP_REDUCE_SCATTER : FR_OP_ALL_REDUCE;
+}
+
+/* The sequence number on communicator c of the last of ops 0..k-1 on it. */
+static uint64_t seq_before(int c, uint64_t k)
+{
+	uint64_t n = (k + NCOMMS - 1 - (uint64_t)c) / NCOMMS;
+
+	return c == C_WORLD ? n + WORLD_SPLITS : n;
+}
+
+static void comm_id(int c, uint32_t rank, char *out, size_t len)
+{
+	if (c == C_WORLD)
+		snprintf(out, len, "world");
+	else if (c == C_TP)
+		snprintf(out, len, "world/1s%u", rank / G.tp);
+	else
+		snprintf(out, len, "world/2s%u", rank % G.tp);
+}
+
+/*
+ * When update u of rank r is due on the monotonic clock. The job ran for
+ * HISTORY_OPS ops before this program started, so that the ranks' rings
+ * are full when they dump: those updates fall before t0 (signed).
+ */
+static int64_t update_due(const struct rank *r, uint64_t u)
+{
+	return (int64_t)G.t0_ms + r->phase_ms + ((int64_t)u - 2 * HISTORY_OPS) * G.interval_ms;
+}
+
+/* The same instant on the real-time clock, for dump entries: past or, for
+ * dumps written ahead, future. */
+static uint64_t update_real_ns(const struct rank *r, uint64_t u, uint64_t now_ms, uint64_t now_ns)
+{
+	return (uint64_t)((int64_t)now_ns + (update_due(r, u) - (int64_t)now_ms) * (int64_t)NS_PER_MS);
+}
+
+static bool is_due(const struct rank *r, uint64_t u, uint64_t now)
+{
+	return (int64_t)now >= update_due(r, u);
+}
+
+/* ---- output ---- */
+
+static int reserve(struct rank *r, size_t n)
+{
+	if (r->ooff && r->ooff == r->olen)
+		r->ooff = r->olen = 0;
+	if (r->olen + n <= r->ocap)
+		return 0;
+	if (r->ooff) {
+		memmove(r->out, r->out + r->ooff, r->olen - r->ooff);
+		r->olen -= r->ooff;
+		r->ooff = 0;
+		if (r->olen + n <= r->ocap)
+			return 0;
+	}
+	size_t cap = r->ocap ? r->ocap : 4096;
+	uint8_t *p;
+
+	while (cap < r->olen + n)
+		cap *= 2;
+	p = realloc(r->out, cap);
+	if (!p)
+		return -ENOMEM;
+	r->out = p;
+	r->ocap = cap;
+	return 0;
+}
+
+#define QUEUE(r, n, m)                                                                 \
+	({                                                                             \
+		size_t sz_ = fr_wire_##n##_size(m);                                    \
+		int rc_ = reserve((r), sz_);                                           \
+		if (!rc_)                                                              \
+			rc_ = fr_wire_##n##_encode((m), (r)->out + (r)->olen, sz_);    \
+		if (rc_ > 0) {                                                         \
+			(r)->olen += (size_t)rc_;                                      \
+			G.frames++;                                                    \
+		} else {                                                               \
+			fprintf(stderr, PROG ": rank %u: encoding " #n ": %s\n",       \
+				(r)->rank, strerror(rc_ ? -rc_ : EINVAL));             \
+		}                                                                      \
+		rc_ > 0 ? 0 : -1;                                                      \
+	})
+
+static void set_out(struct rank *r, bool want)
+{
+	struct epoll_event ev = { .events = EPOLLIN | (want ? EPOLLOUT : 0u),
+				  .data.u32 = r->rank };
+
+	if (r->want_out == want)
+		return;
+	r->want_out = want;
+	epoll_ctl(G.ep, EPOLL_CTL_MOD, r->fd, &ev);
+}
+
+static void drop(struct rank *r, const char *why);
+
+static void flush(struct rank *r)
+{
+	while (r->ooff < r->olen) {
+		ssize_t n = send(r->fd, r->out + r->ooff, r->olen - r->ooff, MSG_NOSIGNAL);
+
+		if (n < 0) {
+			if (errno == EAGAIN || errno == EWOULDBLOCK)
+				break;
+			if (errno == EINTR)
+				continue;
+			drop(r, strerror(errno));
+			return;
+		}
+		r->ooff += (size_t)n;
+	}
+	set_out(r, r->ooff < r->olen);
+}
+
+static void drop(struct rank *r, const char *why)
+{
+	if (r->fd >= 0) {
+		close(r->fd);
+		r->fd = -1;
+	}
+	if (r->state == R_CONNECTING || r->state == R_CHALLENGED)
+		G.connecting--;
+	if (r->state == R_UP)
+		G.up--;
+	if (r->state != R_IDLE) {
+		G.disconnects++;
+		if (G.disconnects <= 10)
+			fprintf(stderr, PROG ": rank %u: connection lost: %s; retrying\n", r->rank,
+				why);
+	}
+	r->state = R_IDLE;
+	r->want_out = false;
+	r->olen = r->ooff = r->ilen = 0;
+	r->retry_ms = mono_ms() + RETRY_MS;
+}
+
+/* ---- what a rank says ---- */
+
+static void fill_hello(const struct rank *r, struct fr_msg_hello *h)
+{
+	memset(h, 0, sizeof(*h));
+	snprintf(h->job, sizeof(h->job), "%s", G.job);
+	h->rank = r->rank;
+	h->world_size = G.ranks;
+	h->pid = 10000 + r->rank;
+	snprintf(h->host, sizeof(h->host), "node%04u", r->rank / 8);
+	h->ring_capacity = 2048;
+	h->start_ns = real_ns();
+	snprintf(h->comm_lib, sizeof(h->comm_lib), "Open MPI v4.1.4");
+}
+
+/* Global ranks of communicator c of rank r, in communicator-rank order. */
+static uint32_t comm_members(int c, uint32_t rank, uint32_t *members, uint32_t *my)
+{
+	uint32_t n = 0;
+
+	for (uint32_t i = 0; i < G.ranks; i++) {
+		bool in = c == C_WORLD || (c == C_TP && i / G.tp == rank / G.tp) ||
+			  (c == C_DP && i % G.tp == rank % G.tp);
+
+		if (!in)
+			continue;
+		if (i == rank)
+			*my = n;
+		members[n++] = i;
+	}
+	return n;
+}
+
+/* The op a rank is in or last completed, for update u: op u/2. */
+static bool blocked_at(const struct rank *r, uint64_t op)
+{
+	return G.hang_op && op >= G.hang_op && r->rank == G.hang_rank;
+}
+
+static int send_progress(struct rank *r, bool full)
+{
+	struct fr_wire_comm_progress comms[NCOMMS];
+	struct fr_wire_inflight in;
+	struct fr_msg_progress m = { .comms = comms, .inflight = &in };
+	uint64_t k = r->update / 2;
+	bool entering = r->update % 2 == 0;
+	int c = op_comm(k);
+
+	memset(comms, 0, sizeof(comms));
+	memset(&in, 0, sizeof(in));
+	/* Update u enters op u/2 when even, completes it when odd. */
+	for (int i = 0; i < NCOMMS; i++) {
+		uint64_t done = seq_before(i, k + (entering ? 0 : 1));
+		uint64_t entered = seq_before(i, k + 1);
+
+		if (!full && i != c)
+			continue;
+		comm_id(i, r->rank, comms[m.ncomms].comm, sizeof(comms[0].comm));
+		comms[m.ncomms].last_entered = entered;
+		comms[m.ncomms].last_completed = done;
+		m.ncomms++;
+	}
+	if (entering) {
+		comm_id(c, r->rank, in.comm, sizeof(in.comm));
+		in.type = (uint8_t)op_type(c);
+		in.peer = in.peer_in_comm = -1;
+		in.seq = seq_before(c, k + 1);
+		in.count = c == C_WORLD ? 1 : 1u << 20;
+		in.bytes = in.count * 4;
+		snprintf(in.dtype, sizeof(in.dtype), "MPI_FLOAT");
+		in.age_ms = is_due(r, r->update, mono_ms()) ?
+				    (uint64_t)((int64_t)mono_ms() - update_due(r, r->update)) :
+				    0;
+		m.ninflight = 1;
+	}
+	G.updates++;
+	return QUEUE(r, progress, &m);
+}
+
+static int send_hello_and_comms(struct rank *r, const uint8_t *nonce)
+{
+	struct fr_msg_hello h;
+	uint32_t *members = malloc(G.ranks * sizeof(*members));
+	uint64_t now = mono_ms();
+	int rc = 0;
+
+	if (!members)
+		return -1;
+	fill_hello(r, &h);
+	if (nonce) {
+		struct fr_msg_auth a;
+
+		if (fr_wire_auth_proof(&G.token, nonce, &h, a.proof) < 0 || QUEUE(r, auth, &a))
+			rc = -1;
+	}
+	if (!rc)
+		rc = QUEUE(r, hello, &h);
+	for (int c = 0; c < NCOMMS && !rc; c++) {
+		struct fr_msg_comm m;
+
+		memset(&m, 0, sizeof(m));
+		comm_id(c, r->rank, m.id, sizeof(m.id));
+		snprintf(m.desc, sizeof(m.desc), "%s", c == C_WORLD ? "MPI_COMM_WORLD" : "split of world");
+		m.members = members;
+		m.size = comm_members(c, r->rank, members, &m.rank);
+		rc = QUEUE(r, comm, &m);
+	}
+	free(members);
+	if (rc)
+		return rc;
+	/* A rank that comes up late has done what the job did meanwhile: it
+	 * resumes at the last completed op of the timeline. */
+	r->update = (uint64_t)(((int64_t)now - update_due(r, 0)) / G.interval_ms) | 1;
+	if (G.hang_op && r->update / 2 >= G.hang_op - 1)
+		r->update = (G.hang_op - 1) * 2 + 1; /* never past the hang */
+	rc = send_progress(r, true); /* what it completed so far */
+	r->update++;
+	if (!rc) {
+		struct fr_msg_heartbeat hb = { .now_ns = real_ns() };
+
+		rc = QUEUE(r, heartbeat, &hb);
+	}
+	r->next_hb_ms = now + HEARTBEAT_MS;
+	return rc;
+}
+
+static void choose_hang(uint64_t now);
+
+static void became_up(struct rank *r, const uint8_t *nonce)
+{
+	G.connecting--;
+	r->state = R_UP;
+	G.up++;
+	if (send_hello_and_comms(r, nonce) < 0) {
+		drop(r, "encoding");
+		return;
+	}
+	flush(r);
+	if (!G.all_up && G.up == G.ranks) {
+		G.all_up = true;
+		G.all_up_ms = mono_ms();
+		printf(PROG ": up %u ranks in %.2f s\n", G.ranks,
+		       (double)(G.all_up_ms - G.start_ms) / 1000);
+		fflush(stdout);
+		if (G.hang_after_s >= 0)
+			choose_hang(G.all_up_ms);
+	}
+}
+
+/* ---- dumps ---- */
+
+static void add_stack(struct fr_trace *t, bool planted)
+{
+	static const char *const waiting[] = { "opal_progress", "ompi_request_default_wait",
+					       "PMPI_Allreduce", "MPI_Allreduce", "reduce_loss",
+					       "train_step", "main" };
+	static const char *const computing[] = { "decode_sample", "load_next_batch",
+						 "data_loader_next", "train_step", "main" };
+	const char *const *names = planted ? computing : waiting;
+	size_t n = planted ? sizeof(computing) / sizeof(*computing) :
+			     sizeof(waiting) / sizeof(*waiting);
+	struct fr_thread *th;
+
+	t->threads = calloc(1, sizeof(*t->threads));
+	if (!t->threads)
+		return;
+	th = &t->threads[0];
+	th->frames = calloc(n, sizeof(*th->frames));
+	if (!th->frames)
+		return;
+	t->nthreads = 1;
+	th->tid = t->pid;
+	snprintf(th->name, sizeof(th->name), "main");
+	for (size_t i = 0; i < n; i++) {
+		th->frames[i].name = strdup(names[i]);
+		th->frames[i].offset = 0x40 + i * 8;
+		th->frames[i].ip = 0x400000 + i * 0x1000 + th->frames[i].offset;
+		th->nframes++;
+	}
+}
+
+/* What one dump says beyond the rank's history. */
+struct dump_spec {
+	uint32_t rank;
+	uint64_t update;      /* the rank's next update: what it has done */
+	const char *incident, *reason;
+	uint64_t time_ns;     /* when it dumps */
+	uint64_t now_ms, now_ns; /* one instant on both clocks */
+};
+
+/*
+ * A rank's dump: its communicators and its last `nops` operations as the
+ * timeline has them, the one it blocks in last.
+ */
+static int build_trace(const struct dump_spec *sp, size_t nops, struct fr_trace *t)
+{
+	const struct rank *r = &G.r[sp->rank];
+	/* Ops entered so far: update u enters op u/2 when even. */
+	uint64_t entered = (sp->update + 1) / 2, first;
+	size_t cap = 0;
+
+	memset(t, 0, sizeof(*t));
+	t->status = FR_RANK_DUMPED;
+	snprintf(t->job, sizeof(t->job), "%s", G.job);
+	t->rank = sp->rank;
+	t->world_size = G.ranks;
+	snprintf(t->host, sizeof(t->host), "node%04u", sp->rank / 8);
+	t->pid = 10000 + sp->rank;
+	snprintf(t->comm_lib, sizeof(t->comm_lib), "Open MPI v4.1.4");
+	snprintf(t->incident, sizeof(t->incident), "%s", sp->incident);
+	snprintf(t->reason, sizeof(t->reason), "%s", sp->reason);
+	t->time_ns = sp->time_ns;
+	first = entered > nops ? entered - nops : 0;
+	t->dropped = first + WORLD_SPLITS;
+	for (int c = 0; c < NCOMMS; c++) {
+		struct fr_comm *fc = fr_trace_add_comm(t, &cap);
+
+		if (!fc)
+			return -ENOMEM;
+		comm_id(c, sp->rank, fc->id, sizeof(fc->id));
+		snprintf(fc->desc, sizeof(fc->desc), "%s", c == C_WORLD ? "MPI_COMM_WORLD" : "split of world");
+		fc->members = malloc(G.ranks * sizeof(*fc->members));
+		if (!fc->members)
+			return -ENOMEM;
+		fc->size = comm_members(c, sp->rank, fc->members, &fc->rank);
+		fc->last_entered = seq_before(c, entered);
+		fc->last_completed = seq_before(c, sp->update / 2);
+	}
+	cap = 0;
+	for (uint64_t k = first; k < entered; k++) {
+		struct fr_op *op = fr_trace_add_op(t, &cap);
+		int c = op_comm(k);
+		bool done = 2 * k + 1 < sp->update;
+
+		if (!op)
+			return -ENOMEM;
+		op->record_id = k + WORLD_SPLITS;
+		comm_id(c, sp->rank, op->comm, sizeof(op->comm));
+		op->type = op_type(c);
+		op->seq = seq_before(c, k + 1);
+		op->count = c == C_WORLD ? 1 : 1u << 20;
+		op->bytes = op->count * 4;
+		snprintf(op->dtype, sizeof(op->dtype), "MPI_FLOAT");
+		snprintf(op->redop, sizeof(op->redop), "sum");
+		op->t_entered_ns = op->t_started_ns = update_real_ns(r, 2 * k, sp->now_ms, sp->now_ns);
+		op->state = done ? FR_STATE_COMPLETED : FR_STATE_ENTERED;
+		if (done)
+			op->t_completed_ns = update_real_ns(r, 2 * k + 1, sp->now_ms, sp->now_ns);
+	}
+	add_stack(t, sp->rank == G.hang_rank && G.hang_op);
+	return 0;
+}
+
+/* The serialised dump of at most `budget` bytes, as many entries as fit. */
+static int make_dump(const struct dump_spec *sp, size_t budget, double bytes_per_op, char **doc,
+		     size_t *len)
+{
+	size_t nops = bytes_per_op > 0 ? (size_t)((double)budget / bytes_per_op) : 64;
+	struct fr_trace t;
+
+	if (nops > DUMP_OPS_MAX)
+		nops = DUMP_OPS_MAX;
+	for (;;) {
+		int rc = build_trace(sp, nops, &t);
+
+		if (!rc)
+			rc = fr_dump_serialize(&t, doc, len);
+		fr_trace_free(&t);
+		if (rc)
+			return rc;
+		if (*len <= budget || nops == 0)
+			return 0;
+		free(*doc);
+		*doc = NULL;
+		nops = nops * budget / *len * 97 / 100;
+	}
+}
+
+/* What a dump entry costs, from the difference entries make. */
+static double learn_bytes_per_op(const struct dump_spec *sp)
+{
+	char *a = NULL, *b = NULL;
+	size_t alen = 0, blen = 0;
+	double per = 0;
+
+	if (!make_dump(sp, SIZE_MAX, 0, &a, &alen) && !make_dump(sp, 0, 0, &b, &blen) &&
+	    alen > blen)
+		per = (double)(alen - blen) / 64;
+	free(a);
+	free(b);
+	return per;
+}
+
+/*
+ * Dumps are JSON written by jansson, which costs this one process several
+ * milliseconds per 64 KiB dump: 4096 of them would take it longer than the
+ * daemon's whole target, whereas real ranks write theirs in parallel. So a
+ * thread writes every rank's dump ahead, once the hang is known, with
+ * placeholders for what only the request tells (incident, reason, time),
+ * and the answer substitutes them. A rank whose dump is not ready, or not
+ * for the state it is in, writes it on demand.
+ */
+#define PH_INCIDENT "LOADGEN-INCIDENT-PLACEHOLDER"
+#define PH_REASON "LOADGEN-REASON-PLACEHOLDER"
+#define PH_TIME 1111111111111111111ull
+#define PH_TIME_STR "1111111111111111111"
+
+struct pre {
+	char *doc;
+	size_t len;
+	uint64_t update;
+};
+static struct pre *pre;
+static uint32_t pre_ready; /* atomic: dumps 0 .. pre_ready-1 are written */
+static pthread_t pre_thread;
+static bool pre_started;
+
+/* The update a rank is at once the hang holds it. */
+static uint64_t update_at_hang(uint32_t rank)
+{
+	return rank == G.hang_rank ? 2 * G.hang_op : 2 * G.hang_op + 1;
+}
+
+static void *pre_main(void *arg)
+{
+	struct dump_spec sp = { .incident = PH_INCIDENT, .reason = PH_REASON, .time_ns = PH_TIME };
+	double per_op = G.bytes_per_op; /* the event loop may learn it again */
+
+	(void)arg;
+	/* Behind the daemon and the event loop. */
+	setpriority(PRIO_PROCESS, (id_t)gettid(), 19);
+	sp.now_ms = mono_ms();
+	sp.now_ns = real_ns();
+	for (uint32_t i = 0; i < G.ranks && !stop; i++) {
+		sp.rank = i;
+		sp.update = update_at_hang(i);
+		pre[i].update = sp.update;
+		if (make_dump(&sp, G.dump_size - 64, per_op, &pre[i].doc, &pre[i].len))
+			pre[i].doc = NULL;
+		__atomic_store_n(&pre_ready, i + 1, __ATOMIC_RELEASE);
+	}
+	if (!stop) {
+		printf(PROG ": dumps written ahead: %u in %.1f s\n", G.ranks,
+		       (double)(mono_ms() - sp.now_ms) / 1000);
+		fflush(stdout);
+	}
+	return NULL;
+}
+
+/* Appends `n` bytes to *out, which has room (sized by the caller). */
+static char *put(char *out, const char *s, size_t n)
+{
+	memcpy(out, s, n);
+	return out + n;
+}
+
+/* The ready dump with the request's values in place of the placeholders. */
+static char *fill_in(const struct pre *p, const char *incident, const char *reason,
+		     uint64_t time_ns, size_t *len)
+{
+	static const char *const ph[] = { PH_INCIDENT, PH_REASON, PH_TIME_STR };
+	char tbuf[24];
+	const char *val[3] = { incident, reason, tbuf };
+	size_t cap = p->len + strlen(incident) + strlen(reason) + sizeof(tbuf) + 1;
+	char *out = malloc(cap), *o = out;
+	const char *s = p->doc, *end = p->doc + p->len;
+
+	if (!out)
+		return NULL;
+	snprintf(tbuf, sizeof(tbuf), "%" PRIu64, time_ns);
+	/* Each placeholder appears once, in this order, in the document's head. */
+	for (int i = 0; i < 3; i++) {
+		const char *at = strstr(s, ph[i]);
+
+		if (!at) {
+			free(out);
+			return NULL;
+		}
+		o = put(o, s, (size_t)(at - s));
+		o = put(o, val[i], strlen(val[i]));
+		s = at + strlen(ph[i]);
+	}
+	o = put(o, s, (size_t)(end - s));
+	*len = (size_t)(o - out);
+	return out;
+}
+
+/* A reason that needs no escaping in JSON, so it can replace the placeholder. */
+static bool plain(const char *s)
+{
+	for (; *s; s++)
+		if (*s == '"' || *s == '\\' || (unsigned char)*s < 0x20)
+			return false;
+	return true;
+}
+
+static void answer_dump(struct rank *r, const struct fr_msg_dump_request *req)
+{
+	uint64_t t_start = mono_ms();
+	uint32_t ready = pre ? __atomic_load_n(&pre_ready, __ATOMIC_ACQUIRE) : 0;
+	char *doc = NULL;
+	size_t len = 0;
+
+	if (!G.dumps_requested++)
+		G.dump_first_ms = t_start;
+	G.dump_last_ms = t_start;
+	snprintf(G.incident, sizeof(G.incident), "%s", req->incident);
+	if (r->rank < ready && pre[r->rank].doc && pre[r->rank].update == r->update &&
+	    plain(req->reason))
+		doc = fill_in(&pre[r->rank], req->incident, req->reason, real_ns(), &len);
+	if (doc) {
+		G.dumps_ready++;
+	} else {
+		struct dump_spec sp = { .rank = r->rank, .update = r->update,
+					.incident = req->incident, .reason = req->reason,
+					.time_ns = real_ns(), .now_ms = mono_ms(),
+					.now_ns = real_ns() };
+		int rc;
+
+		if (G.bytes_per_op <= 0)
+			G.bytes_per_op = learn_bytes_per_op(&sp);
+		rc = make_dump(&sp, G.dump_size, G.bytes_per_op, &doc, &len);
+		if (rc) {
+			fprintf(stderr, PROG ": rank %u: building its dump: %s\n", r->rank,
+				strerror(-rc));
+			return;
+		}
+	}
+	struct fr_msg_dump_data d;
+	size_t off = 0;
+
+	memset(&d, 0, sizeof(d));
+	snprintf(d.incident, sizeof(d.incident), "%s", req->incident);
+	d.total = len;
+	do {
+		size_t chunk = len - off < FR_WIRE_DUMP_CHUNK ? len - off : FR_WIRE_DUMP_CHUNK;
+
+		d.offset = off;
+		d.len = (uint32_t)chunk;
+		d.data = (const uint8_t *)doc + off;
+		if (QUEUE(r, dump_data, &d))
+			break;
+		off += chunk;
+	} while (off < len);
+	free(doc);
+	r->dumped = true;
+	G.dump_build_ms += mono_ms() - t_start;
+	flush(r);
+}
+
+/* ---- input ---- */
+
+static void on_frame(struct rank *r, const struct fr_wire_header *h, const uint8_t *p)
+{
+	switch (h->type) {
+	case FR_MSG_CHALLENGE: {
+		struct fr_msg_challenge c;
+
+		if (r->state != R_CHALLENGED || fr_wire_challenge_decode(p, h->length, &c) < 0) {
+			drop(r, "unexpected challenge");
+			return;
+		}
+		became_up(r, c.nonce);
+		return;
+	}
+	case FR_MSG_DUMP_REQUEST: {
+		struct fr_msg_dump_request m;
+
+		if (fr_wire_dump_request_decode(p, h->length, &m) < 0) {
+			drop(r, "bad dump request");
+			return;
+		}
+		answer_dump(r, &m);
+		return;
+	}
+	case FR_MSG_ERROR: {
+		struct fr_msg_error e;
+
+		if (fr_wire_error_decode(p, h->length, &e) == 0 && G.refused++ < 10)
+			fprintf(stderr, PROG ": rank %u refused (%u): %s\n", r->rank, e.code,
+				e.message);
+		drop(r, "refused");
+		return;
+	}
+	default:
+		drop(r, "unexpected frame");
+	}
+}
+
+static void on_readable(struct rank *r)
+{
+	for (;;) {
+		ssize_t n = recv(r->fd, r->in + r->ilen, sizeof(r->in) - r->ilen, 0);
+		size_t off = 0;
+
+		if (n == 0) {
+			drop(r, "closed by the daemon");
+			return;
+		}
+		if (n < 0) {
+			if (errno == EAGAIN || errno == EWOULDBLOCK)
+				return;
+			if (errno == EINTR)
+				continue;
+			drop(r, strerror(errno));
+			return;
+		}
+		r->ilen += (size_t)n;
+		for (;;) {
+			struct fr_wire_header h;
+			int rc = fr_wire_header_decode(r->in + off, r->ilen - off, &h);
+
+			if (rc == -EAGAIN)
+				break;
+			if (rc < 0 || FR_WIRE_HEADER_SIZE + h.length > sizeof(r->in)) {
+				drop(r, "bad frame from the daemon");
+				return;
+			}
+			if (r->ilen - off < FR_WIRE_HEADER_SIZE + h.length)
+				break;
+			on_frame(r, &h, r->in + off + FR_WIRE_HEADER_SIZE);
+			if (r->fd < 0)
+				return;
+			off += FR_WIRE_HEADER_SIZE + h.length;
+		}
+		memmove(r->in, r->in + off, r->ilen - off);
+		r->ilen -= off;
+	}
+}
+
+/* ---- connections ---- */
+
+static void start_connect(struct rank *r)
+{
+	struct epoll_event ev = { .events = EPOLLIN | EPOLLOUT, .data.u32 = r->rank };
+	int one = 1;
+
+	r->fd = socket(G.ai->ai_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	if (r->fd < 0) {
+		fprintf(stderr, PROG ": socket: %s (raise ulimit -n)\n", strerror(errno));
+		r->retry_ms = mono_ms() + RETRY_MS;
+		return;
+	}
+	setsockopt(r->fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+	if (connect(r->fd, G.ai->ai_addr, G.ai->ai_addrlen) < 0 && errno != EINPROGRESS) {
+		close(r->fd);
+		r->fd = -1;
+		r->retry_ms = mono_ms() + RETRY_MS;
+		return;
+	}
+	r->state = R_CONNECTING;
+	r->want_out = true;
+	G.connecting++;
+	epoll_ctl(G.ep, EPOLL_CTL_ADD, r->fd, &ev);
+}
+
+static void on_connected(struct rank *r)
+{
+	int err = 0;
+	socklen_t len = sizeof(err);
+
+	if (getsockopt(r->fd, SOL_SOCKET, SO_ERROR, &err, &len) < 0 || err) {
+		drop(r, strerror(err ? err : errno));
+		return;
+	}
+	set_out(r, false);
+	if (G.token.len) {
+		/* HELLO waits for the daemon's CHALLENGE. */
+		r->state = R_CHALLENGED;
+		return;
+	}
+	became_up(r, NULL);
+}
+
+static void on_event(struct rank *r, uint32_t events)
+{
+	if (r->fd < 0)
+		return;
+	if (r->state == R_CONNECTING) {
+		if (events & (EPOLLOUT | EPOLLERR | EPOLLHUP))
+			on_connected(r);
+		return;
+	}
+	if (events & (EPOLLIN | EPOLLERR | EPOLLHUP))
+		on_readable(r);
+	if (r->fd >= 0 && (events & EPOLLOUT))
+		flush(r);
+}
+
+/* ---- the timeline's clock ---- */
+
+/*
+ * Fixes the hang once every rank is up: the first world op due after
+ * --hang-after seconds. Knowing it this early lets the dumps be written
+ * ahead.
+ */
+static void choose_hang(uint64_t now)
+{
+	uint64_t at = now + (uint64_t)(G.hang_after_s * 1000) - G.t0_ms;
+	uint64_t k = at / G.interval_ms / 2 + HISTORY_OPS + 1;
+	struct dump_spec sp = { .rank = 0, .incident = PH_INCIDENT, .reason = PH_REASON,
+				.time_ns = PH_TIME, .now_ms = now, .now_ns = real_ns() };
+
+	while (op_comm(k) != C_WORLD)
+		k++;
+	G.hang_op = k;
+	sp.update = update_at_hang(0);
+	G.bytes_per_op = learn_bytes_per_op(&sp);
+	pre = calloc(G.ranks, sizeof(*pre));
+	if (pre && pthread_create(&pre_thread, NULL, pre_main, NULL) == 0)
+		pre_started = true;
+}
+
+static void plant_hang(void)
+{
+	G.hang_planted = true;
+	printf(PROG ": hang planted: rank %u never enters all_reduce #%" PRIu64
+		    " on world (op %" PRIu64 "); the other ranks block in it\n",
+	       G.hang_rank, seq_before(C_WORLD, G.hang_op + 1), G.hang_op);
+	fflush(stdout);
+}
+
+static void tick(uint64_t now)
+{
+	for (uint32_t i = 0; i < G.ranks; i++) {
+		struct rank *r = &G.r[i];
+
+		if (r->state == R_IDLE) {
+			if (G.connecting < MAX_CONNECTING && now >= r->retry_ms)
+				start_connect(r);
+			continue;
+		}
+		if (r->state != R_UP)
+			continue;
+		/* One update per tick at most: a rank that fell behind catches up
+		 * at the tick rate, as a real one would send coalesced progress. */
+		if (is_due(r, r->update, now)) {
+			uint64_t k = r->update / 2;
+			bool entering = r->update % 2 == 0;
+
+			if (G.hang_op && (blocked_at(r, k) || (k == G.hang_op && !entering) ||
+					  k > G.hang_op)) {
+				r->blocked = true;
+			} else if (send_progress(r, false) == 0) {
+				r->update++;
+			}
+		}
+		if (now >= r->next_hb_ms) {
+			struct fr_msg_heartbeat hb = { .now_ns = real_ns() };
+
+			QUEUE(r, heartbeat, &hb);
+			r->next_hb_ms += HEARTBEAT_MS;
+			if (r->next_hb_ms < now)
+				r->next_hb_ms = now + HEARTBEAT_MS;
+		}
+		if (r->olen > r->ooff && !r->want_out)
+			flush(r);
+	}
+	if (G.all_up && !G.hang_planted && G.hang_op &&
+	    now >= G.all_up_ms + (uint64_t)(G.hang_after_s * 1000))
+		plant_hang();
+}
+
+static void report_dumps(uint64_t now)
+{
+	uint32_t done = 0;
+
+	if (!G.dumps_requested || G.dumps_done == G.ranks)
+		return;
+	for (uint32_t i = 0; i < G.ranks; i++)
+		if (G.r[i].dumped && G.r[i].state == R_UP && G.r[i].ooff == G.r[i].olen)
+			done++;
+	if (done == G.ranks && G.dumps_done != done) {
+		printf(PROG ": dumps uploaded: %u of %u for %s in %.2f s (requests over %.2f s; "
+			    "%.2f s spent answering here, %u of them written ahead)\n",
+		       done, G.ranks, G.incident, (double)(now - G.dump_first_ms) / 1000,
+		       (double)(G.dump_last_ms - G.dump_first_ms) / 1000,
+		       (double)G.dump_build_ms / 1000, G.dumps_ready);
+		fflush(stdout);
+	}
+	G.dumps_done = done;
+}
+
+/* ---- main ---- */
+
+static void usage(FILE *f)
+{
+	fprintf(f,
+		"Usage: " PROG " --addr HOST:PORT [OPTIONS]\n"
+		"Simulates N flightrec agents from one process.\n\n"
+		"  --ranks N             simulated ranks (default 4096)\n"
+		"  --job ID              job id (default load)\n"
+		"  --rate N              PROGRESS updates per second per rank (default 10)\n"
+		"  --hang-after SECONDS  plant the hang this long after all are up (default 15; <0: never)\n"
+		"  --hang-rank R         the rank that stops (default N/2 + 5 mod N)\n"
+		"  --dump-size BYTES     largest dump per rank (default 65536, at most 1 MiB)\n"
+		"  --token-file FILE     prove this token when the daemon challenges\n"
+		"  --duration SECONDS    exit after this long (default: at SIGTERM)\n");
+}
+
+static int parse_addr(const char *addr)
+{
+	static char host[256], port[16];
+	const char *colon = strrchr(addr, ':');
+	struct addrinfo hints = { .ai_socktype = SOCK_STREAM };
+	size_t hl;
+	int rc;
+
+	if (!colon || colon == addr || strlen(colon + 1) >= sizeof(port))
+		return -EINVAL;
+	hl = (size_t)(colon - addr);
+	if (addr[0] == '[' && colon[-1] == ']') {
+		addr++;
+		hl -= 2;
+	}
+	if (hl >= sizeof(host))
+		return -EINVAL;
+	memcpy(host, addr, hl);
+	host[hl] = '\0';
+	snprintf(port, sizeof(port), "%s", colon + 1);
+	rc = getaddrinfo(host, port, &hints, &G.ai);
+	if (rc) {
+		fprintf(stderr, PROG ": %s: %s\n", addr, gai_strerror(rc));
+		return -EINVAL;
+	}
+	return 0;
+}
+
+int main(int argc, char **argv)
+{
+	static const struct option opts[] = {
+		{ "addr", required_argument, NULL, 'a' },
+		{ "ranks", required_argument, NULL, 'n' },
+		{ "job", required_argument, NULL, 'j' },
+		{ "rate", required_argument, NULL, 'r' },
+		{ "hang-after", required_argument, NULL, 'H' },
+		{ "hang-rank", required_argument, NULL, 'R' },
+		{ "dump-size", required_argument, NULL, 's' },
+		{ "token-file", required_argument, NULL, 't' },
+		{ "duration", required_argument, NULL, 'd' },
+		{ "help", no_argument, NULL, 'h' },
+		{ 0 },
+	};
+	const char *addr = NULL, *token_file = NULL;
+	long hang_rank = -1;
+	struct epoll_event evs[256];
+	int c;
+
+	G.ranks = 4096;
+	G.rate = 10;
+	G.hang_after_s = 15;
+	G.dump_size = 64 << 10;
+	G.duration_s = -1;
+	snprintf(G.job, sizeof(G.job), "load");
+	while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+		switch (c) {
+		case 'a': addr = optarg; break;
+		case 'n': G.ranks = (uint32_t)strtoul(optarg, NULL, 10); break;
+		case 'j': snprintf(G.job, sizeof(G.job), "%s", optarg); break;
+		case 'r': G.rate = strtod(optarg, NULL); break;
+		case 'H': G.hang_after_s = strtod(optarg, NULL); break;
+		case 'R': hang_rank = strtol(optarg, NULL, 10); break;
+		case 's': G.dump_size = strtoul(optarg, NULL, 10); break;
+		case 't': token_file = optarg; break;
+		case 'd': G.duration_s = strtod(optarg, NULL); break;
+		case 'h': usage(stdout); return 0;
+		default: usage(stderr); return 2;
+		}
+	}
+	if (!addr || G.ranks < 2 || G.ranks > (1u << 20) || G.rate <= 0 || G.rate > 1000 ||
+	    G.dump_size < 1024 || G.dump_size > DUMP_SIZE_MAX || hang_rank >= (long)G.ranks ||
+	    !fr_wire_valid_name(G.job)) {
+		usage(stderr);
+		return 2;
+	}
+	G.hang_rank = hang_rank >= 0 ? (uint32_t)hang_rank : (G.ranks / 2 + 5) % G.ranks;
+	if (token_file) {
+		const char *why = NULL;
+		bool others;
+		int rc = fr_wire_token_read(token_file, &G.token, &why, &others);
+
+		if (rc) {
+			fprintf(stderr, PROG ": %s: %s\n", token_file, why ? why : strerror(-rc));
+			return 1;
+		}
+	}
+	if (parse_addr(addr) < 0)
+		return 2;
+	G.tp = G.ranks % 8 == 0 ? 8 : G.ranks % 4 == 0 ? 4 : G.ranks % 2 == 0 ? 2 : 1;
+	G.dp = G.ranks / G.tp;
+	G.interval_ms = (uint32_t)(1000 / G.rate);
+	if (!G.interval_ms)
+		G.interval_ms = 1;
+	G.r = calloc(G.ranks, sizeof(*G.r));
+	G.ep = epoll_create1(EPOLL_CLOEXEC);
+	if (!G.r || G.ep < 0) {
+		perror(PROG);
+		return 1;
+	}
+	signal(SIGINT, on_signal);
+	signal(SIGTERM, on_signal);
+	signal(SIGPIPE, SIG_IGN);
+	G.start_ms = G.t0_ms = mono_ms();
+	for (uint32_t i = 0; i < G.ranks; i++) {
+		G.r[i].fd = -1;
+		G.r[i].rank = i;
+		/* Ranks enter an op within the first half of an update interval
+		 * of each other, so every op completes after all have entered. */
+		G.r[i].phase_ms = (uint32_t)(mix(i) % (G.interval_ms / 2 + 1));
+	}
+	while (!stop) {
+		uint64_t now = mono_ms();
+		int n;
+
+		if (G.duration_s >= 0 && now - G.start_ms >= (uint64_t)(G.duration_s * 1000))
+			break;
+		tick(now);
+		report_dumps(now);
+		n = epoll_wait(G.ep, evs, 256, TICK_MS);
+		for (int i = 0; i < n; i++)
+			on_event(&G.r[evs[i].data.u32], evs[i].events);
+	}
+	struct rusage ru;
+
+	getrusage(RUSAGE_SELF, &ru);
+	printf(PROG ": %" PRIu64 " frames, %" PRIu64 " progress updates, %" PRIu64
+		    " disconnects, %" PRIu64 " refusals; %.1f s CPU over %.1f s\n",
+	       G.frames, G.updates, G.disconnects, G.refused,
+	       (double)(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) +
+		       (double)(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) / 1e6,
+	       (double)(mono_ms() - G.start_ms) / 1000);
+	stop = 1;
+	if (pre_started)
+		pthread_join(pre_thread, NULL);
+	for (uint32_t i = 0; pre && i < G.ranks; i++)
+		free(pre[i].doc);
+	free(pre);
+	for (uint32_t i = 0; i < G.ranks; i++) {
+		if (G.r[i].fd >= 0)
+			close(G.r[i].fd);
+		free(G.r[i].out);
+	}
+	free(G.r);
+	freeaddrinfo(G.ai);
+	close(G.ep);
+	return 0;
+}
