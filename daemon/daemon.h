@@ -218,6 +218,11 @@ struct job {
 	 * different one. Cleared once nothing would open an incident. */
 	bool has_last_key;
 	uint64_t last_key;
+	/* The stuck state whose dumps the ranks were asked to keep locally
+	 * because its incident directory could not be made: asked once, not at
+	 * every retry. */
+	bool has_local_key;
+	uint64_t local_key;
 	uint64_t recheck_mono;      /* no new verdict before this */
 };
 

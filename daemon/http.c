@@ -398,7 +398,9 @@ static void dump_call_run(struct flightrecd *d, const char *id, const char *clie
 		snprintf(error, sizeof(error), "out of memory");
 	} else {
 		bool had_key = job->has_last_key;
+		bool had_local = job->has_local_key;
 		uint64_t key = job->last_key;
+		uint64_t local_key = job->local_key;
 		uint64_t recheck = job->recheck_mono;
 		uint64_t opened = d->m.incidents;
 
@@ -407,8 +409,12 @@ static void dump_call_run(struct flightrecd *d, const char *id, const char *clie
 			fr_verdict_free(&v);
 		}
 		live_view_free(&lv);
+		/* A manual incident is not the watchdog's: it leaves the
+		 * watchdog's memory of which hang it reported as it was. */
 		job->has_last_key = had_key;
 		job->last_key = key;
+		job->has_local_key = had_local;
+		job->local_key = local_key;
 		job->recheck_mono = recheck;
 		if (d->m.incidents == opened) {
 			status = MHD_HTTP_INTERNAL_SERVER_ERROR;

@@ -159,18 +159,25 @@ static void incident_free(struct incident *inc)
 	free(inc);
 }
 
+/* The time part of incident ids: when the hang was detected, in UTC. */
+static void incident_stamp(const struct incident *inc, char *stamp, size_t len)
+{
+	time_t secs = (time_t)(inc->detected_ns / NS_PER_S);
+	struct tm tm;
+
+	gmtime_r(&secs, &tm);
+	strftime(stamp, len, "%Y%m%dT%H%M%SZ", &tm);
+}
+
 /* Creates DIR/<job>/<id>/, choosing an id whose directory does not exist yet. */
 static int incident_make_dir(struct incident *inc)
 {
 	struct flightrecd *d = inc->d;
 	char jobdir[PATH_MAX];
 	char stamp[32];
-	time_t secs = (time_t)(inc->detected_ns / NS_PER_S);
-	struct tm tm;
 	int err;
 
-	gmtime_r(&secs, &tm);
-	strftime(stamp, sizeof(stamp), "%Y%m%dT%H%M%SZ", &tm);
+	incident_stamp(inc, stamp, sizeof(stamp));
 	if ((size_t)snprintf(jobdir, sizeof(jobdir), "%s/%s", d->cfg.dump_dir, inc->job->id) >=
 	    sizeof(jobdir))
 		return -ENAMETOOLONG;
@@ -247,6 +254,35 @@ static void incident_request_all(struct incident *inc)
 	}
 }
 
+/*
+ * The incident cannot be stored: the ranks are still asked to dump, so that
+ * the evidence survives in their local copies (FLIGHTREC_DUMP_DIR), once per
+ * stuck state rather than at every retry. Their uploads are then ignored,
+ * since no incident of that id is being collected.
+ */
+static void incident_request_local(struct incident *inc, uint64_t key)
+{
+	struct job *job = inc->job;
+	char stamp[32];
+	uint32_t asked = 0;
+
+	if (job->has_local_key && job->local_key == key)
+		return;
+	job->has_local_key = true;
+	job->local_key = key;
+	incident_stamp(inc, stamp, sizeof(stamp));
+	snprintf(inc->id, sizeof(inc->id), "%s-%" PRIu64, stamp, ++inc->d->incident_seq);
+	for (uint32_t i = 0; i < inc->world_size; i++) {
+		struct job_rank *r = registry_rank(job, i);
+
+		if (r && r->conn && !r->finished &&
+		    conn_send_dump_request(r->conn, inc->id, inc->reason) == 0)
+			asked++;
+	}
+	daemon_log("incident %s of job %s is not stored: asked %" PRIu32 " of %" PRIu32
+		   " ranks to keep their dumps locally", inc->id, job->id, asked, inc->world_size);
+}
+
 static void incident_log_open(const struct incident *inc, const struct fr_verdict *v)
 {
 	const struct incident_trigger *t = &inc->trigger;
@@ -293,6 +329,7 @@ void incident_open(struct flightrecd *d, struct job *job, const struct incident_
 		daemon_log("cannot create the incident directory for job %s under %s: %s", job->id,
 			   d->cfg.dump_dir, strerror(-err));
 		d->m.incident_write_errors++;
+		incident_request_local(inc, key);
 		/* Retrying every second would only repeat this line. */
 		job->recheck_mono = daemon_mono_ns() + INCIDENT_RETRY_NS;
 		incident_free(inc);

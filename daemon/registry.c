@@ -191,6 +191,7 @@ static void job_reset(struct job *job)
 	index_free(&job->comms_index);
 	job->comms_dropped_logged = false;
 	job->has_last_key = false;
+	job->has_local_key = false;
 }
 
 static void job_free(struct job *job)
@@ -875,7 +876,8 @@ const char *registry_rank_state_name(enum rank_state s)
 
 const char *registry_job_status(const struct job *job)
 {
-	if (job->active || job->has_last_key)
+	/* A hang whose incident could not be stored is a hang all the same. */
+	if (job->active || job->has_last_key || job->has_local_key)
 		return "hung";
 	if (job_all_finished(job))
 		return "finished";

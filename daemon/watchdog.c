@@ -214,6 +214,7 @@ static void watchdog_check_job(struct flightrecd *d, struct job *job, uint64_t n
 		if (job->has_last_key)
 			daemon_log("job %s: the condition of its last incident has cleared", job->id);
 		job->has_last_key = false;
+		job->has_local_key = false;
 		return;
 	}
 	if (now_mono < job->recheck_mono)

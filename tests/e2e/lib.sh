@@ -67,8 +67,25 @@ stop_daemon() {
 	DAEMON_PID=
 }
 
+# Helper processes a test starts itself (a proxy, a fake agent): each is
+# killed and reaped at exit. Add one with track_pid PID.
+HELPER_PIDS=
+track_pid() {
+	HELPER_PIDS="$HELPER_PIDS $1"
+}
+
+stop_helpers() {
+	local p
+	for p in $HELPER_PIDS; do
+		kill -KILL "$p" 2>/dev/null
+		{ wait "$p"; } 2>/dev/null
+	done
+	HELPER_PIDS=
+}
+
 cleanup() {
 	local status=$? report
+	stop_helpers
 	stop_job
 	stop_daemon
 	# A sanitizer report from any process of the test fails it.
@@ -189,6 +206,11 @@ expect() {
 
 http_get() {
 	curl -sS --max-time 5 "$HTTP$1"
+}
+
+# free_port: prints a TCP port of 127.0.0.1 that nothing listens on now.
+free_port() {
+	python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
 }
 
 http_status() {

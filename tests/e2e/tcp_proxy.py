@@ -1,0 +1,119 @@
+#!/usr/bin/env python3
+"""A TCP proxy between flightrec agents and the daemon, for fault tests.
+
+Usage: tcp_proxy.py PORT_FILE TARGET_PORT CONTROL_DIR
+
+Listens on an ephemeral port of 127.0.0.1 (written to PORT_FILE once
+bound) and forwards every connection to 127.0.0.1:TARGET_PORT, one thread
+per direction. It reads the agent's frames on their way up to learn which
+rank a connection carries (from its HELLO), and prints one line per event:
+"hello RANK CONN" when a connection says HELLO, "cut RANK CONN" when it is
+cut. Creating CONTROL_DIR/cut-RANK cuts that rank's live connections (both
+sockets closed at once, as a network failure would) and removes the file.
+"""
+import os, socket, struct, sys, threading, time
+
+port_file, target, control = sys.argv[1], int(sys.argv[2]), sys.argv[3]
+lock = threading.Lock()
+conns = {}  # id -> [rank or None, client socket, upstream socket]
+next_id = 0
+
+
+def say(line):
+    with lock:
+        print(line, flush=True)
+
+
+def close_pair(cid):
+    with lock:
+        entry = conns.pop(cid, None)
+    if entry:
+        for s in entry[1:]:
+            try:
+                s.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+            s.close()
+    return entry
+
+
+def upward(cid, src, dst):
+    """Agent to daemon: forwards, and finds the rank in the HELLO."""
+    buf = b''
+    found = False
+    try:
+        while True:
+            data = src.recv(65536)
+            if not data:
+                break
+            dst.sendall(data)
+            if found:
+                continue
+            buf += data
+            while len(buf) >= 16:
+                _, _, type_, length, _ = struct.unpack('<IHHII', buf[:16])
+                if len(buf) < 16 + length:
+                    break
+                payload, buf = buf[16:16 + length], buf[16 + length:]
+                if type_ == 1:
+                    jlen, = struct.unpack('<H', payload[:2])
+                    rank, = struct.unpack('<I', payload[2 + jlen:6 + jlen])
+                    with lock:
+                        if cid in conns:
+                            conns[cid][0] = rank
+                    say('hello %d %d' % (rank, cid))
+                    found = True
+                    break
+    except OSError:
+        pass
+    close_pair(cid)
+
+
+def downward(cid, src, dst):
+    try:
+        while True:
+            data = src.recv(65536)
+            if not data:
+                break
+            dst.sendall(data)
+    except OSError:
+        pass
+    close_pair(cid)
+
+
+def controller():
+    while True:
+        for name in os.listdir(control):
+            if not name.startswith('cut-'):
+                continue
+            rank = int(name[4:])
+            with lock:
+                victims = [cid for cid, e in conns.items() if e[0] == rank]
+            for cid in victims:
+                if close_pair(cid):
+                    say('cut %d %d' % (rank, cid))
+            os.unlink(os.path.join(control, name))
+        time.sleep(0.05)
+
+
+listener = socket.socket()
+listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+listener.bind(('127.0.0.1', 0))
+listener.listen(128)
+with open(port_file + '.tmp', 'w') as f:
+    f.write('%d\n' % listener.getsockname()[1])
+os.rename(port_file + '.tmp', port_file)
+threading.Thread(target=controller, daemon=True).start()
+while True:
+    client, _ = listener.accept()
+    try:
+        up = socket.create_connection(('127.0.0.1', target))
+    except OSError:
+        client.close()
+        continue
+    with lock:
+        cid = next_id
+        next_id += 1
+        conns[cid] = [None, client, up]
+    threading.Thread(target=upward, args=(cid, client, up), daemon=True).start()
+    threading.Thread(target=downward, args=(cid, up, client), daemon=True).start()
