@@ -1109,29 +1109,6 @@ static inline bool key_is(struct fr_json_in *ps, const char *key, size_t n)
 	return true;
 }
 
-bool fr_json_key_is(struct fr_json_in *ps, const char *key, size_t n)
-{
-	return key_is(ps, key, n);
-}
-
-int fr_json_key(struct fr_json_in *ps, struct fr_doc *d, struct fr_val **key)
-{
-	struct fr_doc *outer = ps->d;
-	char b[16];
-	int rc;
-
-	skip_ws(ps);
-	if (ps->p >= ps->end || *ps->p != '"')
-		return perr(ps, ps->p, "expected a string key, got %s", seen(ps, ps->p, b));
-	ps->p++;
-	ps->d = d;
-	rc = (*key = val_new(d, FR_VAL_NULL)) ? string(ps, *key) : -ENOMEM;
-	ps->d = outer;
-	if (rc)
-		return rc;
-	return fr_json_expect(ps, ':', "':' after an object key");
-}
-
 /* Keeps key `k` of a member the caller does not know, for the duplicate
  * check at the end of its object. */
 static int keep_unknown(struct fr_json_in *ps, struct fr_val ***keys, size_t *n, size_t *cap,
@@ -1295,17 +1272,6 @@ void fr_val_fields(struct fr_val_keymap *map, const struct fr_val *obj,
 		if (index >= 0)
 			out[index] = obj->u.items[2 * m + 1];
 	}
-}
-
-int fr_json_fail(struct fr_json_in *ps, const char *fmt, ...)
-{
-	char msg[256];
-	va_list ap;
-
-	va_start(ap, fmt);
-	vsnprintf(msg, sizeof(msg), fmt, ap);
-	va_end(ap);
-	return perr(ps, ps->p, "%s", msg);
 }
 
 int fr_json_parse_with(struct fr_doc *d, const char *buf, size_t len,

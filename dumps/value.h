@@ -144,20 +144,14 @@ char fr_json_peek(struct fr_json_in *in);
 bool fr_json_accept(struct fr_json_in *in, char c);
 /* Same, or fails: "expected `what`, got ...". */
 int fr_json_expect(struct fr_json_in *in, char c, const char *what);
-/* Whether `"key":` (n bytes of key, no space) is next; consumes it if so.
- * A fast test for the keys a known writer puts in a known order; false
- * says nothing (the key may be written another way): use fr_json_key. */
-bool fr_json_key_is(struct fr_json_in *in, const char *key, size_t n);
-/* An object key and its colon; the key, a string, into `d`. */
-int fr_json_key(struct fr_json_in *in, struct fr_doc *d, struct fr_val **key);
 /*
  * Reads an object of a known shape: each member whose key is keys[i] has
  * its value put in vals[i] (a scalar in place, a container made in `d`)
  * and bit i of *present set; members of other keys are read and dropped
  * (through vals[nkeys]); a key of `keys` given twice is refused. Keys are
- * first tried in the order of `keys`, with fr_json_key_is, so that a
- * reader of many objects of one writer pays for no tree, no lookup and no
- * scan of a key. At most 64 keys.
+ * first tried in the order of `keys`, as `"key":` written compactly, so
+ * that a reader of many objects of one writer pays for no tree, no lookup
+ * and no scan of a key. At most 64 keys.
  */
 struct fr_json_key {
 	const char *key;
@@ -186,10 +180,6 @@ struct fr_val_keymap {
 
 void fr_val_fields(struct fr_val_keymap *map, const struct fr_val *obj,
 		   const struct fr_json_key *keys, int nkeys, const struct fr_val **out);
-
-/* Fails the parse at the cursor with a message ("line L, column C: ..."). */
-int fr_json_fail(struct fr_json_in *in, const char *fmt, ...)
-	__attribute__((format(printf, 2, 3)));
 
 /* The same tree as a jansson value (a new reference), for writers and
  * tests; NULL when out of memory. Shared values are copied. */
