@@ -31,11 +31,7 @@
 #include "../dumps/pytorch.h"
 #include "../include/flightrec.h"
 
-
 #define PROG "fr-analyze"
-
-/* The largest dump file read, as the dump reader's own limit. */
-#define DUMP_SIZE_MAX (1ll << 30)
 
 enum {
 	EXIT_VERDICT_OK = 0,
@@ -330,7 +326,8 @@ static int read_file(struct dump_file *f)
 		snprintf(f->err, sizeof(f->err), "%s: cannot open: %s", f->path, strerror(errno));
 		return sniff ? 1 : -errno;
 	}
-	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) || st.st_size > DUMP_SIZE_MAX) {
+	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) ||
+	    (uint64_t)st.st_size > FR_DUMP_FILE_MAX) {
 		rc = errno;
 		close(fd);
 		if (sniff)

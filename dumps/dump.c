@@ -17,9 +17,6 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-/* Dumps of a 2000-entry ring are a few MiB; anything this big is not one. */
-#define DUMP_FILE_MAX (1ull << 30)
-
 /* Room for a JSON path such as "ranks[1023].threads[12].frames[63].name". */
 #define AT_MAX 256
 
@@ -1498,9 +1495,9 @@ static int read_fd(const struct rd *rd, int fd, size_t size_hint, char **buf, si
 			size_t ncap = *cap < 65536 ? 65536 : *cap * 2;
 			char *nb;
 
-			if (n > DUMP_FILE_MAX)
+			if (n > FR_DUMP_FILE_MAX)
 				return fail(rd, -EFBIG, "more than the limit of %llu bytes",
-					    DUMP_FILE_MAX);
+					    FR_DUMP_FILE_MAX);
 			nb = realloc(*buf, ncap);
 			if (!nb)
 				return fail_nomem(rd);
@@ -1516,8 +1513,8 @@ static int read_fd(const struct rd *rd, int fd, size_t size_hint, char **buf, si
 			break;
 		n += (size_t)r;
 	}
-	if (n > DUMP_FILE_MAX)
-		return fail(rd, -EFBIG, "more than the limit of %llu bytes", DUMP_FILE_MAX);
+	if (n > FR_DUMP_FILE_MAX)
+		return fail(rd, -EFBIG, "more than the limit of %llu bytes", FR_DUMP_FILE_MAX);
 	*len = n;
 	return 0;
 }
@@ -1535,9 +1532,9 @@ static int slurp(const struct rd *rd, const char *path_, char **buf, size_t *cap
 		rc = fail(rd, -errno, "cannot stat: %s", strerror(errno));
 	} else if (S_ISDIR(st.st_mode)) {
 		rc = fail(rd, -EISDIR, "is a directory");
-	} else if ((uint64_t)st.st_size > DUMP_FILE_MAX) {
+	} else if ((uint64_t)st.st_size > FR_DUMP_FILE_MAX) {
 		rc = fail(rd, -EFBIG, "%lld bytes, more than the limit of %llu",
-			  (long long)st.st_size, DUMP_FILE_MAX);
+			  (long long)st.st_size, FR_DUMP_FILE_MAX);
 	} else {
 		rc = read_fd(rd, fd, (size_t)st.st_size, buf, cap, len);
 	}

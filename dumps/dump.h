@@ -26,6 +26,9 @@
 #define FR_DUMP_VERSION "1.4"
 #define FR_DUMP_VERSION_MAJOR 1
 
+/* Dumps of a 2000-entry ring are a few MiB; a file this big is not one. */
+#define FR_DUMP_FILE_MAX (1ull << 30)
+
 /*
  * The JSON object of a trace (the dump document). Returns a new reference,
  * NULL when out of memory. Threads are included when the trace has them.
