@@ -10,6 +10,7 @@
  * handler hands it over (uv_async) and waits, bounded, for the answer.
  */
 #include "daemon.h"
+#include "route.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -24,7 +25,6 @@
 
 #define HTTP_CONNECTION_LIMIT 64
 #define HTTP_CONNECTION_TIMEOUT_S 10
-#define JOBS_PREFIX "/v1/jobs"
 /* How long a manual dump request waits for the event loop to open it. */
 #define DUMP_CALL_TIMEOUT_S 5
 
@@ -65,8 +65,7 @@ static atomic_uint_fast64_t http_auth_failures;
 
 /*
  * The method a 405 names in its Allow header: POST for the one URL that
- * takes it, GET for every other. Set by the router before it answers (one
- * HTTP thread).
+ * takes it, GET for every other. Set before it answers (one HTTP thread).
  */
 static const char *allowed_method = "GET";
 
@@ -539,8 +538,8 @@ static bool bearer_ok(const struct flightrecd *d, struct MHD_Connection *mc)
 
 /*
  * POST /v1/jobs/<job>/dump: the token first (so that nobody without it
- * learns anything, not even whether a job exists), then the job id, with
- * the registry's own rules, before it is used for anything.
+ * learns anything, not even whether a job exists). The router checked the
+ * job id with the registry's own rules.
  */
 static enum MHD_Result route_dump(struct flightrecd *d, struct MHD_Connection *mc,
 				  const char *id)
@@ -552,52 +551,7 @@ static enum MHD_Result route_dump(struct flightrecd *d, struct MHD_Connection *m
 		atomic_fetch_add(&http_auth_failures, 1);
 		return http_error(mc, MHD_HTTP_UNAUTHORIZED, "a valid bearer token is required");
 	}
-	if (!fr_wire_valid_name(id))
-		return http_error(mc, MHD_HTTP_NOT_FOUND, "invalid job id");
 	return handle_dump(mc, id);
-}
-
-/*
- * Routes /v1/jobs, /v1/jobs/<job>, /v1/jobs/<job>/incidents (GET) and
- * /v1/jobs/<job>/dump (POST).
- */
-static enum MHD_Result route_jobs(struct flightrecd *d, struct MHD_Connection *mc,
-				  const char *rest, bool post)
-{
-	char id[FR_JOB_MAX + 2];
-	const char *slash;
-	size_t n;
-
-	if (rest[0] == '\0' || strcmp(rest, "/") == 0)
-		goto get_only;
-	if (rest[0] != '/')
-		return http_error(mc, MHD_HTTP_NOT_FOUND, "not found");
-	rest++;
-	slash = strchr(rest, '/');
-	n = slash ? (size_t)(slash - rest) : strlen(rest);
-	if (n >= sizeof(id))
-		return http_error(mc, MHD_HTTP_NOT_FOUND, "invalid job id");
-	memcpy(id, rest, n);
-	id[n] = '\0';
-	if (slash && strcmp(slash, "/dump") == 0) {
-		if (!post) {
-			allowed_method = "POST";
-			return http_error(mc, MHD_HTTP_METHOD_NOT_ALLOWED, "method not allowed");
-		}
-		return route_dump(d, mc, id);
-	}
-	if (post)
-		goto get_only;
-	if (!slash || strcmp(slash, "/") == 0)
-		return handle_job(d, mc, id, false);
-	if (strcmp(slash, "/incidents") == 0)
-		return handle_job(d, mc, id, true);
-	return http_error(mc, MHD_HTTP_NOT_FOUND, "not found");
-
-get_only:
-	if (post)
-		return http_error(mc, MHD_HTTP_METHOD_NOT_ALLOWED, "method not allowed");
-	return handle_jobs(d, mc);
 }
 
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *mc, const char *url,
@@ -605,12 +559,11 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *mc, const ch
 				  const char *upload_data, size_t *upload_size, void **req_cls)
 {
 	struct flightrecd *d = cls;
-	bool post = strcmp(method, MHD_HTTP_METHOD_POST) == 0;
+	struct route r;
 
 	(void)version;
 	(void)upload_data;
-	allowed_method = "GET";
-	if (post) {
+	if (strcmp(method, MHD_HTTP_METHOD_POST) == 0) {
 		/* A POST is answered once its body (ignored) has been read:
 		 * the first call only says it is expected. */
 		if (!*req_cls) {
@@ -621,18 +574,27 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *mc, const ch
 			*upload_size = 0;
 			return MHD_YES;
 		}
-	} else if (strcmp(method, MHD_HTTP_METHOD_GET) != 0) {
-		return http_error(mc, MHD_HTTP_METHOD_NOT_ALLOWED, "method not allowed");
 	}
-	if (strncmp(url, JOBS_PREFIX, strlen(JOBS_PREFIX)) == 0)
-		return route_jobs(d, mc, url + strlen(JOBS_PREFIX), post);
-	if (post && (strcmp(url, "/healthz") == 0 || strcmp(url, "/metrics") == 0))
+	route_parse(method, url, &r);
+	switch (r.kind) {
+	case ROUTE_BAD_METHOD:
+		allowed_method = r.allow;
 		return http_error(mc, MHD_HTTP_METHOD_NOT_ALLOWED, "method not allowed");
-	if (strcmp(url, "/healthz") == 0)
+	case ROUTE_HEALTHZ:
 		return handle_healthz(d, mc);
-	if (strcmp(url, "/metrics") == 0)
+	case ROUTE_METRICS:
 		return handle_metrics(d, mc);
-	return http_error(mc, MHD_HTTP_NOT_FOUND, "not found");
+	case ROUTE_JOBS:
+		return handle_jobs(d, mc);
+	case ROUTE_JOB:
+		return handle_job(d, mc, r.job, false);
+	case ROUTE_JOB_INCIDENTS:
+		return handle_job(d, mc, r.job, true);
+	case ROUTE_JOB_DUMP:
+		return route_dump(d, mc, r.job);
+	default:
+		return http_error(mc, MHD_HTTP_NOT_FOUND, r.error ? r.error : "not found");
+	}
 }
 
 static void on_mhd_log(void *cls, const char *fmt, va_list ap)
