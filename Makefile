@@ -38,7 +38,7 @@ CORE_SRC := protocol/op.c protocol/wire.c dumps/trace.c dumps/value.c dumps/dump
 	dumps/pickle.c dumps/pytorch.c
 AGENT_SRC := $(wildcard agent/*.c)
 DAEMON_SRC := $(wildcard daemon/*.c)
-CLI_SRC := cli/fr_analyze.c
+CLI_SRC := $(wildcard cli/*.c)
 
 obj = $(patsubst %.c,$(BUILD)/obj/%.o,$(1))
 
@@ -48,7 +48,7 @@ DAEMON := $(BUILD)/bin/flightrecd
 CLI := $(BUILD)/bin/fr-analyze
 
 UNIT_TESTS := $(addprefix $(BUILD)/tests/,test_ring test_handles test_wire test_dump test_correlate \
-	test_pickle test_pytorch test_value)
+	test_pickle test_pytorch test_value test_route)
 MPI_PROGS := $(addprefix $(BUILD)/tests/,mpi_hang mpi_overhead)
 # The CPU stand-in for NCCL and the CUDA runtime, and the NCCL test program.
 NCCL_FAKE := $(BUILD)/tests/nccl/nccl_hang
@@ -60,6 +60,9 @@ $(BUILD)/obj/%.o: %.c
 	@mkdir -p $(dir $@)
 	@$(if $(Q),echo "  CC      $<")
 	$(Q)$(CC) $(ALL_CFLAGS) -c $< -o $@
+
+# The web page is compiled into the daemon (.incbin in daemon/web.c).
+$(BUILD)/obj/daemon/web.o: $(wildcard daemon/web/*)
 
 # The agent sees mpi.h; nothing else does.
 $(BUILD)/obj/agent/hooks_mpi.o: ALL_CFLAGS += $(MPI_CFLAGS)
@@ -123,6 +126,7 @@ $(BUILD)/tests/test_correlate: $(call obj,tests/unit/test_correlate.c) $(CORE_LI
 $(BUILD)/tests/test_pickle: $(call obj,tests/unit/test_pickle.c) $(CORE_LIB)
 $(BUILD)/tests/test_pytorch: $(call obj,tests/unit/test_pytorch.c) $(CORE_LIB)
 $(BUILD)/tests/test_value: $(call obj,tests/unit/test_value.c) $(CORE_LIB)
+$(BUILD)/tests/test_route: $(call obj,tests/unit/test_route.c daemon/route.c) $(CORE_LIB)
 $(UNIT_TESTS):
 	@mkdir -p $(dir $@)
 	@$(if $(Q),echo "  LD      $@")

@@ -1,0 +1,124 @@
+/*
+ * The HTTP API's router (daemon/route.c): every route a user or an
+ * orchestrator calls reaches its handler with its ids, and anything that
+ * could reach a path unchecked routes nowhere.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "../../daemon/route.h"
+
+static struct route route(const char *method, const char *path)
+{
+	struct route r;
+
+	route_parse(method, path, &r);
+	return r;
+}
+
+static void test_known_routes(void **state)
+{
+	struct route r;
+
+	(void)state;
+	assert_int_equal(route("GET", "/").kind, ROUTE_PAGE);
+	assert_int_equal(route("GET", "/healthz").kind, ROUTE_HEALTHZ);
+	assert_int_equal(route("HEAD", "/healthz").kind, ROUTE_HEALTHZ);
+	assert_int_equal(route("GET", "/metrics").kind, ROUTE_METRICS);
+	assert_int_equal(route("GET", "/v1/jobs").kind, ROUTE_JOBS);
+	assert_int_equal(route("GET", "/v1/jobs/").kind, ROUTE_JOBS);
+	r = route("GET", "/v1/jobs/train-7");
+	assert_int_equal(r.kind, ROUTE_JOB);
+	assert_string_equal(r.job, "train-7");
+	assert_int_equal(route("GET", "/v1/jobs/j/analysis").kind, ROUTE_JOB_ANALYSIS);
+	assert_int_equal(route("GET", "/v1/jobs/j/stacks/").kind, ROUTE_JOB_STACKS);
+	assert_int_equal(route("GET", "/v1/jobs/j/incidents").kind, ROUTE_JOB_INCIDENTS);
+	r = route("GET", "/v1/jobs/j/incidents/20261129T000000Z-1");
+	assert_int_equal(r.kind, ROUTE_INCIDENT);
+	assert_string_equal(r.incident, "20261129T000000Z-1");
+	r = route("GET", "/v1/jobs/j/incidents/i1/rank-12.json");
+	assert_int_equal(r.kind, ROUTE_INCIDENT_FILE);
+	assert_string_equal(r.file, "rank-12.json");
+	r = route("GET", "/v1/jobs/j/ranks/517/stacks");
+	assert_int_equal(r.kind, ROUTE_RANK_STACKS);
+	assert_int_equal(r.rank, 517);
+	r = route("GET", "/v1/jobs/j/ranks/0/trace");
+	assert_int_equal(r.kind, ROUTE_RANK_TRACE);
+	assert_int_equal(r.rank, 0);
+	r = route("POST", "/v1/jobs/j/dump");
+	assert_int_equal(r.kind, ROUTE_JOB_DUMP);
+	assert_string_equal(r.job, "j");
+}
+
+static void test_wrong_method_names_the_right_one(void **state)
+{
+	struct route r;
+
+	(void)state;
+	r = route("GET", "/v1/jobs/j/dump");
+	assert_int_equal(r.kind, ROUTE_BAD_METHOD);
+	assert_string_equal(r.allow, "POST");
+	r = route("POST", "/v1/jobs/j");
+	assert_int_equal(r.kind, ROUTE_BAD_METHOD);
+	assert_string_equal(r.allow, "GET");
+	assert_int_equal(route("DELETE", "/healthz").kind, ROUTE_BAD_METHOD);
+	/* An unknown URL is not found, whatever the method. */
+	assert_int_equal(route("PUT", "/nothing").kind, ROUTE_NONE);
+}
+
+static void test_unsafe_ids_route_nowhere(void **state)
+{
+	static const char *const bad[] = {
+		"/v1/jobs/..",
+		"/v1/jobs/.hidden",
+		"/v1/jobs//analysis",
+		"/v1/jobs/j/incidents/..",
+		"/v1/jobs/j/incidents/i/..",
+		"/v1/jobs/j/incidents/i/.manifest.json",
+		"/v1/jobs/j/incidents/i/a/b",
+		"/v1/jobs/j/incidents/i%2f..",
+		"/v1/jobs/j/ranks/-1/stacks",
+		"/v1/jobs/j/ranks/01/stacks",
+		"/v1/jobs/j/ranks/4294967295/stacks",
+		"/v1/jobs/j/ranks/99999999999/stacks",
+		"/v1/jobs/j/ranks/1/stacks/more",
+		"/v1/jobs/j/ranks/1",
+		"/v1/jobsX",
+		"/v1/jobs/a b",
+		"",
+		"healthz",
+	};
+	char longjob[FR_JOB_MAX + 16];
+	struct route r;
+
+	(void)state;
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		r = route("GET", bad[i]);
+		if (r.kind != ROUTE_NONE)
+			fail_msg("%s routed to %s", bad[i], route_kind_name(r.kind));
+		assert_non_null(r.error);
+	}
+	memcpy(longjob, "/v1/jobs/", 9);
+	memset(longjob + 9, 'a', FR_JOB_MAX + 1);
+	longjob[9 + FR_JOB_MAX + 1] = '\0';
+	assert_int_equal(route("GET", longjob).kind, ROUTE_NONE);
+	longjob[9 + FR_JOB_MAX] = '\0';
+	assert_int_equal(route("GET", longjob).kind, ROUTE_JOB);
+	assert_int_equal(route("GET", "/v1/jobs/j/ranks/4294967294/trace").rank, 4294967294u);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_known_routes),
+		cmocka_unit_test(test_wrong_method_names_the_right_one),
+		cmocka_unit_test(test_unsafe_ids_route_nowhere),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
