@@ -1257,7 +1257,9 @@ void fr_val_fields(struct fr_val_keymap *map, const struct fr_val *obj,
 		size_t slot = ((uintptr_t)k >> 3) % (sizeof(map->seen) / sizeof(map->seen[0]));
 		int index = -1;
 
-		if (map->seen[slot].key == k) {
+		if (m < FR_KEYMAP_POSITIONS && map->at[m].key == k) {
+			index = map->at[m].index;
+		} else if (map->seen[slot].key == k) {
 			index = map->seen[slot].index;
 		} else {
 			for (int i = 0; i < nkeys; i++) {
@@ -1268,6 +1270,10 @@ void fr_val_fields(struct fr_val_keymap *map, const struct fr_val *obj,
 			}
 			map->seen[slot].key = k;
 			map->seen[slot].index = index;
+		}
+		if (m < FR_KEYMAP_POSITIONS) {
+			map->at[m].key = k;
+			map->at[m].index = index;
 		}
 		if (index >= 0)
 			out[index] = obj->u.items[2 * m + 1];

@@ -167,15 +167,17 @@ int fr_json_object(struct fr_json_in *in, struct fr_doc *d, const struct fr_json
 /*
  * The same for an object already in a tree: out[i] is the value of the
  * last member named keys[i], NULL when none. A pickle shares the key
- * strings of its many dicts (its memo), so `map` remembers which key value
- * was which key: start it zeroed, keep it across the objects of one
- * document, and most members cost one pointer compare.
+ * strings of its many dicts (its memo), and its dicts list them in the same
+ * order, so `map` remembers which key value was which key, by position in
+ * the object and by address: start it zeroed, keep it across the objects
+ * of one document, and most members cost one pointer compare.
  */
+#define FR_KEYMAP_POSITIONS 48
 struct fr_val_keymap {
 	struct {
 		const struct fr_val *key;
 		int index;
-	} seen[64];
+	} at[FR_KEYMAP_POSITIONS], seen[64];
 };
 
 void fr_val_fields(struct fr_val_keymap *map, const struct fr_val *obj,
