@@ -69,15 +69,22 @@ static int add_comms(struct fr_trace *t)
 	return 0;
 }
 
-static int add_ops(struct fr_trace *t)
+/*
+ * The ring's records from the newest `last` (UINT64_MAX: all it holds, 0:
+ * none) on; those it holds and leaves out go to *left_out. `dropped` stays
+ * what wrap-around lost, whatever is left out.
+ */
+static int add_ops(struct fr_trace *t, uint64_t last, uint64_t *left_out)
 {
 	const struct fr_ring *r = &fr_agent.ring;
 	uint64_t head = fr_ring_head(r);
 	uint64_t first = head > r->capacity ? head - r->capacity : 0;
+	uint64_t from = head - first > last ? head - last : first;
 	size_t cap = 0;
 
 	t->dropped = first;
-	for (uint64_t id = first; id < head; id++) {
+	*left_out = from - first;
+	for (uint64_t id = from; id < head; id++) {
 		struct fr_rec rec;
 		const struct fr_comm_rec *c;
 		struct fr_op *op;
@@ -92,10 +99,13 @@ static int add_ops(struct fr_trace *t)
 	return 0;
 }
 
-int fr_dumper_build(struct fr_trace *t, const char *incident, const char *reason)
+int fr_dumper_build(struct fr_trace *t, const char *incident, const char *reason,
+		    const struct fr_dumper_scope *scope, uint64_t *left_out)
 {
 	const struct fr_identity *id = &fr_agent.id;
-	int rc;
+	bool stacks = scope->scope != FR_WIRE_LIVE_TRACE;
+	uint64_t last = UINT64_MAX;
+	int rc = 0;
 
 	memset(t, 0, sizeof(*t));
 	t->status = FR_RANK_DUMPED;
@@ -108,27 +118,58 @@ int fr_dumper_build(struct fr_trace *t, const char *incident, const char *reason
 	snprintf(t->incident, sizeof(t->incident), "%s", incident);
 	snprintf(t->reason, sizeof(t->reason), "%s", reason);
 	t->time_ns = fr_now_ns();
-	rc = add_comms(t);
+	if (scope->scope == FR_WIRE_LIVE_STACKS)
+		last = 0;
+	else if (scope->scope == FR_WIRE_LIVE_TRACE)
+		last = scope->last;
+	/* The entries' communicators; a look at stacks shows none. */
+	if (last)
+		rc = add_comms(t);
 	if (!rc)
-		rc = add_ops(t);
-	if (!rc)
+		rc = add_ops(t, last, left_out);
+	if (!rc && stacks)
 		rc = fr_stacks_collect(t, fr_agent.cfg.stack_signal);
 	if (rc)
 		fr_trace_free(t);
 	return rc;
 }
 
-int fr_dumper_serialize(const char *incident, const char *reason, char **buf, size_t *len)
+/*
+ * The serialised document of a scoped dump: the dump's, with the scope and
+ * the entries left out, so that empty "entries" or no "threads" read as
+ * not asked for rather than as none.
+ */
+static int serialize_scoped(const struct fr_trace *t, const char *scope, uint64_t left_out,
+			    char **buf, size_t *len)
 {
+	json_t *root = fr_dump_to_json(t);
+
+	if (!root || json_object_set_new(root, "scope", json_string(scope)) ||
+	    json_object_set_new(root, "entries_left_out", json_integer((json_int_t)left_out))) {
+		json_decref(root);
+		return -ENOMEM;
+	}
+	return fr_json_text(root, JSON_COMPACT, buf, len);
+}
+
+int fr_dumper_serialize(const char *incident, const char *reason,
+			const struct fr_dumper_scope *scope, char **buf, size_t *len)
+{
+	uint64_t left_out = 0;
 	struct fr_trace t;
 	int rc;
 
 	*buf = NULL;
 	*len = 0;
-	rc = fr_dumper_build(&t, incident, reason);
+	rc = fr_dumper_build(&t, incident, reason, scope, &left_out);
 	if (rc)
 		return rc;
-	rc = fr_dump_serialize(&t, buf, len);
+	if (scope->scope == FR_WIRE_LIVE_STACKS)
+		rc = serialize_scoped(&t, "stacks", left_out, buf, len);
+	else if (scope->scope == FR_WIRE_LIVE_TRACE)
+		rc = serialize_scoped(&t, "trace", left_out, buf, len);
+	else
+		rc = fr_dump_serialize(&t, buf, len);
 	fr_trace_free(&t);
 	return rc;
 }

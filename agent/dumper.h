@@ -8,20 +8,37 @@
 #define FR_AGENT_DUMPER_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 #include "../dumps/trace.h"
+#include "../protocol/wire.h"
 
 /*
- * Fills `t` (caller frees with fr_trace_free) from the live recorder.
- * Returns 0 or -ENOMEM.
+ * What goes into a dump: the scope of a live look (protocol/wire.h), for
+ * FR_WIRE_LIVE_TRACE with the newest `last` entries. FR_WIRE_LIVE_NONE (an
+ * incident's dump) and FR_WIRE_LIVE_WHOLE take everything.
  */
-int fr_dumper_build(struct fr_trace *t, const char *incident, const char *reason);
+struct fr_dumper_scope {
+	enum fr_wire_live_scope scope;
+	uint32_t last;
+};
 
 /*
- * Builds and serialises the dump into *buf (caller frees). Returns 0 or
- * -errno.
+ * Fills `t` (caller frees with fr_trace_free) from the live recorder,
+ * within `scope`; the ring entries it held and left out go to *left_out.
+ * Only a scope with stacks signals the application's threads. Returns 0 or
+ * -ENOMEM.
  */
-int fr_dumper_serialize(const char *incident, const char *reason, char **buf, size_t *len);
+int fr_dumper_build(struct fr_trace *t, const char *incident, const char *reason,
+		    const struct fr_dumper_scope *scope, uint64_t *left_out);
+
+/*
+ * Builds and serialises the dump within `scope` into *buf (caller frees);
+ * a dump scoped to stacks or a trace says so in "scope" and
+ * "entries_left_out" (dumps/FORMAT.md). Returns 0 or -errno.
+ */
+int fr_dumper_serialize(const char *incident, const char *reason,
+			const struct fr_dumper_scope *scope, char **buf, size_t *len);
 
 /*
  * Writes serialised dump bytes atomically to

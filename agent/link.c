@@ -12,11 +12,14 @@
  * With FLIGHTREC_TOKEN_FILE, the link waits after connecting for the
  * daemon's CHALLENGE and answers it with AUTH, the proof of the token for
  * the HELLO that follows (protocol/PROTOCOL.md); the token never leaves
- * the process. A daemon that sends no challenge within CHALLENGE_WAIT_MS
- * has no token (or predates them) and gets a plain HELLO. A token file
- * that cannot be read is said once on stderr and the agent connects
- * without a token: a daemon that requires one refuses it (the agent then
- * records and dumps locally), one that does not serves it.
+ * the process. FLIGHTREC_JOB_KEY_FILE instead holds only this job's key
+ * (flightrecd --job-key), which proves HELLOs of this job and no other;
+ * when both are set the key is used. A daemon that sends no challenge
+ * within CHALLENGE_WAIT_MS has no token (or predates them) and gets a
+ * plain HELLO. A token or key file that cannot be read is said once on
+ * stderr and the agent connects without a proof: a daemon that requires
+ * one refuses it (the agent then records and dumps locally), one that
+ * does not serves it.
  */
 #include "agent.h"
 
@@ -85,6 +88,10 @@ struct link {
 	char token_path[512];
 	bool token_loaded;
 	struct fr_token token;
+	/* FLIGHTREC_JOB_KEY_FILE, read with the token; used instead of it. */
+	char key_path[512];
+	bool have_job_key;
+	uint8_t job_key[FR_WIRE_JOB_KEY_SIZE];
 	bool no_challenge_logged;
 	uint32_t refusals_logged;    /* bit per ERROR code said on stderr */
 	/* Set by other threads, read by the loop after a wake. */
@@ -184,7 +191,8 @@ static void send_hello(const uint8_t *nonce)
 	if (nonce) {
 		struct fr_msg_auth a;
 
-		if (fr_wire_auth_proof(&L.token, nonce, &h, a.proof) == 0)
+		if ((L.have_job_key ? fr_wire_auth_proof_key(L.job_key, nonce, &h, a.proof) :
+				      fr_wire_auth_proof(&L.token, nonce, &h, a.proof)) == 0)
 			SEND_MSG(auth, &a, false);
 	}
 	SEND_MSG(hello, &h, false);
@@ -358,27 +366,37 @@ static void upload(const char *incident, const char *buf, size_t len)
 
 /*
  * Writes this rank's dump: uploaded first (the daemon's deadline is
- * running), then kept in FLIGHTREC_DUMP_DIR, whose file system may be slow.
- * With no dump to send, an empty upload tells the daemon not to wait for
- * this rank until its deadline.
+ * running), then kept in FLIGHTREC_DUMP_DIR, whose file system may be slow,
+ * except for a live look, which only the daemon keeps (in memory). With no
+ * dump to send, an empty upload tells the daemon not to wait for this rank
+ * until its deadline.
+ *
+ * A live look (protocol/PROTOCOL.md, "Live looks") is the daemon's debug
+ * server asking for the rank's stacks or ring while nothing is wrong yet,
+ * perhaps every few seconds: its id says what it shows, and the dump holds
+ * only that.
  */
 static void dump(const char *incident, const char *reason)
 {
+	struct fr_dumper_scope scope;
 	char *buf = NULL;
 	size_t len = 0;
 	char path[1024];
-	int rc = fr_dumper_serialize(incident, reason, &buf, &len);
+	int rc;
+
+	scope.scope = fr_wire_live_scope(incident, &scope.last);
+	rc = fr_dumper_serialize(incident, reason, &scope, &buf, &len);
 
 	if (L.state == LINK_UP)
 		upload(incident, buf, buf ? len : 0);
-	if (!rc) {
+	if (rc) {
+		fprintf(stderr, "flightrec: rank %u: dump for %s not built: %s\n",
+			fr_agent.id.rank, incident, strerror(-rc));
+	} else if (scope.scope == FR_WIRE_LIVE_NONE) {
 		rc = fr_dumper_save(incident, buf, len, path, sizeof(path));
 		if (rc)
 			fprintf(stderr, "flightrec: rank %u: local dump %s not written: %s\n",
 				fr_agent.id.rank, path, strerror(-rc));
-	} else {
-		fprintf(stderr, "flightrec: rank %u: dump for %s not built: %s\n",
-			fr_agent.id.rank, incident, strerror(-rc));
 	}
 	free(buf);
 }
@@ -492,6 +510,10 @@ static void on_refused(const struct fr_msg_error *e)
 	fprintf(stderr, "flightrec: rank %u: the daemon at %s refused the connection: %s (code %u)%s\n",
 		fr_agent.id.rank, fr_agent.cfg.addr, msg, e->code,
 		L.backoff_ms == REFUSED_BACKOFF_MS ? "; recording locally, retrying every 30 s" : "");
+	/* The daemon cannot tell a key of another job from a wrong token. */
+	if (e->code == FR_WIRE_ERR_AUTH_FAILED && L.have_job_key)
+		fprintf(stderr, "flightrec: rank %u: FLIGHTREC_JOB_KEY_FILE=%s proves one job only: is it the key of job %s, made from the daemon's current token (flightrecd --job-key %s)?\n",
+			fr_agent.id.rank, L.key_path, fr_agent.id.job, fr_agent.id.job);
 }
 
 /*
@@ -619,7 +641,7 @@ static void on_connected(uv_connect_t *req, int status)
 	L.backoff_ms = BACKOFF_MIN_MS;
 	uv_tcp_nodelay(&L.tcp, 1);
 	uv_read_start((uv_stream_t *)&L.tcp, on_alloc, on_read);
-	if (!L.token.len) {
+	if (!L.token.len && !L.have_job_key) {
 		link_up(NULL);
 		return;
 	}
@@ -630,8 +652,34 @@ static void on_connected(uv_connect_t *req, int status)
 }
 
 /*
- * Reads FLIGHTREC_TOKEN_FILE once, on this thread, so that a slow file
- * system never holds up the application's MPI_Init.
+ * Reads FLIGHTREC_JOB_KEY_FILE. Its key is used whether or not a token
+ * file is set too: a launcher that hands a job its key means that key.
+ */
+static void load_job_key(void)
+{
+	const char *why;
+	bool others;
+	int rc;
+
+	if (L.token_path[0] && fr_agent.id.rank == 0)
+		fprintf(stderr, "flightrec: both FLIGHTREC_JOB_KEY_FILE and FLIGHTREC_TOKEN_FILE are set; using the job key of %s\n",
+			L.key_path);
+	rc = fr_wire_job_key_read(L.key_path, L.job_key, &why, &others);
+	if (rc) {
+		fprintf(stderr, "flightrec: rank %u: FLIGHTREC_JOB_KEY_FILE=%s: %s; connecting without a token\n",
+			fr_agent.id.rank, L.key_path, why ? why : strerror(-rc));
+		return;
+	}
+	L.have_job_key = true;
+	if (others && fr_agent.id.rank == 0)
+		fprintf(stderr, "flightrec: FLIGHTREC_JOB_KEY_FILE=%s is readable by other users\n",
+			L.key_path);
+}
+
+/*
+ * Reads FLIGHTREC_JOB_KEY_FILE or FLIGHTREC_TOKEN_FILE once, on this
+ * thread, so that a slow file system never holds up the application's
+ * MPI_Init.
  */
 static void load_token(void)
 {
@@ -640,6 +688,10 @@ static void load_token(void)
 	int rc;
 
 	L.token_loaded = true;
+	if (L.key_path[0]) {
+		load_job_key();
+		return;
+	}
 	if (!L.token_path[0])
 		return;
 	rc = fr_wire_token_read(L.token_path, &L.token, &why, &others);
@@ -865,6 +917,7 @@ static void *link_main(void *arg)
 int fr_link_start(void)
 {
 	const char *token_path;
+	const char *key_path;
 	sigset_t all, old;
 	int rc;
 
@@ -878,6 +931,11 @@ int fr_link_start(void)
 		snprintf(L.token_path, sizeof(L.token_path), "%s", token_path);
 	else if (token_path && *token_path)
 		fprintf(stderr, "flightrec: FLIGHTREC_TOKEN_FILE is too long a path; connecting without a token\n");
+	key_path = getenv("FLIGHTREC_JOB_KEY_FILE");
+	if (key_path && strlen(key_path) < sizeof(L.key_path))
+		snprintf(L.key_path, sizeof(L.key_path), "%s", key_path);
+	else if (key_path && *key_path)
+		fprintf(stderr, "flightrec: FLIGHTREC_JOB_KEY_FILE is too long a path; ignoring it\n");
 	if (fr_agent.cfg.addr[0]) {
 		L.have_addr = parse_addr(fr_agent.cfg.addr);
 		if (!L.have_addr)
@@ -931,6 +989,7 @@ void fr_link_stop(void)
 	free(L.rbuf);
 	L.rbuf = NULL;
 	explicit_bzero(&L.token, sizeof(L.token));
+	explicit_bzero(L.job_key, sizeof(L.job_key));
 }
 
 int fr_link_request_dump(const char *reason)

@@ -8,8 +8,9 @@
 # bench/gen_pytorch.py), each set removed once measured, all of it at exit.
 # They have just been written, so they are read from a warm page cache:
 # this measures parsing and correlation, not the disk. Each measurement is
-# the best elapsed time of ROUNDS runs and the highest peak resident memory
-# among them (/usr/bin/time).
+# the best elapsed time of ROUNDS runs, the least CPU time (user + system,
+# both cores together: on a shared machine it varies less than the elapsed
+# time) and the highest peak resident memory among them (/usr/bin/time).
 #
 # Environment: BUILD (build directory, default build), RANKS, ENTRIES,
 # ROUNDS (default 3), SEED (default 1), PYTORCH_JSON=0 to skip PyTorch's
@@ -62,14 +63,14 @@ human() {
 }
 
 # measure DIR: runs fr-analyze on DIR ROUNDS times. Sets BEST_S (the best
-# elapsed seconds), PEAK_KIB (the highest peak memory), RUNS (every time)
-# and VERDICT (the first line of its report); exits 1 when the verdict
-# does not name the planted rank.
+# elapsed seconds), CPU_S (the least CPU seconds), PEAK_KIB (the highest
+# peak memory), RUNS (every time) and VERDICT (the first line of its
+# report); exits 1 when the verdict does not name the planted rank.
 measure() {
-	local dir=$1 i rc s kib
-	BEST_S= PEAK_KIB=0 RUNS= VERDICT=
+	local dir=$1 i rc s kib user sys cpu
+	BEST_S= CPU_S= PEAK_KIB=0 RUNS= VERDICT=
 	for i in $(seq "$ROUNDS"); do
-		/usr/bin/time -o "$T/time" -f '%e %M' "$BIN/fr-analyze" "$dir" >"$T/out" 2>"$T/err"
+		/usr/bin/time -o "$T/time" -f '%e %M %U %S' "$BIN/fr-analyze" "$dir" >"$T/out" 2>"$T/err"
 		rc=$?
 		# 1: a problem was named (the hang); 0 or 2 is wrong here.
 		if [ "$rc" -ne 1 ]; then
@@ -78,10 +79,14 @@ measure() {
 			exit 1
 		fi
 		# With a non-zero status, time writes a line of its own first.
-		read -r s kib < <(tail -n 1 "$T/time")
+		read -r s kib user sys < <(tail -n 1 "$T/time")
 		RUNS="$RUNS $s"
 		if [ -z "$BEST_S" ] || awk -v a="$s" -v b="$BEST_S" 'BEGIN { exit !(a < b) }'; then
 			BEST_S=$s
+		fi
+		cpu=$(awk -v u="$user" -v y="$sys" 'BEGIN { printf "%.2f", u + y }')
+		if [ -z "$CPU_S" ] || awk -v a="$cpu" -v b="$CPU_S" 'BEGIN { exit !(a < b) }'; then
+			CPU_S=$cpu
 		fi
 		[ "$kib" -gt "$PEAK_KIB" ] && PEAK_KIB=$kib
 		VERDICT=$(head -n 1 "$T/out")
@@ -102,13 +107,13 @@ report() {
 	local what=$1 bytes=$2 entries=$((RANKS * ENTRIES))
 	awk -v r="$RANKS" -v e="$ENTRIES" -v n="$entries" -v size="$(human "$bytes")" \
 		-v what="$what" -v s="$BEST_S" -v kib="$PEAK_KIB" -v ts="$TIME_TARGET_S" \
-		-v tm="$MEM_TARGET_MIB" 'BEGIN {
+		-v tm="$MEM_TARGET_MIB" -v cpu="$CPU_S" 'BEGIN {
 		mib = kib / 1024
 		missed = ""
 		if (s >= ts) missed = missed " time"
 		if (mib >= tm) missed = missed " memory"
-		printf "== fr-analyze on %d ranks x %d entries (%d entries, %s of %s): best %.2f s, peak %.0f MiB (targets: < %g s, < %g GiB)%s\n",
-			r, e, n, size, what, s, mib, ts, tm / 1024, (missed == "" ? "" : ";  MISSED:" missed) }'
+		printf "== fr-analyze on %d ranks x %d entries (%d entries, %s of %s): best %.2f s (CPU %.2f s), peak %.0f MiB (targets: < %g s, < %g GiB)%s\n",
+			r, e, n, size, what, s, cpu, mib, ts, tm / 1024, (missed == "" ? "" : ";  MISSED:" missed) }'
 	echo "   runs (s):$RUNS"
 	echo "   verdict: $VERDICT"
 }

@@ -13,7 +13,10 @@
 #   - /healthz latency, polled every 50 ms during the whole run (target:
 #     within 100 ms);
 #   - from the planted hang's timeout expiring to manifest.json with all the
-#     dumps (target: within 10 s), and whether fr-analyze names the rank.
+#     dumps (target: within 10 s), and whether fr-analyze names the rank;
+#   - the manifest's size, and the daemon's peak RSS (VmHWM) at the
+#     window's end (before the hang) and once the manifest is written: what
+#     collecting the dumps and building the manifest cost at most.
 #
 # Environment: BUILD, RANKS (4096), RATE (10), DUMP_SIZE (65536, at most
 # 1 MiB), WINDOW (10), TIMEOUT (3), TOKEN=1 to run with a token.
@@ -53,6 +56,7 @@ fi
 
 cpu_ticks() { awk '{print $14 + $15}' "/proc/$DAEMON_PID/stat"; }
 rss_kib() { awk '/^VmRSS:/ {print $2}' "/proc/$DAEMON_PID/status"; }
+hwm_kib() { awk '/^VmHWM:/ {print $2}' "/proc/$DAEMON_PID/status"; }
 connected() {
 	curl -sf "$HTTP/metrics" | awk '/^flightrec_ranks_connected / {print $2}'
 }
@@ -90,6 +94,7 @@ rss1=$(rss_kib)
 c0=$(cpu_ticks) w0=$(now_s)
 sleep "$WINDOW"
 c1=$(cpu_ticks) w1=$(now_s)
+hwm1=$(hwm_kib)
 hz=$(getconf CLK_TCK)
 cores=$(awk -v a="$c0" -v b="$c1" -v s="$w0" -v e="$w1" -v hz="$hz" \
 	'BEGIN {printf "%.2f", (b - a) / hz / (e - s)}')
@@ -107,6 +112,7 @@ wait_for $((TIMEOUT + 60)) wait_incident_manifest || fail "no manifest.json with
 kill "$POLL_PID" 2>/dev/null && wait "$POLL_PID" 2>/dev/null
 POLL_PID=
 rss2=$(rss_kib)
+hwm2=$(hwm_kib)
 c2=$(cpu_ticks) w2=$(now_s)
 
 m=$INCIDENT/manifest.json
@@ -125,6 +131,9 @@ echo "== load: daemon RSS ${rss2} KiB after the incident ($(awk -v a="$rss1" -v 
 	'BEGIN {printf "%+.1f", (b - a) / 1024}') MiB while collecting $(numfmt --to=iec "$DUMP_SIZE")B dumps); \
 $(awk -v a="$c1" -v b="$c2" -v s="$w1" -v e="$w2" -v hz="$hz" \
 	'BEGIN {printf "%.1f CPU-s over the %.1f s from the window'"'"'s end to the manifest", (b - a) / hz, e - s}')"
+echo "== load: manifest.json $(stat -c %s "$m") bytes ($(numfmt --to=iec "$(stat -c %s "$m")")B, \
+version $(jq -r .version "$m")); daemon peak RSS ${hwm1} KiB at the window's end (before the hang), ${hwm2} KiB \
+with the manifest written ($(awk -v a="$hwm1" -v b="$hwm2" 'BEGIN {printf "%+.1f", (b - a) / 1024}') MiB)"
 
 "$BIN/fr-analyze" --json "$INCIDENT" >"$T/verdict.json" 2>"$T/analyze.err"
 summary=$(jq -r .summary "$T/verdict.json" 2>/dev/null)

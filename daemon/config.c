@@ -12,19 +12,18 @@
  *
  * What a reload (SIGHUP) may change is applied here: the timeouts and the
  * limits, which the loop reads afresh each time. Addresses and directories
- * are bound or opened once; a change to them is logged and ignored.
+ * are bound or opened once; a change to them is logged and ignored. The
+ * token file keeps its path but its contents are read again on every
+ * reload (server_reload_token()), so that a token can be rotated.
  */
 #include "daemon.h"
 
 #include <errno.h>
-#include <fcntl.h>
 #include <getopt.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 /* A settings file is a few dozen lines; anything this big is a mistake. */
 #define CONFIG_MAX_SIZE (1u << 20)
@@ -32,59 +31,6 @@
 static bool is_blank(char c)
 {
 	return c == ' ' || c == '\t' || c == '\r';
-}
-
-/* Reads the whole file into a NUL-terminated buffer the caller frees. */
-static int config_slurp(const char *path, char **text, size_t *len)
-{
-	struct stat st;
-	char *buf;
-	size_t n = 0;
-	int fd;
-	int err;
-
-	fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return -errno;
-	if (fstat(fd, &st) < 0) {
-		err = -errno;
-		goto out_close;
-	}
-	if (!S_ISREG(st.st_mode)) {
-		err = -EINVAL;
-		goto out_close;
-	}
-	if (st.st_size > CONFIG_MAX_SIZE) {
-		err = -EFBIG;
-		goto out_close;
-	}
-	buf = malloc((size_t)st.st_size + 1);
-	if (!buf) {
-		err = -ENOMEM;
-		goto out_close;
-	}
-	/* The size may change under us: read what is there, up to the cap. */
-	while (n < (size_t)st.st_size) {
-		ssize_t r = read(fd, buf + n, (size_t)st.st_size - n);
-
-		if (r < 0 && errno == EINTR)
-			continue;
-		if (r < 0) {
-			err = -errno;
-			free(buf);
-			goto out_close;
-		}
-		if (r == 0)
-			break;
-		n += (size_t)r;
-	}
-	buf[n] = '\0';
-	*text = buf;
-	*len = n;
-	err = 0;
-out_close:
-	close(fd);
-	return err;
 }
 
 /* The option `key` names when it is a setting, else NULL. */
@@ -174,7 +120,7 @@ int config_read(const char *path, const struct option *opts, struct config_args 
 	unsigned lineno = 0;
 	int rc;
 
-	rc = config_slurp(path, &text, &len);
+	rc = fr_read_small_file(path, CONFIG_MAX_SIZE, &text, &len, NULL);
 	if (rc) {
 		snprintf(err, errcap, "%s: cannot read: %s", path,
 			 rc == -EINVAL ? "not a regular file" :
@@ -212,7 +158,9 @@ int config_read(const char *path, const struct option *opts, struct config_args 
 		if (!key)
 			continue;
 		o = config_find(opts, key);
-		if (!o || o->has_arg != required_argument || strcmp(key, "config") == 0) {
+		/* --config and --job-key are actions of the command line, not settings. */
+		if (!o || o->has_arg != required_argument || strcmp(key, "config") == 0 ||
+		    strcmp(key, "job-key") == 0) {
 			snprintf(err, errcap, "%s:%u: unknown setting '%s'", path, lineno, key);
 			rc = -EINVAL;
 			goto out_free_args;
@@ -255,11 +203,13 @@ void config_log_settings(const struct daemon_config *cfg, const char *when)
 	daemon_format_addr((const struct sockaddr *)&cfg->http_addr, ha, sizeof(ha));
 	daemon_log("settings (%s%s%s): listen %s, http %s, dump-dir %s, timeout %g s, "
 		   "heartbeat-timeout %g s, dump-deadline %g s, max-dump-size %" PRIu64
-		   ", max-connections %" PRIu32 ", token-file %s",
+		   ", max-connections %" PRIu32 ", max-job-connections %" PRIu32
+		   ", max-frame-size %" PRIu32 ", max-incidents-per-hour %" PRIu32 ", token-file %s",
 		   when, cfg->config_file ? ", config " : "",
 		   cfg->config_file ? cfg->config_file : "", la, ha, cfg->dump_dir, cfg->timeout_s,
 		   cfg->heartbeat_timeout_s, cfg->dump_deadline_s, cfg->max_dump_size,
-		   cfg->max_connections, cfg->token_file ? cfg->token_file : "(none)");
+		   cfg->max_connections, cfg->max_job_connections, cfg->max_frame_size,
+		   cfg->max_incidents_per_hour, cfg->token_file ? cfg->token_file : "(none)");
 }
 
 static bool same_string(const char *a, const char *b)
@@ -290,6 +240,17 @@ static void addr_needs_restart(const char *name, const struct sockaddr_storage *
 		if ((d)->configured.field != (next)->field) {                              \
 			daemon_log("reload: " name " %g s -> %g s", (d)->configured.field, \
 				   (next)->field);                                         \
+			(d)->configured.field = (next)->field;                             \
+			(d)->cfg.field = (next)->field;                                    \
+			changed++;                                                         \
+		}                                                                          \
+	} while (0)
+
+#define RELOAD_COUNT(d, next, field, name)                                                \
+	do {                                                                               \
+		if ((d)->configured.field != (next)->field) {                              \
+			daemon_log("reload: " name " %" PRIu32 " -> %" PRIu32,              \
+				   (d)->configured.field, (next)->field);                  \
 			(d)->configured.field = (next)->field;                             \
 			(d)->cfg.field = (next)->field;                                    \
 			changed++;                                                         \
@@ -330,6 +291,12 @@ int config_apply_reload(struct flightrecd *d, const struct daemon_config *next)
 		was->max_connections = d->cfg.max_connections = next->max_connections;
 		changed++;
 	}
+	/* Ranks over a lowered limit stay connected; new ones are refused. */
+	RELOAD_COUNT(d, next, max_job_connections, "max-job-connections");
+	/* Applies from the next frame's header on. */
+	RELOAD_COUNT(d, next, max_frame_size, "max-frame-size");
+	/* Each job's budget is held to the new limit at its next incident. */
+	RELOAD_COUNT(d, next, max_incidents_per_hour, "max-incidents-per-hour");
 	if (!changed)
 		daemon_log("reload: no timeout or limit changed");
 	return changed;

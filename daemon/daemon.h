@@ -5,8 +5,9 @@
  *
  * Threads. The libuv loop (main thread) owns all state and is the only
  * thread that changes it; it holds `lock` while doing so. The HTTP server
- * runs in libmicrohttpd's own thread and holds `lock` while it reads the
- * state and builds its answer. Dump validation and file writes run on the
+ * runs in libmicrohttpd's own threads (a pool of several: handlers run
+ * concurrently, so they share no unguarded state) and holds `lock` while
+ * it reads the state and builds its answer. Dump validation and file writes run on the
  * libuv thread pool with data they own; their results are applied on the
  * loop. Only `last_tick_ns` is read without the lock.
  */
@@ -71,9 +72,12 @@ struct daemon_config {
 	double dump_deadline_s;     /* how long an incident waits for dumps */
 	uint64_t max_dump_size;
 	uint32_t max_connections;
+	uint32_t max_job_connections; /* ranks of one job connected at once */
+	uint32_t max_frame_size;      /* largest frame payload, at most FR_WIRE_MAX_PAYLOAD */
+	uint32_t max_incidents_per_hour; /* per job, manual ones included */
 	/* --token-file: NULL when agents need no proof and manual dumps are refused. */
 	const char *token_file;
-	struct fr_token token;      /* read from token_file by server_start() */
+	struct fr_token token;      /* read from token_file by server_start(), again on SIGHUP (main.c) */
 };
 
 /* Monotonic counters exported by /metrics (guarded by the daemon's lock). */
@@ -88,6 +92,9 @@ struct daemon_metrics {
 	uint64_t dumps_invalid;
 	uint64_t dumps_rejected;
 	uint64_t incident_write_errors;
+	uint64_t job_connections_rejected; /* over --max-job-connections */
+	uint64_t frames_oversized;         /* over --max-frame-size */
+	uint64_t incidents_suppressed;     /* over --max-incidents-per-hour */
 };
 
 /*
@@ -224,6 +231,11 @@ struct job {
 	bool has_local_key;
 	uint64_t local_key;
 	uint64_t recheck_mono;      /* no new verdict before this */
+	/* --max-incidents-per-hour as a token bucket: incidents the job may
+	 * still open now, refilled continuously up to the limit. */
+	bool incident_budget_set;
+	double incident_budget;
+	uint64_t incident_budget_mono;
 };
 
 /* Dump bytes arriving from one connection for the incident being collected. */
@@ -236,6 +248,17 @@ struct upload {
 	uint64_t received;
 };
 
+/* An upload's first buffer; it doubles as pieces arrive. */
+#define UPLOAD_MIN_CAP (64u << 10)
+/*
+ * incident.c, for incidents and live looks: makes room in `up` for `len`
+ * more bytes, doubling its buffer, never past the dump's total (which the
+ * caller held to its limits when the upload began), so that announcing a
+ * large total costs a peer nothing until the bytes arrive. Returns 0 or
+ * -ENOMEM.
+ */
+int upload_grow(struct upload *up, uint32_t len);
+
 /* One agent connection. */
 struct conn {
 	uv_tcp_t tcp;
@@ -244,6 +267,9 @@ struct conn {
 	struct conn *next;
 	char peer[INET6_ADDRSTRLEN + 8];
 	bool closing;
+	/* Closed by the daemon over a refused frame, which its log line told:
+	 * the disconnect that follows is not news. */
+	bool rejected;
 	/* Frame reassembly: bytes received and not consumed yet. */
 	uint8_t *buf;
 	size_t len;
@@ -254,6 +280,18 @@ struct conn {
 	struct job *job;
 	uint32_t rank;
 	struct upload up;
+	/*
+	 * probe.c: the live look asked of this agent and not answered yet
+	 * (one at a time, so that a rank that cannot answer collects no queue
+	 * of requests), and the dump arriving for it. Only a dump with the id
+	 * asked (`live_id`) is taken: an agent cannot upload a look nobody
+	 * asked for. `live_pending` counts the probes' slots waiting on it.
+	 */
+	bool live_asked;
+	uint64_t live_asked_mono;
+	char live_id[FR_INCIDENT_MAX + 1];
+	size_t live_pending;
+	struct upload live_up;
 };
 
 /* The service manager's notify socket ($NOTIFY_SOCKET), when there is one. */
@@ -313,6 +351,11 @@ struct live_view {
 	size_t n;
 	struct fr_trace *traces;
 	const struct fr_trace **ptrs;
+	/* From registry_manifest_view(): one member list per communicator of
+	 * the job (NULL where no rank is in it), owned here and borrowed by
+	 * the traces' communicators. NULL otherwise: the traces own theirs. */
+	size_t nshared;
+	uint32_t **shared;
 };
 
 /* main.c */
@@ -404,6 +447,13 @@ uint32_t registry_ranks_connected(const struct flightrecd *d);
 /* Live traces of the known ranks, or with `all` of ranks 0..world_size-1. */
 int registry_live_view(const struct flightrecd *d, const struct job *job, bool all,
 		       struct live_view *lv);
+/*
+ * Live traces of ranks 0..world_size-1 for an incident's manifest: each
+ * communicator's member list is copied once and shared by every rank's
+ * trace, so that a job of N ranks costs N lists, not N squared.
+ */
+int registry_manifest_view(const struct flightrecd *d, const struct job *job,
+			   struct live_view *lv);
 void live_view_free(struct live_view *lv);
 int registry_live_verdict(const struct job *job, const struct live_view *lv,
 			  struct fr_verdict *v);
@@ -422,8 +472,22 @@ struct incident_trigger {
 	double waited_s;            /* how long the condition had lasted */
 };
 
+/*
+ * Opens an incident, unless the job is over --max-incidents-per-hour: then
+ * the incident is suppressed (counted, logged once per job a minute) and the
+ * stuck state `key` counts as reported.
+ */
 void incident_open(struct flightrecd *d, struct job *job, const struct incident_trigger *t,
 		   const struct fr_verdict *v, uint64_t key);
+/*
+ * Whether the job may open an incident now under --max-incidents-per-hour;
+ * when not, `retry_after_s` says in how many seconds it may.
+ */
+bool incident_rate_allows(struct flightrecd *d, struct job *job, uint64_t now_mono,
+			  uint64_t *retry_after_s);
+/* Counts and logs an incident refused by the rate limit. */
+void incident_suppress(struct flightrecd *d, struct job *job, const char *reason,
+		       uint64_t retry_after_s);
 void incident_close(struct incident *inc, bool incomplete);
 bool incident_collecting(const struct incident *inc);
 void incident_check_deadline(struct incident *inc, uint64_t now_mono);
@@ -433,8 +497,146 @@ void incident_rank_joined(struct incident *inc, struct conn *c);
 void incident_rank_left(struct incident *inc, uint32_t rank, bool finished);
 json_t *incident_records_json(const struct flightrecd *d, const struct job *job);
 
+/*
+ * ratelog.c: log lines about a limit, once per offender. ratelog() writes
+ * the line for a pair (limit, offender) when none was written in the last
+ * RATELOG_INTERVAL_NS, else only counts it; the next line written for the
+ * pair ends with "(and N more times in the last S s)". ratelog_sweep(),
+ * from the watchdog's tick, writes the counts of pairs that went quiet.
+ * The table of pairs is fixed in size. Returns whether the line was
+ * written. Any thread may call these.
+ */
+#define RATELOG_INTERVAL_NS (60ull * NS_PER_S)
+bool ratelog(const char *limit, const char *offender, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+/* ratelog() at a given monotonic time, for tests. */
+bool ratelog_at(uint64_t now_mono, const char *limit, const char *offender, const char *fmt, ...)
+	__attribute__((format(printf, 4, 5)));
+void ratelog_sweep(uint64_t now_mono);
+/* Lines held back since startup (/metrics). */
+uint64_t ratelog_held_total(void);
+/* The address of a peer "1.2.3.4:5678" or "[::1]:5678" without its port:
+ * an agent reconnecting in a loop is one offender whatever its port. */
+void ratelog_offender_addr(const char *peer, char *out, size_t cap);
+
 /* http.c */
 int http_start(struct flightrecd *d);
+/*
+ * The HTTP threads hand nothing more to the loop (they answer 503): called
+ * before the loop's handles are closed, since those threads may otherwise
+ * signal a closed handle. Any thread.
+ */
+void http_quiesce(void);
 void http_stop(struct flightrecd *d);
+struct MHD_Connection;
+/*
+ * Answers with JSON document `doc` (reference taken; NULL: out of memory),
+ * one line. Returns an enum MHD_Result (an int: this header does not
+ * include microhttpd.h).
+ */
+int http_reply_doc(struct MHD_Connection *mc, unsigned status, json_t *doc);
+
+/*
+ * probe.c: live looks at ranks for the debug server (GET
+ * /v1/jobs/<job>/ranks/<rank>/stacks and .../trace, /v1/jobs/<job>/stacks).
+ * A probe asks one rank, or every connected rank of a job, for a dump with
+ * a DUMP_REQUEST whose id has FR_WIRE_LIVE_PREFIX and the scope the look
+ * needs (live-stacks-<n>, live-trace<N>-<n>), collects the answers in
+ * memory and completes when every rank asked answered, went away, or
+ * PROBE_TIMEOUT_NS passed. The event loop owns the probes; the HTTP thread
+ * hands requests over and suspends them (libmicrohttpd), the loop resumes
+ * them, and the HTTP thread parses the dumps and answers. Requests for the
+ * same rank or job share a probe that asks for at least what they need,
+ * and a result younger than PROBE_FRESH_NS that holds it answers without
+ * asking again.
+ */
+#define PROBE_TIMEOUT_NS (5ull * NS_PER_S)
+#define PROBE_FRESH_NS (1ull * NS_PER_S)
+struct MHD_Connection;
+/* Starts the hand-over to the loop; before the HTTP thread exists. */
+int probe_start(struct flightrecd *d);
+/* http_quiesce()'s part: no request is handed to the loop any more. */
+void probe_quiesce(void);
+/*
+ * Resumes every suspended request with "the daemon is stopping" and
+ * forgets every probe; before MHD_stop_daemon(), after the loop stopped.
+ */
+void probe_stop(struct flightrecd *d);
+struct route;
+/*
+ * The HTTP handler of the three routes: answers at once (a bad request, an
+ * unknown job or rank), or suspends the request and hands it to the loop.
+ * Called again for the same request once the loop resumed it, with the
+ * *req_cls it set. Returns an enum MHD_Result.
+ */
+int probe_http(struct flightrecd *d, struct MHD_Connection *mc, const struct route *r,
+	       void **req_cls);
+/*
+ * libmicrohttpd's completion callback's part: frees the request if
+ * `req_cls` is one of the live looks' (anything else is left alone).
+ */
+void probe_http_completed(void *req_cls);
+/* DUMP_DATA whose id has FR_WIRE_LIVE_PREFIX; the caller holds the lock. */
+void probe_dump_data(struct conn *c, const struct fr_msg_dump_data *m);
+/* The connection closes: its live look fails. The caller holds the lock. */
+void probe_conn_closed(struct conn *c);
+/* What /metrics says of live looks; any thread, no lock. */
+struct probe_metrics {
+	uint64_t requests;          /* HTTP requests for live looks */
+	uint64_t shared;            /* of those, answered by another's probe or a fresh result */
+	uint64_t dump_requests;     /* DUMP_REQUESTs sent for them */
+	uint64_t timeouts;          /* ranks that did not answer one in PROBE_TIMEOUT_NS */
+	uint64_t bytes;             /* dump bytes received for them */
+	uint64_t bytes_held;        /* dump bytes arriving or held now */
+	uint64_t ignored;           /* live uploads nobody asked for, ignored */
+};
+void probe_metrics(struct probe_metrics *out);
+
+/*
+ * http_incidents.c: an incident directory's files for the HTTP API, read
+ * without the daemon's lock (they touch no state). Ids must have passed
+ * fr_wire_valid_name(); nothing below the dump directory is followed
+ * through a symbolic link.
+ */
+/* Files an incident listing names at most: every rank's dump and the manifest. */
+#define HTTP_INCIDENT_FILES_MAX (DAEMON_MAX_WORLD + 1)
+/* Whether `name` is a file the API serves: "rank-<N>.json" or "manifest.json". */
+bool http_incident_file_servable(const char *name);
+/* How far a request for an incident's files got on disk. */
+enum http_incident_found {
+	HTTP_FOUND_NOTHING,  /* no directory DUMP_DIR/<job>/ */
+	HTTP_FOUND_JOB,      /* that, but no DUMP_DIR/<job>/<id>/ */
+	HTTP_FOUND_INCIDENT,
+};
+/*
+ * The document of GET /v1/jobs/<job>/incidents/<id>, from the directory
+ * DUMP_DIR/<job>/<id>/: {"job", "incident", "complete" (manifest.json is
+ * there), "manifest" (its JSON, or null), "files": [{"name", "size"}]
+ * (servable regular files, sorted, at most HTTP_INCIDENT_FILES_MAX),
+ * "truncated"}, and "manifest_error" when the manifest is there but cannot
+ * be read. Returns 0 with a new reference in `*out`, or a negative errno:
+ * -ENOENT when a directory is missing, a link or not a directory.
+ */
+int http_incident_json(const char *dump_dir, const char *job, const char *id,
+		       uint64_t max_size, json_t **out, enum http_incident_found *found);
+/*
+ * Opens servable file `name` of DUMP_DIR/<job>/<id>/ for reading. Returns
+ * the fd (the caller owns it) and its size, or a negative errno: -ENOENT
+ * for a missing directory, a name not served, a missing file, a link or
+ * anything but a regular file; -EFBIG for one larger than `max_size`.
+ */
+int http_incident_open_file(const char *dump_dir, const char *job, const char *id,
+			    const char *name, uint64_t max_size, uint64_t *size,
+			    enum http_incident_found *found);
+
+/* web.c */
+struct MHD_Connection;
+/*
+ * Answers GET / with the web page (daemon/web/index.html, compiled in),
+ * with its Content-Security-Policy. Returns MHD_YES or MHD_NO, as
+ * libmicrohttpd's request handler does (an int: this header does not
+ * include microhttpd.h).
+ */
+int web_page_reply(struct MHD_Connection *mc);
 
 #endif

@@ -1,5 +1,5 @@
 /*
- * The HTTP API (libmicrohttpd, its own thread): health, Prometheus metrics,
+ * The HTTP API (libmicrohttpd, a pool of its own threads): health, Prometheus metrics,
  * and JSON views of jobs, their live verdicts and their incidents. Handlers
  * hold the daemon's lock while they read the registry and build their
  * answer, and never change it.
@@ -11,6 +11,7 @@
  */
 #include "daemon.h"
 #include "route.h"
+#include "../dumps/dump.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -25,6 +26,12 @@
 
 #define HTTP_CONNECTION_LIMIT 64
 #define HTTP_CONNECTION_TIMEOUT_S 10
+/*
+ * HTTP threads: a request that takes long to answer (a live look's dumps
+ * parsed, a manual dump waiting on the loop) holds one of them, and
+ * /healthz is answered by another.
+ */
+#define HTTP_THREADS 4
 /* How long a manual dump request waits for the event loop to open it. */
 #define DUMP_CALL_TIMEOUT_S 5
 
@@ -48,6 +55,7 @@ static struct {
 	char incident[FR_INCIDENT_MAX + 1];
 	char path[1024];
 	uint32_t requested;
+	uint64_t retry_after_s;     /* 429: when the job may open an incident */
 	char error[160];
 } dump_call = {
 	.lock = PTHREAD_MUTEX_INITIALIZER,
@@ -64,13 +72,12 @@ static int request_seen;
 static atomic_uint_fast64_t http_auth_failures;
 
 /*
- * The method a 405 names in its Allow header: POST for the one URL that
- * takes it, GET for every other. Set before it answers (one HTTP thread).
+ * Answers with `body` (len bytes, taken), of `type`, with one more header
+ * when `header` is not NULL.
  */
-static const char *allowed_method = "GET";
-
-static enum MHD_Result http_reply(struct MHD_Connection *mc, unsigned status,
-				  const char *type, char *body, size_t len)
+static enum MHD_Result http_reply_with(struct MHD_Connection *mc, unsigned status,
+				       const char *type, char *body, size_t len,
+				       const char *header, const char *value)
 {
 	struct MHD_Response *resp;
 	enum MHD_Result ret;
@@ -81,8 +88,8 @@ static enum MHD_Result http_reply(struct MHD_Connection *mc, unsigned status,
 		return MHD_NO;
 	}
 	MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, type);
-	if (status == MHD_HTTP_METHOD_NOT_ALLOWED)
-		MHD_add_response_header(resp, MHD_HTTP_HEADER_ALLOW, allowed_method);
+	if (header)
+		MHD_add_response_header(resp, header, value);
 	if (status == MHD_HTTP_UNAUTHORIZED)
 		MHD_add_response_header(resp, MHD_HTTP_HEADER_WWW_AUTHENTICATE,
 					"Bearer realm=\"flightrecd\"");
@@ -91,25 +98,35 @@ static enum MHD_Result http_reply(struct MHD_Connection *mc, unsigned status,
 	return ret;
 }
 
-/* Answers with a JSON document (reference taken), one line. */
-static enum MHD_Result http_reply_json(struct MHD_Connection *mc, unsigned status, json_t *doc)
+static enum MHD_Result http_reply(struct MHD_Connection *mc, unsigned status,
+				  const char *type, char *body, size_t len)
 {
-	char *text = doc ? json_dumps(doc, JSON_COMPACT) : NULL;
+	return http_reply_with(mc, status, type, body, len, NULL, NULL);
+}
+
+/*
+ * Answers with a JSON document (reference taken), one line, with one more
+ * header when `header` is not NULL.
+ */
+static enum MHD_Result http_reply_json_with(struct MHD_Connection *mc, unsigned status,
+					    json_t *doc, const char *header, const char *value)
+{
 	char *body;
 	size_t len;
 
-	json_decref(doc);
-	if (!text)
+	if (fr_json_text(doc, JSON_COMPACT, &body, &len))
 		return MHD_NO;
-	len = strlen(text);
-	body = realloc(text, len + 2);
-	if (!body) {
-		free(text);
-		return MHD_NO;
-	}
-	body[len++] = '\n';
-	body[len] = '\0';
-	return http_reply(mc, status, "application/json", body, len);
+	return http_reply_with(mc, status, "application/json", body, len, header, value);
+}
+
+static enum MHD_Result http_reply_json(struct MHD_Connection *mc, unsigned status, json_t *doc)
+{
+	return http_reply_json_with(mc, status, doc, NULL, NULL);
+}
+
+int http_reply_doc(struct MHD_Connection *mc, unsigned status, json_t *doc)
+{
+	return http_reply_json(mc, status, doc);
 }
 
 static enum MHD_Result http_error(struct MHD_Connection *mc, unsigned status, const char *msg)
@@ -156,6 +173,7 @@ static uint64_t incidents_open(const struct flightrecd *d)
 static void write_metrics(struct flightrecd *d, FILE *f)
 {
 	const struct daemon_metrics *m = &d->m;
+	struct probe_metrics pm;
 
 	metric(f, "up", "gauge", "Whether the daemon is running.", 1);
 	metric(f, "connections", "gauge", "Open agent connections.", d->nconns);
@@ -185,9 +203,35 @@ static void write_metrics(struct flightrecd *d, FILE *f)
 	       m->dumps_invalid);
 	metric(f, "dumps_rejected_total", "counter",
 	       "Dump uploads refused (too big or out of order).", m->dumps_rejected);
+	metric(f, "job_connections_rejected_total", "counter",
+	       "Agent connections refused over --max-job-connections (also in connections_rejected_total).",
+	       m->job_connections_rejected);
+	metric(f, "frames_oversized_total", "counter",
+	       "Agent frames over --max-frame-size (also in frames_rejected_total).",
+	       m->frames_oversized);
+	metric(f, "incidents_suppressed_total", "counter",
+	       "Incidents not opened, manual ones included: over --max-incidents-per-hour.",
+	       m->incidents_suppressed);
+	metric(f, "log_lines_suppressed_total", "counter",
+	       "Log lines about a limit held back: an offender is logged once a minute.",
+	       ratelog_held_total());
 	metric(f, "incident_write_errors_total", "counter",
 	       "Incident files or directories that could not be written.",
 	       m->incident_write_errors);
+	probe_metrics(&pm);
+	metric(f, "live_requests_total", "counter",
+	       "HTTP requests for live looks (stacks and traces of running ranks).", pm.requests);
+	metric(f, "live_shared_total", "counter",
+	       "Live look requests answered by a look already asked or just answered.", pm.shared);
+	metric(f, "live_dump_requests_total", "counter",
+	       "Dump requests sent to agents for live looks.", pm.dump_requests);
+	metric(f, "live_timeouts_total", "counter",
+	       "Ranks that did not answer a live look in time.", pm.timeouts);
+	metric(f, "live_bytes_total", "counter", "Dump bytes received for live looks.",
+	       pm.bytes);
+	metric(f, "live_bytes_held", "gauge", "Dump bytes live looks hold now.", pm.bytes_held);
+	metric(f, "live_uploads_ignored_total", "counter",
+	       "Live look uploads ignored: not the look asked of that connection.", pm.ignored);
 }
 
 static enum MHD_Result handle_metrics(struct flightrecd *d, struct MHD_Connection *mc)
@@ -358,6 +402,160 @@ static enum MHD_Result handle_job(struct flightrecd *d, struct MHD_Connection *m
 	return http_reply_json(mc, MHD_HTTP_OK, doc);
 }
 
+/* The header that names the verdict, so that a client needs no parsing. */
+#define HTTP_VERDICT_HEADER "X-Flightrec-Verdict"
+
+/*
+ * GET /v1/jobs/<job>/analysis[?format=text]: the live verdict now, open
+ * incident or not. The body is exactly what fr-analyze prints for the same
+ * evidence: fr_verdict_to_json() indented by 2 with a newline (--json), or
+ * the report for a person, so that `fr-analyze --live` can print it as it
+ * comes.
+ */
+static enum MHD_Result handle_analysis(struct flightrecd *d, struct MHD_Connection *mc,
+				       const char *id)
+{
+	const char *format = MHD_lookup_connection_value(mc, MHD_GET_ARGUMENT_KIND, "format");
+	struct fr_verdict v = { 0 };
+	struct live_view lv;
+	const char *verdict = "unknown";
+	struct job *job;
+	char *body = NULL;
+	size_t len = 0;
+	bool text;
+	int err = 0;
+
+	if (!format || strcmp(format, "json") == 0)
+		text = false;
+	else if (strcmp(format, "text") == 0)
+		text = true;
+	else
+		return http_error(mc, MHD_HTTP_BAD_REQUEST, "format must be json or text");
+	pthread_mutex_lock(&d->lock);
+	job = registry_job_find(d, id);
+	if (!job) {
+		pthread_mutex_unlock(&d->lock);
+		return http_error(mc, MHD_HTTP_NOT_FOUND, "no such job");
+	}
+	err = registry_live_view(d, job, false, &lv);
+	if (!err) {
+		err = registry_live_verdict(job, &lv, &v);
+		if (!err && text) {
+			FILE *f = open_memstream(&body, &len);
+
+			if (f) {
+				fr_verdict_print(f, &v, lv.ptrs, lv.n);
+				err = fclose(f) ? -ENOMEM : 0;
+			} else {
+				err = -ENOMEM;
+			}
+		} else if (!err) {
+			err = fr_json_text(fr_verdict_to_json(&v), JSON_INDENT(2), &body, &len);
+		}
+		verdict = fr_verdict_name(v.kind);
+		fr_verdict_free(&v);
+		live_view_free(&lv);
+	}
+	pthread_mutex_unlock(&d->lock);
+	if (err) {
+		free(body);
+		return http_error(mc, MHD_HTTP_INTERNAL_SERVER_ERROR, strerror(-err));
+	}
+	return http_reply_with(mc, MHD_HTTP_OK,
+			       text ? "text/plain; charset=utf-8" : "application/json", body, len,
+			       HTTP_VERDICT_HEADER, verdict);
+}
+
+/*
+ * What the registry says for an incident request: whether it knows the job,
+ * and --max-dump-size (a reload may change it), read under the lock; the
+ * disk is read without it.
+ */
+static bool incident_job_known(struct flightrecd *d, const char *id, uint64_t *max_size)
+{
+	bool known;
+
+	pthread_mutex_lock(&d->lock);
+	known = registry_job_find(d, id) != NULL;
+	*max_size = d->cfg.max_dump_size;
+	pthread_mutex_unlock(&d->lock);
+	return known;
+}
+
+/*
+ * The 404 for an incident request that found no directory: "no such job"
+ * when neither the registry nor the dump directory knows the job (a job
+ * the daemon forgot keeps its incidents on disk, and they are served).
+ */
+static enum MHD_Result incident_not_found(struct MHD_Connection *mc, bool known,
+					  enum http_incident_found found)
+{
+	if (found == HTTP_FOUND_INCIDENT)
+		return http_error(mc, MHD_HTTP_NOT_FOUND, "no such file");
+	return http_error(mc, MHD_HTTP_NOT_FOUND,
+			  known || found == HTTP_FOUND_JOB ? "no such incident" : "no such job");
+}
+
+/* GET /v1/jobs/<job>/incidents/<id>: what the incident directory holds. */
+static enum MHD_Result handle_incident(struct flightrecd *d, struct MHD_Connection *mc,
+				       const struct route *r)
+{
+	enum http_incident_found found;
+	uint64_t max_size;
+	bool known = incident_job_known(d, r->job, &max_size);
+	json_t *doc;
+	int err;
+
+	err = http_incident_json(d->cfg.dump_dir, r->job, r->incident, max_size, &doc, &found);
+	if (err == -ENOENT)
+		return incident_not_found(mc, known, found);
+	if (err)
+		return http_error(mc, MHD_HTTP_INTERNAL_SERVER_ERROR, strerror(-err));
+	return http_reply_json(mc, MHD_HTTP_OK, doc);
+}
+
+/*
+ * GET /v1/jobs/<job>/incidents/<id>/<file>: a dump or the manifest, sent
+ * from the file (never read whole into memory). A file larger than
+ * --max-dump-size is not served (500): the daemon writes none, so such a
+ * file is not one it stored.
+ */
+static enum MHD_Result handle_incident_file(struct flightrecd *d, struct MHD_Connection *mc,
+					    const struct route *r)
+{
+	enum http_incident_found found;
+	struct MHD_Response *resp;
+	enum MHD_Result ret;
+	uint64_t max_size, size;
+	bool known = incident_job_known(d, r->job, &max_size);
+	char msg[160];
+	int fd;
+
+	fd = http_incident_open_file(d->cfg.dump_dir, r->job, r->incident, r->file, max_size,
+				     &size, &found);
+	if (fd == -ENOENT)
+		return incident_not_found(mc, known, found);
+	if (fd == -EFBIG) {
+		snprintf(msg, sizeof(msg), "%s is larger than --max-dump-size (%" PRIu64 " bytes)",
+			 r->file, max_size);
+		return http_error(mc, MHD_HTTP_INTERNAL_SERVER_ERROR, msg);
+	}
+	if (fd < 0)
+		return http_error(mc, MHD_HTTP_INTERNAL_SERVER_ERROR, strerror(-fd));
+	/* The response owns the fd and closes it; when it cannot be made,
+	 * the fd is still ours (close() from <unistd.h>, which microhttpd.h
+	 * includes on POSIX systems). */
+	resp = MHD_create_response_from_fd64(size, fd);
+	if (!resp) {
+		close(fd);
+		return MHD_NO;
+	}
+	MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, "application/json");
+	ret = MHD_queue_response(mc, MHD_HTTP_OK, resp);
+	MHD_destroy_response(resp);
+	return ret;
+}
+
 /*
  * Carries out a manual dump request on the event loop: opens an incident
  * for the job as the watchdog would, with reason "manual" and no trigger
@@ -376,6 +574,7 @@ static void dump_call_run(struct flightrecd *d, const char *id, const char *clie
 	char incident[FR_INCIDENT_MAX + 1] = "";
 	char path[sizeof(dump_call.path)] = "";
 	uint32_t requested = 0;
+	uint64_t retry_after = 0;
 
 	pthread_mutex_lock(&d->lock);
 	job = registry_job_find(d, id);
@@ -392,6 +591,14 @@ static void dump_call_run(struct flightrecd *d, const char *id, const char *clie
 	} else if (!job->nconnected) {
 		status = MHD_HTTP_CONFLICT;
 		snprintf(error, sizeof(error), "no rank of the job is connected");
+	} else if (!incident_rate_allows(d, job, daemon_mono_ns(), &retry_after)) {
+		/* A script asking in a loop must not fill the disk either. */
+		incident_suppress(d, job, "manual", retry_after);
+		status = MHD_HTTP_TOO_MANY_REQUESTS;
+		snprintf(error, sizeof(error),
+			 "the job opened --max-incidents-per-hour %" PRIu32
+			 " incidents; the next may open in %" PRIu64 " s",
+			 d->cfg.max_incidents_per_hour, retry_after);
 	} else if (registry_live_view(d, job, false, &lv)) {
 		status = MHD_HTTP_INTERNAL_SERVER_ERROR;
 		snprintf(error, sizeof(error), "out of memory");
@@ -436,6 +643,7 @@ static void dump_call_run(struct flightrecd *d, const char *id, const char *clie
 	memcpy(dump_call.incident, incident, sizeof(incident));
 	memcpy(dump_call.path, path, sizeof(path));
 	dump_call.requested = requested;
+	dump_call.retry_after_s = retry_after;
 	dump_call.answered = dump_call.asked;
 	pthread_cond_broadcast(&dump_call.cond);
 	pthread_mutex_unlock(&dump_call.lock);
@@ -462,12 +670,27 @@ static int dump_call_wait(const struct timespec *t)
 	return pthread_cond_timedwait(&dump_call.cond, &dump_call.lock, t);
 }
 
+/*
+ * 429 with Retry-After (whole seconds), so that a client, or curl --retry,
+ * waits as long as the job's incident budget needs. Takes `doc`.
+ */
+static enum MHD_Result dump_reply_limited(struct MHD_Connection *mc, json_t *doc,
+					  uint64_t retry_after_s)
+{
+	char retry[24];
+
+	snprintf(retry, sizeof(retry), "%" PRIu64, retry_after_s);
+	return http_reply_json_with(mc, MHD_HTTP_TOO_MANY_REQUESTS, doc,
+				    MHD_HTTP_HEADER_RETRY_AFTER, retry);
+}
+
 /* Hands a validated job id to the loop and answers with what it did. */
 static enum MHD_Result handle_dump(struct MHD_Connection *mc, const char *id)
 {
 	struct timespec deadline;
 	uint64_t mine;
 	const union MHD_ConnectionInfo *info;
+	uint64_t retry_after;
 	unsigned status;
 	size_t n;
 	json_t *doc;
@@ -509,13 +732,19 @@ static enum MHD_Result handle_dump(struct MHD_Connection *mc, const char *id)
 		doc = json_pack("{s:s, s:s, s:s, s:I}", "job", id, "incident", dump_call.incident,
 				"path", dump_call.path, "ranks_requested",
 				(json_int_t)dump_call.requested);
+	else if (status == MHD_HTTP_TOO_MANY_REQUESTS)
+		doc = json_pack("{s:s, s:I}", "error", dump_call.error, "retry_after_s",
+				(json_int_t)dump_call.retry_after_s);
 	else
 		doc = json_pack("{s:s}", "error", dump_call.error);
+	retry_after = dump_call.retry_after_s;
 	dump_call.busy = false;
 	pthread_cond_broadcast(&dump_call.cond);
 	pthread_mutex_unlock(&dump_call.lock);
 	if (!doc)
 		return MHD_NO;
+	if (status == MHD_HTTP_TOO_MANY_REQUESTS)
+		return dump_reply_limited(mc, doc, retry_after);
 	return http_reply_json(mc, status, doc);
 }
 
@@ -523,17 +752,32 @@ static enum MHD_Result handle_dump(struct MHD_Connection *mc, const char *id)
  * Whether the request carries "Authorization: Bearer <token>" with the
  * daemon's token (compared in constant time).
  */
-static bool bearer_ok(const struct flightrecd *d, struct MHD_Connection *mc)
+static bool bearer_ok(struct flightrecd *d, struct MHD_Connection *mc)
 {
 	const char *v = MHD_lookup_connection_value(mc, MHD_HEADER_KIND,
 						    MHD_HTTP_HEADER_AUTHORIZATION);
+	bool ok;
 
 	if (!v || strncasecmp(v, "Bearer ", 7) != 0)
 		return false;
 	v += 7;
 	while (*v == ' ')
 		v++;
-	return fr_wire_token_equal(&d->cfg.token, v, strlen(v));
+	/* SIGHUP may be replacing the token under the lock. */
+	pthread_mutex_lock(&d->lock);
+	ok = fr_wire_token_equal(&d->cfg.token, v, strlen(v));
+	pthread_mutex_unlock(&d->lock);
+	return ok;
+}
+
+static bool has_token(struct flightrecd *d)
+{
+	bool has;
+
+	pthread_mutex_lock(&d->lock);
+	has = d->cfg.token.len != 0;
+	pthread_mutex_unlock(&d->lock);
+	return has;
 }
 
 /*
@@ -544,7 +788,7 @@ static bool bearer_ok(const struct flightrecd *d, struct MHD_Connection *mc)
 static enum MHD_Result route_dump(struct flightrecd *d, struct MHD_Connection *mc,
 				  const char *id)
 {
-	if (!d->cfg.token.len)
+	if (!has_token(d))
 		return http_error(mc, MHD_HTTP_FORBIDDEN,
 				  "no token configured: start flightrecd with --token-file to allow manual dumps");
 	if (!bearer_ok(d, mc)) {
@@ -552,6 +796,27 @@ static enum MHD_Result route_dump(struct flightrecd *d, struct MHD_Connection *m
 		return http_error(mc, MHD_HTTP_UNAUTHORIZED, "a valid bearer token is required");
 	}
 	return handle_dump(mc, id);
+}
+
+/*
+ * Whether a request says a body follows: a Content-Length above 0, or a
+ * chunked one. Refused before the body is read (a client that asked
+ * "Expect: 100-continue" never sends it), the refusal reaches the client.
+ */
+static bool announces_body(struct MHD_Connection *mc)
+{
+	const char *len = MHD_lookup_connection_value(mc, MHD_HEADER_KIND,
+						      MHD_HTTP_HEADER_CONTENT_LENGTH);
+	const char *te = MHD_lookup_connection_value(mc, MHD_HEADER_KIND,
+						     MHD_HTTP_HEADER_TRANSFER_ENCODING);
+
+	if (te)
+		return true;
+	if (!len)
+		return false;
+	while (*len == ' ' || *len == '0')
+		len++;
+	return *len != '\0';
 }
 
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *mc, const char *url,
@@ -564,22 +829,30 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *mc, const ch
 	(void)version;
 	(void)upload_data;
 	if (strcmp(method, MHD_HTTP_METHOD_POST) == 0) {
-		/* A POST is answered once its body (ignored) has been read:
-		 * the first call only says it is expected. */
+		/* The first call only says a POST is coming. The one POST takes
+		 * no body: one is refused at its first byte, so that nobody can
+		 * keep the HTTP thread reading. */
 		if (!*req_cls) {
 			*req_cls = &request_seen;
+			if (announces_body(mc))
+				return http_error(mc, MHD_HTTP_CONTENT_TOO_LARGE,
+						  "this request takes no body");
 			return MHD_YES;
 		}
-		if (*upload_size) {
-			*upload_size = 0;
-			return MHD_YES;
-		}
+		if (*upload_size)
+			return http_error(mc, MHD_HTTP_CONTENT_TOO_LARGE,
+					  "this request takes no body");
 	}
 	route_parse(method, url, &r);
 	switch (r.kind) {
 	case ROUTE_BAD_METHOD:
-		allowed_method = r.allow;
-		return http_error(mc, MHD_HTTP_METHOD_NOT_ALLOWED, "method not allowed");
+		/* The Allow header names what the URL takes: POST for the one
+		 * URL that takes it, GET for every other. */
+		return http_reply_json_with(mc, MHD_HTTP_METHOD_NOT_ALLOWED,
+					    json_pack("{s:s}", "error", "method not allowed"),
+					    MHD_HTTP_HEADER_ALLOW, r.allow);
+	case ROUTE_PAGE:
+		return web_page_reply(mc) == MHD_YES ? MHD_YES : MHD_NO;
 	case ROUTE_HEALTHZ:
 		return handle_healthz(d, mc);
 	case ROUTE_METRICS:
@@ -592,6 +865,16 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *mc, const ch
 		return handle_job(d, mc, r.job, true);
 	case ROUTE_JOB_DUMP:
 		return route_dump(d, mc, r.job);
+	case ROUTE_JOB_ANALYSIS:
+		return handle_analysis(d, mc, r.job);
+	case ROUTE_INCIDENT:
+		return handle_incident(d, mc, &r);
+	case ROUTE_INCIDENT_FILE:
+		return handle_incident_file(d, mc, &r);
+	case ROUTE_RANK_STACKS:
+	case ROUTE_RANK_TRACE:
+	case ROUTE_JOB_STACKS:
+		return (enum MHD_Result)probe_http(d, mc, &r, req_cls);
 	default:
 		return http_error(mc, MHD_HTTP_NOT_FOUND, r.error ? r.error : "not found");
 	}
@@ -610,10 +893,23 @@ static void on_mhd_log(void *cls, const char *fmt, va_list ap)
 	daemon_log("http: %s", msg);
 }
 
+/* A request is over (answered, or its client gone): a live look's is freed. */
+static void on_completed(void *cls, struct MHD_Connection *mc, void **req_cls,
+			 enum MHD_RequestTerminationCode toe)
+{
+	(void)cls;
+	(void)mc;
+	(void)toe;
+	if (*req_cls && *req_cls != &request_seen)
+		probe_http_completed(*req_cls);
+}
+
 int http_start(struct flightrecd *d)
 {
 	const struct sockaddr *sa = (const struct sockaddr *)&d->cfg.http_addr;
-	unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_AUTO | MHD_USE_ERROR_LOG;
+	/* Live looks suspend their request while a rank answers (probe.c). */
+	unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_AUTO | MHD_USE_ERROR_LOG |
+			 MHD_ALLOW_SUSPEND_RESUME;
 	const union MHD_DaemonInfo *info;
 	char addr[INET6_ADDRSTRLEN + 8];
 
@@ -631,12 +927,18 @@ int http_start(struct flightrecd *d)
 	pthread_mutex_lock(&dump_call.lock);
 	dump_call.ready = true;
 	pthread_mutex_unlock(&dump_call.lock);
+	if (probe_start(d)) {
+		daemon_log("cannot start the live looks' link to the event loop");
+		return -1;
+	}
 	/* The logger goes first, so that every message gets our prefix. */
 	d->http = MHD_start_daemon(flags, 0, NULL, NULL, on_request, d,
 				   MHD_OPTION_EXTERNAL_LOGGER, on_mhd_log, NULL,
+				   MHD_OPTION_NOTIFY_COMPLETED, on_completed, NULL,
 				   MHD_OPTION_SOCK_ADDR, sa,
 				   MHD_OPTION_CONNECTION_LIMIT, (unsigned)HTTP_CONNECTION_LIMIT,
 				   MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)HTTP_CONNECTION_TIMEOUT_S,
+				   MHD_OPTION_THREAD_POOL_SIZE, (unsigned)HTTP_THREADS,
 				   MHD_OPTION_END);
 	if (!d->http) {
 		daemon_log("cannot serve HTTP on %s", addr);
@@ -657,6 +959,17 @@ static void on_async_closed(uv_handle_t *h)
 	(void)h;
 }
 
+void http_quiesce(void)
+{
+	/* Under the lock, so that no HTTP thread is between its check of
+	 * `ready` and its uv_async_send(). */
+	pthread_mutex_lock(&dump_call.lock);
+	dump_call.ready = false;
+	pthread_cond_broadcast(&dump_call.cond);
+	pthread_mutex_unlock(&dump_call.lock);
+	probe_quiesce();
+}
+
 void http_stop(struct flightrecd *d)
 {
 	bool was_ready;
@@ -667,6 +980,9 @@ void http_stop(struct flightrecd *d)
 	dump_call.ready = false;
 	pthread_cond_broadcast(&dump_call.cond);
 	pthread_mutex_unlock(&dump_call.lock);
+	/* libmicrohttpd must not stop with a request suspended: the live looks
+	 * still waiting are resumed (and answered) first. */
+	probe_stop(d);
 	if (d->http)
 		MHD_stop_daemon(d->http);
 	d->http = NULL;

@@ -25,8 +25,6 @@
 
 /* How long to wait before trying again when an incident could not be opened. */
 #define INCIDENT_RETRY_NS (10ull * NS_PER_S)
-/* An upload's first buffer; it doubles as pieces arrive. */
-#define UPLOAD_MIN_CAP (64u << 10)
 
 /* What became of the dump request to one rank. */
 enum incident_answer {
@@ -310,12 +308,67 @@ static void incident_check_done(struct incident *inc)
 	incident_close(inc, false);
 }
 
+/*
+ * Brings the job's incident budget up to now: --max-incidents-per-hour is a
+ * token bucket holding at most that many, refilled at that many an hour,
+ * so a job may open a burst of them and then one every 3600/N seconds. A
+ * lowered limit takes effect at once; a raised one fills up over time.
+ */
+static void incident_budget_refill(const struct flightrecd *d, struct job *job,
+				   uint64_t now_mono)
+{
+	double limit = d->cfg.max_incidents_per_hour;
+
+	if (!job->incident_budget_set) {
+		job->incident_budget = limit;
+		job->incident_budget_set = true;
+	} else if (now_mono > job->incident_budget_mono) {
+		job->incident_budget += (double)(now_mono - job->incident_budget_mono) /
+					(3600.0 * NS_PER_S) * limit;
+	}
+	if (job->incident_budget > limit)
+		job->incident_budget = limit;
+	job->incident_budget_mono = now_mono;
+}
+
+bool incident_rate_allows(struct flightrecd *d, struct job *job, uint64_t now_mono,
+			  uint64_t *retry_after_s)
+{
+	double limit = d->cfg.max_incidents_per_hour;
+
+	incident_budget_refill(d, job, now_mono);
+	if (job->incident_budget >= 1.0)
+		return true;
+	/* Whole seconds, rounded up: asking again then succeeds. */
+	*retry_after_s = (uint64_t)((1.0 - job->incident_budget) * 3600.0 / limit) + 1;
+	return false;
+}
+
+void incident_suppress(struct flightrecd *d, struct job *job, const char *reason,
+		       uint64_t retry_after_s)
+{
+	d->m.incidents_suppressed++;
+	ratelog("incident rate", job->id,
+		"job %s: incident (%s) suppressed: over --max-incidents-per-hour %" PRIu32
+		"; the next may open in %" PRIu64 " s",
+		job->id, reason, d->cfg.max_incidents_per_hour, retry_after_s);
+}
+
 void incident_open(struct flightrecd *d, struct job *job, const struct incident_trigger *t,
 		   const struct fr_verdict *v, uint64_t key)
 {
-	struct incident *inc = calloc(1, sizeof(*inc));
+	struct incident *inc;
+	uint64_t retry_after;
 	int err;
 
+	if (!incident_rate_allows(d, job, daemon_mono_ns(), &retry_after)) {
+		incident_suppress(d, job, t->reason, retry_after);
+		/* A stuck state is suppressed once, as it would be reported once. */
+		job->has_last_key = true;
+		job->last_key = key;
+		return;
+	}
+	inc = calloc(1, sizeof(*inc));
 	if (!inc || !(inc->ranks = calloc(job->world_size, sizeof(*inc->ranks))))
 		goto out_nomem;
 	inc->d = d;
@@ -344,6 +397,7 @@ void incident_open(struct flightrecd *d, struct job *job, const struct incident_
 	job->has_last_key = true;
 	job->last_key = key;
 	d->m.incidents++;
+	job->incident_budget -= 1.0;
 	incident_log_open(inc, v);
 	incident_request_all(inc);
 	incident_update_record(inc);
@@ -423,7 +477,7 @@ void incident_close(struct incident *inc, bool incomplete)
 	for (uint32_t i = 0; i < inc->world_size; i++)
 		incident_give_up(inc, i);
 	incident_update_record(inc);
-	if (registry_live_view(inc->d, inc->job, true, &inc->snapshot))
+	if (registry_manifest_view(inc->d, inc->job, &inc->snapshot))
 		daemon_log("out of memory taking the live view of incident %s", inc->id);
 	for (size_t i = 0; i < inc->snapshot.n; i++) {
 		struct fr_trace *t = &inc->snapshot.traces[i];
@@ -675,8 +729,10 @@ static void upload_reject(struct incident *inc, struct conn *c, const char *fmt,
 	inc->d->m.dumps_rejected++;
 	ir->answer = ANSWER_INVALID;
 	rank_set_error(ir, "%s", msg);
-	daemon_log("rejected the dump of job %s rank %" PRIu32 " for incident %s: %s",
-		   inc->job->id, c->rank, inc->id, msg);
+	/* Once per job a minute: every rank of a job may send one too big. */
+	ratelog("dump upload", inc->job->id,
+		"rejected the dump of job %s rank %" PRIu32 " for incident %s: %s", inc->job->id,
+		c->rank, inc->id, msg);
 	conn_drop_upload(c);
 	incident_update_record(inc);
 	incident_check_done(inc);
@@ -704,11 +760,8 @@ static int upload_start(struct incident *inc, struct conn *c, const struct fr_ms
 	return 0;
 }
 
-/*
- * Makes room for `len` more bytes, doubling the buffer, never past the
- * dump's total (which upload_start() held to --max-dump-size).
- */
-static int upload_grow(struct upload *up, uint32_t len)
+/* Declared in daemon.h: live looks' uploads (probe.c) grow the same way. */
+int upload_grow(struct upload *up, uint32_t len)
 {
 	size_t need = (size_t)up->received + len;
 	size_t cap = up->cap ? up->cap : UPLOAD_MIN_CAP;

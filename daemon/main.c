@@ -4,6 +4,7 @@
  */
 #include "daemon.h"
 
+#include <assert.h>
 #include <errno.h>
 #include <getopt.h>
 #include <inttypes.h>
@@ -23,6 +24,11 @@
 #define DEFAULT_DUMP_DIR "/var/lib/flightrec"
 #define DEFAULT_MAX_DUMP_SIZE (64ull << 20)
 #define DEFAULT_MAX_CONNECTIONS 65536u
+/* A job's world is not known before its first HELLO: the largest one accepted. */
+#define DEFAULT_MAX_JOB_CONNECTIONS DAEMON_MAX_WORLD
+#define DEFAULT_MAX_INCIDENTS_PER_HOUR 60u
+/* The smallest --max-frame-size: a full DUMP_DATA piece must still fit. */
+#define MIN_FRAME_SIZE (FR_WIRE_DUMP_CHUNK + 2 + FR_INCIDENT_MAX + 8 + 8 + 4)
 
 enum {
 	OPT_LISTEN = 256,
@@ -36,6 +42,10 @@ enum {
 	OPT_MAX_CONNECTIONS,
 	OPT_CONFIG,
 	OPT_TOKEN_FILE,
+	OPT_MAX_JOB_CONNECTIONS,
+	OPT_MAX_FRAME_SIZE,
+	OPT_MAX_INCIDENTS_PER_HOUR,
+	OPT_JOB_KEY,
 };
 
 static const struct option long_options[] = {
@@ -48,8 +58,12 @@ static const struct option long_options[] = {
 	{ "dump-deadline", required_argument, NULL, OPT_DUMP_DEADLINE },
 	{ "max-dump-size", required_argument, NULL, OPT_MAX_DUMP_SIZE },
 	{ "max-connections", required_argument, NULL, OPT_MAX_CONNECTIONS },
+	{ "max-job-connections", required_argument, NULL, OPT_MAX_JOB_CONNECTIONS },
+	{ "max-frame-size", required_argument, NULL, OPT_MAX_FRAME_SIZE },
+	{ "max-incidents-per-hour", required_argument, NULL, OPT_MAX_INCIDENTS_PER_HOUR },
 	{ "config", required_argument, NULL, OPT_CONFIG },
 	{ "token-file", required_argument, NULL, OPT_TOKEN_FILE },
+	{ "job-key", required_argument, NULL, OPT_JOB_KEY },
 	{ "help", no_argument, NULL, 'h' },
 	{ "version", no_argument, NULL, 'V' },
 	{ NULL, 0, NULL, 0 },
@@ -70,10 +84,19 @@ static void usage(FILE *out)
 		"  --dump-deadline SECONDS      how long to wait for dumps (default 5)\n"
 		"  --max-dump-size BYTES        largest dump accepted (default 67108864)\n"
 		"  --max-connections N          agent connections at once (default 65536)\n"
+		"  --max-job-connections N      ranks of one job connected at once (default 65536)\n"
+		"  --max-frame-size BYTES       largest agent frame payload (default and most\n"
+		"                               1048576, at least 262229)\n"
+		"  --max-incidents-per-hour N   incidents one job may open, manual ones included:\n"
+		"                               a burst of N, then one every 3600/N s (default 60);\n"
+		"                               POST /v1/jobs/<job>/dump answers 429 beyond it\n"
 		"  --ports-file FILE            write {\"listen\": N, \"http\": M} once bound\n"
 		"  --token-file FILE            agents must prove they hold the token in FILE;\n"
-		"                               POST /v1/jobs/<job>/dump needs it as a bearer token\n"
+		"                               POST /v1/jobs/<job>/dump needs it as a bearer token;\n"
+		"                               SIGHUP reads FILE again (a rotated token)\n"
 		"  --config FILE                read settings from FILE first (see below)\n"
+		"  --job-key JOB                print JOB's key in hex (for FLIGHTREC_JOB_KEY_FILE),\n"
+		"                               made from the token of --token-file, and exit\n"
 		"  --help, --version\n"
 		"\n"
 		"Port 0 binds an ephemeral port. IPv6 addresses go in brackets: [::1]:7420.\n"
@@ -81,9 +104,13 @@ static void usage(FILE *out)
 		"FILE holds \"key = value\" lines, a key being an option's name without\n"
 		"dashes (timeout = 120); '#' starts a comment. The command line overrides\n"
 		"the file. SIGHUP re-reads FILE and applies the timeouts and limits (the\n"
-		"addresses and directories need a restart); SIGTERM or SIGINT stops after\n"
-		"closing any incident in progress (marked incomplete). Under systemd\n"
-		"(Type=notify) the daemon reports readiness and pings the watchdog.\n");
+		"addresses and directories need a restart), and reads the token file again;\n"
+		"SIGTERM or SIGINT stops after closing any incident in progress (marked\n"
+		"incomplete). Under systemd (Type=notify) the daemon reports readiness and\n"
+		"pings the watchdog.\n"
+		"\n"
+		"Every limit is counted in /metrics and logged once per offender (address,\n"
+		"or job and rank) a minute, with how many times it was hit meanwhile.\n");
 }
 
 void daemon_log(const char *fmt, ...)
@@ -211,6 +238,9 @@ static int parse_u64(const char *s, uint64_t min, uint64_t max, uint64_t *out)
 	return 0;
 }
 
+/* --job-key JOB: the job whose key to print instead of running (NULL: run). */
+static const char *job_key_job;
+
 /* The config file parse_args() is reading, so errors can name its lines. */
 static const struct config_args *parsing_file;
 /* The options the command line gives, which the config file cannot change. */
@@ -235,6 +265,9 @@ static void set_defaults(struct daemon_config *cfg)
 		.dump_deadline_s = 5,
 		.max_dump_size = DEFAULT_MAX_DUMP_SIZE,
 		.max_connections = DEFAULT_MAX_CONNECTIONS,
+		.max_job_connections = DEFAULT_MAX_JOB_CONNECTIONS,
+		.max_frame_size = FR_WIRE_MAX_PAYLOAD,
+		.max_incidents_per_hour = DEFAULT_MAX_INCIDENTS_PER_HOUR,
 	};
 	parse_addr(DEFAULT_LISTEN, &cfg->listen_addr);
 	parse_addr(DEFAULT_HTTP, &cfg->http_addr);
@@ -295,11 +328,30 @@ static int parse_args(int argc, char **argv, struct daemon_config *cfg)
 				return bad_option("max-connections", optarg);
 			cfg->max_connections = (uint32_t)u;
 			break;
+		case OPT_MAX_JOB_CONNECTIONS:
+			if (parse_u64(optarg, 1, UINT32_MAX, &u))
+				return bad_option("max-job-connections", optarg);
+			cfg->max_job_connections = (uint32_t)u;
+			break;
+		case OPT_MAX_FRAME_SIZE:
+			if (parse_u64(optarg, MIN_FRAME_SIZE, FR_WIRE_MAX_PAYLOAD, &u))
+				return bad_option("max-frame-size", optarg);
+			cfg->max_frame_size = (uint32_t)u;
+			break;
+		case OPT_MAX_INCIDENTS_PER_HOUR:
+			if (parse_u64(optarg, 1, 1000000, &u))
+				return bad_option("max-incidents-per-hour", optarg);
+			cfg->max_incidents_per_hour = (uint32_t)u;
+			break;
 		case OPT_CONFIG:
 			cfg->config_file = optarg;
 			break;
 		case OPT_TOKEN_FILE:
 			cfg->token_file = optarg;
+			break;
+		case OPT_JOB_KEY:
+			/* config_read() refuses it as a setting: only the command line. */
+			job_key_job = optarg;
 			break;
 		case 'h':
 			usage(stdout);
@@ -425,35 +477,87 @@ static void ready_status(const struct flightrecd *d, char *buf, size_t cap)
 }
 
 /*
+ * Reads --token-file again, so that a token can be rotated without a
+ * restart: the HELLOs verified from now on, and the bearer tokens of
+ * manual dumps, need the new token (and job keys made from it);
+ * connections already authenticated stay. A file that cannot be read or
+ * holds no valid token leaves the token in effect: a daemon started with
+ * a token never runs without one.
+ */
+static void reload_token(struct flightrecd *d)
+{
+	const char *path = d->cfg.token_file;
+	struct fr_token next;
+	const char *why;
+	bool others;
+	bool same;
+	int err;
+
+	err = fr_wire_token_read(path, &next, &why, &others);
+	if (err) {
+		daemon_log("reload: cannot use --token-file %s: %s; the token in effect stays", path,
+			   why ? why : strerror(-err));
+		return;
+	}
+	if (others)
+		daemon_log("warning: --token-file %s is readable by other users; chmod o-r it", path);
+	/* The HTTP thread checks bearer tokens against it: changed under the lock. */
+	pthread_mutex_lock(&d->lock);
+	same = fr_wire_token_equal(&d->cfg.token, (const char *)next.bytes, next.len);
+	if (!same)
+		d->cfg.token = next;
+	pthread_mutex_unlock(&d->lock);
+	explicit_bzero(&next, sizeof(next));
+	if (same)
+		daemon_log("reload: the token of %s is unchanged", path);
+	else
+		daemon_log("reload: the token of %s changed: agents must prove the new one from now on; connections already authenticated stay",
+			   path);
+}
+
+/*
  * Re-reads the config file and applies what can change without a restart.
  * A file that does not parse changes nothing.
  */
-static void reload(struct flightrecd *d)
+static void reload_config(struct flightrecd *d)
 {
 	struct daemon_config next;
 	struct config_args file = { 0 };
-	char status[512];
 	int changed;
 
-	if (!d->cfg.config_file) {
-		daemon_log("received SIGHUP: no --config file to reload");
-		return;
-	}
 	daemon_log("received SIGHUP: reloading %s", d->cfg.config_file);
-	notify_reloading(d);
 	if (load_settings(d->argc, d->argv, d->cfg.config_file, &next, &file)) {
 		daemon_log("reload: %s not applied; the settings in effect stay",
 			   d->cfg.config_file);
-	} else {
-		pthread_mutex_lock(&d->lock);
-		changed = config_apply_reload(d, &next);
-		pthread_mutex_unlock(&d->lock);
-		if (changed)
-			config_log_settings(&d->configured, "reload");
-		log_cmdline_settings(d);
-		/* Only numbers were taken from `next`: its strings can go. */
-		config_args_free(&file);
+		return;
 	}
+	pthread_mutex_lock(&d->lock);
+	changed = config_apply_reload(d, &next);
+	pthread_mutex_unlock(&d->lock);
+	if (changed)
+		config_log_settings(&d->configured, "reload");
+	log_cmdline_settings(d);
+	/* Only numbers were taken from `next`: its strings can go. */
+	config_args_free(&file);
+}
+
+/* SIGHUP: the config file, then the token file (whose path stays). */
+static void reload(struct flightrecd *d)
+{
+	char status[512];
+
+	if (!d->cfg.config_file && !d->cfg.token_file) {
+		daemon_log("received SIGHUP: no --config file or --token-file to reload");
+		return;
+	}
+	notify_reloading(d);
+	if (d->cfg.config_file)
+		reload_config(d);
+	else
+		daemon_log("received SIGHUP: no --config file; reading --token-file %s again",
+			   d->cfg.token_file);
+	if (d->cfg.token_file)
+		reload_token(d);
 	ready_status(d, status, sizeof(status));
 	notify_ready(d, status);
 }
@@ -576,6 +680,48 @@ static void close_leftovers(uv_handle_t *h, void *arg)
 		uv_close(h, on_handle_closed);
 }
 
+/*
+ * flightrecd --job-key JOB: prints the key that proves HELLOs of JOB only,
+ * for a launcher to hand that job (FLIGHTREC_JOB_KEY_FILE) instead of the
+ * token. Returns the exit status: 0, or 2 for a bad job id or no token.
+ */
+static int print_job_key(const struct daemon_config *cfg, const char *job)
+{
+	uint8_t key[FR_WIRE_JOB_KEY_SIZE];
+	struct fr_token token;
+	const char *why;
+	bool others;
+	int err;
+
+	if (!fr_wire_valid_name(job)) {
+		fprintf(stderr, "flightrecd: --job-key '%s' is not a job id (1 to %d letters, digits, '.', '_' or '-', not starting with '.')\n",
+			job, FR_JOB_MAX);
+		return 2;
+	}
+	if (!cfg->token_file) {
+		fprintf(stderr, "flightrecd: --job-key needs the token it is made from: give --token-file FILE, or --config FILE that sets token-file\n");
+		return 2;
+	}
+	err = fr_wire_token_read(cfg->token_file, &token, &why, &others);
+	if (err) {
+		fprintf(stderr, "flightrecd: cannot use --token-file %s: %s\n", cfg->token_file,
+			why ? why : strerror(-err));
+		return 2;
+	}
+	err = fr_wire_job_key(&token, job, key);
+	explicit_bzero(&token, sizeof(token));
+	assert(err == 0);
+	for (size_t i = 0; i < sizeof(key); i++)
+		printf("%02x", key[i]);
+	printf("\n");
+	explicit_bzero(key, sizeof(key));
+	if (fflush(stdout) != 0 || ferror(stdout)) {
+		fprintf(stderr, "flightrecd: --job-key: cannot write the key: %s\n", strerror(errno));
+		return 2;
+	}
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	struct flightrecd d = { 0 };
@@ -584,6 +730,11 @@ int main(int argc, char **argv)
 	rc = parse_options(&d, argc, argv);
 	if (rc)
 		return rc > 0 ? 0 : 2;
+	if (job_key_job) {
+		rc = print_job_key(&d.cfg, job_key_job);
+		config_args_free(&d.file);
+		return rc;
+	}
 	d.configured = d.cfg;
 	/* A peer that vanishes mid-write must not kill the daemon. */
 	signal(SIGPIPE, SIG_IGN);
@@ -600,6 +751,9 @@ int main(int argc, char **argv)
 	/* What a failed startup left open, and what a shutdown only unref'd
 	 * (the signals, the watchdog pings), is closed now. */
 	notify_close(&d);
+	/* The HTTP threads may signal the loop's async handles until told
+	 * not to; only then are those closed with the rest. */
+	http_quiesce();
 	uv_walk(d.loop, close_leftovers, NULL);
 	uv_run(d.loop, UV_RUN_DEFAULT);
 	http_stop(&d);

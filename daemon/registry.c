@@ -437,6 +437,7 @@ static void hello_log_refusal(struct job *job, struct job_rank *r, const struct 
 int registry_hello(struct flightrecd *d, struct conn *c, const struct fr_msg_hello *m,
 		   const char **why)
 {
+	char who[FR_JOB_MAX + 16];
 	struct job_rank *r;
 	struct job *job;
 	int err;
@@ -459,8 +460,10 @@ int registry_hello(struct flightrecd *d, struct conn *c, const struct fr_msg_hel
 	if (r->conn) {
 		struct conn *old = r->conn;
 
-		daemon_log("job %s rank %" PRIu32 " reconnected from %s; closing its old connection from %s",
-			   job->id, m->rank, c->peer, old->peer);
+		snprintf(who, sizeof(who), "%s/%" PRIu32, job->id, m->rank);
+		ratelog("reconnect", who,
+			"job %s rank %" PRIu32 " reconnected from %s; closing its old connection from %s",
+			job->id, m->rank, c->peer, old->peer);
 		conn_unbind(old);
 		conn_close(old);
 	}
@@ -472,9 +475,12 @@ int registry_hello(struct flightrecd *d, struct conn *c, const struct fr_msg_hel
 	c->said_hello = true;
 	c->job = job;
 	c->rank = m->rank;
-	daemon_log("job %s rank %" PRIu32 "/%" PRIu32 " connected from %s (host %s pid %" PRIu32 ", %s)",
-		   job->id, m->rank, m->world_size, c->peer, r->host, r->pid,
-		   r->comm_lib[0] ? r->comm_lib : "unknown library");
+	/* A rank that reconnects in a loop is logged once a minute. */
+	snprintf(who, sizeof(who), "%s/%" PRIu32, job->id, m->rank);
+	ratelog("connect", who,
+		"job %s rank %" PRIu32 "/%" PRIu32 " connected from %s (host %s pid %" PRIu32 ", %s)",
+		job->id, m->rank, m->world_size, c->peer, r->host, r->pid,
+		r->comm_lib[0] ? r->comm_lib : "unknown library");
 	if (job->active)
 		incident_rank_joined(job->active, c);
 	return 0;
@@ -836,7 +842,7 @@ void registry_conn_lost(struct flightrecd *d, struct conn *c)
 		r->disconnected = true;
 		r->disconnected_mono = daemon_mono_ns();
 		/* At shutdown it is the daemon that hangs up: nothing to report. */
-		if (!d->stopping)
+		if (!d->stopping && !c->rejected)
 			daemon_log("job %s rank %" PRIu32 " disconnected without saying goodbye (%s)",
 				   job->id, r->rank, c->peer);
 	}
@@ -925,8 +931,13 @@ static uint32_t trace_comm_rank(const struct job_rank *r, const struct rank_comm
 	return 0;
 }
 
-/* Copies a rank's communicators into its trace, with the job's member lists. */
-static int trace_add_comms(const struct job *job, const struct job_rank *r, struct fr_trace *t)
+/*
+ * Copies a rank's communicators into its trace, with the job's member
+ * lists: a copy of its own, or with `shared` (one slot per communicator of
+ * the job) the one copy all traces borrow, made by the first that needs it.
+ */
+static int trace_add_comms(const struct job *job, const struct job_rank *r, uint32_t **shared,
+			   struct fr_trace *t)
 {
 	size_t cap = 0;
 
@@ -946,11 +957,17 @@ static int trace_add_comms(const struct job *job, const struct job_rank *r, stru
 			continue;
 		snprintf(fc->desc, sizeof(fc->desc), "%s", jc->desc);
 		fc->rank = trace_comm_rank(r, rc, jc);
+		fc->size = jc->size;
+		if (shared && shared[jc - job->comms]) {
+			fc->members = shared[jc - job->comms];
+			continue;
+		}
 		fc->members = malloc(jc->size * sizeof(*fc->members));
 		if (!fc->members)
 			return -ENOMEM;
 		memcpy(fc->members, jc->members, jc->size * sizeof(*fc->members));
-		fc->size = jc->size;
+		if (shared)
+			shared[jc - job->comms] = fc->members;
 	}
 	return 0;
 }
@@ -999,7 +1016,8 @@ static int trace_add_ops(const struct job *job, const struct job_rank *r, struct
 }
 
 static int rank_trace(const struct flightrecd *d, const struct job *job,
-		      const struct job_rank *r, uint64_t now_mono, struct fr_trace *t)
+		      const struct job_rank *r, uint64_t now_mono, uint32_t **shared,
+		      struct fr_trace *t)
 {
 	int err;
 
@@ -1007,7 +1025,7 @@ static int rank_trace(const struct flightrecd *d, const struct job *job,
 	snprintf(t->host, sizeof(t->host), "%s", r->host);
 	t->pid = r->pid;
 	snprintf(t->comm_lib, sizeof(t->comm_lib), "%s", r->comm_lib);
-	err = trace_add_comms(job, r, t);
+	err = trace_add_comms(job, r, shared, t);
 	if (!err)
 		err = trace_add_ops(job, r, t);
 	return err;
@@ -1015,15 +1033,24 @@ static int rank_trace(const struct flightrecd *d, const struct job *job,
 
 void live_view_free(struct live_view *lv)
 {
-	for (size_t i = 0; i < lv->n; i++)
-		fr_trace_free(&lv->traces[i]);
+	for (size_t i = 0; i < lv->n; i++) {
+		struct fr_trace *t = &lv->traces[i];
+
+		/* Shared lists are freed once, below. */
+		for (size_t k = 0; lv->shared && k < t->ncomms; k++)
+			t->comms[k].members = NULL;
+		fr_trace_free(t);
+	}
+	for (size_t i = 0; i < lv->nshared; i++)
+		free(lv->shared[i]);
+	free(lv->shared);
 	free(lv->traces);
 	free(lv->ptrs);
 	memset(lv, 0, sizeof(*lv));
 }
 
-int registry_live_view(const struct flightrecd *d, const struct job *job, bool all,
-		       struct live_view *lv)
+static int live_view_build(const struct flightrecd *d, const struct job *job, bool all,
+			   bool share, struct live_view *lv)
 {
 	uint64_t now = daemon_now_ns();
 	uint64_t now_mono = daemon_mono_ns();
@@ -1034,7 +1061,11 @@ int registry_live_view(const struct flightrecd *d, const struct job *job, bool a
 	memset(lv, 0, sizeof(*lv));
 	lv->traces = calloc(n ? n : 1, sizeof(*lv->traces));
 	lv->ptrs = calloc(n ? n : 1, sizeof(*lv->ptrs));
-	if (!lv->traces || !lv->ptrs) {
+	if (share) {
+		lv->shared = calloc(job->ncomms ? job->ncomms : 1, sizeof(*lv->shared));
+		lv->nshared = lv->shared ? job->ncomms : 0;
+	}
+	if (!lv->traces || !lv->ptrs || (share && !lv->shared)) {
 		live_view_free(lv);
 		return -ENOMEM;
 	}
@@ -1052,13 +1083,25 @@ int registry_live_view(const struct flightrecd *d, const struct job *job, bool a
 		lv->ptrs[k] = t;
 		lv->n = ++k;
 		if (r)
-			err = rank_trace(d, job, r, now_mono, t);
+			err = rank_trace(d, job, r, now_mono, lv->shared, t);
 		if (err) {
 			live_view_free(lv);
 			return err;
 		}
 	}
 	return 0;
+}
+
+int registry_live_view(const struct flightrecd *d, const struct job *job, bool all,
+		       struct live_view *lv)
+{
+	return live_view_build(d, job, all, false, lv);
+}
+
+int registry_manifest_view(const struct flightrecd *d, const struct job *job,
+			   struct live_view *lv)
+{
+	return live_view_build(d, job, true, true, lv);
 }
 
 int registry_live_verdict(const struct job *job, const struct live_view *lv,

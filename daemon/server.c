@@ -108,10 +108,26 @@ static void conn_send_error(struct conn *c, uint16_t code, const char *message)
 	uv_try_write((uv_stream_t *)&c->tcp, &buf, 1);
 }
 
+/*
+ * Who a connection is, for the limits' log lines: its job and rank once
+ * its HELLO was accepted, else its address without the port (a peer
+ * reconnecting in a loop comes from a new port each time).
+ */
+static void conn_offender(const struct conn *c, char *out, size_t cap)
+{
+	if (c->job)
+		snprintf(out, cap, "job %s rank %" PRIu32, c->job->id, c->rank);
+	else
+		ratelog_offender_addr(c->peer, out, cap);
+}
+
+/* Logged once per offender and kind of frame a minute, with a count. */
 static void conn_log_reject(const struct conn *c, unsigned type, const char *why)
 {
 	const char *name = fr_msg_name(type);
 	char who[FR_JOB_MAX + 32] = "";
+	char offender[FR_JOB_MAX + 32];
+	char limit[48];
 	char what[32];
 
 	if (c->job)
@@ -122,14 +138,17 @@ static void conn_log_reject(const struct conn *c, unsigned type, const char *why
 		snprintf(what, sizeof(what), "frame header");
 	else
 		snprintf(what, sizeof(what), "message type %u", type);
-	daemon_log("rejected frame from %s%s: %s: %s; closing the connection", c->peer, who,
-		   what, why);
+	conn_offender(c, offender, sizeof(offender));
+	snprintf(limit, sizeof(limit), "frame %s", what);
+	ratelog(limit, offender, "rejected frame from %s%s: %s: %s; closing the connection",
+		c->peer, who, what, why);
 }
 
 /* Closes a connection over a bad frame; the caller holds the lock. */
 static void conn_reject(struct conn *c, unsigned type, const char *why)
 {
 	c->d->m.frames_rejected++;
+	c->rejected = true;
 	conn_log_reject(c, type, why);
 	conn_send_error(c, FR_WIRE_ERR_PROTOCOL, why);
 	conn_close(c);
@@ -172,6 +191,7 @@ void conn_close(struct conn *c)
 	c->closing = true;
 	registry_conn_lost(c->d, c);
 	conn_drop_upload(c);
+	probe_conn_closed(c);
 	uv_read_stop((uv_stream_t *)&c->tcp);
 	uv_close((uv_handle_t *)&c->tcp, on_conn_closed);
 }
@@ -297,6 +317,34 @@ static void auth_refuse(struct conn *c, const struct fr_msg_hello *m, uint16_t c
 }
 
 /*
+ * Refuses a HELLO that would connect more ranks of its job than
+ * --max-job-connections (a rank reconnecting takes its own place), and
+ * closes the connection. The caller holds the lock.
+ */
+static bool hello_over_job_limit(struct conn *c, const struct fr_msg_hello *m)
+{
+	struct flightrecd *d = c->d;
+	struct job *job = registry_job_find(d, m->job);
+	struct job_rank *r;
+
+	if (!job || job->nconnected < d->cfg.max_job_connections)
+		return false;
+	r = registry_rank(job, m->rank);
+	if (r && r->conn)
+		return false;
+	d->m.connections_rejected++;
+	d->m.job_connections_rejected++;
+	ratelog("job connections", job->id,
+		"job %s: refusing the connection of rank %" PRIu32 " from %s: %" PRIu32
+		" ranks of the job are connected, the most --max-job-connections allows",
+		job->id, m->rank, c->peer, job->nconnected);
+	conn_send_error(c, FR_WIRE_ERR_PROTOCOL,
+			"too many ranks of this job are connected (--max-job-connections)");
+	conn_close(c);
+	return true;
+}
+
+/*
  * Checks the proof of a HELLO on a daemon with a token. Returns true when
  * the HELLO may go on to the registry; otherwise the connection is closed.
  */
@@ -307,16 +355,16 @@ static bool hello_authenticated(struct conn *c, const struct fr_msg_hello *m)
 
 	if (!sc->have_proof) {
 		auth_refuse(c, m, FR_WIRE_ERR_AUTH_REQUIRED,
-			    "no proof of the token (an agent older than protocol version 2, or one without FLIGHTREC_TOKEN_FILE)",
-			    "this daemon requires a token: set FLIGHTREC_TOKEN_FILE");
+			    "no proof of the token (an agent older than protocol version 2, or one without FLIGHTREC_TOKEN_FILE or FLIGHTREC_JOB_KEY_FILE)",
+			    "this daemon requires a token: set FLIGHTREC_TOKEN_FILE or FLIGHTREC_JOB_KEY_FILE");
 		return false;
 	}
 	ok = fr_wire_auth_verify(&c->d->cfg.token, sc->nonce, m, sc->proof);
 	sc->have_proof = false;
 	if (!ok) {
 		auth_refuse(c, m, FR_WIRE_ERR_AUTH_FAILED,
-			    "wrong proof of the token (another token, or a hello replayed from another connection)",
-			    "wrong proof of the token: check FLIGHTREC_TOKEN_FILE");
+			    "wrong proof of the token (another token, the key of another job, or a hello replayed from another connection)",
+			    "wrong proof of the token: check FLIGHTREC_TOKEN_FILE, or that FLIGHTREC_JOB_KEY_FILE holds this job's key");
 		return false;
 	}
 	return true;
@@ -377,6 +425,8 @@ static void conn_dispatch(struct conn *c, const struct fr_wire_header *h, const 
 		/* Nothing from the connection is acted on before its proof. */
 		if (daemon_has_token(d) && !hello_authenticated(c, &m))
 			return;
+		if (hello_over_job_limit(c, &m))
+			return;
 		err = registry_hello(d, c, &m, &why);
 		if (err == -EBUSY) {
 			/* The frame is fine; the connection is not wanted. */
@@ -426,7 +476,11 @@ static void conn_dispatch(struct conn *c, const struct fr_wire_header *h, const 
 		struct fr_msg_dump_data m;
 
 		err = fr_wire_dump_data_decode(p, h->length, &m);
-		if (!err)
+		/* A live look's dump goes to the probes, never to an incident. */
+		if (!err && strncmp(m.incident, FR_WIRE_LIVE_PREFIX,
+				    sizeof(FR_WIRE_LIVE_PREFIX) - 1) == 0)
+			probe_dump_data(c, &m);
+		else if (!err)
 			incident_dump_data(c, &m);
 		break;
 	}
@@ -512,6 +566,9 @@ static void conn_process(struct conn *c)
 		if (err == -EAGAIN)
 			break;
 		if (err) {
+			/* Longer than the protocol allows: over any --max-frame-size. */
+			if (err == -EMSGSIZE)
+				c->d->m.frames_oversized++;
 			conn_reject_err(c, raw_type(c->buf + off, avail), err);
 			return;
 		}
@@ -519,6 +576,16 @@ static void conn_process(struct conn *c)
 		 * rather than buffer up to a megabyte of it. */
 		if (!c->said_hello && !conn_first_frame_ok(c, &h))
 			return;
+		if (h.length > c->d->cfg.max_frame_size) {
+			char why[96];
+
+			snprintf(why, sizeof(why),
+				 "frame of %" PRIu32 " bytes over --max-frame-size %" PRIu32, h.length,
+				 c->d->cfg.max_frame_size);
+			c->d->m.frames_oversized++;
+			conn_reject(c, h.type, why);
+			return;
+		}
 		frame = FR_WIRE_HEADER_SIZE + (size_t)h.length;
 		if (avail < frame) {
 			c->need = frame;
@@ -590,16 +657,34 @@ static void on_rejected_closed(uv_handle_t *h)
 	free(h);
 }
 
-/* Accepts and closes a connection over the limit, so it does not linger. */
-static void server_refuse(struct flightrecd *d)
+/*
+ * Accepts and closes a connection that cannot be served, so it does not
+ * linger; `over_limit` when it is over --max-connections, which is logged
+ * once per peer address a minute.
+ */
+static void server_refuse(struct flightrecd *d, bool over_limit)
 {
 	uv_tcp_t *t = malloc(sizeof(*t));
+	struct sockaddr_storage ss;
+	int len = sizeof(ss);
+	char peer[INET6_ADDRSTRLEN + 8];
+	char addr[INET6_ADDRSTRLEN + 8];
 
 	if (!t)
 		return;
 	uv_tcp_init(d->loop, t);
-	if (uv_accept((uv_stream_t *)&d->server, (uv_stream_t *)t) == 0)
+	if (uv_accept((uv_stream_t *)&d->server, (uv_stream_t *)t) == 0) {
 		d->m.connections_rejected++;
+		if (over_limit) {
+			if (uv_tcp_getpeername(t, (struct sockaddr *)&ss, &len) ||
+			    daemon_format_addr((const struct sockaddr *)&ss, peer, sizeof(peer)))
+				snprintf(peer, sizeof(peer), "unknown peer");
+			ratelog_offender_addr(peer, addr, sizeof(addr));
+			ratelog("connections", addr,
+				"refusing the connection from %s: %zu agent connections are open, the most --max-connections allows",
+				peer, d->nconns);
+		}
+	}
 	uv_close((uv_handle_t *)t, on_rejected_closed);
 }
 
@@ -620,7 +705,7 @@ static void server_accept(struct flightrecd *d)
 	int err;
 
 	if (!c) {
-		server_refuse(d);
+		server_refuse(d, false);
 		return;
 	}
 	sc->accepted_mono = daemon_mono_ns();
@@ -677,7 +762,8 @@ static void on_auth_sweep(uv_timer_t *t)
 /*
  * Reads --token-file. A token shorter than FR_TOKEN_MIN, or anything but a
  * readable regular file, stops the daemon: running without the protection
- * asked for would be worse than not running.
+ * asked for would be worse than not running. SIGHUP reads the file again
+ * (main.c's reload_token()), keeping this token when the new one is bad.
  */
 static int server_read_token(struct flightrecd *d)
 {
@@ -709,9 +795,9 @@ static void on_connection(uv_stream_t *s, int status)
 	}
 	pthread_mutex_lock(&d->lock);
 	if (d->stopping)
-		server_refuse(d);
+		server_refuse(d, false);
 	else if (d->nconns >= d->cfg.max_connections)
-		server_refuse(d);
+		server_refuse(d, true);
 	else
 		server_accept(d);
 	pthread_mutex_unlock(&d->lock);

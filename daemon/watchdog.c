@@ -237,6 +237,8 @@ static void on_watchdog(uv_timer_t *timer)
 	uint64_t now = daemon_now_ns();
 	uint64_t now_mono = daemon_mono_ns();
 
+	/* Counts held back for offenders that went quiet get their line. */
+	ratelog_sweep(now_mono);
 	pthread_mutex_lock(&d->lock);
 	registry_forget_idle(d, now_mono);
 	for (struct job *job = d->jobs; job; job = job->next)

@@ -410,6 +410,7 @@ struct cinfo {
 	/* While ctx_build() reads rank stamp - 1: its rcomm for this one. */
 	uint32_t stamp;
 	uint32_t slot;
+	uint32_t newest_group;     /* the group made last on it, NONE before one */
 };
 
 /*
@@ -443,6 +444,10 @@ struct group {
 	uint32_t ninflight;    /* entries in flight, posted ones included */
 	uint32_t nblocking;    /* entries that hold a running rank up */
 	uint32_t last_rank;    /* the member that entered last */
+	/* The group made next on the same communicator, NONE until one is:
+	 * mostly the next seq, so a rank's next entry on it finds its group
+	 * here, with no hashing and no cache miss on the hash table. */
+	uint32_t after;
 	bool differs : 1;      /* some signature differs from ref's (sig_equal strict) */
 	bool differs_loose : 1; /* ... even as compared once completed (not strict) */
 	bool untimed : 1;      /* an entry without an entry time, or a rank twice */
@@ -691,6 +696,7 @@ static uint32_t comm_intern(struct ctx *cx, const char *id)
 	c = &cx->comms[cx->ncomms];
 	memset(c, 0, sizeof(*c));
 	c->id = id;
+	c->newest_group = NONE;
 	cx->cslots[s] = (uint32_t)cx->ncomms++;
 	if (cx->ncomms * 2 > cx->cslots_cap && comm_rehash(cx) < 0)
 		return NONE;
@@ -800,6 +806,10 @@ static uint32_t group_new(struct ctx *cx, uint32_t comm, uint64_t seq)
 	g->comm = comm;
 	g->seq = seq;
 	g->head = NONE;
+	g->after = NONE;
+	if (cx->comms[comm].newest_group != NONE)
+		cx->groups[cx->comms[comm].newest_group].after = gi;
+	cx->comms[comm].newest_group = gi;
 	if (cx->ngroups * 2 > cx->gslots_cap) {
 		if (group_rehash(cx) < 0)
 			return NONE;
@@ -816,16 +826,16 @@ static uint32_t group_new(struct ctx *cx, uint32_t comm, uint64_t seq)
 /*
  * Records that `rank` has `op` at (comm, seq); the latest entry of a rank
  * wins. `rc` is the rank's window on comm: its last group is the hint.
+ * `mpi`: the rank's library is an MPI (mpi_rank()), found once per rank.
  */
 static int group_add(struct ctx *cx, uint32_t comm, uint32_t rank, const struct fr_op *op,
-		     struct rcomm *rc, bool running)
+		     struct rcomm *rc, bool running, bool mpi)
 {
-	uint32_t gi = rc->last_gi + 1;
+	uint32_t gi = rc->last_gi == NONE ? NONE : cx->groups[rc->last_gi].after;
 	struct group *g;
 	struct gentry *e;
 
-	if (rc->last_gi == NONE || gi >= cx->ngroups || cx->groups[gi].comm != comm ||
-	    cx->groups[gi].seq != op->seq)
+	if (gi == NONE || cx->groups[gi].comm != comm || cx->groups[gi].seq != op->seq)
 		gi = group_find(cx, comm, op->seq);
 	if (gi == NONE && (gi = group_new(cx, comm, op->seq)) == NONE)
 		return -ENOMEM;
@@ -840,7 +850,7 @@ static int group_add(struct ctx *cx, uint32_t comm, uint32_t rank, const struct 
 		if (running && op_blocks(old))
 			g->nblocking--;
 		cx->ents[g->head].op = op;
-		group_note(g, rank, op, running, mpi_rank(cx, rank));
+		group_note(g, rank, op, running, mpi);
 		/* Which of its two entry times counts is not known. */
 		g->untimed = true;
 		return 0;
@@ -854,7 +864,7 @@ static int group_add(struct ctx *cx, uint32_t comm, uint32_t rank, const struct 
 	g->head = (uint32_t)cx->nents++;
 	g->added = rank;
 	g->count++;
-	group_note(g, rank, op, running, mpi_rank(cx, rank));
+	group_note(g, rank, op, running, mpi);
 	return 0;
 }
 
@@ -1157,7 +1167,7 @@ static void streams_check(struct ctx *cx)
 static int ctx_build(struct ctx *cx, const struct fr_trace *const *traces, size_t ntraces,
 		     uint32_t world_size)
 {
-	size_t total_ops = 0;
+	size_t total_ops = 0, most_ops = 0;
 	size_t total_infl = 0;
 	size_t infl_cap = 0;
 	uint32_t w = world_size;
@@ -1174,6 +1184,8 @@ static int ctx_build(struct ctx *cx, const struct fr_trace *const *traces, size_
 				if (t->comms[j].members[k] != NONE && t->comms[j].members[k] >= w)
 					w = t->comms[j].members[k] + 1;
 		total_ops += t->nops;
+		if (t->nops > most_ops)
+			most_ops = t->nops;
 	}
 	cx->world = w;
 	cx->by_rank = calloc(w ? w : 1, sizeof(*cx->by_rank));
@@ -1193,7 +1205,10 @@ static int ctx_build(struct ctx *cx, const struct fr_trace *const *traces, size_
 			cx->by_rank[traces[i]->rank] = traces[i];
 
 	if (slots_init(&cx->cslots, &cx->cslots_cap, 16) < 0 ||
-	    slots_init(&cx->gslots, &cx->gslots_cap, total_ops / 4 + 16) < 0 ||
+	    /* Ranks mostly share their collectives: about one rank's
+	     * entries make groups, and the table grows if more do. Sized
+	     * by all of them, it would be megabytes of cache misses. */
+	    slots_init(&cx->gslots, &cx->gslots_cap, most_ops + 16) < 0 ||
 	    slots_init(&cx->sslots, &cx->sslots_cap, 64) < 0)
 		return -ENOMEM;
 
@@ -1243,6 +1258,7 @@ static int ctx_build(struct ctx *cx, const struct fr_trace *const *traces, size_
 		const struct fr_trace *t = cx->by_rank[r];
 		uint32_t ci = NONE;
 		bool running = status_good(t);
+		bool mpi = mpi_rank(cx, r);
 
 		cx->infl_off[r] = total_infl;
 		cx->rc_off[r] = cx->nrcs;
@@ -1251,6 +1267,7 @@ static int ctx_build(struct ctx *cx, const struct fr_trace *const *traces, size_
 		for (size_t j = 0; j < t->nops; j++) {
 			const struct fr_op *op = &t->ops[j];
 			struct rcomm *rc;
+
 
 			/* A rank's entries mostly name the communicator the
 			 * entry before did: no hashing then. */
@@ -1296,7 +1313,7 @@ static int ctx_build(struct ctx *cx, const struct fr_trace *const *traces, size_
 				rc->first = op->seq;
 			if (op->seq > rc->last)
 				rc->last = op->seq;
-			if (group_add(cx, ci, r, op, rc, running) < 0)
+			if (group_add(cx, ci, r, op, rc, running, mpi) < 0)
 				return -ENOMEM;
 		}
 	}
@@ -3599,20 +3616,25 @@ static int cmp_group(const void *a, const void *b)
 	return x->n != y->n ? (x->n > y->n ? -1 : 1) : (x->first > y->first) - (x->first < y->first);
 }
 
-/*
- * Ranks grouped by identical application stack (function names, innermost
- * first), largest group first, as STAT does: at 1024 ranks, "1023 ranks:
- * PMPI_Allreduce <- train_step <- main" and the odd one out.
- */
-static void print_merged_stacks(FILE *out, const struct fr_trace *const *idx, uint32_t world)
+void fr_stack_groups_free(struct fr_stack_groups *g)
+{
+	free(g->groups);
+	free(g->ranks);
+	memset(g, 0, sizeof(*g));
+}
+
+int fr_stack_groups_build(const struct fr_trace *const *idx, uint32_t world,
+			  struct fr_stack_groups *out)
 {
 	struct stack_ref *refs = malloc((world ? world : 1) * sizeof(*refs));
-	struct stack_group *groups = malloc((world ? world : 1) * sizeof(*groups));
-	uint32_t *ranks = malloc((world ? world : 1) * sizeof(*ranks));
+	struct stack_group *runs = malloc((world ? world : 1) * sizeof(*runs));
 	size_t n = 0, ng = 0;
-	char rt[256];
+	int rc = -ENOMEM;
 
-	if (!refs || !groups || !ranks)
+	memset(out, 0, sizeof(*out));
+	out->groups = malloc((world ? world : 1) * sizeof(*out->groups));
+	out->ranks = malloc((world ? world : 1) * sizeof(*out->ranks));
+	if (!refs || !runs || !out->groups || !out->ranks)
 		goto out_free;
 	for (uint32_t r = 0; r < world; r++) {
 		const struct fr_thread *th = idx[r] ? app_thread(idx[r]) : NULL;
@@ -3620,8 +3642,6 @@ static void print_merged_stacks(FILE *out, const struct fr_trace *const *idx, ui
 		if (th)
 			refs[n++] = stack_ref_of(r, th);
 	}
-	if (n < 2)
-		goto out_free;
 	qsort(refs, n, sizeof(*refs), cmp_stack_ref);
 	/* Equal hashes are adjacent; within them, split on a real difference. */
 	for (size_t i = 0; i < n;) {
@@ -3629,29 +3649,63 @@ static void print_merged_stacks(FILE *out, const struct fr_trace *const *idx, ui
 
 		while (j < n && refs[j].hash == refs[i].hash && same_stack(&refs[j], &refs[i]))
 			j++;
-		groups[ng++] = (struct stack_group){ i, j - i };
+		runs[ng++] = (struct stack_group){ i, j - i };
 		i = j;
 	}
-	qsort(groups, ng, sizeof(*groups), cmp_group);
-	fprintf(out, "\nStacks (%zu ranks, %zu distinct):\n", n, ng);
-	for (size_t g = 0; g < ng && g < MERGE_GROUPS; g++) {
-		const struct stack_ref *ref = &refs[groups[g].first];
+	qsort(runs, ng, sizeof(*runs), cmp_group);
+	/* Each group's ranks, ascending (a run is sorted by rank), one after
+	 * the other in out->ranks. */
+	for (size_t g = 0; g < ng; g++) {
+		const struct stack_ref *ref = &refs[runs[g].first];
+		struct fr_stack_group *sg = &out->groups[g];
 
-		for (size_t k = 0; k < groups[g].n; k++)
-			ranks[k] = refs[groups[g].first + k].rank;
-		fprintf(out, "  %zu %s (%s):", groups[g].n, groups[g].n == 1 ? "rank" : "ranks",
-			ranks_text(rt, sizeof(rt), ranks, groups[g].n));
-		for (size_t i = 0; i < ref->total && i < MERGE_SHOWN; i++)
-			fprintf(out, "%s%s", i ? " <- " : " ",
-				ref->frames[i].name ? ref->frames[i].name : "??");
-		fprintf(out, "%s\n", ref->total > MERGE_SHOWN ? " <- ..." : "");
+		sg->ranks = out->ranks + out->nranks;
+		sg->nranks = runs[g].n;
+		for (size_t k = 0; k < runs[g].n; k++)
+			out->ranks[out->nranks++] = refs[runs[g].first + k].rank;
+		sg->thread = app_thread(idx[ref->rank]);
+		sg->frames = ref->frames;
+		sg->nframes = ref->total;
 	}
-	if (ng > MERGE_GROUPS)
-		fprintf(out, "  ... and %zu more distinct stacks\n", ng - MERGE_GROUPS);
+	out->ngroups = ng;
+	rc = 0;
 out_free:
+	if (rc)
+		fr_stack_groups_free(out);
 	free(refs);
-	free(groups);
-	free(ranks);
+	free(runs);
+	return rc;
+}
+
+/*
+ * Ranks grouped by identical application stack (function names, innermost
+ * first), largest group first, as STAT does: at 1024 ranks, "1023 ranks:
+ * PMPI_Allreduce <- train_step <- main" and the odd one out.
+ */
+static void print_merged_stacks(FILE *out, const struct fr_trace *const *idx, uint32_t world)
+{
+	struct fr_stack_groups sg;
+	char rt[256];
+
+	if (fr_stack_groups_build(idx, world, &sg))
+		return;
+	if (sg.nranks < 2)
+		goto out_free;
+	fprintf(out, "\nStacks (%zu ranks, %zu distinct):\n", sg.nranks, sg.ngroups);
+	for (size_t g = 0; g < sg.ngroups && g < MERGE_GROUPS; g++) {
+		const struct fr_stack_group *grp = &sg.groups[g];
+
+		fprintf(out, "  %zu %s (%s):", grp->nranks, grp->nranks == 1 ? "rank" : "ranks",
+			ranks_text(rt, sizeof(rt), grp->ranks, grp->nranks));
+		for (size_t i = 0; i < grp->nframes && i < MERGE_SHOWN; i++)
+			fprintf(out, "%s%s", i ? " <- " : " ",
+				grp->frames[i].name ? grp->frames[i].name : "??");
+		fprintf(out, "%s\n", grp->nframes > MERGE_SHOWN ? " <- ..." : "");
+	}
+	if (sg.ngroups > MERGE_GROUPS)
+		fprintf(out, "  ... and %zu more distinct stacks\n", sg.ngroups - MERGE_GROUPS);
+out_free:
+	fr_stack_groups_free(&sg);
 }
 
 /*

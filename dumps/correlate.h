@@ -239,6 +239,42 @@ void fr_verdict_print(FILE *out, const struct fr_verdict *v,
 void fr_thread_print(FILE *out, const struct fr_thread *th);
 
 /*
+ * Ranks whose application stacks are the same. A rank's application stack
+ * is its first thread with frames that is not the agent's own; two are the
+ * same when the names of their frames agree from the outermost call into
+ * the communication library (MPI_*, nccl*) outwards, 16 frames at most, so
+ * that ranks waiting in one collective group together whichever progress
+ * function caught them. This is the grouping fr-analyze prints under
+ * "Stacks"; the daemon's live /v1/jobs/<job>/stacks serves it too.
+ */
+struct fr_stack_group {
+	size_t nranks;
+	const uint32_t *ranks;          /* ascending, in the groups' `ranks` */
+	/* The lowest rank's: its application thread, and its frames from the
+	 * first one compared, innermost first (borrowed from the traces). */
+	const struct fr_thread *thread;
+	const struct fr_frame *frames;
+	size_t nframes;                 /* from `frames` to the outermost */
+};
+
+struct fr_stack_groups {
+	size_t nranks;                  /* ranks with an application stack */
+	size_t ngroups;
+	struct fr_stack_group *groups;  /* largest first; owned */
+	uint32_t *ranks;                /* every group's ranks; owned */
+};
+
+/*
+ * Groups the stacks of `idx`, an index by rank of `world` entries (NULL
+ * where a rank has no trace). Returns 0 or -ENOMEM; `out` then owns its
+ * arrays (fr_stack_groups_free()) and borrows from the traces, which must
+ * outlive it.
+ */
+int fr_stack_groups_build(const struct fr_trace *const *idx, uint32_t world,
+			  struct fr_stack_groups *out);
+void fr_stack_groups_free(struct fr_stack_groups *g);
+
+/*
  * Formats ascending ranks as ranges, "0-2,4-5". Always NUL-terminates;
  * returns the length it needed (like snprintf).
  */

@@ -173,20 +173,36 @@ out_free:
 	return NULL;
 }
 
+/*
+ * A communicator's members. A view that knows only its size writes none;
+ * one that knows some (an NCCL rank knows its own) writes -1 for the rest.
+ */
+static json_t *members_json(const struct fr_comm *c)
+{
+	json_t *ranks = json_array();
+	int bad = 0;
+
+	if (!ranks)
+		return NULL;
+	for (uint32_t i = 0; c->members && i < c->size && !bad; i++)
+		bad |= append(ranks, json_integer(c->members[i] == FR_RANK_UNKNOWN ?
+							  -1 :
+							  (json_int_t)c->members[i]));
+	if (bad) {
+		json_decref(ranks);
+		return NULL;
+	}
+	return ranks;
+}
+
 static json_t *pg_config_json(const struct fr_comm *c)
 {
 	json_t *o = json_object();
-	json_t *ranks = json_array();
+	json_t *ranks = members_json(c);
 	int bad = 0;
 
 	if (!o || !ranks)
 		goto out_free;
-	/* A view that knows only a communicator's size writes no members; one
-	 * that knows some (an NCCL rank knows its own) writes -1 for the rest. */
-	for (uint32_t i = 0; c->members && i < c->size; i++)
-		bad |= append(ranks, json_integer(c->members[i] == FR_RANK_UNKNOWN ?
-							  -1 :
-							  (json_int_t)c->members[i]));
 	bad |= set(o, "name", JSTR(c->id));
 	bad |= set(o, "desc", JSTR(c->desc));
 	bad |= set(o, "ranks", ranks);
@@ -201,6 +217,95 @@ out_free:
 	json_decref(ranks);
 	json_decref(o);
 	return NULL;
+}
+
+/*
+ * A manifest's communicator table while it is written: "communicators"
+ * itself, and for each of its ids (in `index`, valued by position) the
+ * first view's communicator, which the other views are compared with.
+ */
+struct table_out {
+	json_t *json;
+	json_t *index;
+	const struct fr_comm **first;
+	size_t n;
+	size_t cap;
+	uint32_t world_size;        /* the manifest's; members must be below it */
+};
+
+/* Whether two views of one communicator id say the same of it. */
+static bool same_comm(const struct fr_comm *a, const struct fr_comm *b)
+{
+	if (a->size != b->size || !a->members != !b->members ||
+	    strncmp(a->desc, b->desc, sizeof(a->desc)) != 0)
+		return false;
+	return a->members == b->members ||
+	       memcmp(a->members, b->members, a->size * sizeof(*a->members)) == 0;
+}
+
+/* Enters `c` into the table under `key`, as the communicator of that id. */
+static int table_add(struct table_out *tab, const char *key, const struct fr_comm *c)
+{
+	json_t *o;
+	int bad = 0;
+
+	if (tab->n == tab->cap) {
+		size_t ncap = tab->cap ? tab->cap * 2 : 16;
+		const struct fr_comm **nf = realloc(tab->first, ncap * sizeof(*nf));
+
+		if (!nf)
+			return -ENOMEM;
+		tab->first = nf;
+		tab->cap = ncap;
+	}
+	o = json_object();
+	if (!o)
+		return -ENOMEM;
+	bad |= set(o, "desc", JSTR(c->desc));
+	bad |= set(o, "size", json_integer(c->size));
+	bad |= set(o, "ranks", members_json(c));
+	if (bad) {
+		json_decref(o);
+		return -ENOMEM;
+	}
+	if (set(tab->json, key, o) || set(tab->index, key, json_integer((json_int_t)tab->n)))
+		return -ENOMEM;
+	tab->first[tab->n++] = c;
+	return 0;
+}
+
+/*
+ * A view's pg_config entry in a manifest: its name and its rank in it when
+ * the table says the rest, else the entry a dump would hold.
+ */
+static json_t *view_comm_json(struct table_out *tab, const char *key, const struct fr_comm *c)
+{
+	json_t *pos = json_object_get(tab->index, key);
+	json_t *o;
+	int bad = 0;
+
+	if (!pos) {
+		/* The table's members are checked against the manifest's world,
+		 * a view's own against its world: one from a larger world keeps
+		 * its own. */
+		for (uint32_t i = 0; c->members && i < c->size; i++)
+			if (c->members[i] != FR_RANK_UNKNOWN && c->members[i] >= tab->world_size)
+				return pg_config_json(c);
+		if (table_add(tab, key, c))
+			return NULL;
+	} else if (!same_comm(c, tab->first[json_integer_value(pos)])) {
+		return pg_config_json(c);
+	}
+	o = json_object();
+	if (!o)
+		return NULL;
+	bad |= set(o, "name", JSTR(c->id));
+	bad |= set(o, "rank", json_integer(c->rank));
+	if (bad) {
+		json_decref(o);
+		return NULL;
+	}
+	return o;
 }
 
 static json_t *pg_status_json(const struct fr_comm *c)
@@ -256,8 +361,11 @@ out_free:
 	return NULL;
 }
 
-/* The dump document of `t`; the manifest reuses it without threads. */
-static json_t *trace_json(const struct fr_trace *t, bool with_threads)
+/*
+ * The dump document of `t`; a manifest reuses it without threads, with its
+ * communicators entered in the manifest's table `tab` (NULL for a dump).
+ */
+static json_t *trace_json(const struct fr_trace *t, bool with_threads, struct table_out *tab)
 {
 	json_t *root = json_object();
 	json_t *pg_config = json_object();
@@ -274,7 +382,9 @@ static json_t *trace_json(const struct fr_trace *t, bool with_threads)
 
 		if (!id)
 			goto out_free;
-		bad |= set(pg_config, json_string_value(id), pg_config_json(&t->comms[i]));
+		bad |= set(pg_config, json_string_value(id),
+			   tab ? view_comm_json(tab, json_string_value(id), &t->comms[i]) :
+				 pg_config_json(&t->comms[i]));
 		bad |= set(pg_status, json_string_value(id), pg_status_json(&t->comms[i]));
 		json_decref(id);
 	}
@@ -324,24 +434,20 @@ out_free:
 
 json_t *fr_dump_to_json(const struct fr_trace *t)
 {
-	return trace_json(t, true);
+	return trace_json(t, true, NULL);
 }
 
-int fr_dump_serialize(const struct fr_trace *t, char **out, size_t *len)
+int fr_json_text(json_t *doc, size_t flags, char **out, size_t *len)
 {
-	json_t *root = fr_dump_to_json(t);
-	char *s, *nl;
+	char *s = doc ? json_dumps(doc, flags) : NULL;
+	char *nl;
 	size_t n;
 
+	json_decref(doc);
 	*out = NULL;
 	*len = 0;
-	if (!root)
-		return -ENOMEM;
-	s = json_dumps(root, JSON_COMPACT);
-	json_decref(root);
 	if (!s)
 		return -ENOMEM;
-	/* A trailing newline so that the file reads well with cat and tail. */
 	n = strlen(s);
 	nl = realloc(s, n + 2);
 	if (!nl) {
@@ -355,16 +461,70 @@ int fr_dump_serialize(const struct fr_trace *t, char **out, size_t *len)
 	return 0;
 }
 
+int fr_dump_serialize(const struct fr_trace *t, char **out, size_t *len)
+{
+	return fr_json_text(fr_dump_to_json(t), JSON_COMPACT, out, len);
+}
+
 /* ------------------------------------------------------------------ */
 /* Reading                                                             */
 /* ------------------------------------------------------------------ */
 
-/* Where errors go: the file's name and the caller's buffer. */
+/*
+ * Names entries' strings were resolved from, and what they resolved to: a
+ * dump's two thousand entries repeat a handful of operation and datatype
+ * names, so each is looked up in its table once, and the oldest of more
+ * than NAME_SLOTS makes way.
+ */
+#define NAME_SLOTS 8
+
+struct name_slot {
+	char name[64];
+	uint32_t len;        /* 0: none yet (an empty name is not cached) */
+	int value;
+};
+
+struct name_slots {
+	struct name_slot at[NAME_SLOTS];
+	unsigned next;
+};
+
+struct name_cache {
+	struct name_slots op, profiling, dtype;
+};
+
+/* Where errors go: the file's name and the caller's buffer; and, while
+ * entries are read, their names' cache (NULL: none). */
 struct rd {
 	const char *name;
 	char *err;
 	size_t errlen;
+	struct name_cache *names;
+	const struct fr_dump_visit *visit;  /* NULL: none */
 };
+
+/* The slot of `slots` (NULL: no cache) that holds name s[0..n), or NULL;
+ * a name is kept by slot_keep() once resolved. */
+static inline const struct name_slot *slot_find(const struct name_slots *slots, const char *s,
+						size_t n)
+{
+	for (unsigned i = 0; slots && n && i < NAME_SLOTS; i++)
+		if (slots->at[i].len == n && fr_same_bytes(slots->at[i].name, s, n))
+			return &slots->at[i];
+	return NULL;
+}
+
+static inline void slot_keep(struct name_slots *slots, const char *s, size_t n, int value)
+{
+	struct name_slot *slot;
+
+	if (!slots || n >= sizeof(slot->name))
+		return;
+	slot = &slots->at[slots->next++ % NAME_SLOTS];
+	memcpy(slot->name, s, n);
+	slot->len = (uint32_t)n;
+	slot->value = value;
+}
 
 __attribute__((format(printf, 3, 4)))
 static int fail(const struct rd *rd, int rc, const char *fmt, ...)
@@ -547,48 +707,70 @@ static int get_container(const struct rd *rd, const struct fr_val *obj, const ch
 	return 0;
 }
 
+/* A kind of document: what its header must say, and which majors we read. */
+struct doc_kind {
+	const char *format;         /* "flightrec-dump" */
+	const char *kind;           /* "dump", for messages */
+	const char *version;        /* the version written now, for messages */
+	unsigned long oldest;       /* majors read, oldest to newest */
+	unsigned long newest;
+};
+
+static const struct doc_kind dump_kind = {
+	FR_DUMP_FORMAT, "dump", FR_DUMP_VERSION, FR_DUMP_VERSION_MAJOR, FR_DUMP_VERSION_MAJOR,
+};
+
+static const struct doc_kind manifest_kind = {
+	FR_MANIFEST_FORMAT, "manifest", FR_MANIFEST_VERSION, 1, FR_MANIFEST_VERSION_MAJOR,
+};
+
 /*
- * Checks "format" and "version" of a document. `kind` is what the reader
- * expects ("dump", "manifest"), for messages.
+ * Checks "format" and "version" of a document of kind `k` and stores its
+ * major version at *major.
  */
 static int check_header(const struct rd *rd, const struct fr_val *root, const char *at,
-			const char *format, const char *kind)
+			const struct doc_kind *k, unsigned long *major)
 {
 	char p[AT_MAX];
+	char reads[48];
 	const struct fr_val *f, *v;
 	const char *s;
 	char *end;
-	unsigned long major;
 
 	if (!fr_val_is(root, FR_VAL_OBJECT))
 		return fail(rd, -EPROTO, "%s%snot a flightrec %s (%s, not an object)", at,
-			    *at ? ": " : "", kind, fr_val_type_name(root));
+			    *at ? ": " : "", k->kind, fr_val_type_name(root));
 	f = fr_val_get(root, "format");
 	if (!fr_val_is(f, FR_VAL_STRING))
 		return fail(rd, -EPROTO, "%s%snot a flightrec %s (no \"format\": \"%s\")", at,
-			    *at ? ": " : "", kind, format);
-	if (strcmp(f->u.s, format) != 0)
+			    *at ? ": " : "", k->kind, k->format);
+	if (strcmp(f->u.s, k->format) != 0)
 		return fail(rd, -EPROTO, "%s%snot a flightrec %s (format is \"%.64s\", not \"%s\")",
-			    at, *at ? ": " : "", kind, f->u.s, format);
+			    at, *at ? ": " : "", k->kind, f->u.s, k->format);
 
 	v = fr_val_get(root, "version");
 	if (!v)
 		return fail(rd, -EPROTO, "%s: missing (expected a string such as \"%s\")",
-			    path(p, at, "version"), FR_DUMP_VERSION);
+			    path(p, at, "version"), k->version);
 	if (!fr_val_is(v, FR_VAL_STRING))
 		return fail(rd, -EPROTO, "%s: expected a string such as \"%s\", got %s",
-			    path(p, at, "version"), FR_DUMP_VERSION, fr_val_type_name(v));
+			    path(p, at, "version"), k->version, fr_val_type_name(v));
 	s = v->u.s;
 	errno = 0;
-	major = strtoul(s, &end, 10);
+	*major = strtoul(s, &end, 10);
 	if (end == s || *end != '.' || end[1] < '0' || end[1] > '9' || errno || s[0] < '0' ||
 	    s[0] > '9')
 		return fail(rd, -EPROTO, "%s: \"%.32s\" is not of the form MAJOR.MINOR",
 			    path(p, at, "version"), s);
-	if (major != FR_DUMP_VERSION_MAJOR)
+	if (*major < k->oldest || *major > k->newest) {
+		if (k->oldest == k->newest)
+			snprintf(reads, sizeof(reads), "%lu.x", k->newest);
+		else
+			snprintf(reads, sizeof(reads), "%lu.x to %lu.x", k->oldest, k->newest);
 		return fail(rd, -EPROTONOSUPPORT,
-			    "%s%s%s format version %.32s is not supported (this build reads %d.x)",
-			    at, *at ? ": " : "", kind, s, FR_DUMP_VERSION_MAJOR);
+			    "%s%s%s format version %.32s is not supported (this build reads %s)",
+			    at, *at ? ": " : "", k->kind, s, reads);
+	}
 	return 0;
 }
 
@@ -778,19 +960,23 @@ static int count_from_sizes(const struct rd *rd, const struct fr_val *sizes, con
  */
 static const struct {
 	const char *name;
+	uint32_t len;
 	enum fr_op_state state;
 	bool running, gpu, started;
 } states[] = {
-	{ "completed", FR_STATE_COMPLETED, false, false, false },
-	{ "entered", FR_STATE_ENTERED, true, false, false },
-	{ "scheduled", FR_STATE_ENTERED, false, true, false },
-	{ "started", FR_STATE_ENTERED, true, true, true },
+	{ "completed", 9, FR_STATE_COMPLETED, false, false, false },
+	{ "entered", 7, FR_STATE_ENTERED, true, false, false },
+	{ "scheduled", 9, FR_STATE_ENTERED, false, true, false },
+	{ "started", 7, FR_STATE_ENTERED, true, true, true },
 };
 
 static int read_entry(const struct rd *rd, entry_fields f, const char *at, struct fr_op *op)
 {
 	char p[AT_MAX];
 	char buf[64];
+	struct name_cache *names = rd->names;
+	struct name_slots *slots;
+	const struct name_slot *slot;
 	const struct fr_val *v, *pg;
 	uint64_t coll_seq = 0, p2p_seq = 0;
 	bool running;
@@ -822,22 +1008,36 @@ static int read_entry(const struct rd *rd, entry_fields f, const char *at, struc
 	    (rc = get_u64(rd, FIELD(f, P2P_SEQ), true, INT64_MAX, &p2p_seq)))
 		return rc;
 
-	if (present(f[EF_OP])) {
+	if (present(v = f[EF_OP])) {
+		slots = names ? &names->op : NULL;
 		if ((rc = str_into(rd, FIELD(f, OP), buf, sizeof(buf))))
 			return rc;
-		op->type = fr_op_from_name(buf);
+		if ((slot = slot_find(slots, v->u.s, v->n))) {
+			op->type = (enum fr_op_type)slot->value;
+		} else {
+			op->type = fr_op_from_name(buf);
+			slot_keep(slots, v->u.s, v->n, op->type);
+		}
 	} else {
+		v = f[EF_PROFILING_NAME];
+		slots = names ? &names->profiling : NULL;
 		if ((rc = want(rd, FIELD(f, PROFILING_NAME), true, "a string")))
 			return rc;
 		if ((rc = str_into(rd, FIELD(f, PROFILING_NAME), buf, sizeof(buf))))
 			return rc;
-		op->type = type_from_profiling_name(buf);
+		if ((slot = slot_find(slots, v->u.s, v->n))) {
+			op->type = (enum fr_op_type)slot->value;
+		} else {
+			op->type = type_from_profiling_name(buf);
+			slot_keep(slots, v->u.s, v->n, op->type);
+		}
 	}
 
 	if ((rc = get_str(rd, FIELD(f, STATE), true, buf, sizeof(buf))))
 		return rc;
+	v = f[EF_STATE];
 	for (state = 0; state < (int)(sizeof(states) / sizeof(states[0])); state++)
-		if (strcmp(buf, states[state].name) == 0)
+		if (states[state].len == v->n && fr_same_bytes(buf, states[state].name, v->n))
 			break;
 	if (state == (int)(sizeof(states) / sizeof(states[0])))
 		return fail(rd, -EPROTO,
@@ -899,8 +1099,19 @@ static int read_entry(const struct rd *rd, entry_fields f, const char *at, struc
 	}
 	if (rc)
 		return rc;
-	if (!f[EF_BYTES])
-		op->bytes = op->count * torch_dtype_size(op->dtype);
+	if (!f[EF_BYTES]) {
+		size_t n = strlen(op->dtype);
+		uint64_t size;
+
+		slots = names ? &names->dtype : NULL;
+		if ((slot = slot_find(slots, op->dtype, n))) {
+			size = (uint64_t)slot->value;
+		} else {
+			size = torch_dtype_size(op->dtype);
+			slot_keep(slots, op->dtype, n, (int)size);
+		}
+		op->bytes = op->count * size;
+	}
 	return get_str(rd, FIELD(f, REDOP), false, op->redop, sizeof(op->redop));
 }
 
@@ -912,7 +1123,7 @@ static int read_entry(const struct rd *rd, entry_fields f, const char *at, struc
 static int read_entry_at(const struct rd *rd, entry_fields f, const char *at, size_t i,
 			 struct fr_op *op)
 {
-	struct rd quiet = { rd->name, NULL, 0 };
+	struct rd quiet = { rd->name, NULL, 0, rd->names, NULL };
 	char p[AT_MAX], eat[AT_MAX];
 	int rc = read_entry(&quiet, f, "", op);
 
@@ -924,17 +1135,37 @@ static int read_entry_at(const struct rd *rd, entry_fields f, const char *at, si
 	return read_entry(rd, f, eat, op);
 }
 
+/*
+ * Room for `n` operations in a trace that has none, at once: growing the
+ * array by doubling would copy a dump's operations over again. Failing
+ * leaves the array to grow as it goes.
+ */
+static void ops_reserve(struct fr_trace *t, size_t n, size_t *cap)
+{
+	if (t->ops || n < 16 || n > SIZE_MAX / sizeof(*t->ops))
+		return;
+	t->ops = malloc(n * sizeof(*t->ops));
+	if (t->ops)
+		*cap = n;
+}
+
 /* The entries of a parsed document: each an object. */
 static int read_entries(const struct rd *rd, const struct fr_val *entries, const char *at,
 			struct fr_trace *t)
 {
 	struct fr_val_keymap *map = calloc(1, sizeof(*map));
+	struct name_cache names;
+	struct rd named = *rd;
 	char p[AT_MAX];
 	size_t cap = 0;
 	int rc = 0;
 
 	if (!map)
 		return fail_nomem(rd);
+	ops_reserve(t, entries->n, &cap);
+	memset(&names, 0, sizeof(names));
+	named.names = &names;
+	rd = &named;
 	for (uint32_t i = 0; i < entries->n && !rc; i++) {
 		const struct fr_val *e = entries->u.items[i];
 		entry_fields f;
@@ -952,6 +1183,9 @@ static int read_entries(const struct rd *rd, const struct fr_val *entries, const
 			rc = fail_nomem(rd);
 		else
 			rc = read_entry_at(rd, f, at, i, op);
+		/* After the read, which brought the entry into the cache. */
+		if (!rc && rd->visit && rd->visit->entry)
+			rd->visit->entry(rd->visit->arg, i, e);
 	}
 	free(map);
 	return rc;
@@ -981,9 +1215,10 @@ struct entries_reader {
 };
 
 /*
- * Our writer's entries are some 550 bytes each: room for one per 400 bytes
- * of the document saves growing the array ten times over. What is never
- * written to costs no memory; a document of shorter entries grows it.
+ * Our writer's entries are some 550 to 650 bytes each: room for one per
+ * 400 bytes of the document saves growing the array ten times over. What
+ * is never written to costs no memory; a document of shorter entries grows
+ * it.
  */
 #define ENTRY_BYTES_MIN 400
 
@@ -992,7 +1227,7 @@ struct entries_reader {
 static int keep_type_error(struct entries_reader *er, struct fr_json_in *in, const char *at,
 			   const char *what)
 {
-	struct rd keep = { er->rd->name, er->err, sizeof(er->err) };
+	struct rd keep = { er->rd->name, er->err, sizeof(er->err), NULL, NULL };
 	struct fr_val *v;
 	int rc = fr_json_value(in, er->scratch, &v);
 
@@ -1002,15 +1237,311 @@ static int keep_type_error(struct entries_reader *er, struct fr_json_in *in, con
 	return rc;
 }
 
+/*
+ * Entries as our writer writes them, read without fr_json_object(): compact
+ * text, keys in the order of entry_keys (any of them left out), strings of
+ * printable ASCII without escapes, integers without fraction or exponent,
+ * arrays of those nested at most two deep. fast_entry() scans such an entry
+ * into the very values fr_json_object() would make of it, in a fraction of
+ * the time (no tree, no key lookup, no dispatch per byte); at anything else
+ * (white space, an escape, another key, a real, an object, a long array) it
+ * gives up, and the entry is read again from its start by fr_json_object(),
+ * which accepts or refuses it with its usual message. The scan only ever
+ * accepts what the general parser accepts, as the same values.
+ */
+#define FAST_ITEMS 32          /* array items kept per entry */
+#define FAST_ARRAY_MAX 8       /* items of one array kept */
+#define FAST_TEXT 2048         /* bytes of string kept per entry, NULs included */
+
+struct fast_scratch {
+	struct fr_val items[FAST_ITEMS];
+	struct fr_val *ptrs[FAST_ITEMS];
+	unsigned nitems, nptrs;
+	size_t ntext;
+	char text[FAST_TEXT];
+};
+
+/* Bytes a string may hold and still be taken as written: not '"', '\\',
+ * a control character or a byte of a multi-byte sequence. */
+static const uint8_t fast_plain[256] = {
+	[0x20 ... 0x21] = 1, [0x23 ... 0x5b] = 1, [0x5d ... 0x7f] = 1,
+};
+
+#define ONES 0x0101010101010101u
+
+/* Where the bytes from p on stop being plain, eight at a time: a byte
+ * below 0x20 borrows in x - 0x20.., a quote or backslash is a zero byte
+ * of x ^ that byte repeated, and a byte past 0x7f has its top bit set. A
+ * false hit only ever follows a true one, so the lowest is the first. */
+static inline const char *fast_plain_end(const char *p, const char *end)
+{
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+	while (end - p >= 8) {
+		uint64_t x, q, b, hit;
+
+		memcpy(&x, p, 8);
+		q = x ^ (ONES * '"');
+		b = x ^ (ONES * '\\');
+		hit = ((x - ONES * 0x20) & ~x) | ((q - ONES) & ~q) | ((b - ONES) & ~b) | x;
+		hit &= ONES * 0x80;
+		if (hit)
+			return p + (__builtin_ctzll(hit) >> 3);
+		p += 8;
+	}
+#endif
+	while (p < end && fast_plain[(uint8_t)*p])
+		p++;
+	return p;
+}
+
+static inline bool fast_digit(char c)
+{
+	return c >= '0' && c <= '9';
+}
+
+/*
+ * How many of the eight bytes in x (read little-endian) are ASCII digits
+ * before the first that is not. A byte is a digit when its high nibble is
+ * 3 and adding 6 leaves it so; either test gives a non-zero byte for any
+ * other (a carry out of a byte only comes from one that is not a digit,
+ * and only changes bytes after it).
+ */
+static inline unsigned fast_digits_in(uint64_t x)
+{
+	uint64_t high = ONES * 0xf0, y;
+
+	y = ((x & high) ^ (ONES * 0x30)) | (((x + ONES * 0x06) & high) ^ (ONES * 0x30));
+	/* The top bit of each non-zero byte. */
+	y = (y | ((y & (ONES * 0x7f)) + ONES * 0x7f)) & (ONES * 0x80);
+	return y ? (unsigned)__builtin_ctzll(y) >> 3 : 8;
+}
+
+/* The value of the first n (1 to 8) digits in x, read little-endian. */
+static inline uint64_t fast_digits_value(uint64_t x, unsigned n)
+{
+	uint64_t v = x - ONES * '0';
+
+	/* The digits to the top, the bytes before them zeros: leading
+	 * zeros of an eight-digit number. */
+	v <<= 8 * (8 - n);
+	v = v * 10 + (v >> 8);
+	return ((v & 0x000000ff000000ffu) * (100 + (1000000ull << 32)) +
+		((v >> 16) & 0x000000ff000000ffu) * (1 + (10000ull << 32))) >> 32;
+}
+
+/* An integer at p, as value.c's number() reads it; NULL for anything it
+ * would read otherwise (a real) or refuse. */
+static inline const char *fast_int(const char *p, const char *end, struct fr_val *out)
+{
+	static const uint64_t pow10[9] = {
+		1, 10, 100, 1000, 10000, 100000, 1000000, 10000000, 100000000,
+	};
+	bool neg = *p == '-';
+	const char *q = p + neg;
+	unsigned ndigits = 0;
+	uint64_t u = 0;
+
+	if (q >= end || !fast_digit(*q) || (*q == '0' && q + 1 < end && fast_digit(q[1])))
+		return NULL;
+	/* One digit, as in most of an entry's ranks and counters (0, -1). */
+	if (q + 1 < end && !fast_digit(q[1])) {
+		u = (uint64_t)(*q++ - '0');
+		goto out_check;
+	}
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+	/* Eight bytes at a time while eight are left; at most nineteen
+	 * digits, which always fit in 64 bits. */
+	while (end - q >= 8) {
+		uint64_t x;
+		unsigned n;
+
+		memcpy(&x, q, 8);
+		n = fast_digits_in(x);
+		if (ndigits + n > 19)
+			return NULL;
+		if (n)
+			u = u * pow10[n] + fast_digits_value(x, n);
+		ndigits += n;
+		q += n;
+		if (n < 8)
+			break;
+	}
+#endif
+	for (; q < end && fast_digit(*q); q++, ndigits++) {
+		if (ndigits == 19)
+			return NULL;
+		u = u * 10 + (uint64_t)(*q - '0');
+	}
+out_check:
+	if (q >= end || *q == '.' || *q == 'e' || *q == 'E' || u > (uint64_t)INT64_MAX + neg)
+		return NULL;
+	out->type = FR_VAL_INT;
+	out->u.i = neg ? (int64_t)(0 - u) : (int64_t)u;
+	return q;
+}
+
+/*
+ * The scalar at p (p < end) into *out, a string copied into fs when
+ * `keep`, else left null (as fr_json_object() leaves a dropped value).
+ * Returns where it ends, or NULL to give up.
+ */
+static inline __attribute__((always_inline)) const char *
+fast_scalar(struct fast_scratch *fs, const char *p, const char *end, struct fr_val *out,
+	    bool keep)
+{
+	const char *q;
+
+	switch (*p) {
+	case '"':
+		q = fast_plain_end(++p, end);
+		if (q >= end || *q != '"')
+			return NULL;
+		out->type = FR_VAL_NULL;
+		if (keep) {
+			size_t len = (size_t)(q - p);
+			char *copy = fs->text + fs->ntext;
+
+			if (len >= FAST_TEXT - fs->ntext)
+				return NULL;
+			memcpy(copy, p, len);
+			copy[len] = '\0';
+			fs->ntext += len + 1;
+			out->type = FR_VAL_STRING;
+			out->n = (uint32_t)len;
+			out->u.s = copy;
+		}
+		return q + 1;
+	case '-':
+	case '0' ... '9':
+		return fast_int(p, end, out);
+	case 't':
+		if (end - p < 5 || memcmp(p, "true", 4) != 0)
+			return NULL;
+		out->type = FR_VAL_BOOL;
+		out->u.b = true;
+		return p + 4;
+	case 'f':
+		if (end - p < 6 || memcmp(p, "false", 5) != 0)
+			return NULL;
+		out->type = FR_VAL_BOOL;
+		out->u.b = false;
+		return p + 5;
+	case 'n':
+		if (end - p < 5 || memcmp(p, "null", 4) != 0)
+			return NULL;
+		out->type = FR_VAL_NULL;
+		return p + 4;
+	default:
+		return NULL;
+	}
+}
+
+/*
+ * The array at p (at its '[') into *out, built when `keep`, else only
+ * checked (out null, as fr_json_object() leaves a dropped array); `depth`
+ * more arrays may open inside it. Returns where it ends, or NULL to give
+ * up.
+ */
+static const char *fast_array(struct fast_scratch *fs, const char *p, const char *end,
+			      struct fr_val *out, int depth, bool keep)
+{
+	struct fr_val *kept[FAST_ARRAY_MAX];
+	uint32_t n = 0;
+
+	if (++p >= end)
+		return NULL;
+	if (*p != ']') {
+		for (;;) {
+			struct fr_val scratch, *item = &scratch;
+
+			if (keep) {
+				if (n == FAST_ARRAY_MAX || fs->nitems == FAST_ITEMS)
+					return NULL;
+				item = kept[n] = &fs->items[fs->nitems++];
+			}
+			n++;
+			if (*p == '[')
+				p = depth ? fast_array(fs, p, end, item, depth - 1, keep) : NULL;
+			else
+				p = fast_scalar(fs, p, end, item, keep);
+			if (!p || p >= end)
+				return NULL;
+			if (*p == ']')
+				break;
+			if (*p++ != ',' || p >= end)
+				return NULL;
+		}
+	}
+	memset(out, 0, sizeof(*out));
+	if (keep) {
+		if (n > FAST_ITEMS - fs->nptrs)
+			return NULL;
+		out->type = FR_VAL_ARRAY;
+		out->n = out->cap = n;
+		out->u.items = &fs->ptrs[fs->nptrs];
+		memcpy(out->u.items, kept, n * sizeof(*kept));
+		fs->nptrs += n;
+	}
+	return p + 1;
+}
+
+/*
+ * An entry at p into vals and *present as fr_json_object() would read it
+ * with entry_keys; where it ends, or NULL when it is not of the shape
+ * above.
+ */
+static const char *fast_entry(struct fast_scratch *fs, const char *p, const char *end,
+			      struct fr_val *vals, uint64_t *present)
+{
+	fs->nitems = fs->nptrs = 0;
+	fs->ntext = 0;
+	*present = 0;
+	if (p >= end || *p++ != '{')
+		return NULL;
+	/*
+	 * Each key is looked for once, in order, and may be left out. The
+	 * loop is unrolled, so that each key's comparison is with constants
+	 * and each key's value has branches of its own to predict.
+	 */
+#pragma GCC unroll 32
+	for (int i = 0; i < EF__COUNT; i++) {
+		const struct fr_json_key *k = &entry_keys[i];
+
+		if (end - p <= k->len + 3 || p[0] != '"' || p[k->len + 1] != '"' ||
+		    p[k->len + 2] != ':' || !fr_same_bytes(p + 1, k->key, k->len))
+			continue;
+		p += k->len + 3;
+		if (*p == '[')
+			p = fast_array(fs, p, end, &vals[i], 1, !k->drop);
+		else
+			p = fast_scalar(fs, p, end, &vals[i], !k->drop);
+		if (!p || p >= end)
+			return NULL;
+		*present |= 1ull << i;
+		if (*p == '}')
+			return p + 1;
+		if (*p++ != ',')
+			return NULL;
+	}
+	/* A key out of order, unknown or repeated. */
+	return NULL;
+}
+
 static int read_entries_json(struct fr_json_in *in, void *arg)
 {
 	struct entries_reader *er = arg;
+	struct fast_scratch fs;
+	struct name_cache names;
+	struct rd rd = *er->rd;
 	size_t cap = 0;
 	int rc = 0;
 
+	memset(&names, 0, sizeof(names));
+	rd.names = &names;
+
 	er->done = true;
 	if (fr_json_peek(in) == 'n') {
-		struct rd keep = { er->rd->name, er->err, sizeof(er->err) };
+		struct rd keep = { er->rd->name, er->err, sizeof(er->err), NULL, NULL };
 		struct fr_val *v;
 
 		/* null, as if absent: the message of a tree's reader. */
@@ -1023,11 +1554,7 @@ static int read_entries_json(struct fr_json_in *in, void *arg)
 		return keep_type_error(er, in, "entries", "an array");
 	if ((rc = fr_json_expect(in, '[', "an array")) || fr_json_accept(in, ']'))
 		return rc;
-	if (!er->t->ops && er->text_len / ENTRY_BYTES_MIN > 16) {
-		er->t->ops = malloc(er->text_len / ENTRY_BYTES_MIN * sizeof(*er->t->ops));
-		if (er->t->ops)
-			cap = er->text_len / ENTRY_BYTES_MIN;
-	}
+	ops_reserve(er->t, er->text_len / ENTRY_BYTES_MIN, &cap);
 	for (size_t i = 0;; i++) {
 		struct fr_val vals[EF__COUNT + 1];
 		entry_fields f;
@@ -1047,13 +1574,18 @@ static int read_entries_json(struct fr_json_in *in, void *arg)
 			if ((rc = keep_type_error(er, in, at, "an object")))
 				return rc;
 		} else {
-			if ((rc = fr_json_object(in, er->scratch, entry_keys, EF__COUNT, vals, &seen)))
+			const char *end, *p = fr_json_cursor(in, &end);
+
+			if ((p = fast_entry(&fs, p, end, vals, &seen)))
+				fr_json_set_cursor(in, p);
+			else if ((rc = fr_json_object(in, er->scratch, entry_keys, EF__COUNT, vals,
+						      &seen)))
 				return rc;
 			for (int k = 0; k < EF__COUNT; k++)
 				f[k] = seen & (1ull << k) ? &vals[k] : NULL;
 			if (!(op = fr_trace_add_op(er->t, &cap)))
 				return -ENOMEM;
-			if ((rc = read_entry_at(er->rd, f, "", i, op)) == -ENOMEM)
+			if ((rc = read_entry_at(&rd, f, "", i, op)) == -ENOMEM)
 				return rc;
 			if (rc) {
 				er->rc = rc;
@@ -1105,25 +1637,32 @@ static int read_members(const struct rd *rd, const struct fr_val *v, const char 
 		}
 	} else {
 		const char *s = v->u.s;
-		char *end;
 
-		s += strspn(s, " ");
+		/* Digits by hand: a thousand ranks in each of a thousand
+		 * dumps made strtoul() and strspn() show in profiles. */
+		while (*s == ' ')
+			s++;
 		if (*s++ != '[')
 			goto out_bad_string;
 		for (;;) {
-			unsigned long x;
+			uint64_t x = 0;
 
-			s += strspn(s, " ");
+			while (*s == ' ')
+				s++;
 			if (*s == ']' && i == 0)
 				break;
 			if (*s < '0' || *s > '9')
 				goto out_bad_string;
-			errno = 0;
-			x = strtoul(s, &end, 10);
-			if (errno || x >= UINT32_MAX || i >= cap)
+			for (; *s >= '0' && *s <= '9'; s++) {
+				x = x * 10 + (uint64_t)(*s - '0');
+				if (x >= UINT32_MAX)
+					goto out_bad_string;
+			}
+			if (i >= cap)
 				goto out_bad_string;
 			m[i++] = (uint32_t)x;
-			s = end + strspn(end, " ");
+			while (*s == ' ')
+				s++;
 			if (*s == ']')
 				break;
 			if (*s++ != ',')
@@ -1142,7 +1681,7 @@ out_bad_string:
 int fr_dump_read_members(const struct fr_val *v, const char *name, uint32_t **out, size_t *n,
 			 char *err, size_t errlen)
 {
-	struct rd rd = { name ? name : "ranks", err, errlen };
+	struct rd rd = { name ? name : "ranks", err, errlen, NULL, NULL };
 
 	return read_members(&rd, v, "ranks", out, n);
 }
@@ -1197,8 +1736,70 @@ static int read_comm(const struct rd *rd, const struct fr_val *pc, const char *a
 	return 0;
 }
 
+/*
+ * The communicator table of a 2.x manifest while its views are read: each
+ * communicator once, sorted by id, its members in fr_manifest.members.
+ */
+struct comm_table {
+	size_t n;
+	struct table_comm {
+		struct fr_comm c;   /* members borrowed from the manifest */
+		uint32_t top;       /* the highest known member + 1; 0 if none */
+	} *comms;
+};
+
+static int table_comm_cmp(const void *a, const void *b)
+{
+	return strcmp(((const struct table_comm *)a)->c.id, ((const struct table_comm *)b)->c.id);
+}
+
+static const struct table_comm *table_find(const struct comm_table *tab, const char *id)
+{
+	struct table_comm key;
+
+	snprintf(key.c.id, sizeof(key.c.id), "%s", id);
+	return bsearch(&key, tab->comms, tab->n, sizeof(*tab->comms), table_comm_cmp);
+}
+
+/*
+ * A 2.x manifest view's pg_config entry without "ranks": the communicator
+ * is the table's, and the entry gives the view's rank in it (by default
+ * its place in the members). Its members stay the table's (borrowed).
+ */
+static int read_comm_ref(const struct rd *rd, const struct fr_val *pc, const char *at,
+			 const struct comm_table *tab, const struct fr_trace *t,
+			 struct fr_comm *c)
+{
+	char p[AT_MAX];
+	const struct table_comm *tc = table_find(tab, c->id);
+	const struct fr_val *rank = fr_val_get(pc, "rank");
+	int rc;
+
+	if (!tc)
+		return fail(rd, -EPROTO, "%s: no communicator \"%s\" in communicators", at, c->id);
+	memcpy(c->desc, tc->c.desc, sizeof(c->desc));
+	c->size = tc->c.size;
+	c->members = tc->c.members;
+	if (tc->top > t->world_size)
+		return fail(rd, -EPROTO, "%s: communicators.%s lists rank %" PRIu32
+			    ", not below world_size %" PRIu32, at, c->id, tc->top - 1,
+			    t->world_size);
+	for (uint32_t i = 0; !present(rank) && c->members && i < c->size; i++) {
+		if (c->members[i] == t->rank) {
+			c->rank = i;
+			break;
+		}
+	}
+	if ((rc = get_u32(rd, rank, at, "rank", false, &c->rank)))
+		return rc;
+	if (c->size && c->rank >= c->size)
+		return fail(rd, -EPROTO, "%s: %" PRIu32 " is not below size %" PRIu32,
+			    path(p, at, "rank"), c->rank, c->size);
+	return 0;
+}
+
 static int read_comms(const struct rd *rd, const struct fr_val *root, const char *at,
-		      struct fr_trace *t)
+		      const struct comm_table *tab, struct fr_trace *t)
 {
 	char p[AT_MAX], cat[AT_MAX];
 	const struct fr_val *config, *status;
@@ -1211,6 +1812,7 @@ static int read_comms(const struct rd *rd, const struct fr_val *root, const char
 
 	for (uint32_t i = 0; i < config->n; i++) {
 		const struct fr_val *id = config->u.items[2 * i];
+		const struct fr_val *pc;
 		struct fr_comm *c;
 
 		at_fmt(cat, "%s.%s", path(p, at, "pg_config"), id->u.s);
@@ -1223,7 +1825,12 @@ static int read_comms(const struct rd *rd, const struct fr_val *root, const char
 		if (!c)
 			return fail_nomem(rd);
 		memcpy(c->id, id->u.s, id->n + 1);
-		if ((rc = read_comm(rd, config->u.items[2 * i + 1], cat, t, c)))
+		pc = config->u.items[2 * i + 1];
+		if (tab && fr_val_is(pc, FR_VAL_OBJECT) && !present(fr_val_get(pc, "ranks")))
+			rc = read_comm_ref(rd, pc, cat, tab, t, c);
+		else
+			rc = read_comm(rd, pc, cat, t, c);
+		if (rc)
 			return rc;
 	}
 
@@ -1337,20 +1944,23 @@ static int read_threads(const struct rd *rd, const struct fr_val *root, const ch
 
 /*
  * Reads one dump object; `at` is its place inside a larger document ("" for
- * a dump file, "ranks[3]" in a manifest). When the JSON hook `er` read the
+ * a dump file, "ranks[3]" in a manifest), `tab` the communicator table of a
+ * 2.x manifest (else NULL). When the JSON hook `er` read the
  * entries, they are already in `t` (or its error in `er`), and the object
  * holds null in their place. On error `t` may hold a partial trace, which
  * the caller frees.
  */
 static int read_trace(const struct rd *rd, const struct fr_val *root, const char *at,
-		      const struct entries_reader *er, struct fr_trace *t)
+		      const struct entries_reader *er, const struct comm_table *tab,
+		      struct fr_trace *t)
 {
 	char p[AT_MAX];
 	char status[32];
 	const struct fr_val *entries;
+	unsigned long major;
 	int st, rc;
 
-	if ((rc = check_header(rd, root, at, FR_DUMP_FORMAT, "dump")))
+	if ((rc = check_header(rd, root, at, &dump_kind, &major)))
 		return rc;
 
 	if ((rc = GET_STR(rd, root, at, "job", true, t->job)) ||
@@ -1379,7 +1989,7 @@ static int read_trace(const struct rd *rd, const struct fr_val *root, const char
 		return fail(rd, -EPROTO, "%s: %" PRIu32 " is not below world_size %" PRIu32,
 			    path(p, at, "rank"), t->rank, t->world_size);
 
-	if ((rc = read_comms(rd, root, at, t)))
+	if ((rc = read_comms(rd, root, at, tab, t)))
 		return rc;
 	if (er && er->done) {
 		if (er->rc) {
@@ -1391,22 +2001,30 @@ static int read_trace(const struct rd *rd, const struct fr_val *root, const char
 		   (rc = read_entries(rd, entries, at, t))) {
 		return rc;
 	}
+	if (rd->visit && rd->visit->done && (rc = rd->visit->done(rd->visit->arg, t)))
+		return rc;
 	return read_threads(rd, root, at, t);
 }
 
-int fr_dump_from_val(const struct fr_val *root, const char *name, struct fr_trace *t,
-		     char *err, size_t errlen)
+int fr_dump_from_val_visit(const struct fr_val *root, const char *name, struct fr_trace *t,
+			   char *err, size_t errlen, const struct fr_dump_visit *visit)
 {
-	struct rd rd = { name ? name : "dump", err, errlen };
+	struct rd rd = { name ? name : "dump", err, errlen, NULL, visit };
 	int rc;
 
 	memset(t, 0, sizeof(*t));
 	if (err && errlen)
 		err[0] = '\0';
-	rc = read_trace(&rd, root, "", NULL, t);
+	rc = read_trace(&rd, root, "", NULL, NULL, t);
 	if (rc)
 		fr_trace_free(t);
 	return rc;
+}
+
+int fr_dump_from_val(const struct fr_val *root, const char *name, struct fr_trace *t,
+		     char *err, size_t errlen)
+{
+	return fr_dump_from_val_visit(root, name, t, err, errlen, NULL);
 }
 
 int fr_dump_from_json(const json_t *root, const char *name, struct fr_trace *t, char *err,
@@ -1434,7 +2052,7 @@ static int json_error(const struct rd *rd, int rc, const char *why)
 int fr_dump_parse(const char *buf, size_t len, const char *name, struct fr_trace *t,
 		  char *err, size_t errlen)
 {
-	struct rd rd = { name ? name : "dump", err, errlen };
+	struct rd rd = { name ? name : "dump", err, errlen, NULL, NULL };
 	struct entries_reader er = { &rd, t, NULL, len, false, 0, "" };
 	struct fr_json_hook hook = { "entries", read_entries_json, &er };
 	struct fr_doc *doc = fr_doc_new();
@@ -1458,7 +2076,7 @@ int fr_dump_parse(const char *buf, size_t len, const char *name, struct fr_trace
 	else if (rc == -ENOMEM)
 		rc = fail_nomem(&rd);
 	else if (!rc)
-		rc = read_trace(&rd, root, "", &er, t);
+		rc = read_trace(&rd, root, "", &er, NULL, t);
 out_free:
 	fr_doc_free(er.scratch);
 	fr_doc_free(doc);
@@ -1544,7 +2162,7 @@ static int slurp(const struct rd *rd, const char *path_, char **buf, size_t *cap
 
 int fr_dump_read_file(const char *path_, struct fr_trace *t, char *err, size_t errlen)
 {
-	struct rd rd = { path_, err, errlen };
+	struct rd rd = { path_, err, errlen, NULL, NULL };
 	char *buf = NULL;
 	size_t cap = 0, len;
 	int rc;
@@ -1657,51 +2275,163 @@ json_t *fr_manifest_to_json(const char *job, const char *incident, const char *r
 			    uint32_t world_size, uint64_t opened_ns, uint64_t closed_ns,
 			    const struct fr_trace *const *ranks, size_t nranks, json_t *verdict)
 {
+	struct table_out tab = { json_object(), json_object(), NULL, 0, 0, world_size };
 	json_t *root = json_object();
 	json_t *arr = json_array();
 	int bad = 0;
 
-	if (!root || !arr)
+	if (!root || !arr || !tab.json || !tab.index)
 		goto out_free;
-	for (size_t i = 0; i < nranks && !bad; i++)
-		if (ranks[i])
-			bad |= append(arr, trace_json(ranks[i], false));
 	bad |= set(root, "format", json_string(FR_MANIFEST_FORMAT));
-	bad |= set(root, "version", json_string(FR_DUMP_VERSION));
+	bad |= set(root, "version", json_string(FR_MANIFEST_VERSION));
 	bad |= set(root, "job", jstrn(job, FR_JOB_MAX));
 	bad |= set(root, "incident", jstrn(incident, FR_INCIDENT_MAX));
 	bad |= set(root, "reason", jstrn(reason, FR_REASON_MAX));
 	bad |= set(root, "world_size", json_integer(world_size));
 	bad |= set(root, "opened_ns", ju64(opened_ns));
 	bad |= set(root, "closed_ns", ju64(closed_ns));
+	/* The table goes first, so that a reader meets it before the views;
+	 * it fills as the views are written. */
+	bad |= set(root, "communicators", json_incref(tab.json));
+	for (size_t i = 0; i < nranks && !bad; i++)
+		if (ranks[i])
+			bad |= append(arr, trace_json(ranks[i], false, &tab));
 	bad |= set(root, "ranks", arr);
 	arr = NULL;
 	bad |= set(root, "verdict", verdict ? json_incref(verdict) : json_null());
 	if (bad)
 		goto out_free;
+	json_decref(tab.json);
+	json_decref(tab.index);
+	free(tab.first);
 	return root;
 
 out_free:
+	json_decref(tab.json);
+	json_decref(tab.index);
+	free(tab.first);
 	json_decref(arr);
 	json_decref(root);
 	return NULL;
 }
 
+/* A view's communicators share the table's lists: detach them first. */
 void fr_manifest_free(struct fr_manifest *m)
 {
-	for (size_t i = 0; i < m->nranks; i++)
-		fr_trace_free(&m->ranks[i]);
+	uintptr_t lo = (uintptr_t)m->members;
+	uintptr_t hi = lo + m->nmembers * sizeof(*m->members);
+
+	for (size_t i = 0; i < m->nranks; i++) {
+		struct fr_trace *t = &m->ranks[i];
+
+		for (size_t k = 0; m->members && k < t->ncomms; k++) {
+			uintptr_t p = (uintptr_t)t->comms[k].members;
+
+			if (p >= lo && p < hi)
+				t->comms[k].members = NULL;
+		}
+		fr_trace_free(t);
+	}
 	free(m->ranks);
+	free(m->members);
 	memset(m, 0, sizeof(*m));
+}
+
+/*
+ * Reads "communicators" of a 2.x manifest into `tab` (the caller frees
+ * tab->comms) and the members of all into m->members, end to end.
+ */
+static int read_comm_table(const struct rd *rd, const struct fr_val *root,
+			   struct fr_manifest *m, struct comm_table *tab)
+{
+	char at[AT_MAX], p[AT_MAX];
+	const struct fr_val *comms;
+	size_t total = 0, used = 0;
+	int rc;
+
+	if ((rc = get_container(rd, root, "", "communicators", true, FR_VAL_OBJECT, &comms)))
+		return rc;
+	for (uint32_t i = 0; i < comms->n; i++) {
+		const struct fr_val *v = fr_val_get(comms->u.items[2 * i + 1], "ranks");
+
+		if (fr_val_is(v, FR_VAL_ARRAY))
+			total += v->n;
+	}
+	tab->comms = calloc(comms->n ? comms->n : 1, sizeof(*tab->comms));
+	m->members = calloc(total ? total : 1, sizeof(*m->members));
+	if (!tab->comms || !m->members)
+		return fail_nomem(rd);
+	m->nmembers = total;
+
+	for (uint32_t i = 0; i < comms->n; i++) {
+		const struct fr_val *id = comms->u.items[2 * i];
+		const struct fr_val *e = comms->u.items[2 * i + 1];
+		const struct fr_val *v;
+		struct table_comm *tc = &tab->comms[i];
+		uint32_t *members;
+		uint64_t size;
+		size_t n;
+
+		at_fmt(at, "communicators.%s", id->u.s);
+		if (id->n > FR_COMM_ID_MAX)
+			return fail(rd, -EPROTO, "%s: communicator id longer than %d bytes", at,
+				    FR_COMM_ID_MAX);
+		memcpy(tc->c.id, id->u.s, id->n + 1);
+		tab->n = i + 1;
+		if (!fr_val_is(e, FR_VAL_OBJECT))
+			return fail(rd, -EPROTO, "%s: expected an object, got %s", at,
+				    fr_val_type_name(e));
+		v = fr_val_get(e, "ranks");
+		if ((rc = GET_STR(rd, e, at, "desc", false, tc->c.desc)) ||
+		    (rc = want(rd, v, at, "ranks", true, "an array")))
+			return rc;
+		if (!fr_val_is(v, FR_VAL_ARRAY))
+			return fail(rd, -EPROTO, "%s: expected an array, got %s",
+				    path(p, at, "ranks"), fr_val_type_name(v));
+		if ((rc = read_members(rd, v, path(p, at, "ranks"), &members, &n)))
+			return rc;
+		memcpy(m->members + used, members, n * sizeof(*members));
+		free(members);
+		size = n;
+		if ((rc = get_u64(rd, fr_val_get(e, "size"), at, "size", false, UINT32_MAX, &size)))
+			return rc;
+		if (n && n != size)
+			return fail(rd, -EPROTO, "%s: lists %zu ranks but size is %" PRIu64,
+				    path(p, at, "ranks"), n, size);
+		tc->c.size = (uint32_t)size;
+		/* An empty list: the daemon knew only the size. */
+		tc->c.members = n ? m->members + used : NULL;
+		for (size_t k = 0; k < n; k++) {
+			uint32_t r = tc->c.members[k];
+
+			if (r == FR_RANK_UNKNOWN)
+				continue;
+			if (r >= m->world_size)
+				return fail(rd, -EPROTO, "%s[%zu]: rank %" PRIu32
+					    " is not below world_size %" PRIu32,
+					    path(p, at, "ranks"), k, r, m->world_size);
+			if (r >= tc->top)
+				tc->top = r + 1;
+		}
+		used += n;
+	}
+	qsort(tab->comms, tab->n, sizeof(*tab->comms), table_comm_cmp);
+	for (size_t i = 1; i < tab->n; i++)
+		if (strcmp(tab->comms[i - 1].c.id, tab->comms[i].c.id) == 0)
+			return fail(rd, -EPROTO, "communicators.%s: the same communicator twice",
+				    tab->comms[i].c.id);
+	return 0;
 }
 
 static int read_manifest(const struct rd *rd, const struct fr_val *root, struct fr_manifest *m)
 {
 	char at[AT_MAX];
+	struct comm_table tab = { 0, NULL };
 	const struct fr_val *ranks;
+	unsigned long major;
 	int rc;
 
-	if ((rc = check_header(rd, root, "", FR_MANIFEST_FORMAT, "manifest")) ||
+	if ((rc = check_header(rd, root, "", &manifest_kind, &major)) ||
 	    (rc = GET_STR(rd, root, "", "job", true, m->job)) ||
 	    (rc = GET_STR(rd, root, "", "incident", true, m->incident)) ||
 	    (rc = GET_STR(rd, root, "", "reason", true, m->reason)) ||
@@ -1714,26 +2444,59 @@ static int read_manifest(const struct rd *rd, const struct fr_val *root, struct 
 	    (rc = get_container(rd, root, "", "ranks", true, FR_VAL_ARRAY, &ranks)) ||
 	    (rc = check_world(rd, "", m->world_size)))
 		return rc;
+	/* 1.x views are whole dumps; 2.x ones name the table's communicators. */
+	if (major >= 2 && (rc = read_comm_table(rd, root, m, &tab)))
+		goto out_free_table;
 	if (ranks->n == 0)
-		return 0;
+		goto out_free_table;
 	m->ranks = calloc(ranks->n, sizeof(*m->ranks));
-	if (!m->ranks)
-		return fail_nomem(rd);
+	if (!m->ranks) {
+		rc = fail_nomem(rd);
+		goto out_free_table;
+	}
 	for (uint32_t i = 0; i < ranks->n; i++) {
 		m->nranks = i + 1;
 		at_fmt(at, "ranks[%" PRIu32 "]", i);
-		if ((rc = read_trace(rd, ranks->u.items[i], at, NULL, &m->ranks[i])))
-			return rc;
+		rc = read_trace(rd, ranks->u.items[i], at, NULL, major >= 2 ? &tab : NULL,
+				&m->ranks[i]);
+		if (rc)
+			break;
 	}
-	return 0;
+
+out_free_table:
+	free(tab.comms);
+	return rc;
+}
+
+int fr_manifest_parse(const char *buf, size_t len, const char *name, struct fr_manifest *m,
+		      char *err, size_t errlen)
+{
+	struct rd rd = { name ? name : "manifest", err, errlen, NULL, NULL };
+	struct fr_doc *doc;
+	struct fr_val *root;
+	char why[256];
+	int rc;
+
+	memset(m, 0, sizeof(*m));
+	if (err && errlen)
+		err[0] = '\0';
+	doc = fr_doc_new();
+	if (!doc)
+		return fail_nomem(&rd);
+	rc = fr_json_parse(doc, buf, len, &root, why, sizeof(why));
+	if (rc)
+		rc = json_error(&rd, rc, why);
+	else
+		rc = read_manifest(&rd, root, m);
+	fr_doc_free(doc);
+	if (rc)
+		fr_manifest_free(m);
+	return rc;
 }
 
 int fr_manifest_read_file(const char *path_, struct fr_manifest *m, char *err, size_t errlen)
 {
-	struct rd rd = { path_, err, errlen };
-	struct fr_doc *doc;
-	struct fr_val *root;
-	char why[256];
+	struct rd rd = { path_, err, errlen, NULL, NULL };
 	char *buf = NULL;
 	size_t cap = 0, len;
 	int rc;
@@ -1742,24 +2505,9 @@ int fr_manifest_read_file(const char *path_, struct fr_manifest *m, char *err, s
 	if (err && errlen)
 		err[0] = '\0';
 	rc = slurp(&rd, path_, &buf, &cap, &len);
-	if (rc) {
-		free(buf);
-		return rc;
-	}
-	doc = fr_doc_new();
-	if (!doc) {
-		free(buf);
-		return fail_nomem(&rd);
-	}
-	rc = fr_json_parse(doc, buf, len, &root, why, sizeof(why));
+	if (!rc)
+		rc = fr_manifest_parse(buf, len, path_, m, err, errlen);
 	free(buf);
-	if (rc)
-		rc = json_error(&rd, rc, why);
-	else
-		rc = read_manifest(&rd, root, m);
-	fr_doc_free(doc);
-	if (rc)
-		fr_manifest_free(m);
 	return rc;
 }
 

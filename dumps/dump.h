@@ -25,6 +25,14 @@
  */
 #define FR_DUMP_VERSION "1.4"
 #define FR_DUMP_VERSION_MAJOR 1
+/*
+ * Manifests are versioned apart from dumps since 2.0, which lists each
+ * communicator's members once, in "communicators", rather than in every
+ * rank's view of it (a 1.x reader requires them there, hence a new major).
+ * Readers accept 1.x (views are dumps, as before) and 2.x.
+ */
+#define FR_MANIFEST_VERSION "2.0"
+#define FR_MANIFEST_VERSION_MAJOR 2
 
 /* Dumps of a 2000-entry ring are a few MiB; a file this big is not one. */
 #define FR_DUMP_FILE_MAX (1ull << 30)
@@ -42,6 +50,15 @@ json_t *fr_dump_to_json(const struct fr_trace *t);
 int fr_dump_serialize(const struct fr_trace *t, char **out, size_t *len);
 
 /*
+ * The text of `doc` as json_dumps() writes it with `flags`, and a trailing
+ * newline (so that a file or an HTTP answer reads well with cat and tail),
+ * in a newly allocated NUL-terminated buffer (caller frees); `*len` does
+ * not count the NUL. Takes the reference to `doc`; a NULL `doc` reads as
+ * out of memory. Returns 0 or -ENOMEM.
+ */
+int fr_json_text(json_t *doc, size_t flags, char **out, size_t *len);
+
+/*
  * Fills `t` from a parsed dump object. `name` is used in error messages (a
  * file name). On error returns -EPROTO (malformed), -EPROTONOSUPPORT (unknown
  * format version) or -ENOMEM, writes a message naming `name` and what is
@@ -49,6 +66,24 @@ int fr_dump_serialize(const struct fr_trace *t, char **out, size_t *len);
  */
 int fr_dump_from_val(const struct fr_val *root, const char *name, struct fr_trace *t,
 		     char *err, size_t errlen);
+
+/*
+ * The same for a reader of another format that wraps it as a dump
+ * (pytorch.c) and learns what it still lacks from the entries: `entry` is
+ * called with each entry of "entries" (an object) while it is read, and
+ * so while it is in the cache; `done`, once they are all read and before
+ * the threads are, may still change the document's "threads" and fields
+ * of `t` the entries decide. A non-zero return of `done` stops the read
+ * with it (err is then the caller's to write).
+ */
+struct fr_dump_visit {
+	void (*entry)(void *arg, uint32_t i, const struct fr_val *e);
+	int (*done)(void *arg, struct fr_trace *t);
+	void *arg;
+};
+
+int fr_dump_from_val_visit(const struct fr_val *root, const char *name, struct fr_trace *t,
+			   char *err, size_t errlen, const struct fr_dump_visit *visit);
 
 /* The same from a jansson document (written out and parsed again: for
  * tests and tools, not for speed). */
@@ -95,22 +130,42 @@ struct fr_manifest {
 	uint64_t closed_ns;
 	size_t nranks;
 	/* The daemon's live view of each rank it knew, with status set to why
-	 * it did or did not dump (FR_RANK_DUMPED for those that answered). */
+	 * it did or did not dump (FR_RANK_DUMPED for those that answered).
+	 * Read from a 2.x manifest, a view's communicators share the member
+	 * lists of the manifest's table (`members`) rather than own a copy:
+	 * release the views with fr_manifest_free() only. */
 	struct fr_trace *ranks; /* owned */
+	/* Every member list of the "communicators" table, end to end (owned;
+	 * NULL for a 1.x manifest). */
+	uint32_t *members;
+	size_t nmembers;
 };
 
 /*
- * Builds a manifest document: identity, times, each rank's live view (as a
- * dump object without threads, status included) and the live verdict object
- * (borrowed reference, may be NULL). Returns a new reference.
+ * Builds a manifest document (format 2.0): identity, times, each
+ * communicator once in "communicators" (members, size, description), each
+ * rank's live view (as a dump object without threads, status included,
+ * whose pg_config names the communicators and gives its rank in each) and
+ * the live verdict object (borrowed reference, may be NULL). A view whose
+ * communicator differs from the first view of the same id (members, size
+ * or description) keeps its own full pg_config entry. The table is found
+ * by comparing member lists; views whose lists are one shared array cost
+ * no comparison (the daemon shares them). Returns a new reference, NULL
+ * when out of memory.
  */
 json_t *fr_manifest_to_json(const char *job, const char *incident, const char *reason,
 			    uint32_t world_size, uint64_t opened_ns, uint64_t closed_ns,
 			    const struct fr_trace *const *ranks, size_t nranks,
 			    json_t *verdict);
 
-/* Reads a manifest file; same error conventions as fr_dump_read_file(). */
+/*
+ * Reads a manifest file, format 1.x or 2.x; same error conventions as
+ * fr_dump_read_file(). Fills `m` (free it with fr_manifest_free()).
+ */
 int fr_manifest_read_file(const char *path, struct fr_manifest *m, char *err, size_t errlen);
+/* The same from bytes in memory; `name` names the document in errors. */
+int fr_manifest_parse(const char *buf, size_t len, const char *name, struct fr_manifest *m,
+		      char *err, size_t errlen);
 void fr_manifest_free(struct fr_manifest *m);
 
 #endif

@@ -204,6 +204,90 @@ static struct fr_val *text(struct fr_doc *d, const char *s)
 	return fr_val_string(d, s, strlen(s));
 }
 
+/*
+ * What the entries say beyond what the dump reader reads of them: the
+ * latest time and longest timeout they name, and the rank's stack, the
+ * Python frames of its latest operation not completed (what it waits in),
+ * else of its latest one (PyTorch records frames per operation, at its
+ * creation, not per thread). Learnt from each entry as the dump reader
+ * reads it (fr_dump_visit), so that a dump's entries are walked once.
+ */
+struct scan {
+	struct fr_val_keymap map;
+	uint64_t latest, timeout;
+	const struct fr_val *latest_framed, *open_framed;
+	/* For scan_done(): where the file's time and the stack go. */
+	struct fr_doc *d;
+	struct fr_val *threads;
+	uint64_t time_ns;
+	const char *name;
+	char *err;
+	size_t errlen;
+};
+
+static void scan_entry(void *arg, uint32_t i, const struct fr_val *e)
+{
+	struct scan *s = arg;
+	const struct fr_val *f[PF__COUNT];
+	uint64_t to;
+	const char *st;
+
+	(void)i;
+	fr_val_fields(&s->map, e, entry_keys, PF__COUNT, f);
+	for (int k = PF_CREATED; k <= PF_COMPLETED; k++)
+		if (positive(f[k]) > s->latest)
+			s->latest = positive(f[k]);
+	/* (A timeout past a day says nothing about when it dumped.) */
+	to = positive(f[PF_TIMEOUT]);
+	to = to > 86400000u ? 0 : to * 1000000u;
+	if (to > s->timeout)
+		s->timeout = to;
+	if (!fr_val_is(f[PF_FRAMES], FR_VAL_ARRAY))
+		return;
+	s->latest_framed = e;
+	st = fr_val_str(f[PF_STATE]);
+	if (!st || strcmp(st, "completed") != 0)
+		s->open_framed = e;
+}
+
+/*
+ * When the dump was written: its file's time, unless the file was copied
+ * since. PyTorch dumps when an operation times out, so the dump is at most
+ * a timeout after the latest time it holds. At most the larger of the
+ * file's time and the latest entry time.
+ */
+static uint64_t scan_dumped(const struct scan *s)
+{
+	uint64_t dumped = s->time_ns;
+
+	if (s->timeout && dumped > s->latest + s->timeout)
+		dumped = s->latest + s->timeout;
+	if (dumped < s->latest)
+		dumped = s->latest;
+	return dumped;
+}
+
+/* The stack of the entry scan_entry() picked, as the wrapper's "threads"
+ * (NULL when out of memory). */
+static struct fr_val *scan_threads(const struct scan *s)
+{
+	return threads_val(s->d, s->open_framed ? s->open_framed : s->latest_framed);
+}
+
+/* Once the entries are read: the stack into the wrapper, before the
+ * reader reads it, and the dump's time into the trace. */
+static int scan_done(void *arg, struct fr_trace *t)
+{
+	struct scan *s = arg;
+	struct fr_val *threads = scan_threads(s);
+
+	if (!threads)
+		return fail(s->err, s->errlen, -ENOMEM, "%s: out of memory", s->name);
+	*s->threads = *threads;
+	t->time_ns = scan_dumped(s);
+	return 0;
+}
+
 int fr_pytorch_from_val(struct fr_doc *d, const struct fr_val *root, const char *name,
 			uint32_t rank, uint64_t time_ns, struct fr_trace *t, char *err,
 			size_t errlen)
@@ -212,11 +296,12 @@ int fr_pytorch_from_val(struct fr_doc *d, const struct fr_val *root, const char 
 	const struct fr_val *entries = fr_val_get(root, "entries");
 	struct fr_val *config = (struct fr_val *)fr_val_get(root, "pg_config");
 	const char *lib = fr_val_str(fr_val_get(root, "comm_lib_version"));
-	const struct fr_val *latest_framed = NULL, *open_framed = NULL;
-	struct fr_val_keymap map = { 0 };
+	struct fr_dump_visit visit = { scan_entry, scan_done, NULL };
+	struct scan *s;
 	char reason[64];
-	uint64_t latest = 0, timeout = 0, dumped, first_id = 0;
+	uint64_t dumped = time_ns, first_id = 0;
 	struct fr_val *w;
+	int rc;
 
 	memset(t, 0, sizeof(*t));
 	if (!version || strncmp(version, "2.", 2) != 0)
@@ -225,51 +310,33 @@ int fr_pytorch_from_val(struct fr_doc *d, const struct fr_val *root, const char 
 			    "(this build reads 2.x)", name, version ? version : "?");
 	if (!fr_val_is(config, FR_VAL_OBJECT))
 		return fail(err, errlen, -EPROTO, "%s: pg_config: expected an object", name);
+	s = calloc(1, sizeof(*s));
+	if (!s)
+		return fail(err, errlen, -ENOMEM, "%s: out of memory", name);
+	*s = (struct scan){ .d = d, .time_ns = time_ns, .name = name, .err = err,
+			    .errlen = errlen };
+	visit.arg = s;
+	if (entries->n)
+		first_id = positive(fr_val_get(entries->u.items[0], "record_id"));
 	/*
-	 * One pass over the entries for the latest time and longest timeout
-	 * they name, the first record id, and the rank's stack: the Python
-	 * frames of its latest operation not completed (what it waits in),
-	 * else of its latest one (PyTorch records frames per operation, at
-	 * its creation, not per thread).
+	 * The wrapper's time and stack are learnt from the entries as the
+	 * dump reader reads them, and set once it has (scan_done()); its
+	 * time until then is the file's, which the reader accepts. A time
+	 * past what a dump may say (from a caller, not a file) is worked out
+	 * first instead, for the reader to judge as before.
 	 */
-	for (uint32_t i = 0; i < entries->n; i++) {
-		const struct fr_val *e = entries->u.items[i];
-		const struct fr_val *f[PF__COUNT];
-		uint64_t to;
-		const char *st;
-
-		fr_val_fields(&map, e, entry_keys, PF__COUNT, f);
-		for (int k = PF_CREATED; k <= PF_COMPLETED; k++)
-			if (positive(f[k]) > latest)
-				latest = positive(f[k]);
-		/* (A timeout past a day says nothing about when it dumped.) */
-		to = positive(f[PF_TIMEOUT]);
-		to = to > 86400000u ? 0 : to * 1000000u;
-		if (to > timeout)
-			timeout = to;
-		if (i == 0)
-			first_id = positive(f[PF_RECORD_ID]);
-		if (!fr_val_is(f[PF_FRAMES], FR_VAL_ARRAY))
-			continue;
-		latest_framed = e;
-		st = fr_val_str(f[PF_STATE]);
-		if (!st || strcmp(st, "completed") != 0)
-			open_framed = e;
+	if (time_ns > INT64_MAX) {
+		for (uint32_t i = 0; i < entries->n; i++)
+			scan_entry(s, i, entries->u.items[i]);
+		dumped = scan_dumped(s);
+		visit.entry = NULL;
+		visit.done = NULL;
 	}
-	/*
-	 * When the dump was written: its file's time, unless the file was
-	 * copied since. PyTorch dumps when an operation times out, so the dump
-	 * is at most a timeout after the latest time it holds.
-	 */
-	dumped = time_ns;
-	if (timeout && dumped > latest + timeout)
-		dumped = latest + timeout;
-	if (dumped < latest)
-		dumped = latest;
 	snprintf(reason, sizeof(reason), "PyTorch Flight Recorder %s", version);
 	/* The wrapper shares the dump's own pg_config and entries. Entries
 	 * before the first one kept were lost to the ring's wrap. */
 	w = fr_val_object(d);
+	s->threads = visit.done ? fr_val_array(d) : scan_threads(s);
 	if (!w || !put(d, w, "format", text(d, FR_DUMP_FORMAT)) ||
 	    !put(d, w, "version", text(d, FR_DUMP_VERSION)) || !put(d, w, "job", text(d, "")) ||
 	    !put(d, w, "rank", fr_val_int(d, rank)) ||
@@ -282,10 +349,14 @@ int fr_pytorch_from_val(struct fr_doc *d, const struct fr_val *root, const char 
 	    !put(d, w, "dropped_entries", fr_val_int(d, (int64_t)first_id)) ||
 	    !put(d, w, "pg_config", config) ||
 	    !put(d, w, "pg_status", status_copy(d, fr_val_get(root, "pg_status"))) ||
-	    !put(d, w, "entries", (struct fr_val *)entries) ||
-	    !put(d, w, "threads", threads_val(d, open_framed ? open_framed : latest_framed)))
-		return fail(err, errlen, -ENOMEM, "%s: out of memory", name);
-	return fr_dump_from_val(w, name, t, err, errlen);
+	    !put(d, w, "entries", (struct fr_val *)entries) || !put(d, w, "threads", s->threads)) {
+		rc = fail(err, errlen, -ENOMEM, "%s: out of memory", name);
+		goto out_free;
+	}
+	rc = fr_dump_from_val_visit(w, name, t, err, errlen, &visit);
+out_free:
+	free(s);
+	return rc;
 }
 
 int fr_pytorch_parse(const void *buf, size_t len, const char *name, uint32_t rank,

@@ -7,6 +7,7 @@
  */
 #include "value.h"
 
+#include <assert.h>
 #include <errno.h>
 #include <inttypes.h>
 #include <math.h>
@@ -488,40 +489,6 @@ static size_t utf8_put(char *o, uint32_t cp)
 	o[2] = (char)(0x80 | ((cp >> 6) & 0x3f));
 	o[3] = (char)(0x80 | (cp & 0x3f));
 	return 4;
-}
-
-/* Whether a[0..n) equals b[0..n): inline, eight bytes at a time, for the
- * short keys of a dump, where calling memcmp costs more than comparing. */
-static inline bool same_bytes(const char *a, const char *b, size_t n)
-{
-	uint64_t x, y;
-	uint32_t u, v;
-
-	if (n >= 8) {
-		for (size_t i = 0; i + 8 < n; i += 8) {
-			memcpy(&x, a + i, 8);
-			memcpy(&y, b + i, 8);
-			if (x != y)
-				return false;
-		}
-		/* The last eight, overlapping what was compared. */
-		memcpy(&x, a + n - 8, 8);
-		memcpy(&y, b + n - 8, 8);
-		return x == y;
-	}
-	if (n >= 4) {
-		memcpy(&u, a, 4);
-		memcpy(&v, b, 4);
-		if (u != v)
-			return false;
-		memcpy(&u, a + n - 4, 4);
-		memcpy(&v, b + n - 4, 4);
-		return u == v;
-	}
-	for (; n; n--)
-		if (*a++ != *b++)
-			return false;
-	return true;
 }
 
 /* Makes `v` the string s[0..n), copied into the document. */
@@ -1071,6 +1038,18 @@ int fr_json_value(struct fr_json_in *ps, struct fr_doc *d, struct fr_val **out)
 	return rc;
 }
 
+const char *fr_json_cursor(const struct fr_json_in *ps, const char **end)
+{
+	*end = ps->end;
+	return ps->p;
+}
+
+void fr_json_set_cursor(struct fr_json_in *ps, const char *p)
+{
+	assert(p >= ps->p && p <= ps->end);
+	ps->p = p;
+}
+
 char fr_json_peek(struct fr_json_in *ps)
 {
 	skip_ws(ps);
@@ -1103,7 +1082,7 @@ static inline bool key_is(struct fr_json_in *ps, const char *key, size_t n)
 	/* "key": as a compact writer puts it; anything else takes the
 	 * general path. */
 	if ((size_t)(ps->end - p) < n + 3 || p[0] != '"' || p[n + 1] != '"' || p[n + 2] != ':' ||
-	    !same_bytes(p + 1, key, n))
+	    !fr_same_bytes(p + 1, key, n))
 		return false;
 	ps->p = p + n + 3;
 	return true;
@@ -1179,7 +1158,7 @@ int fr_json_object(struct fr_json_in *ps, struct fr_doc *d, const struct fr_json
 			if ((rc = string(ps, &key)))
 				break;
 			for (int i = 0; i < nkeys; i++) {
-				if (keys[i].len == key.n && same_bytes(keys[i].key, key.u.s, key.n)) {
+				if (keys[i].len == key.n && fr_same_bytes(keys[i].key, key.u.s, key.n)) {
 					index = i;
 					break;
 				}
@@ -1263,7 +1242,7 @@ void fr_val_fields(struct fr_val_keymap *map, const struct fr_val *obj,
 			index = map->seen[slot].index;
 		} else {
 			for (int i = 0; i < nkeys; i++) {
-				if (keys[i].len == k->n && same_bytes(keys[i].key, k->u.s, k->n)) {
+				if (keys[i].len == k->n && fr_same_bytes(keys[i].key, k->u.s, k->n)) {
 					index = i;
 					break;
 				}

@@ -18,6 +18,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 /* The deepest nesting either parser accepts (a scalar in a list in a dict
  * is 2); Flight Recorder dumps need 5. */
@@ -136,6 +137,15 @@ int fr_json_parse_with(struct fr_doc *d, const char *buf, size_t len,
 		       const struct fr_json_hook *hook, struct fr_val **out, char *err,
 		       size_t errlen);
 
+/*
+ * The text not yet read, up to *end, and moving the cursor forward to `p`
+ * (at most *end): for a hook that scans a value of a shape it knows itself
+ * and leaves anything else to the functions below, from where it started.
+ * What it skips is not checked by the parser.
+ */
+const char *fr_json_cursor(const struct fr_json_in *in, const char **end);
+void fr_json_set_cursor(struct fr_json_in *in, const char *p);
+
 /* One value at the cursor into `d`, as fr_json_parse would. */
 int fr_json_value(struct fr_json_in *in, struct fr_doc *d, struct fr_val **out);
 /* Skips white space; the next byte, or '\0' at the end of the text. */
@@ -182,6 +192,41 @@ struct fr_val_keymap {
 
 void fr_val_fields(struct fr_val_keymap *map, const struct fr_val *obj,
 		   const struct fr_json_key *keys, int nkeys, const struct fr_val **out);
+
+/* Whether a[0..n) equals b[0..n): inline, eight bytes at a time, for the
+ * short keys of a dump, where calling memcmp costs more than comparing
+ * (for this parser, and for readers that scan text themselves). */
+static inline bool fr_same_bytes(const char *a, const char *b, size_t n)
+{
+	uint64_t x, y;
+	uint32_t u, v;
+
+	if (n >= 8) {
+		for (size_t i = 0; i + 8 < n; i += 8) {
+			memcpy(&x, a + i, 8);
+			memcpy(&y, b + i, 8);
+			if (x != y)
+				return false;
+		}
+		/* The last eight, overlapping what was compared. */
+		memcpy(&x, a + n - 8, 8);
+		memcpy(&y, b + n - 8, 8);
+		return x == y;
+	}
+	if (n >= 4) {
+		memcpy(&u, a, 4);
+		memcpy(&v, b, 4);
+		if (u != v)
+			return false;
+		memcpy(&u, a + n - 4, 4);
+		memcpy(&v, b + n - 4, 4);
+		return u == v;
+	}
+	for (; n; n--)
+		if (*a++ != *b++)
+			return false;
+	return true;
+}
 
 /* The same tree as a jansson value (a new reference), for writers and
  * tests; NULL when out of memory. Shared values are copied. */

@@ -32,16 +32,20 @@
  * was sent. A failed payload decode leaves the message zeroed.
  *
  * The token functions at the end are the one place where the agent and the
- * daemon must agree on more than bytes: what a token file may hold and how
- * a proof is computed. They live here, with the HELLO encoding the proof
- * covers, rather than in a module of their own that both would link.
+ * daemon must agree on more than bytes: what a token or job key file may
+ * hold and how a proof is computed. They live here, with the HELLO
+ * encoding the proof covers, rather than in a module of their own that
+ * both would link; so does the small-file reader they share with the
+ * daemon's --config file.
  */
 #include "wire.h"
 
 #include <assert.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <inttypes.h>
 #include <stdbool.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -858,7 +862,179 @@ bool fr_wire_valid_name(const char *s)
 	return n > 0;
 }
 
-/* Tokens and proofs */
+/* Live looks' scopes */
+
+/*
+ * Reads the decimal number at *s into *v: digits only, no leading zero
+ * unless `zero_ok`, at most `max`. Moves *s past it; false when there is
+ * none or it is out of bounds.
+ */
+static bool live_number(const char **s, uint64_t max, bool zero_ok, uint64_t *v)
+{
+	const char *p = *s;
+
+	*v = 0;
+	if (*p < '0' || *p > '9' || (!zero_ok && *p == '0' && p[1] >= '0' && p[1] <= '9'))
+		return false;
+	for (; *p >= '0' && *p <= '9'; p++) {
+		if (*v > (max - (uint64_t)(*p - '0')) / 10)
+			return false;
+		*v = *v * 10 + (uint64_t)(*p - '0');
+	}
+	*s = p;
+	return true;
+}
+
+enum fr_wire_live_scope fr_wire_live_scope(const char *id, uint32_t *last)
+{
+	const char *p = id + sizeof(FR_WIRE_LIVE_PREFIX) - 1;
+	uint64_t n, v;
+
+	*last = 0;
+	if (strncmp(id, FR_WIRE_LIVE_PREFIX, sizeof(FR_WIRE_LIVE_PREFIX) - 1) != 0)
+		return FR_WIRE_LIVE_NONE;
+	if (strncmp(p, "stacks-", 7) == 0) {
+		p += 7;
+		if (live_number(&p, UINT64_MAX, true, &n) && !*p)
+			return FR_WIRE_LIVE_STACKS;
+	} else if (strncmp(p, "trace", 5) == 0) {
+		p += 5;
+		if (live_number(&p, FR_WIRE_LIVE_TRACE_MAX, false, &v) && v > 0 && *p++ == '-' &&
+		    live_number(&p, UINT64_MAX, true, &n) && !*p) {
+			*last = (uint32_t)v;
+			return FR_WIRE_LIVE_TRACE;
+		}
+	}
+	return FR_WIRE_LIVE_WHOLE;
+}
+
+int fr_wire_live_id(char *out, size_t cap, enum fr_wire_live_scope scope, uint32_t last,
+		    uint64_t n)
+{
+	int len;
+
+	switch (scope) {
+	case FR_WIRE_LIVE_WHOLE:
+		len = snprintf(out, cap, FR_WIRE_LIVE_PREFIX "%" PRIu64, n);
+		break;
+	case FR_WIRE_LIVE_STACKS:
+		len = snprintf(out, cap, FR_WIRE_LIVE_PREFIX "stacks-%" PRIu64, n);
+		break;
+	case FR_WIRE_LIVE_TRACE:
+		if (last == 0 || last > FR_WIRE_LIVE_TRACE_MAX)
+			return -EINVAL;
+		len = snprintf(out, cap, FR_WIRE_LIVE_PREFIX "trace%" PRIu32 "-%" PRIu64, last, n);
+		break;
+	default:
+		return -EINVAL;
+	}
+	return len < 0 || (size_t)len >= cap ? -EMSGSIZE : 0;
+}
+
+/* Small files, tokens and proofs */
+
+int fr_read_small_file(const char *path, size_t max, char **data, size_t *len,
+		       struct stat *st)
+{
+	struct stat sb;
+	size_t n = 0;
+	char *buf;
+	int fd, err;
+
+	*data = NULL;
+	*len = 0;
+	/* O_NONBLOCK: opening a FIFO for reading would wait for a writer. */
+	fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
+	if (fd < 0)
+		return -errno;
+	if (fstat(fd, &sb) < 0) {
+		err = -errno;
+		goto out_close;
+	}
+	if (!S_ISREG(sb.st_mode)) {
+		err = -EINVAL;
+		goto out_close;
+	}
+	if ((uint64_t)sb.st_size > max) {
+		err = -EFBIG;
+		goto out_close;
+	}
+	/*
+	 * Room for one byte past the limit, to tell a file that grew since
+	 * fstat() (or that, like those of /proc, says it is empty), and for
+	 * the NUL.
+	 */
+	buf = malloc(max + 2);
+	if (!buf) {
+		err = -ENOMEM;
+		goto out_close;
+	}
+	while (n < max + 1) {
+		ssize_t r = read(fd, buf + n, max + 1 - n);
+
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r < 0) {
+			err = -errno;
+			goto out_free;
+		}
+		if (r == 0)
+			break;
+		n += (size_t)r;
+	}
+	if (n > max) {
+		err = -EFBIG;
+		goto out_free;
+	}
+	buf[n] = '\0';
+	*data = buf;
+	*len = n;
+	if (st)
+		*st = sb;
+	close(fd);
+	return 0;
+
+out_free:
+	explicit_bzero(buf, n);
+	free(buf);
+out_close:
+	close(fd);
+	return err;
+}
+
+/*
+ * Reads a file of secrets for fr_wire_token_read() and
+ * fr_wire_job_key_read(): at most `max` bytes, less one trailing newline,
+ * into `out`. Returns 0, or a negative errno with `*why` set for -EINVAL;
+ * `too_long` is the reason for a file over `max` bytes.
+ */
+static int read_secret(const char *path, size_t max, const char *too_long, char *out,
+		       size_t *len, const char **why, bool *others_can_read)
+{
+	struct stat st;
+	char *text;
+	int err;
+
+	*why = NULL;
+	*others_can_read = false;
+	*len = 0;
+	err = fr_read_small_file(path, max, &text, len, &st);
+	if (err == -EINVAL)
+		*why = "not a regular file";
+	if (err == -EFBIG) {
+		*why = too_long;
+		err = -EINVAL;
+	}
+	if (err)
+		return err;
+	*others_can_read = (st.st_mode & S_IROTH) != 0;
+	if (*len && text[*len - 1] == '\n')
+		(*len)--;
+	memcpy(out, text, *len);
+	explicit_bzero(text, *len);
+	free(text);
+	return 0;
+}
 
 /* What a token may hold: printable ASCII, no space. */
 static bool token_byte(uint8_t c)
@@ -870,43 +1046,15 @@ int fr_wire_token_read(const char *path, struct fr_token *t, const char **why,
 		       bool *others_can_read)
 {
 	/* One byte over the limit and its newline tell a token that is too long. */
-	uint8_t buf[FR_TOKEN_MAX + 2];
-	struct stat st;
-	size_t len = 0;
-	int fd, err = 0;
+	char buf[FR_TOKEN_MAX + 2];
+	size_t len;
+	int err;
 
 	memset(t, 0, sizeof(*t));
-	*why = NULL;
-	*others_can_read = false;
-	/* O_NONBLOCK: opening a FIFO for reading would wait for a writer. */
-	fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
-	if (fd < 0)
-		return -errno;
-	if (fstat(fd, &st) < 0) {
-		err = -errno;
-		goto out_close;
-	}
-	if (!S_ISREG(st.st_mode)) {
-		*why = "not a regular file";
-		err = -EINVAL;
-		goto out_close;
-	}
-	*others_can_read = (st.st_mode & S_IROTH) != 0;
-	while (len < sizeof(buf)) {
-		ssize_t n = read(fd, buf + len, sizeof(buf) - len);
-
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n < 0) {
-			err = -errno;
-			goto out_wipe;
-		}
-		if (n == 0)
-			break;
-		len += (size_t)n;
-	}
-	if (len && buf[len - 1] == '\n')
-		len--;
+	err = read_secret(path, sizeof(buf), "longer than 1024 bytes", buf, &len, why,
+			  others_can_read);
+	if (err)
+		return err;
 	if (len == 0) {
 		*why = "empty";
 		err = -EINVAL;
@@ -918,7 +1066,7 @@ int fr_wire_token_read(const char *path, struct fr_token *t, const char **why,
 		err = -EINVAL;
 	}
 	for (size_t i = 0; !err && i < len; i++) {
-		if (!token_byte(buf[i])) {
+		if (!token_byte((uint8_t)buf[i])) {
 			*why = "holds a byte that is not printable ASCII, or a space";
 			err = -EINVAL;
 		}
@@ -927,10 +1075,7 @@ int fr_wire_token_read(const char *path, struct fr_token *t, const char **why,
 		memcpy(t->bytes, buf, len);
 		t->len = len;
 	}
-out_wipe:
 	explicit_bzero(buf, sizeof(buf));
-out_close:
-	close(fd);
 	return err;
 }
 
@@ -944,34 +1089,58 @@ bool fr_wire_token_equal(const struct fr_token *t, const char *s, size_t len)
 	return t->len > 0 && fr_ct_equal(want, got, sizeof(want));
 }
 
-int fr_wire_auth_proof(const struct fr_token *t, const uint8_t nonce[FR_WIRE_NONCE_SIZE],
-		       const struct fr_msg_hello *hello, uint8_t proof[FR_WIRE_PROOF_SIZE])
+int fr_wire_job_key(const struct fr_token *t, const char *job,
+		    uint8_t key[FR_WIRE_JOB_KEY_SIZE])
 {
-	/* Each label goes with its NUL (sizeof), which ends it. */
+	/* The label goes with its NUL (sizeof), which ends it. */
 	static const char job_label[] = "flightrec job key";
+	size_t len = strnlen(job, FR_JOB_MAX + 1);
+	struct fr_hmac_sha256 m;
+
+	memset(key, 0, FR_WIRE_JOB_KEY_SIZE);
+	if (!t->len || len > FR_JOB_MAX)
+		return -EINVAL;
+	fr_hmac_sha256_init(&m, t->bytes, t->len);
+	fr_hmac_sha256_update(&m, job_label, sizeof(job_label));
+	fr_hmac_sha256_update(&m, job, len);
+	fr_hmac_sha256_final(&m, key);
+	return 0;
+}
+
+int fr_wire_auth_proof_key(const uint8_t key[FR_WIRE_JOB_KEY_SIZE],
+			   const uint8_t nonce[FR_WIRE_NONCE_SIZE],
+			   const struct fr_msg_hello *hello, uint8_t proof[FR_WIRE_PROOF_SIZE])
+{
 	static const char hello_label[] = "flightrec hello";
 	uint8_t frame[FR_WIRE_HEADER_SIZE + FR_WIRE_HELLO_MAX_PAYLOAD];
-	uint8_t key[FR_SHA256_SIZE];
 	struct fr_hmac_sha256 m;
 	int n;
 
 	memset(proof, 0, FR_WIRE_PROOF_SIZE);
-	if (!t->len)
-		return -EINVAL;
 	n = fr_wire_hello_encode(hello, frame, sizeof(frame));
 	if (n < 0)
 		return -EINVAL;
-	fr_hmac_sha256_init(&m, t->bytes, t->len);
-	fr_hmac_sha256_update(&m, job_label, sizeof(job_label));
-	fr_hmac_sha256_update(&m, hello->job, strlen(hello->job));
-	fr_hmac_sha256_final(&m, key);
-	fr_hmac_sha256_init(&m, key, sizeof(key));
+	fr_hmac_sha256_init(&m, key, FR_WIRE_JOB_KEY_SIZE);
 	fr_hmac_sha256_update(&m, hello_label, sizeof(hello_label));
 	fr_hmac_sha256_update(&m, nonce, FR_WIRE_NONCE_SIZE);
 	fr_hmac_sha256_update(&m, frame + FR_WIRE_HEADER_SIZE, (size_t)n - FR_WIRE_HEADER_SIZE);
 	fr_hmac_sha256_final(&m, proof);
-	explicit_bzero(key, sizeof(key));
 	return 0;
+}
+
+int fr_wire_auth_proof(const struct fr_token *t, const uint8_t nonce[FR_WIRE_NONCE_SIZE],
+		       const struct fr_msg_hello *hello, uint8_t proof[FR_WIRE_PROOF_SIZE])
+{
+	uint8_t key[FR_WIRE_JOB_KEY_SIZE];
+	int err;
+
+	memset(proof, 0, FR_WIRE_PROOF_SIZE);
+	/* A HELLO whose job is too long to encode has no proof either. */
+	err = fr_wire_job_key(t, hello->job, key);
+	if (!err)
+		err = fr_wire_auth_proof_key(key, nonce, hello, proof);
+	explicit_bzero(key, sizeof(key));
+	return err;
 }
 
 bool fr_wire_auth_verify(const struct fr_token *t, const uint8_t nonce[FR_WIRE_NONCE_SIZE],
@@ -983,4 +1152,58 @@ bool fr_wire_auth_verify(const struct fr_token *t, const uint8_t nonce[FR_WIRE_N
 
 	explicit_bzero(want, sizeof(want));
 	return ok;
+}
+
+/* The value of a hex digit, either case; -1 for any other character. */
+static int hex_value(char c)
+{
+	if (c >= '0' && c <= '9')
+		return c - '0';
+	if (c >= 'a' && c <= 'f')
+		return c - 'a' + 10;
+	if (c >= 'A' && c <= 'F')
+		return c - 'A' + 10;
+	return -1;
+}
+
+int fr_wire_job_key_parse(const char *s, size_t len, uint8_t key[FR_WIRE_JOB_KEY_SIZE],
+			  const char **why)
+{
+	memset(key, 0, FR_WIRE_JOB_KEY_SIZE);
+	*why = NULL;
+	if (len == 0)
+		*why = "empty";
+	else if (len < FR_WIRE_JOB_KEY_HEX)
+		*why = "shorter than 64 hex digits";
+	else if (len > FR_WIRE_JOB_KEY_HEX)
+		*why = "longer than 64 hex digits";
+	for (size_t i = 0; !*why && i < FR_WIRE_JOB_KEY_HEX; i += 2) {
+		int hi = hex_value(s[i]), lo = hex_value(s[i + 1]);
+
+		if (hi < 0 || lo < 0)
+			*why = "holds a character that is not a hex digit";
+		else
+			key[i / 2] = (uint8_t)(hi << 4 | lo);
+	}
+	if (!*why)
+		return 0;
+	explicit_bzero(key, FR_WIRE_JOB_KEY_SIZE);
+	return -EINVAL;
+}
+
+int fr_wire_job_key_read(const char *path, uint8_t key[FR_WIRE_JOB_KEY_SIZE], const char **why,
+			 bool *others_can_read)
+{
+	/* One digit over and its newline tell a key that is too long. */
+	char buf[FR_WIRE_JOB_KEY_HEX + 2];
+	size_t len;
+	int err;
+
+	memset(key, 0, FR_WIRE_JOB_KEY_SIZE);
+	err = read_secret(path, sizeof(buf), "longer than 64 hex digits", buf, &len, why,
+			  others_can_read);
+	if (!err)
+		err = fr_wire_job_key_parse(buf, len, key, why);
+	explicit_bzero(buf, sizeof(buf));
+	return err;
 }

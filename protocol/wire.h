@@ -203,6 +203,50 @@ struct fr_msg_heartbeat {
 	uint64_t now_ns; /* agent's CLOCK_REALTIME */
 };
 
+/*
+ * The incident ids of live looks start with this (protocol/PROTOCOL.md,
+ * "Live looks"): the daemon's debug server asks for a dump to show a rank's
+ * stacks or ring now, the agent uploads it as for an incident and keeps no
+ * local copy. The daemon never gives an incident such an id.
+ */
+#define FR_WIRE_LIVE_PREFIX "live-"
+
+/*
+ * What a live look asks the agent to put in its dump, said by the rest of
+ * its id (PROTOCOL.md, "Live looks"), so that a look costs the job and the
+ * daemon only what it shows:
+ *
+ *   live-stacks-<n>     every thread's stack; no entries, no communicators
+ *   live-trace<N>-<n>   the newest N ring entries and the communicators; no
+ *                       stack, so no signal to the application's threads
+ *   live-<other>        the whole dump
+ *
+ * N is 1 to FR_WIRE_LIVE_TRACE_MAX without leading zeros, <n> one or more
+ * decimal digits that tell looks apart, and nothing follows it. Any other
+ * id with the prefix asks for the whole dump, which is also what an agent
+ * that predates scopes sends for every live look: it holds everything any
+ * scope asks for, so the daemon accepts it whatever it asked.
+ */
+enum fr_wire_live_scope {
+	FR_WIRE_LIVE_NONE,      /* not a live look's id */
+	FR_WIRE_LIVE_WHOLE,
+	FR_WIRE_LIVE_STACKS,
+	FR_WIRE_LIVE_TRACE,
+};
+#define FR_WIRE_LIVE_TRACE_MAX 100000u
+
+/* The scope of incident id `id`; *last is N for FR_WIRE_LIVE_TRACE, else 0. */
+enum fr_wire_live_scope fr_wire_live_scope(const char *id, uint32_t *last);
+
+/*
+ * Writes the id of live look `n` of `scope` (FR_WIRE_LIVE_TRACE: of the
+ * newest `last` entries) into `out`. Returns 0, -EINVAL for
+ * FR_WIRE_LIVE_NONE or a `last` out of bounds, -EMSGSIZE when `cap` is too
+ * small.
+ */
+int fr_wire_live_id(char *out, size_t cap, enum fr_wire_live_scope scope, uint32_t last,
+		    uint64_t n);
+
 /* Daemon -> agent: write a dump now and upload it for this incident. */
 struct fr_msg_dump_request {
 	char incident[FR_INCIDENT_MAX + 1];
@@ -281,6 +325,21 @@ void fr_wire_comm_free(struct fr_msg_comm *m);
 void fr_wire_progress_free(struct fr_msg_progress *m);
 
 /*
+ * Reads a small regular file whole, the way every file of secrets or
+ * settings is read: opened without waiting (a FIFO has no writer to wait
+ * for, a device is refused), refused unless it is a regular file, refused
+ * when larger than `max` bytes (-EFBIG, also when it grows past `max`
+ * while being read). On success `*data` is a NUL-terminated copy of the
+ * `*len` bytes read, which the caller owns and frees, wiping it first
+ * when it held a secret; `st`, when not NULL, receives the file's fstat().
+ * Returns 0, -EINVAL for a file that is not a regular file, -EFBIG,
+ * -ENOMEM or the errno of open() or read(); on failure `*data` is NULL.
+ */
+struct stat;
+int fr_read_small_file(const char *path, size_t max, char **data, size_t *len,
+		       struct stat *st);
+
+/*
  * The shared token of a daemon and its agents (flightrecd --token-file,
  * FLIGHTREC_TOKEN_FILE): FR_TOKEN_MIN to FR_TOKEN_MAX bytes of printable
  * ASCII without spaces, so that it can also travel as an HTTP bearer token.
@@ -318,8 +377,9 @@ bool fr_wire_token_equal(const struct fr_token *t, const char *s, size_t len);
  *   proof = HMAC-SHA256(key, "flightrec hello" 0x00 nonce hello-payload)
  *
  * where hello-payload is the HELLO's payload as fr_wire_hello_encode()
- * writes it. Returns 0, or -EINVAL when the HELLO cannot be encoded (a
- * string over its limit) or `t` is empty.
+ * writes it: fr_wire_job_key() then fr_wire_auth_proof_key(). Returns 0,
+ * or -EINVAL when the HELLO cannot be encoded (a string over its limit) or
+ * `t` is empty.
  */
 int fr_wire_auth_proof(const struct fr_token *t, const uint8_t nonce[FR_WIRE_NONCE_SIZE],
 		       const struct fr_msg_hello *hello, uint8_t proof[FR_WIRE_PROOF_SIZE]);
@@ -327,5 +387,47 @@ int fr_wire_auth_proof(const struct fr_token *t, const uint8_t nonce[FR_WIRE_NON
 /* Whether `proof` is the proof of `hello` for `nonce`, compared in constant time. */
 bool fr_wire_auth_verify(const struct fr_token *t, const uint8_t nonce[FR_WIRE_NONCE_SIZE],
 			 const struct fr_msg_hello *hello, const uint8_t proof[FR_WIRE_PROOF_SIZE]);
+
+/*
+ * A job's key, the first step of the proof: HMAC-SHA256(token, "flightrec
+ * job key" 0x00 job). It proves HELLOs of that job only, so a launcher can
+ * hand a job its key (flightrecd --job-key, FLIGHTREC_JOB_KEY_FILE) instead
+ * of the cluster's token. Returns 0, or -EINVAL when `t` is empty or `job`
+ * is longer than FR_JOB_MAX (and `key` is zeroed). The caller wipes `key`.
+ */
+#define FR_WIRE_JOB_KEY_SIZE 32
+#define FR_WIRE_JOB_KEY_HEX (2 * FR_WIRE_JOB_KEY_SIZE)
+int fr_wire_job_key(const struct fr_token *t, const char *job,
+		    uint8_t key[FR_WIRE_JOB_KEY_SIZE]);
+
+/*
+ * The second step: the proof of `hello` for `nonce` from its job's key.
+ * Equal to fr_wire_auth_proof() with the token the key was made from, when
+ * `hello->job` is the key's job. Returns 0, or -EINVAL when the HELLO
+ * cannot be encoded (and `proof` is zeroed).
+ */
+int fr_wire_auth_proof_key(const uint8_t key[FR_WIRE_JOB_KEY_SIZE],
+			   const uint8_t nonce[FR_WIRE_NONCE_SIZE],
+			   const struct fr_msg_hello *hello, uint8_t proof[FR_WIRE_PROOF_SIZE]);
+
+/*
+ * Parses a job key written as FR_WIRE_JOB_KEY_HEX hex digits (`len` bytes
+ * of `s`, nothing else: no newline). Both cases are accepted; flightrecd
+ * writes lowercase. Returns 0, or -EINVAL with `*why` naming what is wrong
+ * (and `key` zeroed).
+ */
+int fr_wire_job_key_parse(const char *s, size_t len, uint8_t key[FR_WIRE_JOB_KEY_SIZE],
+			  const char **why);
+
+/*
+ * Reads a job key file (FLIGHTREC_JOB_KEY_FILE): the key in hex, optionally
+ * followed by one newline, read as fr_read_small_file() reads. Returns 0,
+ * or a negative errno: -EINVAL with `*why` naming what is wrong (not a
+ * regular file, too short, too long, not hex), other errors from open()
+ * and read() with `*why` NULL. `*others_can_read` as fr_wire_token_read()
+ * says. On failure `key` is zeroed.
+ */
+int fr_wire_job_key_read(const char *path, uint8_t key[FR_WIRE_JOB_KEY_SIZE], const char **why,
+			 bool *others_can_read);
 
 #endif

@@ -85,6 +85,21 @@ expect_status 404 "a:b" "$TOKEN_VALUE"
 [ "$(curl -s -o /dev/null -w '%{http_code}' --max-time 5 -X POST "$HTTP/v1/jobs/$JOB")" = 405 ] ||
 	fail "POST to a read-only endpoint was not refused"
 [ "$(http_status "/v1/jobs/$JOB")" = 200 ] || fail "read-only endpoints must stay open"
+# Oversized requests are refused with a status, not read: a body on the
+# one POST (announced, or chunked without end), a URL beyond the server's
+# request memory.
+head -c 100000 /dev/zero >"$T/body"
+[ "$(curl -s -o "$T/big.json" -w '%{http_code}' --max-time 5 -X POST \
+	-H "Authorization: Bearer $TOKEN_VALUE" --data-binary @"$T/body" \
+	"$HTTP/v1/jobs/$JOB/dump")" = 413 ] || fail "a POST with a 100 kB body was not refused with 413"
+expect '.error == "this request takes no body"' "$T/big.json"
+[ "$(yes | head -c 50000000 | curl -s -o /dev/null -w '%{http_code}' --max-time 5 -X POST \
+	-H "Transfer-Encoding: chunked" --data-binary @- "$HTTP/v1/jobs/$JOB/dump")" = 413 ] ||
+	fail "a chunked POST body was not refused with 413"
+long=$(head -c 100000 /dev/zero | tr '\0' a)
+[ "$(curl -s -o /dev/null -w '%{http_code}' --max-time 5 "$HTTP/v1/jobs/$long")" = 414 ] ||
+	fail "a 100 kB URL was not refused with 414"
+[ "$(http_status /healthz)" = 200 ] || fail "the daemon is unhealthy after oversized requests"
 # The watchdog's incident may still be finishing: a manual one waits (409).
 accepted() { [ "$(post_dump "$JOB" "$TOKEN_VALUE")" = 202 ]; }
 wait_for 20 accepted || fail "manual dump not accepted: $(cat "$T/post.json")"

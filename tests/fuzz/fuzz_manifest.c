@@ -1,15 +1,17 @@
 /*
  * libFuzzer target for the readers that take a path (dumps/dump.h):
  * fr_manifest_read_file(), which reads an incident's manifest (the
- * daemon's live view of every rank, as a list of dump objects), and
- * fr_dump_read_file() on the same file. Each input is written to a memory
- * file (memfd) once made, and the readers open it by its /proc/self/fd
- * name, so that a run costs no disk.
+ * daemon's live view of every rank, as a list of dump objects; from format
+ * 2.0 with each communicator's members once, in a table the views refer
+ * to), and fr_dump_read_file() on the same file. Each input is written to
+ * a memory file (memfd) once made, and the readers open it by its
+ * /proc/self/fd name, so that a run costs no disk.
  *
  * A manifest that is read must hold what fr_manifest_read_file() promises,
- * and each of its ranks, written out as a dump, must read back the same.
- * A file read by fr_dump_read_file() must read the same through
- * fr_dump_parse().
+ * each of its ranks, written out as a dump, must read back the same, and
+ * the manifest written out again (format 2.0, whatever it was read from)
+ * must read back the same. A file read by fr_dump_read_file() must read
+ * the same through fr_dump_parse().
  */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
@@ -35,6 +37,49 @@ static bool read_rc_ok(int rc)
 	return rc == 0 || rc == -EPROTO || rc == -EPROTONOSUPPORT || rc == -ENOMEM;
 }
 
+/*
+ * Writes `m` as a manifest and reads it back: the same views, whose
+ * communicators' members are the table's or their own (so that
+ * fr_manifest_free() frees each list once).
+ */
+static void manifest_roundtrip(const struct fr_manifest *m)
+{
+	const struct fr_trace **ptrs = calloc(m->nranks ? m->nranks : 1, sizeof(*ptrs));
+	struct fr_manifest again;
+	char err[512];
+	json_t *doc;
+	char *text;
+	int rc;
+
+	FUZZ_CHECK(ptrs);
+	for (size_t i = 0; i < m->nranks; i++)
+		ptrs[i] = &m->ranks[i];
+	doc = fr_manifest_to_json(m->job, m->incident, m->reason, m->world_size, m->opened_ns,
+				  m->closed_ns, ptrs, m->nranks, NULL);
+	free(ptrs);
+	if (!doc)
+		return;
+	text = json_dumps(doc, JSON_COMPACT);
+	json_decref(doc);
+	if (!text)
+		return;
+	rc = fr_manifest_parse(text, strlen(text), "again", &again, err, sizeof(err));
+	if (rc != 0 && rc != -ENOMEM) {
+		fprintf(stderr, "fuzz_manifest: a manifest written back does not read: %s\n", err);
+		abort();
+	}
+	free(text);
+	if (rc)
+		return;
+	FUZZ_CHECK(again.nranks == m->nranks && again.world_size == m->world_size);
+	FUZZ_CHECK(!again.nmembers || again.members);
+	for (size_t i = 0; i < m->nranks; i++)
+		FUZZ_SAME_TRACE("fuzz_manifest: a manifest written and read back", &m->ranks[i],
+				&again.ranks[i]);
+	fr_manifest_free(&again);
+	FUZZ_CHECK(!again.ranks && !again.members && !again.nranks);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	struct fr_manifest m;
@@ -55,16 +100,18 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	if (rc == 0) {
 		FUZZ_CHECK(m.world_size > 0);
 		FUZZ_CHECK(!m.nranks || m.ranks);
+		FUZZ_CHECK(!m.nmembers || m.members);
 		FUZZ_CHECK(strlen(m.job) <= FR_JOB_MAX && strlen(m.incident) <= FR_INCIDENT_MAX &&
 			   strlen(m.reason) <= FR_REASON_MAX);
 		for (size_t i = 0; i < m.nranks; i++) {
 			FUZZ_CHECK(m.ranks[i].rank < m.ranks[i].world_size);
 			fuzz_roundtrip("fuzz_manifest: a rank written and read back", &m.ranks[i]);
 		}
+		manifest_roundtrip(&m);
 		fr_manifest_free(&m);
 	} else {
 		FUZZ_CHECK(err[0]);
-		FUZZ_CHECK(!m.nranks && !m.ranks);
+		FUZZ_CHECK(!m.nranks && !m.ranks && !m.members);
 	}
 
 	rc = fr_dump_read_file(memfd_path, &t, err, sizeof(err));

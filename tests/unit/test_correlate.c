@@ -2412,6 +2412,160 @@ static void test_readable_1024(void **state)
 	job_free(j);
 }
 
+/*
+ * Gives `t` an application thread whose frames are `names` (innermost
+ * first), after the agent's own thread, as the agent lists them.
+ */
+static void add_named_stack(struct fr_trace *t, const char *const *names, size_t n)
+{
+	struct fr_thread *th = calloc(2, sizeof(*th));
+
+	assert_non_null(th);
+	th[0].tid = t->pid + 1;
+	snprintf(th[0].name, sizeof(th[0].name), "flightrec");
+	th[0].current = true;
+	th[1].tid = t->pid;
+	snprintf(th[1].name, sizeof(th[1].name), "hang");
+	th[1].nframes = n;
+	th[1].frames = calloc(n, sizeof(*th[1].frames));
+	assert_non_null(th[1].frames);
+	for (size_t i = 0; i < n; i++) {
+		th[1].frames[i].name = names[i] ? strdup(names[i]) : NULL;
+		th[1].frames[i].ip = 0x400000 + i;
+	}
+	t->threads = th;
+	t->nthreads = 2;
+}
+
+/*
+ * The stack grouping that fr-analyze prints and the daemon serves: ranks
+ * waiting in one collective group together whichever progress function
+ * caught them, the odd one out apart, ranks without an application stack
+ * nowhere; each group knows its ranks and a representative thread.
+ */
+static void test_stack_groups(void **state)
+{
+	static const char *const wait_a[] = { "opal_progress", "ompi_coll_wait", "PMPI_Allreduce",
+					      "train_step", "main" };
+	static const char *const wait_b[] = { "mca_pml_progress", "PMPI_Allreduce", "train_step",
+					      "main" };
+	static const char *const compute[] = { "stuck_in_compute", "train_step", "main" };
+	const struct fr_trace *idx[8] = { 0 };
+	struct job *j = job_new(8);
+	struct fr_stack_groups g;
+	struct fr_verdict *v;
+	char *buf = NULL;
+	size_t len = 0;
+	char rt[64];
+	FILE *f;
+
+	(void)state;
+	for (uint32_t r = 0; r < 7; r++)
+		rank_new(j, r, FR_RANK_DUMPED);
+	add_named_stack(&j->ev[0]->t, wait_a, 5);
+	add_named_stack(&j->ev[1]->t, wait_b, 4);
+	add_named_stack(&j->ev[2]->t, wait_a, 5);
+	add_named_stack(&j->ev[3]->t, compute, 3);
+	add_named_stack(&j->ev[4]->t, wait_b, 4);
+	add_named_stack(&j->ev[5]->t, wait_a, 5);
+	/* Rank 6 dumped only the agent's thread; rank 7 did not dump. */
+	j->ev[6]->t.threads = calloc(1, sizeof(struct fr_thread));
+	assert_non_null(j->ev[6]->t.threads);
+	j->ev[6]->t.threads[0].current = true;
+	j->ev[6]->t.nthreads = 1;
+	for (uint32_t r = 0; r < 7; r++)
+		idx[r] = &j->ev[r]->t;
+
+	assert_int_equal(fr_stack_groups_build(idx, 8, &g), 0);
+	assert_int_equal(g.nranks, 6);
+	assert_int_equal(g.ngroups, 2);
+	assert_int_equal(g.groups[0].nranks, 5);
+	fr_format_ranks(rt, sizeof(rt), g.groups[0].ranks, g.groups[0].nranks);
+	assert_string_equal(rt, "0-2,4-5");
+	/* Compared from the call into MPI outwards; the lowest rank stands
+	 * for the group. */
+	assert_int_equal(g.groups[0].nframes, 3);
+	assert_string_equal(g.groups[0].frames[0].name, "PMPI_Allreduce");
+	assert_string_equal(g.groups[0].frames[2].name, "main");
+	assert_ptr_equal(g.groups[0].thread, &j->ev[0]->t.threads[1]);
+	assert_int_equal(g.groups[1].nranks, 1);
+	assert_int_equal(g.groups[1].ranks[0], 3);
+	assert_int_equal(g.groups[1].nframes, 3);
+	assert_string_equal(g.groups[1].frames[0].name, "stuck_in_compute");
+	assert_ptr_equal(g.groups[1].thread, &j->ev[3]->t.threads[1]);
+	fr_stack_groups_free(&g);
+	assert_null(g.groups);
+
+	/* Nobody with a stack: no group, and no failure. */
+	assert_int_equal(fr_stack_groups_build(idx, 0, &g), 0);
+	assert_int_equal(g.ngroups, 0);
+	assert_int_equal(g.nranks, 0);
+	fr_stack_groups_free(&g);
+
+	/* The report prints the same groups. */
+	add_world(j);
+	for (uint32_t r = 0; r < 7; r++) {
+		history(j, r, "world", 10);
+		if (r != 3)
+			add_op(j, r, "world", FR_OP_ALL_REDUCE, 11, FR_STATE_ENTERED, 42);
+	}
+	v = correlate(j);
+	f = open_memstream(&buf, &len);
+	assert_non_null(f);
+	fr_verdict_print(f, v, j->traces, 7);
+	fclose(f);
+	assert_contains(buf, "\nStacks (6 ranks, 2 distinct):\n"
+			     "  5 ranks (0-2,4-5): PMPI_Allreduce <- train_step <- main\n"
+			     "  1 rank (3): stuck_in_compute <- train_step <- main\n");
+	free(buf);
+	job_free(j);
+}
+
+/*
+ * Twelve distinct stacks: the report shows the eight largest groups and
+ * counts the rest, while the grouping itself keeps all of them.
+ */
+static void test_stack_groups_many(void **state)
+{
+	const struct fr_trace *idx[12] = { 0 };
+	struct job *j = job_new(12);
+	struct fr_stack_groups g;
+	struct fr_verdict *v;
+	char names[12][32];
+	const char *frames[12][2];
+	char *buf = NULL;
+	size_t len = 0;
+	FILE *f;
+
+	(void)state;
+	for (uint32_t r = 0; r < 12; r++) {
+		rank_new(j, r, FR_RANK_DUMPED);
+		snprintf(names[r], sizeof(names[r]), "work_%u", r);
+		frames[r][0] = names[r];
+		frames[r][1] = "main";
+		add_named_stack(&j->ev[r]->t, frames[r], 2);
+		idx[r] = &j->ev[r]->t;
+	}
+	assert_int_equal(fr_stack_groups_build(idx, 12, &g), 0);
+	assert_int_equal(g.ngroups, 12);
+	for (size_t i = 0; i < g.ngroups; i++)
+		assert_int_equal(g.groups[i].nranks, 1);
+	fr_stack_groups_free(&g);
+
+	add_world(j);
+	for (uint32_t r = 0; r < 12; r++)
+		history(j, r, "world", 3);
+	v = correlate(j);
+	f = open_memstream(&buf, &len);
+	assert_non_null(f);
+	fr_verdict_print(f, v, j->traces, 12);
+	fclose(f);
+	assert_contains(buf, "\nStacks (12 ranks, 12 distinct):\n");
+	assert_contains(buf, "\n  ... and 4 more distinct stacks\n");
+	free(buf);
+	job_free(j);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -2468,6 +2622,8 @@ int main(void)
 		cmocka_unit_test(test_straggler_clock_skew),
 		cmocka_unit_test(test_no_straggler),
 		cmocka_unit_test(test_readable_1024),
+		cmocka_unit_test(test_stack_groups),
+		cmocka_unit_test(test_stack_groups_many),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -1172,6 +1172,153 @@ static void test_text_and_tree_agree(void **state)
 	free(path);
 }
 
+/*
+ * Entries as our writer writes them (compact, keys in its order) are read
+ * by a scan of their own that gives up on anything else, which the general
+ * reader then reads from the entry's start. The scan must never decide
+ * otherwise: a text and the same text with a space after each entry's '{'
+ * (which the scan always gives up on) must read alike, the same trace or
+ * the same error, wherever a byte of the entries is changed.
+ */
+static char *spaced_entries(const char *text)
+{
+	size_t n = 0;
+	char *out, *o;
+
+	for (const char *p = text; (p = strstr(p, "{\"record_id\"")); p++)
+		n++;
+	out = malloc(strlen(text) + n + 1);
+	assert_non_null(out);
+	o = out;
+	for (const char *p = text; *p; p++) {
+		*o++ = *p;
+		if (strncmp(p, "{\"record_id\"", 12) == 0)
+			*o++ = ' ';
+	}
+	*o = '\0';
+	return out;
+}
+
+/* A parser's message without its "line 1, column 20: ", which the space
+ * moves. */
+static void without_place(char *msg)
+{
+	char *at;
+
+	while ((at = strstr(msg, "line ")) && strstr(at, ", column ")) {
+		char *colon = strstr(at, ": ");
+
+		if (!colon)
+			break;
+		memmove(at, colon + 2, strlen(colon + 2) + 1);
+	}
+}
+
+static void expect_scan_agrees(const char *text, const char *what, size_t pos)
+{
+	char *spaced = spaced_entries(text);
+	struct fr_trace a, b;
+	char ea[512] = "", eb[512] = "";
+	int ra, rb;
+
+	ra = fr_dump_parse(text, strlen(text), "s.json", &a, ea, sizeof(ea));
+	rb = fr_dump_parse(spaced, strlen(spaced), "s.json", &b, eb, sizeof(eb));
+	without_place(ea);
+	without_place(eb);
+	if (ra != rb || strcmp(ea, eb) != 0)
+		fail_msg("%s at %zu: scanned %d \"%s\", parsed %d \"%s\"", what, pos, ra, ea, rb,
+			 eb);
+	assert_int_equal(a.nops, b.nops);
+	if (a.nops && memcmp(a.ops, b.ops, a.nops * sizeof(*a.ops)) != 0)
+		fail_msg("%s at %zu: the scan read other operations", what, pos);
+	fr_trace_free(&a);
+	fr_trace_free(&b);
+	free(spaced);
+}
+
+static void test_entry_scan_agrees(void **state)
+{
+	static const char bytes[] = "09-\"\\,:[]{} e.ntfx\x01\x7f\x80";
+	static const struct {
+		const char *from, *to;
+	} values[] = {
+		{ "\"record_id\":100", "\"record_id\":9223372036854775807" },
+		{ "\"record_id\":100", "\"record_id\":9223372036854775808" },
+		{ "\"record_id\":100", "\"record_id\":18446744073709551616" },
+		{ "\"record_id\":100", "\"record_id\":123456789012345678901234" },
+		{ "\"record_id\":100", "\"record_id\":00" },
+		{ "\"record_id\":100", "\"record_id\":-0" },
+		{ "\"record_id\":100", "\"record_id\":-1" },
+		{ "\"record_id\":100", "\"record_id\":1e3" },
+		{ "\"record_id\":100", "\"record_id\":1.0" },
+		{ "\"record_id\":100", "\"record_id\":12345678" },
+		{ "\"record_id\":100", "\"record_id\":123456789" },
+		{ "\"record_id\":100", "\"record_id\":1234567890123456" },
+		{ "\"peer\":4", "\"peer\":-9223372036854775808" },
+		{ "\"peer\":4", "\"peer\":-9223372036854775809" },
+		{ "\"peer\":4", "\"peer\":2147483648" },
+		{ "\"dtype\":\"double\"", "\"dtype\":\"d\\u006fuble\"" },
+		{ "\"dtype\":\"double\"", "\"dtype\":\"dou\xc3\xa9le\"" },
+		{ "\"dtype\":\"double\"", "\"dtype\":\"abcdefghijklmnopqrstuvwxyz\"" },
+		{ "\"dtype\":\"double\"", "\"dtype\":\"\"" },
+		{ "\"dtype\":\"double\"", "\"dtype\":null" },
+		{ "\"input_sizes\":[[1048576]]", "\"input_sizes\":[[2,3],[4]],\"count\":null" },
+		{ "\"input_sizes\":[[1048576]]", "\"input_sizes\":[[1,2,3,4,5,6,7,8,9]]" },
+		{ "\"input_sizes\":[[1048576]]", "\"input_sizes\":[[[1]]]" },
+		{ "\"input_sizes\":[[1048576]]", "\"input_sizes\":[]" },
+		{ "\"input_sizes\":[[1048576]]", "\"input_sizes\":[[]]" },
+		{ "\"input_sizes\":[[1048576]]", "\"input_sizes\":[{}]" },
+		{ "\"process_group\":[\"c0\"", "\"process_group\":[1" },
+		{ "\"record_id\":100,", "\"record_id\":0,\"record_id\":1," },
+		{ "\"record_id\":100,", "\"record_id\":0,\"later\":1," },
+		{ "\"state\":\"completed\"", "\"state\":\"complete\"" },
+		{ "\"op\":\"all_reduce\"", "\"op\":\"allreduce\"" },
+		{ "\"op\":\"all_reduce\"", "\"op\":null" },
+		{ "\"is_p2p\":false", "\"is_p2p\":fals" },
+		{ "\"is_p2p\":false", "\"is_p2p\":truex" },
+		{ "\"is_p2p\":false", "\"is_p2p\":nul" },
+	};
+	struct fr_trace t;
+	const char *entries;
+	char *text, *v;
+	size_t len, start, stop;
+
+	(void)state;
+	make_rich_trace(&t);
+	assert_int_equal(fr_dump_serialize(&t, &text, &len), 0);
+	fr_trace_free(&t);
+	entries = strstr(text, "\"entries\":[{\"record_id\"");
+	assert_non_null(entries);
+	expect_scan_agrees(text, "as written", 0);
+	for (size_t i = 0; i < sizeof(values) / sizeof(values[0]); i++) {
+		v = edit(text, values[i].from, values[i].to);
+		expect_scan_agrees(v, values[i].to, i);
+		free(v);
+	}
+	/* Every byte of the first entries replaced, removed, or doubled. */
+	start = (size_t)(entries - text) + 11;
+	stop = start + 1400 < len ? start + 1400 : len;
+	v = malloc(len + 2);
+	assert_non_null(v);
+	for (size_t pos = start; pos < stop; pos++) {
+		for (size_t b = 0; b < sizeof(bytes) - 1; b++) {
+			if (text[pos] == bytes[b])
+				continue;
+			memcpy(v, text, len + 1);
+			v[pos] = bytes[b];
+			expect_scan_agrees(v, "a byte replaced", pos);
+		}
+		memcpy(v, text, pos);
+		memcpy(v + pos, text + pos + 1, len - pos);
+		expect_scan_agrees(v, "a byte removed", pos);
+		memcpy(v, text, pos + 1);
+		memcpy(v + pos + 1, text + pos, len - pos + 1);
+		expect_scan_agrees(v, "a byte doubled", pos);
+	}
+	free(v);
+	free(text);
+}
+
 /* ------------------------------------------------------------------ */
 
 static char *make_temp_dir(void)
@@ -1830,6 +1977,325 @@ static void test_analyze_nccl_partial_lists(void **state)
 	remove_dir(dir);
 }
 
+/* ------------------------------------------------------------------ */
+/* Manifest format 2: each communicator's members once                 */
+
+/* A manifest file from the test data (tests/data/<rel>); caller frees. */
+static char *data_file(const char *rel)
+{
+	char *p;
+
+	assert_true(asprintf(&p, "%s/%s", data_dir(), rel) > 0);
+	return p;
+}
+
+/* Reads `path` as JSON, lets `edit` change it, writes it to dir/manifest.json. */
+static char *edited_manifest(const char *dir, const char *path, void (*change)(json_t *))
+{
+	char *out = join(dir, "manifest.json");
+	json_t *doc = json_load_file(path, 0, NULL);
+
+	assert_non_null(doc);
+	change(doc);
+	assert_int_equal(json_dump_file(doc, out, JSON_INDENT(1)), 0);
+	json_decref(doc);
+	return out;
+}
+
+static json_t *view_comm(json_t *doc, size_t rank, const char *comm)
+{
+	json_t *pc = json_object_get(json_array_get(json_object_get(doc, "ranks"), rank),
+				     "pg_config");
+
+	assert_non_null(json_object_get(pc, comm));
+	return json_object_get(pc, comm);
+}
+
+/*
+ * Three ranks of one world, as the daemon shares the list among them (the
+ * same array), and a fourth whose view of "c0" differs: the list is
+ * written once, the odd view keeps its own, and all read back as written.
+ */
+static void test_manifest_v2_round_trip(void **state)
+{
+	static const uint32_t world[] = { 0, 1, 2, 3 };
+	static const uint32_t pair[] = { 2, 3 };
+	char *dir = make_temp_dir();
+	char *path = join(dir, "manifest.json");
+	struct fr_trace r[4];
+	const struct fr_trace *ranks[4] = { &r[0], &r[1], &r[2], &r[3] };
+	uint32_t *shared;
+	struct fr_manifest m;
+	json_t *doc, *comms, *text;
+	char err[512];
+
+	(void)state;
+	for (uint32_t i = 0; i < 4; i++) {
+		size_t ccap = 0, ocap = 0;
+
+		memset(&r[i], 0, sizeof(r[i]));
+		r[i].status = i == 3 ? FR_RANK_UNRESPONSIVE : FR_RANK_DUMPED;
+		COPY(r[i].job, "job-v2");
+		r[i].rank = i;
+		r[i].world_size = 4;
+		COPY(r[i].host, "node");
+		r[i].pid = 10 + i;
+		r[i].time_ns = 1700000000000000000ull + i;
+		add_comm(&r[i], &ccap, "c0", "MPI_COMM_WORLD", i, 4, world)->last_entered = 7;
+		if (i >= 2)
+			add_comm(&r[i], &ccap, "c0.split", "split of world", i - 2, 2, pair);
+		add_op(&r[i], &ocap, "c0", FR_OP_ALL_REDUCE, FR_STATE_ENTERED, 7);
+	}
+	/* Ranks 0-2 share one list, as registry_manifest_view() makes them. */
+	shared = r[0].comms[0].members;
+	for (uint32_t i = 1; i < 3; i++) {
+		free(r[i].comms[0].members);
+		r[i].comms[0].members = shared;
+	}
+	/* Rank 3 saw "c0" under another description: its view is its own. */
+	COPY(r[3].comms[0].desc, "world, as rank 3 saw it");
+
+	doc = fr_manifest_to_json("job-v2", "inc-2", "timeout", 4, 1, 2, ranks, 4, NULL);
+	assert_non_null(doc);
+	assert_string_equal(json_string_value(json_object_get(doc, "version")), "2.0");
+	comms = json_object_get(doc, "communicators");
+	assert_int_equal(json_object_size(comms), 2);
+	assert_int_equal(json_integer_value(json_object_get(json_object_get(comms, "c0"), "size")), 4);
+	assert_int_equal(json_array_size(json_object_get(json_object_get(comms, "c0"), "ranks")), 4);
+	assert_string_equal(json_string_value(json_object_get(json_object_get(comms, "c0"), "desc")),
+			    "MPI_COMM_WORLD");
+	/* A view names the table's communicator and its rank in it, no more. */
+	assert_int_equal(json_object_size(view_comm(doc, 1, "c0")), 2);
+	assert_int_equal(json_integer_value(json_object_get(view_comm(doc, 1, "c0"), "rank")), 1);
+	assert_null(json_object_get(view_comm(doc, 2, "c0.split"), "ranks"));
+	assert_non_null(json_object_get(view_comm(doc, 3, "c0"), "ranks"));
+	/* The list of the world is in the text once. */
+	text = json_object_get(comms, "c0");
+	assert_non_null(text);
+	assert_int_equal(json_dump_file(doc, path, JSON_INDENT(2)), 0);
+	json_decref(doc);
+
+	assert_int_equal(fr_manifest_read_file(path, &m, err, sizeof(err)), 0);
+	assert_string_equal(m.job, "job-v2");
+	assert_int_equal(m.world_size, 4);
+	assert_int_equal(m.nranks, 4);
+	for (uint32_t i = 0; i < 4; i++)
+		assert_traces_equal_but_threads(&r[i], &m.ranks[i]);
+	/* The reader shares the table's lists among the views, as the writer did. */
+	assert_ptr_equal(m.ranks[0].comms[0].members, m.ranks[2].comms[0].members);
+	assert_ptr_not_equal(m.ranks[0].comms[0].members, m.ranks[3].comms[0].members);
+	assert_int_equal(m.nmembers, 4 + 2);
+	fr_manifest_free(&m);
+	assert_null(m.ranks);
+	assert_null(m.members);
+
+	for (uint32_t i = 1; i < 3; i++)
+		r[i].comms[0].members = NULL;
+	for (uint32_t i = 0; i < 4; i++)
+		fr_trace_free(&r[i]);
+	free(path);
+	remove_dir(dir);
+}
+
+/*
+ * The stored incident's manifest in format 1.4 and the same in 2.0 read as
+ * the same views.
+ */
+static void test_manifest_old_and_new_read_alike(void **state)
+{
+	char *old_path = data_file("analyze/two-comms/manifest.json");
+	char *new_path = data_file("manifests/two-comms-2.0.json");
+	struct fr_manifest a, b;
+	char err[512];
+
+	(void)state;
+	assert_int_equal(fr_manifest_read_file(old_path, &a, err, sizeof(err)), 0);
+	assert_null(a.members);
+	assert_int_equal(fr_manifest_read_file(new_path, &b, err, sizeof(err)), 0);
+	assert_non_null(b.members);
+	assert_string_equal(a.job, b.job);
+	assert_string_equal(a.incident, b.incident);
+	assert_string_equal(a.reason, b.reason);
+	assert_int_equal(a.world_size, b.world_size);
+	assert_int_equal(a.opened_ns, b.opened_ns);
+	assert_int_equal(a.closed_ns, b.closed_ns);
+	assert_int_equal(a.nranks, 4);
+	assert_int_equal(b.nranks, 4);
+	for (size_t i = 0; i < a.nranks; i++)
+		assert_traces_equal_but_threads(&a.ranks[i], &b.ranks[i]);
+	assert_int_equal(b.ranks[3].status, FR_RANK_UNRESPONSIVE);
+	assert_int_equal(b.ranks[3].comms[1].rank, 1);
+	assert_int_equal(b.ranks[3].comms[1].members[0], 2);
+	fr_manifest_free(&a);
+	fr_manifest_free(&b);
+	free(old_path);
+	free(new_path);
+}
+
+static void edit_drop_split_b(json_t *doc)
+{
+	json_object_del(json_object_get(doc, "communicators"), "w.split.b");
+}
+
+static void edit_rank_past_size(json_t *doc)
+{
+	json_object_set_new(view_comm(doc, 1, "world"), "rank", json_integer(4));
+}
+
+static void edit_member_past_world(json_t *doc)
+{
+	json_t *c = json_object_get(json_object_get(doc, "communicators"), "world");
+
+	json_array_set_new(json_object_get(c, "ranks"), 3, json_integer(9));
+}
+
+static void edit_table_size(json_t *doc)
+{
+	json_t *c = json_object_get(json_object_get(doc, "communicators"), "w.split.a");
+
+	json_object_set_new(c, "size", json_integer(3));
+}
+
+static void edit_no_table(json_t *doc)
+{
+	json_object_del(doc, "communicators");
+}
+
+static void edit_table_not_array(json_t *doc)
+{
+	json_t *c = json_object_get(json_object_get(doc, "communicators"), "world");
+
+	json_object_set_new(c, "ranks", json_string("[0, 1, 2, 3]"));
+}
+
+static void edit_version_3(json_t *doc)
+{
+	json_object_set_new(doc, "version", json_string("3.0"));
+}
+
+/* A 1.4 manifest has no table: a view without members is refused as before. */
+static void edit_old_ref(json_t *doc)
+{
+	json_object_set_new(doc, "version", json_string("1.4"));
+}
+
+/*
+ * A 2.0 manifest whose views do not agree with its table is refused, and
+ * the message names the field.
+ */
+static void test_manifest_v2_refused(void **state)
+{
+	static const struct {
+		void (*edit)(json_t *);
+		int rc;
+		const char *msg;
+	} cases[] = {
+		{ edit_drop_split_b, -EPROTO,
+		  "manifest.json: ranks[2].pg_config.w.split.b: no communicator \"w.split.b\" "
+		  "in communicators" },
+		{ edit_rank_past_size, -EPROTO,
+		  "manifest.json: ranks[1].pg_config.world.rank: 4 is not below size 4" },
+		{ edit_member_past_world, -EPROTO,
+		  "manifest.json: communicators.world.ranks[3]: rank 9 is not below world_size 4" },
+		{ edit_table_size, -EPROTO,
+		  "manifest.json: communicators.w.split.a.ranks: lists 2 ranks but size is 3" },
+		{ edit_no_table, -EPROTO,
+		  "manifest.json: communicators: missing (expected an object)" },
+		{ edit_table_not_array, -EPROTO,
+		  "manifest.json: communicators.world.ranks: expected an array, got a string" },
+		{ edit_version_3, -EPROTONOSUPPORT,
+		  "manifest.json: manifest format version 3.0 is not supported (this build "
+		  "reads 1.x to 2.x)" },
+		{ edit_old_ref, -EPROTO,
+		  "manifest.json: ranks[0].pg_config.world.ranks: missing (expected an array)" },
+	};
+	char *src = data_file("manifests/two-comms-2.0.json");
+	char err[512];
+
+	(void)state;
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		char *dir = make_temp_dir();
+		char *path = edited_manifest(dir, src, cases[i].edit);
+		struct fr_manifest m;
+
+		memset(&m, 0x5a, sizeof(m));
+		assert_int_equal(fr_manifest_read_file(path, &m, err, sizeof(err)), cases[i].rc);
+		assert_contains(err, cases[i].msg);
+		assert_int_equal(m.nranks, 0);
+		assert_null(m.ranks);
+		assert_null(m.members);
+		free(path);
+		remove_dir(dir);
+	}
+	free(src);
+}
+
+static void copy_file(const char *from, const char *to)
+{
+	json_t *doc;
+
+	/* Integers are 64-bit in jansson, so times survive the copy. */
+	doc = json_load_file(from, 0, NULL);
+	assert_non_null(doc);
+	assert_int_equal(json_dump_file(doc, to, 0), 0);
+	json_decref(doc);
+}
+
+/*
+ * fr-analyze gives the same verdict on the stored incident with its
+ * manifest in format 1.4 and in 2.0: rank 3, which did not dump, is known
+ * from the manifest alike.
+ */
+static void test_analyze_manifest_versions_agree(void **state)
+{
+	static const char *const manifests[] = {
+		"analyze/two-comms/manifest.json",
+		"manifests/two-comms-2.0.json",
+	};
+	json_t *v[2];
+	char *errs[2];
+	int rc[2];
+
+	(void)state;
+	for (size_t k = 0; k < 2; k++) {
+		char *dir = make_temp_dir();
+
+		for (uint32_t r = 0; r < 3; r++) {
+			char name[64], *from, *to;
+
+			snprintf(name, sizeof(name), "analyze/two-comms/rank-%u.json", r);
+			from = data_file(name);
+			to = join(dir, strrchr(name, '/') + 1);
+			copy_file(from, to);
+			free(from);
+			free(to);
+		}
+		{
+			char *from = data_file(manifests[k]);
+			char *to = join(dir, "manifest.json");
+
+			copy_file(from, to);
+			free(from);
+			free(to);
+		}
+		rc[k] = run_analyze(dir, &v[k], &errs[k]);
+		remove_dir(dir);
+	}
+	assert_int_equal(rc[0], rc[1]);
+	assert_int_equal(rc[0], 1);
+	assert_non_null(v[0]);
+	assert_non_null(v[1]);
+	assert_true(json_equal(v[0], v[1]));
+	assert_string_equal(errs[0], errs[1]);
+	assert_int_equal(json_integer_value(json_object_get(
+				 json_array_get(json_object_get(v[1], "culprits"), 0), "rank")), 1);
+	for (size_t k = 0; k < 2; k++) {
+		json_decref(v[k]);
+		free(errs[k]);
+	}
+}
+
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -1851,6 +2317,7 @@ int main(void)
 		cmocka_unit_test(test_read_world_size_bounds),
 		cmocka_unit_test(test_parse_not_json),
 		cmocka_unit_test(test_text_and_tree_agree),
+		cmocka_unit_test(test_entry_scan_agrees),
 		cmocka_unit_test(test_read_too_big),
 		cmocka_unit_test(test_atomic_write_and_replace),
 		cmocka_unit_test(test_atomic_write_missing_dir),
@@ -1864,6 +2331,10 @@ int main(void)
 		cmocka_unit_test(test_analyze_manifest_world),
 		cmocka_unit_test(test_analyze_other_json_files),
 		cmocka_unit_test(test_analyze_nccl_partial_lists),
+		cmocka_unit_test(test_manifest_v2_round_trip),
+		cmocka_unit_test(test_manifest_old_and_new_read_alike),
+		cmocka_unit_test(test_manifest_v2_refused),
+		cmocka_unit_test(test_analyze_manifest_versions_agree),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

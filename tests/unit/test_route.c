@@ -112,12 +112,48 @@ static void test_unsafe_ids_route_nowhere(void **state)
 	assert_int_equal(route("GET", "/v1/jobs/j/ranks/4294967294/trace").rank, 4294967294u);
 }
 
+/*
+ * Found worth pinning while fuzzing (tests/fuzz/fuzz_route.c): "." segments
+ * and doubled slashes anywhere, and a trailing "//", route nowhere; a HEAD
+ * of a job's URL routes as its GET, with the same ids.
+ */
+static void test_dot_segments_and_slashes(void **state)
+{
+	static const char *const bad[] = {
+		"/v1/jobs/j/incidents/i/.",
+		"/v1/jobs/j/incidents/./rank-0.json",
+		"/v1/jobs/./incidents",
+		"//v1/jobs/j",
+		"/v1/jobs/j//incidents",
+		"/v1/jobs/j/dump//",
+		"/healthz/",
+		"/v1/jobs/j/ranks/+1/trace",
+		"/v1/jobs/j/ranks/-0/trace",
+	};
+	struct route get, head;
+
+	(void)state;
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		get = route("GET", bad[i]);
+		if (get.kind != ROUTE_NONE)
+			fail_msg("%s routed to %s", bad[i], route_kind_name(get.kind));
+	}
+	get = route("GET", "/v1/jobs/j/incidents/i/rank-3.json/");
+	head = route("HEAD", "/v1/jobs/j/incidents/i/rank-3.json/");
+	assert_int_equal(get.kind, ROUTE_INCIDENT_FILE);
+	assert_int_equal(head.kind, ROUTE_INCIDENT_FILE);
+	assert_string_equal(head.job, "j");
+	assert_string_equal(head.incident, "i");
+	assert_string_equal(head.file, "rank-3.json");
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_known_routes),
 		cmocka_unit_test(test_wrong_method_names_the_right_one),
 		cmocka_unit_test(test_unsafe_ids_route_nowhere),
+		cmocka_unit_test(test_dot_segments_and_slashes),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -6,7 +6,9 @@
  * (fr_wire_valid_name), the malformed frames kept under
  * $FR_TEST_DATA/wire/ (default tests/data/wire/), and authentication:
  * SHA-256 and HMAC-SHA256 against their standards' test vectors, token
- * files, and the proof of PROTOCOL.md's worked example.
+ * files, the proof of PROTOCOL.md's worked example, job keys (the proof
+ * from a key, a key of one job refused for another, key files) and the
+ * small-file reader.
  *
  * Truncated and exact payloads are decoded from heap copies of exactly their
  * length, so that under AddressSanitizer a read past the end fails the run.
@@ -1757,6 +1759,302 @@ static void test_auth_proof_binds(void **state)
 	assert_int_equal(fr_wire_auth_proof(&t, c.nonce, &other, proof), -EINVAL);
 }
 
+/* Job keys and the small-file reader */
+
+/* flightrecd --job-key job-42 with the worked example's token, as PROTOCOL.md gives it. */
+static const char example_job_key_hex[] =
+	"dce0aff9428a8eb01ba7e4562eb96ba4a31b611be4d3e4715ba2fa07b8f551c2";
+
+/*
+ * The key of a job proves what the token proves, for that job: the proof
+ * made from it is the token's proof byte for byte, and PROTOCOL.md's key.
+ */
+static void test_job_key_proof(void **state)
+{
+	struct fr_msg_challenge c;
+	struct fr_msg_hello h;
+	struct fr_token t;
+	uint8_t key[FR_WIRE_JOB_KEY_SIZE], want_key[FR_WIRE_JOB_KEY_SIZE];
+	uint8_t from_token[FR_WIRE_PROOF_SIZE], from_key[FR_WIRE_PROOF_SIZE];
+	const char *why;
+
+	(void)state;
+	set_token(&t, "flightrec-example-token-0123456789");
+	sample_challenge(&c);
+	sample_hello(&h);
+	assert_int_equal(fr_wire_job_key(&t, "job-42", key), 0);
+	assert_int_equal(fr_wire_job_key_parse(example_job_key_hex, FR_WIRE_JOB_KEY_HEX, want_key,
+					       &why), 0);
+	assert_memory_equal(key, want_key, sizeof(key));
+	assert_int_equal(fr_wire_auth_proof(&t, c.nonce, &h, from_token), 0);
+	assert_int_equal(fr_wire_auth_proof_key(key, c.nonce, &h, from_key), 0);
+	assert_memory_equal(from_key, from_token, sizeof(from_key));
+	assert_true(fr_wire_auth_verify(&t, c.nonce, &h, from_key));
+}
+
+/*
+ * A key made for job A proves nothing for job B, whatever else of the
+ * HELLO is kept; nor does a key made from another token. No token, or a
+ * job id too long to be one, gives no key.
+ */
+static void test_job_key_one_job(void **state)
+{
+	struct fr_msg_challenge c;
+	struct fr_msg_hello a, b;
+	struct fr_token t, t2;
+	uint8_t key_a[FR_WIRE_JOB_KEY_SIZE], key_b[FR_WIRE_JOB_KEY_SIZE];
+	uint8_t proof[FR_WIRE_PROOF_SIZE];
+	char job[FR_JOB_MAX + 2];
+
+	(void)state;
+	set_token(&t, "flightrec-example-token-0123456789");
+	set_token(&t2, "flightrec-example-token-0123456788");
+	sample_challenge(&c);
+	sample_hello(&a);
+	b = a;
+	strcpy(b.job, "job-43");
+	assert_int_equal(fr_wire_job_key(&t, a.job, key_a), 0);
+	assert_int_equal(fr_wire_job_key(&t, b.job, key_b), 0);
+	assert_memory_not_equal(key_a, key_b, sizeof(key_a));
+	/* A's key, B's HELLO: refused. A's key, A's HELLO: accepted. */
+	assert_int_equal(fr_wire_auth_proof_key(key_a, c.nonce, &b, proof), 0);
+	assert_false(fr_wire_auth_verify(&t, c.nonce, &b, proof));
+	assert_int_equal(fr_wire_auth_proof_key(key_a, c.nonce, &a, proof), 0);
+	assert_true(fr_wire_auth_verify(&t, c.nonce, &a, proof));
+	/* The same job's key from another token (a rotated one): refused. */
+	assert_int_equal(fr_wire_job_key(&t2, a.job, key_b), 0);
+	assert_int_equal(fr_wire_auth_proof_key(key_b, c.nonce, &a, proof), 0);
+	assert_false(fr_wire_auth_verify(&t, c.nonce, &a, proof));
+	/* A job id that differs only past a prefix, or by case. */
+	strcpy(b.job, "job-4");
+	assert_int_equal(fr_wire_auth_proof_key(key_a, c.nonce, &b, proof), 0);
+	assert_false(fr_wire_auth_verify(&t, c.nonce, &b, proof));
+	strcpy(b.job, "JOB-42");
+	assert_int_equal(fr_wire_auth_proof_key(key_a, c.nonce, &b, proof), 0);
+	assert_false(fr_wire_auth_verify(&t, c.nonce, &b, proof));
+
+	/* The longest job id has a key; one character more has none. */
+	memset(job, 'j', sizeof(job));
+	job[FR_JOB_MAX] = '\0';
+	assert_int_equal(fr_wire_job_key(&t, job, key_a), 0);
+	job[FR_JOB_MAX] = 'j';
+	job[FR_JOB_MAX + 1] = '\0';
+	assert_int_equal(fr_wire_job_key(&t, job, key_a), -EINVAL);
+	assert_true(all_zero(key_a, sizeof(key_a)));
+	memset(&t2, 0, sizeof(t2));
+	memset(key_a, 0xa5, sizeof(key_a));
+	assert_int_equal(fr_wire_job_key(&t2, "job-42", key_a), -EINVAL);
+	assert_true(all_zero(key_a, sizeof(key_a)));
+	/* A HELLO that cannot be encoded has no proof from a key either. */
+	memset(b.job, 'j', sizeof(b.job));
+	memset(proof, 0xa5, sizeof(proof));
+	assert_int_equal(fr_wire_auth_proof_key(key_b, c.nonce, &b, proof), -EINVAL);
+	assert_true(all_zero(proof, sizeof(proof)));
+}
+
+/* Parses `s` as a key: 0 or the error; on failure the key must be zeroed. */
+static int parse_key(const char *s, size_t len, uint8_t key[FR_WIRE_JOB_KEY_SIZE],
+		     const char **why)
+{
+	int rc;
+
+	memset(key, 0xa5, FR_WIRE_JOB_KEY_SIZE);
+	rc = fr_wire_job_key_parse(s, len, key, why);
+	if (rc)
+		assert_true(all_zero(key, FR_WIRE_JOB_KEY_SIZE));
+	return rc;
+}
+
+static void test_job_key_parse(void **state)
+{
+	char text[FR_WIRE_JOB_KEY_HEX + 2];
+	uint8_t key[FR_WIRE_JOB_KEY_SIZE], upper[FR_WIRE_JOB_KEY_SIZE];
+	const char *why;
+
+	(void)state;
+	assert_int_equal(parse_key(example_job_key_hex, 64, key, &why), 0);
+	assert_null(why);
+	assert_int_equal(key[0], 0xdc);
+	assert_int_equal(key[1], 0xe0);
+	assert_int_equal(key[31], 0xc2);
+	/* Uppercase is the same key. */
+	for (size_t i = 0; i < 64; i++)
+		text[i] = (char)(example_job_key_hex[i] >= 'a' ? example_job_key_hex[i] - 32 :
+								  example_job_key_hex[i]);
+	assert_int_equal(parse_key(text, 64, upper, &why), 0);
+	assert_memory_equal(upper, key, sizeof(key));
+	/* 63 and 65 digits, none. */
+	assert_int_equal(parse_key(example_job_key_hex, 63, key, &why), -EINVAL);
+	assert_string_equal(why, "shorter than 64 hex digits");
+	memcpy(text, example_job_key_hex, 64);
+	text[64] = '0';
+	assert_int_equal(parse_key(text, 65, key, &why), -EINVAL);
+	assert_string_equal(why, "longer than 64 hex digits");
+	assert_int_equal(parse_key("", 0, key, &why), -EINVAL);
+	assert_string_equal(why, "empty");
+	/* A character that is not a hex digit, first, last, in either nibble. */
+	static const char bad[] = { 'g', 'G', ' ', '\n', '\0', 'x', '/', ':', '@', '`' };
+	for (size_t b = 0; b < sizeof(bad); b++) {
+		for (size_t pos = 0; pos < 64; pos += 21) {
+			memcpy(text, example_job_key_hex, 64);
+			text[pos] = bad[b];
+			assert_int_equal(parse_key(text, 64, key, &why), -EINVAL);
+			assert_string_equal(why, "holds a character that is not a hex digit");
+		}
+		memcpy(text, example_job_key_hex, 64);
+		text[63] = bad[b];
+		assert_int_equal(parse_key(text, 64, key, &why), -EINVAL);
+	}
+}
+
+static char key_dir[] = "/tmp/fr-test-wire-key-XXXXXX";
+
+static const char *key_file(const char *name, const void *data, size_t len, mode_t mode)
+{
+	static char path[PATH_MAX];
+	FILE *f;
+
+	snprintf(path, sizeof(path), "%s/%s", key_dir, name);
+	f = fopen(path, "wb");
+	assert_non_null(f);
+	assert_int_equal(fwrite(data, 1, len, f), len);
+	assert_int_equal(fclose(f), 0);
+	assert_int_equal(chmod(path, mode), 0);
+	return path;
+}
+
+/* Reads a key file: 0 or the error; on failure the key must be zeroed. */
+static int read_key(const char *path, uint8_t key[FR_WIRE_JOB_KEY_SIZE], const char **why,
+		    bool *others)
+{
+	int rc;
+
+	memset(key, 0xa5, FR_WIRE_JOB_KEY_SIZE);
+	rc = fr_wire_job_key_read(path, key, why, others);
+	if (rc)
+		assert_true(all_zero(key, FR_WIRE_JOB_KEY_SIZE));
+	return rc;
+}
+
+static void test_job_key_read(void **state)
+{
+	static const char *const names[] = { "nl", "bare", "two", "short", "long", "big",
+					     "crlf", "open", "fifo" };
+	char text[512];
+	uint8_t key[FR_WIRE_JOB_KEY_SIZE], want[FR_WIRE_JOB_KEY_SIZE];
+	const char *why;
+	const char *path;
+	bool others;
+
+	(void)state;
+	assert_non_null(mkdtemp(key_dir));
+	assert_int_equal(fr_wire_job_key_parse(example_job_key_hex, 64, want, &why), 0);
+
+	/* What flightrecd --job-key prints (one newline), and without it. */
+	snprintf(text, sizeof(text), "%s\n", example_job_key_hex);
+	path = key_file("nl", text, 65, 0600);
+	assert_int_equal(read_key(path, key, &why, &others), 0);
+	assert_memory_equal(key, want, sizeof(key));
+	assert_false(others);
+	path = key_file("bare", example_job_key_hex, 64, 0600);
+	assert_int_equal(read_key(path, key, &why, &others), 0);
+	assert_memory_equal(key, want, sizeof(key));
+	/* A second newline, a carriage return, a digit short or over. */
+	snprintf(text, sizeof(text), "%s\n\n", example_job_key_hex);
+	path = key_file("two", text, 66, 0600);
+	assert_int_equal(read_key(path, key, &why, &others), -EINVAL);
+	assert_string_equal(why, "longer than 64 hex digits");
+	snprintf(text, sizeof(text), "%s\r\n", example_job_key_hex);
+	path = key_file("crlf", text, 66, 0600);
+	assert_int_equal(read_key(path, key, &why, &others), -EINVAL);
+	snprintf(text, sizeof(text), "%.63s\n", example_job_key_hex);
+	path = key_file("short", text, 64, 0600);
+	assert_int_equal(read_key(path, key, &why, &others), -EINVAL);
+	assert_string_equal(why, "shorter than 64 hex digits");
+	snprintf(text, sizeof(text), "%s0\n", example_job_key_hex);
+	path = key_file("long", text, 66, 0600);
+	assert_int_equal(read_key(path, key, &why, &others), -EINVAL);
+	assert_string_equal(why, "longer than 64 hex digits");
+	/* A file far too big (the token, say) is refused by its size. */
+	memset(text, 'a', sizeof(text));
+	path = key_file("big", text, sizeof(text), 0600);
+	assert_int_equal(read_key(path, key, &why, &others), -EINVAL);
+	assert_string_equal(why, "longer than 64 hex digits");
+	/* Readable by everyone: read, and said. */
+	path = key_file("open", example_job_key_hex, 64, 0644);
+	assert_int_equal(read_key(path, key, &why, &others), 0);
+	assert_true(others);
+	/* Missing, a directory, a FIFO (which must not block). */
+	snprintf(text, sizeof(text), "%s/missing", key_dir);
+	assert_int_equal(read_key(text, key, &why, &others), -ENOENT);
+	assert_null(why);
+	assert_int_equal(read_key(key_dir, key, &why, &others), -EINVAL);
+	assert_string_equal(why, "not a regular file");
+	snprintf(text, sizeof(text), "%s/fifo", key_dir);
+	assert_int_equal(mkfifo(text, 0600), 0);
+	assert_int_equal(read_key(text, key, &why, &others), -EINVAL);
+	assert_string_equal(why, "not a regular file");
+
+	for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
+		snprintf(text, sizeof(text), "%s/%s", key_dir, names[i]);
+		unlink(text);
+	}
+	rmdir(key_dir);
+}
+
+/* The reader behind token, key and config files, at its bounds. */
+static void test_read_small_file(void **state)
+{
+	static char dir[] = "/tmp/fr-test-wire-file-XXXXXX";
+	char path[PATH_MAX], fifo[PATH_MAX], empty[PATH_MAX];
+	struct stat st;
+	char *data;
+	size_t len;
+	FILE *f;
+
+	(void)state;
+	assert_non_null(mkdtemp(dir));
+	snprintf(path, sizeof(path), "%s/ten", dir);
+	f = fopen(path, "wb");
+	assert_non_null(f);
+	assert_int_equal(fwrite("0123456789", 1, 10, f), 10);
+	assert_int_equal(fclose(f), 0);
+
+	/* Exactly the limit: read whole, NUL-terminated, with its fstat(). */
+	assert_int_equal(fr_read_small_file(path, 10, &data, &len, &st), 0);
+	assert_int_equal(len, 10);
+	assert_string_equal(data, "0123456789");
+	assert_true(S_ISREG(st.st_mode));
+	assert_int_equal(st.st_size, 10);
+	free(data);
+	/* One byte over the limit. */
+	data = (char *)path;
+	assert_int_equal(fr_read_small_file(path, 9, &data, &len, NULL), -EFBIG);
+	assert_null(data);
+	assert_int_equal(len, 0);
+	/* Empty: an empty string, not an error. */
+	snprintf(empty, sizeof(empty), "%s/empty", dir);
+	f = fopen(empty, "wb");
+	assert_non_null(f);
+	assert_int_equal(fclose(f), 0);
+	assert_int_equal(fr_read_small_file(empty, 10, &data, &len, NULL), 0);
+	assert_int_equal(len, 0);
+	assert_string_equal(data, "");
+	free(data);
+	/* A FIFO without a writer, a directory, nothing. */
+	snprintf(fifo, sizeof(fifo), "%s/fifo", dir);
+	assert_int_equal(mkfifo(fifo, 0600), 0);
+	assert_int_equal(fr_read_small_file(fifo, 10, &data, &len, NULL), -EINVAL);
+	assert_null(data);
+	assert_int_equal(fr_read_small_file(dir, 10, &data, &len, NULL), -EINVAL);
+	unlink(fifo);
+	assert_int_equal(fr_read_small_file(fifo, 10, &data, &len, NULL), -ENOENT);
+
+	unlink(path);
+	unlink(empty);
+	rmdir(dir);
+}
+
 /* Malformed frames kept as files */
 
 static void test_bad_files(void **state)
@@ -1819,9 +2117,95 @@ static void test_bad_files(void **state)
 	assert_true(payloads > 0);
 }
 
+/* Live looks' ids: each scope spelled, read back, and what is not one. */
+static void test_live_scope_valid(void **state)
+{
+	uint32_t last = 7;
+
+	(void)state;
+	assert_int_equal(fr_wire_live_scope("live-stacks-1", &last), FR_WIRE_LIVE_STACKS);
+	assert_int_equal(last, 0);
+	assert_int_equal(fr_wire_live_scope("live-stacks-0", &last), FR_WIRE_LIVE_STACKS);
+	assert_int_equal(fr_wire_live_scope("live-stacks-18446744073709551615", &last),
+			 FR_WIRE_LIVE_STACKS);
+	assert_int_equal(fr_wire_live_scope("live-trace3-42", &last), FR_WIRE_LIVE_TRACE);
+	assert_int_equal(last, 3);
+	assert_int_equal(fr_wire_live_scope("live-trace1-0", &last), FR_WIRE_LIVE_TRACE);
+	assert_int_equal(last, 1);
+	assert_int_equal(fr_wire_live_scope("live-trace100000-9", &last), FR_WIRE_LIVE_TRACE);
+	assert_int_equal(last, FR_WIRE_LIVE_TRACE_MAX);
+	/* The ids of version 1 daemons: the whole dump. */
+	assert_int_equal(fr_wire_live_scope("live-42", &last), FR_WIRE_LIVE_WHOLE);
+	assert_int_equal(last, 0);
+	assert_int_equal(fr_wire_live_scope("live-", &last), FR_WIRE_LIVE_WHOLE);
+	/* Not live looks at all. */
+	assert_int_equal(fr_wire_live_scope("inc-3", &last), FR_WIRE_LIVE_NONE);
+	assert_int_equal(fr_wire_live_scope("", &last), FR_WIRE_LIVE_NONE);
+	assert_int_equal(fr_wire_live_scope("live", &last), FR_WIRE_LIVE_NONE);
+	assert_int_equal(fr_wire_live_scope("Live-stacks-1", &last), FR_WIRE_LIVE_NONE);
+	assert_int_equal(fr_wire_live_scope("app-live-stacks-1", &last), FR_WIRE_LIVE_NONE);
+}
+
+/*
+ * What a scope does not spell exactly asks for the whole dump: a bigger
+ * answer than asked is always safe, a smaller one would show too little.
+ */
+static void test_live_scope_fallback(void **state)
+{
+	static const char *const whole[] = {
+		"live-stacks-", "live-stacks", "live-stacks-1x", "live-stacks-1-", "live-stacks--1",
+		"live-stacks- 1", "live-stacks-18446744073709551616", "live-stacks-+1",
+		"live-stack-1", "live-stacks1", "live-trace-1", "live-trace0-1", "live-trace00-1",
+		"live-trace03-1", "live-trace100001-1", "live-trace4294967299-1",
+		"live-trace99999999999999999999-1", "live-trace3", "live-trace3-", "live-trace3-x",
+		"live-trace3-1 ", "live-trace3_1", "live-trace-3-1", "live-trace3-1-2",
+		"live-TRACE3-1", "live-threads-1", "live-whatever",
+	};
+	uint32_t last;
+
+	(void)state;
+	for (size_t i = 0; i < sizeof(whole) / sizeof(whole[0]); i++) {
+		last = 99;
+		if (fr_wire_live_scope(whole[i], &last) != FR_WIRE_LIVE_WHOLE || last != 0)
+			fail_msg("\"%s\" should ask for the whole dump", whole[i]);
+	}
+}
+
+static void test_live_id(void **state)
+{
+	char id[FR_INCIDENT_MAX + 1];
+	uint32_t last;
+
+	(void)state;
+	assert_int_equal(fr_wire_live_id(id, sizeof(id), FR_WIRE_LIVE_STACKS, 0, 5), 0);
+	assert_string_equal(id, "live-stacks-5");
+	assert_int_equal(fr_wire_live_id(id, sizeof(id), FR_WIRE_LIVE_TRACE, 50, 6), 0);
+	assert_string_equal(id, "live-trace50-6");
+	assert_int_equal(fr_wire_live_id(id, sizeof(id), FR_WIRE_LIVE_WHOLE, 0, 7), 0);
+	assert_string_equal(id, "live-7");
+	/* The longest id fits an incident id, and reads back. */
+	assert_int_equal(fr_wire_live_id(id, sizeof(id), FR_WIRE_LIVE_TRACE,
+					 FR_WIRE_LIVE_TRACE_MAX, UINT64_MAX),
+			 0);
+	assert_string_equal(id, "live-trace100000-18446744073709551615");
+	assert_int_equal(fr_wire_live_scope(id, &last), FR_WIRE_LIVE_TRACE);
+	assert_int_equal(last, FR_WIRE_LIVE_TRACE_MAX);
+	assert_int_equal(fr_wire_live_id(id, sizeof(id), FR_WIRE_LIVE_TRACE, 0, 1), -EINVAL);
+	assert_int_equal(fr_wire_live_id(id, sizeof(id), FR_WIRE_LIVE_TRACE,
+					 FR_WIRE_LIVE_TRACE_MAX + 1, 1),
+			 -EINVAL);
+	assert_int_equal(fr_wire_live_id(id, sizeof(id), FR_WIRE_LIVE_NONE, 0, 1), -EINVAL);
+	/* Exactly the room for "live-stacks-5" and its terminator, then one less. */
+	assert_int_equal(fr_wire_live_id(id, 14, FR_WIRE_LIVE_STACKS, 0, 5), 0);
+	assert_int_equal(fr_wire_live_id(id, 13, FR_WIRE_LIVE_STACKS, 0, 5), -EMSGSIZE);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_live_scope_valid),
+		cmocka_unit_test(test_live_scope_fallback),
+		cmocka_unit_test(test_live_id),
 		cmocka_unit_test(test_msg_names),
 		cmocka_unit_test(test_msg_versions),
 		cmocka_unit_test(test_header_version_mismatch),
@@ -1868,6 +2252,11 @@ int main(void)
 		cmocka_unit_test(test_token_equal),
 		cmocka_unit_test(test_auth_proof_example),
 		cmocka_unit_test(test_auth_proof_binds),
+		cmocka_unit_test(test_job_key_proof),
+		cmocka_unit_test(test_job_key_one_job),
+		cmocka_unit_test(test_job_key_parse),
+		cmocka_unit_test(test_job_key_read),
+		cmocka_unit_test(test_read_small_file),
 		cmocka_unit_test(test_bad_files),
 	};
 

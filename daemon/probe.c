@@ -1,0 +1,1395 @@
+/*
+ * Live looks: the debug server's view of a rank's stacks and flight
+ * recorder now, without an incident.
+ *
+ *   GET /v1/jobs/<job>/ranks/<rank>/stacks     every thread's stack
+ *   GET /v1/jobs/<job>/ranks/<rank>/trace?last=N   the newest N entries
+ *   GET /v1/jobs/<job>/stacks                  every rank's, grouped
+ *
+ * A look is a dump (protocol/PROTOCOL.md, "Live looks"): a DUMP_REQUEST
+ * whose id starts with FR_WIRE_LIVE_PREFIX, answered with DUMP_DATA as for
+ * an incident, kept in memory only.
+ *
+ * Three parties. The HTTP thread checks the request, suspends it
+ * (libmicrohttpd's suspend/resume) and hands it to the event loop through
+ * `live.async`; it never waits for a rank, so /healthz keeps answering.
+ * The loop, which owns the agents' connections, runs probes: a probe asks
+ * one rank or every connected rank of a job, collects the answers, and
+ * completes when all answered, went away or PROBE_TIMEOUT_NS passed; it
+ * then publishes a result and resumes the requests waiting on it. Called
+ * again for each resumed request, the HTTP thread parses the dumps and
+ * answers.
+ *
+ * A look asks only for what it shows (the scopes of protocol/wire.h): a
+ * look at stacks for the threads' stacks without the ring, a trace look
+ * for the newest entries without stacks, so that neither the job, the
+ * connection nor the HTTP thread handles a whole dump for it.
+ *
+ * Many viewers must not multiply stack captures in the job: requests for
+ * one rank or one job share a probe when it asks for at least what they
+ * need, a result younger than PROBE_FRESH_NS that holds what they need
+ * answers without asking again, a connection is asked one live look at a
+ * time (the others wait for its answer), and at most PROBE_MAX probes run.
+ * A look at stacks and a trace look of the same rank are separate probes:
+ * on one connection the second is asked once the first is answered, and
+ * whatever waits then is asked in one request (need_union()). The dumps
+ * held in memory are bounded by PROBE_MEMORY_MAX in all.
+ *
+ * Agents are not trusted with that memory: a connection's upload is taken
+ * only under the id it was asked for (c->live_id), a look's dump may be
+ * no larger than its scope needs (upload_max()), its bytes count as they
+ * arrive, and a look that times out lets its partial dump go. The HTTP
+ * threads (several) share only what `live.lock` guards and the published
+ * results, which no one changes.
+ */
+#include "daemon.h"
+#include "route.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <microhttpd.h>
+
+#include "../dumps/dump.h"
+
+/* Probes running at once; one more request for another target is refused. */
+#define PROBE_MAX 16
+/* Results kept to answer requests within PROBE_FRESH_NS of their end. */
+#define PROBE_CACHE 16
+/* How often deadlines and the cache are checked while there are any. */
+#define PROBE_TICK_MS 100
+/* A connection that has not answered its live look in this long is asked
+ * again (its answer was lost); until then, every look waits for it. */
+#define PROBE_REASK_NS (30ull * NS_PER_S)
+/* How long a stopping daemon lets the requests it resumed be answered. */
+#define PROBE_STOP_GRACE_S 1
+/* Dump bytes held by live looks at once: arriving, and in results. */
+#define PROBE_MEMORY_MAX (1ull << 30)
+/*
+ * The largest dump a look of each scope takes, far below --max-dump-size:
+ * a rank's stacks, or N ring entries and the communicators. A whole dump
+ * (an agent that predates scopes) may be as large as an incident's.
+ */
+#define PROBE_STACKS_MAX (4ull << 20)
+#define PROBE_TRACE_ENTRY_MAX 2048ull
+#define PROBE_TRACE_BASE_MAX (1ull << 20)
+#define PROBE_REASON "live look (HTTP debug server)"
+/* GET .../trace?last=N */
+#define TRACE_LAST_DEFAULT 50
+#define TRACE_LAST_MAX FR_WIRE_LIVE_TRACE_MAX
+/* GET /v1/jobs/<job>/stacks lists this many groups, and counts the rest. */
+#define JOB_STACK_GROUPS_MAX 64
+/*
+ * ... and reads this many threads of each rank and frames of each thread
+ * (innermost first), so that the work of one answer is bounded whatever
+ * the dumps hold; what was left out is counted in the answer.
+ */
+#define JOB_STACK_THREADS_MAX 64
+#define JOB_STACK_FRAMES_MAX 128
+/* ... and says why a rank is missing for this many of them. */
+#define JOB_STACK_WHY_MAX 64
+
+/*
+ * What a look needs of a rank's dump, or what a dump holds, as a live
+ * look's scope says it: FR_WIRE_LIVE_STACKS, FR_WIRE_LIVE_TRACE of the
+ * newest `last` entries, or FR_WIRE_LIVE_WHOLE.
+ */
+struct need {
+	enum fr_wire_live_scope scope;
+	uint32_t last;
+};
+#define NO_NEED ((struct need){ FR_WIRE_LIVE_NONE, 0 })
+
+/* One rank's dump, shared by the results that hold it. */
+struct blob {
+	atomic_uint refs;
+	size_t len;
+	uint8_t *data;
+};
+
+/* What became of the live look asked of one rank. */
+enum slot_answer {
+	SLOT_PENDING,
+	SLOT_ANSWERED,
+	SLOT_TIMEOUT,       /* no complete dump by the deadline */
+	SLOT_CLOSED,        /* the connection went away first */
+	SLOT_FAILED,        /* refused upload, or the request could not be sent */
+	SLOT_STOPPING,      /* the daemon stopped first */
+};
+
+struct slot {
+	uint32_t rank;
+	enum slot_answer answer;
+	struct conn *conn;          /* while pending */
+	struct blob *blob;          /* SLOT_ANSWERED: a reference */
+	struct need got;            /* SLOT_ANSWERED: what its id asked for */
+	char why[160];              /* SLOT_FAILED */
+	/* The connection's, from its HELLO: a dump's own say is not trusted. */
+	char host[FR_HOST_MAX + 1];
+	uint32_t pid;
+};
+
+/*
+ * A probe's answers. Filled by the loop while the probe runs; once
+ * published (done), never changed again and read by the HTTP thread.
+ */
+struct result {
+	atomic_uint refs;
+	char job[FR_JOB_MAX + 1];
+	uint32_t world_size;
+	uint32_t rank;              /* FR_RANK_UNKNOWN: every connected rank */
+	struct need need;           /* what its probe asked each rank for */
+	uint64_t done_mono;
+	size_t n;
+	struct slot *slots;         /* ranks ascending */
+};
+
+/* A request suspended for a live look. */
+struct live_req {
+	struct live_req *prev, *next;   /* live.reqs */
+	struct live_req *next_wait;     /* live.queue, then its probe's waiters */
+	struct MHD_Connection *mc;
+	enum route_kind kind;
+	char job[FR_JOB_MAX + 1];
+	uint32_t rank;
+	uint32_t last;
+	/* Set under live.lock by whoever ends the wait, before resuming. */
+	bool done;
+	unsigned status;            /* 200: `res` holds the answers */
+	char error[192];
+	struct result *res;         /* a reference */
+};
+
+struct probe {
+	struct probe *next;
+	struct result *res;         /* being filled */
+	size_t pending;
+	uint64_t deadline_mono;
+	struct live_req *waiters;
+};
+
+/* One daemon per process, like the loop it belongs to. */
+static struct {
+	/*
+	 * Guards `ready`, `reqs`, `queue` and the requests' answers. Taken
+	 * after the daemon's lock, never before it, and never held while
+	 * resuming a request (libmicrohttpd takes its own lock then).
+	 */
+	pthread_mutex_t lock;
+	pthread_cond_t gone;        /* a request was freed */
+	bool ready;                 /* the loop takes requests */
+	struct live_req *reqs;      /* every request between suspension and completion */
+	struct live_req *queue;     /* handed over, not taken by the loop yet (LIFO) */
+	uv_async_t async;
+	uv_timer_t timer;
+	bool handles_open;
+	/* Loop only. */
+	bool ticking;
+	struct probe *probes;
+	size_t nprobes;
+	struct result *cache[PROBE_CACHE];
+	uint64_t seq;               /* the n of "live-stacks-n" and the others */
+	/* Any thread: bytes of dumps arriving or held. */
+	atomic_uint_fast64_t bytes;
+	/* Any thread: what /metrics counts (struct probe_metrics). */
+	atomic_uint_fast64_t n_requests, n_shared, n_dump_requests, n_timeouts, n_bytes;
+	atomic_uint_fast64_t n_ignored;
+} live = {
+	.lock = PTHREAD_MUTEX_INITIALIZER,
+	.gone = PTHREAD_COND_INITIALIZER,
+};
+
+/* ---- what a look needs ---- */
+
+static struct need req_need(enum route_kind kind, uint32_t last)
+{
+	if (kind == ROUTE_RANK_TRACE)
+		return (struct need){ FR_WIRE_LIVE_TRACE, last };
+	return (struct need){ FR_WIRE_LIVE_STACKS, 0 };
+}
+
+/* Whether a dump that holds `have` shows what `want` needs. */
+static bool need_covers(struct need have, struct need want)
+{
+	if (have.scope == FR_WIRE_LIVE_WHOLE)
+		return true;
+	if (have.scope != want.scope)
+		return false;
+	return want.scope != FR_WIRE_LIVE_TRACE || have.last >= want.last;
+}
+
+/*
+ * The least that covers both: the longer of two traces, or the whole dump
+ * for stacks and a trace (no scope asks for both).
+ */
+static struct need need_union(struct need a, struct need b)
+{
+	if (need_covers(a, b))
+		return a;
+	if (need_covers(b, a))
+		return b;
+	if (a.scope == FR_WIRE_LIVE_TRACE && b.scope == FR_WIRE_LIVE_TRACE)
+		return (struct need){ FR_WIRE_LIVE_TRACE, a.last > b.last ? a.last : b.last };
+	return (struct need){ FR_WIRE_LIVE_WHOLE, 0 };
+}
+
+/* ---- shared answers ---- */
+
+static void blob_put(struct blob *b)
+{
+	if (!b || atomic_fetch_sub(&b->refs, 1) != 1)
+		return;
+	atomic_fetch_sub(&live.bytes, b->len);
+	free(b->data);
+	free(b);
+}
+
+static struct result *result_get(struct result *res)
+{
+	if (res)
+		atomic_fetch_add(&res->refs, 1);
+	return res;
+}
+
+static void result_put(struct result *res)
+{
+	if (!res || atomic_fetch_sub(&res->refs, 1) != 1)
+		return;
+	for (size_t i = 0; i < res->n; i++)
+		blob_put(res->slots[i].blob);
+	free(res->slots);
+	free(res);
+}
+
+/* The slot of `rank`, or NULL. */
+static const struct slot *result_slot(const struct result *res, uint32_t rank)
+{
+	size_t lo = 0, hi = res->n;
+
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+
+		if (res->slots[mid].rank == rank)
+			return &res->slots[mid];
+		if (res->slots[mid].rank < rank)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return NULL;
+}
+
+/* ---- what may be asked (either thread, under the daemon's lock) ---- */
+
+/*
+ * Whether the job and the rank (FR_RANK_UNKNOWN: the whole job) can be
+ * looked at now. Returns 0, or the HTTP status with the reason in `err`.
+ */
+static unsigned target_check(struct flightrecd *d, const char *id, uint32_t rank, char *err,
+			     size_t cap)
+{
+	const struct job *job = registry_job_find(d, id);
+	const struct job_rank *r;
+
+	if (!job) {
+		snprintf(err, cap, "no such job");
+		return MHD_HTTP_NOT_FOUND;
+	}
+	if (rank == FR_RANK_UNKNOWN) {
+		if (job->nconnected)
+			return 0;
+		snprintf(err, cap, "no rank of job %s is connected", job->id);
+		return MHD_HTTP_CONFLICT;
+	}
+	if (rank >= job->world_size) {
+		snprintf(err, cap, "no such rank");
+		return MHD_HTTP_NOT_FOUND;
+	}
+	r = registry_rank(job, rank);
+	if (!r) {
+		snprintf(err, cap, "rank %" PRIu32 " of job %s has not connected", rank, job->id);
+		return MHD_HTTP_CONFLICT;
+	}
+	if (!r->conn || r->conn->closing) {
+		snprintf(err, cap, "rank %" PRIu32 " of job %s is not connected (%s)", rank, job->id,
+			 registry_rank_state_name(registry_rank_state(d, r, daemon_mono_ns())));
+		return MHD_HTTP_CONFLICT;
+	}
+	return 0;
+}
+
+/* ---- the loop: answering requests ---- */
+
+/*
+ * Ends a request's wait with `status` (and `res` for 200, referenced) and
+ * resumes it. The request may be freed by the HTTP thread at once after.
+ */
+static void req_finish(struct live_req *lr, unsigned status, const char *error,
+		       struct result *res)
+{
+	struct MHD_Connection *mc;
+
+	pthread_mutex_lock(&live.lock);
+	lr->done = true;
+	lr->status = status;
+	snprintf(lr->error, sizeof(lr->error), "%s", error ? error : "");
+	lr->res = result_get(res);
+	mc = lr->mc;
+	pthread_mutex_unlock(&live.lock);
+	MHD_resume_connection(mc);
+}
+
+static void timer_update(void);
+
+/* Keeps a published result for PROBE_FRESH_NS, in place of an older one. */
+static void cache_put(struct result *res)
+{
+	size_t victim = 0;
+
+	for (size_t i = 0; i < PROBE_CACHE; i++) {
+		struct result *c = live.cache[i];
+
+		if (!c || (strcmp(c->job, res->job) == 0 && c->rank == res->rank)) {
+			victim = i;
+			break;
+		}
+		if (c->done_mono < live.cache[victim]->done_mono)
+			victim = i;
+	}
+	result_put(live.cache[victim]);
+	live.cache[victim] = result_get(res);
+}
+
+/*
+ * A fresh result that answers a look at `rank` of job `id` (FR_RANK_UNKNOWN:
+ * the whole job) that needs `need`: for one rank, any result holding a
+ * dump of it that covers the need; for the job, a result of the whole job
+ * that asked for it.
+ */
+static struct result *cache_find(const char *id, uint32_t rank, struct need need, uint64_t now)
+{
+	for (size_t i = 0; i < PROBE_CACHE; i++) {
+		struct result *c = live.cache[i];
+		const struct slot *s;
+
+		if (!c || now - c->done_mono >= PROBE_FRESH_NS || strcmp(c->job, id) != 0)
+			continue;
+		if (rank == FR_RANK_UNKNOWN) {
+			if (c->rank == FR_RANK_UNKNOWN && need_covers(c->need, need))
+				return c;
+			continue;
+		}
+		s = result_slot(c, rank);
+		if (s && s->answer == SLOT_ANSWERED && need_covers(s->got, need))
+			return c;
+	}
+	return NULL;
+}
+
+static void cache_expire(uint64_t now)
+{
+	for (size_t i = 0; i < PROBE_CACHE; i++) {
+		if (live.cache[i] && now - live.cache[i]->done_mono >= PROBE_FRESH_NS) {
+			result_put(live.cache[i]);
+			live.cache[i] = NULL;
+		}
+	}
+}
+
+static bool cache_empty(void)
+{
+	for (size_t i = 0; i < PROBE_CACHE; i++)
+		if (live.cache[i])
+			return false;
+	return true;
+}
+
+/* Publishes the probe's result, answers its waiters and frees it. */
+static void probe_complete(struct probe *p)
+{
+	struct probe **pp;
+	struct live_req *lr, *next;
+
+	for (pp = &live.probes; *pp != p; pp = &(*pp)->next)
+		;
+	*pp = p->next;
+	live.nprobes--;
+	p->res->done_mono = daemon_mono_ns();
+	for (size_t i = 0; i < p->res->n; i++)
+		p->res->slots[i].conn = NULL;
+	cache_put(p->res);
+	for (lr = p->waiters; lr; lr = next) {
+		next = lr->next_wait;
+		req_finish(lr, MHD_HTTP_OK, NULL, p->res);
+	}
+	result_put(p->res);
+	free(p);
+	timer_update();
+}
+
+static void upload_drop(struct upload *up);
+
+/*
+ * Nothing waits on `c`'s look any more, which timed out: the dump still
+ * arriving for it, if any, is dropped with the memory it held, and the
+ * connection may be asked again (it was answering, so it is alive). A
+ * connection that sent nothing stays asked until PROBE_REASK_NS, so that
+ * a rank that cannot answer collects no queue of requests.
+ */
+static void conn_live_expire(struct conn *c)
+{
+	if (c->live_pending || !c->live_up.active)
+		return;
+	upload_drop(&c->live_up);
+	c->live_asked = false;
+	c->live_id[0] = '\0';
+}
+
+/*
+ * Settles every pending slot waiting on `c` (NULL: every pending slot of
+ * probes past `now`'s deadline) and completes the probes left with none.
+ * With SLOT_ANSWERED, only the slots whose probe needs no more than `got`
+ * (what dump `b` holds) are settled; the others go on waiting.
+ */
+static void probes_settle(struct conn *c, enum slot_answer answer, struct blob *b,
+			  struct need got, const char *why, uint64_t now)
+{
+	struct probe *p, *next;
+
+	for (p = live.probes; p; p = next) {
+		next = p->next;
+		if (!c && now < p->deadline_mono)
+			continue;
+		if (answer == SLOT_ANSWERED && !need_covers(got, p->res->need))
+			continue;
+		for (size_t i = 0; i < p->res->n; i++) {
+			struct slot *s = &p->res->slots[i];
+
+			struct conn *sc = s->conn;
+
+			if (s->answer != SLOT_PENDING || (c && sc != c))
+				continue;
+			s->answer = answer;
+			s->conn = NULL;
+			sc->live_pending--;
+			if (answer == SLOT_TIMEOUT)
+				conn_live_expire(sc);
+			if (answer == SLOT_ANSWERED) {
+				atomic_fetch_add(&b->refs, 1);
+				s->blob = b;
+				s->got = got;
+			}
+			if (answer == SLOT_TIMEOUT)
+				atomic_fetch_add_explicit(&live.n_timeouts, 1, memory_order_relaxed);
+			if (why)
+				snprintf(s->why, sizeof(s->why), "%s", why);
+			p->pending--;
+		}
+		if (!p->pending)
+			probe_complete(p);
+	}
+}
+
+/*
+ * Asks `c` for a live look that covers `need`, unless one it was asked
+ * recently is still unanswered: its answer serves every probe waiting on
+ * the connection that it covers, and conn_ask_waiting() then asks for what
+ * the others need.
+ */
+static int conn_ask(struct conn *c, struct need need, uint64_t now)
+{
+	char id[FR_INCIDENT_MAX + 1];
+	int err;
+
+	if (c->live_asked && now - c->live_asked_mono < PROBE_REASK_NS)
+		return 0;
+	err = fr_wire_live_id(id, sizeof(id), need.scope, need.last, ++live.seq);
+	if (!err)
+		err = conn_send_dump_request(c, id, PROBE_REASON);
+	if (err)
+		return err;
+	atomic_fetch_add_explicit(&live.n_dump_requests, 1, memory_order_relaxed);
+	/* A dump still arriving for an earlier id is not what is asked now. */
+	upload_drop(&c->live_up);
+	c->live_asked = true;
+	c->live_asked_mono = now;
+	snprintf(c->live_id, sizeof(c->live_id), "%s", id);
+	return 0;
+}
+
+/*
+ * The connection's look was answered, and slots its answer did not cover
+ * still wait on it: asks for what they all need, in one request. A slot
+ * that cannot be asked for fails.
+ */
+static void conn_ask_waiting(struct conn *c, uint64_t now)
+{
+	struct need need = NO_NEED;
+
+	for (struct probe *p = live.probes; p; p = p->next) {
+		for (size_t i = 0; i < p->res->n; i++) {
+			const struct slot *s = &p->res->slots[i];
+
+			if (s->answer != SLOT_PENDING || s->conn != c)
+				continue;
+			need = need.scope == FR_WIRE_LIVE_NONE ? p->res->need :
+								  need_union(need, p->res->need);
+			break;
+		}
+	}
+	if (need.scope != FR_WIRE_LIVE_NONE && conn_ask(c, need, now))
+		probes_settle(c, SLOT_FAILED, NULL, need, "the request could not be sent", 0);
+}
+
+/*
+ * Starts a probe of `rank` of `job` (FR_RANK_UNKNOWN: every connected
+ * rank) for what `need` says, with `lr` as its first waiter.
+ */
+static void probe_begin(struct job *job, uint32_t rank, struct need need, struct live_req *lr,
+			uint64_t now)
+{
+	struct probe *p = calloc(1, sizeof(*p));
+	struct result *res = calloc(1, sizeof(*res));
+	size_t cap = rank == FR_RANK_UNKNOWN ? job->nconnected : 1;
+
+	if (!p || !res || !(res->slots = calloc(cap ? cap : 1, sizeof(*res->slots)))) {
+		free(res);
+		free(p);
+		req_finish(lr, MHD_HTTP_INTERNAL_SERVER_ERROR, "out of memory", NULL);
+		return;
+	}
+	atomic_init(&res->refs, 1);
+	snprintf(res->job, sizeof(res->job), "%s", job->id);
+	res->world_size = job->world_size;
+	res->rank = rank;
+	res->need = need;
+	p->res = res;
+	p->deadline_mono = now + PROBE_TIMEOUT_NS;
+	p->waiters = lr;
+	lr->next_wait = NULL;
+	for (uint32_t i = 0; i < job->nslots && res->n < cap; i++) {
+		struct job_rank *r = job->ranks[i];
+		struct slot *s;
+
+		if (!r || !r->conn || r->conn->closing ||
+		    (rank != FR_RANK_UNKNOWN && r->rank != rank))
+			continue;
+		s = &res->slots[res->n++];
+		s->rank = r->rank;
+		s->conn = r->conn;
+		s->answer = SLOT_PENDING;
+		snprintf(s->host, sizeof(s->host), "%s", r->host);
+		s->pid = r->pid;
+		p->pending++;
+		r->conn->live_pending++;
+		if (conn_ask(r->conn, res->need, now)) {
+			s->answer = SLOT_FAILED;
+			s->conn = NULL;
+			r->conn->live_pending--;
+			snprintf(s->why, sizeof(s->why), "the request could not be sent");
+			p->pending--;
+		}
+	}
+	p->next = live.probes;
+	live.probes = p;
+	live.nprobes++;
+	if (!p->pending)
+		probe_complete(p);
+	else
+		timer_update();
+}
+
+/* Takes a handed-over request: answers it, or makes it wait on a probe. */
+static void req_take(struct flightrecd *d, struct live_req *lr, uint64_t now)
+{
+	uint32_t rank = lr->kind == ROUTE_JOB_STACKS ? FR_RANK_UNKNOWN : lr->rank;
+	struct need need = req_need(lr->kind, lr->last);
+	char err[192];
+	unsigned status;
+	struct result *res;
+	struct job *job;
+
+	if (d->stopping) {
+		req_finish(lr, MHD_HTTP_SERVICE_UNAVAILABLE, "the daemon is stopping", NULL);
+		return;
+	}
+	/* The job or the rank may have gone since the HTTP thread looked. */
+	status = target_check(d, lr->job, rank, err, sizeof(err));
+	if (status) {
+		req_finish(lr, status, err, NULL);
+		return;
+	}
+	res = cache_find(lr->job, rank, need, now);
+	if (res) {
+		atomic_fetch_add_explicit(&live.n_shared, 1, memory_order_relaxed);
+		req_finish(lr, MHD_HTTP_OK, NULL, res);
+		return;
+	}
+	for (struct probe *p = live.probes; p; p = p->next) {
+		if (p->res->rank == rank && strcmp(p->res->job, lr->job) == 0 &&
+		    need_covers(p->res->need, need)) {
+			atomic_fetch_add_explicit(&live.n_shared, 1, memory_order_relaxed);
+			lr->next_wait = p->waiters;
+			p->waiters = lr;
+			return;
+		}
+	}
+	if (live.nprobes >= PROBE_MAX) {
+		req_finish(lr, MHD_HTTP_SERVICE_UNAVAILABLE,
+			   "too many live looks in progress; try again in a few seconds", NULL);
+		return;
+	}
+	job = registry_job_find(d, lr->job);
+	probe_begin(job, rank, need, lr, now);
+}
+
+static void on_async(uv_async_t *a)
+{
+	struct flightrecd *d = a->data;
+	struct live_req *queue, *lr, *next;
+	uint64_t now = daemon_mono_ns();
+
+	pthread_mutex_lock(&d->lock);
+	pthread_mutex_lock(&live.lock);
+	queue = live.queue;
+	live.queue = NULL;
+	pthread_mutex_unlock(&live.lock);
+	for (lr = queue; lr; lr = next) {
+		next = lr->next_wait;
+		req_take(d, lr, now);
+	}
+	pthread_mutex_unlock(&d->lock);
+}
+
+static void on_tick(uv_timer_t *t)
+{
+	struct flightrecd *d = t->data;
+	uint64_t now = daemon_mono_ns();
+
+	pthread_mutex_lock(&d->lock);
+	probes_settle(NULL, SLOT_TIMEOUT, NULL, NO_NEED, NULL, now);
+	cache_expire(now);
+	timer_update();
+	pthread_mutex_unlock(&d->lock);
+}
+
+/* The timer runs while there is a deadline to watch or a result to expire. */
+static void timer_update(void)
+{
+	bool want = live.handles_open && (live.probes || !cache_empty());
+
+	if (want == live.ticking)
+		return;
+	live.ticking = want;
+	if (want)
+		uv_timer_start(&live.timer, on_tick, PROBE_TICK_MS, PROBE_TICK_MS);
+	else
+		uv_timer_stop(&live.timer);
+}
+
+/* ---- the loop: dumps arriving ---- */
+
+/* The bytes an upload received are what it holds against PROBE_MEMORY_MAX. */
+static void upload_drop(struct upload *up)
+{
+	if (up->active)
+		atomic_fetch_sub(&live.bytes, up->received);
+	free(up->data);
+	memset(up, 0, sizeof(*up));
+}
+
+/* The connection's live look failed: every probe waiting on it hears why. */
+static void conn_live_failed(struct conn *c, enum slot_answer answer, const char *why)
+{
+	upload_drop(&c->live_up);
+	c->live_asked = false;
+	c->live_id[0] = '\0';
+	probes_settle(c, answer, NULL, NO_NEED, why, 0);
+}
+
+/*
+ * The largest dump a look with id `id` takes: what its scope needs, never
+ * more than --max-dump-size. Explained in `what` for the refusal.
+ */
+static uint64_t upload_max(const struct conn *c, const char *id, const char **what)
+{
+	uint64_t max = c->d->cfg.max_dump_size;
+	uint64_t scoped = max;
+	uint32_t last = 0;
+
+	switch (fr_wire_live_scope(id, &last)) {
+	case FR_WIRE_LIVE_STACKS:
+		scoped = PROBE_STACKS_MAX;
+		*what = "the limit of a look at stacks";
+		break;
+	case FR_WIRE_LIVE_TRACE:
+		scoped = PROBE_TRACE_BASE_MAX + PROBE_TRACE_ENTRY_MAX * last;
+		*what = "the limit of a trace look of that many entries";
+		break;
+	default:
+		*what = "--max-dump-size";
+		break;
+	}
+	if (scoped >= max) {
+		*what = "--max-dump-size";
+		return max;
+	}
+	return scoped;
+}
+
+/*
+ * The first piece: the dump's size must fit the limits. Nothing is booked
+ * for the announced total: the pieces count against PROBE_MEMORY_MAX as
+ * they arrive, so that announcing a large dump costs a peer nothing.
+ */
+static int upload_begin(struct conn *c, const struct fr_msg_dump_data *m)
+{
+	struct upload *up = &c->live_up;
+	const char *what = "";
+	uint64_t max = upload_max(c, m->incident, &what);
+	char why[160];
+
+	upload_drop(up);
+	if (m->total == 0) {
+		conn_live_failed(c, SLOT_FAILED, "the agent could not build its dump");
+		return -EPROTO;
+	}
+	if (m->total > max) {
+		snprintf(why, sizeof(why), "its dump of %" PRIu64 " bytes is over %s (%" PRIu64 " bytes)",
+			 m->total, what, max);
+		conn_live_failed(c, SLOT_FAILED, why);
+		return -EMSGSIZE;
+	}
+	up->active = true;
+	up->total = m->total;
+	snprintf(up->incident, sizeof(up->incident), "%s", m->incident);
+	return 0;
+}
+
+/*
+ * The last piece: the dump goes to every probe waiting on the connection
+ * that needs no more than its id asked for (an agent that predates scopes
+ * sends more, never less), and what the others need is asked next.
+ */
+static void upload_finish(struct conn *c)
+{
+	struct upload *up = &c->live_up;
+	struct blob *b = malloc(sizeof(*b));
+	struct need got;
+
+	if (!b) {
+		conn_live_failed(c, SLOT_FAILED, "out of memory");
+		return;
+	}
+	/* The bytes move from the upload to the blob, and stay counted. */
+	atomic_init(&b->refs, 1);
+	b->len = (size_t)up->total;
+	b->data = up->data;
+	got.scope = fr_wire_live_scope(up->incident, &got.last);
+	memset(up, 0, sizeof(*up));
+	c->live_asked = false;
+	c->live_id[0] = '\0';
+	probes_settle(c, SLOT_ANSWERED, b, got, NULL, 0);
+	blob_put(b);
+	conn_ask_waiting(c, daemon_mono_ns());
+}
+
+/* Counts, and logs once a minute per peer, an upload nobody asked for. */
+static void probe_ignore(const struct conn *c, const struct fr_msg_dump_data *m)
+{
+	char offender[INET6_ADDRSTRLEN + 8];
+
+	atomic_fetch_add_explicit(&live.n_ignored, 1, memory_order_relaxed);
+	ratelog_offender_addr(c->peer, offender, sizeof(offender));
+	ratelog("live-upload", offender,
+		"rank %" PRIu32 " of job %s (%s) uploaded a live look of %" PRIu64
+		" bytes that was not asked of it; ignored",
+		c->rank, c->job->id, c->peer, m->total);
+}
+
+void probe_dump_data(struct conn *c, const struct fr_msg_dump_data *m)
+{
+	struct upload *up = &c->live_up;
+	char why[160];
+
+	if (!c->job)
+		return;
+	/*
+	 * Only the look asked of this connection, by its id: an upload nobody
+	 * asked for would hold memory every look shares.
+	 */
+	if (m->offset == 0 && (!c->live_asked || strcmp(m->incident, c->live_id) != 0)) {
+		probe_ignore(c, m);
+		return;
+	}
+	if (m->offset == 0 && upload_begin(c, m))
+		return;
+	/* A piece of a look already given up on (refused, or superseded). */
+	if (!up->active || strcmp(up->incident, m->incident) != 0)
+		return;
+	if (m->offset != up->received || m->total != up->total ||
+	    m->len > up->total - up->received) {
+		snprintf(why, sizeof(why),
+			 "piece at offset %" PRIu64 " of %" PRIu64 " out of order (expected offset %" PRIu64 ")",
+			 m->offset, m->total, up->received);
+		conn_live_failed(c, SLOT_FAILED, why);
+		return;
+	}
+	if (atomic_fetch_add(&live.bytes, m->len) + m->len > PROBE_MEMORY_MAX) {
+		atomic_fetch_sub(&live.bytes, m->len);
+		conn_live_failed(c, SLOT_FAILED,
+				 "live looks hold too much memory now; try again in a few seconds");
+		return;
+	}
+	if (upload_grow(up, m->len)) {
+		atomic_fetch_sub(&live.bytes, m->len);
+		conn_live_failed(c, SLOT_FAILED, "out of memory");
+		return;
+	}
+	if (m->len)
+		memcpy(up->data + up->received, m->data, m->len);
+	up->received += m->len;
+	atomic_fetch_add_explicit(&live.n_bytes, m->len, memory_order_relaxed);
+	if (up->received == up->total)
+		upload_finish(c);
+}
+
+void probe_conn_closed(struct conn *c)
+{
+	conn_live_failed(c, c->d->stopping ? SLOT_STOPPING : SLOT_CLOSED, NULL);
+}
+
+/* ---- the HTTP thread ---- */
+
+static int reply(struct MHD_Connection *mc, unsigned status, json_t *doc)
+{
+	return http_reply_doc(mc, status, doc);
+}
+
+static int reply_error(struct MHD_Connection *mc, unsigned status, const char *msg)
+{
+	return reply(mc, status, json_pack("{s:s}", "error", msg));
+}
+
+/*
+ * ?last=N: a decimal number from 1 to TRACE_LAST_MAX, nothing else (no
+ * sign, no spaces); TRACE_LAST_DEFAULT when absent.
+ */
+static bool parse_last(const char *s, uint32_t *out)
+{
+	uint64_t v = 0;
+
+	if (!s) {
+		*out = TRACE_LAST_DEFAULT;
+		return true;
+	}
+	if (!*s)
+		return false;
+	for (; *s; s++) {
+		if (*s < '0' || *s > '9')
+			return false;
+		v = v * 10 + (uint64_t)(*s - '0');
+		if (v > TRACE_LAST_MAX)
+			return false;
+	}
+	if (v == 0)
+		return false;
+	*out = (uint32_t)v;
+	return true;
+}
+
+/*
+ * The "threads" of the dump format for `t`'s threads (or only `one`),
+ * written by the dump writer itself so that they read exactly as in a
+ * dump. Returns a new reference, NULL when out of memory.
+ */
+static json_t *threads_json(const struct fr_trace *t, const struct fr_thread *one)
+{
+	struct fr_trace shell = *t;
+	json_t *doc, *threads;
+
+	/* Only the threads: the entries and communicators are not wanted. */
+	shell.nops = 0;
+	shell.ncomms = 0;
+	if (one) {
+		shell.threads = (struct fr_thread *)one;
+		shell.nthreads = 1;
+	}
+	doc = fr_dump_to_json(&shell);
+	if (!doc)
+		return NULL;
+	threads = json_object_get(doc, "threads");
+	threads = threads ? json_incref(threads) : json_array();
+	json_decref(doc);
+	return threads;
+}
+
+/* The newest `last` entries of `t`, oldest first, as the dump writes them. */
+static json_t *entries_json(const struct fr_trace *t, uint32_t last)
+{
+	struct fr_trace shell = *t;
+	json_t *doc, *entries;
+
+	if (shell.nops > last) {
+		shell.ops = t->ops + (t->nops - last);
+		shell.nops = last;
+	}
+	shell.nthreads = 0;
+	doc = fr_dump_to_json(&shell);
+	if (!doc)
+		return NULL;
+	entries = json_incref(json_object_get(doc, "entries"));
+	json_decref(doc);
+	return entries;
+}
+
+/*
+ * Parses the dump of a slot that answered. Returns 0, or the HTTP status
+ * of why there is none, with the reason in `err`.
+ */
+static unsigned slot_trace(const struct result *res, const struct slot *s, struct fr_trace *t,
+			   char *err, size_t cap)
+{
+	char perr[256];
+	char name[48];
+
+	switch (s->answer) {
+	case SLOT_ANSWERED:
+		break;
+	case SLOT_TIMEOUT:
+		snprintf(err, cap, "rank %" PRIu32 " of job %s did not answer within %llu s",
+			 s->rank, res->job, (unsigned long long)(PROBE_TIMEOUT_NS / NS_PER_S));
+		return MHD_HTTP_GATEWAY_TIMEOUT;
+	case SLOT_CLOSED:
+		snprintf(err, cap, "rank %" PRIu32 " of job %s disconnected before it answered",
+			 s->rank, res->job);
+		return MHD_HTTP_SERVICE_UNAVAILABLE;
+	case SLOT_STOPPING:
+		snprintf(err, cap, "the daemon is stopping");
+		return MHD_HTTP_SERVICE_UNAVAILABLE;
+	default:
+		snprintf(err, cap, "rank %" PRIu32 " of job %s sent no usable dump: %s", s->rank,
+			 res->job, s->why);
+		return MHD_HTTP_BAD_GATEWAY;
+	}
+	snprintf(name, sizeof(name), "rank %" PRIu32 "'s live dump", s->rank);
+	if (fr_dump_parse((const char *)s->blob->data, s->blob->len, name, t, perr,
+			  sizeof(perr))) {
+		snprintf(err, cap, "%s", perr);
+		return MHD_HTTP_BAD_GATEWAY;
+	}
+	/* The connection is the rank's; a dump that says otherwise is not. */
+	if (strcmp(t->job, res->job) != 0 || t->rank != s->rank) {
+		snprintf(err, cap,
+			 "rank %" PRIu32 " of job %s sent no usable dump: it is of another job or rank",
+			 s->rank, res->job);
+		fr_trace_free(t);
+		return MHD_HTTP_BAD_GATEWAY;
+	}
+	return 0;
+}
+
+/* GET .../ranks/<rank>/stacks and .../trace. */
+static int answer_rank(struct MHD_Connection *mc, const struct live_req *lr)
+{
+	const struct slot *s = result_slot(lr->res, lr->rank);
+	struct fr_trace t;
+	char err[320];
+	unsigned status;
+	json_t *doc;
+
+	if (!s)
+		return reply_error(mc, MHD_HTTP_INTERNAL_SERVER_ERROR, "the rank was not asked");
+	status = slot_trace(lr->res, s, &t, err, sizeof(err));
+	if (status)
+		return reply_error(mc, status, err);
+	if (lr->kind == ROUTE_RANK_TRACE)
+		doc = json_pack("{s:s, s:I, s:I, s:I, s:o*}", "job", lr->res->job, "rank",
+				(json_int_t)s->rank, "last", (json_int_t)lr->last, "dropped",
+				(json_int_t)t.dropped, "entries", entries_json(&t, lr->last));
+	else
+		doc = json_pack("{s:s, s:I, s:s, s:I, s:o*}", "job", lr->res->job, "rank",
+				(json_int_t)s->rank, "host", s->host, "pid", (json_int_t)s->pid,
+				"threads", threads_json(&t, NULL));
+	fr_trace_free(&t);
+	if (!doc || !json_object_get(doc, lr->kind == ROUTE_RANK_TRACE ? "entries" : "threads")) {
+		json_decref(doc);
+		return reply_error(mc, MHD_HTTP_INTERNAL_SERVER_ERROR, "out of memory");
+	}
+	return reply(mc, MHD_HTTP_OK, doc);
+}
+
+/* One group of GET /v1/jobs/<job>/stacks; `rep` is its lowest rank's trace. */
+static json_t *group_json(const struct fr_stack_group *g, const struct fr_trace *rep)
+{
+	size_t need = fr_format_ranks(NULL, 0, g->ranks, g->nranks);
+	char *ranks = malloc(need + 1);
+	json_t *frames = json_array();
+	json_t *threads = threads_json(rep, g->thread);
+	json_t *o = NULL;
+
+	if (!ranks || !frames || !json_array_get(threads, 0))
+		goto out_free;
+	fr_format_ranks(ranks, need + 1, g->ranks, g->nranks);
+	for (size_t i = 0; i < g->nframes; i++) {
+		const char *name = g->frames[i].name ? g->frames[i].name : "??";
+
+		if (json_array_append_new(frames, json_string(name)))
+			goto out_free;
+	}
+	o = json_pack("{s:s, s:I, s:O, s:O}", "ranks", ranks, "nranks", (json_int_t)g->nranks,
+		      "frames", frames, "thread", json_array_get(threads, 0));
+out_free:
+	json_decref(threads);
+	json_decref(frames);
+	free(ranks);
+	return o;
+}
+
+/*
+ * Bounds what one rank's trace costs the job's answer: its first
+ * JOB_STACK_THREADS_MAX threads, their innermost JOB_STACK_FRAMES_MAX
+ * frames. Adds what it left out to the counts.
+ */
+static void trace_trim(struct fr_trace *t, size_t *threads_cut, size_t *frames_cut)
+{
+	for (size_t i = 0; i < t->nthreads; i++) {
+		struct fr_thread *th = &t->threads[i];
+		size_t keep = i < JOB_STACK_THREADS_MAX ? JOB_STACK_FRAMES_MAX : 0;
+
+		if (th->nframes <= keep)
+			continue;
+		for (size_t j = keep; j < th->nframes; j++)
+			free(th->frames[j].name);
+		if (keep)
+			*frames_cut += th->nframes - keep;
+		th->nframes = keep;
+		if (!keep) {
+			free(th->frames);
+			th->frames = NULL;
+		}
+	}
+	if (t->nthreads > JOB_STACK_THREADS_MAX) {
+		*threads_cut += t->nthreads - JOB_STACK_THREADS_MAX;
+		t->nthreads = JOB_STACK_THREADS_MAX;
+	}
+}
+
+/*
+ * Adds why `s` has no stacks to `why` ({"<rank>": reason}), at most
+ * JOB_STACK_WHY_MAX of them. Returns -ENOMEM or 0.
+ */
+static int why_add(json_t *why, const struct slot *s, const char *err)
+{
+	char key[16];
+
+	if (json_object_size(why) >= JOB_STACK_WHY_MAX)
+		return 0;
+	snprintf(key, sizeof(key), "%" PRIu32, s->rank);
+	return json_object_set_new(why, key, json_string(err)) ? -ENOMEM : 0;
+}
+
+/* GET /v1/jobs/<job>/stacks. */
+static int answer_job(struct MHD_Connection *mc, const struct live_req *lr)
+{
+	const struct result *res = lr->res;
+	uint32_t world = res->world_size;
+	struct fr_trace *traces = calloc(res->n ? res->n : 1, sizeof(*traces));
+	const struct fr_trace **idx = calloc(world ? world : 1, sizeof(*idx));
+	uint32_t *missing = malloc((world ? world : 1) * sizeof(*missing));
+	struct fr_stack_groups sg = { 0 };
+	size_t answered = 0, nmissing = 0, nwhy = 0, need;
+	size_t threads_cut = 0, frames_cut = 0;
+	json_t *groups = NULL, *why = json_object(), *doc = NULL;
+	char *missing_text = NULL;
+	char err[320];
+
+	/* The ranks' connections were closed by a stopping daemon: no look. */
+	for (size_t i = 0; i < res->n; i++) {
+		if (res->slots[i].answer == SLOT_STOPPING) {
+			json_decref(why);
+			free(traces);
+			free(idx);
+			free(missing);
+			return reply_error(mc, MHD_HTTP_SERVICE_UNAVAILABLE,
+					   "the daemon is stopping");
+		}
+	}
+	if (!traces || !idx || !missing || !why)
+		goto out_free;
+	for (size_t i = 0; i < res->n; i++) {
+		const struct slot *s = &res->slots[i];
+
+		if (s->rank >= world)
+			continue;
+		if (slot_trace(res, s, &traces[i], err, sizeof(err)) == 0) {
+			trace_trim(&traces[i], &threads_cut, &frames_cut);
+			idx[s->rank] = &traces[i];
+			answered++;
+			continue;
+		}
+		nwhy++;
+		if (why_add(why, s, err))
+			goto out_free;
+	}
+	for (uint32_t r = 0; r < world; r++)
+		if (!idx[r])
+			missing[nmissing++] = r;
+	need = fr_format_ranks(NULL, 0, missing, nmissing);
+	missing_text = malloc(need + 1);
+	if (!missing_text || fr_stack_groups_build(idx, world, &sg))
+		goto out_free;
+	fr_format_ranks(missing_text, need + 1, missing, nmissing);
+	groups = json_array();
+	for (size_t g = 0; groups && g < sg.ngroups && g < JOB_STACK_GROUPS_MAX; g++) {
+		const struct fr_stack_group *grp = &sg.groups[g];
+
+		if (json_array_append_new(groups, group_json(grp, idx[grp->ranks[0]]))) {
+			json_decref(groups);
+			groups = NULL;
+		}
+	}
+	/*
+	 * "why" says what became of the ranks asked that did not answer (a
+	 * rank never asked, not connected, is only "missing"); "more_why"
+	 * counts those it leaves out.
+	 */
+	if (groups)
+		doc = json_pack("{s:s, s:I, s:I, s:s, s:O, s:I, s:o, s:I, s:{s:I, s:I}, s:I, s:I}",
+				"job", res->job, "ranks_asked", (json_int_t)res->n,
+				"ranks_answered", (json_int_t)answered, "missing", missing_text,
+				"why", why, "more_why",
+				(json_int_t)(nwhy - json_object_size(why)), "groups", groups,
+				"more_groups",
+				(json_int_t)(sg.ngroups > JOB_STACK_GROUPS_MAX ?
+						     sg.ngroups - JOB_STACK_GROUPS_MAX :
+						     0),
+				"limits", "threads_per_rank", (json_int_t)JOB_STACK_THREADS_MAX,
+				"frames_per_thread", (json_int_t)JOB_STACK_FRAMES_MAX,
+				"threads_left_out", (json_int_t)threads_cut, "frames_left_out",
+				(json_int_t)frames_cut);
+out_free:
+	json_decref(why);
+	fr_stack_groups_free(&sg);
+	for (size_t i = 0; traces && i < res->n; i++)
+		fr_trace_free(&traces[i]);
+	free(traces);
+	free(idx);
+	free(missing);
+	free(missing_text);
+	if (!doc)
+		return reply_error(mc, MHD_HTTP_INTERNAL_SERVER_ERROR, "out of memory");
+	return reply(mc, MHD_HTTP_OK, doc);
+}
+
+/* The second call, once the loop resumed the request. */
+static int answer(struct MHD_Connection *mc, struct live_req *lr)
+{
+	bool done;
+
+	pthread_mutex_lock(&live.lock);
+	done = lr->done;
+	pthread_mutex_unlock(&live.lock);
+	if (!done)
+		return reply_error(mc, MHD_HTTP_INTERNAL_SERVER_ERROR, "resumed before its answer");
+	if (lr->status != MHD_HTTP_OK)
+		return reply_error(mc, lr->status, lr->error);
+	if (lr->kind == ROUTE_JOB_STACKS)
+		return answer_job(mc, lr);
+	return answer_rank(mc, lr);
+}
+
+static struct live_req *req_find(void *p)
+{
+	for (struct live_req *lr = live.reqs; lr; lr = lr->next)
+		if (lr == p)
+			return lr;
+	return NULL;
+}
+
+int probe_http(struct flightrecd *d, struct MHD_Connection *mc, const struct route *r,
+	       void **req_cls)
+{
+	uint32_t rank = r->kind == ROUTE_JOB_STACKS ? FR_RANK_UNKNOWN : r->rank;
+	uint32_t last = 0;
+	struct live_req *lr;
+	char err[192];
+	unsigned status;
+
+	if (*req_cls) {
+		pthread_mutex_lock(&live.lock);
+		lr = req_find(*req_cls);
+		pthread_mutex_unlock(&live.lock);
+		if (!lr)
+			return reply_error(mc, MHD_HTTP_INTERNAL_SERVER_ERROR, "lost request");
+		return answer(mc, lr);
+	}
+	atomic_fetch_add_explicit(&live.n_requests, 1, memory_order_relaxed);
+	if (r->kind == ROUTE_RANK_TRACE &&
+	    !parse_last(MHD_lookup_connection_value(mc, MHD_GET_ARGUMENT_KIND, "last"), &last)) {
+		snprintf(err, sizeof(err), "last must be a whole number from 1 to %u",
+			 TRACE_LAST_MAX);
+		return reply_error(mc, MHD_HTTP_BAD_REQUEST, err);
+	}
+	/* What can be answered at once is, without the loop. */
+	pthread_mutex_lock(&d->lock);
+	status = target_check(d, r->job, rank, err, sizeof(err));
+	pthread_mutex_unlock(&d->lock);
+	if (status)
+		return reply_error(mc, status, err);
+	lr = calloc(1, sizeof(*lr));
+	if (!lr)
+		return reply_error(mc, MHD_HTTP_INTERNAL_SERVER_ERROR, "out of memory");
+	lr->mc = mc;
+	lr->kind = r->kind;
+	snprintf(lr->job, sizeof(lr->job), "%s", r->job);
+	lr->rank = rank;
+	lr->last = last;
+	pthread_mutex_lock(&live.lock);
+	if (!live.ready) {
+		pthread_mutex_unlock(&live.lock);
+		free(lr);
+		return reply_error(mc, MHD_HTTP_SERVICE_UNAVAILABLE, "the daemon is stopping");
+	}
+	/* Suspended before the loop can see it: the loop may resume it at
+	 * once, and resuming a connection not suspended is undefined. */
+	MHD_suspend_connection(mc);
+	lr->next = live.reqs;
+	if (live.reqs)
+		live.reqs->prev = lr;
+	live.reqs = lr;
+	lr->next_wait = live.queue;
+	live.queue = lr;
+	/* Under the lock: probe_quiesce() may be about to close the handle. */
+	uv_async_send(&live.async);
+	pthread_mutex_unlock(&live.lock);
+	*req_cls = lr;
+	return MHD_YES;
+}
+
+void probe_http_completed(void *req_cls)
+{
+	struct live_req *lr;
+
+	pthread_mutex_lock(&live.lock);
+	lr = req_find(req_cls);
+	if (lr) {
+		if (lr->prev)
+			lr->prev->next = lr->next;
+		else
+			live.reqs = lr->next;
+		if (lr->next)
+			lr->next->prev = lr->prev;
+		pthread_cond_broadcast(&live.gone);
+	}
+	pthread_mutex_unlock(&live.lock);
+	if (!lr)
+		return;
+	result_put(lr->res);
+	free(lr);
+}
+
+void probe_metrics(struct probe_metrics *out)
+{
+	out->requests = atomic_load_explicit(&live.n_requests, memory_order_relaxed);
+	out->shared = atomic_load_explicit(&live.n_shared, memory_order_relaxed);
+	out->dump_requests = atomic_load_explicit(&live.n_dump_requests, memory_order_relaxed);
+	out->timeouts = atomic_load_explicit(&live.n_timeouts, memory_order_relaxed);
+	out->bytes = atomic_load_explicit(&live.n_bytes, memory_order_relaxed);
+	out->bytes_held = atomic_load(&live.bytes);
+	out->ignored = atomic_load_explicit(&live.n_ignored, memory_order_relaxed);
+}
+
+/* ---- start and stop ---- */
+
+int probe_start(struct flightrecd *d)
+{
+	if (uv_async_init(d->loop, &live.async, on_async))
+		return -1;
+	uv_timer_init(d->loop, &live.timer);
+	live.async.data = d;
+	live.timer.data = d;
+	/* Never what keeps the loop running. */
+	uv_unref((uv_handle_t *)&live.async);
+	uv_unref((uv_handle_t *)&live.timer);
+	live.handles_open = true;
+	pthread_mutex_lock(&live.lock);
+	live.ready = true;
+	pthread_mutex_unlock(&live.lock);
+	return 0;
+}
+
+void probe_quiesce(void)
+{
+	pthread_mutex_lock(&live.lock);
+	live.ready = false;
+	pthread_mutex_unlock(&live.lock);
+}
+
+void probe_stop(struct flightrecd *d)
+{
+	struct live_req *resume = NULL, *lr, *next;
+	struct timespec deadline;
+	bool closed = false;
+	int err = 0;
+
+	/*
+	 * The loop no longer runs: every request still waiting is answered
+	 * now, and libmicrohttpd may only stop with none suspended.
+	 */
+	pthread_mutex_lock(&live.lock);
+	live.ready = false;
+	for (lr = live.reqs; lr; lr = lr->next) {
+		if (lr->done)
+			continue;
+		lr->done = true;
+		lr->status = MHD_HTTP_SERVICE_UNAVAILABLE;
+		snprintf(lr->error, sizeof(lr->error), "the daemon is stopping");
+		lr->next_wait = resume;
+		resume = lr;
+	}
+	live.queue = NULL;
+	pthread_mutex_unlock(&live.lock);
+	for (lr = resume; lr; lr = next) {
+		next = lr->next_wait;
+		MHD_resume_connection(lr->mc);
+	}
+	/* Answers being made (the loop resumed them last) go out, bounded. */
+	clock_gettime(CLOCK_REALTIME, &deadline);
+	deadline.tv_sec += PROBE_STOP_GRACE_S;
+	pthread_mutex_lock(&live.lock);
+	while (live.reqs && err == 0)
+		err = pthread_cond_timedwait(&live.gone, &live.lock, &deadline);
+	pthread_mutex_unlock(&live.lock);
+	/* Probes left (their waiters were just answered) and the cache. */
+	while (live.probes) {
+		struct probe *p = live.probes;
+
+		live.probes = p->next;
+		result_put(p->res);
+		free(p);
+	}
+	live.nprobes = 0;
+	for (size_t i = 0; i < PROBE_CACHE; i++) {
+		result_put(live.cache[i]);
+		live.cache[i] = NULL;
+	}
+	if (live.handles_open) {
+		live.handles_open = false;
+		live.ticking = false;
+		if (!uv_is_closing((uv_handle_t *)&live.async)) {
+			uv_close((uv_handle_t *)&live.async, NULL);
+			closed = true;
+		}
+		if (!uv_is_closing((uv_handle_t *)&live.timer)) {
+			uv_close((uv_handle_t *)&live.timer, NULL);
+			closed = true;
+		}
+		if (closed)
+			uv_run(d->loop, UV_RUN_NOWAIT);
+	}
+}
