@@ -216,3 +216,18 @@ free_port() {
 http_status() {
 	curl -s -o /dev/null -w '%{http_code}' --max-time 5 "$HTTP$1"
 }
+
+# metric NAME: the value of flightrec_NAME in /metrics (empty when absent).
+metric() {
+	http_get /metrics | awk -v m="flightrec_$1" '$1 == m {print $2}'
+}
+metric_is() { [ "$(metric "$1")" = "$2" ]; }
+metric_at_least() { [ "$(metric "$1")" -ge "$2" ] 2>/dev/null; }
+
+# ranks_connected [JOB] N: the daemon sees N connected ranks of JOB ($JOB).
+ranks_connected() {
+	local job=$JOB
+	[ $# -ge 2 ] && { job=$1; shift; }
+	http_get "/v1/jobs/$job" 2>/dev/null |
+		jq -e --argjson n "$1" '[.ranks[] | select(.state == "connected")] | length == $n' >/dev/null 2>&1
+}

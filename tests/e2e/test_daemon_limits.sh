@@ -45,10 +45,6 @@ WAITED=2
 ALL_REDUCE=4
 RECV=21
 
-metric() {
-	http_get /metrics | awk -v m="flightrec_$1" '$1 == m {print $2}'
-}
-metric_is() { [ "$(metric "$1")" = "$2" ]; }
 metric_at_least() { [ "$(metric "$1")" -ge "$2" ] 2>/dev/null; }
 job_json() { http_get "/v1/jobs/$1" >"$T/job.json"; }
 job_is() { # job_is JOB 'jq expression'

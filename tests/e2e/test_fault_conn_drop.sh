@@ -6,13 +6,6 @@
 # it was), and no incident opens: a dropped connection is not a hang.
 . "$(dirname "$0")/lib.sh"
 
-metric() {
-	http_get /metrics | awk -v m="flightrec_$1" '$1 == m {print $2}'
-}
-ranks_connected() { # ranks_connected N: the daemon sees N connected ranks of $JOB
-	http_get "/v1/jobs/$JOB" 2>/dev/null |
-		jq -e --argjson n "$1" '[.ranks[] | select(.state == "connected")] | length == $n' >/dev/null 2>&1
-}
 completed() { # completed RANK: its last completed collective on world, as the daemon sees it
 	http_get "/v1/jobs/$JOB" 2>/dev/null |
 		jq -r --argjson r "$1" '.ranks[] | select(.rank == $r) | .comms.world.last_completed // 0' 2>/dev/null

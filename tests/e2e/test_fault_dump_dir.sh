@@ -22,10 +22,6 @@ fault_exit() {
 }
 trap fault_exit EXIT
 
-metric() {
-	http_get /metrics | awk -v m="flightrec_$1" '$1 == m {print $2}'
-}
-metric_at_least() { [ "$(metric "$1")" -ge "$2" ] 2>/dev/null; }
 healthy() {
 	[ "$(http_status /healthz)" = 200 ] && kill -0 "$DAEMON_PID" 2>/dev/null
 }

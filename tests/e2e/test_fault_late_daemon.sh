@@ -5,10 +5,6 @@
 # right culprit and operation.
 . "$(dirname "$0")/lib.sh"
 
-ranks_connected() { # ranks_connected N: the daemon sees N connected ranks of $JOB
-	http_get "/v1/jobs/$JOB" 2>/dev/null |
-		jq -e --argjson n "$1" '[.ranks[] | select(.state == "connected")] | length == $n' >/dev/null
-}
 # links_started N: N processes of the job run the agent's link thread, so
 # each has tried the address at least once.
 links_started() {

@@ -11,10 +11,6 @@
 . "$(dirname "$0")/lib.sh"
 
 AT=200
-ranks_connected() { # ranks_connected N: the daemon sees N connected ranks of $JOB
-	http_get "/v1/jobs/$JOB" 2>/dev/null |
-		jq -e --argjson n "$1" '[.ranks[] | select(.state == "connected")] | length == $n' >/dev/null 2>&1
-}
 
 cat >"$T/fake_agent.py" <<'PY'
 import os, socket, struct, sys, time

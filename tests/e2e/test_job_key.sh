@@ -17,15 +17,7 @@ trap '' PIPE
 # Hung ranks busy-poll: let them yield the two cores to the rest.
 export OMPI_MCA_mpi_yield_when_idle=1
 
-metric() {
-	http_get /metrics | awk -v m="flightrec_$1" '$1 == m {print $2}'
-}
-metric_at_least() { [ "$(metric "$1")" -ge "$2" ] 2>/dev/null; }
 job_known() { http_get /v1/jobs | jq -e --arg j "$1" '.jobs | any(.job == $j)' >/dev/null; }
-ranks_connected() { # ranks_connected JOB N
-	http_get "/v1/jobs/$1" 2>/dev/null |
-		jq -e --argjson n "$2" '[.ranks[] | select(.state == "connected")] | length == $n' >/dev/null 2>&1
-}
 post_dump() { # post_dump JOB TOKEN: prints the status, the body in $T/post.json
 	curl -s -o "$T/post.json" -w '%{http_code}' --max-time 10 -X POST \
 		-H "Authorization: Bearer $2" "$HTTP/v1/jobs/$1/dump"

@@ -14,10 +14,6 @@ trap '' PIPE
 
 AGENT_PY=$ROOT/tests/e2e/abuse_agent.py
 
-metric() {
-	http_get /metrics | awk -v m="flightrec_$1" '$1 == m {print $2}'
-}
-metric_is() { [ "$(metric "$1")" = "$2" ]; }
 log_count() { grep -c -- "$1" "$T/daemon.log"; }
 # at_most_lines PATTERN N WHAT: the log holds at least one and at most N lines matching.
 at_most_lines() {

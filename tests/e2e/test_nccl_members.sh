@@ -32,7 +32,6 @@ inflight() {
 	u64 "$7"
 }
 ALL_REDUCE=4
-metric() { http_get /metrics | awk -v m="flightrec_$1" '$1 == m {print $2}'; }
 job_is() { http_get "/v1/jobs/$1" >"$T/job.json" && jq -e "$2" "$T/job.json" >/dev/null 2>&1; }
 
 start_daemon --timeout 1 --heartbeat-timeout 60 --dump-deadline 1

@@ -4,10 +4,6 @@
 # communicators, progress), and a hang after the restart is diagnosed.
 . "$(dirname "$0")/lib.sh"
 
-ranks_connected() { # ranks_connected N: the daemon sees N connected ranks of $JOB
-	http_get "/v1/jobs/$JOB" 2>/dev/null |
-		jq -e --argjson n "$1" '[.ranks[] | select(.state == "connected")] | length == $n' >/dev/null
-}
 
 start_daemon --timeout 2 --heartbeat-timeout 10
 # About 5 ms a step: rank 2 stalls some 4 s into the run.
