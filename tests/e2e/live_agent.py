@@ -13,6 +13,8 @@ live_agent.py PORT JOB RANK WORLD MODE [ARG]
                  announced as TOTAL bytes, then sends nothing more
   liar           answers every live look with a dump that says it is
                  another rank's
+  whole          answers every live look with tests/data's whole dump, as
+                 an agent that predates scoped looks does
   silent         never answers
 
 Prints "ready" once every connection said HELLO, "asked ID" for each
@@ -55,11 +57,15 @@ def exact(sock, n):
     return data
 
 
-def dump(job, rank, world, incident, nframes):
-    # A valid dump of tests/data, made this rank's and scoped to stacks.
+def data_dump():
     here = os.path.dirname(os.path.abspath(__file__))
     with open(os.path.join(here, "..", "data", "dumps", "good-rank-0.json")) as f:
-        doc = json.load(f)
+        return json.load(f)
+
+
+def dump(job, rank, world, incident, nframes):
+    # A valid dump of tests/data, made this rank's and scoped to stacks.
+    doc = data_dump()
     doc.update(job=job, rank=rank, world_size=world, incident=incident, host="dump-host",
                pid=1, entries=[], pg_config={}, pg_status={})
     frames = [{"name": "f%d" % i, "offset": i, "ip": "0x1"} for i in range(nframes)]
@@ -114,6 +120,10 @@ def main():
             upload(sock, incident, b"{" * 65536, total=int(args[0]), pieces=1)
         elif mode == "liar":
             upload(sock, incident, dump(job, rank + 1, world, incident, 3))
+        elif mode == "whole":
+            doc = data_dump()
+            doc.update(job=job, incident=incident)
+            upload(sock, incident, json.dumps(doc).encode())
 
 
 main()
