@@ -384,8 +384,6 @@ static enum MHD_Result handle_job(struct flightrecd *d, struct MHD_Connection *m
 	struct job *job;
 	json_t *doc;
 
-	if (!fr_wire_valid_name(id))
-		return http_error(mc, MHD_HTTP_NOT_FOUND, "invalid job id");
 	pthread_mutex_lock(&d->lock);
 	job = registry_job_find(d, id);
 	if (!job)

@@ -865,14 +865,9 @@ void probe_conn_closed(struct conn *c)
 
 /* ---- the HTTP thread ---- */
 
-static int reply(struct MHD_Connection *mc, unsigned status, json_t *doc)
-{
-	return http_reply_doc(mc, status, doc);
-}
-
 static int reply_error(struct MHD_Connection *mc, unsigned status, const char *msg)
 {
-	return reply(mc, status, json_pack("{s:s}", "error", msg));
+	return http_reply_doc(mc, status, json_pack("{s:s}", "error", msg));
 }
 
 /*
@@ -1020,7 +1015,7 @@ static int answer_rank(struct MHD_Connection *mc, const struct live_req *lr)
 		json_decref(doc);
 		return reply_error(mc, MHD_HTTP_INTERNAL_SERVER_ERROR, "out of memory");
 	}
-	return reply(mc, MHD_HTTP_OK, doc);
+	return http_reply_doc(mc, MHD_HTTP_OK, doc);
 }
 
 /* One group of GET /v1/jobs/<job>/stacks; `rep` is its lowest rank's trace. */
@@ -1183,7 +1178,7 @@ out_free:
 	free(missing_text);
 	if (!doc)
 		return reply_error(mc, MHD_HTTP_INTERNAL_SERVER_ERROR, "out of memory");
-	return reply(mc, MHD_HTTP_OK, doc);
+	return http_reply_doc(mc, MHD_HTTP_OK, doc);
 }
 
 /* The second call, once the loop resumed the request. */
