@@ -34,7 +34,7 @@ Q := @
 endif
 
 # Code shared by the agent, the daemon and fr-analyze: compiled once.
-CORE_SRC := protocol/op.c protocol/wire.c dumps/trace.c dumps/value.c dumps/dump.c dumps/correlate.c \
+CORE_SRC := protocol/op.c protocol/wire.c dumps/arena.c dumps/trace.c dumps/value.c dumps/dump.c dumps/correlate.c \
 	dumps/pickle.c dumps/pytorch.c
 AGENT_SRC := $(wildcard agent/*.c)
 DAEMON_SRC := $(wildcard daemon/*.c)

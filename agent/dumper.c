@@ -8,13 +8,15 @@
 #include "../dumps/dump.h"
 #include "agent.h"
 
-static void op_from_record(struct fr_op *op, const struct fr_rec *rec,
-			   const struct fr_comm_rec *c)
+/* Fills op, of trace t, from its record; -ENOMEM when it cannot. */
+static int op_from_record(struct fr_trace *t, struct fr_op *op, const struct fr_rec *rec,
+			  const struct fr_comm_rec *c)
 {
 	int32_t global = fr_comm_global_rank(c, rec->peer);
 
 	op->record_id = rec->record_id;
-	memcpy(op->comm, c->id, sizeof(op->comm));
+	if (!(op->comm = fr_trace_strn(t, c->id, strnlen(c->id, sizeof(c->id)))))
+		return -ENOMEM;
 	op->type = (enum fr_op_type)rec->type;
 	op->state = (enum fr_op_state)rec->state;
 	op->is_p2p = !!(rec->flags & FR_REC_P2P);
@@ -29,8 +31,9 @@ static void op_from_record(struct fr_op *op, const struct fr_rec *rec,
 	op->peer_in_comm = op->is_p2p || fr_op_is_rooted(rec->type) ? rec->peer : -1;
 	op->count = rec->count;
 	op->bytes = rec->count * rec->dtype_size;
-	snprintf(op->dtype, sizeof(op->dtype), "%s", fr_dtype_name(rec->dtype));
-	snprintf(op->redop, sizeof(op->redop), "%s", fr_redop_name(rec->redop));
+	/* Names that live as long as the program. */
+	op->dtype = fr_dtype_name(rec->dtype);
+	op->redop = fr_redop_name(rec->redop);
 	op->t_entered_ns = fr_ticks_to_ns(rec->t_entered);
 	op->t_completed_ns = fr_ticks_to_ns(rec->t_completed);
 	/* When it began to block the rank: at once, at the start of a Wait, or
@@ -39,6 +42,7 @@ static void op_from_record(struct fr_op *op, const struct fr_rec *rec,
 		op->t_started_ns = fr_ticks_to_ns(rec->t_started);
 	else if (!op->nonblocking && !op->gpu)
 		op->t_started_ns = op->t_entered_ns;
+	return 0;
 }
 
 static int add_comms(struct fr_trace *t)
@@ -94,7 +98,8 @@ static int add_ops(struct fr_trace *t, uint64_t last, uint64_t *left_out)
 		op = fr_trace_add_op(t, &cap);
 		if (!op)
 			return -ENOMEM;
-		op_from_record(op, &rec, c);
+		if (op_from_record(t, op, &rec, c) < 0)
+			return -ENOMEM;
 	}
 	return 0;
 }

@@ -205,9 +205,8 @@ static struct fr_op *record(struct gen *g)
 {
 	struct fr_op *op = &g->ring[g->recorded % g->j->entries];
 
-	memset(op, 0, sizeof(*op));
+	fr_op_init(op);
 	op->record_id = g->recorded++;
-	op->peer = op->root = op->peer_in_comm = -1;
 	return op;
 }
 
@@ -226,13 +225,14 @@ static void collective(struct gen *g, const struct slot *s, uint64_t step, uint6
 	struct fr_op *op = record(g);
 	uint64_t entered = w->due + rank_jitter(g->j, g->rank, step, k);
 
-	snprintf(op->comm, sizeof(op->comm), "%s", comm_id(g, s->group));
+	/* The generator's strings outlive the trace written from them. */
+	op->comm = comm_id(g, s->group);
 	op->type = s->type;
 	op->seq = ++c->seq;
 	op->count = s->count;
 	op->bytes = s->count * s->dsize;
-	snprintf(op->dtype, sizeof(op->dtype), "%s", s->dtype);
-	snprintf(op->redop, sizeof(op->redop), "%s", s->redop);
+	op->dtype = s->dtype;
+	op->redop = s->redop;
 	if (fr_op_is_rooted(s->type))
 		op->root = op->peer_in_comm = 0;
 	if (in_flight) {
@@ -251,14 +251,14 @@ static void p2p(struct gen *g, enum fr_op_type type, uint64_t step, const struct
 	struct fr_op *op = record(g);
 	uint64_t entered = w->due + rank_jitter(g->j, g->rank, step, type);
 
-	snprintf(op->comm, sizeof(op->comm), "world");
+	op->comm = "world";
 	op->type = type;
 	op->is_p2p = true;
 	op->seq = type == FR_OP_SEND ? ++g->sent : ++g->received;
 	op->peer = op->peer_in_comm = (int32_t)peer;
 	op->count = P2P_COUNT;
 	op->bytes = P2P_COUNT * 2;
-	snprintf(op->dtype, sizeof(op->dtype), "MPI_SHORT");
+	op->dtype = "MPI_SHORT";
 	finish(op, entered, w->done + draw(g->j, 4, g->rank, op->record_id, 20000));
 }
 
@@ -275,10 +275,10 @@ static void run(struct gen *g)
 	for (int i = 0; i < WORLD_SPLITS; i++) {
 		struct fr_op *op = record(g);
 
-		snprintf(op->comm, sizeof(op->comm), "world");
+		op->comm = "world";
 		op->type = FR_OP_COMM_SPLIT;
 		op->seq = ++g->cs[WORLD].seq;
-		snprintf(op->dtype, sizeof(op->dtype), "derived");
+		op->dtype = "derived";
 		finish(op, BASE_NS - 2000 * MS + (uint64_t)i * 40 * MS + draw(j, 5, g->rank, i, MS),
 		       BASE_NS - 1990 * MS + (uint64_t)i * 40 * MS);
 		g->cs[WORLD].completed = op->seq;

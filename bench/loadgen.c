@@ -548,13 +548,17 @@ static int build_trace(const struct dump_spec *sp, size_t nops, struct fr_trace 
 		if (!op)
 			return -ENOMEM;
 		op->record_id = k + WORLD_SPLITS;
-		comm_id(c, sp->rank, op->comm, sizeof(op->comm));
+		char id[FR_COMM_ID_MAX + 1];
+
+		comm_id(c, sp->rank, id, sizeof(id));
+		if (!(op->comm = fr_trace_str(t, id)))
+			return -ENOMEM;
 		op->type = op_type(c);
 		op->seq = seq_before(c, k + 1);
 		op->count = c == C_WORLD ? 1 : 1u << 20;
 		op->bytes = op->count * 4;
-		snprintf(op->dtype, sizeof(op->dtype), "MPI_FLOAT");
-		snprintf(op->redop, sizeof(op->redop), "sum");
+		op->dtype = "MPI_FLOAT";
+		op->redop = "sum";
 		op->t_entered_ns = op->t_started_ns = update_real_ns(r, 2 * k, sp->now_ms, sp->now_ns);
 		op->state = done ? FR_STATE_COMPLETED : FR_STATE_ENTERED;
 		if (done)

@@ -992,7 +992,11 @@ static int trace_add_ops(const struct job *job, const struct job_rank *r, struct
 		if (!op)
 			return -ENOMEM;
 		op->record_id = i;
-		snprintf(op->comm, sizeof(op->comm), "%s", ro->w.comm);
+		/* Copied: the rank's next progress replaces ro. */
+		op->comm = fr_trace_str(t, ro->w.comm);
+		op->dtype = fr_trace_str(t, ro->w.dtype);
+		if (!op->comm || !op->dtype)
+			return -ENOMEM;
 		op->type = (enum fr_op_type)ro->w.type;
 		op->state = FR_STATE_ENTERED;
 		op->is_p2p = ro->w.is_p2p != 0;
@@ -1004,7 +1008,6 @@ static int trace_add_ops(const struct job *job, const struct job_rank *r, struct
 		op->peer_in_comm = op->is_p2p || rooted ? ro->w.peer_in_comm : -1;
 		op->count = ro->w.count;
 		op->bytes = ro->w.bytes;
-		snprintf(op->dtype, sizeof(op->dtype), "%s", ro->w.dtype);
 		op->nonblocking = (ro->w.flags & FR_WIRE_INFLIGHT_NONBLOCKING) != 0;
 		op->waited = (ro->w.flags & FR_WIRE_INFLIGHT_WAITED) != 0;
 		/* The wire tells one time: entry, or the start of the wait. For a

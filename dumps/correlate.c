@@ -3012,6 +3012,37 @@ static int verdict_of(struct ctx *cx, struct fr_verdict *v)
 	return rc;
 }
 
+/* Op `o` of the verdict names its strings from the verdict's own pool. */
+static int own_op_strings(struct fr_verdict *v, struct fr_op *o)
+{
+	const char **s[] = { &o->comm, &o->dtype, &o->redop };
+
+	for (size_t i = 0; i < sizeof(s) / sizeof(s[0]); i++)
+		if (!(*s[i] = fr_strs_keep(&v->strs, *s[i], strlen(*s[i]))))
+			return -ENOMEM;
+	return 0;
+}
+
+/*
+ * The verdict's operations are copies of the traces': their strings are
+ * the traces' until copied, and a verdict may outlive its traces (the
+ * daemon frees them first).
+ */
+static int own_strings(struct fr_verdict *v)
+{
+	int rc = v->has_op ? own_op_strings(v, &v->op) : 0;
+
+	for (size_t i = 0; i < v->nculprits && !rc; i++) {
+		struct fr_culprit *cu = &v->culprits[i];
+
+		if (cu->has_op)
+			rc = own_op_strings(v, &cu->op);
+		if (!rc && cu->has_last_completed)
+			rc = own_op_strings(v, &cu->last_completed);
+	}
+	return rc;
+}
+
 int fr_correlate(const struct fr_trace *const *traces, size_t ntraces, uint32_t world_size,
 		 struct fr_verdict *v)
 {
@@ -3031,6 +3062,8 @@ int fr_correlate(const struct fr_trace *const *traces, size_t ntraces, uint32_t 
 	if (rc < 0)
 		goto out_free;
 	rc = find_alignment(&cx, v->has_op ? comm_find(&cx, v->op.comm) : NONE, &v->aligned);
+	if (rc == 0)
+		rc = own_strings(v);
 out_free:
 	ctx_free(&cx);
 	if (rc < 0)
@@ -3044,6 +3077,7 @@ void fr_verdict_free(struct fr_verdict *v)
 	free(v->comm_ranks);
 	free(v->waiting);
 	free(v->stragglers);
+	fr_strs_free(v->strs);
 	memset(v, 0, sizeof(*v));
 }
 

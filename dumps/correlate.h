@@ -125,6 +125,8 @@ struct fr_verdict {
 	struct fr_straggler *stragglers; /* owned; only in ok verdicts */
 	struct fr_alignment aligned;
 	char summary[1024];           /* one line, for a person */
+	/* Owned: the strings of its operations, which outlive the traces. */
+	struct fr_strs *strs;
 };
 
 /*

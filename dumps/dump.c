@@ -67,7 +67,12 @@ static json_t *jstrn(const char *s, size_t cap)
 	return j;
 }
 
-#define JSTR(field) jstrn((field), sizeof(field))
+/* A string from an array field (a pointer does not compile), or one from a
+ * NUL-terminated string (an operation's strings). */
+#define JSTR(field)                                                            \
+	jstrn((field), sizeof(field) + 0 * sizeof(char[1 - 2 * __builtin_types_compatible_p( \
+						      __typeof__(field), __typeof__(&(field)[0]))]))
+#define JSTRZ(s) jstrn((s), SIZE_MAX)
 
 /*
  * json_object_set_new() and json_array_append_new() take ownership of the
@@ -128,11 +133,11 @@ static json_t *entry_json(const struct fr_trace *t, const struct fr_op *op)
 	snprintf(profiling, sizeof(profiling), "mpi:%s", opname);
 	if (!e || !pg)
 		goto out_free;
-	bad |= append(pg, JSTR(op->comm));
+	bad |= append(pg, JSTRZ(op->comm));
 	bad |= append(pg, comm ? JSTR(comm->desc) : json_string(""));
 
 	bad |= set(e, "record_id", ju64(op->record_id));
-	bad |= set(e, "pg_id", JSTR(op->comm));
+	bad |= set(e, "pg_id", JSTRZ(op->comm));
 	bad |= set(e, "process_group", pg);
 	pg = NULL;
 	bad |= set(e, "collective_seq_id", ju64(op->is_p2p ? 0 : op->seq));
@@ -141,9 +146,9 @@ static json_t *entry_json(const struct fr_trace *t, const struct fr_op *op)
 	bad |= set(e, "profiling_name", json_string(profiling));
 	bad |= set(e, "time_created_ns", ju64(op->t_entered_ns));
 	bad |= set(e, "input_sizes", sizes_json(op->count));
-	bad |= set(e, "input_dtypes", single_json(JSTR(op->dtype)));
+	bad |= set(e, "input_dtypes", single_json(JSTRZ(op->dtype)));
 	bad |= set(e, "output_sizes", sizes_json(op->count));
-	bad |= set(e, "output_dtypes", single_json(JSTR(op->dtype)));
+	bad |= set(e, "output_dtypes", single_json(JSTRZ(op->dtype)));
 	bad |= set(e, "state", json_string(state_text(op)));
 	bad |= set(e, "time_discovered_started_ns",
 		   op->t_started_ns ? ju64(op->t_started_ns) : json_null());
@@ -161,8 +166,8 @@ static json_t *entry_json(const struct fr_trace *t, const struct fr_op *op)
 	bad |= set(e, "peer_in_comm", json_integer(op->peer_in_comm));
 	bad |= set(e, "count", ju64(op->count));
 	bad |= set(e, "bytes", ju64(op->bytes));
-	bad |= set(e, "dtype", JSTR(op->dtype));
-	bad |= set(e, "redop", JSTR(op->redop));
+	bad |= set(e, "dtype", JSTRZ(op->dtype));
+	bad |= set(e, "redop", JSTRZ(op->redop));
 	if (bad)
 		goto out_free;
 	return e;
@@ -684,6 +689,39 @@ static int get_str(const struct rd *rd, const struct fr_val *v, const char *at, 
 	return str_into(rd, v, at, key, dst, cap);
 }
 
+/*
+ * String v, of at most `max` bytes (up to a NUL in it), as trace t's copy
+ * (fr_trace_strn) into *dst.
+ */
+static int str_keep(const struct rd *rd, const struct fr_val *v, const char *at,
+		    const char *key, size_t max, struct fr_trace *t, const char **dst)
+{
+	char p[AT_MAX];
+	size_t n;
+
+	if (!fr_val_is(v, FR_VAL_STRING))
+		return fail(rd, -EPROTO, "%s: expected a string, got %s", path(p, at, key),
+			    fr_val_type_name(v));
+	if (v->n > max)
+		return fail(rd, -EPROTO, "%s: %" PRIu32 " bytes long, longer than the limit of %zu",
+			    path(p, at, key), v->n, max);
+	n = strnlen(v->u.s, v->n);
+	if (!(*dst = fr_trace_strn(t, v->u.s, n)))
+		return fail_nomem(rd);
+	return 0;
+}
+
+static int get_str_keep(const struct rd *rd, const struct fr_val *v, const char *at,
+			const char *key, bool required, size_t max, struct fr_trace *t,
+			const char **dst)
+{
+	int rc = want(rd, v, at, key, required, "a string");
+
+	if (rc || !present(v))
+		return rc;
+	return str_keep(rd, v, at, key, max, t, dst);
+}
+
 /* Field `key` of object `obj` as a string into array `field`. */
 #define GET_STR(rd, obj, at, key, req, field) \
 	get_str((rd), fr_val_get((obj), (key)), (at), (key), (req), (field), sizeof(field))
@@ -970,7 +1008,8 @@ static const struct {
 	{ "started", 7, FR_STATE_ENTERED, true, true, true },
 };
 
-static int read_entry(const struct rd *rd, entry_fields f, const char *at, struct fr_op *op)
+static int read_entry(const struct rd *rd, entry_fields f, const char *at, struct fr_trace *t,
+		      struct fr_op *op)
 {
 	char p[AT_MAX];
 	char buf[64];
@@ -994,13 +1033,15 @@ static int read_entry(const struct rd *rd, entry_fields f, const char *at, struc
 	 * its pg_id is an index that need not match. Ours write both alike. */
 	pg = f[EF_PROCESS_GROUP];
 	if (fr_val_is(fr_val_item(pg, 0), FR_VAL_STRING)) {
-		if ((rc = str_into(rd, pg->u.items[0], at, "process_group", op->comm,
-				   sizeof(op->comm))))
+		if ((rc = str_keep(rd, pg->u.items[0], at, "process_group", FR_COMM_ID_MAX, t,
+				   &op->comm)))
 			return rc;
 	} else if (v->type == FR_VAL_INT) {
 		/* PyTorch numbers some process groups. */
-		snprintf(op->comm, sizeof(op->comm), "%" PRId64, v->u.i);
-	} else if ((rc = str_into(rd, v, at, "pg_id", op->comm, sizeof(op->comm)))) {
+		snprintf(buf, sizeof(buf), "%" PRId64, v->u.i);
+		if (!(op->comm = fr_trace_str(t, buf)))
+			return fail_nomem(rd);
+	} else if ((rc = str_keep(rd, v, at, "pg_id", FR_COMM_ID_MAX, t, &op->comm))) {
 		return rc;
 	}
 
@@ -1088,14 +1129,14 @@ static int read_entry(const struct rd *rd, entry_fields f, const char *at, struc
 		return rc;
 
 	if (f[EF_DTYPE]) {
-		rc = get_str(rd, FIELD(f, DTYPE), false, op->dtype, sizeof(op->dtype));
+		rc = get_str_keep(rd, FIELD(f, DTYPE), false, FR_DTYPE_MAX, t, &op->dtype);
 	} else if (present(v = f[EF_INPUT_DTYPES])) {
 		if (v->type != FR_VAL_ARRAY)
 			return fail(rd, -EPROTO, "%s: expected an array, got %s",
 				    path(p, at, "input_dtypes"), fr_val_type_name(v));
 		if (v->n > 0)
-			rc = str_into(rd, v->u.items[0], at, "input_dtypes[0]", op->dtype,
-				      sizeof(op->dtype));
+			rc = str_keep(rd, v->u.items[0], at, "input_dtypes[0]", FR_DTYPE_MAX, t,
+				      &op->dtype);
 	}
 	if (rc)
 		return rc;
@@ -1112,41 +1153,26 @@ static int read_entry(const struct rd *rd, entry_fields f, const char *at, struc
 		}
 		op->bytes = op->count * size;
 	}
-	return get_str(rd, FIELD(f, REDOP), false, op->redop, sizeof(op->redop));
+	return get_str_keep(rd, FIELD(f, REDOP), false, FR_REDOP_MAX, t, &op->redop);
 }
 
 /*
- * Reads entry `i` of the array at `at` into op. The first attempt formats
+ * Reads entry `i` of the array at `at` into op, of trace t. The first attempt formats
  * no message; only a failing entry is read again to say where it failed,
  * so that two million good entries cost no snprintf of their place.
  */
 static int read_entry_at(const struct rd *rd, entry_fields f, const char *at, size_t i,
-			 struct fr_op *op)
+			 struct fr_trace *t, struct fr_op *op)
 {
 	struct rd quiet = { rd->name, NULL, 0, rd->names, NULL };
 	char p[AT_MAX], eat[AT_MAX];
-	int rc = read_entry(&quiet, f, "", op);
+	int rc = read_entry(&quiet, f, "", t, op);
 
 	if (rc == 0 || rc == -ENOMEM)
 		return rc ? fail_nomem(rd) : 0;
-	memset(op, 0, sizeof(*op));
-	op->peer = op->root = op->peer_in_comm = -1;
+	fr_op_init(op);
 	at_fmt(eat, "%s[%zu]", path(p, at, "entries"), i);
-	return read_entry(rd, f, eat, op);
-}
-
-/*
- * Room for `n` operations in a trace that has none, at once: growing the
- * array by doubling would copy a dump's operations over again. Failing
- * leaves the array to grow as it goes.
- */
-static void ops_reserve(struct fr_trace *t, size_t n, size_t *cap)
-{
-	if (t->ops || n < 16 || n > SIZE_MAX / sizeof(*t->ops))
-		return;
-	t->ops = malloc(n * sizeof(*t->ops));
-	if (t->ops)
-		*cap = n;
+	return read_entry(rd, f, eat, t, op);
 }
 
 /* The entries of a parsed document: each an object. */
@@ -1162,7 +1188,8 @@ static int read_entries(const struct rd *rd, const struct fr_val *entries, const
 
 	if (!map)
 		return fail_nomem(rd);
-	ops_reserve(t, entries->n, &cap);
+	/* Failing leaves the array to grow as it goes. */
+	(void)fr_trace_reserve_ops(t, entries->n, &cap);
 	memset(&names, 0, sizeof(names));
 	named.names = &names;
 	rd = &named;
@@ -1182,7 +1209,7 @@ static int read_entries(const struct rd *rd, const struct fr_val *entries, const
 		if (!(op = fr_trace_add_op(t, &cap)))
 			rc = fail_nomem(rd);
 		else
-			rc = read_entry_at(rd, f, at, i, op);
+			rc = read_entry_at(rd, f, at, i, t, op);
 		/* After the read, which brought the entry into the cache. */
 		if (!rc && rd->visit && rd->visit->entry)
 			rd->visit->entry(rd->visit->arg, i, e);
@@ -1554,7 +1581,8 @@ static int read_entries_json(struct fr_json_in *in, void *arg)
 		return keep_type_error(er, in, "entries", "an array");
 	if ((rc = fr_json_expect(in, '[', "an array")) || fr_json_accept(in, ']'))
 		return rc;
-	ops_reserve(er->t, er->text_len / ENTRY_BYTES_MIN, &cap);
+	/* At most this many: failing leaves the array to grow as it goes. */
+	(void)fr_trace_reserve_ops(er->t, er->text_len / ENTRY_BYTES_MIN, &cap);
 	for (size_t i = 0;; i++) {
 		struct fr_val vals[EF__COUNT + 1];
 		entry_fields f;
@@ -1585,7 +1613,7 @@ static int read_entries_json(struct fr_json_in *in, void *arg)
 				f[k] = seen & (1ull << k) ? &vals[k] : NULL;
 			if (!(op = fr_trace_add_op(er->t, &cap)))
 				return -ENOMEM;
-			if ((rc = read_entry_at(&rd, f, "", i, op)) == -ENOMEM)
+			if ((rc = read_entry_at(&rd, f, "", i, er->t, op)) == -ENOMEM)
 				return rc;
 			if (rc) {
 				er->rc = rc;

@@ -1,5 +1,7 @@
 #include "trace.h"
+#include "arena.h"
 
+#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -24,12 +26,107 @@ int fr_rank_status_from_name(const char *name)
 	return -1;
 }
 
+/*
+ * The strings of a trace's operations. A rank's entries name a handful of
+ * communicators, datatypes and reductions over and over: the last few
+ * distinct ones are looked up before a string is copied. The copies are
+ * carved from chunks that never move, so that pointers to them stay valid.
+ */
+#define STRS_RECENT 8
+#define STRS_CHUNK_MIN 256
+#define STRS_CHUNK_MAX 65536
+
+struct strs_chunk {
+	struct strs_chunk *next;
+	char text[];
+};
+
+struct fr_strs {
+	struct strs_chunk *chunks;
+	char *at, *end;          /* the free part of the newest chunk */
+	size_t next_size;
+	const char *recent[STRS_RECENT];
+	size_t recent_len[STRS_RECENT];
+	unsigned next_recent;    /* the slot the next new string replaces */
+};
+
+void fr_strs_free(struct fr_strs *ss)
+{
+	struct strs_chunk *c, *next;
+
+	if (!ss)
+		return;
+	for (c = ss->chunks; c; c = next) {
+		next = c->next;
+		free(c);
+	}
+	free(ss);
+}
+
+const char *fr_strs_keep(struct fr_strs **pool, const char *s, size_t len)
+{
+	struct fr_strs *ss = *pool;
+	char *copy;
+
+	if (len == 0)
+		return "";
+	if (!ss) {
+		if (!(ss = *pool = calloc(1, sizeof(*ss))))
+			return NULL;
+		ss->next_size = STRS_CHUNK_MIN;
+	}
+	for (unsigned i = 0; i < STRS_RECENT; i++)
+		if (ss->recent_len[i] == len && memcmp(ss->recent[i], s, len) == 0)
+			return ss->recent[i];
+	if ((size_t)(ss->end - ss->at) < len + 1) {
+		size_t size = ss->next_size;
+		struct strs_chunk *c;
+
+		if (size < len + 1)
+			size = len + 1;
+		if (size > SIZE_MAX - sizeof(*c) || !(c = malloc(sizeof(*c) + size)))
+			return NULL;
+		c->next = ss->chunks;
+		ss->chunks = c;
+		ss->at = c->text;
+		ss->end = c->text + size;
+		if (ss->next_size < STRS_CHUNK_MAX)
+			ss->next_size *= 2;
+	}
+	copy = ss->at;
+	memcpy(copy, s, len);
+	copy[len] = '\0';
+	ss->at += len + 1;
+	ss->recent[ss->next_recent] = copy;
+	ss->recent_len[ss->next_recent] = len;
+	ss->next_recent = (ss->next_recent + 1) % STRS_RECENT;
+	return copy;
+}
+
+const char *fr_trace_strn(struct fr_trace *t, const char *s, size_t len)
+{
+	return fr_strs_keep(&t->strs, s, len);
+}
+
+const char *fr_trace_str(struct fr_trace *t, const char *s)
+{
+	return fr_trace_strn(t, s, strlen(s));
+}
+
+void fr_op_init(struct fr_op *op)
+{
+	memset(op, 0, sizeof(*op));
+	op->peer = op->root = op->peer_in_comm = -1;
+	op->comm = op->dtype = op->redop = "";
+}
+
 void fr_trace_free(struct fr_trace *t)
 {
 	for (size_t i = 0; i < t->ncomms; i++)
 		free(t->comms[i].members);
 	free(t->comms);
-	free(t->ops);
+	if (!t->arena)
+		free(t->ops);
 	for (size_t i = 0; i < t->nthreads; i++) {
 		struct fr_thread *th = &t->threads[i];
 
@@ -38,7 +135,15 @@ void fr_trace_free(struct fr_trace *t)
 		free(th->frames);
 	}
 	free(t->threads);
+	fr_strs_free(t->strs);
 	memset(t, 0, sizeof(*t));
+}
+
+static __thread struct fr_arena *thread_arena;
+
+void fr_trace_use_arena(struct fr_arena *arena)
+{
+	thread_arena = arena;
 }
 
 const struct fr_comm *fr_trace_comm(const struct fr_trace *t, const char *id)
@@ -51,10 +156,11 @@ const struct fr_comm *fr_trace_comm(const struct fr_trace *t, const char *id)
 
 /*
  * Makes room for one more element of `size` bytes in *arr, which holds `n`
- * of a capacity of *cap, doubling the capacity when full. Returns the new
- * element, zeroed, or NULL (the array untouched) when out of memory.
+ * of a capacity of *cap, doubling the capacity when full (in `arena` when
+ * one is given, else with realloc). Returns the new element, zeroed, or NULL
+ * (the array untouched) when out of memory.
  */
-static void *grow(void **arr, size_t n, size_t *cap, size_t size)
+static void *grow(void **arr, size_t n, size_t *cap, size_t size, struct fr_arena *arena)
 {
 	if (n >= *cap) {
 		size_t ncap = *cap ? *cap * 2 : 16;
@@ -64,7 +170,8 @@ static void *grow(void **arr, size_t n, size_t *cap, size_t size)
 			ncap = n + 1;
 		if (ncap > SIZE_MAX / size)
 			return NULL;
-		p = realloc(*arr, ncap * size);
+		p = arena ? fr_arena_grow(arena, *arr, n * size, ncap * size) :
+			    realloc(*arr, ncap * size);
 		if (!p)
 			return NULL;
 		*arr = p;
@@ -77,13 +184,16 @@ static void *grow(void **arr, size_t n, size_t *cap, size_t size)
 struct fr_op *fr_trace_add_op(struct fr_trace *t, size_t *cap)
 {
 	void *arr = t->ops;
-	struct fr_op *op = grow(&arr, t->nops, cap, sizeof(*op));
+	struct fr_op *op;
+
+	if (!t->ops)
+		t->arena = thread_arena;
+	op = grow(&arr, t->nops, cap, sizeof(*op), t->arena);
 
 	t->ops = arr;
 	if (op) {
 		t->nops++;
-		/* No peer, root or communicator rank until one is set. */
-		op->peer = op->root = op->peer_in_comm = -1;
+		fr_op_init(op);
 	}
 	return op;
 }
@@ -91,10 +201,34 @@ struct fr_op *fr_trace_add_op(struct fr_trace *t, size_t *cap)
 struct fr_comm *fr_trace_add_comm(struct fr_trace *t, size_t *cap)
 {
 	void *arr = t->comms;
-	struct fr_comm *c = grow(&arr, t->ncomms, cap, sizeof(*c));
+	struct fr_comm *c = grow(&arr, t->ncomms, cap, sizeof(*c), NULL);
 
 	t->comms = arr;
 	if (c)
 		t->ncomms++;
 	return c;
+}
+
+int fr_trace_reserve_ops(struct fr_trace *t, size_t n, size_t *cap)
+{
+	struct fr_op *ops;
+
+	if (t->ops || n == 0)
+		return 0;
+	if (n > SIZE_MAX / sizeof(*ops))
+		return -ENOMEM;
+	t->arena = thread_arena;
+	ops = t->arena ? fr_arena_grow(t->arena, NULL, 0, n * sizeof(*ops)) :
+			 malloc(n * sizeof(*ops));
+	if (!ops)
+		return -ENOMEM;
+	t->ops = ops;
+	*cap = n;
+	return 0;
+}
+
+void fr_trace_seal_ops(struct fr_trace *t)
+{
+	if (t->arena)
+		fr_arena_seal(t->arena, t->ops, t->nops * sizeof(*t->ops));
 }

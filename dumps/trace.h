@@ -14,6 +14,9 @@
 #include "../protocol/op.h"
 #include "../protocol/wire.h"
 
+struct fr_arena;
+struct fr_strs;
+
 /* Where a rank's evidence came from, and what became of the rank. */
 #define FR_RANK_STATUSES(X)                                                   \
 	X(DUMPED, "dumped")             /* its own dump: complete evidence */ \
@@ -36,13 +39,15 @@ int fr_rank_status_from_name(const char *name);
 
 /*
  * One flight-recorder entry. Two million of them are read at once for a
- * large incident, and correlating reads them all again: the fields every
- * entry is compared on come first, so that they share the first two of its
- * three cache lines (with a communicator id of up to 19 bytes).
+ * large incident, and correlating reads them all again: each byte of it is
+ * two megabytes to fault in and to walk. So it holds its strings (the
+ * communicator id, the datatype, the reduction), which repeat from entry to
+ * entry, as pointers to the trace's one copy of each (fr_trace_str): never
+ * NULL, "" when unknown, valid as long as the trace.
  */
 struct fr_op {
-	enum fr_op_type type;
-	enum fr_op_state state;
+	enum fr_op_type type : 8;
+	enum fr_op_state state : 8;
 	bool is_p2p;
 	bool nonblocking;
 	bool waited;        /* non-blocking, and the rank blocks in a Wait on it */
@@ -52,25 +57,28 @@ struct fr_op {
 	bool gpu;
 	bool started;
 	bool captured;      /* enqueued during CUDA graph capture: runs at replays */
-	uint64_t seq;       /* collective seq (collectives) or p2p seq (p2p) */
-	uint64_t count;     /* elements */
-	uint64_t bytes;     /* count x datatype size */
-	uint64_t t_entered_ns;   /* CLOCK_REALTIME */
-	uint64_t t_completed_ns; /* 0 while not completed */
 	int32_t root;       /* global rank of the root for rooted collectives, else -1 */
 	/* Communicator rank of the p2p peer or of the root, -1 if none: the
 	 * global rank may be unknown to the recording rank (NCCL) and is then
 	 * found from the communicator's members as the other ranks report them. */
 	int32_t peer_in_comm;
 	int32_t peer;       /* global rank of the p2p peer, -1 if none/any/unknown */
-	char redop[16];     /* "sum", "max", ... or "" */
-	char dtype[FR_DTYPE_MAX + 1];  /* "double", "int32", "derived", ... */
-	char comm[FR_COMM_ID_MAX + 1];
+	uint64_t seq;       /* collective seq (collectives) or p2p seq (p2p) */
+	uint64_t count;     /* elements */
+	uint64_t bytes;     /* count x datatype size */
+	uint64_t t_entered_ns;   /* CLOCK_REALTIME */
+	uint64_t t_completed_ns; /* 0 while not completed */
 	/* When the op began to block the rank: t_entered_ns for blocking ops,
 	 * the start of the Wait for waited non-blocking ones, 0 otherwise. */
 	uint64_t t_started_ns;
 	uint64_t record_id;
+	const char *comm;   /* at most FR_COMM_ID_MAX bytes */
+	const char *dtype;  /* "double", "int32", "derived", ...: FR_DTYPE_MAX */
+	const char *redop;  /* "sum", "max", ... or "": FR_REDOP_MAX */
 };
+
+/* The longest reduction name an operation keeps. */
+#define FR_REDOP_MAX 15
 
 /* One communicator as seen by this rank. */
 struct fr_comm {
@@ -114,9 +122,13 @@ struct fr_trace {
 	size_t ncomms;
 	struct fr_comm *comms;   /* owned */
 	size_t nops;
-	struct fr_op *ops;       /* owned, oldest first */
+	struct fr_op *ops;       /* owned (unless from `arena`), oldest first */
+	/* Where `ops` is allocated: NULL for malloc, else an arena (arena.h)
+	 * that owns them, the calling thread's when the first was added. */
+	struct fr_arena *arena;
 	size_t nthreads;
 	struct fr_thread *threads; /* owned */
+	struct fr_strs *strs;      /* owned: the strings `ops` point to */
 };
 
 /* Releases everything a trace owns and zeroes it. */
@@ -126,10 +138,35 @@ const struct fr_comm *fr_trace_comm(const struct fr_trace *t, const char *id);
 
 /*
  * Appends to growable arrays, doubling capacity; return a zeroed new element
- * (an op's peer, root and peer_in_comm set to -1) or NULL when out of
- * memory. `cap` is tracked by the caller.
+ * (an op as fr_op_init makes it) or NULL when out of memory. `cap` is
+ * tracked by the caller.
  */
 struct fr_op *fr_trace_add_op(struct fr_trace *t, size_t *cap);
 struct fr_comm *fr_trace_add_comm(struct fr_trace *t, size_t *cap);
+/* An empty operation: zero, its peer, root and peer_in_comm -1, its
+ * strings "". */
+void fr_op_init(struct fr_op *op);
+/*
+ * A pool of strings (*pool, NULL until the first): the copy it keeps of the
+ * first `len` bytes of `s` (no NUL among them), valid until the pool is
+ * freed; equal strings mostly share one copy. NULL when out of memory.
+ */
+const char *fr_strs_keep(struct fr_strs **pool, const char *s, size_t len);
+void fr_strs_free(struct fr_strs *pool);
+/* The trace's copy of a string, for one of its operations (fr_strs_keep). */
+const char *fr_trace_strn(struct fr_trace *t, const char *s, size_t len);
+const char *fr_trace_str(struct fr_trace *t, const char *s);
+
+/* Room for `n` operations at once in a trace that has none yet, so that the
+ * array is not copied as it doubles; 0, or -ENOMEM (nothing changed). */
+int fr_trace_reserve_ops(struct fr_trace *t, size_t n, size_t *cap);
+/* The trace's operations are all added: an arena keeps only their room. */
+void fr_trace_seal_ops(struct fr_trace *t);
+/*
+ * Operations of traces this thread starts from now on are allocated in
+ * `arena` (NULL: with malloc, the default). For a thread that reads many
+ * large dumps; the arena must outlive those traces.
+ */
+void fr_trace_use_arena(struct fr_arena *arena);
 
 #endif

@@ -147,7 +147,8 @@ static struct fr_op *add_op(struct job *j, uint32_t rank, const char *comm,
 
 	assert_non_null(op);
 	op->record_id = t->nops - 1;
-	snprintf(op->comm, sizeof(op->comm), "%s", comm);
+	op->comm = fr_trace_str(t, comm);
+	assert_non_null(op->comm);
 	op->type = type;
 	op->state = st;
 	op->is_p2p = !fr_op_is_collective(type);
@@ -157,9 +158,9 @@ static struct fr_op *add_op(struct job *j, uint32_t rank, const char *comm,
 	op->peer_in_comm = -1;
 	op->count = type == FR_OP_BARRIER ? 0 : 1;
 	op->bytes = op->count * 8;
-	snprintf(op->dtype, sizeof(op->dtype), "%s", type == FR_OP_BARRIER ? "" : "double");
+	op->dtype = type == FR_OP_BARRIER ? "" : "double";
 	if (type == FR_OP_ALL_REDUCE || type == FR_OP_REDUCE)
-		snprintf(op->redop, sizeof(op->redop), "sum");
+		op->redop = "sum";
 	op->t_entered_ns = t->time_ns - S(age_s);
 	if (st == FR_STATE_COMPLETED)
 		op->t_completed_ns = op->t_entered_ns + 1000;
@@ -508,7 +509,7 @@ static struct job *mismatch_job(uint32_t odd, enum fr_op_type type)
 			    FR_STATE_ENTERED, 3);
 		if (op->type == FR_OP_BROADCAST) {
 			op->root = 0;
-			op->redop[0] = '\0';
+			op->redop = "";
 		}
 	}
 	return j;
@@ -640,11 +641,11 @@ static void test_completed_mismatch_ignored(void **state)
 		struct fr_op *op = add_op(j, r, "world", FR_OP_GATHER, 1, FR_STATE_COMPLETED, 60);
 
 		op->root = 0;
-		op->redop[0] = '\0';
+		op->redop = "";
 		if (r == 0) {
 			op->count = 0;
 			op->bytes = 0;
-			snprintf(op->dtype, sizeof(op->dtype), "derived");
+			op->dtype = "derived";
 		}
 		if (r != 2)
 			add_op(j, r, "world", FR_OP_ALL_REDUCE, 2, FR_STATE_ENTERED, 30);
@@ -891,7 +892,7 @@ static void test_finalize_not_entered(void **state)
 
 			op->count = 0;
 			op->bytes = 0;
-			op->dtype[0] = '\0';
+			op->dtype = "";
 		}
 	}
 	v = correlate(j);
@@ -1379,7 +1380,7 @@ static struct fr_op *add_nccl_p2p(struct job *j, uint32_t rank, const char *comm
 	struct fr_op *op = add_op(j, rank, comm, type, seq, st, age);
 
 	op->peer_in_comm = peer_in_comm;
-	snprintf(op->dtype, sizeof(op->dtype), "float32");
+	op->dtype = "float32";
 	return op;
 }
 
@@ -1636,7 +1637,7 @@ static void test_all_gather_count_odd_rank(void **state)
 
 		history(j, r, "world", 2);
 		op = add_op(j, r, "world", FR_OP_ALL_GATHER, 3, FR_STATE_ENTERED, 10);
-		op->redop[0] = '\0';
+		op->redop = "";
 		op->count = r == 2 ? 2 : 1;
 		op->bytes = op->count * 8;
 	}
@@ -1687,11 +1688,11 @@ static void test_completed_mismatch_no_hang(void **state)
 		history(j, r, "world", 10);
 	/* The same bytes spelled otherwise (MPI_LONG for MPI_INT64_T, bytes
 	 * received as doubles) are one message once the library matched it. */
-	snprintf(j->ev[1]->t.ops[5].dtype, FR_DTYPE_MAX + 1, "MPI_LONG");
+	j->ev[1]->t.ops[5].dtype = "MPI_LONG";
 	j->ev[2]->t.ops[4].count = 8;
-	snprintf(j->ev[2]->t.ops[4].dtype, FR_DTYPE_MAX + 1, "MPI_BYTE");
+	j->ev[2]->t.ops[4].dtype = "MPI_BYTE";
 	/* A live view knows no reduction: unknown, not different. */
-	j->ev[0]->t.ops[5].redop[0] = '\0';
+	j->ev[0]->t.ops[5].redop = "";
 	v = correlate(j);
 	assert_int_equal(v->kind, FR_VERDICT_OK);
 	fr_verdict_free(v);
@@ -1717,11 +1718,11 @@ static void test_completed_mismatch_no_hang(void **state)
 		struct fr_op *op = add_op(j, r, "world", FR_OP_GATHER, 1, FR_STATE_COMPLETED, 60);
 
 		op->root = 0;
-		op->redop[0] = '\0';
+		op->redop = "";
 		if (r == 0) {
 			op->count = 0;
 			op->bytes = 0;
-			snprintf(op->dtype, sizeof(op->dtype), "derived");
+			op->dtype = "derived";
 		}
 	}
 	v = correlate(j);
