@@ -323,11 +323,11 @@ static bool payload_varies_completed(enum fr_op_type t)
  * global rank only when it is the root itself: the ranks in the
  * communicator, which every member knows, are what to compare then.
  */
-static bool same_root(const struct fr_op *a, const struct fr_op *b)
+static bool same_root(int32_t root_a, int32_t in_comm_a, int32_t root_b, int32_t in_comm_b)
 {
-	if (a->peer_in_comm >= 0 && b->peer_in_comm >= 0)
-		return a->peer_in_comm == b->peer_in_comm;
-	return a->root == b->root;
+	if (in_comm_a >= 0 && in_comm_b >= 0)
+		return in_comm_a == in_comm_b;
+	return root_a == root_b;
 }
 
 /*
@@ -343,9 +343,30 @@ static inline bool same_str(const char *a, const char *b)
 	return *a == *b;
 }
 
-static bool is_derived(const struct fr_op *op)
+/*
+ * What ranks must agree on to have called the same thing, copied out of an
+ * operation: a collective's group keeps its reference's by value, so that
+ * comparing each member's entry with it reads no other trace's memory.
+ */
+struct sig {
+	const char *redop;
+	const char *dtype;
+	uint64_t count;
+	uint64_t bytes;
+	int32_t root;
+	int32_t peer_in_comm;
+	uint8_t type;
+};
+
+static struct sig sig_of(const struct fr_op *op)
 {
-	return op->dtype[0] == 'd' && same_str(op->dtype, "derived");
+	return (struct sig){ op->redop, op->dtype, op->count, op->bytes,
+			     op->root, op->peer_in_comm, (uint8_t)op->type };
+}
+
+static bool is_derived(const struct sig *s)
+{
+	return s->dtype[0] == 'd' && same_str(s->dtype, "derived");
 }
 
 /*
@@ -355,23 +376,24 @@ static bool is_derived(const struct fr_op *op)
  * for a call still in flight; otherwise (a call that completed) the payload
  * of the collectives of payload_varies_completed() is not compared.
  */
-static bool sig_equal(const struct fr_op *a, const struct fr_op *b, bool strict)
+static bool sig_match(const struct sig *a, const struct sig *b, bool strict)
 {
+	enum fr_op_type type = (enum fr_op_type)a->type;
 	bool any_count;
 
 	if (a->type != b->type)
 		return false;
-	if (a->type == FR_OP_COMM_SPLIT || a->type == FR_OP_COMM_DUP ||
-	    a->type == FR_OP_COMM_CREATE)
+	if (type == FR_OP_COMM_SPLIT || type == FR_OP_COMM_DUP || type == FR_OP_COMM_CREATE)
 		return true;
 	/* A live view (the daemon's, from progress messages) knows no
 	 * reduction: "" is unknown, not a different one. */
-	if ((fr_op_is_rooted(a->type) && !same_root(a, b)) ||
+	if ((fr_op_is_rooted(type) && !same_root(a->root, a->peer_in_comm, b->root,
+						    b->peer_in_comm)) ||
 	    (a->redop[0] && b->redop[0] && !same_str(a->redop, b->redop)))
 		return false;
-	if (!strict && payload_varies_completed(a->type))
+	if (!strict && payload_varies_completed(type))
 		return true;
-	any_count = count_varies(a->type);
+	any_count = count_varies(type);
 	/*
 	 * A completed call was matched by the library: what it moved must
 	 * agree, not how each side spelled it (MPI_LONG and MPI_INT64_T, or 8
@@ -384,6 +406,13 @@ static bool sig_equal(const struct fr_op *a, const struct fr_op *b, bool strict)
 	if (!same_str(a->dtype, b->dtype))
 		return false;
 	return any_count || a->count == b->count;
+}
+
+static bool sig_equal(const struct fr_op *a, const struct fr_op *b, bool strict)
+{
+	struct sig sa = sig_of(a), sb = sig_of(b);
+
+	return sig_match(&sa, &sb, strict);
 }
 
 /* ---- indexes ---- */
@@ -411,6 +440,7 @@ struct cinfo {
 	uint32_t stamp;
 	uint32_t slot;
 	uint32_t newest_group;     /* the group made last on it, NONE before one */
+	uint64_t seq_hi;           /* the highest seq of its groups, when it has one */
 };
 
 /*
@@ -451,8 +481,9 @@ struct group {
 	bool differs : 1;      /* some signature differs from ref's (sig_equal strict) */
 	bool differs_loose : 1; /* ... even as compared once completed (not strict) */
 	bool untimed : 1;      /* an entry without an entry time, or a rank twice */
+	bool has_ref : 1;
 	uint64_t seq;
-	const struct fr_op *ref; /* the signature the others are compared with */
+	struct sig ref;        /* the signature the others are compared with */
 	/*
 	 * Who entered last, on a key that grows the later a member entered:
 	 * its entry time, or (timed by waits) UINT64_MAX less how long it
@@ -754,6 +785,7 @@ static bool mpi_rank(const struct ctx *cx, uint32_t r)
 static void group_note(struct group *g, uint32_t rank, const struct fr_op *op, bool running,
 		       bool mpi)
 {
+	struct sig sig = sig_of(op);
 	uint8_t timing = TIMED_BY_ENTRY;
 	uint64_t t = op->t_entered_ns;
 
@@ -772,15 +804,16 @@ static void group_note(struct group *g, uint32_t rank, const struct fr_op *op, b
 		g->ninflight++;
 	if (running && op_blocks(op))
 		g->nblocking++;
-	if (!g->ref) {
-		g->ref = op;
-	} else if (!sig_equal(g->ref, op, true)) {
+	if (!g->has_ref) {
+		g->ref = sig;
+		g->has_ref = true;
+	} else if (!sig_match(&g->ref, &sig, true)) {
 		g->differs = true;
-		if (!sig_equal(g->ref, op, false))
+		if (!sig_match(&g->ref, &sig, false))
 			g->differs_loose = true;
-	} else if (is_derived(g->ref) && !is_derived(op)) {
+	} else if (is_derived(&g->ref) && !is_derived(&sig)) {
 		/* A basic datatype says more than a derived one of its size. */
-		g->ref = op;
+		g->ref = sig;
 	}
 	if (!t) {
 		g->untimed = true;
@@ -809,7 +842,11 @@ static uint32_t group_new(struct ctx *cx, uint32_t comm, uint64_t seq)
 	g->after = NONE;
 	if (cx->comms[comm].newest_group != NONE)
 		cx->groups[cx->comms[comm].newest_group].after = gi;
+	else
+		cx->comms[comm].seq_hi = seq;
 	cx->comms[comm].newest_group = gi;
+	if (seq > cx->comms[comm].seq_hi)
+		cx->comms[comm].seq_hi = seq;
 	if (cx->ngroups * 2 > cx->gslots_cap) {
 		if (group_rehash(cx) < 0)
 			return NONE;
@@ -831,12 +868,16 @@ static uint32_t group_new(struct ctx *cx, uint32_t comm, uint64_t seq)
 static int group_add(struct ctx *cx, uint32_t comm, uint32_t rank, const struct fr_op *op,
 		     struct rcomm *rc, bool running, bool mpi)
 {
+	const struct cinfo *c = &cx->comms[comm];
 	uint32_t gi = rc->last_gi == NONE ? NONE : cx->groups[rc->last_gi].after;
 	struct group *g;
 	struct gentry *e;
 
+	/* Past the highest seq made on it, the group is new: the first rank
+	 * to reach a collective makes it without a fruitless lookup. */
 	if (gi == NONE || cx->groups[gi].comm != comm || cx->groups[gi].seq != op->seq)
-		gi = group_find(cx, comm, op->seq);
+		gi = c->newest_group != NONE && op->seq > c->seq_hi ? NONE :
+									   group_find(cx, comm, op->seq);
 	if (gi == NONE && (gi = group_new(cx, comm, op->seq)) == NONE)
 		return -ENOMEM;
 	rc->last_gi = gi;
