@@ -1,5 +1,6 @@
 #include "trace.h"
 #include "arena.h"
+#include "scan.h"
 
 #include <errno.h>
 #include <stdlib.h>
@@ -76,7 +77,7 @@ const char *fr_strs_keep(struct fr_strs **pool, const char *s, size_t len)
 		ss->next_size = STRS_CHUNK_MIN;
 	}
 	for (unsigned i = 0; i < STRS_RECENT; i++)
-		if (ss->recent_len[i] == len && memcmp(ss->recent[i], s, len) == 0)
+		if (ss->recent_len[i] == len && fr_same_bytes(ss->recent[i], s, len))
 			return ss->recent[i];
 	if ((size_t)(ss->end - ss->at) < len + 1) {
 		size_t size = ss->next_size;

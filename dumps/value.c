@@ -345,12 +345,6 @@ struct fr_json_in {
 };
 
 
-/* Bytes that end the fast scan of a string: the quote, the backslash,
- * control characters and the first byte of any multi-byte sequence. */
-static const uint8_t str_stop[256] = {
-	[0x00 ... 0x1f] = 1, ['"'] = 1, ['\\'] = 1, [0x80 ... 0xff] = 1,
-};
-
 static int perr(struct fr_json_in *ps, const char *at, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
 
@@ -605,10 +599,8 @@ static int string_slow(struct fr_json_in *ps, const char *q, struct fr_val *out)
 /* A string; ps->p is just past its opening quote. */
 static int string(struct fr_json_in *ps, struct fr_val *out)
 {
-	const char *q = ps->p;
+	const char *q = fr_json_plain_end(ps->p, ps->end);
 
-	while (q < ps->end && !str_stop[(unsigned char)*q])
-		q++;
 	if (q < ps->end && *q == '"') {
 		const char *s = ps->p;
 
@@ -616,40 +608,6 @@ static int string(struct fr_json_in *ps, struct fr_val *out)
 		return set_string(ps->d, out, s, (size_t)(q - s));
 	}
 	return string_slow(ps, q, out);
-}
-
-/*
- * Whether the eight bytes at p are ASCII digits; if so their value in *out.
- * Eight digits at once with integer arithmetic: each byte is checked to lie
- * in '0'..'9', then pairs, quads and the two halves are combined by
- * multiplies (bytes are read little-endian; elsewhere one at a time).
- */
-static inline bool eight_digits(const char *p, uint64_t *out)
-{
-#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
-	const uint64_t high = 0xf0f0f0f0f0f0f0f0u, zeros = 0x3030303030303030u;
-	uint64_t v;
-
-	memcpy(&v, p, 8);
-	if ((v & high) != zeros || ((v + 0x0606060606060606u) & high) != zeros)
-		return false;
-	v -= zeros;
-	v = v * 10 + (v >> 8);
-	v = ((v & 0x000000ff000000ffu) * (100 + (1000000ull << 32)) +
-	     ((v >> 16) & 0x000000ff000000ffu) * (1 + (10000ull << 32))) >> 32;
-	*out = v;
-	return true;
-#else
-	uint64_t v = 0;
-
-	for (int i = 0; i < 8; i++) {
-		if (p[i] < '0' || p[i] > '9')
-			return false;
-		v = v * 10 + (uint64_t)(p[i] - '0');
-	}
-	*out = v;
-	return true;
-#endif
 }
 
 static int number(struct fr_json_in *ps, struct fr_val *out)
@@ -674,9 +632,9 @@ static int number(struct fr_json_in *ps, struct fr_val *out)
 	while (ps->end - q >= 8 && q - digits <= 11) {
 		uint64_t eight;
 
-		if (!eight_digits(q, &eight))
+		if (fr_digits_in(q, &eight) < 8)
 			break;
-		u = u * 100000000u + eight;
+		u = u * 100000000u + fr_digits_value(eight, 8);
 		q += 8;
 	}
 	for (; q < ps->end && *q >= '0' && *q <= '9'; q++) {

@@ -20,6 +20,8 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "scan.h"
+
 /* The deepest nesting either parser accepts (a scalar in a list in a dict
  * is 2); Flight Recorder dumps need 5. */
 #define FR_VAL_DEPTH_MAX 256
@@ -192,41 +194,6 @@ struct fr_val_keymap {
 
 void fr_val_fields(struct fr_val_keymap *map, const struct fr_val *obj,
 		   const struct fr_json_key *keys, int nkeys, const struct fr_val **out);
-
-/* Whether a[0..n) equals b[0..n): inline, eight bytes at a time, for the
- * short keys of a dump, where calling memcmp costs more than comparing
- * (for this parser, and for readers that scan text themselves). */
-static inline bool fr_same_bytes(const char *a, const char *b, size_t n)
-{
-	uint64_t x, y;
-	uint32_t u, v;
-
-	if (n >= 8) {
-		for (size_t i = 0; i + 8 < n; i += 8) {
-			memcpy(&x, a + i, 8);
-			memcpy(&y, b + i, 8);
-			if (x != y)
-				return false;
-		}
-		/* The last eight, overlapping what was compared. */
-		memcpy(&x, a + n - 8, 8);
-		memcpy(&y, b + n - 8, 8);
-		return x == y;
-	}
-	if (n >= 4) {
-		memcpy(&u, a, 4);
-		memcpy(&v, b, 4);
-		if (u != v)
-			return false;
-		memcpy(&u, a + n - 4, 4);
-		memcpy(&v, b + n - 4, 4);
-		return u == v;
-	}
-	for (; n; n--)
-		if (*a++ != *b++)
-			return false;
-	return true;
-}
 
 /* The same tree as a jansson value (a new reference), for writers and
  * tests; NULL when out of memory. Shared values are copied. */

@@ -1,0 +1,138 @@
+/*
+ * Scanning bytes eight at a time, for the JSON parser (value.c) and for the
+ * readers that scan a writer's own text themselves (dump.c's entries):
+ * comparing short strings, finding where a string's plain text ends,
+ * reading digits. Bytes are read little-endian; elsewhere one at a time.
+ */
+#ifndef FR_SCAN_H
+#define FR_SCAN_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+/* Whether a[0..n) equals b[0..n): inline, eight bytes at a time, for the
+ * short keys and names of a dump, where calling memcmp costs more than
+ * comparing. */
+static inline __attribute__((always_inline)) bool fr_same_bytes(const char *a, const char *b,
+								  size_t n)
+{
+	uint64_t x, y;
+	uint32_t u, v;
+
+	if (n >= 8) {
+		for (size_t i = 0; i + 8 < n; i += 8) {
+			memcpy(&x, a + i, 8);
+			memcpy(&y, b + i, 8);
+			if (x != y)
+				return false;
+		}
+		/* The last eight, overlapping what was compared. */
+		memcpy(&x, a + n - 8, 8);
+		memcpy(&y, b + n - 8, 8);
+		return x == y;
+	}
+	if (n >= 4) {
+		memcpy(&u, a, 4);
+		memcpy(&v, b, 4);
+		if (u != v)
+			return false;
+		memcpy(&u, a + n - 4, 4);
+		memcpy(&v, b + n - 4, 4);
+		return u == v;
+	}
+	for (; n; n--)
+		if (*a++ != *b++)
+			return false;
+	return true;
+}
+
+#define FR_ONES 0x0101010101010101u
+
+/*
+ * Where the bytes from p on stop being JSON string content that needs no
+ * decoding: printable ASCII other than '"' and '\\' (a control character,
+ * a quote, a backslash or a byte of a multi-byte sequence stops it). A byte
+ * below 0x20 borrows in x - 0x20.., a quote or backslash is a zero byte of
+ * x ^ that byte repeated, and a byte past 0x7f has its top bit set; a false
+ * hit only ever follows a true one, so the lowest is the first.
+ */
+static inline const char *fr_json_plain_end(const char *p, const char *end)
+{
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+	while (end - p >= 8) {
+		uint64_t x, q, b, hit;
+
+		memcpy(&x, p, 8);
+		q = x ^ (FR_ONES * '"');
+		b = x ^ (FR_ONES * '\\');
+		hit = ((x - FR_ONES * 0x20) & ~x) | ((q - FR_ONES) & ~q) | ((b - FR_ONES) & ~b) | x;
+		hit &= FR_ONES * 0x80;
+		if (hit)
+			return p + (__builtin_ctzll(hit) >> 3);
+		p += 8;
+	}
+#endif
+	while (p < end && (unsigned char)*p >= 0x20 && (unsigned char)*p < 0x80 && *p != '"' &&
+	       *p != '\\')
+		p++;
+	return p;
+}
+
+static inline bool fr_is_digit(char c)
+{
+	return c >= '0' && c <= '9';
+}
+
+/*
+ * How many of the eight bytes at p are ASCII digits before the first that
+ * is not; *x gets the eight bytes for fr_digits_value(). With t = x - '0'
+ * in each byte, a digit leaves 0..9, which adding 0x76 keeps below 0x80;
+ * any other byte sets the top bit of t or of t + 0x76. A borrow or carry
+ * between bytes only comes from a byte that is not a digit, and only
+ * changes bytes after it.
+ */
+static inline unsigned fr_digits_in(const char *p, uint64_t *x)
+{
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+	uint64_t t, y;
+
+	memcpy(x, p, 8);
+	t = *x - FR_ONES * '0';
+	y = (t | (t + FR_ONES * 0x76)) & (FR_ONES * 0x80);
+	return y ? (unsigned)__builtin_ctzll(y) >> 3 : 8;
+#else
+	unsigned n = 0;
+
+	memcpy(x, p, 8);
+	while (n < 8 && fr_is_digit(p[n]))
+		n++;
+	return n;
+#endif
+}
+
+/* The value of the first n (1 to 8) digits of x, as fr_digits_in() read
+ * it: pairs, quads and halves combined by multiplies. */
+static inline uint64_t fr_digits_value(uint64_t x, unsigned n)
+{
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+	uint64_t v = x - FR_ONES * '0';
+
+	/* The digits to the top, the bytes before them zeros: leading
+	 * zeros of an eight-digit number. */
+	v <<= 8 * (8 - n);
+	v = v * 10 + (v >> 8);
+	return ((v & 0x000000ff000000ffu) * (100 + (1000000ull << 32)) +
+		((v >> 16) & 0x000000ff000000ffu) * (1 + (10000ull << 32))) >> 32;
+#else
+	const unsigned char *b = (const unsigned char *)&x;
+	uint64_t v = 0;
+
+	for (unsigned i = 0; i < n; i++)
+		v = v * 10 + (uint64_t)(b[i] - '0');
+	return v;
+#endif
+}
+
+#endif
