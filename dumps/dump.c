@@ -918,8 +918,8 @@ static int32_t peer_from_profiling_name(const struct fr_val *v)
 /*
  * The fields of an entry the reader knows, in the order our writer writes
  * them (dumps/FORMAT.md), which is the order the JSON reader guesses them
- * in; the last column marks the fields written for PyTorch's tools that
- * the reader has no use for.
+ * in, then two of PyTorch's that only a visitor reads (fr_dump_entry); the
+ * last column marks the fields the reader has no use for.
  */
 #define ENTRY_FIELDS(X)                                                     \
 	X(RECORD_ID, "record_id", 0) X(PG_ID, "pg_id", 0)                    \
@@ -935,7 +935,8 @@ static int32_t peer_from_profiling_name(const struct fr_val *v)
 	X(NONBLOCKING, "nonblocking", 0) X(WAITED, "waited", 0)              \
 	X(CAPTURED, "captured", 0) X(PEER, "peer", 0) X(ROOT, "root", 0)     \
 	X(PEER_IN_COMM, "peer_in_comm", 0) X(COUNT, "count", 0)              \
-	X(BYTES, "bytes", 0) X(DTYPE, "dtype", 0) X(REDOP, "redop", 0)
+	X(BYTES, "bytes", 0) X(DTYPE, "dtype", 0) X(REDOP, "redop", 0)      \
+	X(TIMEOUT, "timeout_ms", 1) X(FRAMES, "frames", 1)
 
 enum entry_field {
 #define EF_ENUM(e, k, drop) EF_##e,
@@ -1211,8 +1212,11 @@ static int read_entries(const struct rd *rd, const struct fr_val *entries, const
 		else
 			rc = read_entry_at(rd, f, at, i, t, op);
 		/* After the read, which brought the entry into the cache. */
-		if (!rc && rd->visit && rd->visit->entry)
-			rd->visit->entry(rd->visit->arg, i, e);
+		if (!rc && rd->visit && rd->visit->entry) {
+			struct fr_dump_entry de = { e, op, f[EF_TIMEOUT], f[EF_FRAMES] };
+
+			rd->visit->entry(rd->visit->arg, &de);
+		}
 	}
 	free(map);
 	return rc;

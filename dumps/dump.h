@@ -70,14 +70,23 @@ int fr_dump_from_val(const struct fr_val *root, const char *name, struct fr_trac
 /*
  * The same for a reader of another format that wraps it as a dump
  * (pytorch.c) and learns what it still lacks from the entries: `entry` is
- * called with each entry of "entries" (an object) while it is read, and
- * so while it is in the cache; `done`, once they are all read and before
- * the threads are, may still change the document's "threads" and fields
- * of `t` the entries decide. A non-zero return of `done` stops the read
- * with it (err is then the caller's to write).
+ * called with each entry of "entries" once it is read, and so while it is
+ * in the cache; `done`, once they are all read and before the threads
+ * are, may still change the document's "threads" and fields of `t` the
+ * entries decide. A non-zero return of `done` stops the read with it (err
+ * is then the caller's to write).
  */
+struct fr_dump_entry {
+	const struct fr_val *val;        /* the entry, an object */
+	const struct fr_op *op;          /* what the reader made of it */
+	/* Its members of these names, which the reader does not read itself
+	 * (NULL when absent): found in the same walk of its members. */
+	const struct fr_val *timeout_ms;
+	const struct fr_val *frames;
+};
+
 struct fr_dump_visit {
-	void (*entry)(void *arg, uint32_t i, const struct fr_val *e);
+	void (*entry)(void *arg, const struct fr_dump_entry *e);
 	int (*done)(void *arg, struct fr_trace *t);
 	void *arg;
 };

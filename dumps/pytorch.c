@@ -92,16 +92,14 @@ static uint64_t world_of(const struct fr_val *config, uint32_t rank)
 	return world;
 }
 
-/* The fields of an entry read here, beyond what the dump reader reads. */
-enum { PF_CREATED, PF_STARTED, PF_COMPLETED, PF_TIMEOUT, PF_RECORD_ID, PF_STATE, PF_FRAMES,
-       PF__COUNT };
+/* The fields of an entry scan_raw() reads, for an entry the dump reader has not. */
+enum { PF_CREATED, PF_STARTED, PF_COMPLETED, PF_TIMEOUT, PF_STATE, PF_FRAMES, PF__COUNT };
 
 static const struct fr_json_key entry_keys[PF__COUNT] = {
 	{ "time_created_ns", 15, false },
 	{ "time_discovered_started_ns", 26, false },
 	{ "time_discovered_completed_ns", 28, false },
 	{ "timeout_ms", 10, false },
-	{ "record_id", 9, false },
 	{ "state", 5, false },
 	{ "frames", 6, false },
 };
@@ -225,29 +223,55 @@ struct scan {
 	size_t errlen;
 };
 
-static void scan_entry(void *arg, uint32_t i, const struct fr_val *e)
+/* What entry e adds to the scan: `latest`, its latest time; its
+ * "timeout_ms" and "frames"; `open` when it has not completed. */
+static void scan_note(struct scan *s, const struct fr_val *e, uint64_t latest,
+		      const struct fr_val *timeout_ms, const struct fr_val *frames, bool open)
 {
-	struct scan *s = arg;
-	const struct fr_val *f[PF__COUNT];
 	uint64_t to;
-	const char *st;
 
-	(void)i;
-	fr_val_fields(&s->map, e, entry_keys, PF__COUNT, f);
-	for (int k = PF_CREATED; k <= PF_COMPLETED; k++)
-		if (positive(f[k]) > s->latest)
-			s->latest = positive(f[k]);
+	if (latest > s->latest)
+		s->latest = latest;
 	/* (A timeout past a day says nothing about when it dumped.) */
-	to = positive(f[PF_TIMEOUT]);
+	to = positive(timeout_ms);
 	to = to > 86400000u ? 0 : to * 1000000u;
 	if (to > s->timeout)
 		s->timeout = to;
-	if (!fr_val_is(f[PF_FRAMES], FR_VAL_ARRAY))
+	if (!fr_val_is(frames, FR_VAL_ARRAY))
 		return;
 	s->latest_framed = e;
-	st = fr_val_str(f[PF_STATE]);
-	if (!st || strcmp(st, "completed") != 0)
+	if (open)
 		s->open_framed = e;
+}
+
+/* An entry as the dump reader read it: its times are the operation's
+ * (a start it lacked is its entry, which is no later). */
+static void scan_entry(void *arg, const struct fr_dump_entry *e)
+{
+	const struct fr_op *op = e->op;
+	uint64_t latest = op->t_entered_ns;
+
+	if (op->t_started_ns > latest)
+		latest = op->t_started_ns;
+	if (op->t_completed_ns > latest)
+		latest = op->t_completed_ns;
+	scan_note(arg, e->val, latest, e->timeout_ms, e->frames,
+		  op->state != FR_STATE_COMPLETED);
+}
+
+/* An entry not read, from its values (see fr_pytorch_from_val()). */
+static void scan_raw(struct scan *s, const struct fr_val *e)
+{
+	const struct fr_val *f[PF__COUNT];
+	uint64_t latest = 0;
+	const char *st;
+
+	fr_val_fields(&s->map, e, entry_keys, PF__COUNT, f);
+	for (int k = PF_CREATED; k <= PF_COMPLETED; k++)
+		if (positive(f[k]) > latest)
+			latest = positive(f[k]);
+	st = fr_val_str(f[PF_STATE]);
+	scan_note(s, e, latest, f[PF_TIMEOUT], f[PF_FRAMES], !st || strcmp(st, "completed") != 0);
 }
 
 /*
@@ -267,7 +291,7 @@ static uint64_t scan_dumped(const struct scan *s)
 	return dumped;
 }
 
-/* The stack of the entry scan_entry() picked, as the wrapper's "threads"
+/* The stack of the entry the scan picked, as the wrapper's "threads"
  * (NULL when out of memory). */
 static struct fr_val *scan_threads(const struct scan *s)
 {
@@ -327,7 +351,7 @@ int fr_pytorch_from_val(struct fr_doc *d, const struct fr_val *root, const char 
 	 */
 	if (time_ns > INT64_MAX) {
 		for (uint32_t i = 0; i < entries->n; i++)
-			scan_entry(s, i, entries->u.items[i]);
+			scan_raw(s, entries->u.items[i]);
 		dumped = scan_dumped(s);
 		visit.entry = NULL;
 		visit.done = NULL;
