@@ -580,36 +580,66 @@ static const char *path(char *buf, const char *at, const char *key)
  * (NULL when absent). A missing or null optional field leaves the default;
  * a present field of the wrong type is always an error, so that a typo in a
  * hand-written or converted dump is reported rather than silently ignored.
+ * They are inline, called a dozen times for each of two million entries;
+ * their messages are made out of line.
  */
-static int want(const struct rd *rd, const struct fr_val *v, const char *at, const char *key,
-		bool required, const char *what)
-{
-	char p[AT_MAX];
-
-	if ((!v || v->type == FR_VAL_NULL) && required)
-		return fail(rd, -EPROTO, "%s: missing (expected %s)", path(p, at, key), what);
-	return 0;
-}
-
 static inline bool present(const struct fr_val *v)
 {
 	return v && v->type != FR_VAL_NULL;
 }
 
-static int get_u64(const struct rd *rd, const struct fr_val *v, const char *at, const char *key,
-		   bool required, uint64_t max, uint64_t *out)
+__attribute__((noinline, cold)) static int fail_missing(const struct rd *rd, const char *at,
+							  const char *key, const char *what)
 {
 	char p[AT_MAX];
-	int rc = want(rd, v, at, key, required, "an integer");
 
-	if (rc || !present(v))
-		return rc;
+	return fail(rd, -EPROTO, "%s: missing (expected %s)", path(p, at, key), what);
+}
+
+__attribute__((noinline, cold)) static int fail_type(const struct rd *rd, const struct fr_val *v,
+						       const char *at, const char *key,
+						       const char *what)
+{
+	char p[AT_MAX];
+
+	return fail(rd, -EPROTO, "%s: expected %s, got %s", path(p, at, key), what,
+		    fr_val_type_name(v));
+}
+
+__attribute__((noinline, cold)) static int fail_range(const struct rd *rd, const char *at,
+							const char *key, int64_t i, int64_t lo,
+							uint64_t hi)
+{
+	char p[AT_MAX];
+
+	return fail(rd, -EPROTO, "%s: %" PRId64 " is out of range (%" PRId64 "..%" PRIu64 ")",
+		    path(p, at, key), i, lo, hi);
+}
+
+__attribute__((noinline, cold)) static int fail_long(const struct rd *rd, const struct fr_val *v,
+						       const char *at, const char *key, size_t max)
+{
+	char p[AT_MAX];
+
+	return fail(rd, -EPROTO, "%s: %" PRIu32 " bytes long, longer than the limit of %zu",
+		    path(p, at, key), v->n, max);
+}
+
+static inline int want(const struct rd *rd, const struct fr_val *v, const char *at,
+		       const char *key, bool required, const char *what)
+{
+	return required && !present(v) ? fail_missing(rd, at, key, what) : 0;
+}
+
+static inline int get_u64(const struct rd *rd, const struct fr_val *v, const char *at,
+			  const char *key, bool required, uint64_t max, uint64_t *out)
+{
+	if (!present(v))
+		return want(rd, v, at, key, required, "an integer");
 	if (v->type != FR_VAL_INT)
-		return fail(rd, -EPROTO, "%s: expected an integer, got %s", path(p, at, key),
-			    fr_val_type_name(v));
+		return fail_type(rd, v, at, key, "an integer");
 	if (v->u.i < 0 || (uint64_t)v->u.i > max)
-		return fail(rd, -EPROTO, "%s: %" PRId64 " is out of range (0..%" PRIu64 ")",
-			    path(p, at, key), v->u.i, max);
+		return fail_range(rd, at, key, v->u.i, 0, max);
 	*out = (uint64_t)v->u.i;
 	return 0;
 }
@@ -629,36 +659,40 @@ static int get_u32(const struct rd *rd, const struct fr_val *v, const char *at, 
  * A rank or -1 for none: a global one (peer, root) or one in a communicator
  * (peer_in_comm). Absent or null means none.
  */
-static int get_rank_or_none(const struct rd *rd, const struct fr_val *v, const char *at,
-			    const char *key, int32_t *out)
+static inline int get_rank_or_none(const struct rd *rd, const struct fr_val *v, const char *at,
+				   const char *key, int32_t *out)
 {
-	char p[AT_MAX];
-
 	*out = -1;
 	if (!present(v))
 		return 0;
 	if (v->type != FR_VAL_INT)
-		return fail(rd, -EPROTO, "%s: expected an integer, got %s", path(p, at, key),
-			    fr_val_type_name(v));
+		return fail_type(rd, v, at, key, "an integer");
 	if (v->u.i < -1 || v->u.i > INT32_MAX)
-		return fail(rd, -EPROTO, "%s: %" PRId64 " is out of range (-1..%d)",
-			    path(p, at, key), v->u.i, INT32_MAX);
+		return fail_range(rd, at, key, v->u.i, -1, INT32_MAX);
 	*out = (int32_t)v->u.i;
 	return 0;
 }
 
-static int get_bool(const struct rd *rd, const struct fr_val *v, const char *at, const char *key,
-		    bool required, bool *out)
+static inline int get_bool(const struct rd *rd, const struct fr_val *v, const char *at,
+			   const char *key, bool required, bool *out)
 {
-	char p[AT_MAX];
-	int rc = want(rd, v, at, key, required, "true or false");
-
-	if (rc || !present(v))
-		return rc;
+	if (!present(v))
+		return want(rd, v, at, key, required, "true or false");
 	if (v->type != FR_VAL_BOOL)
-		return fail(rd, -EPROTO, "%s: expected true or false, got %s", path(p, at, key),
-			    fr_val_type_name(v));
+		return fail_type(rd, v, at, key, "true or false");
 	*out = v->u.b;
+	return 0;
+}
+
+/* Whether v is a string shorter than `cap` bytes (its terminator
+ * included), to be used in place: a value's string ends with its only NUL. */
+static inline int str_check(const struct rd *rd, const struct fr_val *v, const char *at,
+			    const char *key, size_t cap)
+{
+	if (!fr_val_is(v, FR_VAL_STRING))
+		return fail_type(rd, v, at, key, "a string");
+	if (v->n >= cap)
+		return fail_long(rd, v, at, key, cap - 1);
 	return 0;
 }
 
@@ -667,58 +701,41 @@ static int get_bool(const struct rd *rd, const struct fr_val *v, const char *at,
 static int str_into(const struct rd *rd, const struct fr_val *v, const char *at,
 		    const char *key, char *dst, size_t cap)
 {
-	char p[AT_MAX];
+	int rc = str_check(rd, v, at, key, cap);
 
-	if (!fr_val_is(v, FR_VAL_STRING))
-		return fail(rd, -EPROTO, "%s: expected a string, got %s", path(p, at, key),
-			    fr_val_type_name(v));
-	if (v->n >= cap)
-		return fail(rd, -EPROTO, "%s: %" PRIu32 " bytes long, longer than the limit of %zu",
-			    path(p, at, key), v->n, cap - 1);
-	memcpy(dst, v->u.s, v->n + 1);
-	return 0;
+	if (!rc)
+		memcpy(dst, v->u.s, v->n + 1);
+	return rc;
 }
 
 static int get_str(const struct rd *rd, const struct fr_val *v, const char *at, const char *key,
 		   bool required, char *dst, size_t cap)
 {
-	int rc = want(rd, v, at, key, required, "a string");
-
-	if (rc || !present(v))
-		return rc;
+	if (!present(v))
+		return want(rd, v, at, key, required, "a string");
 	return str_into(rd, v, at, key, dst, cap);
 }
 
-/*
- * String v, of at most `max` bytes (up to a NUL in it), as trace t's copy
- * (fr_trace_strn) into *dst.
- */
-static int str_keep(const struct rd *rd, const struct fr_val *v, const char *at,
-		    const char *key, size_t max, struct fr_trace *t, const char **dst)
+/* String v, of at most `max` bytes, as trace t's copy (fr_trace_strn) into
+ * *dst. */
+static inline int str_keep(const struct rd *rd, const struct fr_val *v, const char *at,
+			   const char *key, size_t max, struct fr_trace *t, const char **dst)
 {
-	char p[AT_MAX];
-	size_t n;
+	int rc = str_check(rd, v, at, key, max + 1);
 
-	if (!fr_val_is(v, FR_VAL_STRING))
-		return fail(rd, -EPROTO, "%s: expected a string, got %s", path(p, at, key),
-			    fr_val_type_name(v));
-	if (v->n > max)
-		return fail(rd, -EPROTO, "%s: %" PRIu32 " bytes long, longer than the limit of %zu",
-			    path(p, at, key), v->n, max);
-	n = strnlen(v->u.s, v->n);
-	if (!(*dst = fr_trace_strn(t, v->u.s, n)))
+	if (rc)
+		return rc;
+	if (!(*dst = fr_trace_strn(t, v->u.s, v->n)))
 		return fail_nomem(rd);
 	return 0;
 }
 
-static int get_str_keep(const struct rd *rd, const struct fr_val *v, const char *at,
-			const char *key, bool required, size_t max, struct fr_trace *t,
-			const char **dst)
+static inline int get_str_keep(const struct rd *rd, const struct fr_val *v, const char *at,
+			       const char *key, bool required, size_t max, struct fr_trace *t,
+			       const char **dst)
 {
-	int rc = want(rd, v, at, key, required, "a string");
-
-	if (rc || !present(v))
-		return rc;
+	if (!present(v))
+		return want(rd, v, at, key, required, "a string");
 	return str_keep(rd, v, at, key, max, t, dst);
 }
 
@@ -1050,14 +1067,15 @@ static int read_entry(const struct rd *rd, entry_fields f, const char *at, struc
 	    (rc = get_u64(rd, FIELD(f, P2P_SEQ), true, INT64_MAX, &p2p_seq)))
 		return rc;
 
+	/* Names are looked up where they are, strings of the document. */
 	if (present(v = f[EF_OP])) {
 		slots = names ? &names->op : NULL;
-		if ((rc = str_into(rd, FIELD(f, OP), buf, sizeof(buf))))
+		if ((rc = str_check(rd, FIELD(f, OP), sizeof(slot->name))))
 			return rc;
 		if ((slot = slot_find(slots, v->u.s, v->n))) {
 			op->type = (enum fr_op_type)slot->value;
 		} else {
-			op->type = fr_op_from_name(buf);
+			op->type = fr_op_from_name(v->u.s);
 			slot_keep(slots, v->u.s, v->n, op->type);
 		}
 	} else {
@@ -1065,26 +1083,27 @@ static int read_entry(const struct rd *rd, entry_fields f, const char *at, struc
 		slots = names ? &names->profiling : NULL;
 		if ((rc = want(rd, FIELD(f, PROFILING_NAME), true, "a string")))
 			return rc;
-		if ((rc = str_into(rd, FIELD(f, PROFILING_NAME), buf, sizeof(buf))))
+		if ((rc = str_check(rd, FIELD(f, PROFILING_NAME), sizeof(slot->name))))
 			return rc;
 		if ((slot = slot_find(slots, v->u.s, v->n))) {
 			op->type = (enum fr_op_type)slot->value;
 		} else {
-			op->type = type_from_profiling_name(buf);
+			op->type = type_from_profiling_name(v->u.s);
 			slot_keep(slots, v->u.s, v->n, op->type);
 		}
 	}
 
-	if ((rc = get_str(rd, FIELD(f, STATE), true, buf, sizeof(buf))))
-		return rc;
 	v = f[EF_STATE];
+	if ((rc = want(rd, FIELD(f, STATE), true, "a string")) ||
+	    (rc = str_check(rd, FIELD(f, STATE), sizeof(slot->name))))
+		return rc;
 	for (state = 0; state < (int)(sizeof(states) / sizeof(states[0])); state++)
-		if (states[state].len == v->n && fr_same_bytes(buf, states[state].name, v->n))
+		if (states[state].len == v->n && fr_same_bytes(v->u.s, states[state].name, v->n))
 			break;
 	if (state == (int)(sizeof(states) / sizeof(states[0])))
 		return fail(rd, -EPROTO,
 			    "%s: unknown state \"%s\" (expected entered, completed, scheduled or started)",
-			    path(p, at, "state"), buf);
+			    path(p, at, "state"), v->u.s);
 	op->state = states[state].state;
 	running = states[state].running;
 	op->gpu = states[state].gpu;

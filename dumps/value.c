@@ -1191,26 +1191,31 @@ void fr_val_fields(struct fr_val_keymap *map, const struct fr_val *obj,
 		return;
 	for (uint32_t m = 0; m < obj->n; m++) {
 		const struct fr_val *k = obj->u.items[2 * m];
-		size_t slot = ((uintptr_t)k >> 3) % (sizeof(map->seen) / sizeof(map->seen[0]));
-		int index = -1;
+		int index;
 
 		if (m < FR_KEYMAP_POSITIONS && map->at[m].key == k) {
 			index = map->at[m].index;
-		} else if (map->seen[slot].key == k) {
-			index = map->seen[slot].index;
 		} else {
-			for (int i = 0; i < nkeys; i++) {
-				if (keys[i].len == k->n && fr_same_bytes(keys[i].key, k->u.s, k->n)) {
-					index = i;
-					break;
+			size_t slot = ((uintptr_t)k >> 3) % (sizeof(map->seen) / sizeof(map->seen[0]));
+
+			if (map->seen[slot].key == k) {
+				index = map->seen[slot].index;
+			} else {
+				index = -1;
+				for (int i = 0; i < nkeys; i++) {
+					if (keys[i].len == k->n &&
+					    fr_same_bytes(keys[i].key, k->u.s, k->n)) {
+						index = i;
+						break;
+					}
 				}
+				map->seen[slot].key = k;
+				map->seen[slot].index = index;
 			}
-			map->seen[slot].key = k;
-			map->seen[slot].index = index;
-		}
-		if (m < FR_KEYMAP_POSITIONS) {
-			map->at[m].key = k;
-			map->at[m].index = index;
+			if (m < FR_KEYMAP_POSITIONS) {
+				map->at[m].key = k;
+				map->at[m].index = index;
+			}
 		}
 		if (index >= 0)
 			out[index] = obj->u.items[2 * m + 1];
