@@ -1185,19 +1185,27 @@ int fr_json_object(struct fr_json_in *ps, struct fr_doc *d, const struct fr_json
 void fr_val_fields(struct fr_val_keymap *map, const struct fr_val *obj,
 		   const struct fr_json_key *keys, int nkeys, const struct fr_val **out)
 {
+	struct fr_val *const *items;
+	uint32_t m = 0, n;
+
 	for (int i = 0; i < nkeys; i++)
 		out[i] = NULL;
 	if (!fr_val_is(obj, FR_VAL_OBJECT))
 		return;
-	for (uint32_t m = 0; m < obj->n; m++) {
-		const struct fr_val *k = obj->u.items[2 * m];
+	items = obj->u.items;
+	n = obj->n;
+	/* The members whose keys are where the last object had them. */
+	for (; m < n && m < FR_KEYMAP_POSITIONS && map->at[m].key == items[2 * m]; m++)
+		if (map->at[m].index >= 0)
+			out[map->at[m].index] = items[2 * m + 1];
+	for (; m < n; m++) {
+		const struct fr_val *k = items[2 * m];
+		size_t slot = ((uintptr_t)k >> 3) % (sizeof(map->seen) / sizeof(map->seen[0]));
 		int index;
 
 		if (m < FR_KEYMAP_POSITIONS && map->at[m].key == k) {
 			index = map->at[m].index;
 		} else {
-			size_t slot = ((uintptr_t)k >> 3) % (sizeof(map->seen) / sizeof(map->seen[0]));
-
 			if (map->seen[slot].key == k) {
 				index = map->seen[slot].index;
 			} else {
@@ -1218,7 +1226,7 @@ void fr_val_fields(struct fr_val_keymap *map, const struct fr_val *obj,
 			}
 		}
 		if (index >= 0)
-			out[index] = obj->u.items[2 * m + 1];
+			out[index] = items[2 * m + 1];
 	}
 }
 
