@@ -840,13 +840,11 @@ static uint32_t group_new(struct ctx *cx, uint32_t comm, uint64_t seq)
 	g->seq = seq;
 	g->head = NONE;
 	g->after = NONE;
+	if (cx->comms[comm].newest_group == NONE || seq > cx->comms[comm].seq_hi)
+		cx->comms[comm].seq_hi = seq;
 	if (cx->comms[comm].newest_group != NONE)
 		cx->groups[cx->comms[comm].newest_group].after = gi;
-	else
-		cx->comms[comm].seq_hi = seq;
 	cx->comms[comm].newest_group = gi;
-	if (seq > cx->comms[comm].seq_hi)
-		cx->comms[comm].seq_hi = seq;
 	if (cx->ngroups * 2 > cx->gslots_cap) {
 		if (group_rehash(cx) < 0)
 			return NONE;

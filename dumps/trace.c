@@ -155,11 +155,18 @@ const struct fr_comm *fr_trace_comm(const struct fr_trace *t, const char *id)
 	return NULL;
 }
 
+/* Array `arr` (NULL for a new one), of which `used` bytes matter, made
+ * `size` bytes long: in `arena` when one is given, else with realloc. */
+static void *resize(struct fr_arena *arena, void *arr, size_t used, size_t size)
+{
+	return arena ? fr_arena_grow(arena, arr, used, size) : realloc(arr, size);
+}
+
 /*
  * Makes room for one more element of `size` bytes in *arr, which holds `n`
- * of a capacity of *cap, doubling the capacity when full (in `arena` when
- * one is given, else with realloc). Returns the new element, zeroed, or NULL
- * (the array untouched) when out of memory.
+ * of a capacity of *cap, doubling the capacity when full (resize()).
+ * Returns the new element, zeroed, or NULL (the array untouched) when out
+ * of memory.
  */
 static void *grow(void **arr, size_t n, size_t *cap, size_t size, struct fr_arena *arena)
 {
@@ -171,8 +178,7 @@ static void *grow(void **arr, size_t n, size_t *cap, size_t size, struct fr_aren
 			ncap = n + 1;
 		if (ncap > SIZE_MAX / size)
 			return NULL;
-		p = arena ? fr_arena_grow(arena, *arr, n * size, ncap * size) :
-			    realloc(*arr, ncap * size);
+		p = resize(arena, *arr, n * size, ncap * size);
 		if (!p)
 			return NULL;
 		*arr = p;
@@ -219,8 +225,7 @@ int fr_trace_reserve_ops(struct fr_trace *t, size_t n, size_t *cap)
 	if (n > SIZE_MAX / sizeof(*ops))
 		return -ENOMEM;
 	t->arena = thread_arena;
-	ops = t->arena ? fr_arena_grow(t->arena, NULL, 0, n * sizeof(*ops)) :
-			 malloc(n * sizeof(*ops));
+	ops = resize(t->arena, NULL, 0, n * sizeof(*ops));
 	if (!ops)
 		return -ENOMEM;
 	t->ops = ops;
