@@ -935,7 +935,7 @@ static int32_t peer_from_profiling_name(const struct fr_val *v)
 /*
  * The fields of an entry the reader knows, in the order our writer writes
  * them (dumps/FORMAT.md), which is the order the JSON reader guesses them
- * in, then two of PyTorch's that only a visitor reads (fr_dump_entry); the
+ * in, then three of PyTorch's that only a visitor reads (fr_dump_entry); the
  * last column marks the fields the reader has no use for.
  */
 #define ENTRY_FIELDS(X)                                                     \
@@ -953,7 +953,8 @@ static int32_t peer_from_profiling_name(const struct fr_val *v)
 	X(CAPTURED, "captured", 0) X(PEER, "peer", 0) X(ROOT, "root", 0)     \
 	X(PEER_IN_COMM, "peer_in_comm", 0) X(COUNT, "count", 0)              \
 	X(BYTES, "bytes", 0) X(DTYPE, "dtype", 0) X(REDOP, "redop", 0)      \
-	X(TIMEOUT, "timeout_ms", 1) X(FRAMES, "frames", 1)
+	X(TIMEOUT, "timeout_ms", 1) X(FRAMES, "frames", 1)                 \
+	X(THREAD_NAME, "thread_name", 1)
 
 enum entry_field {
 #define EF_ENUM(e, k, drop) EF_##e,
@@ -1195,6 +1196,35 @@ static int read_entry_at(const struct rd *rd, entry_fields f, const char *at, si
 	return read_entry(rd, f, eat, t, op);
 }
 
+/* Entry i of the array at `at`, a value of a tree, into a new operation
+ * of t (its array `cap` long), and to the visitor. */
+static int read_entry_val(const struct rd *rd, struct fr_val_keymap *map,
+			  const struct fr_val *e, const char *at, size_t i, struct fr_trace *t,
+			  size_t *cap)
+{
+	char p[AT_MAX];
+	entry_fields f;
+	struct fr_op *op;
+	int rc;
+
+	if (e->type != FR_VAL_OBJECT)
+		return fail(rd, -EPROTO, "%s[%zu]: expected an object, got %s",
+			    path(p, at, "entries"), i, fr_val_type_name(e));
+	/* The last of two members of one name wins, as in a Python dict;
+	 * the JSON parser refuses them. */
+	fr_val_fields(map, e, entry_keys, EF__COUNT, f);
+	if (!(op = fr_trace_add_op(t, cap)))
+		return fail_nomem(rd);
+	rc = read_entry_at(rd, f, at, i, t, op);
+	/* After the read, which brought the entry into the cache. */
+	if (!rc && rd->visit && rd->visit->entry) {
+		struct fr_dump_entry de = { op, f[EF_TIMEOUT], f[EF_FRAMES], f[EF_THREAD_NAME] };
+
+		rd->visit->entry(rd->visit->arg, &de);
+	}
+	return rc;
+}
+
 /* The entries of a parsed document: each an object. */
 static int read_entries(const struct rd *rd, const struct fr_val *entries, const char *at,
 			struct fr_trace *t)
@@ -1202,7 +1232,6 @@ static int read_entries(const struct rd *rd, const struct fr_val *entries, const
 	struct fr_val_keymap *map = calloc(1, sizeof(*map));
 	struct name_cache names;
 	struct rd named = *rd;
-	char p[AT_MAX];
 	size_t cap = 0;
 	int rc = 0;
 
@@ -1212,31 +1241,8 @@ static int read_entries(const struct rd *rd, const struct fr_val *entries, const
 	(void)fr_trace_reserve_ops(t, entries->n, &cap);
 	memset(&names, 0, sizeof(names));
 	named.names = &names;
-	rd = &named;
-	for (uint32_t i = 0; i < entries->n && !rc; i++) {
-		const struct fr_val *e = entries->u.items[i];
-		entry_fields f;
-		struct fr_op *op;
-
-		if (e->type != FR_VAL_OBJECT) {
-			rc = fail(rd, -EPROTO, "%s[%" PRIu32 "]: expected an object, got %s",
-				  path(p, at, "entries"), i, fr_val_type_name(e));
-			break;
-		}
-		/* The last of two members of one name wins, as in a Python
-		 * dict; the JSON parser refuses them. */
-		fr_val_fields(map, e, entry_keys, EF__COUNT, f);
-		if (!(op = fr_trace_add_op(t, &cap)))
-			rc = fail_nomem(rd);
-		else
-			rc = read_entry_at(rd, f, at, i, t, op);
-		/* After the read, which brought the entry into the cache. */
-		if (!rc && rd->visit && rd->visit->entry) {
-			struct fr_dump_entry de = { e, op, f[EF_TIMEOUT], f[EF_FRAMES] };
-
-			rd->visit->entry(rd->visit->arg, &de);
-		}
-	}
+	for (uint32_t i = 0; i < entries->n && !rc; i++)
+		rc = read_entry_val(&named, map, entries->u.items[i], at, i, t, &cap);
 	free(map);
 	return rc;
 }
@@ -2036,6 +2042,74 @@ int fr_dump_from_val_visit(const struct fr_val *root, const char *name, struct f
 	if (rc)
 		fr_trace_free(t);
 	return rc;
+}
+
+struct fr_dump_entries {
+	/* What read_trace() learns of them: done, and the first error. */
+	struct entries_reader er;
+	struct rd rd;
+	struct name_cache names;
+	struct fr_val_keymap map;
+	struct fr_trace *t;
+	size_t cap, n;
+};
+
+struct fr_dump_entries *fr_dump_entries_new(const char *name, struct fr_trace *t,
+					    const struct fr_dump_visit *visit, size_t expect)
+{
+	struct fr_dump_entries *r = calloc(1, sizeof(*r));
+
+	if (!r)
+		return NULL;
+	memset(t, 0, sizeof(*t));
+	r->rd = (struct rd){ name ? name : "dump", r->er.err, sizeof(r->er.err), &r->names, visit };
+	r->er.rd = &r->rd;
+	r->er.t = t;
+	r->er.done = true;
+	r->t = t;
+	/* Failing leaves the array to grow as it goes. */
+	(void)fr_trace_reserve_ops(t, expect, &r->cap);
+	return r;
+}
+
+int fr_dump_entries_add(struct fr_dump_entries *r, const struct fr_val *entry)
+{
+	int rc;
+
+	/* After one that does not read, the rest are only counted. */
+	if (r->er.rc) {
+		r->n++;
+		return 0;
+	}
+	rc = read_entry_val(&r->rd, &r->map, entry, "", r->n++, r->t, &r->cap);
+	if (rc == -ENOMEM)
+		return rc;
+	r->er.rc = rc;
+	return 0;
+}
+
+size_t fr_dump_entries_count(const struct fr_dump_entries *r)
+{
+	return r->n;
+}
+
+int fr_dump_from_val_entries(const struct fr_val *root, struct fr_dump_entries *r, char *err,
+			     size_t errlen)
+{
+	struct rd rd = { r->rd.name, err, errlen, NULL, r->rd.visit };
+	int rc;
+
+	if (err && errlen)
+		err[0] = '\0';
+	rc = read_trace(&rd, root, "", &r->er, NULL, r->t);
+	if (rc)
+		fr_trace_free(r->t);
+	return rc;
+}
+
+void fr_dump_entries_free(struct fr_dump_entries *r)
+{
+	free(r);
 }
 
 int fr_dump_from_val(const struct fr_val *root, const char *name, struct fr_trace *t,

@@ -77,12 +77,14 @@ int fr_dump_from_val(const struct fr_val *root, const char *name, struct fr_trac
  * is then the caller's to write).
  */
 struct fr_dump_entry {
-	const struct fr_val *val;        /* the entry, an object */
-	const struct fr_op *op;          /* what the reader made of it */
+	const struct fr_op *op;          /* what the reader made of the entry */
 	/* Its members of these names, which the reader does not read itself
-	 * (NULL when absent): found in the same walk of its members. */
+	 * (NULL when absent): found in the same walk of its members. They
+	 * may live only during the call (fr_pickle_load_with()), but for
+	 * strings and objects. */
 	const struct fr_val *timeout_ms;
 	const struct fr_val *frames;
+	const struct fr_val *thread_name;
 };
 
 struct fr_dump_visit {
@@ -93,6 +95,33 @@ struct fr_dump_visit {
 
 int fr_dump_from_val_visit(const struct fr_val *root, const char *name, struct fr_trace *t,
 			   char *err, size_t errlen, const struct fr_dump_visit *visit);
+
+/*
+ * The entries of such a dump read one at a time, ahead of the rest, as
+ * another reader decodes them (a pickle's, through fr_pickle_load_with()),
+ * into trace `t`; then the rest of the dump, whose "entries" holds none.
+ * Each entry is read, and visited, as fr_dump_from_val_visit() reads the
+ * entries of its tree, with the same messages; an entry that does not
+ * read is reported by fr_dump_from_val_entries(), in its place among the
+ * checks, and those after it are not read.
+ *
+ * fr_dump_entries_new() makes room for `expect` entries and returns NULL
+ * when out of memory;
+ * fr_dump_entries_add() returns 0 or -ENOMEM. fr_dump_from_val_entries()
+ * returns as fr_dump_from_val() does, its `t` the one the entries were
+ * read into (on error freed and zeroed). fr_dump_entries_free() frees the
+ * reader, not `t`.
+ */
+struct fr_dump_entries;
+
+struct fr_dump_entries *fr_dump_entries_new(const char *name, struct fr_trace *t,
+					    const struct fr_dump_visit *visit, size_t expect);
+int fr_dump_entries_add(struct fr_dump_entries *r, const struct fr_val *entry);
+/* The entries given so far. */
+size_t fr_dump_entries_count(const struct fr_dump_entries *r);
+int fr_dump_from_val_entries(const struct fr_val *root, struct fr_dump_entries *r, char *err,
+			     size_t errlen);
+void fr_dump_entries_free(struct fr_dump_entries *r);
 
 /* The same from a jansson document (written out and parsed again: for
  * tests and tools, not for speed). */

@@ -257,6 +257,18 @@ struct unpickler {
 	struct text **canons;
 	size_t ncanons, canons_cap;
 
+	/* Items read by a hook (fr_pickle_load_with(), "Items read by a hook"). */
+	struct fr_pickle_hook *hook;
+	struct hook_scratch *hs;
+	struct fr_val *hook_list;	/* the list whose items it reads, once found */
+	struct fr_val *hook_root;	/* the dict that holds it */
+	struct fr_val *hook_seen;	/* the last list found not to be it */
+	/* nmarks while items read stand (unmade) above the list's MARK: only
+	 * the APPENDS into the list may take that MARK away. 0: none. */
+	size_t hook_mark;
+	uint32_t hook_adopted;	/* times the list was put in a container */
+	bool hook_tried;	/* an item was tried: any failure is -EAGAIN */
+
 	char *err;
 	size_t errlen;
 	int errnum;
@@ -589,6 +601,12 @@ static inline int pop_mark(struct unpickler *u, size_t *at)
 {
 	if (__builtin_expect(!u->nmarks, 0))
 		return fail(u, EPROTO, "%s without a MARK", cur_op(u));
+	if (__builtin_expect(u->nmarks == u->hook_mark, 0)) {
+		/* Items the hook read stand above it, unmade. */
+		if (*u->at != OP_APPENDS)
+			return fail(u, EPROTO, "%s takes the MARK of items a hook read", cur_op(u));
+		u->hook_mark = 0;
+	}
 	*at = u->marks[--u->nmarks];
 	return 0;
 }
@@ -973,6 +991,8 @@ static inline int adopt(struct unpickler *u, struct box *parent, struct box *chi
 	if (__builtin_expect(child == parent, 0))
 		return fail(u, EPROTO, "%s puts a %s inside itself (cycles are refused)",
 			    cur_op(u), box_names[parent->kind]);
+	if (__builtin_expect(&child->v == u->hook_list, 0))
+		u->hook_adopted++;
 	child->sealed = true;
 	if (child->height + 1 > parent->height) {
 		if (__builtin_expect(child->height + 1 > FR_PICKLE_DEPTH_MAX, 0))
@@ -1686,6 +1706,639 @@ static int dedupe(struct unpickler *u)
 }
 
 /* ------------------------------------------------------------------ */
+/* Items read by a hook                                                */
+/* ------------------------------------------------------------------ */
+
+/*
+ * fr_pickle_load_with(): the items of one list (a dump's two thousand
+ * entries) go to a hook without being made into values. hook_item() reads
+ * one item, a dict, straight from its opcodes with a small machine of its
+ * own that knows only what picklers write into such items, and costs a
+ * fraction of the main machine's work: no container of the item is made
+ * in the document, no member is looked up. What may outlive the item is
+ * made as the main machine makes it (strs, and the dicts in its lists,
+ * such as the frames PyTorch shares between entries through the memo);
+ * the rest (the item, its lists, tuples and numbers) lives in scratch
+ * memory that the next item reuses, and its memo keys hold NULL, which
+ * the main machine cannot push: used again, it fails the load (-EAGAIN).
+ *
+ * At anything else hook_item() gives up before it has changed what the
+ * main machine reads (it stores only under new memo keys, and forgets
+ * them), and the main machine reads the item from its start: the item is
+ * then made, and the load ends in -EAGAIN, since the list must hold none.
+ * What the tree would have said of a read item holds: the containers of
+ * the document it holds are sealed as if put in it, and its size and
+ * height (struct box) count in the list's, so that the same limits refuse
+ * the same pickles.
+ */
+
+#define HOOK_VALS 1024		/* scratch values an item may make */
+#define HOOK_ITEMS 4096		/* pointers in its lists and tuples */
+#define HOOK_STACK 256
+#define HOOK_MARKS 16
+#define HOOK_PAIRS 256		/* its members */
+#define HOOK_HELD 256		/* containers of the document it holds */
+
+/* What hval.kind says of a number. */
+#define HVAL_NUMBER 0xff
+
+/* A scratch value: a number, or a list or tuple of the item. */
+struct hval {
+	struct fr_val v;
+	uint64_t size;		/* as struct box: 1 for a number */
+	uint32_t height;	/* as struct box: 0 for a number */
+	uint8_t kind;		/* BOX_LIST, BOX_TUPLE or HVAL_NUMBER */
+};
+
+struct hook_scratch {
+	struct hval vals[HOOK_VALS];
+	struct fr_val *items[HOOK_ITEMS];
+	struct fr_val *stack[HOOK_STACK];
+	size_t marks[HOOK_MARKS];
+	struct fr_val *pairs[2 * HOOK_PAIRS];
+	struct box *held[HOOK_HELD];
+	struct fr_val item;
+};
+
+/* How the dict about to be made would go into the hook's list: above the
+ * list's MARK, for its APPENDS, or on its own, for an APPEND. */
+enum hook_form { HOOK_NONE, HOOK_MARKED, HOOK_APPENDED };
+
+static inline bool is_hval(const struct hook_scratch *hs, const struct fr_val *v)
+{
+	return (const char *)v >= (const char *)hs->vals &&
+	       (const char *)v < (const char *)(hs->vals + HOOK_VALS);
+}
+
+/*
+ * Whether the list on top of the stack (sn long) is hook->key's: the value
+ * of that member being set in the dict at the stack's bottom, the top
+ * level, by SETITEMS (its MARK at 1, the key at an odd place above it) or
+ * by SETITEM (nothing else on the stack); still empty, and under no other
+ * MARK than that of its own items.
+ */
+static bool hook_is_list(const struct unpickler *u, size_t sn)
+{
+	const char *want = u->hook->key;
+	struct fr_val *l = u->stack[sn - 1], *root = u->stack[0], *key;
+	size_t j = sn - 1, below = 0;
+
+	if (j < 2 || !is_box(l) || box_of(l)->kind != BOX_LIST || box_of(l)->sealed || l->n)
+		return false;
+	key = u->stack[j - 1];
+	if (!is_box(root) || box_of(root)->kind != BOX_DICT || key->type != FR_VAL_STRING ||
+	    key->n != strlen(want) || memcmp(key->u.s, want, key->n) != 0)
+		return false;
+	while (below < u->nmarks && u->marks[below] <= j)
+		below++;
+	if (u->nmarks - below > 1)
+		return false;
+	return (below == 1 && u->marks[0] == 1 && j % 2 == 0) || (below == 0 && j == 2);
+}
+
+/* Whether the dict EMPTY_DICT is about to make (the stack sn long) is an
+ * item of the hook's list, found at its first item. */
+static enum hook_form hook_place(struct unpickler *u, size_t sn)
+{
+	struct fr_val *l = u->stack[sn - 1];
+
+	if (l != u->hook_list) {
+		if (u->hook_list || l == u->hook_seen)
+			return HOOK_NONE;
+		u->hook_seen = l;
+		if (!hook_is_list(u, sn))
+			return HOOK_NONE;
+		u->hook_list = l;
+		u->hook_root = u->stack[0];
+	}
+	if (u->nmarks && u->marks[u->nmarks - 1] == sn)
+		return !u->hook_mark || u->hook_mark == u->nmarks ? HOOK_MARKED : HOOK_NONE;
+	return HOOK_APPENDED;
+}
+
+/* What an item has taken of the scratch memory so far. */
+struct hacc {
+	size_t nv, ni, nh;	/* of vals[], items[] and held[] */
+};
+
+/*
+ * Counts value v into a container of the item whose size and height are
+ * *size and *height, as adopt() would, and keeps a container of the
+ * document in held[] to be sealed. False to give up: held[] full, the
+ * hook's list itself, a limit passed.
+ */
+static inline __attribute__((always_inline)) bool hook_adopt(struct unpickler *u,
+							      struct hook_scratch *hs,
+							      struct hacc *a, struct fr_val *v,
+							      uint64_t *size, uint32_t *height)
+{
+	uint64_t s = 1;
+	uint32_t h = 0;
+
+	if (is_hval(hs, v)) {
+		if (((const struct hval *)v)->kind != HVAL_NUMBER) {
+			s = ((const struct hval *)v)->size;
+			h = ((const struct hval *)v)->height;
+		}
+	} else if (is_box(v)) {
+		if (a->nh == HOOK_HELD || v == u->hook_list)
+			return false;
+		hs->held[a->nh++] = box_of(v);
+		s = box_of(v)->size;
+		h = box_of(v)->height;
+	}
+	if (h && h + 1 > *height) {
+		if (h + 1 > FR_PICKLE_DEPTH_MAX)
+			return false;
+		*height = h + 1;
+	}
+	*size += s;
+	return *size <= u->size_max;
+}
+
+/* A new scratch value of `kind`, NULL when there is no room. */
+static inline __attribute__((always_inline)) struct hval *hval_new(struct hook_scratch *hs,
+								   struct hacc *a, uint8_t kind)
+{
+	struct hval *h;
+
+	if (a->nv == HOOK_VALS)
+		return NULL;
+	h = &hs->vals[a->nv++];
+	h->v.type = kind == HVAL_NUMBER ? FR_VAL_INT : FR_VAL_ARRAY;
+	h->v.mark = 0;
+	h->v.n = 0;
+	h->v.cap = 0;
+	h->kind = kind;
+	if (kind != HVAL_NUMBER) {
+		h->v.u.items = NULL;
+		h->size = 1;
+		h->height = 1;
+	}
+	return h;
+}
+
+/* Appends the k values at src to scratch list or tuple h; false to give up. */
+static inline __attribute__((always_inline)) bool hval_fill(struct unpickler *u,
+							     struct hook_scratch *hs,
+							     struct hacc *a, struct hval *h,
+							     struct fr_val *const *src, size_t k)
+{
+	size_t n = h->v.n;
+	struct fr_val **dst;
+
+	if (!k)
+		return true;
+	if (HOOK_ITEMS - a->ni < n + k)
+		return false;
+	/* A second batch moves the first up to it, so that the items stay in one run. */
+	dst = hs->items + a->ni;
+	if (n)
+		memcpy(dst, h->v.u.items, n * sizeof(*dst));
+	for (size_t i = 0; i < k; i++) {
+		if (!hook_adopt(u, hs, a, src[i], &h->size, &h->height))
+			return false;
+		dst[n + i] = src[i];
+	}
+	a->ni += n + k;
+	h->v.u.items = dst;
+	h->v.n = (uint32_t)(n + k);
+	return true;
+}
+
+/*
+ * The k values at src into `b`, a container of the document made in this
+ * item, through fill_dict() or fill_array() as the main machine would: a
+ * dict (a frame) by SETITEM(S), of str keys; a tuple when it is made,
+ * which a pickle may share between items through the memo (PyTorch's
+ * process groups). Its values are of the document, or numbers (made in it
+ * now). Returns 1, 0 to give up, -1 on an error.
+ */
+static int hook_fill_real(struct unpickler *u, struct hook_scratch *hs, struct box *b,
+			  struct fr_val *const *src, size_t k)
+{
+	bool dict = b->kind == BOX_DICT;
+	size_t from = u->nstack;
+
+	for (size_t i = 0; i < k; i++)
+		if (is_hval(hs, src[i]) ? (dict && i % 2 == 0) ||
+						  ((struct hval *)src[i])->kind != HVAL_NUMBER :
+					  dict && i % 2 == 0 && src[i]->type != FR_VAL_STRING)
+			return 0;
+	for (size_t i = 0; i < k; i++) {
+		struct fr_val *x = src[i];
+
+		if (is_hval(hs, x)) {
+			struct fr_val *r = scalar(u, FR_VAL_INT);
+
+			if (!r)
+				return -1;
+			r->u = x->u;
+			x = r;
+		}
+		if (push(u, x))
+			return -1;
+	}
+	return (dict ? fill_dict(u, b, from) : fill_array(u, b, from)) ? -1 : 1;
+}
+
+/* SETITEM(S) into `target`: only a dict the item made, not yet in one of
+ * its lists (sealed once the item is read), takes them. */
+static int hook_fill_dict(struct unpickler *u, struct hook_scratch *hs, size_t nh,
+			  uint32_t ndicts, struct fr_val *target, struct fr_val *const *src,
+			  size_t k)
+{
+	struct box *b;
+
+	if (is_hval(hs, target) || !is_box(target) || k % 2)
+		return 0;
+	b = box_of(target);
+	if (b->kind != BOX_DICT || b->sealed || b->serial <= ndicts)
+		return 0;
+	for (size_t i = 0; i < nh; i++)
+		if (hs->held[i] == b)
+			return 0;
+	return hook_fill_real(u, hs, b, src, k);
+}
+
+/*
+ * Reads the dict whose EMPTY_DICT is at ip - 1, an item of the hook's
+ * list going in by `form`, and passes it to the hook. Returns where the
+ * main machine goes on (past the item's APPEND for HOOK_APPENDED), ip
+ * itself to have the main machine read the item, or NULL on an error.
+ * Like run(), a handler per opcode, each jumping to the next one's.
+ */
+static const unsigned char *hook_item(struct unpickler *u, const unsigned char *ip,
+				      enum hook_form form)
+{
+#define HOOK_OP(name) [OP_##name] = &&h_##name
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Woverride-init"
+	static const void *const handlers[256] = {
+		[0 ... 255] = &&off,
+		HOOK_OP(BINGET), HOOK_OP(LONG_BINGET), HOOK_OP(BINPUT), HOOK_OP(LONG_BINPUT),
+		HOOK_OP(MEMOIZE), HOOK_OP(NONE), HOOK_OP(NEWTRUE), HOOK_OP(NEWFALSE),
+		HOOK_OP(BININT), HOOK_OP(BININT1), HOOK_OP(BININT2), HOOK_OP(LONG1),
+		HOOK_OP(BINFLOAT), HOOK_OP(SHORT_BINUNICODE), HOOK_OP(BINUNICODE),
+		HOOK_OP(BINUNICODE8), HOOK_OP(EMPTY_LIST), HOOK_OP(EMPTY_TUPLE),
+		HOOK_OP(EMPTY_DICT), HOOK_OP(MARK), HOOK_OP(APPEND), HOOK_OP(APPENDS),
+		HOOK_OP(LIST), HOOK_OP(TUPLE), HOOK_OP(TUPLE1), HOOK_OP(TUPLE2), HOOK_OP(TUPLE3),
+		HOOK_OP(SETITEM), HOOK_OP(SETITEMS), HOOK_OP(FRAME),
+	};
+#pragma GCC diagnostic pop
+#undef HOOK_OP
+	const unsigned char *const start = ip, *const end = u->buf + u->len, *op = ip;
+	struct box *list = box_of(u->hook_list);
+	struct hook_scratch *hs = u->hs;
+	struct fr_val **stack, **memo = u->memo;
+	size_t nmemo = u->nmemo, nmemo_at_start = nmemo, sn = 0, nm = 0, np = 0, n, at, fence, k;
+	uint32_t ndicts = u->ndicts, height = 1;
+	uint64_t size = 1, idx;
+	struct hacc a = { 0, 0, 0 };
+	struct fr_val *v;
+	struct hval *h;
+	unsigned char c;
+	int rc;
+
+	if (!hs && !(hs = u->hs = malloc(sizeof(*hs))))
+		return start;
+	u->hook_tried = true;
+	stack = hs->stack;
+
+/* k bytes of argument, or give up (the main machine says what is wrong). */
+#define NEED(k_)							\
+	do {								\
+		if (__builtin_expect((size_t)(k_) > (size_t)(end - ip), 0)) \
+			goto off;					\
+	} while (0)
+/* Pushes x, a value of the document (NULL: its maker failed). */
+#define HPUSH(x_)							\
+	do {								\
+		if (!(v = (x_)))					\
+			return NULL;					\
+		if (__builtin_expect(sn == HOOK_STACK, 0))		\
+			goto off;					\
+		stack[sn++] = v;					\
+	} while (0)
+#define NUMBER(i_)							\
+	do {								\
+		if (sn == HOOK_STACK || !(h = hval_new(hs, &a, HVAL_NUMBER))) \
+			goto off;					\
+		h->v.u.i = (i_);					\
+		stack[sn++] = &h->v;					\
+	} while (0)
+#define FENCE() (nm ? hs->marks[nm - 1] : 0)
+#define NEXT								\
+	do {								\
+		if (__builtin_expect(ip == end, 0))			\
+			goto off;					\
+		op = ip;						\
+		c = *ip++;						\
+		goto *handlers[c];					\
+	} while (0)
+
+between:
+	/* Nothing on the stack, no MARK: more members, or the item's end,
+	 * where the next one or the list's end begins. */
+	if (ip == end)
+		goto off;
+	c = *ip;
+	if (c == OP_EMPTY_DICT || c == OP_APPENDS) {
+		if (form != HOOK_MARKED)
+			goto off;
+		goto done;
+	}
+	if (c == OP_APPEND) {
+		if (form != HOOK_APPENDED || list->sealed)
+			goto off;
+		ip++;
+		goto done;
+	}
+	NEXT;
+
+h_BINGET:
+	NEED(1);
+	idx = *ip++;
+	goto get;
+h_LONG_BINGET:
+	NEED(4);
+	idx = le32(ip);
+	ip += 4;
+get:
+	if (__builtin_expect(idx >= nmemo || !memo[idx], 0))
+		goto off;
+	HPUSH(memo[idx]);
+	NEXT;
+h_BINPUT:
+	NEED(1);
+	idx = *ip++;
+	goto put;
+h_LONG_BINPUT:
+	NEED(4);
+	idx = le32(ip);
+	ip += 4;
+	goto put;
+h_MEMOIZE:
+	idx = nmemo;
+put:
+	/* Only under a new key: forgotten if the main machine reads the
+	 * item again. */
+	if (idx != nmemo)
+		goto off;
+	if (sn > FENCE())
+		v = is_hval(hs, stack[sn - 1]) ? NULL : stack[sn - 1];
+	else if (op == start)
+		v = NULL; /* the item's own */
+	else
+		goto off;
+	if (memo_set(u, idx, v))
+		return NULL;
+	memo = u->memo;
+	nmemo = u->nmemo;
+	if (!sn && !nm)
+		goto between;
+	NEXT;
+h_NONE:
+	HPUSH(constant(u, &u->none, FR_VAL_NULL, false));
+	NEXT;
+h_NEWTRUE:
+	HPUSH(constant(u, &u->yes, FR_VAL_BOOL, true));
+	NEXT;
+h_NEWFALSE:
+	HPUSH(constant(u, &u->no, FR_VAL_BOOL, false));
+	NEXT;
+h_BININT:
+	NEED(4);
+	NUMBER((int32_t)le32(ip));
+	ip += 4;
+	NEXT;
+h_BININT1:
+	NEED(1);
+	NUMBER(ip[0]);
+	ip += 1;
+	NEXT;
+h_BININT2:
+	NEED(2);
+	NUMBER(ip[0] | ip[1] << 8);
+	ip += 2;
+	NEXT;
+h_LONG1: {
+	uint64_t x = 0;
+
+	NEED(1);
+	n = ip[0];
+	if (!n || n > 8)
+		goto off;
+	NEED(1 + n);
+	/* As run(): one load of eight bytes where the input has them. */
+	if (end - ip >= 9) {
+		x = le64(ip + 1);
+		if (n < 8)
+			x &= ~(~0ull << (8 * n));
+	} else {
+		for (size_t i = n; i--;)
+			x = x << 8 | ip[1 + i];
+	}
+	if (n < 8 && (ip[n] & 0x80))
+		x |= ~0ull << (8 * n);
+	NUMBER((int64_t)x);
+	ip += 1 + n;
+	NEXT;
+}
+h_BINFLOAT: {
+	uint64_t bits = 0;
+	double d;
+
+	NEED(8);
+	for (int i = 0; i < 8; i++)
+		bits = bits << 8 | ip[i];
+	ip += 8;
+	memcpy(&d, &bits, sizeof(d));
+	HPUSH(real(u, d));
+	NEXT;
+}
+h_SHORT_BINUNICODE:
+	NEED(1);
+	n = *ip++;
+	goto str;
+h_BINUNICODE:
+	NEED(4);
+	n = le32(ip);
+	ip += 4;
+	goto str;
+h_BINUNICODE8:
+	NEED(8);
+	idx = le64(ip);
+	ip += 8;
+	NEED(idx);
+	n = (size_t)idx;
+str:
+	NEED(n);
+	if (n >= UINT32_MAX)
+		goto off;
+	HPUSH(text(u, ip, n));
+	ip += n;
+	NEXT;
+h_EMPTY_LIST:
+	if (sn == HOOK_STACK || !(h = hval_new(hs, &a, BOX_LIST)))
+		goto off;
+	stack[sn++] = &h->v;
+	NEXT;
+h_EMPTY_TUPLE:
+	at = sn;
+	goto tuple;
+h_EMPTY_DICT: {
+	/* A dict in the item, as a frame: made in the document. */
+	struct box *b = box_new(u, BOX_DICT);
+
+	HPUSH(b ? &b->v : NULL);
+	NEXT;
+}
+h_MARK:
+	if (nm == HOOK_MARKS)
+		goto off;
+	hs->marks[nm++] = sn;
+	NEXT;
+h_APPEND:
+	if (sn < FENCE() + 2)
+		goto off;
+	at = sn - 1;
+	goto append;
+h_APPENDS:
+	if (!nm)
+		goto off;
+	at = hs->marks[--nm];
+	if (at <= FENCE())
+		goto off;
+append:
+	v = stack[at - 1];
+	if (!is_hval(hs, v) || ((struct hval *)v)->kind != BOX_LIST ||
+	    !hval_fill(u, hs, &a, (struct hval *)v, &stack[at], sn - at))
+		goto off;
+	sn = at;
+	NEXT;
+h_LIST:
+	if (!nm)
+		goto off;
+	at = hs->marks[--nm];
+	if (at == HOOK_STACK || !(h = hval_new(hs, &a, BOX_LIST)) ||
+	    !hval_fill(u, hs, &a, h, &stack[at], sn - at))
+		goto off;
+	sn = at;
+	stack[sn++] = &h->v;
+	NEXT;
+h_TUPLE:
+	if (!nm)
+		goto off;
+	at = hs->marks[--nm];
+	goto tuple;
+h_TUPLE1:
+h_TUPLE2:
+h_TUPLE3:
+	k = (size_t)(c - OP_TUPLE1) + 1;
+	if (sn - FENCE() < k)
+		goto off;
+	at = sn - k;
+tuple: {
+	/* Made in the document: items share tuples through the memo. */
+	struct box *b;
+
+	if (at == HOOK_STACK)
+		goto off;
+	if (!(b = box_new(u, BOX_TUPLE)))
+		return NULL;
+	rc = hook_fill_real(u, hs, b, &stack[at], sn - at);
+	if (rc < 0)
+		return NULL;
+	if (!rc)
+		goto off;
+	sn = at;
+	stack[sn++] = &b->v;
+	NEXT;
+}
+h_SETITEM:
+	fence = FENCE();
+	if (sn < fence + 2)
+		goto off;
+	at = sn - 2;
+	goto setitems;
+h_SETITEMS:
+	if (!nm)
+		goto off;
+	at = hs->marks[--nm];
+	fence = FENCE();
+setitems:
+	k = sn - at;
+	if (at > fence) {
+		/* Into a dict the item made. */
+		rc = hook_fill_dict(u, hs, a.nh, ndicts, stack[at - 1], &stack[at], k);
+		if (rc < 0)
+			return NULL;
+		if (!rc)
+			goto off;
+		sn = at;
+		NEXT;
+	}
+	/* Into the item itself, below everything. */
+	if (at || nm || k % 2 || k > 2 * HOOK_PAIRS - np)
+		goto off;
+	for (size_t i = 0; i < k; i += 2) {
+		struct fr_val *key = stack[i], *val = stack[i + 1];
+
+		if (is_hval(hs, key) || key->type != FR_VAL_STRING ||
+		    !hook_adopt(u, hs, &a, val, &size, &height))
+			goto off;
+		hs->pairs[np++] = key;
+		hs->pairs[np++] = val;
+	}
+	sn = 0;
+	goto between;
+h_FRAME:
+	NEED(8);
+	idx = le64(ip);
+	ip += 8;
+	NEED(idx);
+	if (!sn && !nm)
+		goto between;
+	NEXT;
+#undef NEXT
+#undef FENCE
+#undef NUMBER
+#undef HPUSH
+#undef NEED
+
+done:
+	/* The item into the list, as fill_array() and adopt() would put it. */
+	if (list->size + size > u->size_max || height + 1 > FR_PICKLE_DEPTH_MAX)
+		goto off;
+	for (size_t i = 0; i < a.nh; i++)
+		hs->held[i]->sealed = true;
+	list->size += size;
+	if (height + 1 > list->height)
+		list->height = height + 1;
+	if (form == HOOK_MARKED)
+		u->hook_mark = u->nmarks;
+	hs->item.type = FR_VAL_OBJECT;
+	hs->item.mark = 0;
+	hs->item.n = (uint32_t)(np / 2);
+	hs->item.cap = 0;
+	hs->item.u.items = hs->pairs;
+	u->hook->nitems++;
+	rc = u->hook->item(u->hook->arg, &hs->item);
+	if (rc) {
+		if (rc == -ENOMEM)
+			fail_nomem(u);
+		else
+			fail(u, -rc, "the reader of an item failed (%s)", strerror(-rc));
+		return NULL;
+	}
+	return ip;
+off:
+	u->nmemo = nmemo_at_start;
+	return start;
+}
+
+/* ------------------------------------------------------------------ */
 /* The machine                                                         */
 /* ------------------------------------------------------------------ */
 
@@ -2007,6 +2660,20 @@ op_EMPTY_LIST:
 	PUT_AFTER();
 	NEXT;
 op_EMPTY_DICT:
+	if (__builtin_expect(u->hook != NULL, 0) && sn) {
+		enum hook_form form = hook_place(u, sn);
+
+		if (form != HOOK_NONE) {
+			SP_SYNC();
+			if (!(p = hook_item(u, ip, form)))
+				return -1;
+			SP_LOAD();
+			if (p != ip) {
+				ip = p;
+				NEXT;
+			}
+		}
+	}
 	PUSH(new_box(u, BOX_DICT));
 	PUT_AFTER();
 	NEXT;
@@ -2035,6 +2702,8 @@ op_POP:
 	SP_SYNC();
 	if (u->nstack > fence(u))
 		u->nstack--;
+	else if (u->nmarks && u->nmarks == u->hook_mark)
+		return fail(u, EPROTO, "POP takes the MARK of items a hook read");
 	else if (u->nmarks)
 		u->nmarks--;
 	else
@@ -2183,8 +2852,20 @@ bool fr_pickle_sniff(const void *buf, size_t len)
 	return len >= 2 && p[0] == OP_PROTO && p[1] >= 2 && p[1] <= 5;
 }
 
-int fr_pickle_load(struct fr_doc *d, const void *buf, size_t len, struct fr_val **out,
-		   char *err, size_t errlen)
+/*
+ * Whether the load read items through a hook and made the document
+ * fr_pickle_load() would, less those items: the hook's list the member
+ * its key names in the top-level dict, put in no other container, and
+ * holding none of the items the main machine made.
+ */
+static bool hook_followed(const struct unpickler *u, const struct fr_val *root)
+{
+	return root == u->hook_root && u->hook_adopted == 1 &&
+	       fr_val_get(root, u->hook->key) == u->hook_list && u->hook_list->n == 0;
+}
+
+static int load(struct fr_doc *d, const void *buf, size_t len, struct fr_pickle_hook *hook,
+		struct fr_val **out, char *err, size_t errlen)
 {
 	struct unpickler u = {
 		.buf = buf,
@@ -2193,6 +2874,7 @@ int fr_pickle_load(struct fr_doc *d, const void *buf, size_t len, struct fr_val 
 		.doc = d,
 		.err = err,
 		.errlen = errlen,
+		.hook = hook,
 	};
 
 	*out = NULL;
@@ -2233,10 +2915,17 @@ int fr_pickle_load(struct fr_doc *d, const void *buf, size_t len, struct fr_val 
 		goto out;
 	}
 	u.pos = 2;
-	if (run(&u) == 0 && dedupe(&u) == 0)
+	if (run(&u) == 0 && dedupe(&u) == 0) {
 		*out = u.stack[0];
+		if (hook && hook->nitems && !hook_followed(&u, *out)) {
+			fail(&u, EAGAIN, "the list of \"%s\" is used in a way its hook "
+			     "does not follow", hook->key);
+			*out = NULL;
+		}
+	}
 
 out:
+	free(u.hs);
 	free(u.stack);
 	free(u.marks);
 	free(u.memo);
@@ -2245,5 +2934,26 @@ out:
 	free(u.model);
 	if (*out)
 		return 0;
-	return u.errnum == ENOMEM ? -ENOMEM : -EPROTO;
+	if (u.errnum == ENOMEM)
+		return -ENOMEM;
+	if (u.hook_tried) {
+		/* (A memo key of an item read is empty: its push failed silently.) */
+		fail(&u, EAGAIN, "a value a hook read is used again");
+		return -EAGAIN;
+	}
+	return -EPROTO;
+}
+
+int fr_pickle_load(struct fr_doc *d, const void *buf, size_t len, struct fr_val **out,
+		   char *err, size_t errlen)
+{
+	return load(d, buf, len, NULL, out, err, errlen);
+}
+
+int fr_pickle_load_with(struct fr_doc *d, const void *buf, size_t len,
+			struct fr_pickle_hook *hook, struct fr_val **out, char *err,
+			size_t errlen)
+{
+	hook->nitems = 0;
+	return load(d, buf, len, hook, out, err, errlen);
 }

@@ -86,4 +86,40 @@ bool fr_pickle_sniff(const void *buf, size_t len);
 int fr_pickle_load(struct fr_doc *d, const void *buf, size_t len, struct fr_val **out,
 		   char *err, size_t errlen);
 
+/*
+ * fr_pickle_load(), with the items of one list read by a hook instead of
+ * made into values of the document: the list that the top-level dict
+ * holds under `key` ("entries" of a Flight Recorder dump, two thousand
+ * dicts whose members are mostly memo references and small ints).
+ *
+ * Each such item written the way picklers write them (a dict of str keys
+ * whose values are None, bools, ints of 64 bits, floats, strs, lists and
+ * tuples of those, and values shared through the memo) is decoded
+ * straight from the opcodes into a short-lived object and passed to
+ * `item`, in order; the list in the document stays empty. The object, and
+ * the lists, tuples and numbers it holds, live only during the call; its
+ * strs and the values it shares with the rest of the pickle (the memo's)
+ * live as long as the document. A key set twice appears twice, the later
+ * last (fr_val_get() finds it). `item` returns 0, or -ENOMEM, which the
+ * load fails with (any other error ends it as below, in -EAGAIN).
+ *
+ * The result is the document fr_pickle_load() would make, less the list's
+ * items, or -EAGAIN (err set) when the pickle does what this reading does
+ * not follow: an item of another shape after some were read, an item or
+ * anything in one used again through the memo, the list used elsewhere or
+ * replaced, any error once an item was tried. Load it again then with
+ * fr_pickle_load(), which gives the answer (and any error) of record;
+ * whatever `item` kept is to be dropped. -ENOMEM as fr_pickle_load().
+ */
+struct fr_pickle_hook {
+	const char *key;
+	int (*item)(void *arg, const struct fr_val *item);
+	void *arg;
+	size_t nitems;		/* out: the items passed to `item` */
+};
+
+int fr_pickle_load_with(struct fr_doc *d, const void *buf, size_t len,
+			struct fr_pickle_hook *hook, struct fr_val **out, char *err,
+			size_t errlen);
+
 #endif

@@ -93,7 +93,10 @@ static uint64_t world_of(const struct fr_val *config, uint32_t rank)
 }
 
 /* The fields of an entry scan_raw() reads, for an entry the dump reader has not. */
-enum { PF_CREATED, PF_STARTED, PF_COMPLETED, PF_TIMEOUT, PF_STATE, PF_FRAMES, PF__COUNT };
+enum {
+	PF_CREATED, PF_STARTED, PF_COMPLETED, PF_TIMEOUT, PF_STATE, PF_FRAMES, PF_THREAD_NAME,
+	PF__COUNT
+};
 
 static const struct fr_json_key entry_keys[PF__COUNT] = {
 	{ "time_created_ns", 15, false },
@@ -102,6 +105,7 @@ static const struct fr_json_key entry_keys[PF__COUNT] = {
 	{ "timeout_ms", 10, false },
 	{ "state", 5, false },
 	{ "frames", 6, false },
+	{ "thread_name", 11, false },
 };
 
 static uint64_t positive(const struct fr_val *v)
@@ -160,20 +164,42 @@ static struct fr_val *frame_val(struct fr_doc *d, const struct fr_val *f)
 	return o;
 }
 
-/* The rank's stack: the Python frames of entry `pick` (NULL: none). */
-static struct fr_val *threads_val(struct fr_doc *d, const struct fr_val *pick)
+/*
+ * An entry's stack, as the scan keeps it: its thread's name and its frames
+ * (objects; NULL for any other item, which reads as a frame of no name),
+ * copied, since a pickle's hook sees an entry's containers only while it
+ * reads the entry.
+ */
+struct stack {
+	bool set;
+	const char *thread_name;	/* NULL when not a string */
+	uint32_t n;
+	const struct fr_val *frames[FRAMES_MAX];
+};
+
+static void stack_keep(struct stack *st, const struct fr_val *frames,
+		       const struct fr_val *thread_name)
 {
-	const struct fr_val *frames;
+	st->set = true;
+	st->thread_name = fr_val_str(thread_name);
+	st->n = frames->n < FRAMES_MAX ? frames->n : FRAMES_MAX;
+	for (uint32_t i = 0; i < st->n; i++) {
+		const struct fr_val *f = frames->u.items[i];
+
+		st->frames[i] = f->type == FR_VAL_OBJECT ? f : NULL;
+	}
+}
+
+/* The rank's stack: that of entry `pick` (NULL: none). */
+static struct fr_val *threads_val(struct fr_doc *d, const struct stack *pick)
+{
 	struct fr_val *thread, *out, *list;
 	const char *tname;
 
 	out = fr_val_array(d);
 	if (!out || !pick)
 		return out;
-	frames = fr_val_get(pick, "frames");
-	tname = fr_val_str(fr_val_get(pick, "thread_name"));
-	if (!tname)
-		tname = "";
+	tname = pick->thread_name ? pick->thread_name : "";
 	list = fr_val_array(d);
 	thread = fr_val_object(d);
 	if (!list || !thread || fr_val_add_str(d, thread, "tid", fr_val_int(d, 0)) ||
@@ -181,8 +207,8 @@ static struct fr_val *threads_val(struct fr_doc *d, const struct fr_val *pick)
 	    fr_val_add_str(d, thread, "current", fr_val_bool(d, false)) ||
 	    fr_val_add_str(d, thread, "frames", list) || fr_val_append(d, out, thread))
 		return NULL;
-	for (uint32_t i = 0; i < frames->n && i < FRAMES_MAX; i++) {
-		struct fr_val *f = frame_val(d, frames->u.items[i]);
+	for (uint32_t i = 0; i < pick->n; i++) {
+		struct fr_val *f = frame_val(d, pick->frames[i]);
 
 		if (!f || fr_val_append(d, list, f))
 			return NULL;
@@ -213,7 +239,7 @@ static struct fr_val *text(struct fr_doc *d, const char *s)
 struct scan {
 	struct fr_val_keymap map;
 	uint64_t latest, timeout;
-	const struct fr_val *latest_framed, *open_framed;
+	struct stack latest_framed, open_framed;
 	/* For scan_done(): where the file's time and the stack go. */
 	struct fr_doc *d;
 	struct fr_val *threads;
@@ -223,10 +249,11 @@ struct scan {
 	size_t errlen;
 };
 
-/* What entry e adds to the scan: `latest`, its latest time; its
- * "timeout_ms" and "frames"; `open` when it has not completed. */
-static void scan_note(struct scan *s, const struct fr_val *e, uint64_t latest,
-		      const struct fr_val *timeout_ms, const struct fr_val *frames, bool open)
+/* What an entry adds to the scan: `latest`, its latest time; its
+ * "timeout_ms", "frames" and "thread_name"; `open` when it has not
+ * completed. */
+static void scan_note(struct scan *s, uint64_t latest, const struct fr_val *timeout_ms,
+		      const struct fr_val *frames, const struct fr_val *thread_name, bool open)
 {
 	uint64_t to;
 
@@ -239,9 +266,11 @@ static void scan_note(struct scan *s, const struct fr_val *e, uint64_t latest,
 		s->timeout = to;
 	if (!fr_val_is(frames, FR_VAL_ARRAY))
 		return;
-	s->latest_framed = e;
+	/* The latest one is wanted only while none is open. */
 	if (open)
-		s->open_framed = e;
+		stack_keep(&s->open_framed, frames, thread_name);
+	else if (!s->open_framed.set)
+		stack_keep(&s->latest_framed, frames, thread_name);
 }
 
 /* An entry as the dump reader read it: its times are the operation's
@@ -255,7 +284,7 @@ static void scan_entry(void *arg, const struct fr_dump_entry *e)
 		latest = op->t_started_ns;
 	if (op->t_completed_ns > latest)
 		latest = op->t_completed_ns;
-	scan_note(arg, e->val, latest, e->timeout_ms, e->frames,
+	scan_note(arg, latest, e->timeout_ms, e->frames, e->thread_name,
 		  op->state != FR_STATE_COMPLETED);
 }
 
@@ -271,7 +300,8 @@ static void scan_raw(struct scan *s, const struct fr_val *e)
 		if (positive(f[k]) > latest)
 			latest = positive(f[k]);
 	st = fr_val_str(f[PF_STATE]);
-	scan_note(s, e, latest, f[PF_TIMEOUT], f[PF_FRAMES], !st || strcmp(st, "completed") != 0);
+	scan_note(s, latest, f[PF_TIMEOUT], f[PF_FRAMES], f[PF_THREAD_NAME],
+		  !st || strcmp(st, "completed") != 0);
 }
 
 /*
@@ -295,7 +325,8 @@ static uint64_t scan_dumped(const struct scan *s)
  * (NULL when out of memory). */
 static struct fr_val *scan_threads(const struct scan *s)
 {
-	return threads_val(s->d, s->open_framed ? s->open_framed : s->latest_framed);
+	return threads_val(s->d, s->open_framed.set ? &s->open_framed :
+				 s->latest_framed.set ? &s->latest_framed : NULL);
 }
 
 /* Once the entries are read: the stack into the wrapper, before the
@@ -312,9 +343,77 @@ static int scan_done(void *arg, struct fr_trace *t)
 	return 0;
 }
 
-int fr_pytorch_from_val(struct fr_doc *d, const struct fr_val *root, const char *name,
-			uint32_t rank, uint64_t time_ns, struct fr_trace *t, char *err,
-			size_t errlen)
+/*
+ * A pickle's entries, read as it is loaded (fr_pickle_load_with()): each
+ * goes to the dump reader and the scan as it is decoded, never a value of
+ * the document, and the rest of the dump is read once it is loaded.
+ */
+struct early {
+	struct fr_dump_entries *entries;
+	struct fr_dump_visit visit;
+	struct scan *scan;
+	uint64_t first_id;	/* the first entry's record_id */
+};
+
+/*
+ * Bytes of pickle an entry takes, for the room made for the operations:
+ * PyTorch's share their keys and repeated strings through the memo, some
+ * 200 bytes an entry. Room never written to costs no memory.
+ */
+#define PICKLE_ENTRY_BYTES 128
+
+static int early_entry(void *arg, const struct fr_val *e)
+{
+	struct early *ea = arg;
+
+	if (!fr_dump_entries_count(ea->entries))
+		ea->first_id = positive(fr_val_get(e, "record_id"));
+	return fr_dump_entries_add(ea->entries, e);
+}
+
+static void early_free(struct early *ea)
+{
+	if (!ea)
+		return;
+	fr_dump_entries_free(ea->entries);
+	free(ea->scan);
+	free(ea);
+}
+
+/* The scan of a dump's entries, as of `time_ns` (NULL when out of memory). */
+static struct scan *scan_new(struct fr_doc *d, const char *name, uint64_t time_ns, char *err,
+			     size_t errlen)
+{
+	struct scan *s = calloc(1, sizeof(*s));
+
+	if (s)
+		*s = (struct scan){ .d = d, .time_ns = time_ns, .name = name, .err = err,
+				    .errlen = errlen };
+	return s;
+}
+
+static struct early *early_new(struct fr_doc *d, size_t len, const char *name, uint64_t time_ns,
+			       struct fr_trace *t, char *err, size_t errlen)
+{
+	struct early *ea = calloc(1, sizeof(*ea));
+
+	if (!ea || !(ea->scan = scan_new(d, name, time_ns, err, errlen))) {
+		early_free(ea);
+		return NULL;
+	}
+	ea->visit = (struct fr_dump_visit){ scan_entry, scan_done, ea->scan };
+	ea->entries = fr_dump_entries_new(name, t, &ea->visit, len / PICKLE_ENTRY_BYTES);
+	if (!ea->entries) {
+		early_free(ea);
+		return NULL;
+	}
+	return ea;
+}
+
+/* fr_pytorch_from_val(), its entries read already by `ea` when not NULL. */
+static int from_val(struct fr_doc *d, const struct fr_val *root, const char *name,
+		    uint32_t rank, uint64_t time_ns, struct fr_trace *t, char *err,
+		    size_t errlen, struct early *ea)
 {
 	const char *version = fr_val_str(fr_val_get(root, "version"));
 	const struct fr_val *entries = fr_val_get(root, "entries");
@@ -327,29 +426,30 @@ int fr_pytorch_from_val(struct fr_doc *d, const struct fr_val *root, const char 
 	struct fr_val *w;
 	int rc;
 
-	memset(t, 0, sizeof(*t));
+	if (!ea)
+		memset(t, 0, sizeof(*t));
 	if (!version || strncmp(version, "2.", 2) != 0)
 		return fail(err, errlen, -EPROTO,
 			    "%s: PyTorch Flight Recorder version \"%s\" is not supported "
 			    "(this build reads 2.x)", name, version ? version : "?");
 	if (!fr_val_is(config, FR_VAL_OBJECT))
 		return fail(err, errlen, -EPROTO, "%s: pg_config: expected an object", name);
-	s = calloc(1, sizeof(*s));
+	s = ea ? ea->scan : scan_new(d, name, time_ns, err, errlen);
 	if (!s)
 		return fail(err, errlen, -ENOMEM, "%s: out of memory", name);
-	*s = (struct scan){ .d = d, .time_ns = time_ns, .name = name, .err = err,
-			    .errlen = errlen };
 	visit.arg = s;
-	if (entries->n)
+	if (ea)
+		first_id = ea->first_id;
+	else if (entries->n)
 		first_id = positive(fr_val_get(entries->u.items[0], "record_id"));
 	/*
 	 * The wrapper's time and stack are learnt from the entries as the
 	 * dump reader reads them, and set once it has (scan_done()); its
 	 * time until then is the file's, which the reader accepts. A time
 	 * past what a dump may say (from a caller, not a file) is worked out
-	 * first instead, for the reader to judge as before.
+	 * first instead, for the reader to judge as before (never with `ea`).
 	 */
-	if (time_ns > INT64_MAX) {
+	if (time_ns > INT64_MAX && !ea) {
 		for (uint32_t i = 0; i < entries->n; i++)
 			scan_raw(s, entries->u.items[i]);
 		dumped = scan_dumped(s);
@@ -377,10 +477,50 @@ int fr_pytorch_from_val(struct fr_doc *d, const struct fr_val *root, const char 
 		rc = fail(err, errlen, -ENOMEM, "%s: out of memory", name);
 		goto out_free;
 	}
-	rc = fr_dump_from_val_visit(w, name, t, err, errlen, &visit);
+	rc = ea ? fr_dump_from_val_entries(w, ea->entries, err, errlen) :
+		  fr_dump_from_val_visit(w, name, t, err, errlen, &visit);
 out_free:
-	free(s);
+	if (!ea)
+		free(s);
 	return rc;
+}
+
+int fr_pytorch_from_val(struct fr_doc *d, const struct fr_val *root, const char *name,
+			uint32_t rank, uint64_t time_ns, struct fr_trace *t, char *err,
+			size_t errlen)
+{
+	return from_val(d, root, name, rank, time_ns, t, err, errlen, NULL);
+}
+
+/*
+ * Loads a pickle into `d`, its entries read into `t` through *ea as it is
+ * (NULL when they are in the document instead: the hook was not followed,
+ * or read none). Returns as fr_pickle_load(), `why` its message.
+ */
+static int load_pickle(struct fr_doc *d, const void *buf, size_t len, const char *name,
+		       uint64_t time_ns, struct fr_trace *t, struct early **ea, struct fr_val **root,
+		       char *why, size_t whylen, char *err, size_t errlen)
+{
+	struct fr_pickle_hook hook = { "entries", early_entry, NULL, 0 };
+	int rc = -EAGAIN;
+
+	/* (A time past what a dump may say is worked out from the tree.) */
+	if (time_ns <= INT64_MAX && (*ea = early_new(d, len, name, time_ns, t, err, errlen))) {
+		hook.arg = *ea;
+		rc = fr_pickle_load_with(d, buf, len, &hook, root, why, whylen);
+		if (rc == 0 && hook.nitems)
+			return 0;
+	}
+	early_free(*ea);
+	*ea = NULL;
+	if (rc == 0)
+		return 0;
+	/* Read again, plainly, the load of record: whatever the entries left goes. */
+	fr_trace_free(t);
+	if (rc == -ENOMEM)
+		return rc;
+	fr_doc_reset(d);
+	return fr_pickle_load(d, buf, len, root, why, whylen);
 }
 
 int fr_pytorch_parse(const void *buf, size_t len, const char *name, uint32_t rank,
@@ -388,29 +528,35 @@ int fr_pytorch_parse(const void *buf, size_t len, const char *name, uint32_t ran
 {
 	struct fr_doc *d = fr_doc_new();
 	const struct fr_val *entries;
+	struct early *ea = NULL;
 	struct fr_val *root;
 	char why[256];
+	size_t n;
 	int rc;
 
 	memset(t, 0, sizeof(*t));
 	if (!d)
 		return fail(err, errlen, -ENOMEM, "%s: out of memory", name);
 	if (fr_pickle_sniff(buf, len)) {
-		rc = fr_pickle_load(d, buf, len, &root, why, sizeof(why));
+		rc = load_pickle(d, buf, len, name, time_ns, t, &ea, &root, why, sizeof(why), err,
+				 errlen);
 		if (rc) {
 			rc = fail(err, errlen, rc, "%s: %s", name, why);
 			goto out_free;
 		}
 		/*
-		 * Each entry becomes an operation of 192 bytes: a pickle that
+		 * Each entry becomes an operation of 104 bytes: a pickle that
 		 * lists one entry many times through its memo (a few bytes
 		 * each) would make a small file cost gigabytes.
 		 */
 		entries = fr_val_get(root, "entries");
-		if (fr_val_is(entries, FR_VAL_ARRAY) && entries->n > len / PICKLE_ENTRY_MIN) {
-			rc = fail(err, errlen, -EPROTO, "%s: %" PRIu32 " entries in %zu bytes: "
+		n = fr_val_is(entries, FR_VAL_ARRAY) ? entries->n : 0;
+		if (ea)
+			n += fr_dump_entries_count(ea->entries);
+		if (n > len / PICKLE_ENTRY_MIN) {
+			rc = fail(err, errlen, -EPROTO, "%s: %zu entries in %zu bytes: "
 				  "entries repeated through the pickle's memo, not a Flight "
-				  "Recorder dump", name, entries->n, len);
+				  "Recorder dump", name, n, len);
 			goto out_free;
 		}
 	} else {
@@ -425,8 +571,12 @@ int fr_pytorch_parse(const void *buf, size_t len, const char *name, uint32_t ran
 		}
 	}
 	rc = fr_pytorch_is_dump(root) ?
-		     fr_pytorch_from_val(d, root, name, rank, time_ns, t, err, errlen) : 1;
+		     from_val(d, root, name, rank, time_ns, t, err, errlen, ea) : 1;
 out_free:
+	/* (Entries read early are the trace's until it is whole.) */
+	if (rc)
+		fr_trace_free(t);
+	early_free(ea);
 	fr_doc_free(d);
 	return rc;
 }

@@ -856,6 +856,140 @@ static void test_shared_long_string(void **state)
 	free(buf);
 }
 
+/* What a hook saw: each item as JSON, in order. */
+static int keep_item(void *arg, const struct fr_val *item)
+{
+	json_t *j = fr_val_to_json(item);
+
+	return j && json_array_append_new(arg, j) == 0 ? 0 : -ENOMEM;
+}
+
+/* The hook's list taken out of a tree as JSON, for comparing the rest. */
+static json_t *without_entries(const struct fr_val *root, json_t **entries)
+{
+	json_t *j = fr_val_to_json(root);
+
+	*entries = json_incref(json_object_get(j, "entries"));
+	json_object_del(j, "entries");
+	return j;
+}
+
+/*
+ * Flight Recorder pickles loaded with their entries read by a hook: the
+ * hook gets every entry, in order, as the tree has it (frames shared
+ * through the memo included), the document holds the rest, and its list
+ * is left empty.
+ */
+static void test_hook_reads_entries(void **state)
+{
+	static const char *const files[] = {
+		"fr-rank0-p2.pickle", "fr-rank0-p4.pickle", "fr-rank0-p5.pickle",
+	};
+	char err[512];
+
+	(void)state;
+	for (size_t i = 0; i < sizeof(files) / sizeof(files[0]); i++) {
+		size_t len;
+		unsigned char *buf = read_data(files[i], &len);
+		json_t *items = json_array(), *tree_entries, *hooked_entries, *tree, *hooked;
+		struct fr_pickle_hook hook = { "entries", keep_item, items, 0 };
+		struct fr_doc *d1 = fr_doc_new(), *d2 = fr_doc_new();
+		struct fr_val *v1, *v2;
+
+		assert_int_equal(fr_pickle_load(d1, buf, len, &v1, err, sizeof(err)), 0);
+		if (fr_pickle_load_with(d2, buf, len, &hook, &v2, err, sizeof(err)))
+			fail_msg("%s: %s", files[i], err);
+		assert_int_equal(hook.nitems, 9);
+		tree = without_entries(v1, &tree_entries);
+		hooked = without_entries(v2, &hooked_entries);
+		assert_true(json_equal(tree, hooked));
+		assert_int_equal(json_array_size(hooked_entries), 0);
+		if (!json_equal(items, tree_entries))
+			fail_msg("%s: the hook's entries differ from the tree's", files[i]);
+		json_decref(tree);
+		json_decref(hooked);
+		json_decref(tree_entries);
+		json_decref(hooked_entries);
+		json_decref(items);
+		fr_doc_free(d1);
+		fr_doc_free(d2);
+		free(buf);
+	}
+}
+
+/*
+ * A pickle whose entries the hook cannot stand in for: -EAGAIN (the caller
+ * loads it again plainly), while fr_pickle_load() reads it, or refuses it
+ * with its own message. Each is {"entries": [e0, e1], ...} with a twist.
+ */
+static void test_hook_falls_back(void **state)
+{
+	static const struct {
+		const char *what;
+		const char *entries;  /* the list's items, after its MARK */
+		const char *after;    /* more of the top-level dict */
+		bool valid;
+	} twists[] = {
+		{ "the list of one item, APPEND", NULL, "", true },
+		{ "an entry used again", "}q\x02(\x8c\x01" "aK\x01u}(\x8c\x01" "aK\x02u",
+		  "\x8c\x05" "againh\x02", true },
+		{ "the list used again", "}(\x8c\x01" "aK\x01u}(\x8c\x01" "aK\x02u",
+		  "\x8c\x04" "alsoh\x01", true },
+		{ "the list replaced", "}(\x8c\x01" "aK\x01u}(\x8c\x01" "aK\x02u",
+		  "\x8c\x07" "entries]", true },
+		{ "an entry the hook does not read", "}(\x8c\x01" "aK\x01u}(\x8c\x01" "a\x8fu", "",
+		  true },
+		{ "a MARK of read entries taken by TUPLE", NULL, "", true },
+		{ "an error after the entries", "}(\x8c\x01" "aK\x01u}(\x8c\x01" "aK\x02u",
+		  "\x8c\x01" "xcos\nsystem\n", false },
+	};
+	char err[512], plain_err[512];
+
+	(void)state;
+	for (size_t i = 0; i < sizeof(twists) / sizeof(twists[0]); i++) {
+		struct pk b = { NULL, 0, 0 };
+		json_t *items = json_array();
+		struct fr_pickle_hook hook = { "entries", keep_item, items, 0 };
+		struct fr_doc *d = fr_doc_new();
+		struct fr_val *v;
+		int rc;
+
+		/* PROTO 2, { (memo 0), MARK, "entries": [ (memo 1), ... */
+		pk_add(&b, "\x80\x02}q\x00(\x8c\x07" "entries]q\x01", 18);
+		if (i == 0) {
+			pk_add(&b, "}(\x8c\x01" "aK\x01" "ua", 9);	/* one entry, APPEND */
+		} else if (i == 5) {
+			/* MARK e0 e1 TUPLE APPEND: a tuple of them goes in the list. */
+			pk_add(&b, "(}(\x8c\x01" "aK\x01u}(\x8c\x01" "aK\x02u" "ta", 19);
+		} else {
+			pk_add(&b, "(", 1);
+			pk_add(&b, twists[i].entries, strlen(twists[i].entries));
+			pk_add(&b, "e", 1);	/* APPENDS */
+		}
+		pk_add(&b, twists[i].after, strlen(twists[i].after));
+		pk_add(&b, "u.", 2);
+		rc = fr_pickle_load_with(d, b.p, b.n, &hook, &v, err, sizeof(err));
+		if (i == 0) {
+			if (rc)
+				fail_msg("%s: %s", twists[i].what, err);
+			assert_int_equal(hook.nitems, 1);
+			assert_int_equal(fr_val_get(v, "entries")->n, 0);
+		} else if (rc != -EAGAIN) {
+			fail_msg("%s: rc %d, not -EAGAIN (%s)", twists[i].what, rc, err);
+		}
+		assert_true(hook.nitems >= 1);
+		fr_doc_reset(d);
+		rc = fr_pickle_load(d, b.p, b.n, &v, plain_err, sizeof(plain_err));
+		if (twists[i].valid && rc)
+			fail_msg("%s: %s", twists[i].what, plain_err);
+		if (!twists[i].valid)
+			assert_non_null(strstr(plain_err, "(GLOBAL) is not allowed"));
+		fr_doc_free(d);
+		json_decref(items);
+		free(b.p);
+	}
+}
+
 /* Many open marks and a deep stack are only memory, given back on error. */
 static void test_many_marks(void **state)
 {
@@ -893,6 +1027,8 @@ int main(void)
 		cmocka_unit_test(test_shared_key),
 		cmocka_unit_test(test_shared_long_string),
 		cmocka_unit_test(test_many_marks),
+		cmocka_unit_test(test_hook_reads_entries),
+		cmocka_unit_test(test_hook_falls_back),
 	};
 
 	return cmocka_run_group_tests(tests, load_cases, free_cases);
