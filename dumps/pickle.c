@@ -371,6 +371,37 @@ static inline uint64_t le64(const unsigned char *p)
 	return (uint64_t)le32(p) | (uint64_t)le32(p + 4) << 32;
 }
 
+/* LONG1's two's complement of n bytes, 1 to 8, at p (the input ends at
+ * end): one load of eight bytes where the input has them. */
+static inline int64_t le_signed(const unsigned char *p, size_t n, const unsigned char *end)
+{
+	uint64_t v = 0;
+
+	if (end - p >= 8) {
+		v = le64(p);
+		if (n < 8)
+			v &= ~(~0ull << (8 * n));
+	} else {
+		for (size_t i = n; i--;)
+			v = v << 8 | p[i];
+	}
+	if (n < 8 && (p[n - 1] & 0x80))
+		v |= ~0ull << (8 * n);
+	return (int64_t)v;
+}
+
+/* BINFLOAT's big-endian IEEE 754 double at p. */
+static inline double be_double(const unsigned char *p)
+{
+	uint64_t bits = 0;
+	double d;
+
+	for (int i = 0; i < 8; i++)
+		bits = bits << 8 | p[i];
+	memcpy(&d, &bits, sizeof(d));
+	return d;
+}
+
 /* ------------------------------------------------------------------ */
 /* Memory of the document                                              */
 /* ------------------------------------------------------------------ */
@@ -2122,41 +2153,20 @@ h_BININT2:
 	NUMBER(ip[0] | ip[1] << 8);
 	ip += 2;
 	NEXT;
-h_LONG1: {
-	uint64_t x = 0;
-
+h_LONG1:
 	NEED(1);
 	n = ip[0];
 	if (!n || n > 8)
 		goto off;
 	NEED(1 + n);
-	/* As run(): one load of eight bytes where the input has them. */
-	if (end - ip >= 9) {
-		x = le64(ip + 1);
-		if (n < 8)
-			x &= ~(~0ull << (8 * n));
-	} else {
-		for (size_t i = n; i--;)
-			x = x << 8 | ip[1 + i];
-	}
-	if (n < 8 && (ip[n] & 0x80))
-		x |= ~0ull << (8 * n);
-	NUMBER((int64_t)x);
+	NUMBER(le_signed(ip + 1, n, end));
 	ip += 1 + n;
 	NEXT;
-}
-h_BINFLOAT: {
-	uint64_t bits = 0;
-	double d;
-
+h_BINFLOAT:
 	NEED(8);
-	for (int i = 0; i < 8; i++)
-		bits = bits << 8 | ip[i];
+	HPUSH(real(u, be_double(ip)));
 	ip += 8;
-	memcpy(&d, &bits, sizeof(d));
-	HPUSH(real(u, d));
 	NEXT;
-}
 h_SHORT_BINUNICODE:
 	NEED(1);
 	n = *ip++;
@@ -2523,21 +2533,7 @@ op_LONG1:
 	ip += n;
 	/* Times in ns and thread ids: 8 bytes or fewer, an int64. */
 	if (n && n <= 8) {
-		uint64_t v = 0;
-		size_t i;
-
-		/* One load of eight bytes where the input has them. */
-		if (end - p >= 8) {
-			v = le64(p);
-			if (n < 8)
-				v &= ~(~0ull << (8 * n));
-		} else {
-			for (i = n; i--;)
-				v = v << 8 | p[i];
-		}
-		if (n < 8 && (p[n - 1] & 0x80))
-			v |= ~0ull << (8 * n);
-		PUSH(integer(u, (int64_t)v));
+		PUSH(integer(u, le_signed(p, n, end)));
 		NEXT;
 	}
 	PUSH(long_bytes(u, p, n));
@@ -2586,21 +2582,13 @@ op_LONG:
 		return -1;
 	SP_LOAD();
 	NEXT;
-op_BINFLOAT: {
-	uint64_t bits;
-	double d;
-
+op_BINFLOAT:
 	if (HAVE(8))
 		return -1;
 	p = ip;
 	ip += 8;
-	bits = (uint64_t)p[0] << 56 | (uint64_t)p[1] << 48 | (uint64_t)p[2] << 40 |
-	       (uint64_t)p[3] << 32 | (uint64_t)p[4] << 24 | (uint64_t)p[5] << 16 |
-	       (uint64_t)p[6] << 8 | p[7];
-	memcpy(&d, &bits, sizeof(d));
-	PUSH(real(u, d));
+	PUSH(real(u, be_double(p)));
 	NEXT;
-}
 op_SHORT_BINUNICODE:
 	if (HAVE(1))
 		return -1;
