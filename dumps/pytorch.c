@@ -513,10 +513,12 @@ static int load_pickle(struct fr_doc *d, const void *buf, size_t len, const char
 	}
 	early_free(*ea);
 	*ea = NULL;
+	/* Whatever the hook left in the trace goes (room made for entries
+	 * that never came, too): from_val() reads them from the tree. */
+	fr_trace_free(t);
 	if (rc == 0)
 		return 0;
-	/* Read again, plainly, the load of record: whatever the entries left goes. */
-	fr_trace_free(t);
+	/* Read again, plainly, the load of record. */
 	if (rc == -ENOMEM)
 		return rc;
 	fr_doc_reset(d);

@@ -112,6 +112,23 @@ static void test_pickles_and_json_agree(void **state)
 	}
 }
 
+/* A rank dumped before its first collective: a dump of no operations,
+ * its process groups known. (Its reader once leaked the room it had made
+ * for the entries that never came.) */
+static void test_no_entries(void **state)
+{
+	struct fr_trace t;
+
+	(void)state;
+	read_trace("fr-empty.pickle", 2, &t);
+	assert_int_equal(t.rank, 2);
+	assert_int_equal(t.world_size, 4);
+	assert_int_equal(t.nops, 0);
+	assert_int_equal(t.status, FR_RANK_DUMPED);
+	assert_non_null(fr_trace_comm(&t, "1"));
+	fr_trace_free(&t);
+}
+
 static int parse_text(const char *text, char *err, size_t errlen)
 {
 	struct fr_trace t;
@@ -200,6 +217,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_rank_from_name),
 		cmocka_unit_test(test_pickles_and_json_agree),
+		cmocka_unit_test(test_no_entries),
 		cmocka_unit_test(test_refusals),
 		cmocka_unit_test(test_repeated_entries_refused),
 	};

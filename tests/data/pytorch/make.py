@@ -3,7 +3,8 @@
 
 A small dump of one rank, in the schema of PyTorch's Flight Recorder
 (version "2.10"), pickled with protocols 2, 4 and 5 and written as JSON
-(the reader must turn each pickle into exactly that JSON), and cases.json,
+(the reader must turn each pickle into exactly that JSON), the same dump
+with no entries yet (fr-empty.pickle), and cases.json,
 the unit test's table of small pickles with the JSON or the error each must
 give. The output is the same on every run, so the committed files can be
 checked with
@@ -501,6 +502,8 @@ def main():
         write(os.path.join(here, f"fr-rank0-p{proto}.pickle"), pickle.dumps(d, protocol=proto))
     text = json.dumps(d, indent=1, ensure_ascii=False) + "\n"
     write(os.path.join(here, "fr-rank0.json"), text.encode("utf-8"))
+    # A rank dumped before its first collective: no entries at all.
+    write(os.path.join(here, "fr-empty.pickle"), pickle.dumps(dump(0), protocol=2))
     write_cases(os.path.join(here, "cases.json"))
 
 
