@@ -1495,6 +1495,11 @@ int main(int argc, char **argv)
 	if (!ev.ndumps)
 		fprintf(stderr, PROG ": %s: no rank dumped; judging from the daemon's live view "
 			"in manifest.json only\n", argv[optind]);
+	if (fr_traces_split_comms(ev.dumps, ev.ndumps, stderr, PROG) < 0) {
+		fprintf(stderr, PROG ": out of memory\n");
+		status = EXIT_UNUSABLE;
+		goto out_free;
+	}
 	if (comm) {
 		status = restrict_to_comm(&ev, comm, argv[optind]);
 		if (status)

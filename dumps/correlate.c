@@ -290,6 +290,14 @@ static void op_details(char *buf, size_t cap, const struct fr_op *op)
 			 op->peer_in_comm);
 	if (op->redop[0])
 		line_add(&l, ", %s", op->redop);
+	if (op->size_ratio == FR_SIZE_RATIO_UNEVEN)
+		line_add(&l, op->type == FR_OP_ALL_GATHER ?
+				     ", output not a whole multiple of input" :
+				     ", input not a whole multiple of output");
+	else if (op->size_ratio)
+		line_add(&l, op->type == FR_OP_ALL_GATHER ? ", output %" PRIu32 "x input" :
+							    ", input %" PRIu32 "x output",
+			 op->size_ratio);
 }
 
 /* ---- signatures ---- */
@@ -355,13 +363,14 @@ struct sig {
 	uint64_t bytes;
 	int32_t root;
 	int32_t peer_in_comm;
+	uint32_t size_ratio;
 	uint8_t type;
 };
 
 static struct sig sig_of(const struct fr_op *op)
 {
-	return (struct sig){ op->redop, op->dtype, op->count, op->bytes,
-			     op->root, op->peer_in_comm, (uint8_t)op->type };
+	return (struct sig){ op->redop, op->dtype, op->count, op->bytes, op->root,
+			     op->peer_in_comm, op->size_ratio, (uint8_t)op->type };
 }
 
 static bool is_derived(const struct sig *s)
@@ -390,6 +399,11 @@ static bool sig_match(const struct sig *a, const struct sig *b, bool strict)
 	if ((fr_op_is_rooted(type) && !same_root(a->root, a->peer_in_comm, b->root,
 						    b->peer_in_comm)) ||
 	    (a->redop[0] && b->redop[0] && !same_str(a->redop, b->redop)))
+		return false;
+	/* An all_gather's output is the group's size times its input on
+	 * every member (a reduce_scatter's input, of its output); 0 is not
+	 * recorded. */
+	if (a->size_ratio && b->size_ratio && a->size_ratio != b->size_ratio)
 		return false;
 	if (!strict && payload_varies_completed(type))
 		return true;
@@ -3193,6 +3207,8 @@ static json_t *op_json(const struct fr_op *op, const struct fr_verdict *v)
 	rc |= jset(o, "count", ju64(op->count));
 	rc |= jset(o, "dtype", json_string(op->dtype));
 	rc |= jset(o, "bytes", ju64(op->bytes));
+	if (op->size_ratio)
+		rc |= jset(o, "size_ratio", json_integer(op->size_ratio));
 	rc |= jset(o, "root", json_integer(op->root));
 	rc |= jset(o, "peer", json_integer(op->peer));
 	rc |= jset(o, "is_p2p", json_boolean(is_p2p(op)));
@@ -3913,4 +3929,134 @@ void fr_verdict_print(FILE *out, const struct fr_verdict *v,
 		print_merged_stacks(out, idx, v->world_size);
 	free(r);
 	free(idx);
+}
+
+/* ---- communicators that share an id, not their members ---- */
+
+/* One rank's complete member list of a communicator. */
+struct comm_use {
+	struct fr_trace *t;
+	struct fr_comm *c;
+};
+
+static bool members_known(const struct fr_comm *c)
+{
+	if (!c->size || !c->members)
+		return false;
+	for (uint32_t k = 0; k < c->size; k++)
+		if (c->members[k] == FR_RANK_UNKNOWN)
+			return false;
+	return true;
+}
+
+static int cmp_members(const struct fr_comm *a, const struct fr_comm *b)
+{
+	if (a->size != b->size)
+		return a->size < b->size ? -1 : 1;
+	return memcmp(a->members, b->members, a->size * sizeof(*a->members));
+}
+
+/* By id, then by member list. */
+static int cmp_comm_use(const void *x, const void *y)
+{
+	const struct comm_use *a = x, *b = y;
+	int c = strcmp(a->c->id, b->c->id);
+
+	return c ? c : cmp_members(a->c, b->c);
+}
+
+/* "ID:RANKS" for communicator `c`, or "ID:#HASH" when that does not fit. */
+static int split_id(const struct fr_comm *c, char out[FR_COMM_ID_MAX + 1])
+{
+	uint32_t *sorted = malloc(c->size * sizeof(*sorted));
+	char ranks[FR_COMM_ID_MAX + 1];
+	size_t need;
+
+	if (!sorted)
+		return -ENOMEM;
+	memcpy(sorted, c->members, c->size * sizeof(*sorted));
+	qsort(sorted, c->size, sizeof(*sorted), cmp_u32);
+	need = fr_format_ranks(ranks, sizeof(ranks), sorted, c->size);
+	free(sorted);
+	if (strlen(c->id) + 1 + need <= FR_COMM_ID_MAX) {
+		size_t n = strlen(c->id);
+
+		memcpy(out, c->id, n);
+		out[n] = ':';
+		memcpy(out + n + 1, ranks, need + 1);
+	} else {
+		uint64_t h = fr_fnv1a(FR_FNV_INIT, c->members, c->size * sizeof(*c->members));
+
+		snprintf(out, FR_COMM_ID_MAX + 1, "%.*s:#%016" PRIx64, FR_COMM_ID_MAX - 18, c->id,
+			 h);
+	}
+	return 0;
+}
+
+/* Renames communicator `c` of trace `t` to `id`, in its operations too. */
+static int rename_comm(struct fr_trace *t, struct fr_comm *c, const char *id)
+{
+	const char *to = fr_trace_str(t, id);
+	char from[FR_COMM_ID_MAX + 1];
+
+	if (!to)
+		return -ENOMEM;
+	memcpy(from, c->id, sizeof(from));
+	for (size_t i = 0; i < t->nops; i++)
+		if (same_str(t->ops[i].comm, from))
+			t->ops[i].comm = to;
+	snprintf(c->id, sizeof(c->id), "%s", id);
+	return 0;
+}
+
+int fr_traces_split_comms(struct fr_trace *const *traces, size_t n, FILE *note,
+			  const char *prog)
+{
+	struct comm_use *uses;
+	size_t nuses = 0, total = 0;
+	int nsplit = 0, rc = 0;
+
+	for (size_t i = 0; i < n; i++)
+		total += traces[i]->ncomms;
+	if (!total)
+		return 0;
+	if (!(uses = malloc(total * sizeof(*uses))))
+		return -ENOMEM;
+	for (size_t i = 0; i < n; i++)
+		for (size_t j = 0; j < traces[i]->ncomms; j++)
+			if (members_known(&traces[i]->comms[j]))
+				uses[nuses++] = (struct comm_use){ traces[i], &traces[i]->comms[j] };
+	qsort(uses, nuses, sizeof(*uses), cmp_comm_use);
+	for (size_t i = 0, j; i < nuses && !rc; i = j) {
+		char id[FR_COMM_ID_MAX + 1];
+		char line[512];
+		size_t len;
+
+		for (j = i + 1; j < nuses && strcmp(uses[j].c->id, uses[i].c->id) == 0; j++)
+			;
+		if (cmp_members(uses[i].c, uses[j - 1].c) == 0)
+			continue;
+		/* (Renaming rewrites the ids of the run.) */
+		snprintf(id, sizeof(id), "%s", uses[i].c->id);
+		len = (size_t)snprintf(line, sizeof(line),
+				       "%s: communicator %s is a different group on different "
+				       "ranks (as PyTorch's split_group names them); told apart as",
+				       prog, id);
+		for (size_t k = i; k < j && !rc; k++) {
+			char to[FR_COMM_ID_MAX + 1];
+
+			if ((rc = split_id(uses[k].c, to)))
+				break;
+			if ((k == i || cmp_members(uses[k - 1].c, uses[k].c) != 0) &&
+			    len < sizeof(line))
+				len += (size_t)snprintf(line + len, sizeof(line) - len, "%s %s",
+							k == i ? "" : ",", to);
+			rc = rename_comm(uses[k].t, uses[k].c, to);
+		}
+		nsplit++;
+		if (note && !rc)
+			fprintf(note, "%s\n", line);
+	}
+	free(uses);
+	return rc ? rc : nsplit;
 }

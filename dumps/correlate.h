@@ -282,4 +282,19 @@ void fr_stack_groups_free(struct fr_stack_groups *g);
  */
 size_t fr_format_ranks(char *buf, size_t cap, const uint32_t *ranks, size_t n);
 
+/*
+ * Tells apart communicators that share an id but not their members: the
+ * process groups PyTorch's split_group makes have one name on every rank,
+ * each color its own members. Where ranks list every member of an id and
+ * the lists differ, each list's communicator is renamed "ID:RANKS" ("1:0-1",
+ * "1:2-3"; "ID:#HASH" when that is too long), in its traces' communicators
+ * and operations alike, so that correlation never mixes them; lists with
+ * members not known (an NCCL rank knows only itself) are left to its
+ * merging. Says what it renamed on `note` (NULL: nothing), lines that
+ * begin "PROG: ". Returns how many ids were split, or -ENOMEM (traces then
+ * partly renamed, still whole).
+ */
+int fr_traces_split_comms(struct fr_trace *const *traces, size_t n, FILE *note,
+			  const char *prog);
+
 #endif

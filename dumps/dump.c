@@ -121,6 +121,18 @@ static const char *state_text(const struct fr_op *op)
 	return op->started ? "started" : "scheduled";
 }
 
+/* Elements of an operation's output, as PyTorch's "output_sizes" says:
+ * its count but where its size ratio says otherwise. */
+static uint64_t output_count(const struct fr_op *op)
+{
+	if (!op->size_ratio || op->size_ratio == FR_SIZE_RATIO_UNEVEN)
+		return op->count;
+	if (op->type == FR_OP_ALL_GATHER)
+		return op->count > UINT64_MAX / op->size_ratio ? op->count :
+								 op->count * op->size_ratio;
+	return op->type == FR_OP_REDUCE_SCATTER ? op->count / op->size_ratio : op->count;
+}
+
 static json_t *entry_json(const struct fr_trace *t, const struct fr_op *op)
 {
 	const struct fr_comm *comm = fr_trace_comm(t, op->comm);
@@ -147,7 +159,7 @@ static json_t *entry_json(const struct fr_trace *t, const struct fr_op *op)
 	bad |= set(e, "time_created_ns", ju64(op->t_entered_ns));
 	bad |= set(e, "input_sizes", sizes_json(op->count));
 	bad |= set(e, "input_dtypes", single_json(JSTRZ(op->dtype)));
-	bad |= set(e, "output_sizes", sizes_json(op->count));
+	bad |= set(e, "output_sizes", sizes_json(output_count(op)));
 	bad |= set(e, "output_dtypes", single_json(JSTRZ(op->dtype)));
 	bad |= set(e, "state", json_string(state_text(op)));
 	bad |= set(e, "time_discovered_started_ns",
@@ -161,6 +173,8 @@ static json_t *entry_json(const struct fr_trace *t, const struct fr_op *op)
 	bad |= set(e, "waited", json_boolean(op->waited));
 	if (op->captured)
 		bad |= set(e, "captured", json_true());
+	if (op->size_ratio)
+		bad |= set(e, "size_ratio", json_integer(op->size_ratio));
 	bad |= set(e, "peer", json_integer(op->peer));
 	bad |= set(e, "root", json_integer(op->root));
 	bad |= set(e, "peer_in_comm", json_integer(op->peer_in_comm));
@@ -944,13 +958,14 @@ static int32_t peer_from_profiling_name(const struct fr_val *v)
 	X(COLL_SEQ, "collective_seq_id", 0) X(P2P_SEQ, "p2p_seq_id", 0)      \
 	X(OP_ID, "op_id", 1) X(PROFILING_NAME, "profiling_name", 0)          \
 	X(CREATED, "time_created_ns", 0) X(INPUT_SIZES, "input_sizes", 0)    \
-	X(INPUT_DTYPES, "input_dtypes", 0) X(OUTPUT_SIZES, "output_sizes", 1) \
+	X(INPUT_DTYPES, "input_dtypes", 0) X(OUTPUT_SIZES, "output_sizes", 0) \
 	X(OUTPUT_DTYPES, "output_dtypes", 1) X(STATE, "state", 0)            \
 	X(STARTED, "time_discovered_started_ns", 0)                          \
 	X(COMPLETED, "time_discovered_completed_ns", 0)                      \
 	X(RETIRED, "retired", 1) X(IS_P2P, "is_p2p", 0) X(OP, "op", 0)       \
 	X(NONBLOCKING, "nonblocking", 0) X(WAITED, "waited", 0)              \
-	X(CAPTURED, "captured", 0) X(PEER, "peer", 0) X(ROOT, "root", 0)     \
+	X(CAPTURED, "captured", 0) X(SIZE_RATIO, "size_ratio", 0)           \
+	X(PEER, "peer", 0) X(ROOT, "root", 0)                                \
 	X(PEER_IN_COMM, "peer_in_comm", 0) X(COUNT, "count", 0)              \
 	X(BYTES, "bytes", 0) X(DTYPE, "dtype", 0) X(REDOP, "redop", 0)      \
 	X(TIMEOUT, "timeout_ms", 1) X(FRAMES, "frames", 1)                 \
@@ -975,11 +990,12 @@ typedef const struct fr_val *entry_fields[EF__COUNT];
 #define FIELD(f, id) (f)[EF_##id], at, entry_keys[EF_##id].key
 
 /*
- * Elements of the first input tensor, for entries that carry PyTorch's
- * "input_sizes" (a list of shapes) but not our "count".
+ * Elements of the first tensor of `key` ("input_sizes", "output_sizes":
+ * PyTorch's lists of shapes), for entries that carry them but not our
+ * "count". *count is left alone when there is none.
  */
 static int count_from_sizes(const struct rd *rd, const struct fr_val *sizes, const char *at,
-			    uint64_t *count)
+			    const char *key, uint64_t *count)
 {
 	char p[AT_MAX];
 	const struct fr_val *shape;
@@ -989,25 +1005,39 @@ static int count_from_sizes(const struct rd *rd, const struct fr_val *sizes, con
 		return 0;
 	if (sizes->type != FR_VAL_ARRAY)
 		return fail(rd, -EPROTO, "%s: expected an array, got %s",
-			    path(p, at, "input_sizes"), fr_val_type_name(sizes));
+			    path(p, at, key), fr_val_type_name(sizes));
 	if (sizes->n == 0)
 		return 0;
 	shape = sizes->u.items[0];
 	if (shape->type != FR_VAL_ARRAY)
 		return fail(rd, -EPROTO, "%s[0]: expected an array, got %s",
-			    path(p, at, "input_sizes"), fr_val_type_name(shape));
+			    path(p, at, key), fr_val_type_name(shape));
 	for (uint32_t i = 0; i < shape->n; i++) {
 		const struct fr_val *dim = shape->u.items[i];
 		uint64_t d;
 
 		if (dim->type != FR_VAL_INT || dim->u.i < 0)
 			return fail(rd, -EPROTO, "%s[0][%" PRIu32 "]: expected a non-negative integer",
-				    path(p, at, "input_sizes"), i);
+				    path(p, at, key), i);
 		d = (uint64_t)dim->u.i;
 		n = d && n > UINT64_MAX / d ? UINT64_MAX : n * d;
 	}
 	*count = n;
 	return 0;
+}
+
+/*
+ * fr_op.size_ratio of an all_gather (`more` output elements for `fewer`
+ * input ones) or a reduce_scatter (the other way round): 0 when either is
+ * unknown or none.
+ */
+static uint32_t size_ratio(uint64_t more, uint64_t fewer)
+{
+	if (!more || !fewer)
+		return 0;
+	if (more % fewer || more / fewer >= FR_SIZE_RATIO_UNEVEN)
+		return FR_SIZE_RATIO_UNEVEN;
+	return (uint32_t)(more / fewer);
 }
 
 /*
@@ -1142,11 +1172,21 @@ static int read_entry(const struct rd *rd, entry_fields f, const char *at, struc
 	if (op->is_p2p && op->peer_in_comm < 0 && !f[EF_PEER_IN_COMM])
 		op->peer_in_comm = peer_from_profiling_name(f[EF_PROFILING_NAME]);
 
-	if (f[EF_COUNT])
+	if (f[EF_COUNT]) {
 		rc = get_u64(rd, FIELD(f, COUNT), false, INT64_MAX, &op->count);
-	else
-		rc = count_from_sizes(rd, f[EF_INPUT_SIZES], at, &op->count);
+	} else if (!(rc = count_from_sizes(rd, f[EF_INPUT_SIZES], at, "input_sizes",
+					  &op->count)) &&
+		   (op->type == FR_OP_ALL_GATHER || op->type == FR_OP_REDUCE_SCATTER)) {
+		/* PyTorch records the output too: how it relates to the input. */
+		uint64_t out = 0;
+
+		rc = count_from_sizes(rd, f[EF_OUTPUT_SIZES], at, "output_sizes", &out);
+		op->size_ratio = op->type == FR_OP_ALL_GATHER ? size_ratio(out, op->count) :
+								 size_ratio(op->count, out);
+	}
 	if (rc || (rc = get_u64(rd, FIELD(f, BYTES), false, INT64_MAX, &op->bytes)))
+		return rc;
+	if (f[EF_SIZE_RATIO] && (rc = get_u32(rd, FIELD(f, SIZE_RATIO), false, &op->size_ratio)))
 		return rc;
 
 	if (f[EF_DTYPE]) {
@@ -1218,7 +1258,8 @@ static int read_entry_val(const struct rd *rd, struct fr_val_keymap *map,
 	rc = read_entry_at(rd, f, at, i, t, op);
 	/* After the read, which brought the entry into the cache. */
 	if (!rc && rd->visit && rd->visit->entry) {
-		struct fr_dump_entry de = { op, f[EF_TIMEOUT], f[EF_FRAMES], f[EF_THREAD_NAME] };
+		struct fr_dump_entry de = { op, f[EF_TIMEOUT], f[EF_FRAMES], f[EF_THREAD_NAME],
+					    f[EF_PG_ID] };
 
 		rd->visit->entry(rd->visit->arg, &de);
 	}
@@ -1295,7 +1336,8 @@ static int keep_type_error(struct entries_reader *er, struct fr_json_in *in, con
 
 /*
  * Entries exactly as our writer writes them (entry_json(), compact): every
- * key in its order, "captured" only when true, strings of printable ASCII
+ * key in its order, "captured" only when true and "size_ratio" only when
+ * known, strings of printable ASCII
  * without escapes, integers without sign (but -1 for a rank), fraction or
  * exponent. written_entry() reads such an entry straight from the text
  * into an operation, checking each value as read_entry() does, with no
@@ -1499,6 +1541,12 @@ static const char *written_entry(struct name_cache *names, struct fr_trace *t, c
 	W(w_bool(p, end, &op->waited));
 	if ((s = W_LIT(p, end, ",\"captured\":")))
 		W(w_bool(s, end, &op->captured));
+	if ((s = W_LIT(p, end, ",\"size_ratio\":"))) {
+		W(w_u64(s, end, &unused));
+		if (unused > UINT32_MAX)
+			return NULL;
+		op->size_ratio = (uint32_t)unused;
+	}
 	LIT(",\"peer\":");
 	W(w_rank(p, end, &op->peer));
 	LIT(",\"root\":");

@@ -78,13 +78,14 @@ int fr_dump_from_val(const struct fr_val *root, const char *name, struct fr_trac
  */
 struct fr_dump_entry {
 	const struct fr_op *op;          /* what the reader made of the entry */
-	/* Its members of these names, which the reader does not read itself
-	 * (NULL when absent): found in the same walk of its members. They
-	 * may live only during the call (fr_pickle_load_with()), but for
-	 * strings and objects. */
+	/* Its members of these names as they are, which the reader keeps
+	 * nothing of (pg_id: only the group it names), NULL when absent:
+	 * found in the same walk of its members. They may live only during
+	 * the call (fr_pickle_load_with()), but for strings and objects. */
 	const struct fr_val *timeout_ms;
 	const struct fr_val *frames;
 	const struct fr_val *thread_name;
+	const struct fr_val *pg_id;
 };
 
 struct fr_dump_visit {

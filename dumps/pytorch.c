@@ -64,9 +64,13 @@ bool fr_pytorch_rank_from_name(const char *path, uint32_t *rank)
 
 bool fr_pytorch_is_dump(const struct fr_val *root)
 {
+	const struct fr_val *entries = fr_val_get(root, "entries");
+
+	/* PyTorch's JSON writer leaves "entries" out when it has none. */
 	return fr_val_is(root, FR_VAL_OBJECT) && !fr_val_get(root, "format") &&
 	       fr_val_is(fr_val_get(root, "version"), FR_VAL_STRING) &&
-	       fr_val_is(fr_val_get(root, "entries"), FR_VAL_ARRAY);
+	       (fr_val_is(entries, FR_VAL_ARRAY) ||
+		(!entries && fr_val_is(fr_val_get(root, "pg_config"), FR_VAL_OBJECT)));
 }
 
 /* The job's size as this rank knows it: one past the highest rank any of
@@ -95,7 +99,7 @@ static uint64_t world_of(const struct fr_val *config, uint32_t rank)
 /* The fields of an entry scan_raw() reads, for an entry the dump reader has not. */
 enum {
 	PF_CREATED, PF_STARTED, PF_COMPLETED, PF_TIMEOUT, PF_STATE, PF_FRAMES, PF_THREAD_NAME,
-	PF__COUNT
+	PF_PG_ID, PF_PROCESS_GROUP, PF__COUNT
 };
 
 static const struct fr_json_key entry_keys[PF__COUNT] = {
@@ -106,40 +110,13 @@ static const struct fr_json_key entry_keys[PF__COUNT] = {
 	{ "state", 5, false },
 	{ "frames", 6, false },
 	{ "thread_name", 11, false },
+	{ "pg_id", 5, false },
+	{ "process_group", 13, false },
 };
 
 static uint64_t positive(const struct fr_val *v)
 {
 	return fr_val_is(v, FR_VAL_INT) && v->u.i > 0 ? (uint64_t)v->u.i : 0;
-}
-
-/* PyTorch writes -1 for "none yet"; our counters start at 0. */
-static struct fr_val *status_copy(struct fr_doc *d, const struct fr_val *status)
-{
-	struct fr_val *out = fr_val_object(d);
-
-	if (!out || !fr_val_is(status, FR_VAL_OBJECT))
-		return out;
-	for (uint32_t g = 0; g < status->n; g++) {
-		struct fr_val *ps = status->u.items[2 * g + 1];
-		struct fr_val *c = ps;
-
-		if (ps->type == FR_VAL_OBJECT) {
-			if (!(c = fr_val_object(d)))
-				return NULL;
-			for (uint32_t k = 0; k < ps->n; k++) {
-				struct fr_val *v = ps->u.items[2 * k + 1];
-
-				if (v->type == FR_VAL_INT && v->u.i == -1 && !(v = fr_val_int(d, 0)))
-					return NULL;
-				if (fr_val_add(d, c, ps->u.items[2 * k], v))
-					return NULL;
-			}
-		}
-		if (fr_val_add(d, out, status->u.items[2 * g], c))
-			return NULL;
-	}
-	return out;
 }
 
 /* "train_step (train.py:201)" */
@@ -228,6 +205,9 @@ static struct fr_val *text(struct fr_doc *d, const char *s)
 	return fr_val_string(d, s, strlen(s));
 }
 
+/* The process groups whose pg_id a scan learns; more are rare. */
+#define SCAN_GROUPS 64
+
 /*
  * What the entries say beyond what the dump reader reads of them: the
  * latest time and longest timeout they name, and the rank's stack, the
@@ -240,6 +220,13 @@ struct scan {
 	struct fr_val_keymap map;
 	uint64_t latest, timeout;
 	struct stack latest_framed, open_framed;
+	/* Which pg_id each process group's entries carry, by group name (a
+	 * string of the trace or the document): pg_status is keyed by it. */
+	struct {
+		const char *name;
+		char pg_id[FR_COMM_ID_MAX + 1];
+	} groups[SCAN_GROUPS];
+	uint32_t ngroups, last_group;
 	/* For scan_done(): where the file's time and the stack go. */
 	struct fr_doc *d;
 	struct fr_val *threads;
@@ -248,6 +235,34 @@ struct scan {
 	char *err;
 	size_t errlen;
 };
+
+/* Notes that entries of the process group named `name` (a string that
+ * outlives the scan) carry pg_id `id` (an integer or a string). */
+static void scan_group(struct scan *s, const char *name, const struct fr_val *id)
+{
+	uint32_t i = s->last_group;
+
+	if (i < s->ngroups && s->groups[i].name == name)
+		return;
+	for (i = 0; i < s->ngroups; i++)
+		if (strcmp(s->groups[i].name, name) == 0)
+			break;
+	if (i == s->ngroups) {
+		char *out = s->groups[i].pg_id;
+
+		if (i == SCAN_GROUPS)
+			return;
+		if (fr_val_is(id, FR_VAL_INT))
+			snprintf(out, sizeof(s->groups[i].pg_id), "%" PRId64, id->u.i);
+		else if (fr_val_is(id, FR_VAL_STRING) && id->n <= FR_COMM_ID_MAX)
+			memcpy(out, id->u.s, id->n + 1);
+		else
+			return;
+		s->groups[i].name = name;
+		s->ngroups++;
+	}
+	s->last_group = i;
+}
 
 /* What an entry adds to the scan: `latest`, its latest time; its
  * "timeout_ms", "frames" and "thread_name"; `open` when it has not
@@ -284,6 +299,7 @@ static void scan_entry(void *arg, const struct fr_dump_entry *e)
 		latest = op->t_started_ns;
 	if (op->t_completed_ns > latest)
 		latest = op->t_completed_ns;
+	scan_group(arg, op->comm, e->pg_id);
 	scan_note(arg, latest, e->timeout_ms, e->frames, e->thread_name,
 		  op->state != FR_STATE_COMPLETED);
 }
@@ -302,20 +318,28 @@ static void scan_raw(struct scan *s, const struct fr_val *e)
 	st = fr_val_str(f[PF_STATE]);
 	scan_note(s, latest, f[PF_TIMEOUT], f[PF_FRAMES], f[PF_THREAD_NAME],
 		  !st || strcmp(st, "completed") != 0);
+	if (fr_val_is(fr_val_item(f[PF_PROCESS_GROUP], 0), FR_VAL_STRING))
+		scan_group(s, f[PF_PROCESS_GROUP]->u.items[0]->u.s, f[PF_PG_ID]);
 }
+
+/* PyTorch's collective timeout when none is set (10 minutes), for
+ * entries that name none. */
+#define TORCH_TIMEOUT_NS (600ull * 1000000000ull)
 
 /*
  * When the dump was written: its file's time, unless the file was copied
  * since. PyTorch dumps when an operation times out, so the dump is at most
- * a timeout after the latest time it holds. At most the larger of the
- * file's time and the latest entry time.
+ * a timeout after the latest time it holds (PyTorch's default when no
+ * entry names one). At most the larger of the file's time and the latest
+ * entry time.
  */
 static uint64_t scan_dumped(const struct scan *s)
 {
 	uint64_t dumped = s->time_ns;
+	uint64_t timeout = s->timeout ? s->timeout : TORCH_TIMEOUT_NS;
 
-	if (s->timeout && dumped > s->latest + s->timeout)
-		dumped = s->latest + s->timeout;
+	if (s->latest && dumped > s->latest + timeout)
+		dumped = s->latest + timeout;
 	if (dumped < s->latest)
 		dumped = s->latest;
 	return dumped;
@@ -341,6 +365,86 @@ static int scan_done(void *arg, struct fr_trace *t)
 	*s->threads = *threads;
 	t->time_ns = scan_dumped(s);
 	return 0;
+}
+
+/*
+ * A number of pg_status: PyTorch's pickles write integers, its JSON writer
+ * wrote the same as strings ("5", "-1"); -1 (none yet) and anything that
+ * is not a count read as 0.
+ */
+static uint64_t status_count(const struct fr_val *v)
+{
+	long long n;
+	char *end;
+
+	if (fr_val_is(v, FR_VAL_INT))
+		return v->u.i > 0 ? (uint64_t)v->u.i : 0;
+	if (!fr_val_is(v, FR_VAL_STRING) || !v->n)
+		return 0;
+	errno = 0;
+	n = strtoll(v->u.s, &end, 10);
+	return *end || errno || n < 0 ? 0 : (uint64_t)n;
+}
+
+/*
+ * The process group that pg_status key `key` stands for. PyTorch keys
+ * pg_status by pg_id and pg_config by group name, which often agree but
+ * need not: the group whose entries carry that pg_id, else the group of
+ * that name unless its entries carry another (NULL: none known).
+ */
+static struct fr_comm *status_comm(const struct scan *s, struct fr_trace *t, const char *key)
+{
+	for (uint32_t i = 0; i < s->ngroups; i++)
+		if (strcmp(s->groups[i].pg_id, key) == 0)
+			return (struct fr_comm *)fr_trace_comm(t, s->groups[i].name);
+	for (uint32_t i = 0; i < s->ngroups; i++)
+		if (strcmp(s->groups[i].name, key) == 0)
+			return NULL;
+	return (struct fr_comm *)fr_trace_comm(t, key);
+}
+
+/*
+ * Each process group's progress: the highest collective seq its entries
+ * show entered and completed, or what the dump's pg_status says where
+ * that is higher (a group whose entries the ring lost). pg_status is
+ * left out by some versions and spelled differently by others; its
+ * entries are what every version writes alike.
+ */
+static void set_progress(const struct scan *s, const struct fr_val *status, struct fr_trace *t)
+{
+	const char *last = NULL;
+	struct fr_comm *c = NULL;
+
+	for (size_t i = 0; i < t->nops; i++) {
+		const struct fr_op *op = &t->ops[i];
+
+		if (op->is_p2p)
+			continue;
+		if (op->comm != last) {
+			c = (struct fr_comm *)fr_trace_comm(t, op->comm);
+			last = op->comm;
+		}
+		if (!c)
+			continue;
+		if (op->seq > c->last_entered)
+			c->last_entered = op->seq;
+		if (op->state == FR_STATE_COMPLETED && op->seq > c->last_completed)
+			c->last_completed = op->seq;
+	}
+	if (!fr_val_is(status, FR_VAL_OBJECT))
+		return;
+	for (uint32_t g = 0; g < status->n; g++) {
+		const struct fr_val *ps = status->u.items[2 * g + 1];
+		uint64_t entered = status_count(fr_val_get(ps, "last_enqueued_collective"));
+		uint64_t completed = status_count(fr_val_get(ps, "last_completed_collective"));
+
+		if (!(c = status_comm(s, t, status->u.items[2 * g]->u.s)))
+			continue;
+		if (entered > c->last_entered)
+			c->last_entered = entered;
+		if (completed > c->last_completed)
+			c->last_completed = completed;
+	}
 }
 
 /*
@@ -416,7 +520,7 @@ static int from_val(struct fr_doc *d, const struct fr_val *root, const char *nam
 		    size_t errlen, struct early *ea)
 {
 	const char *version = fr_val_str(fr_val_get(root, "version"));
-	const struct fr_val *entries = fr_val_get(root, "entries");
+	struct fr_val *entries = (struct fr_val *)fr_val_get(root, "entries");
 	struct fr_val *config = (struct fr_val *)fr_val_get(root, "pg_config");
 	const char *lib = fr_val_str(fr_val_get(root, "comm_lib_version"));
 	struct fr_dump_visit visit = { scan_entry, scan_done, NULL };
@@ -434,6 +538,14 @@ static int from_val(struct fr_doc *d, const struct fr_val *root, const char *nam
 			    "(this build reads 2.x)", name, version ? version : "?");
 	if (!fr_val_is(config, FR_VAL_OBJECT))
 		return fail(err, errlen, -EPROTO, "%s: pg_config: expected an object", name);
+	/* 2.6 to 2.9 name the library "nccl_version" ("xccl_version" on
+	 * Intel GPUs); 2.10 "comm_lib_version"; older ones not at all. */
+	if (!lib)
+		lib = fr_val_str(fr_val_get(root, "nccl_version"));
+	if (!lib)
+		lib = fr_val_str(fr_val_get(root, "xccl_version"));
+	if (!entries && !(entries = fr_val_array(d)))
+		return fail(err, errlen, -ENOMEM, "%s: out of memory", name);
 	s = ea ? ea->scan : scan_new(d, name, time_ns, err, errlen);
 	if (!s)
 		return fail(err, errlen, -ENOMEM, "%s: out of memory", name);
@@ -472,13 +584,16 @@ static int from_val(struct fr_doc *d, const struct fr_val *root, const char *nam
 	    !put(d, w, "time_dumped_ns", fr_val_int(d, (int64_t)dumped)) ||
 	    !put(d, w, "dropped_entries", fr_val_int(d, (int64_t)first_id)) ||
 	    !put(d, w, "pg_config", config) ||
-	    !put(d, w, "pg_status", status_copy(d, fr_val_get(root, "pg_status"))) ||
-	    !put(d, w, "entries", (struct fr_val *)entries) || !put(d, w, "threads", s->threads)) {
+	    !put(d, w, "pg_status", fr_val_object(d)) || !put(d, w, "entries", entries) ||
+	    !put(d, w, "threads", s->threads)) {
 		rc = fail(err, errlen, -ENOMEM, "%s: out of memory", name);
 		goto out_free;
 	}
 	rc = ea ? fr_dump_from_val_entries(w, ea->entries, err, errlen) :
 		  fr_dump_from_val_visit(w, name, t, err, errlen, &visit);
+	/* (pg_status is left out of the wrapper: read here, from the entries.) */
+	if (rc == 0)
+		set_progress(s, fr_val_get(root, "pg_status"), t);
 out_free:
 	if (!ea)
 		free(s);

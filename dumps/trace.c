@@ -114,6 +114,10 @@ const char *fr_trace_str(struct fr_trace *t, const char *s)
 	return fr_trace_strn(t, s, strlen(s));
 }
 
+/* fr-analyze holds millions of these (README, Performance). */
+_Static_assert(sizeof(void *) != 8 || sizeof(struct fr_op) == 104,
+	       "struct fr_op grew past 104 bytes");
+
 void fr_op_init(struct fr_op *op)
 {
 	memset(op, 0, sizeof(*op));

@@ -63,6 +63,12 @@ struct fr_op {
 	 * found from the communicator's members as the other ranks report them. */
 	int32_t peer_in_comm;
 	int32_t peer;       /* global rank of the p2p peer, -1 if none/any/unknown */
+	/* An all_gather's output elements per input element, a
+	 * reduce_scatter's input elements per output element: the
+	 * communicator's size in a well-formed call. 0 when not recorded (our
+	 * agents record one count), FR_SIZE_RATIO_UNEVEN when not a whole
+	 * multiple. */
+	uint32_t size_ratio;
 	uint64_t seq;       /* collective seq (collectives) or p2p seq (p2p) */
 	uint64_t count;     /* elements */
 	uint64_t bytes;     /* count x datatype size */
@@ -76,6 +82,8 @@ struct fr_op {
 	const char *dtype;  /* "double", "int32", "derived", ...: FR_DTYPE_MAX */
 	const char *redop;  /* "sum", "max", ... or "": FR_REDOP_MAX */
 };
+
+#define FR_SIZE_RATIO_UNEVEN UINT32_MAX
 
 /* The longest reduction name an operation keeps. */
 #define FR_REDOP_MAX 15

@@ -8,7 +8,7 @@
 
 mkdir -p "$T/pt" "$T/evil"
 python3 - "$T" <<'PY' || fail "could not generate the dumps"
-import json, pickle, sys
+import json, os, pickle, sys
 
 out = sys.argv[1]
 base = 1_700_000_000_000_000_000
@@ -54,6 +54,35 @@ for r in range(4):
 # Unpickling this would run a shell command.
 with open(f"{out}/evil/nccl_trace_rank_1", "wb") as f:
     f.write(b"\x80\x04cos\nsystem\n(S'touch " + out.encode() + b"/pwned'\ntR.")
+
+# split_group: ranks 0-1 and ranks 2-3 each have a group named "1"; rank 3
+# never enqueues all_reduce #6 of its group. As version 2.7 writes JSON:
+# "nccl_version", pg_status keyed by pg_id with its counts as strings,
+# 0 for a time not known, no frames.
+os.makedirs(f"{out}/split")
+for r in range(4):
+    ents = []
+    for s in range(1, 7):
+        if r == 3 and s == 6:
+            break
+        e = entry(len(ents), s, "completed" if r < 2 or s < 6 else "started", None,
+                  base + s * 10**9)
+        e["process_group"], e["pg_id"] = ("1", "split"), 1
+        del e["frames"], e["thread_id"], e["thread_name"]
+        for k in ("time_discovered_started_ns", "time_discovered_completed_ns"):
+            e[k] = e[k] or 0
+        ents.append(e)
+    last = ents[-1]["collective_seq_id"]
+    d = {"version": "2.7", "nccl_version": "2.21.5",
+         "pg_config": {"0": {"name": "0", "desc": "default_pg", "ranks": "[0, 1, 2, 3]"},
+                       "1": {"name": "1", "desc": "split",
+                             "ranks": "[0, 1]" if r < 2 else "[2, 3]"}},
+         "pg_status": {"1": {"last_enqueued_collective": str(last),
+                             "last_started_collective": str(last),
+                             "last_completed_collective": str(6 if r < 2 else 5)}},
+         "entries": ents}
+    with open(f"{out}/split/nccl_trace_rank_{r}.json", "w") as f:
+        json.dump(d, f)
 PY
 echo "notes, not a dump" >"$T/pt/README"
 
@@ -81,4 +110,14 @@ grep -q "nccl_trace_rank_1: offset 2: opcode 0x63 (GLOBAL) is not allowed" "$T/a
 	fail "refusal not reported: $(cat "$T/analyze.err")"
 [ ! -e "$T/pwned" ] || fail "the pickle ran code"
 expect '.culprits | map(.rank) | index(1) != null'
-echo "PASS pytorch dumps: rank 2 named from pickles and JSON; a code-running pickle refused"
+# split_group's groups of one name told apart: rank 3 is named on ranks
+# 2-3's group, not ranks 0-1 on theirs, which completed #6.
+analyze "$T/split"
+[ "$RC" -eq 1 ] || fail "split: fr-analyze exit $RC, want 1: $(cat "$T/analyze.err")"
+expect '[.culprits[] | [.rank, .reason]] == [[3, "not_entered"]]'
+expect '.op.comm == "1:2-3" and .op.seq == 6 and .op.comm_ranks == [2, 3]'
+expect '.waiting_ranks == [2]'
+grep -q "communicator 1 is a different group on different ranks .*told apart as 1:0-1, 1:2-3" \
+	"$T/analyze.err" || fail "split: no note of the renaming: $(cat "$T/analyze.err")"
+
+echo "PASS pytorch dumps: rank 2 named from pickles and JSON; a code-running pickle refused; split_group's groups told apart"

@@ -190,6 +190,7 @@ static inline const char *fuzz_trace_diff(const struct fr_trace *a, const struct
 		DIFF(x->root != y->root, "ops[%zu].root", i);
 		DIFF(x->peer_in_comm != y->peer_in_comm, "ops[%zu].peer_in_comm", i);
 		DIFF(x->count != y->count, "ops[%zu].count", i);
+		DIFF(x->size_ratio != y->size_ratio, "ops[%zu].size_ratio", i);
 		DIFF(x->bytes != y->bytes, "ops[%zu].bytes (%llu vs %llu)", i,
 		     (unsigned long long)x->bytes, (unsigned long long)y->bytes);
 		DIFF(strcmp(x->dtype, y->dtype), "ops[%zu].dtype", i);

@@ -574,6 +574,107 @@ static void test_mismatch_count_and_tie(void **state)
 	job_free(j);
 }
 
+/*
+ * PyTorch records an all_gather's output beside its input: on every member
+ * the output is the group's size times the input. Rank 1 passed an output
+ * the size of its input; the others' relation holds, and a rank whose
+ * output is not recorded (0) is not compared.
+ */
+static void test_all_gather_size_relation(void **state)
+{
+	struct job *j = job_new(4);
+	struct fr_verdict *v;
+
+	(void)state;
+	for (uint32_t r = 0; r < 4; r++)
+		rank_new(j, r, FR_RANK_DUMPED);
+	add_world(j);
+	for (uint32_t r = 0; r < 4; r++) {
+		struct fr_op *op;
+
+		history(j, r, "world", 4);
+		op = add_op(j, r, "world", FR_OP_ALL_GATHER, 5, FR_STATE_ENTERED, 3);
+		op->redop = "";
+		op->size_ratio = r == 1 ? 1 : r == 3 ? 0 : 4;
+	}
+	v = correlate(j);
+	assert_int_equal(v->kind, FR_VERDICT_MISMATCH);
+	assert_int_equal(v->nculprits, 1);
+	assert_int_equal(v->culprits[0].rank, 1);
+	assert_int_equal(v->culprits[0].op.size_ratio, 1);
+	assert_int_equal(v->op.size_ratio, 4);
+	assert_contains(v->summary, "rank 1 (node1, pid 1001) called all_gather #5 "
+				    "(count 1, double, output 1x input)");
+	assert_contains(v->summary, "called all_gather (count 1, double, output 4x input)");
+	job_free(j);
+
+	/* Every member's relation holds (a reduce_scatter's input is 4x its
+	 * output): nothing to name. */
+	j = job_new(4);
+	for (uint32_t r = 0; r < 4; r++)
+		rank_new(j, r, FR_RANK_DUMPED);
+	add_world(j);
+	for (uint32_t r = 0; r < 4; r++)
+		add_op(j, r, "world", FR_OP_REDUCE_SCATTER, 1, FR_STATE_COMPLETED, 5)->size_ratio = 4;
+	v = correlate(j);
+	assert_int_equal(v->kind, FR_VERDICT_OK);
+	job_free(j);
+}
+
+/*
+ * PyTorch's split_group gives every color's group one name: ranks 0-1 and
+ * ranks 2-3 each call their group "1". Rank 3 never entered all_reduce #6
+ * of its group, where rank 2 waits; ranks 0-1 completed #6 of theirs. Told
+ * apart, the verdict names rank 3 on 2-3's group; mixed, every member of
+ * one "1" entered #6 and rank 0 or 1 would be blamed. NCCL's partial lists
+ * (members unknown) are not split: the engine merges them.
+ */
+static void test_split_group_names(void **state)
+{
+	static const uint32_t low[] = { 0, 1 }, high[] = { 2, 3 };
+	struct job *j = job_new(4);
+	struct fr_trace *ts[5];
+	struct fr_verdict *v;
+	char *out = NULL;
+	size_t outlen = 0;
+	FILE *note = open_memstream(&out, &outlen);
+
+	(void)state;
+	assert_non_null(note);
+	for (uint32_t r = 0; r < 4; r++) {
+		ts[r] = rank_new(j, r, FR_RANK_DUMPED);
+		add_comm(j, r, "1", r < 2 ? low : high, 2);
+		add_comm_own(j, r, "nccl-7", 4, r);
+		history(j, r, "1", 5);
+		if (r < 2)
+			add_op(j, r, "1", FR_OP_ALL_REDUCE, 6, FR_STATE_COMPLETED, 30);
+		else if (r == 2)
+			add_op(j, r, "1", FR_OP_ALL_REDUCE, 6, FR_STATE_ENTERED, 30);
+	}
+	assert_int_equal(fr_traces_split_comms(ts, 4, note, "test"), 1);
+	fclose(note);
+	assert_string_equal(out, "test: communicator 1 is a different group on different ranks "
+				 "(as PyTorch's split_group names them); told apart as 1:0-1, "
+				 "1:2-3\n");
+	free(out);
+	assert_non_null(fr_trace_comm(ts[1], "1:0-1"));
+	assert_non_null(fr_trace_comm(ts[3], "1:2-3"));
+	assert_null(fr_trace_comm(ts[3], "1"));
+	assert_non_null(fr_trace_comm(ts[3], "nccl-7"));
+	assert_string_equal(ts[2]->ops[5].comm, "1:2-3");
+	assert_string_equal(ts[0]->ops[0].comm, "1:0-1");
+	v = correlate(j);
+	assert_int_equal(v->kind, FR_VERDICT_HANG);
+	assert_int_equal(v->nculprits, 1);
+	assert_int_equal(v->culprits[0].rank, 3);
+	assert_int_equal(v->culprits[0].reason, FR_REASON_NOT_ENTERED);
+	assert_string_equal(v->op.comm, "1:2-3");
+	assert_comm_ranks(v, 2, "2,3");
+	/* Nothing left to split: a second pass renames nothing. */
+	assert_int_equal(fr_traces_split_comms(ts, 4, NULL, "test"), 0);
+	job_free(j);
+}
+
 /* Vector collectives differ in count by design; that is no mismatch. */
 static void test_vector_counts_no_mismatch(void **state)
 {
@@ -2583,6 +2684,8 @@ int main(void)
 		cmocka_unit_test(test_mismatch_three_vs_one),
 		cmocka_unit_test(test_mismatch_odd_rank_zero),
 		cmocka_unit_test(test_mismatch_count_and_tie),
+		cmocka_unit_test(test_all_gather_size_relation),
+		cmocka_unit_test(test_split_group_names),
 		cmocka_unit_test(test_vector_counts_no_mismatch),
 		cmocka_unit_test(test_mismatch_wins_over_hang),
 		cmocka_unit_test(test_completed_mismatch_ignored),

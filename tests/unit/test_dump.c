@@ -224,6 +224,7 @@ static void make_rich_trace(struct fr_trace *t)
 	 * and one captured into a CUDA graph (completed at once). */
 	op = add_op(t, &ocap, "c0.split.2", FR_OP_ALL_GATHER, FR_STATE_ENTERED, 5);
 	op->gpu = op->started = true;
+	op->size_ratio = 3;	/* as read from a PyTorch entry */
 	op->t_started_ns = op->t_entered_ns + 1000;
 	op = add_op(t, &ocap, "c0.split.2", FR_OP_BROADCAST, FR_STATE_ENTERED, 6);
 	op->gpu = true;
@@ -287,6 +288,7 @@ static void assert_ops_equal(const struct fr_op *a, const struct fr_op *b)
 	assert_int_equal(a->root, b->root);
 	assert_int_equal(a->peer_in_comm, b->peer_in_comm);
 	assert_int_equal(a->count, b->count);
+	assert_int_equal(a->size_ratio, b->size_ratio);
 	assert_int_equal(a->bytes, b->bytes);
 	assert_string_equal(a->dtype, b->dtype);
 	assert_string_equal(a->redop, b->redop);
@@ -1337,6 +1339,15 @@ static void test_written_entries_agree(void **state)
 		{ "\"op_id\":100", "\"op_id\":\"100\"" },
 		{ "\"input_sizes\":[[1048576]]", "\"input_sizes\":[[1048576]],\"captured\":true" },
 		{ "\"redop\":\"sum\"}", "\"redop\":\"sum\",\"captured\":true}" },
+		/* An all_gather's size ratio: 32 bits, after "captured". */
+		{ "\"size_ratio\":3", "\"size_ratio\":4294967295" },
+		{ "\"size_ratio\":3", "\"size_ratio\":4294967296" },
+		{ "\"size_ratio\":3", "\"size_ratio\":-3" },
+		{ "\"size_ratio\":3", "\"size_ratio\":null" },
+		{ "\"size_ratio\":3", "\"size_ratio\":03" },
+		{ "\"size_ratio\":3", "\"captured\":true,\"size_ratio\":3" },
+		{ "\"size_ratio\":3", "\"size_ratio\":3,\"captured\":true" },
+		{ "\"waited\":false", "\"waited\":false,\"size_ratio\":0" },
 	};
 	struct fr_trace t;
 	const char *entries;

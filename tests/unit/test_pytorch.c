@@ -4,6 +4,7 @@
  * dump, the rank from the file name, and clear refusals.
  */
 #include <errno.h>
+#include <inttypes.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -47,6 +48,21 @@ static void test_rank_from_name(void **state)
 	assert_false(fr_pytorch_rank_from_name("rank_12345678901", &r));
 }
 
+/* The latest time an operation of `t` names. */
+static uint64_t latest_time(const struct fr_trace *t)
+{
+	uint64_t latest = 0;
+
+	for (size_t i = 0; i < t->nops; i++) {
+		uint64_t ts[3] = { t->ops[i].t_entered_ns, t->ops[i].t_started_ns,
+				   t->ops[i].t_completed_ns };
+
+		for (int k = 0; k < 3; k++)
+			latest = ts[k] > latest ? ts[k] : latest;
+	}
+	return latest;
+}
+
 /* What the test dump holds (tests/data/pytorch/make.py): rank 0 of 4,
  * process groups "0" (all four, ranks as a string) and "1" (ranks 0 and 1,
  * a list), seven completed operations, then all_reduce #8 scheduled and #9
@@ -55,22 +71,13 @@ static void check_rank0(const struct fr_trace *t)
 {
 	const struct fr_comm *c0 = fr_trace_comm(t, "0"), *c1 = fr_trace_comm(t, "1");
 	const struct fr_op *send = &t->ops[5], *last = &t->ops[8];
-	uint64_t latest;
 
 	assert_int_equal(t->rank, 0);
 	assert_int_equal(t->world_size, 4);
 	assert_int_equal(t->status, FR_RANK_DUMPED);
 	/* The file is "newer" than the dump can be: its time is bounded by the
 	 * latest time in it plus the timeout (PyTorch dumps at a timeout). */
-	latest = 0;
-	for (size_t i = 0; i < t->nops; i++) {
-		uint64_t ts[3] = { t->ops[i].t_entered_ns, t->ops[i].t_started_ns,
-				   t->ops[i].t_completed_ns };
-
-		for (int k = 0; k < 3; k++)
-			latest = ts[k] > latest ? ts[k] : latest;
-	}
-	assert_int_equal(t->time_ns, latest + 600000ull * 1000000ull);
+	assert_int_equal(t->time_ns, latest_time(t) + 600000ull * 1000000ull);
 	assert_non_null(c0);
 	assert_non_null(c1);
 	assert_string_equal(c0->desc, "default_pg");
@@ -108,6 +115,89 @@ static void test_pickles_and_json_agree(void **state)
 
 		read_trace(files[i], 0, &t);
 		check_rank0(&t);
+		fr_trace_free(&t);
+	}
+}
+
+/*
+ * One dump as each schema version writes it (tests/data/pytorch/make.py,
+ * versioned()): the library version under three names or none, pg_status
+ * keyed by pg_id with counts as numbers or strings, null or 0 for a time
+ * not known, thread fields from 2.8, no frames in JSON, group names apart
+ * from pg_ids, ranks without spaces, no "entries" at all. Every one reads
+ * as the same operations and the same progress.
+ */
+static void test_versions(void **state)
+{
+	static const struct {
+		const char *file;
+		const char *lib;
+		const char *group[2];	/* the default group's name, the pipeline's */
+		bool frames;
+		bool empty;
+	} cases[] = {
+		{ "v2.3.pickle", "", { "0", "1" }, true, false },
+		{ "v2.4.pickle", "", { "0", "1" }, true, false },
+		{ "v2.4.json", "", { "0", "1" }, false, false },
+		{ "v2.5.pickle", "", { "0", "1" }, true, false },
+		{ "v2.6.pickle", "2.21.5", { "0", "1" }, true, false },
+		{ "v2.7.pickle", "2.21.5", { "0", "1" }, true, false },
+		{ "v2.7.json", "2.21.5", { "0", "1" }, false, false },
+		{ "v2.8.pickle", "2.21.5", { "0", "1" }, true, false },
+		{ "v2.9.pickle", "2.21.5", { "0", "1" }, true, false },
+		{ "v2.10.pickle", "2.21.5", { "0", "1" }, true, false },
+		{ "v2.10.json", "2.21.5", { "0", "1" }, false, false },
+		{ "v2.10-split.json", "2.21.5", { "group_name_0", "group_name_1" }, false, false },
+		{ "v2.10-empty.json", "2.21.5", { "0", "1" }, false, true },
+	};
+
+	(void)state;
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		char path[64];
+		const struct fr_comm *c0, *c1;
+		struct fr_trace t;
+
+		snprintf(path, sizeof(path), "versions/%s", cases[i].file);
+		read_trace(path, 0, &t);
+		c0 = fr_trace_comm(&t, cases[i].group[0]);
+		c1 = fr_trace_comm(&t, cases[i].group[1]);
+		if (!c0 || !c1)
+			fail_msg("%s: process groups not read", path);
+		assert_string_equal(t.comm_lib, cases[i].lib);
+		assert_int_equal(t.world_size, 4);
+		assert_int_equal(c0->size, 4);
+		assert_int_equal(c0->members[3], 3);
+		assert_int_equal(c1->size, 2);
+		/* pg_status, keyed by pg_id, and the entries agree on group "0";
+		 * only pg_status knows of the pipeline's three collectives. */
+		if (c0->last_entered != 9 || c0->last_completed != 7 || c1->last_entered != 3 ||
+		    c1->last_completed != 3)
+			fail_msg("%s: progress %" PRIu64 "/%" PRIu64 ", %" PRIu64 "/%" PRIu64, path,
+				 c0->last_entered, c0->last_completed, c1->last_entered,
+				 c1->last_completed);
+		if (cases[i].empty) {
+			assert_int_equal(t.nops, 0);
+			fr_trace_free(&t);
+			continue;
+		}
+		assert_int_equal(t.nops, 9);
+		assert_int_equal(t.time_ns, latest_time(&t) + 600000ull * 1000000ull);
+		assert_int_equal(t.ops[1].type, FR_OP_ALL_GATHER);
+		assert_int_equal(t.ops[1].count, 256);
+		assert_int_equal(t.ops[1].size_ratio, 4);
+		assert_int_equal(t.ops[2].type, FR_OP_REDUCE_SCATTER);
+		assert_int_equal(t.ops[2].count, 1024);
+		assert_int_equal(t.ops[2].size_ratio, 4);
+		assert_int_equal(t.ops[5].type, FR_OP_SEND);
+		assert_string_equal(t.ops[5].comm, cases[i].group[1]);
+		assert_int_equal(t.ops[5].peer_in_comm, 1);
+		/* A time not known, null or 0, is none. */
+		assert_int_equal(t.ops[7].state, FR_STATE_ENTERED);
+		assert_true(t.ops[7].gpu && !t.ops[7].started);
+		assert_int_equal(t.ops[7].t_completed_ns, 0);
+		assert_true(t.ops[8].gpu && t.ops[8].started);
+		assert_int_equal(t.ops[8].t_completed_ns, 0);
+		assert_int_equal(t.nthreads, cases[i].frames ? 1 : 0);
 		fr_trace_free(&t);
 	}
 }
@@ -218,6 +308,7 @@ int main(void)
 		cmocka_unit_test(test_rank_from_name),
 		cmocka_unit_test(test_pickles_and_json_agree),
 		cmocka_unit_test(test_no_entries),
+		cmocka_unit_test(test_versions),
 		cmocka_unit_test(test_refusals),
 		cmocka_unit_test(test_repeated_entries_refused),
 	};

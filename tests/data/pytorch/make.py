@@ -127,6 +127,86 @@ def dump(n, rank=0):
 
 
 # ---------------------------------------------------------------------------
+# One dump as each version of the schema writes it (versions/), for the
+# reader's test of every version's quirks. The same operations in each:
+# dump(9) with its entries #1 and #2 made an all_gather_into_tensor and a
+# reduce_scatter_tensor over the four ranks of group "0" (the output four
+# times the input, and the other way round), and a pg_status that knows
+# three collectives of group "1" which the ring lost.
+#
+#   2.3 .. 2.5  no library version; pg_status (new in 2.3) keyed by pg_id
+#   2.6, 2.7    "nccl_version"
+#   2.8         + "thread_id" (a string) and "thread_name" per entry
+#   2.9         "xccl_version" (an XCCL build)
+#   2.10        "comm_lib_version"
+#
+# Pickles (protocol 2, as PyTorch's C++ pickler writes): None for a time not
+# known, "duration_ms" only for timed operations, "frames". JSON: the same
+# times as 0, pg_status counts as strings ("-1"), no frames, keys sorted,
+# "entries" left out when there are none. v2.10-split.json names its groups
+# apart from their pg_ids ("group_name_0" is pg_id 0) and writes ranks
+# without spaces, as torchcomms does.
+# ---------------------------------------------------------------------------
+
+LIB_KEY = {"2.6": "nccl_version", "2.7": "nccl_version", "2.8": "nccl_version",
+           "2.9": "xccl_version", "2.10": "comm_lib_version"}
+
+
+def versioned(version, as_json=False, names=None):
+    d = dump(9)
+    for i, name, shape_in, shape_out in ((1, "nccl:_allgather_base", [256], [1024]),
+                                         (2, "nccl:_reduce_scatter_base", [1024], [256])):
+        e = d["entries"][i]
+        e["profiling_name"] = name
+        e["input_sizes"], e["output_sizes"] = [shape_in], [shape_out]
+    d["pg_status"]["1"] = {"last_enqueued_collective": 3, "last_started_collective": 3,
+                           "last_completed_collective": 3}
+    del d["comm_lib_version"]
+    if version in LIB_KEY:
+        d[LIB_KEY[version]] = "2.21.5"
+    d["version"] = version
+    minor = int(version.split(".")[1])
+    for e in d["entries"]:
+        if e["duration_ms"] is None:
+            del e["duration_ms"]
+        if minor < 8:
+            del e["thread_id"], e["thread_name"]
+        else:
+            e["thread_id"] = str(e["thread_id"])
+        if as_json:
+            del e["frames"]
+            for k in ("time_discovered_started_ns", "time_discovered_completed_ns"):
+                e[k] = e[k] or 0
+    if as_json:
+        d["pg_status"] = {g: {k: str(v) for k, v in st.items()}
+                          for g, st in d["pg_status"].items()}
+    # Every version writes ranks as a string.
+    for c in d["pg_config"].values():
+        c["ranks"] = str(c["ranks"])
+    if names:
+        d["pg_config"] = {names[g]: dict(c, name=names[g], ranks=c["ranks"].replace(" ", ""))
+                          for g, c in d["pg_config"].items()}
+        for e in d["entries"]:
+            e["process_group"] = (names[e["process_group"][0]], e["process_group"][1])
+    return d
+
+
+def write_versions(here):
+    out = os.path.join(here, "versions")
+    os.makedirs(out, exist_ok=True)
+    for v in ("2.3", "2.4", "2.5", "2.6", "2.7", "2.8", "2.9", "2.10"):
+        write(os.path.join(out, f"v{v}.pickle"), pickle.dumps(versioned(v), protocol=2))
+    for v in ("2.4", "2.7", "2.10"):
+        text = json.dumps(versioned(v, as_json=True), sort_keys=True)
+        write(os.path.join(out, f"v{v}.json"), text.encode())
+    split = versioned("2.10", as_json=True, names={"0": "group_name_0", "1": "group_name_1"})
+    write(os.path.join(out, "v2.10-split.json"), json.dumps(split, sort_keys=True).encode())
+    empty = versioned("2.10", as_json=True)
+    del empty["entries"]
+    write(os.path.join(out, "v2.10-empty.json"), json.dumps(empty, sort_keys=True).encode())
+
+
+# ---------------------------------------------------------------------------
 # Unit test cases for dumps/pickle.c: cases.json holds, for each case, the
 # pickle (hex), where it came from, and either the JSON value the reader must
 # produce ("json") or a piece of the error message it must give ("error").
@@ -504,6 +584,7 @@ def main():
     write(os.path.join(here, "fr-rank0.json"), text.encode("utf-8"))
     # A rank dumped before its first collective: no entries at all.
     write(os.path.join(here, "fr-empty.pickle"), pickle.dumps(dump(0), protocol=2))
+    write_versions(here)
     write_cases(os.path.join(here, "cases.json"))
 
 
