@@ -24,7 +24,8 @@
 bool fr_pytorch_rank_from_name(const char *path, uint32_t *rank);
 
 /* Whether a parsed document looks like a PyTorch Flight Recorder dump (an
- * object with "version" and an "entries" array, no "format"). */
+ * object with "version" and an "entries" array, or no "entries" but a
+ * "pg_config" object; no "format"). */
 bool fr_pytorch_is_dump(const struct fr_val *root);
 
 /*
@@ -32,8 +33,9 @@ bool fr_pytorch_is_dump(const struct fr_val *root);
  * wrap it in our dump's header are made) of global rank `rank` into `t`, as of
  * `time_ns`, when the file was written (bounded by the dump's own times:
  * no earlier than the latest, no later than that plus the longest timeout
- * it names, since PyTorch dumps when an operation times out and a copied
- * file has a later time). Returns 0, or -EPROTO/-ENOMEM with `err` naming
+ * it names, or PyTorch's default of 10 minutes, since PyTorch dumps when an
+ * operation times out and a copied file has a later time). Returns 0, or
+ * -EPROTO/-ENOMEM with `err` naming
  * `name` and what is wrong (an unknown major version, a bad field).
  */
 int fr_pytorch_from_val(struct fr_doc *d, const struct fr_val *root, const char *name,

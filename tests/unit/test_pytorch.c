@@ -219,6 +219,34 @@ static void test_no_entries(void **state)
 	fr_trace_free(&t);
 }
 
+/*
+ * A dump whose entries name no timeout, in a file copied years later: its
+ * time is bounded by PyTorch's default timeout (10 minutes) after its
+ * latest time, not taken from the copy, or every wait would read as years.
+ */
+static void test_time_without_timeouts(void **state)
+{
+	static const char text[] =
+		"{\"version\": \"2.4\", \"pg_config\": {\"0\": {\"name\": \"0\", \"desc\": \"d\","
+		" \"ranks\": \"[0, 1]\"}}, \"entries\": [{\"record_id\": 0, \"pg_id\": 0,"
+		" \"process_group\": [\"0\", \"d\"], \"collective_seq_id\": 1, \"p2p_seq_id\": 0,"
+		" \"op_id\": 1, \"profiling_name\": \"nccl:all_reduce\","
+		" \"time_created_ns\": 1700000000000000000, \"input_sizes\": [[4]],"
+		" \"input_dtypes\": [\"Float\"], \"output_sizes\": [[4]],"
+		" \"output_dtypes\": [\"Float\"], \"state\": \"started\","
+		" \"time_discovered_started_ns\": 1700000000000001000,"
+		" \"time_discovered_completed_ns\": 0, \"retired\": false, \"is_p2p\": false}]}";
+	char err[512] = "";
+	struct fr_trace t;
+
+	(void)state;
+	if (fr_pytorch_parse(text, strlen(text), "old", 1, DUMP_TIME, &t, err, sizeof(err)))
+		fail_msg("%s", err);
+	assert_int_equal(t.nops, 1);
+	assert_int_equal(t.time_ns, 1700000000000001000ull + 600000ull * 1000000ull);
+	fr_trace_free(&t);
+}
+
 static int parse_text(const char *text, char *err, size_t errlen)
 {
 	struct fr_trace t;
@@ -309,6 +337,7 @@ int main(void)
 		cmocka_unit_test(test_pickles_and_json_agree),
 		cmocka_unit_test(test_no_entries),
 		cmocka_unit_test(test_versions),
+		cmocka_unit_test(test_time_without_timeouts),
 		cmocka_unit_test(test_refusals),
 		cmocka_unit_test(test_repeated_entries_refused),
 	};
