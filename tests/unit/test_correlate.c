@@ -99,6 +99,17 @@ static void add_world(struct job *j)
 			add_comm(j, r, "world", m, j->world);
 }
 
+/* A job of `world` ranks, each with a dump that lists "world". */
+static struct job *world_job(uint32_t world)
+{
+	struct job *j = job_new(world);
+
+	for (uint32_t r = 0; r < world; r++)
+		rank_new(j, r, FR_RANK_DUMPED);
+	add_world(j);
+	return j;
+}
+
 /*
  * What an NCCL rank knows of communicator `id` of `size` members: only its
  * own entry (comm rank `crank` is global rank `rank`), the others unknown.
@@ -241,13 +252,10 @@ static void test_format_ranks(void **state)
 
 static void test_ok_all_completed(void **state)
 {
-	struct job *j = job_new(4);
+	struct job *j = world_job(4);
 	struct fr_verdict *v;
 
 	(void)state;
-	for (uint32_t r = 0; r < 4; r++)
-		rank_new(j, r, FR_RANK_DUMPED);
-	add_world(j);
 	for (uint32_t r = 0; r < 4; r++)
 		history(j, r, "world", 10);
 	v = correlate(j);
@@ -263,13 +271,10 @@ static void test_ok_all_completed(void **state)
 
 static void test_ok_slow_but_progressing(void **state)
 {
-	struct job *j = job_new(3);
+	struct job *j = world_job(3);
 	struct fr_verdict *v;
 
 	(void)state;
-	for (uint32_t r = 0; r < 3; r++)
-		rank_new(j, r, FR_RANK_DUMPED);
-	add_world(j);
 	/* Ranks at different points, each op long but completed: nobody waits. */
 	history(j, 0, "world", 20);
 	history(j, 1, "world", 18);
@@ -283,13 +288,10 @@ static void test_ok_slow_but_progressing(void **state)
 
 static void test_not_entered_world(void **state)
 {
-	struct job *j = job_new(6);
+	struct job *j = world_job(6);
 	struct fr_verdict *v;
 
 	(void)state;
-	for (uint32_t r = 0; r < 6; r++)
-		rank_new(j, r, FR_RANK_DUMPED);
-	add_world(j);
 	for (uint32_t r = 0; r < 6; r++) {
 		history(j, r, "world", 10);
 		if (r != 3)
@@ -327,13 +329,10 @@ static void test_not_entered_world(void **state)
 static void test_sub_communicator(void **state)
 {
 	const uint32_t sub[] = { 0, 1, 2 };
-	struct job *j = job_new(6);
+	struct job *j = world_job(6);
 	struct fr_verdict *v;
 
 	(void)state;
-	for (uint32_t r = 0; r < 6; r++)
-		rank_new(j, r, FR_RANK_DUMPED);
-	add_world(j);
 	for (uint32_t r = 0; r < 6; r++)
 		add_op(j, r, "world", FR_OP_BARRIER, 1, FR_STATE_COMPLETED, 100);
 	for (uint32_t r = 0; r < 3; r++) {
@@ -496,11 +495,8 @@ static void test_missing_rank(void **state)
 /* Builds 4 ranks at all_reduce #5 on world; `odd` calls `type` instead. */
 static struct job *mismatch_job(uint32_t odd, enum fr_op_type type)
 {
-	struct job *j = job_new(4);
+	struct job *j = world_job(4);
 
-	for (uint32_t r = 0; r < 4; r++)
-		rank_new(j, r, FR_RANK_DUMPED);
-	add_world(j);
 	for (uint32_t r = 0; r < 4; r++) {
 		struct fr_op *op;
 
@@ -582,13 +578,10 @@ static void test_mismatch_count_and_tie(void **state)
  */
 static void test_all_gather_size_relation(void **state)
 {
-	struct job *j = job_new(4);
+	struct job *j = world_job(4);
 	struct fr_verdict *v;
 
 	(void)state;
-	for (uint32_t r = 0; r < 4; r++)
-		rank_new(j, r, FR_RANK_DUMPED);
-	add_world(j);
 	for (uint32_t r = 0; r < 4; r++) {
 		struct fr_op *op;
 
@@ -610,10 +603,7 @@ static void test_all_gather_size_relation(void **state)
 
 	/* Every member's relation holds (a reduce_scatter's input is 4x its
 	 * output): nothing to name. */
-	j = job_new(4);
-	for (uint32_t r = 0; r < 4; r++)
-		rank_new(j, r, FR_RANK_DUMPED);
-	add_world(j);
+	j = world_job(4);
 	for (uint32_t r = 0; r < 4; r++)
 		add_op(j, r, "world", FR_OP_REDUCE_SCATTER, 1, FR_STATE_COMPLETED, 5)->size_ratio = 4;
 	v = correlate(j);
@@ -678,13 +668,10 @@ static void test_split_group_names(void **state)
 /* Vector collectives differ in count by design; that is no mismatch. */
 static void test_vector_counts_no_mismatch(void **state)
 {
-	struct job *j = job_new(2);
+	struct job *j = world_job(2);
 	struct fr_verdict *v;
 
 	(void)state;
-	for (uint32_t r = 0; r < 2; r++)
-		rank_new(j, r, FR_RANK_DUMPED);
-	add_world(j);
 	for (uint32_t r = 0; r < 2; r++) {
 		struct fr_op *op = add_op(j, r, "world", FR_OP_ALL_GATHERV, 1,
 					  FR_STATE_COMPLETED, 5);
@@ -703,13 +690,10 @@ static void test_vector_counts_no_mismatch(void **state)
  */
 static void test_mismatch_wins_over_hang(void **state)
 {
-	struct job *j = job_new(3);
+	struct job *j = world_job(3);
 	struct fr_verdict *v;
 
 	(void)state;
-	for (uint32_t r = 0; r < 3; r++)
-		rank_new(j, r, FR_RANK_DUMPED);
-	add_world(j);
 	for (uint32_t r = 0; r < 3; r++)
 		add_op(j, r, "world", r == 1 ? FR_OP_BARRIER : FR_OP_ALL_REDUCE, 1,
 		       r == 1 ? FR_STATE_ENTERED : FR_STATE_COMPLETED, 20);
@@ -731,13 +715,10 @@ static void test_mismatch_wins_over_hang(void **state)
  */
 static void test_completed_mismatch_ignored(void **state)
 {
-	struct job *j = job_new(4);
+	struct job *j = world_job(4);
 	struct fr_verdict *v;
 
 	(void)state;
-	for (uint32_t r = 0; r < 4; r++)
-		rank_new(j, r, FR_RANK_DUMPED);
-	add_world(j);
 	for (uint32_t r = 0; r < 4; r++) {
 		struct fr_op *op = add_op(j, r, "world", FR_OP_GATHER, 1, FR_STATE_COMPLETED, 60);
 
@@ -769,7 +750,7 @@ static void test_completed_mismatch_ignored(void **state)
  */
 static void test_posted_irecv_does_not_wait(void **state)
 {
-	struct job *j = job_new(4);
+	struct job *j = world_job(4);
 	struct fr_verdict *v;
 	struct fr_op *op;
 	char *buf = NULL;
@@ -777,9 +758,6 @@ static void test_posted_irecv_does_not_wait(void **state)
 	FILE *f;
 
 	(void)state;
-	for (uint32_t r = 0; r < 4; r++)
-		rank_new(j, r, FR_RANK_DUMPED);
-	add_world(j);
 	for (uint32_t r = 0; r < 4; r++) {
 		history(j, r, "world", 1);
 		if (r != 2)
@@ -813,14 +791,11 @@ static void test_posted_irecv_does_not_wait(void **state)
 /* Operations posted and not waited on are no hang, however old. */
 static void test_ok_posted_only(void **state)
 {
-	struct job *j = job_new(2);
+	struct job *j = world_job(2);
 	struct fr_verdict *v;
 	struct fr_op *op;
 
 	(void)state;
-	for (uint32_t r = 0; r < 2; r++)
-		rank_new(j, r, FR_RANK_DUMPED);
-	add_world(j);
 	op = add_op(j, 0, "world", FR_OP_SEND, 1, FR_STATE_ENTERED, 300);
 	op->peer = 1;
 	op->nonblocking = true;
@@ -947,13 +922,10 @@ static void test_waited_irecv_deadlock(void **state)
 static void test_any_source_recv_blames_sink(void **state)
 {
 	const uint32_t team[] = { 0, 1, 3 };
-	struct job *j = job_new(4);
+	struct job *j = world_job(4);
 	struct fr_verdict *v;
 
 	(void)state;
-	for (uint32_t r = 0; r < 4; r++)
-		rank_new(j, r, FR_RANK_DUMPED);
-	add_world(j);
 	for (uint32_t i = 0; i < 3; i++) {
 		add_comm(j, team[i], "team", team, 3);
 		for (uint64_t s = 1; s <= 4; s++)
@@ -978,13 +950,10 @@ static void test_any_source_recv_blames_sink(void **state)
 /* Every rank of world enters MPI_Finalize; one still computes. */
 static void test_finalize_not_entered(void **state)
 {
-	struct job *j = job_new(4);
+	struct job *j = world_job(4);
 	struct fr_verdict *v;
 
 	(void)state;
-	for (uint32_t r = 0; r < 4; r++)
-		rank_new(j, r, FR_RANK_DUMPED);
-	add_world(j);
 	for (uint32_t r = 0; r < 4; r++) {
 		history(j, r, "world", 10);
 		if (r != 2) {
@@ -1113,14 +1082,11 @@ static void test_unresponsive_nobody_waits(void **state)
 
 static void test_p2p_peer_never_posts(void **state)
 {
-	struct job *j = job_new(2);
+	struct job *j = world_job(2);
 	struct fr_verdict *v;
 	struct fr_op *op;
 
 	(void)state;
-	for (uint32_t r = 0; r < 2; r++)
-		rank_new(j, r, FR_RANK_DUMPED);
-	add_world(j);
 	op = add_op(j, 0, "world", FR_OP_SEND, 1, FR_STATE_ENTERED, 15);
 	op->peer = 1;
 	v = correlate(j);
@@ -1185,13 +1151,10 @@ static void test_collective_order_deadlock(void **state)
 /* Ring wrap: an entry gone from the ring still counts through last_entered. */
 static void test_ring_wrap_uses_progress(void **state)
 {
-	struct job *j = job_new(2);
+	struct job *j = world_job(2);
 	struct fr_verdict *v;
 
 	(void)state;
-	for (uint32_t r = 0; r < 2; r++)
-		rank_new(j, r, FR_RANK_DUMPED);
-	add_world(j);
 	add_op(j, 0, "world", FR_OP_ALL_REDUCE, 9, FR_STATE_ENTERED, 5);
 	/* Rank 1 entered #9 and #10 (its ring kept only #10, completed), then
 	 * entered #11 and is in it. */
@@ -1726,13 +1689,10 @@ static void test_json_ok_has_null_op(void **state)
  */
 static void test_all_gather_count_odd_rank(void **state)
 {
-	struct job *j = job_new(5);
+	struct job *j = world_job(5);
 	struct fr_verdict *v;
 
 	(void)state;
-	for (uint32_t r = 0; r < 5; r++)
-		rank_new(j, r, FR_RANK_DUMPED);
-	add_world(j);
 	for (uint32_t r = 0; r < 5; r++) {
 		struct fr_op *op;
 
@@ -1778,13 +1738,10 @@ static void test_all_gather_count_odd_rank(void **state)
  */
 static void test_completed_mismatch_no_hang(void **state)
 {
-	struct job *j = job_new(4);
+	struct job *j = world_job(4);
 	struct fr_verdict *v;
 
 	(void)state;
-	for (uint32_t r = 0; r < 4; r++)
-		rank_new(j, r, FR_RANK_DUMPED);
-	add_world(j);
 	for (uint32_t r = 0; r < 4; r++)
 		history(j, r, "world", 10);
 	/* The same bytes spelled otherwise (MPI_LONG for MPI_INT64_T, bytes
@@ -1978,13 +1935,10 @@ static void test_p2p_one_sequence_not_paired(void **state)
 		{ 0, FR_OP_SEND, 1, 2, 2 }, { 1, FR_OP_RECV, 0, 1, 2 },
 		{ 0, FR_OP_SEND, 1, 3, 1 }, { 1, FR_OP_RECV, 0, 2, 1 },
 	};
-	struct job *j = job_new(3);
+	struct job *j = world_job(3);
 	struct fr_verdict *v;
 
 	(void)state;
-	for (uint32_t r = 0; r < 3; r++)
-		rank_new(j, r, FR_RANK_DUMPED);
-	add_world(j);
 	for (size_t i = 0; i < sizeof(ops) / sizeof(ops[0]); i++) {
 		struct fr_op *op = add_op(j, ops[i].rank, "world", ops[i].type, ops[i].seq,
 					  FR_STATE_COMPLETED, 100 - i);
@@ -2100,13 +2054,10 @@ static void test_ring_windows_differ(void **state)
  */
 static void test_window_past_stuck_op(void **state)
 {
-	struct job *j = job_new(4);
+	struct job *j = world_job(4);
 	struct fr_verdict *v;
 
 	(void)state;
-	for (uint32_t r = 0; r < 4; r++)
-		rank_new(j, r, FR_RANK_DUMPED);
-	add_world(j);
 	for (uint32_t r = 0; r < 3; r++) {
 		history(j, r, "world", 4);
 		add_op(j, r, "world", FR_OP_ALL_REDUCE, 5, FR_STATE_ENTERED, 30);
@@ -2341,16 +2292,13 @@ static void add_stack(struct fr_trace *t)
 
 static void test_print_report(void **state)
 {
-	struct job *j = job_new(6);
+	struct job *j = world_job(6);
 	struct fr_verdict *v;
 	char *buf = NULL;
 	size_t len = 0;
 	FILE *f;
 
 	(void)state;
-	for (uint32_t r = 0; r < 6; r++)
-		rank_new(j, r, FR_RANK_DUMPED);
-	add_world(j);
 	for (uint32_t r = 0; r < 6; r++) {
 		history(j, r, "world", 10);
 		if (r != 3)
