@@ -1495,7 +1495,11 @@ int main(int argc, char **argv)
 	if (!ev.ndumps)
 		fprintf(stderr, PROG ": %s: no rank dumped; judging from the daemon's live view "
 			"in manifest.json only\n", argv[optind]);
-	if (fr_traces_split_comms(ev.dumps, ev.ndumps, stderr, PROG) < 0) {
+	status = assemble(&ev, &traces, &ntraces, &world);
+	if (status)
+		goto out_free;
+	/* (The traces are ev's, to change: assemble() only picked them.) */
+	if (fr_traces_split_comms((struct fr_trace *const *)traces, ntraces, stderr, PROG) < 0) {
 		fprintf(stderr, PROG ": out of memory\n");
 		status = EXIT_UNUSABLE;
 		goto out_free;
@@ -1505,9 +1509,6 @@ int main(int argc, char **argv)
 		if (status)
 			goto out_free;
 	}
-	status = assemble(&ev, &traces, &ntraces, &world);
-	if (status)
-		goto out_free;
 	if (by_rank)
 		status = show_rank(&ev, traces, ntraces, world, rank, json, argv[optind], comm);
 	else

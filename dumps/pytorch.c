@@ -227,6 +227,7 @@ struct scan {
 		char pg_id[FR_COMM_ID_MAX + 1];
 	} groups[SCAN_GROUPS];
 	uint32_t ngroups, last_group;
+	bool groups_lost;	/* more groups than it keeps */
 	/* For scan_done(): where the file's time and the stack go. */
 	struct fr_doc *d;
 	struct fr_val *threads;
@@ -248,10 +249,13 @@ static void scan_group(struct scan *s, const char *name, const struct fr_val *id
 		if (strcmp(s->groups[i].name, name) == 0)
 			break;
 	if (i == s->ngroups) {
-		char *out = s->groups[i].pg_id;
+		char *out;
 
-		if (i == SCAN_GROUPS)
+		if (i == SCAN_GROUPS) {
+			s->groups_lost = true;
 			return;
+		}
+		out = s->groups[i].pg_id;
 		if (fr_val_is(id, FR_VAL_INT))
 			snprintf(out, sizeof(s->groups[i].pg_id), "%" PRId64, id->u.i);
 		else if (fr_val_is(id, FR_VAL_STRING) && id->n <= FR_COMM_ID_MAX)
@@ -379,7 +383,7 @@ static uint64_t status_count(const struct fr_val *v)
 
 	if (fr_val_is(v, FR_VAL_INT))
 		return v->u.i > 0 ? (uint64_t)v->u.i : 0;
-	if (!fr_val_is(v, FR_VAL_STRING) || !v->n)
+	if (!fr_val_is(v, FR_VAL_STRING) || !v->n || !isdigit((unsigned char)v->u.s[0]))
 		return 0;
 	errno = 0;
 	n = strtoll(v->u.s, &end, 10);
@@ -389,16 +393,19 @@ static uint64_t status_count(const struct fr_val *v)
 /*
  * The process group that pg_status key `key` stands for. PyTorch keys
  * pg_status by pg_id and pg_config by group name, which often agree but
- * need not: the group whose entries carry that pg_id, else the group of
- * that name unless its entries carry another (NULL: none known).
+ * need not: the group whose entries carry that pg_id; else, when every
+ * group the entries show is named by its pg_id (PyTorch's default naming),
+ * the group of that name (its entries lost to the ring); else none (NULL).
  */
 static struct fr_comm *status_comm(const struct scan *s, struct fr_trace *t, const char *key)
 {
 	for (uint32_t i = 0; i < s->ngroups; i++)
 		if (strcmp(s->groups[i].pg_id, key) == 0)
 			return (struct fr_comm *)fr_trace_comm(t, s->groups[i].name);
+	if (s->groups_lost)
+		return NULL;
 	for (uint32_t i = 0; i < s->ngroups; i++)
-		if (strcmp(s->groups[i].name, key) == 0)
+		if (strcmp(s->groups[i].name, s->groups[i].pg_id) != 0)
 			return NULL;
 	return (struct fr_comm *)fr_trace_comm(t, key);
 }

@@ -117,7 +117,7 @@ analyze "$T/split"
 expect '[.culprits[] | [.rank, .reason]] == [[3, "not_entered"]]'
 expect '.op.comm == "1:2-3" and .op.seq == 6 and .op.comm_ranks == [2, 3]'
 expect '.waiting_ranks == [2]'
-grep -q "communicator 1 is a different group on different ranks .*told apart as 1:0-1, 1:2-3" \
+grep -q "communicator 1 names different groups on different ranks .*told apart as 1:0-1, 1:2-3" \
 	"$T/analyze.err" || fail "split: no note of the renaming: $(cat "$T/analyze.err")"
 
 echo "PASS pytorch dumps: rank 2 named from pickles and JSON; a code-running pickle refused; split_group's groups told apart"

@@ -643,9 +643,9 @@ static void test_split_group_names(void **state)
 	}
 	assert_int_equal(fr_traces_split_comms(ts, 4, note, "test"), 1);
 	fclose(note);
-	assert_string_equal(out, "test: communicator 1 is a different group on different ranks "
-				 "(as PyTorch's split_group names them); told apart as 1:0-1, "
-				 "1:2-3\n");
+	assert_string_equal(out, "test: communicator 1 names different groups on different ranks "
+				 "(PyTorch's split_group names each color's group alike); told "
+				 "apart as 1:0-1, 1:2-3\n");
 	free(out);
 	assert_non_null(fr_trace_comm(ts[1], "1:0-1"));
 	assert_non_null(fr_trace_comm(ts[3], "1:2-3"));
@@ -662,6 +662,89 @@ static void test_split_group_names(void **state)
 	assert_comm_ranks(v, 2, "2,3");
 	/* Nothing left to split: a second pass renames nothing. */
 	assert_int_equal(fr_traces_split_comms(ts, 4, NULL, "test"), 0);
+	job_free(j);
+}
+
+/* Ranks 0-1 list "1" as {0, 1}, rank 2 as {2, 3}; rank 3 as `three`. */
+static struct job *split_job(const uint32_t *three, bool taken)
+{
+	static const uint32_t low[] = { 0, 1 }, high[] = { 2, 3 };
+	struct job *j = job_new(4);
+
+	for (uint32_t r = 0; r < 4; r++) {
+		rank_new(j, r, FR_RANK_DUMPED);
+		add_comm(j, r, "1", r < 2 ? low : r == 2 ? high : three, 2);
+		if (taken)
+			add_comm(j, r, "1:0-1", low, 2);
+		history(j, r, "1", 5);
+		if (r < 2 || r == 3)
+			add_op(j, r, "1", FR_OP_ALL_REDUCE, 6,
+			       r < 2 ? FR_STATE_COMPLETED : FR_STATE_ENTERED, 30);
+	}
+	return j;
+}
+
+static void split(struct job *j, int want)
+{
+	struct fr_trace *ts[4];
+
+	for (uint32_t r = 0; r < 4; r++)
+		ts[r] = &j->ev[r]->t;
+	assert_int_equal(fr_traces_split_comms(ts, 4, NULL, "test"), want);
+}
+
+/*
+ * What a split cannot go by, and must not break. Rank 3's list knows only
+ * its own place (an NCCL rank's): it goes with the one group it fits, so
+ * that rank 2, which never entered #6, is named. A list that fits both
+ * groups (or neither) leaves the id whole. An id the split would give
+ * that a communicator already has is not given twice. One group listed in
+ * two orders is one group.
+ */
+static void test_split_group_edge_cases(void **state)
+{
+	static const uint32_t partial[] = { FR_RANK_UNKNOWN, 3 };
+	static const uint32_t unknown[] = { FR_RANK_UNKNOWN, FR_RANK_UNKNOWN };
+	static const uint32_t mine[] = { 2, 3 };
+	struct job *j = split_job(partial, false);
+	struct fr_verdict *v;
+
+	(void)state;
+	split(j, 1);
+	assert_non_null(fr_trace_comm(&j->ev[3]->t, "1:2-3"));
+	v = correlate(j);
+	assert_int_equal(v->kind, FR_VERDICT_HANG);
+	assert_int_equal(v->nculprits, 1);
+	assert_int_equal(v->culprits[0].rank, 2);
+	assert_string_equal(v->op.comm, "1:2-3");
+	job_free(j);
+
+	j = split_job(unknown, false);
+	split(j, 0);
+	assert_non_null(fr_trace_comm(&j->ev[0]->t, "1"));
+	assert_non_null(fr_trace_comm(&j->ev[2]->t, "1"));
+	job_free(j);
+
+	/* "1:0-1" is taken on every rank: ranks 0-1's group gets a hash. */
+	j = split_job(mine, true);
+	split(j, 1);
+	assert_int_equal(j->ev[0]->t.ncomms, 2);
+	assert_string_equal(j->ev[0]->t.comms[1].id, "1:0-1");
+	assert_true(strncmp(j->ev[0]->t.comms[0].id, "1:#", 3) == 0);
+	assert_string_equal(j->ev[0]->t.ops[0].comm, j->ev[0]->t.comms[0].id);
+	assert_string_equal(j->ev[2]->t.comms[0].id, "1:2-3");
+	job_free(j);
+
+	j = split_job(mine, false);
+	{
+		uint32_t *m = j->ev[1]->t.comms[0].members;
+
+		m[0] = 1;
+		m[1] = 0;
+	}
+	split(j, 1);
+	assert_string_equal(j->ev[0]->t.comms[0].id, "1:0-1");
+	assert_string_equal(j->ev[1]->t.comms[0].id, "1:0-1");
 	job_free(j);
 }
 
@@ -2634,6 +2717,7 @@ int main(void)
 		cmocka_unit_test(test_mismatch_count_and_tie),
 		cmocka_unit_test(test_all_gather_size_relation),
 		cmocka_unit_test(test_split_group_names),
+		cmocka_unit_test(test_split_group_edge_cases),
 		cmocka_unit_test(test_vector_counts_no_mismatch),
 		cmocka_unit_test(test_mismatch_wins_over_hang),
 		cmocka_unit_test(test_completed_mismatch_ignored),

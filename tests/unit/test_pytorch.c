@@ -175,6 +175,10 @@ static void test_versions(void **state)
 			fail_msg("%s: progress %" PRIu64 "/%" PRIu64 ", %" PRIu64 "/%" PRIu64, path,
 				 c0->last_entered, c0->last_completed, c1->last_entered,
 				 c1->last_completed);
+		/* pg_id 2's status, which no entry ties to a group, is not
+		 * group "2"'s where groups are named apart from their pg_ids. */
+		if (fr_trace_comm(&t, "2"))
+			assert_int_equal(fr_trace_comm(&t, "2")->last_entered, 0);
 		if (cases[i].empty) {
 			assert_int_equal(t.nops, 0);
 			fr_trace_free(&t);
@@ -245,6 +249,52 @@ static void test_time_without_timeouts(void **state)
 	assert_int_equal(t.nops, 1);
 	assert_int_equal(t.time_ns, 1700000000000001000ull + 600000ull * 1000000ull);
 	fr_trace_free(&t);
+}
+
+/*
+ * More process groups than the scan keeps the pg_ids of (64): every one
+ * still gets its progress from its own entries, and pg_status keys that
+ * it cannot tie to a group are left out.
+ */
+static void test_many_groups(void **state)
+{
+	enum { GROUPS = 70 };
+	size_t cap = 64 * 1024, len = 0;
+	char *text = malloc(cap), err[512] = "";
+	struct fr_trace t;
+
+	(void)state;
+	assert_non_null(text);
+#define PUT(...) (len += (size_t)snprintf(text + len, cap - len, __VA_ARGS__))
+	PUT("{\"version\": \"2.10\", \"pg_config\": {");
+	for (int g = 0; g < GROUPS; g++)
+		PUT("%s\"g%d\": {\"name\": \"g%d\", \"desc\": \"d\", \"ranks\": \"[0, 1]\"}",
+		    g ? ", " : "", g, g);
+	PUT("}, \"pg_status\": {");
+	for (int g = 0; g < GROUPS; g++)
+		PUT("%s\"%d\": {\"last_enqueued_collective\": %d, "
+		    "\"last_completed_collective\": %d}", g ? ", " : "", g, g + 100, g + 100);
+	PUT("}, \"entries\": [");
+	for (int g = 0; g < GROUPS; g++)
+		PUT("%s{\"record_id\": %d, \"pg_id\": %d, \"process_group\": [\"g%d\", \"d\"], "
+		    "\"collective_seq_id\": %d, \"p2p_seq_id\": 0, \"op_id\": 1, "
+		    "\"profiling_name\": \"nccl:all_reduce\", \"time_created_ns\": 1700000000000000000, "
+		    "\"input_sizes\": [[4]], \"input_dtypes\": [\"Float\"], \"state\": \"completed\", "
+		    "\"time_discovered_started_ns\": 0, \"time_discovered_completed_ns\": 0, "
+		    "\"is_p2p\": false, \"timeout_ms\": 1000}",
+		    g ? ", " : "", g, g, g, g + 1);
+	PUT("]}");
+#undef PUT
+	assert_true(len < cap);
+	if (fr_pytorch_parse(text, len, "many", 0, DUMP_TIME, &t, err, sizeof(err)))
+		fail_msg("%s", err);
+	assert_int_equal(t.ncomms, GROUPS);
+	assert_int_equal(fr_trace_comm(&t, "g0")->last_entered, 100);
+	assert_int_equal(fr_trace_comm(&t, "g63")->last_entered, 163);
+	assert_int_equal(fr_trace_comm(&t, "g69")->last_entered, 70);
+	assert_int_equal(fr_trace_comm(&t, "g69")->last_completed, 70);
+	fr_trace_free(&t);
+	free(text);
 }
 
 static int parse_text(const char *text, char *err, size_t errlen)
@@ -338,6 +388,7 @@ int main(void)
 		cmocka_unit_test(test_no_entries),
 		cmocka_unit_test(test_versions),
 		cmocka_unit_test(test_time_without_timeouts),
+		cmocka_unit_test(test_many_groups),
 		cmocka_unit_test(test_refusals),
 		cmocka_unit_test(test_repeated_entries_refused),
 	};

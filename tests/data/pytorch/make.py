@@ -144,8 +144,9 @@ def dump(n, rank=0):
 # known, "duration_ms" only for timed operations, "frames". JSON: the same
 # times as 0, pg_status counts as strings ("-1"), no frames, keys sorted,
 # "entries" left out when there are none. v2.10-split.json names its groups
-# apart from their pg_ids ("group_name_0" is pg_id 0) and writes ranks
-# without spaces, as torchcomms does.
+# apart from their pg_ids ("group_name_0" is pg_id 0), has a pg_status no
+# entry tells the group of, and writes ranks without spaces, as torchcomms
+# does.
 # ---------------------------------------------------------------------------
 
 LIB_KEY = {"2.6": "nccl_version", "2.7": "nccl_version", "2.8": "nccl_version",
@@ -200,6 +201,11 @@ def write_versions(here):
         text = json.dumps(versioned(v, as_json=True), sort_keys=True)
         write(os.path.join(out, f"v{v}.json"), text.encode())
     split = versioned("2.10", as_json=True, names={"0": "group_name_0", "1": "group_name_1"})
+    # A group named "2" with no entries, and pg_status of pg_id 2, which no
+    # entry carries: with names apart from pg_ids, not the same group.
+    split["pg_config"]["2"] = {"name": "2", "desc": "other", "ranks": "[0,1,2,3]"}
+    split["pg_status"]["2"] = {"last_enqueued_collective": "50", "last_started_collective": "50",
+                               "last_completed_collective": "50"}
     write(os.path.join(out, "v2.10-split.json"), json.dumps(split, sort_keys=True).encode())
     empty = versioned("2.10", as_json=True)
     del empty["entries"]
