@@ -378,16 +378,17 @@ static int scan_done(void *arg, struct fr_trace *t)
  */
 static uint64_t status_count(const struct fr_val *v)
 {
-	long long n;
+	unsigned long long n;
 	char *end;
 
 	if (fr_val_is(v, FR_VAL_INT))
 		return v->u.i > 0 ? (uint64_t)v->u.i : 0;
+	/* (Digits only: strtoull() would take a sign or white space.) */
 	if (!fr_val_is(v, FR_VAL_STRING) || !v->n || !isdigit((unsigned char)v->u.s[0]))
 		return 0;
 	errno = 0;
-	n = strtoll(v->u.s, &end, 10);
-	return *end || errno || n < 0 ? 0 : (uint64_t)n;
+	n = strtoull(v->u.s, &end, 10);
+	return *end || errno || n > INT64_MAX ? 0 : (uint64_t)n;
 }
 
 /*

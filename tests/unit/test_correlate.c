@@ -578,15 +578,15 @@ static void test_mismatch_count_and_tie(void **state)
  */
 static void test_all_gather_size_relation(void **state)
 {
-	struct job *j = world_job(4);
+	struct job *j = mismatch_job(UINT32_MAX, FR_OP_ALL_REDUCE);
 	struct fr_verdict *v;
 
 	(void)state;
+	/* #5, in flight on every rank, made an all_gather. */
 	for (uint32_t r = 0; r < 4; r++) {
-		struct fr_op *op;
+		struct fr_op *op = &j->ev[r]->t.ops[4];
 
-		history(j, r, "world", 4);
-		op = add_op(j, r, "world", FR_OP_ALL_GATHER, 5, FR_STATE_ENTERED, 3);
+		op->type = FR_OP_ALL_GATHER;
 		op->redop = "";
 		op->size_ratio = r == 1 ? 1 : r == 3 ? 0 : 4;
 	}
