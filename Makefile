@@ -49,7 +49,7 @@ CLI := $(BUILD)/bin/fr-analyze
 
 UNIT_TESTS := $(addprefix $(BUILD)/tests/,test_ring test_handles test_wire test_dump test_correlate \
 	test_pickle test_pytorch test_value test_route test_ratelog)
-MPI_PROGS := $(addprefix $(BUILD)/tests/,mpi_hang mpi_overhead)
+MPI_PROGS := $(addprefix $(BUILD)/tests/,mpi_hang mpi_overhead dlopen_mpi mpi_hang_plugin.so)
 # The CPU stand-in for NCCL and the CUDA runtime, and the NCCL test program.
 NCCL_FAKE := $(BUILD)/tests/nccl/nccl_hang
 
@@ -94,9 +94,9 @@ $(EMBED)/libjansson.a $(EMBED)/jansson_shim.c &: agent/embed.sh $(JANSSON_ARCHIV
 $(EMBED)/%_shim.o: $(EMBED)/%_shim.c
 	$(Q)$(CC) $(ALL_CFLAGS) -fvisibility=hidden -c $< -o $@
 
-# Never linked against libmpi: its MPI references are weak (agent/mpi_weak.h)
-# so the library loads in any process; lazy binding resolves them to the
-# application's libmpi.
+# Never linked against libmpi, nor referencing it: the MPI hooks find
+# libmpi at run time (agent/mpi_real.h), so the library loads in any
+# process and follows an MPI that the program loads late with dlopen.
 $(AGENT_LIB): $(call obj,$(AGENT_SRC)) $(CORE_LIB) $(EMBED_OBJ) $(EMBED_LIBS) agent/exports.map
 	@mkdir -p $(dir $@)
 	@$(if $(Q),echo "  LD      $@")
@@ -140,6 +140,19 @@ $(BUILD)/tests/mpi_%: tests/mpi/%.c tests/planted.h
 	@$(if $(Q),echo "  MPICC   $<")
 	$(Q)$(MPICC) -std=gnu11 -O1 -g -fno-omit-frame-pointer -fno-optimize-sibling-calls \
 		-Iinclude $(WARNINGS) $< -o $@
+
+# The planted-fault program as a plug-in, and a host not linked against MPI
+# that dlopens it (RTLD_LOCAL): MPI loaded late, as mpi4py loads it.
+$(BUILD)/tests/mpi_hang_plugin.so: tests/mpi/hang.c tests/planted.h
+	@mkdir -p $(dir $@)
+	@$(if $(Q),echo "  MPICC   $@")
+	$(Q)$(MPICC) -std=gnu11 -O1 -g -fPIC -shared -fno-omit-frame-pointer \
+		-fno-optimize-sibling-calls -Dmain=plugin_main -Iinclude $(WARNINGS) \
+		-Wno-missing-prototypes $< -o $@
+$(BUILD)/tests/dlopen_mpi: tests/mpi/dlopen_main.c
+	@mkdir -p $(dir $@)
+	@$(if $(Q),echo "  CC      $@")
+	$(Q)$(CC) -std=gnu11 -O1 -g $(WARNINGS) $< -o $@ -ldl
 
 $(NCCL_FAKE): tests/nccl/build.sh $(wildcard tests/nccl/*.c) tests/planted.h \
 		agent/nccl_abi.h agent/cuda_abi.h

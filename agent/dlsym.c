@@ -228,3 +228,22 @@ void *fr_real_dlsym(void *handle, const char *name)
 }
 
 #endif
+
+/* ---- finding a library that is not in the global scope ---- */
+
+void *fr_caller_scope(const void *caller)
+{
+	Dl_info info;
+
+	if (!caller || !dladdr(caller, &info) || !info.dli_fname || !info.dli_fname[0])
+		return NULL;
+	return dlopen(info.dli_fname, RTLD_LAZY | RTLD_NOLOAD);
+}
+
+void fr_pin_object(const void *addr)
+{
+	Dl_info info;
+
+	if (addr && dladdr(addr, &info) && info.dli_fname)
+		(void)dlopen(info.dli_fname, RTLD_LAZY | RTLD_NOLOAD | RTLD_NODELETE);
+}

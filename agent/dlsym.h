@@ -27,4 +27,21 @@ void *fr_real_dlsym(void *handle, const char *name);
  */
 void *fr_nccl_dlsym(void *handle, const char *name);
 
+/*
+ * A library that a program loaded with dlopen(RTLD_LOCAL), itself or as the
+ * dependency of one it loaded (Python's extension modules), is not in the
+ * global scope, but the object that calls a hook sees it. Given a hook's
+ * return address: a handle on the calling object, whose dlsym() reaches its
+ * dependencies (a new reference: dlclose it), or NULL for the main program
+ * (the global scope is its scope) and for an address in no object.
+ */
+void *fr_caller_scope(const void *caller);
+
+/*
+ * Keeps the object holding `addr` loaded for good (RTLD_NODELETE): a hook
+ * table that points into a library must not outlive the library's code
+ * when the application dlcloses it.
+ */
+void fr_pin_object(const void *addr);
+
 #endif

@@ -3,11 +3,11 @@
  * records the operation and forwards to PMPI_X.
  *
  * The library must load in processes that have no MPI at all (launchers,
- * Python, NCCL-only jobs), so every MPI symbol it references -- PMPI_*
- * functions and Open MPI's predefined objects behind MPI_COMM_WORLD,
- * MPI_DOUBLE, ... -- is a weak reference (mpi_weak.h): it resolves to libmpi
- * when libmpi is there, and these hooks only run when the application itself
- * calls MPI.
+ * Python, NCCL-only jobs) and in programs that load MPI late with dlopen
+ * (mpi4py): it references no MPI symbol; the hooks find libmpi's functions
+ * and Open MPI's predefined objects at their first call (mpi_real.h). A hook
+ * whose real function cannot be found calls nothing, records nothing and
+ * returns MPI_ERR_INTERN.
  *
  * Per communicator, collectives are numbered 1, 2, 3, ... in call order;
  * point-to-point operations per (communicator, peer). Communicator creation
@@ -17,18 +17,160 @@
  */
 #include <mpi.h>
 
-#include "mpi_weak.h"
-
+#include <dlfcn.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "../protocol/hash.h"
 #include "agent.h"
+#include "dlsym.h"
 #include "handles.h"
+#include "mpi_real.h"
 
 #define HOOK __attribute__((visibility("default")))
+
+/*
+ * The real MPI: one table for the process, bound at the first hooked call
+ * and never changed after, so that the hooks read it without a lock.
+ *
+ * A libmpi in the global scope (linked by the program, or dlopened with
+ * RTLD_GLOBAL) is found there; one only in a local scope (mpi4py's
+ * extension module links libmpi and Python loads it RTLD_LOCAL) is found
+ * from the object that called the hook. The table holds every function the
+ * hooks need; `complete` says that all of them and every predefined object
+ * were found, i.e. the library is an Open MPI whose ABI the agent was built
+ * for. An incomplete table still forwards each call it can, but nothing is
+ * recorded.
+ */
+struct mpi_impl {
+#define FN_FIELD(f) __typeof__(&PMPI_##f) f;
+	FR_PMPI_FUNCTIONS(FN_FIELD)
+#undef FN_FIELD
+#define OBJ_FIELD(field, symbol) void *field;
+	FR_OMPI_OBJECTS(OBJ_FIELD)
+#undef OBJ_FIELD
+	void *handle; /* what the table was looked up in, for the name tables */
+	bool complete;
+};
+
+static const struct mpi_impl *impl; /* atomic: published once, never freed */
+
+/* The table of the libmpi that `handle` reaches, published unless one is
+ * already; returns the one that is. */
+static const struct mpi_impl *bind(void *handle)
+{
+	const struct mpi_impl *cur = NULL;
+	struct mpi_impl *t = calloc(1, sizeof(*t));
+
+	if (!t)
+		return __atomic_load_n(&impl, __ATOMIC_ACQUIRE);
+	t->handle = handle;
+	t->complete = true;
+#define FN_FIND(f)                                                         \
+	*(void **)&t->f = fr_real_dlsym(handle, "PMPI_" #f);               \
+	t->complete &= t->f != NULL;
+	FR_PMPI_FUNCTIONS(FN_FIND)
+#undef FN_FIND
+#define OBJ_FIND(field, symbol)                                            \
+	t->field = fr_real_dlsym(handle, symbol);                          \
+	t->complete &= t->field != NULL;
+	FR_OMPI_OBJECTS(OBJ_FIND)
+#undef OBJ_FIND
+	if (__atomic_compare_exchange_n(&impl, &cur, t, false, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {
+		/* Bound from a handle: libmpi must stay loaded as long as the
+		 * table points into it. */
+		if (handle != RTLD_DEFAULT)
+			fr_pin_object((const void *)t->Init);
+		if (!t->complete)
+			fprintf(stderr, "flightrec: the MPI library found is not the Open MPI the "
+					"agent was built for; MPI calls are not recorded\n");
+		cur = t;
+	} else {
+		free(t);
+	}
+	(void)dlerror(); /* the application's next dlerror() must not see ours */
+	return cur;
+}
+
+/* Binds the global scope's libmpi, else the one the object at `caller` (a
+ * hook's return address) sees. NULL while no libmpi is found. */
+static __attribute__((noinline)) const struct mpi_impl *impl_find(const void *caller)
+{
+	const struct mpi_impl *t = NULL;
+	void *h;
+
+	if (fr_real_dlsym(RTLD_DEFAULT, "PMPI_Init"))
+		return bind(RTLD_DEFAULT);
+	if ((h = fr_caller_scope(caller))) {
+		if (fr_real_dlsym(h, "PMPI_Init"))
+			t = bind(h); /* the handle stays open: the table uses it */
+		else
+			dlclose(h);
+	}
+	(void)dlerror();
+	if (!t) {
+		static int warned;
+
+		if (!__atomic_exchange_n(&warned, 1, __ATOMIC_RELAXED))
+			fprintf(stderr, "flightrec: an MPI function was called but no MPI library "
+					"is visible to the agent; the call fails with "
+					"MPI_ERR_INTERN\n");
+	}
+	return t;
+}
+
+/* The table, once bound: one load on the hot path. */
+static inline const struct mpi_impl *impl_get(const void *caller)
+{
+	const struct mpi_impl *t = __atomic_load_n(&impl, __ATOMIC_ACQUIRE);
+
+	return t ? t : impl_find(caller);
+}
+
+/* The real PMPI_f, NULL when there is none. Only in a hook's own body:
+ * the return address is the application's. */
+#define REAL(f)                                                                     \
+	({                                                                          \
+		const struct mpi_impl *t_ = impl_get(__builtin_return_address(0));   \
+		t_ ? t_->f : NULL;                                                  \
+	})
+
+/* Declares real_, the hook's real function PMPI_f; without one, the hook
+ * returns MPI_ERR_INTERN, having called and recorded nothing. */
+#define NEED(f)                                                                \
+	__typeof__(&PMPI_##f) real_ = REAL(f);                                 \
+	if (!real_)                                                            \
+		return MPI_ERR_INTERN
+
+/*
+ * The handles the hooks compare against, from the table. Used only on
+ * paths that a hook takes after it found its real function (the table is
+ * bound by then).
+ */
+#define MPI_IMPL (__atomic_load_n(&impl, __ATOMIC_RELAXED))
+#undef MPI_COMM_WORLD
+#define MPI_COMM_WORLD ((MPI_Comm)MPI_IMPL->comm_world)
+#undef MPI_COMM_SELF
+#define MPI_COMM_SELF ((MPI_Comm)MPI_IMPL->comm_self)
+#undef MPI_COMM_NULL
+#define MPI_COMM_NULL ((MPI_Comm)MPI_IMPL->comm_null)
+#undef MPI_DATATYPE_NULL
+#define MPI_DATATYPE_NULL ((MPI_Datatype)MPI_IMPL->datatype_null)
+#undef MPI_OP_NULL
+#define MPI_OP_NULL ((MPI_Op)MPI_IMPL->op_null)
+#undef MPI_REQUEST_NULL
+#define MPI_REQUEST_NULL ((MPI_Request)MPI_IMPL->request_null)
+
+/* A bound table with everything the recording needs. */
+static inline bool mpi_complete(void)
+{
+	const struct mpi_impl *t = __atomic_load_n(&impl, __ATOMIC_ACQUIRE);
+
+	return t && t->complete;
+}
 
 /* Outermost hooked call of this thread: nested MPI calls made by the
  * library itself are not recorded twice. */
@@ -42,28 +184,37 @@ static struct fr_handle_map anon_map;    /* member-list hash -> communicators se
  * so that its calls pass straight through instead of retrying each time. */
 #define NOT_TRACKED UINT64_MAX
 
-/* Predefined datatypes and reductions, resolved once MPI is initialised. */
+/* Internal calls, on paths that only a complete table reaches. */
+#define PMPI(f) (MPI_IMPL->f)
+
+/* Predefined datatypes and reductions, resolved once MPI is initialised:
+ * the name the agent reports, and the Open MPI object behind the handle. */
 struct mpi_name {
 	const char *name;
+	const char *symbol;
 	void *handle;
 	uint32_t size;
 };
 
-#define DT(x) { "MPI_" #x, NULL, 0 }
+#define DT(x, sym) { "MPI_" #x, "ompi_mpi_" #sym, NULL, 0 }
 static struct mpi_name dtypes[] = {
-	{ "derived", NULL, 0 }, DT(DOUBLE), DT(FLOAT), DT(INT), DT(LONG), DT(LONG_LONG),
-	DT(UNSIGNED), DT(UNSIGNED_LONG), DT(UNSIGNED_LONG_LONG), DT(CHAR), DT(SIGNED_CHAR),
-	DT(UNSIGNED_CHAR), DT(BYTE), DT(SHORT), DT(UNSIGNED_SHORT), DT(LONG_DOUBLE),
-	DT(C_BOOL), DT(INT8_T), DT(INT16_T), DT(INT32_T), DT(INT64_T), DT(UINT8_T),
-	DT(UINT16_T), DT(UINT32_T), DT(UINT64_T), DT(2INT), DT(DOUBLE_INT), DT(FLOAT_INT),
-	DT(LONG_INT), DT(C_FLOAT_COMPLEX), DT(C_DOUBLE_COMPLEX),
+	{ "derived", NULL, NULL, 0 }, DT(DOUBLE, double), DT(FLOAT, float), DT(INT, int),
+	DT(LONG, long), DT(LONG_LONG, long_long_int), DT(UNSIGNED, unsigned),
+	DT(UNSIGNED_LONG, unsigned_long), DT(UNSIGNED_LONG_LONG, unsigned_long_long),
+	DT(CHAR, char), DT(SIGNED_CHAR, signed_char), DT(UNSIGNED_CHAR, unsigned_char),
+	DT(BYTE, byte), DT(SHORT, short), DT(UNSIGNED_SHORT, unsigned_short),
+	DT(LONG_DOUBLE, long_double), DT(C_BOOL, c_bool), DT(INT8_T, int8_t),
+	DT(INT16_T, int16_t), DT(INT32_T, int32_t), DT(INT64_T, int64_t), DT(UINT8_T, uint8_t),
+	DT(UINT16_T, uint16_t), DT(UINT32_T, uint32_t), DT(UINT64_T, uint64_t), DT(2INT, 2int),
+	DT(DOUBLE_INT, double_int), DT(FLOAT_INT, float_int), DT(LONG_INT, long_int),
+	DT(C_FLOAT_COMPLEX, c_float_complex), DT(C_DOUBLE_COMPLEX, c_double_complex),
 };
 #undef DT
 #define NDTYPES (sizeof(dtypes) / sizeof(dtypes[0]))
 
-#define OP(x) { #x, NULL, 0 }
+#define OP(x) { #x, "ompi_mpi_op_" #x, NULL, 0 }
 static struct mpi_name redops[] = {
-	{ "", NULL, 0 }, OP(sum), OP(max), OP(min), OP(prod), OP(land), OP(band), OP(lor),
+	{ "", NULL, NULL, 0 }, OP(sum), OP(max), OP(min), OP(prod), OP(land), OP(band), OP(lor),
 	OP(bor), OP(lxor), OP(bxor), OP(maxloc), OP(minloc), OP(replace), OP(no_op),
 };
 #undef OP
@@ -72,30 +223,26 @@ static struct mpi_name redops[] = {
 static const char *dtype_names[NDTYPES];
 static const char *redop_names[NREDOPS];
 
+/* A name the library lacks keeps a NULL handle: it never matches, and
+ * operations on it read as derived types. */
 static void resolve_names(void)
 {
-	void *const dt[NDTYPES] = { NULL, MPI_DOUBLE, MPI_FLOAT, MPI_INT, MPI_LONG,
-		MPI_LONG_LONG, MPI_UNSIGNED, MPI_UNSIGNED_LONG, MPI_UNSIGNED_LONG_LONG, MPI_CHAR,
-		MPI_SIGNED_CHAR, MPI_UNSIGNED_CHAR, MPI_BYTE, MPI_SHORT, MPI_UNSIGNED_SHORT,
-		MPI_LONG_DOUBLE, MPI_C_BOOL, MPI_INT8_T, MPI_INT16_T, MPI_INT32_T, MPI_INT64_T,
-		MPI_UINT8_T, MPI_UINT16_T, MPI_UINT32_T, MPI_UINT64_T, MPI_2INT, MPI_DOUBLE_INT,
-		MPI_FLOAT_INT, MPI_LONG_INT, MPI_C_FLOAT_COMPLEX, MPI_C_DOUBLE_COMPLEX };
-	void *const op[NREDOPS] = { NULL, MPI_SUM, MPI_MAX, MPI_MIN, MPI_PROD, MPI_LAND,
-		MPI_BAND, MPI_LOR, MPI_BOR, MPI_LXOR, MPI_BXOR, MPI_MAXLOC, MPI_MINLOC,
-		MPI_REPLACE, MPI_NO_OP };
+	void *h = MPI_IMPL->handle;
 
 	for (unsigned i = 0; i < NDTYPES; i++) {
 		int size = 0;
 
-		dtypes[i].handle = dt[i];
-		if (dt[i] && PMPI_Type_size((MPI_Datatype)dt[i], &size) == MPI_SUCCESS)
+		dtypes[i].handle = dtypes[i].symbol ? fr_real_dlsym(h, dtypes[i].symbol) : NULL;
+		if (dtypes[i].handle &&
+		    PMPI(Type_size)((MPI_Datatype)dtypes[i].handle, &size) == MPI_SUCCESS)
 			dtypes[i].size = (uint32_t)size;
 		dtype_names[i] = dtypes[i].name;
 	}
 	for (unsigned i = 0; i < NREDOPS; i++) {
-		redops[i].handle = op[i];
+		redops[i].handle = redops[i].symbol ? fr_real_dlsym(h, redops[i].symbol) : NULL;
 		redop_names[i] = redops[i].name;
 	}
+	(void)dlerror();
 }
 
 /* Index of a datatype in the table (0: derived) and its size. Hot path:
@@ -110,7 +257,7 @@ static uint8_t dtype_of(MPI_Datatype dt, uint32_t *size)
 	}
 	int s = 0;
 
-	if (dt != MPI_DATATYPE_NULL && PMPI_Type_size(dt, &s) == MPI_SUCCESS)
+	if (dt != MPI_DATATYPE_NULL && PMPI(Type_size)(dt, &s) == MPI_SUCCESS)
 		*size = (uint32_t)s;
 	else
 		*size = 0;
@@ -133,11 +280,11 @@ static uint32_t *members_of(MPI_Comm comm, int *size)
 	int *local = NULL, *global = NULL;
 	uint32_t *out = NULL;
 
-	if (PMPI_Comm_size(comm, size) != MPI_SUCCESS || *size <= 0)
+	if (PMPI(Comm_size)(comm, size) != MPI_SUCCESS || *size <= 0)
 		return NULL;
-	if (PMPI_Comm_group(comm, &group) != MPI_SUCCESS)
+	if (PMPI(Comm_group)(comm, &group) != MPI_SUCCESS)
 		return NULL;
-	if (PMPI_Comm_group(MPI_COMM_WORLD, &world_group) != MPI_SUCCESS)
+	if (PMPI(Comm_group)(MPI_COMM_WORLD, &world_group) != MPI_SUCCESS)
 		goto out_group;
 	local = malloc((size_t)*size * sizeof(int));
 	global = malloc((size_t)*size * sizeof(int));
@@ -146,7 +293,7 @@ static uint32_t *members_of(MPI_Comm comm, int *size)
 		goto out_fail;
 	for (int i = 0; i < *size; i++)
 		local[i] = i;
-	if (PMPI_Group_translate_ranks(group, *size, local, world_group, global) != MPI_SUCCESS)
+	if (PMPI(Group_translate_ranks)(group, *size, local, world_group, global) != MPI_SUCCESS)
 		goto out_fail;
 	for (int i = 0; i < *size; i++)
 		out[i] = global[i] == MPI_UNDEFINED ? UINT32_MAX : (uint32_t)global[i];
@@ -158,9 +305,9 @@ out_fail:
 out_world:
 	free(local);
 	free(global);
-	PMPI_Group_free(&world_group);
+	PMPI(Group_free)(&world_group);
 out_group:
-	PMPI_Group_free(&group);
+	PMPI(Group_free)(&group);
 	return out;
 }
 
@@ -171,7 +318,7 @@ static struct fr_comm_rec *learn_comm(MPI_Comm comm, const char *id, const char 
 	int size, rank;
 
 	members = members_of(comm, &size);
-	if (!members || PMPI_Comm_rank(comm, &rank) != MPI_SUCCESS)
+	if (!members || PMPI(Comm_rank)(comm, &rank) != MPI_SUCCESS)
 		goto out;
 	c = fr_comm_register(id, desc, (uint32_t)rank, (uint32_t)size, members);
 out:
@@ -233,7 +380,7 @@ static struct fr_comm_rec *begin(struct fr_ticket *t, MPI_Comm comm, enum fr_op_
 	uint32_t size = 0;
 	uint8_t d = 0;
 
-	if (!fr_is_active() || depth)
+	if (!fr_is_active() || depth || !mpi_complete())
 		return NULL;
 	c = comm_of(comm);
 	if (!c)
@@ -335,7 +482,7 @@ static struct pending *snapshot(int n, const MPI_Request *reqs)
 
 static bool tracking(void)
 {
-	return fr_is_active() && !depth;
+	return fr_is_active() && !depth && mpi_complete();
 }
 
 /* ---- life cycle ---- */
@@ -345,13 +492,17 @@ static void mpi_start(void)
 	char version[MPI_MAX_LIBRARY_VERSION_STRING] = "MPI";
 	char self_id[FR_COMM_ID_MAX + 1];
 	int rank = 0, size = 1, len = 0;
+	static pid_t started_in;
 	uint32_t me;
 
-	if (fr_is_active())
+	/* Once per process (a forked child that initialises MPI again starts
+	 * afresh); NCCL may have started the agent already: MPI joins it. */
+	if (!mpi_complete() || started_in == getpid())
 		return;
-	PMPI_Comm_rank(MPI_COMM_WORLD, &rank);
-	PMPI_Comm_size(MPI_COMM_WORLD, &size);
-	PMPI_Get_library_version(version, &len);
+	started_in = getpid();
+	PMPI(Comm_rank)(MPI_COMM_WORLD, &rank);
+	PMPI(Comm_size)(MPI_COMM_WORLD, &size);
+	PMPI(Get_library_version)(version, &len);
 	version[strcspn(version, ",\n")] = '\0';
 	resolve_names();
 	if (!comm_map.slots && (fr_handles_init(&comm_map, 1u << 17) ||
@@ -369,7 +520,8 @@ static void mpi_start(void)
 
 HOOK int MPI_Init(int *argc, char ***argv)
 {
-	int rc = PMPI_Init(argc, argv);
+	NEED(Init);
+	int rc = real_(argc, argv);
 
 	if (rc == MPI_SUCCESS)
 		mpi_start();
@@ -378,7 +530,8 @@ HOOK int MPI_Init(int *argc, char ***argv)
 
 HOOK int MPI_Init_thread(int *argc, char ***argv, int required, int *provided)
 {
-	int rc = PMPI_Init_thread(argc, argv, required, provided);
+	NEED(Init_thread);
+	int rc = real_(argc, argv, required, provided);
 
 	if (rc == MPI_SUCCESS)
 		mpi_start();
@@ -392,11 +545,12 @@ HOOK int MPI_Init_thread(int *argc, char ***argv, int required, int *provided)
  */
 HOOK int MPI_Finalize(void)
 {
+	NEED(Finalize);
 	struct fr_ticket t;
 	MPI_Comm comm = MPI_COMM_WORLD;
 	struct fr_comm_rec *c = begin(&t, comm, FR_OP_FINALIZE, 0, -1, 0, MPI_DATATYPE_NULL,
 				      MPI_OP_NULL);
-	int rc = PMPI_Finalize();
+	int rc = real_();
 
 	end(c, &t);
 	fr_agent_stop();
@@ -405,11 +559,12 @@ HOOK int MPI_Finalize(void)
 
 /* ---- blocking collectives ---- */
 
-#define COLL(type, peer, count, dt, op, call)                                  \
+#define COLL(type, peer, count, dt, op, f, args)                               \
 	do {                                                                   \
+		NEED(f);                                                       \
 		struct fr_ticket t;                                            \
 		struct fr_comm_rec *c = begin(&t, comm, type, 0, peer, count, dt, op); \
-		int rc = call;                                                 \
+		int rc = real_ args;                                           \
 		end(c, &t);                                                    \
 		return rc;                                                     \
 	} while (0)
@@ -433,7 +588,7 @@ static uint64_t total(MPI_Comm comm, const int *counts)
 	uint64_t sum = 0;
 	int n = 0;
 
-	if (!counts || !tracking() || PMPI_Comm_size(comm, &n) != MPI_SUCCESS)
+	if (!counts || !tracking() || PMPI(Comm_size)(comm, &n) != MPI_SUCCESS)
 		return 0;
 	for (int i = 0; i < n; i++)
 		sum += (uint64_t)(counts[i] > 0 ? counts[i] : 0);
@@ -442,27 +597,27 @@ static uint64_t total(MPI_Comm comm, const int *counts)
 
 HOOK int MPI_Barrier(MPI_Comm comm)
 {
-	COLL(FR_OP_BARRIER, -1, 0, MPI_DATATYPE_NULL, MPI_OP_NULL, PMPI_Barrier(comm));
+	COLL(FR_OP_BARRIER, -1, 0, MPI_DATATYPE_NULL, MPI_OP_NULL, Barrier, (comm));
 }
 
 HOOK int MPI_Bcast(void *buf, int count, MPI_Datatype dt, int root, MPI_Comm comm)
 {
 	COLL(FR_OP_BROADCAST, root, (uint64_t)count, dt, MPI_OP_NULL,
-	     PMPI_Bcast(buf, count, dt, root, comm));
+	     Bcast, (buf, count, dt, root, comm));
 }
 
 HOOK int MPI_Reduce(const void *s, void *r, int count, MPI_Datatype dt, MPI_Op op, int root,
 		    MPI_Comm comm)
 {
 	COLL(FR_OP_REDUCE, root, (uint64_t)count, dt, op,
-	     PMPI_Reduce(s, r, count, dt, op, root, comm));
+	     Reduce, (s, r, count, dt, op, root, comm));
 }
 
 HOOK int MPI_Allreduce(const void *s, void *r, int count, MPI_Datatype dt, MPI_Op op,
 		       MPI_Comm comm)
 {
 	COLL(FR_OP_ALL_REDUCE, -1, (uint64_t)count, dt, op,
-	     PMPI_Allreduce(s, r, count, dt, op, comm));
+	     Allreduce, (s, r, count, dt, op, comm));
 }
 
 HOOK int MPI_Allgather(const void *s, int sc, MPI_Datatype st, void *r, int rc_,
@@ -471,14 +626,14 @@ HOOK int MPI_Allgather(const void *s, int sc, MPI_Datatype st, void *r, int rc_,
 	bool in_place = s == MPI_IN_PLACE;
 
 	COLL(FR_OP_ALL_GATHER, -1, (uint64_t)(in_place ? rc_ : sc), in_place ? rt : st,
-	     MPI_OP_NULL, PMPI_Allgather(s, sc, st, r, rc_, rt, comm));
+	     MPI_OP_NULL, Allgather, (s, sc, st, r, rc_, rt, comm));
 }
 
 HOOK int MPI_Allgatherv(const void *s, int sc, MPI_Datatype st, void *r, const int *rcs,
 			const int *displs, MPI_Datatype rt, MPI_Comm comm)
 {
 	COLL(FR_OP_ALL_GATHERV, -1, total(comm, rcs), rt, MPI_OP_NULL,
-	     PMPI_Allgatherv(s, sc, st, r, rcs, displs, rt, comm));
+	     Allgatherv, (s, sc, st, r, rcs, displs, rt, comm));
 }
 
 HOOK int MPI_Gather(const void *s, int sc, MPI_Datatype st, void *r, int rc_, MPI_Datatype rt,
@@ -487,7 +642,7 @@ HOOK int MPI_Gather(const void *s, int sc, MPI_Datatype st, void *r, int rc_, MP
 	bool root_ = at_root(comm, root);
 
 	COLL(FR_OP_GATHER, root, (uint64_t)(root_ ? rc_ : sc), root_ ? rt : st, MPI_OP_NULL,
-	     PMPI_Gather(s, sc, st, r, rc_, rt, root, comm));
+	     Gather, (s, sc, st, r, rc_, rt, root, comm));
 }
 
 HOOK int MPI_Gatherv(const void *s, int sc, MPI_Datatype st, void *r, const int *rcs,
@@ -495,7 +650,7 @@ HOOK int MPI_Gatherv(const void *s, int sc, MPI_Datatype st, void *r, const int 
 {
 	/* Counts differ per rank by design: recorded as 0 (not compared). */
 	COLL(FR_OP_GATHERV, root, 0, at_root(comm, root) ? rt : st, MPI_OP_NULL,
-	     PMPI_Gatherv(s, sc, st, r, rcs, displs, rt, root, comm));
+	     Gatherv, (s, sc, st, r, rcs, displs, rt, root, comm));
 }
 
 HOOK int MPI_Scatter(const void *s, int sc, MPI_Datatype st, void *r, int rc_, MPI_Datatype rt,
@@ -504,14 +659,14 @@ HOOK int MPI_Scatter(const void *s, int sc, MPI_Datatype st, void *r, int rc_, M
 	bool root_ = at_root(comm, root);
 
 	COLL(FR_OP_SCATTER, root, (uint64_t)(root_ ? sc : rc_), root_ ? st : rt, MPI_OP_NULL,
-	     PMPI_Scatter(s, sc, st, r, rc_, rt, root, comm));
+	     Scatter, (s, sc, st, r, rc_, rt, root, comm));
 }
 
 HOOK int MPI_Scatterv(const void *s, const int *scs, const int *displs, MPI_Datatype st,
 		      void *r, int rc_, MPI_Datatype rt, int root, MPI_Comm comm)
 {
 	COLL(FR_OP_SCATTERV, root, 0, at_root(comm, root) ? st : rt, MPI_OP_NULL,
-	     PMPI_Scatterv(s, scs, displs, st, r, rc_, rt, root, comm));
+	     Scatterv, (s, scs, displs, st, r, rc_, rt, root, comm));
 }
 
 HOOK int MPI_Alltoall(const void *s, int sc, MPI_Datatype st, void *r, int rc_,
@@ -520,77 +675,78 @@ HOOK int MPI_Alltoall(const void *s, int sc, MPI_Datatype st, void *r, int rc_,
 	bool in_place = s == MPI_IN_PLACE;
 
 	COLL(FR_OP_ALL_TO_ALL, -1, (uint64_t)(in_place ? rc_ : sc), in_place ? rt : st,
-	     MPI_OP_NULL, PMPI_Alltoall(s, sc, st, r, rc_, rt, comm));
+	     MPI_OP_NULL, Alltoall, (s, sc, st, r, rc_, rt, comm));
 }
 
 HOOK int MPI_Alltoallv(const void *s, const int *scs, const int *sds, MPI_Datatype st, void *r,
 		       const int *rcs, const int *rds, MPI_Datatype rt, MPI_Comm comm)
 {
 	COLL(FR_OP_ALL_TO_ALLV, -1, 0, s == MPI_IN_PLACE ? rt : st, MPI_OP_NULL,
-	     PMPI_Alltoallv(s, scs, sds, st, r, rcs, rds, rt, comm));
+	     Alltoallv, (s, scs, sds, st, r, rcs, rds, rt, comm));
 }
 
 HOOK int MPI_Reduce_scatter(const void *s, void *r, const int *rcs, MPI_Datatype dt, MPI_Op op,
 			    MPI_Comm comm)
 {
 	COLL(FR_OP_REDUCE_SCATTER, -1, total(comm, rcs), dt, op,
-	     PMPI_Reduce_scatter(s, r, rcs, dt, op, comm));
+	     Reduce_scatter, (s, r, rcs, dt, op, comm));
 }
 
 HOOK int MPI_Reduce_scatter_block(const void *s, void *r, int rc_, MPI_Datatype dt, MPI_Op op,
 				  MPI_Comm comm)
 {
 	COLL(FR_OP_REDUCE_SCATTER_BLOCK, -1, (uint64_t)rc_, dt, op,
-	     PMPI_Reduce_scatter_block(s, r, rc_, dt, op, comm));
+	     Reduce_scatter_block, (s, r, rc_, dt, op, comm));
 }
 
 HOOK int MPI_Scan(const void *s, void *r, int count, MPI_Datatype dt, MPI_Op op, MPI_Comm comm)
 {
-	COLL(FR_OP_SCAN, -1, (uint64_t)count, dt, op, PMPI_Scan(s, r, count, dt, op, comm));
+	COLL(FR_OP_SCAN, -1, (uint64_t)count, dt, op, Scan, (s, r, count, dt, op, comm));
 }
 
 HOOK int MPI_Exscan(const void *s, void *r, int count, MPI_Datatype dt, MPI_Op op,
 		    MPI_Comm comm)
 {
-	COLL(FR_OP_EXSCAN, -1, (uint64_t)count, dt, op, PMPI_Exscan(s, r, count, dt, op, comm));
+	COLL(FR_OP_EXSCAN, -1, (uint64_t)count, dt, op, Exscan, (s, r, count, dt, op, comm));
 }
 
 /* ---- non-blocking collectives ---- */
 
-#define ICOLL(type, peer, count, dt, op, call)                                 \
+#define ICOLL(type, peer, count, dt, op, f, args)                              \
 	do {                                                                   \
+		NEED(f);                                                       \
 		struct fr_ticket t;                                            \
 		struct fr_comm_rec *c = begin(&t, comm, type, FR_REC_NONBLOCKING, peer, \
 					      count, dt, op);                  \
-		int rc = call;                                                 \
+		int rc = real_ args;                                           \
 		end_nb(c, &t, rc, req);                                        \
 		return rc;                                                     \
 	} while (0)
 
 HOOK int MPI_Ibarrier(MPI_Comm comm, MPI_Request *req)
 {
-	ICOLL(FR_OP_BARRIER, -1, 0, MPI_DATATYPE_NULL, MPI_OP_NULL, PMPI_Ibarrier(comm, req));
+	ICOLL(FR_OP_BARRIER, -1, 0, MPI_DATATYPE_NULL, MPI_OP_NULL, Ibarrier, (comm, req));
 }
 
 HOOK int MPI_Ibcast(void *buf, int count, MPI_Datatype dt, int root, MPI_Comm comm,
 		    MPI_Request *req)
 {
 	ICOLL(FR_OP_BROADCAST, root, (uint64_t)count, dt, MPI_OP_NULL,
-	      PMPI_Ibcast(buf, count, dt, root, comm, req));
+	      Ibcast, (buf, count, dt, root, comm, req));
 }
 
 HOOK int MPI_Ireduce(const void *s, void *r, int count, MPI_Datatype dt, MPI_Op op, int root,
 		     MPI_Comm comm, MPI_Request *req)
 {
 	ICOLL(FR_OP_REDUCE, root, (uint64_t)count, dt, op,
-	      PMPI_Ireduce(s, r, count, dt, op, root, comm, req));
+	      Ireduce, (s, r, count, dt, op, root, comm, req));
 }
 
 HOOK int MPI_Iallreduce(const void *s, void *r, int count, MPI_Datatype dt, MPI_Op op,
 			MPI_Comm comm, MPI_Request *req)
 {
 	ICOLL(FR_OP_ALL_REDUCE, -1, (uint64_t)count, dt, op,
-	      PMPI_Iallreduce(s, r, count, dt, op, comm, req));
+	      Iallreduce, (s, r, count, dt, op, comm, req));
 }
 
 HOOK int MPI_Iallgather(const void *s, int sc, MPI_Datatype st, void *r, int rc_,
@@ -599,14 +755,14 @@ HOOK int MPI_Iallgather(const void *s, int sc, MPI_Datatype st, void *r, int rc_
 	bool in_place = s == MPI_IN_PLACE;
 
 	ICOLL(FR_OP_ALL_GATHER, -1, (uint64_t)(in_place ? rc_ : sc), in_place ? rt : st,
-	      MPI_OP_NULL, PMPI_Iallgather(s, sc, st, r, rc_, rt, comm, req));
+	      MPI_OP_NULL, Iallgather, (s, sc, st, r, rc_, rt, comm, req));
 }
 
 HOOK int MPI_Iallgatherv(const void *s, int sc, MPI_Datatype st, void *r, const int *rcs,
 			 const int *displs, MPI_Datatype rt, MPI_Comm comm, MPI_Request *req)
 {
 	ICOLL(FR_OP_ALL_GATHERV, -1, total(comm, rcs), rt, MPI_OP_NULL,
-	      PMPI_Iallgatherv(s, sc, st, r, rcs, displs, rt, comm, req));
+	      Iallgatherv, (s, sc, st, r, rcs, displs, rt, comm, req));
 }
 
 HOOK int MPI_Igather(const void *s, int sc, MPI_Datatype st, void *r, int rc_, MPI_Datatype rt,
@@ -615,7 +771,7 @@ HOOK int MPI_Igather(const void *s, int sc, MPI_Datatype st, void *r, int rc_, M
 	bool root_ = at_root(comm, root);
 
 	ICOLL(FR_OP_GATHER, root, (uint64_t)(root_ ? rc_ : sc), root_ ? rt : st, MPI_OP_NULL,
-	      PMPI_Igather(s, sc, st, r, rc_, rt, root, comm, req));
+	      Igather, (s, sc, st, r, rc_, rt, root, comm, req));
 }
 
 HOOK int MPI_Igatherv(const void *s, int sc, MPI_Datatype st, void *r, const int *rcs,
@@ -623,7 +779,7 @@ HOOK int MPI_Igatherv(const void *s, int sc, MPI_Datatype st, void *r, const int
 		      MPI_Request *req)
 {
 	ICOLL(FR_OP_GATHERV, root, 0, at_root(comm, root) ? rt : st, MPI_OP_NULL,
-	      PMPI_Igatherv(s, sc, st, r, rcs, displs, rt, root, comm, req));
+	      Igatherv, (s, sc, st, r, rcs, displs, rt, root, comm, req));
 }
 
 HOOK int MPI_Iscatter(const void *s, int sc, MPI_Datatype st, void *r, int rc_,
@@ -632,7 +788,7 @@ HOOK int MPI_Iscatter(const void *s, int sc, MPI_Datatype st, void *r, int rc_,
 	bool root_ = at_root(comm, root);
 
 	ICOLL(FR_OP_SCATTER, root, (uint64_t)(root_ ? sc : rc_), root_ ? st : rt, MPI_OP_NULL,
-	      PMPI_Iscatter(s, sc, st, r, rc_, rt, root, comm, req));
+	      Iscatter, (s, sc, st, r, rc_, rt, root, comm, req));
 }
 
 HOOK int MPI_Iscatterv(const void *s, const int *scs, const int *displs, MPI_Datatype st,
@@ -640,7 +796,7 @@ HOOK int MPI_Iscatterv(const void *s, const int *scs, const int *displs, MPI_Dat
 		       MPI_Request *req)
 {
 	ICOLL(FR_OP_SCATTERV, root, 0, at_root(comm, root) ? st : rt, MPI_OP_NULL,
-	      PMPI_Iscatterv(s, scs, displs, st, r, rc_, rt, root, comm, req));
+	      Iscatterv, (s, scs, displs, st, r, rc_, rt, root, comm, req));
 }
 
 HOOK int MPI_Ialltoall(const void *s, int sc, MPI_Datatype st, void *r, int rc_,
@@ -649,7 +805,7 @@ HOOK int MPI_Ialltoall(const void *s, int sc, MPI_Datatype st, void *r, int rc_,
 	bool in_place = s == MPI_IN_PLACE;
 
 	ICOLL(FR_OP_ALL_TO_ALL, -1, (uint64_t)(in_place ? rc_ : sc), in_place ? rt : st,
-	      MPI_OP_NULL, PMPI_Ialltoall(s, sc, st, r, rc_, rt, comm, req));
+	      MPI_OP_NULL, Ialltoall, (s, sc, st, r, rc_, rt, comm, req));
 }
 
 HOOK int MPI_Ialltoallv(const void *s, const int *scs, const int *sds, MPI_Datatype st,
@@ -657,76 +813,78 @@ HOOK int MPI_Ialltoallv(const void *s, const int *scs, const int *sds, MPI_Datat
 			MPI_Request *req)
 {
 	ICOLL(FR_OP_ALL_TO_ALLV, -1, 0, s == MPI_IN_PLACE ? rt : st, MPI_OP_NULL,
-	      PMPI_Ialltoallv(s, scs, sds, st, r, rcs, rds, rt, comm, req));
+	      Ialltoallv, (s, scs, sds, st, r, rcs, rds, rt, comm, req));
 }
 
 HOOK int MPI_Ireduce_scatter(const void *s, void *r, const int *rcs, MPI_Datatype dt,
 			     MPI_Op op, MPI_Comm comm, MPI_Request *req)
 {
 	ICOLL(FR_OP_REDUCE_SCATTER, -1, total(comm, rcs), dt, op,
-	      PMPI_Ireduce_scatter(s, r, rcs, dt, op, comm, req));
+	      Ireduce_scatter, (s, r, rcs, dt, op, comm, req));
 }
 
 HOOK int MPI_Ireduce_scatter_block(const void *s, void *r, int rc_, MPI_Datatype dt, MPI_Op op,
 				   MPI_Comm comm, MPI_Request *req)
 {
 	ICOLL(FR_OP_REDUCE_SCATTER_BLOCK, -1, (uint64_t)rc_, dt, op,
-	      PMPI_Ireduce_scatter_block(s, r, rc_, dt, op, comm, req));
+	      Ireduce_scatter_block, (s, r, rc_, dt, op, comm, req));
 }
 
 HOOK int MPI_Iscan(const void *s, void *r, int count, MPI_Datatype dt, MPI_Op op,
 		   MPI_Comm comm, MPI_Request *req)
 {
-	ICOLL(FR_OP_SCAN, -1, (uint64_t)count, dt, op, PMPI_Iscan(s, r, count, dt, op, comm, req));
+	ICOLL(FR_OP_SCAN, -1, (uint64_t)count, dt, op, Iscan, (s, r, count, dt, op, comm, req));
 }
 
 HOOK int MPI_Iexscan(const void *s, void *r, int count, MPI_Datatype dt, MPI_Op op,
 		     MPI_Comm comm, MPI_Request *req)
 {
 	ICOLL(FR_OP_EXSCAN, -1, (uint64_t)count, dt, op,
-	      PMPI_Iexscan(s, r, count, dt, op, comm, req));
+	      Iexscan, (s, r, count, dt, op, comm, req));
 }
 
 /* ---- point-to-point ---- */
 
-#define P2P(type, peer, count, dt, call)                                       \
+#define P2P(type, peer, count, dt, f, args)                                  \
 	do {                                                                   \
+		NEED(f);                                                       \
 		struct fr_ticket t;                                            \
 		struct fr_comm_rec *c = begin(&t, comm, type, FR_REC_P2P,      \
 					      (peer) >= 0 ? (peer) : -1, (uint64_t)(count), \
 					      dt, MPI_OP_NULL);                \
-		int rc = call;                                                 \
+		int rc = real_ args;                                           \
 		end(c, &t);                                                    \
 		return rc;                                                     \
 	} while (0)
 
-#define IP2P(type, peer, count, dt, call)                                      \
+#define IP2P(type, peer, count, dt, f, args)                                  \
 	do {                                                                   \
+		NEED(f);                                                       \
 		struct fr_ticket t;                                            \
 		struct fr_comm_rec *c = begin(&t, comm, type,                  \
 					      FR_REC_P2P | FR_REC_NONBLOCKING,  \
 					      (peer) >= 0 ? (peer) : -1, (uint64_t)(count), \
 					      dt, MPI_OP_NULL);                \
-		int rc = call;                                                 \
+		int rc = real_ args;                                           \
 		end_nb(c, &t, rc, req);                                        \
 		return rc;                                                     \
 	} while (0)
 
 HOOK int MPI_Send(const void *buf, int count, MPI_Datatype dt, int dest, int tag, MPI_Comm comm)
 {
-	P2P(FR_OP_SEND, dest, count, dt, PMPI_Send(buf, count, dt, dest, tag, comm));
+	P2P(FR_OP_SEND, dest, count, dt, Send, (buf, count, dt, dest, tag, comm));
 }
 
 HOOK int MPI_Ssend(const void *buf, int count, MPI_Datatype dt, int dest, int tag,
 		   MPI_Comm comm)
 {
-	P2P(FR_OP_SEND, dest, count, dt, PMPI_Ssend(buf, count, dt, dest, tag, comm));
+	P2P(FR_OP_SEND, dest, count, dt, Ssend, (buf, count, dt, dest, tag, comm));
 }
 
 HOOK int MPI_Recv(void *buf, int count, MPI_Datatype dt, int source, int tag, MPI_Comm comm,
 		  MPI_Status *status)
 {
-	P2P(FR_OP_RECV, source, count, dt, PMPI_Recv(buf, count, dt, source, tag, comm, status));
+	P2P(FR_OP_RECV, source, count, dt, Recv, (buf, count, dt, source, tag, comm, status));
 }
 
 HOOK int MPI_Sendrecv(const void *sbuf, int scount, MPI_Datatype st, int dest, int stag,
@@ -734,38 +892,39 @@ HOOK int MPI_Sendrecv(const void *sbuf, int scount, MPI_Datatype st, int dest, i
 		      MPI_Comm comm, MPI_Status *status)
 {
 	P2P(FR_OP_SENDRECV, dest, scount, st,
-	    PMPI_Sendrecv(sbuf, scount, st, dest, stag, rbuf, rcount, rt, source, rtag, comm,
+	    Sendrecv, (sbuf, scount, st, dest, stag, rbuf, rcount, rt, source, rtag, comm,
 			  status));
 }
 
 HOOK int MPI_Isend(const void *buf, int count, MPI_Datatype dt, int dest, int tag,
 		   MPI_Comm comm, MPI_Request *req)
 {
-	IP2P(FR_OP_SEND, dest, count, dt, PMPI_Isend(buf, count, dt, dest, tag, comm, req));
+	IP2P(FR_OP_SEND, dest, count, dt, Isend, (buf, count, dt, dest, tag, comm, req));
 }
 
 HOOK int MPI_Issend(const void *buf, int count, MPI_Datatype dt, int dest, int tag,
 		    MPI_Comm comm, MPI_Request *req)
 {
-	IP2P(FR_OP_SEND, dest, count, dt, PMPI_Issend(buf, count, dt, dest, tag, comm, req));
+	IP2P(FR_OP_SEND, dest, count, dt, Issend, (buf, count, dt, dest, tag, comm, req));
 }
 
 HOOK int MPI_Irecv(void *buf, int count, MPI_Datatype dt, int source, int tag, MPI_Comm comm,
 		   MPI_Request *req)
 {
-	IP2P(FR_OP_RECV, source, count, dt, PMPI_Irecv(buf, count, dt, source, tag, comm, req));
+	IP2P(FR_OP_RECV, source, count, dt, Irecv, (buf, count, dt, source, tag, comm, req));
 }
 
 /* ---- completion ---- */
 
 HOOK int MPI_Wait(MPI_Request *req, MPI_Status *status)
 {
+	NEED(Wait);
 	struct pending *p = tracking() && req ? snapshot(1, req) : NULL;
 	int rc;
 
 	if (p)
 		mark_waited(p, 1);
-	rc = PMPI_Wait(req, status);
+	rc = real_(req, status);
 	if (rc == MPI_SUCCESS && p)
 		complete_request(p);
 	return rc;
@@ -773,8 +932,9 @@ HOOK int MPI_Wait(MPI_Request *req, MPI_Status *status)
 
 HOOK int MPI_Test(MPI_Request *req, int *flag, MPI_Status *status)
 {
+	NEED(Test);
 	struct pending *p = tracking() && req ? snapshot(1, req) : NULL;
-	int rc = PMPI_Test(req, flag, status);
+	int rc = real_(req, flag, status);
 
 	if (rc == MPI_SUCCESS && *flag && p)
 		complete_request(p);
@@ -783,12 +943,13 @@ HOOK int MPI_Test(MPI_Request *req, int *flag, MPI_Status *status)
 
 HOOK int MPI_Waitall(int n, MPI_Request reqs[], MPI_Status statuses[])
 {
+	NEED(Waitall);
 	struct pending *p = tracking() ? snapshot(n, reqs) : NULL;
 	int rc;
 
 	if (p)
 		mark_waited(p, n);
-	rc = PMPI_Waitall(n, reqs, statuses);
+	rc = real_(n, reqs, statuses);
 	if (rc == MPI_SUCCESS && p)
 		for (int i = 0; i < n; i++)
 			complete_request(&p[i]);
@@ -797,8 +958,9 @@ HOOK int MPI_Waitall(int n, MPI_Request reqs[], MPI_Status statuses[])
 
 HOOK int MPI_Testall(int n, MPI_Request reqs[], int *flag, MPI_Status statuses[])
 {
+	NEED(Testall);
 	struct pending *p = tracking() ? snapshot(n, reqs) : NULL;
-	int rc = PMPI_Testall(n, reqs, flag, statuses);
+	int rc = real_(n, reqs, flag, statuses);
 
 	if (rc == MPI_SUCCESS && *flag && p)
 		for (int i = 0; i < n; i++)
@@ -808,12 +970,13 @@ HOOK int MPI_Testall(int n, MPI_Request reqs[], int *flag, MPI_Status statuses[]
 
 HOOK int MPI_Waitany(int n, MPI_Request reqs[], int *index, MPI_Status *status)
 {
+	NEED(Waitany);
 	struct pending *p = tracking() ? snapshot(n, reqs) : NULL;
 	int rc;
 
 	if (p)
 		mark_waited(p, n);
-	rc = PMPI_Waitany(n, reqs, index, status);
+	rc = real_(n, reqs, index, status);
 	if (rc == MPI_SUCCESS && p && *index != MPI_UNDEFINED && *index >= 0 && *index < n)
 		complete_request(&p[*index]);
 	return rc;
@@ -821,8 +984,9 @@ HOOK int MPI_Waitany(int n, MPI_Request reqs[], int *index, MPI_Status *status)
 
 HOOK int MPI_Testany(int n, MPI_Request reqs[], int *index, int *flag, MPI_Status *status)
 {
+	NEED(Testany);
 	struct pending *p = tracking() ? snapshot(n, reqs) : NULL;
-	int rc = PMPI_Testany(n, reqs, index, flag, status);
+	int rc = real_(n, reqs, index, flag, status);
 
 	if (rc == MPI_SUCCESS && *flag && p && *index != MPI_UNDEFINED && *index >= 0 &&
 	    *index < n)
@@ -833,12 +997,13 @@ HOOK int MPI_Testany(int n, MPI_Request reqs[], int *index, int *flag, MPI_Statu
 HOOK int MPI_Waitsome(int n, MPI_Request reqs[], int *outcount, int indices[],
 		      MPI_Status statuses[])
 {
+	NEED(Waitsome);
 	struct pending *p = tracking() ? snapshot(n, reqs) : NULL;
 	int rc;
 
 	if (p)
 		mark_waited(p, n);
-	rc = PMPI_Waitsome(n, reqs, outcount, indices, statuses);
+	rc = real_(n, reqs, outcount, indices, statuses);
 	if (rc == MPI_SUCCESS && p && *outcount != MPI_UNDEFINED)
 		for (int i = 0; i < *outcount; i++)
 			if (indices[i] >= 0 && indices[i] < n)
@@ -849,8 +1014,9 @@ HOOK int MPI_Waitsome(int n, MPI_Request reqs[], int *outcount, int indices[],
 HOOK int MPI_Testsome(int n, MPI_Request reqs[], int *outcount, int indices[],
 		      MPI_Status statuses[])
 {
+	NEED(Testsome);
 	struct pending *p = tracking() ? snapshot(n, reqs) : NULL;
-	int rc = PMPI_Testsome(n, reqs, outcount, indices, statuses);
+	int rc = real_(n, reqs, outcount, indices, statuses);
 
 	if (rc == MPI_SUCCESS && p && *outcount != MPI_UNDEFINED)
 		for (int i = 0; i < *outcount; i++)
@@ -862,8 +1028,9 @@ HOOK int MPI_Testsome(int n, MPI_Request reqs[], int *outcount, int indices[],
 /* An abandoned request can no longer be followed: stop reporting it. */
 HOOK int MPI_Request_free(MPI_Request *req)
 {
+	NEED(Request_free);
 	struct pending *p = tracking() && req ? snapshot(1, req) : NULL;
-	int rc = PMPI_Request_free(req);
+	int rc = real_(req);
 
 	if (rc == MPI_SUCCESS && p)
 		complete_request(p);
@@ -902,12 +1069,13 @@ static void learn_child(struct fr_comm_rec *parent, const struct fr_ticket *t, M
 	learn_comm(child, id, desc);
 }
 
-#define COMM_CREATE(type, call, kind, colour, what)                             \
+#define COMM_CREATE(type, f, args, kind, colour, what)                         \
 	do {                                                                   \
+		NEED(f);                                                       \
 		struct fr_ticket t;                                            \
 		struct fr_comm_rec *c = begin(&t, comm, type, 0, -1, 0, MPI_DATATYPE_NULL, \
 					      MPI_OP_NULL);                    \
-		int rc = call;                                                 \
+		int rc = real_ args;                                           \
 		end(c, &t);                                                    \
 		if (rc == MPI_SUCCESS && c)                                    \
 			learn_child(c, &t, *newcomm, kind, colour, what);      \
@@ -916,7 +1084,7 @@ static void learn_child(struct fr_comm_rec *parent, const struct fr_ticket *t, M
 
 HOOK int MPI_Comm_split(MPI_Comm comm, int color, int key, MPI_Comm *newcomm)
 {
-	COMM_CREATE(FR_OP_COMM_SPLIT, PMPI_Comm_split(comm, color, key, newcomm), 'c',
+	COMM_CREATE(FR_OP_COMM_SPLIT, Comm_split, (comm, color, key, newcomm), 'c',
 		    color < 0 ? 0 : color, "split");
 }
 
@@ -925,25 +1093,26 @@ HOOK int MPI_Comm_split_type(MPI_Comm comm, int split_type, int key, MPI_Info in
 {
 	/* The colour is implicit (e.g. the node): name the child by its
 	 * lowest member, which all members share. */
-	COMM_CREATE(FR_OP_COMM_SPLIT, PMPI_Comm_split_type(comm, split_type, key, info, newcomm),
+	COMM_CREATE(FR_OP_COMM_SPLIT, Comm_split_type, (comm, split_type, key, info, newcomm),
 		    't', -1, "split_type");
 }
 
 HOOK int MPI_Comm_dup(MPI_Comm comm, MPI_Comm *newcomm)
 {
-	COMM_CREATE(FR_OP_COMM_DUP, PMPI_Comm_dup(comm, newcomm), 'd', 0, "dup");
+	COMM_CREATE(FR_OP_COMM_DUP, Comm_dup, (comm, newcomm), 'd', 0, "dup");
 }
 
 HOOK int MPI_Comm_create(MPI_Comm comm, MPI_Group group, MPI_Comm *newcomm)
 {
-	COMM_CREATE(FR_OP_COMM_CREATE, PMPI_Comm_create(comm, group, newcomm), 'g', -1,
+	COMM_CREATE(FR_OP_COMM_CREATE, Comm_create, (comm, group, newcomm), 'g', -1,
 		    "create");
 }
 
 HOOK int MPI_Comm_free(MPI_Comm *comm)
 {
+	NEED(Comm_free);
 	uintptr_t h = comm ? (uintptr_t)*comm : 0;
-	int rc = PMPI_Comm_free(comm);
+	int rc = real_(comm);
 
 	/* The handle may be recycled for another communicator. */
 	if (rc == MPI_SUCCESS && h && comm_map.slots)

@@ -120,24 +120,6 @@ static void *lookup(void *handle, int i)
 	return f == own_hooks[i] ? NULL : f;
 }
 
-/*
- * The hooks keep pointers into an NCCL bound from a handle for good: it
- * must stay loaded after the application's dlclose, or a copy loaded again
- * (whose calls to its own API reach the hooks through the global scope)
- * would be forwarded into unmapped code.
- */
-static void pin(const struct nccl_impl *t)
-{
-	Dl_info info;
-
-	for (int i = 0; i < NIMPL; i++) {
-		if (t->fn[i] && dladdr(t->fn[i], &info) && info.dli_fname) {
-			(void)dlopen(info.dli_fname, RTLD_LAZY | RTLD_NOLOAD | RTLD_NODELETE);
-			return;
-		}
-	}
-}
-
 /* Publishes the table of the NCCL that `handle` reaches, unless one is
  * published already; returns the one that is. */
 static const struct nccl_impl *bind(void *handle)
@@ -150,8 +132,16 @@ static const struct nccl_impl *bind(void *handle)
 	for (int i = 0; i < NIMPL; i++)
 		t->fn[i] = lookup(handle, i);
 	if (__atomic_compare_exchange_n(&impl, &cur, t, false, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {
-		if (handle != RTLD_DEFAULT)
-			pin(t);
+		/* Bound from a handle: its NCCL must stay loaded after the
+		 * application's dlclose, or a copy loaded again (whose calls to
+		 * its own API reach the hooks through the global scope) would be
+		 * forwarded into unmapped code. */
+		for (int i = 0; handle != RTLD_DEFAULT && i < NIMPL; i++) {
+			if (t->fn[i]) {
+				fr_pin_object(t->fn[i]);
+				break;
+			}
+		}
 		cur = t;
 	} else {
 		free(t);
@@ -172,13 +162,11 @@ static const struct nccl_impl *bind(void *handle)
 static __attribute__((noinline)) const struct nccl_impl *impl_find(int i, const void *caller)
 {
 	const struct nccl_impl *t = NULL;
-	Dl_info info;
 	void *h;
 
 	if (lookup(RTLD_DEFAULT, i))
 		return bind(RTLD_DEFAULT);
-	if (caller && dladdr(caller, &info) && info.dli_fname && info.dli_fname[0] &&
-	    (h = dlopen(info.dli_fname, RTLD_LAZY | RTLD_NOLOAD))) {
+	if ((h = fr_caller_scope(caller))) {
 		if (lookup(h, i))
 			t = bind(h);
 		dlclose(h);

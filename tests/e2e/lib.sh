@@ -121,12 +121,20 @@ start_daemon() {
 start_job() {
 	local np=$1
 	shift
+	start_mpi_program "$np" "$HANG" "$@"
+}
+
+# start_mpi_program NP PROGRAM [arguments...]: any program, as start_job
+# runs the planted-fault one.
+start_mpi_program() {
+	local np=$1
+	shift
 	rm -f "$T/job.pid" "$T/job.rc"
 	setsid -f sh -c 'echo $$ >"$0/job.pid"; "$@"; echo $? >"$0/job.rc"' "$T" \
 		mpirun -np "$np" -x LD_PRELOAD="$PRELOAD" ${ASAN_OPTIONS:+-x ASAN_OPTIONS} \
 		-x FLIGHTREC_ADDR="${AGENT_ADDR:-127.0.0.1:$LISTEN_PORT}" \
 		-x FLIGHTREC_JOB="$JOB" -x FLIGHTREC_DUMP_DIR="$T/local" ${AGENT_ENV:-} \
-		"$HANG" "$@" >>"$T/job.log" 2>&1
+		"$@" >>"$T/job.log" 2>&1
 	wait_for 10 test -s "$T/job.pid" || fail "the job did not start"
 	JOB_PID=$(cat "$T/job.pid")
 }
