@@ -64,7 +64,9 @@ static const char usage_text[] =
 	"job's world size comes from it, and a rank without a usable dump file is\n"
 	"judged from the daemon's live view of it (and its status: unresponsive,\n"
 	"disconnected, finished); otherwise the world size is the one most dumps\n"
-	"state, and a rank without a dump counts as missing.\n"
+	"state, and a rank without a dump counts as missing. When no rank dumped at\n"
+	"all (the whole job froze), the ranks the daemon found unresponsive or\n"
+	"disconnected are named as a hang even with nothing in flight.\n"
 	"\n"
 	"A dump that cannot be read (malformed, unknown format version, I/O error)\n"
 	"is reported on stderr with its file name and left out: that rank is then\n"
@@ -118,6 +120,7 @@ struct evidence {
 	bool have_manifest;
 	struct fr_manifest manifest;
 	char *manifest_path;       /* owned, when have_manifest */
+	bool bad_manifest;         /* manifest.json is there, but unusable */
 	size_t nbad;               /* dump files left out */
 	/* Where the dumps' operations are, one arena per reading thread
 	 * (NULL where one could not be made: malloc then). */
@@ -400,6 +403,10 @@ static void read_all(struct dump_file *files, size_t n, struct fr_arena *arenas[
 	size_t want = cpus > 1 ? (size_t)cpus : 1;
 	size_t started = 0;
 
+	/* No file (a manifest alone, an empty directory): no reader to run,
+	 * and readers[0] below would be one that was never set up. */
+	if (!n)
+		return;
 	if (want > READERS_MAX)
 		want = READERS_MAX;
 	catch_sigbus();
@@ -480,6 +487,7 @@ static int read_dir(const char *dir, struct evidence *ev)
 			} else {
 				fprintf(stderr, PROG ": %s; going on without the manifest\n",
 					err[0] ? err : path);
+				ev->bad_manifest = true;
 			}
 		} else {
 			f->path = path;
@@ -808,6 +816,14 @@ static int report(const struct fr_trace *const *traces, size_t n, uint32_t world
 	rc = fr_correlate(traces, n, world, &v);
 	if (rc < 0) {
 		fprintf(stderr, PROG ": correlating: %s\n", strerror(-rc));
+		return EXIT_UNUSABLE;
+	}
+	/* No rank dumped (every one frozen or gone): whoever the daemon saw
+	 * go silent is the finding, even with nothing in flight. */
+	rc = fr_verdict_name_silent(&v, traces, n);
+	if (rc < 0) {
+		fprintf(stderr, PROG ": correlating: %s\n", strerror(-rc));
+		fr_verdict_free(&v);
 		return EXIT_UNUSABLE;
 	}
 	status = v.kind == FR_VERDICT_OK ? EXIT_VERDICT_OK : EXIT_PROBLEM;
@@ -1486,9 +1502,11 @@ int main(int argc, char **argv)
 	if (status)
 		goto out_free;
 	if (!ev.ndumps && !(ev.have_manifest && ev.manifest.nranks)) {
-		fprintf(stderr, PROG ": %s: no usable dump (%s)\n", argv[optind],
+		fprintf(stderr, PROG ": %s: no usable dump (%s%s)\n", argv[optind],
 			ev.nbad ? "every dump file was left out, see above" :
-				  "no rank-*.json or flightrec dump in it");
+				  "no rank-*.json or flightrec dump in it",
+			ev.bad_manifest ? ", and its manifest.json is unusable, see above" :
+			ev.have_manifest ? ", and its manifest.json lists no rank" : "");
 		status = EXIT_UNUSABLE;
 		goto out_free;
 	}

@@ -2644,6 +2644,8 @@ int fr_manifest_read_file(const char *path_, struct fr_manifest *m, char *err, s
 	if (err && errlen)
 		err[0] = '\0';
 	rc = slurp(&rd, path_, &buf, &cap, &len);
+	if (!rc && !len)
+		rc = fail(&rd, -EPROTO, "an empty file");
 	if (!rc)
 		rc = fr_manifest_parse(buf, len, path_, m, err, errlen);
 	free(buf);
