@@ -72,6 +72,10 @@ int __open64_2(const char *path, int flags)
 }
 C
 cc -shared -fPIC -o "$T/swap.so" "$T/swap.c" -ldl || fail "cannot build the shim"
+# A sanitizer build of fr-analyze needs its runtime loaded first.
+SHIM=$T/swap.so
+rt=$(ldd "$BIN/fr-analyze" 2>/dev/null | awk '/lib(asan|ubsan|tsan)\.so/ {print $3; exit}')
+[ -n "$rt" ] && SHIM=$rt:$SHIM
 
 # fa NAME ARGS...: fr-analyze ARGS (at most 20 s), stdout in $T/NAME.out,
 # stderr in $T/NAME.log; sets RC.
@@ -102,7 +106,7 @@ incident() {
 # ranks 0 and 2 are read, and the manifest's view of rank 1 stands in for it
 # (the verdict is unchanged: rank 1 never entered all_reduce #5).
 incident "$T/swapped"
-FIFO_NAMES=rank-1.json LD_PRELOAD="$T/swap.so" fa swapped --json "$T/swapped"
+FIFO_NAMES=rank-1.json LD_PRELOAD="$SHIM" fa swapped --json "$T/swapped"
 [ -p "$T/swapped/rank-1.json" ] || fail "the shim did not swap rank-1.json for a FIFO"
 want_rc swapped 1
 has swapped log "^fr-analyze: $T/swapped/rank-1\\.json: a FIFO, not a regular file; leaving this file out$"
@@ -116,7 +120,7 @@ has swappedtext out '^  1 rank \(2\): next_batch'
 # The manifest becomes a FIFO as it is opened: named, and the dumps judged
 # without it.
 incident "$T/swappedm"
-FIFO_NAMES=manifest.json LD_PRELOAD="$T/swap.so" fa swappedm --json "$T/swappedm"
+FIFO_NAMES=manifest.json LD_PRELOAD="$SHIM" fa swappedm --json "$T/swappedm"
 [ -p "$T/swappedm/manifest.json" ] || fail "the shim did not swap manifest.json for a FIFO"
 want_rc swappedm 1
 has swappedm log "^fr-analyze: $T/swappedm/manifest\\.json: a FIFO, not a regular file; going on without the manifest$"
