@@ -64,12 +64,16 @@ static const char usage_text[] =
 	"job's world size comes from it, and a rank without a usable dump file is\n"
 	"judged from the daemon's live view of it (and its status: unresponsive,\n"
 	"disconnected, finished); otherwise the world size is the one most dumps\n"
-	"state, and a rank without a dump counts as missing.\n"
+	"state, and a rank without a dump counts as missing. When no rank dumped at\n"
+	"all (the whole job froze), the ranks the daemon found unresponsive or\n"
+	"disconnected are named as a hang even with nothing in flight.\n"
 	"\n"
 	"A dump that cannot be read (malformed, unknown format version, I/O error)\n"
 	"is reported on stderr with its file name and left out: that rank is then\n"
 	"treated as having no dump, so that one lost file does not hide the verdict.\n"
-	"So is a dump of a rank outside that world size, or naming such a rank.\n"
+	"So is a dump of a rank outside that world size, or naming such a rank,\n"
+	"and a symbolic link, a FIFO, a socket or a device in place of a dump or\n"
+	"the manifest: links are not followed (copy dumps in from elsewhere).\n"
 	"Two dumps of the same rank are an error.\n"
 	"\n"
 	"Options:\n"
@@ -118,6 +122,7 @@ struct evidence {
 	bool have_manifest;
 	struct fr_manifest manifest;
 	char *manifest_path;       /* owned, when have_manifest */
+	bool bad_manifest;         /* manifest.json is there, but unusable */
 	size_t nbad;               /* dump files left out */
 	/* Where the dumps' operations are, one arena per reading thread
 	 * (NULL where one could not be made: malloc then). */
@@ -313,8 +318,11 @@ static int parse_mapped(struct dump_file *f, const char *buf, size_t len, const 
 
 /*
  * Reads file f: a dump by its name (errors are reported), or one whose
- * content must say it is one (a file that cannot be read, or is not a
- * regular file of a dump's size, is passed over: 1).
+ * content must say it is one (a file that cannot be read, or is too large
+ * for a dump, is passed over: 1). A directory is passed over whatever its
+ * name. A symbolic link, a FIFO or a device is refused and reported, by
+ * any name (fr_dump_open()): it cannot be a dump the daemon or an agent
+ * wrote, and a FIFO swapped in would otherwise block the reader for good.
  */
 static int read_file(struct dump_file *f)
 {
@@ -324,24 +332,17 @@ static int read_file(struct dump_file *f)
 	size_t len;
 	int fd, rc;
 
-	fd = open(f->path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0) {
-		snprintf(f->err, sizeof(f->err), "%s: cannot open: %s", f->path, strerror(errno));
-		return sniff ? 1 : -errno;
-	}
-	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) ||
-	    (uint64_t)st.st_size > FR_DUMP_FILE_MAX) {
-		rc = errno;
+	fd = fr_dump_open(f->path, &st, f->err, sizeof(f->err));
+	if (fd == -EISDIR)
+		return 1;
+	if (fd < 0)
+		return sniff && fd != -ELOOP && fd != -EINVAL ? 1 : fd;
+	if ((uint64_t)st.st_size > FR_DUMP_FILE_MAX) {
 		close(fd);
 		if (sniff)
 			return 1;
-		if (S_ISDIR(st.st_mode))
-			rc = EISDIR;
-		else if (!rc)
-			rc = EFBIG;
-		snprintf(f->err, sizeof(f->err), "%s: %s", f->path,
-			 rc == EFBIG ? "larger than a dump may be (1 GiB)" : strerror(rc));
-		return -rc;
+		snprintf(f->err, sizeof(f->err), "%s: larger than a dump may be (1 GiB)", f->path);
+		return -EFBIG;
 	}
 	len = (size_t)st.st_size;
 	buf = map_file(fd, len);
@@ -400,6 +401,10 @@ static void read_all(struct dump_file *files, size_t n, struct fr_arena *arenas[
 	size_t want = cpus > 1 ? (size_t)cpus : 1;
 	size_t started = 0;
 
+	/* No file (a manifest alone, an empty directory): no reader to run,
+	 * and readers[0] below would be one that was never set up. */
+	if (!n)
+		return;
 	if (want > READERS_MAX)
 		want = READERS_MAX;
 	catch_sigbus();
@@ -444,28 +449,27 @@ static int read_dir(const char *dir, struct evidence *ev)
 		status = EXIT_UNUSABLE;
 		goto out_nomem;
 	}
+	/*
+	 * What each name is, is looked at only on the descriptor each file is
+	 * read from (fr_dump_open()), not here: a file looked at here could
+	 * be another (a FIFO, a link) by the time it is opened.
+	 */
 	for (int i = 0; i < n; i++) {
 		const char *name = names[i]->d_name;
 		bool json = fnmatch("*.json", name, 0) == 0;
 		struct dump_file *f = &files[nfiles];
-		struct stat st;
 		char *path;
 
 		f->named_rank = fr_pytorch_rank_from_name(name, &f->rank);
-		if (name[0] == '.' || (!json && !f->named_rank))
+		/* A directory is nothing to read, whatever its name. */
+		if (name[0] == '.' || (!json && !f->named_rank) || names[i]->d_type == DT_DIR)
 			continue;
 		path = join(dir, name);
 		if (!path) {
 			status = EXIT_UNUSABLE;
 			goto out_nomem;
 		}
-		if (stat(path, &st) < 0) {
-			fprintf(stderr, PROG ": %s: %s; leaving this file out\n", path,
-				strerror(errno));
-			ev->nbad++;
-		} else if (!S_ISREG(st.st_mode)) {
-			/* Not a file: nothing to read. */
-		} else if (strcmp(name, "manifest.json") == 0) {
+		if (strcmp(name, "manifest.json") == 0) {
 			char err[512];
 			int rc = fr_manifest_read_file(path, &ev->manifest, err, sizeof(err));
 
@@ -477,9 +481,10 @@ static int read_dir(const char *dir, struct evidence *ev)
 				free(path);
 				status = EXIT_UNUSABLE;
 				goto out_nomem;
-			} else {
+			} else if (rc != -EISDIR) {
 				fprintf(stderr, PROG ": %s; going on without the manifest\n",
 					err[0] ? err : path);
+				ev->bad_manifest = true;
 			}
 		} else {
 			f->path = path;
@@ -808,6 +813,14 @@ static int report(const struct fr_trace *const *traces, size_t n, uint32_t world
 	rc = fr_correlate(traces, n, world, &v);
 	if (rc < 0) {
 		fprintf(stderr, PROG ": correlating: %s\n", strerror(-rc));
+		return EXIT_UNUSABLE;
+	}
+	/* No rank dumped (every one frozen or gone): whoever the daemon saw
+	 * go silent is the finding, even with nothing in flight. */
+	rc = fr_verdict_name_silent(&v, traces, n);
+	if (rc < 0) {
+		fprintf(stderr, PROG ": correlating: %s\n", strerror(-rc));
+		fr_verdict_free(&v);
 		return EXIT_UNUSABLE;
 	}
 	status = v.kind == FR_VERDICT_OK ? EXIT_VERDICT_OK : EXIT_PROBLEM;
@@ -1486,9 +1499,11 @@ int main(int argc, char **argv)
 	if (status)
 		goto out_free;
 	if (!ev.ndumps && !(ev.have_manifest && ev.manifest.nranks)) {
-		fprintf(stderr, PROG ": %s: no usable dump (%s)\n", argv[optind],
+		fprintf(stderr, PROG ": %s: no usable dump (%s%s)\n", argv[optind],
 			ev.nbad ? "every dump file was left out, see above" :
-				  "no rank-*.json or flightrec dump in it");
+				  "no rank-*.json or flightrec dump in it",
+			ev.bad_manifest ? ", and its manifest.json is unusable, see above" :
+			ev.have_manifest ? ", and its manifest.json lists no rank" : "");
 		status = EXIT_UNUSABLE;
 		goto out_free;
 	}

@@ -3124,6 +3124,115 @@ out_free:
 	return rc;
 }
 
+/* The reason a silent rank is named for, or -1 for a rank that is not. */
+static int silent_reason(const struct fr_trace *t)
+{
+	if (t->status == FR_RANK_UNRESPONSIVE)
+		return FR_REASON_UNRESPONSIVE;
+	if (t->status == FR_RANK_DISCONNECTED)
+		return FR_REASON_DISCONNECTED;
+	return -1;
+}
+
+/* "ranks 0-3 are unresponsive", "rank 2 (node7, pid 42) lost its connection". */
+static void silent_text(struct line *l, const struct fr_culprit *cu, size_t ncu,
+			enum fr_reason reason, uint32_t *r)
+{
+	char rt[256];
+	size_t n = 0;
+	const struct fr_culprit *one = NULL;
+
+	for (size_t i = 0; i < ncu; i++) {
+		if (cu[i].reason != reason)
+			continue;
+		r[n++] = cu[i].rank;
+		one = &cu[i];
+	}
+	if (!n)
+		return;
+	if (l->len)
+		line_add(l, "; ");
+	if (n == 1 && one->host[0] && one->pid)
+		line_add(l, "rank %" PRIu32 " (%s, pid %" PRIu32 ")", one->rank, one->host,
+			 one->pid);
+	else
+		line_add(l, "%s %s", n == 1 ? "rank" : "ranks", ranks_text(rt, sizeof(rt), r, n));
+	if (reason == FR_REASON_UNRESPONSIVE)
+		line_add(l, " %s unresponsive", n == 1 ? "is" : "are");
+	else
+		line_add(l, " lost %s connection without finalising", n == 1 ? "its" : "their");
+}
+
+int fr_verdict_name_silent(struct fr_verdict *v, const struct fr_trace *const *traces,
+			   size_t ntraces)
+{
+	struct line l = { v->summary, sizeof(v->summary), 0 };
+	struct fr_culprit *cu;
+	uint32_t *r;
+	size_t n = 0;
+
+	if (v->kind != FR_VERDICT_OK)
+		return 0;
+	for (size_t i = 0; i < ntraces; i++) {
+		if (traces[i] && traces[i]->status == FR_RANK_DUMPED)
+			return 0;
+		if (traces[i] && traces[i]->rank < v->world_size && silent_reason(traces[i]) >= 0)
+			n++;
+	}
+	if (!n)
+		return 0;
+	cu = calloc(n, sizeof(*cu));
+	r = malloc(n * sizeof(*r));
+	if (!cu || !r) {
+		free(cu);
+		free(r);
+		return -ENOMEM;
+	}
+	n = 0;
+	for (size_t i = 0; i < ntraces; i++) {
+		const struct fr_trace *t = traces[i];
+		struct fr_culprit *c;
+
+		if (!t || t->rank >= v->world_size || silent_reason(t) < 0)
+			continue;
+		c = &cu[n++];
+		c->rank = t->rank;
+		c->reason = (enum fr_reason)silent_reason(t);
+		snprintf(c->host, sizeof(c->host), "%s", t->host);
+		c->pid = t->pid;
+		/* No communicator is stuck: its last completed operation on any. */
+		for (size_t j = t->nops; j-- > 0;) {
+			if (t->ops[j].state == FR_STATE_COMPLETED) {
+				c->has_last_completed = true;
+				c->last_completed = t->ops[j];
+				break;
+			}
+		}
+	}
+	qsort(cu, n, sizeof(*cu), cmp_culprit);
+	for (size_t i = 0; i < n; i++) {
+		if (cu[i].has_last_completed && own_op_strings(v, &cu[i].last_completed) < 0) {
+			free(cu);
+			free(r);
+			return -ENOMEM;
+		}
+	}
+	/* A job that went silent as a whole: not an ok job with stragglers. */
+	free(v->stragglers);
+	v->stragglers = NULL;
+	v->nstragglers = 0;
+	v->kind = FR_VERDICT_HANG;
+	v->culprits = cu;
+	v->nculprits = n;
+	silent_text(&l, cu, n, FR_REASON_UNRESPONSIVE, r);
+	silent_text(&l, cu, n, FR_REASON_DISCONNECTED, r);
+	line_add(&l, "; no rank dumped, and the daemon's live view has no operation in flight "
+		 "(%zu of %" PRIu32 " ranks with evidence)", v->nranks_with_evidence,
+		 v->world_size);
+	free(r);
+	return 1;
+}
+
 void fr_verdict_free(struct fr_verdict *v)
 {
 	free(v->culprits);
@@ -3599,9 +3708,11 @@ static void print_culprit(FILE *out, const struct fr_verdict *v, const struct fr
 	}
 	if (cu->has_last_completed)
 		print_op_line(out, "  last completed: ", &cu->last_completed);
+	else if (t && !v->has_op)
+		fprintf(out, "  last completed: none in its evidence\n");
 	else if (t)
 		fprintf(out, "  last completed: none on %s in its evidence\n",
-			v->has_op && v->op.comm[0] ? v->op.comm : "this communicator");
+			v->op.comm[0] ? v->op.comm : "this communicator");
 	if (!t || t->status == FR_RANK_MISSING) {
 		fprintf(out, "  no dump: %s\n", t ? "missing" : "no evidence at all (missing)");
 		return;

@@ -203,6 +203,22 @@ struct fr_verdict {
 int fr_correlate(const struct fr_trace *const *traces, size_t ntraces, uint32_t world_size,
 		 struct fr_verdict *v);
 
+/*
+ * An incident no rank dumped for, read offline (fr-analyze): the whole job
+ * went silent, the worst case of all. When `v` (from fr_correlate() on the
+ * same traces) is ok because the daemon's live view has nothing in flight,
+ * but no trace is a rank's own dump and some ranks were found unresponsive
+ * or disconnected, those ranks are the finding: `v` becomes a hang without
+ * an operation (op null), each such rank a culprit with reason unresponsive
+ * or disconnected and its last completed operation on any communicator,
+ * and the summary names them. fr_correlate() itself keeps judging an
+ * unresponsive rank that nobody waits on as no hang (yet): the daemon's
+ * live view is the daemon's to judge. Returns 1 when `v` was changed, 0
+ * when not, -ENOMEM (`v` then unchanged).
+ */
+int fr_verdict_name_silent(struct fr_verdict *v, const struct fr_trace *const *traces,
+			   size_t ntraces);
+
 void fr_verdict_free(struct fr_verdict *v);
 
 /*

@@ -2276,20 +2276,72 @@ static int read_fd(const struct rd *rd, int fd, size_t size_hint, char **buf, si
 	return 0;
 }
 
+/* What a file that is not a regular one is, for a message. */
+static const char *file_type_name(mode_t mode)
+{
+	if (S_ISFIFO(mode))
+		return "a FIFO";
+	if (S_ISSOCK(mode))
+		return "a socket";
+	if (S_ISCHR(mode))
+		return "a character device";
+	if (S_ISBLK(mode))
+		return "a block device";
+	return "not a plain file";
+}
+
+int fr_dump_open(const char *path, struct stat *st, char *err, size_t errlen)
+{
+	struct rd rd = { path, err, errlen, NULL, NULL };
+	struct stat lst;
+	int fd;
+
+	if (err && errlen)
+		err[0] = '\0';
+	/* O_NONBLOCK: opening a FIFO for reading would wait for a writer. It
+	 * changes nothing for a regular file, the only kind read. */
+	fd = open(path, O_RDONLY | O_NONBLOCK | O_NOFOLLOW | O_CLOEXEC);
+	if (fd < 0) {
+		int rc = -errno;
+
+		/* ELOOP: a link (O_NOFOLLOW); ENXIO: a socket. Say which. */
+		if ((rc == -ELOOP || rc == -ENXIO) && lstat(path, &lst) == 0) {
+			if (S_ISLNK(lst.st_mode))
+				return fail(&rd, -ELOOP, "a symbolic link, not followed (put the "
+					    "file itself in the directory)");
+			if (!S_ISREG(lst.st_mode) && !S_ISDIR(lst.st_mode))
+				return fail(&rd, -EINVAL, "%s, not a regular file",
+					    file_type_name(lst.st_mode));
+		}
+		return fail(&rd, rc, "cannot open: %s", strerror(-rc));
+	}
+	if (fstat(fd, st) < 0) {
+		int rc = -errno;
+
+		close(fd);
+		return fail(&rd, rc, "cannot stat: %s", strerror(-rc));
+	}
+	if (S_ISDIR(st->st_mode)) {
+		close(fd);
+		return fail(&rd, -EISDIR, "is a directory");
+	}
+	if (!S_ISREG(st->st_mode)) {
+		close(fd);
+		return fail(&rd, -EINVAL, "%s, not a regular file", file_type_name(st->st_mode));
+	}
+	return fd;
+}
+
 static int slurp(const struct rd *rd, const char *path_, char **buf, size_t *cap, size_t *len)
 {
 	struct stat st;
 	int fd, rc;
 
 	*len = 0;
-	fd = open(path_, O_RDONLY | O_CLOEXEC);
+	fd = fr_dump_open(path_, &st, rd->err, rd->errlen);
 	if (fd < 0)
-		return fail(rd, -errno, "cannot open: %s", strerror(errno));
-	if (fstat(fd, &st) < 0) {
-		rc = fail(rd, -errno, "cannot stat: %s", strerror(errno));
-	} else if (S_ISDIR(st.st_mode)) {
-		rc = fail(rd, -EISDIR, "is a directory");
-	} else if ((uint64_t)st.st_size > FR_DUMP_FILE_MAX) {
+		return fd;
+	if ((uint64_t)st.st_size > FR_DUMP_FILE_MAX) {
 		rc = fail(rd, -EFBIG, "%lld bytes, more than the limit of %llu",
 			  (long long)st.st_size, FR_DUMP_FILE_MAX);
 	} else {
@@ -2644,6 +2696,8 @@ int fr_manifest_read_file(const char *path_, struct fr_manifest *m, char *err, s
 	if (err && errlen)
 		err[0] = '\0';
 	rc = slurp(&rd, path_, &buf, &cap, &len);
+	if (!rc && !len)
+		rc = fail(&rd, -EPROTO, "an empty file");
 	if (!rc)
 		rc = fr_manifest_parse(buf, len, path_, m, err, errlen);
 	free(buf);

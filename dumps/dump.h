@@ -8,6 +8,7 @@
 
 #include <jansson.h>
 #include <stddef.h>
+#include <sys/stat.h>
 
 #include "trace.h"
 #include "value.h"
@@ -137,7 +138,21 @@ int fr_dump_from_json(const json_t *root, const char *name, struct fr_trace *t,
 int fr_dump_parse(const char *buf, size_t len, const char *name, struct fr_trace *t,
 		  char *err, size_t errlen);
 
-/* Reads a dump file; adds -errno for I/O errors. */
+/*
+ * Opens a file of an incident directory (a dump, a manifest) to read it.
+ * Such a directory may be one other users can write to, and a file in it
+ * can be replaced between a look at it and its opening: so the file is
+ * opened without following a symbolic link (one planted there could point
+ * at any file the reader may read), without waiting (a FIFO would block
+ * the open until someone writes to it), and refused unless the descriptor
+ * is a regular file. Returns the descriptor (close-on-exec, which the
+ * caller owns) with its stat in `st`, or -ELOOP for a symbolic link,
+ * -EISDIR for a directory, -EINVAL for any other kind of file, or the
+ * open's -errno, with `err` naming `path` and what is wrong.
+ */
+int fr_dump_open(const char *path, struct stat *st, char *err, size_t errlen);
+
+/* Reads a dump file (opened by fr_dump_open()); adds -errno for I/O errors. */
 int fr_dump_read_file(const char *path, struct fr_trace *t, char *err, size_t errlen);
 
 /*
@@ -198,7 +213,8 @@ json_t *fr_manifest_to_json(const char *job, const char *incident, const char *r
 			    json_t *verdict);
 
 /*
- * Reads a manifest file, format 1.x or 2.x; same error conventions as
+ * Reads a manifest file, format 1.x or 2.x (opened by fr_dump_open(); an
+ * empty file is -EPROTO); same error conventions as
  * fr_dump_read_file(). Fills `m` (free it with fr_manifest_free()).
  */
 int fr_manifest_read_file(const char *path, struct fr_manifest *m, char *err, size_t errlen);

@@ -3,15 +3,18 @@
  * fr_manifest_read_file(), which reads an incident's manifest (the
  * daemon's live view of every rank, as a list of dump objects; from format
  * 2.0 with each communicator's members once, in a table the views refer
- * to), and fr_dump_read_file() on the same file. Each input is written to
- * a memory file (memfd) once made, and the readers open it by its
- * /proc/self/fd name, so that a run costs no disk.
+ * to), and fr_dump_read_file() on the same file.
  *
  * A manifest that is read must hold what fr_manifest_read_file() promises,
  * each of its ranks, written out as a dump, must read back the same, and
  * the manifest written out again (format 2.0, whatever it was read from)
  * must read back the same. A file read by fr_dump_read_file() must read
  * the same through fr_dump_parse().
+ *
+ * The readers open a path as fr_dump_open() does: no symbolic link (so not
+ * a memfd's /proc/self/fd name), a regular file only. Each input is written
+ * over one temporary file, in /dev/shm where there is one (no disk), made
+ * at the first input and removed at exit.
  */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
@@ -21,7 +24,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
 #include <unistd.h>
 
 #include "dump.h"
@@ -29,8 +31,13 @@
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
-static int memfd = -1;
-static char memfd_path[64];
+static int file_fd = -1;
+static char file_path[64];
+
+static void remove_file(void)
+{
+	unlink(file_path);
+}
 
 static bool read_rc_ok(int rc)
 {
@@ -87,15 +94,17 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	char err[512];
 	int rc;
 
-	if (memfd < 0) {
-		memfd = memfd_create("fuzz_manifest", MFD_CLOEXEC);
-		FUZZ_CHECK(memfd >= 0);
-		snprintf(memfd_path, sizeof(memfd_path), "/proc/self/fd/%d", memfd);
+	if (file_fd < 0) {
+		snprintf(file_path, sizeof(file_path), "%s/fuzz_manifest.XXXXXX",
+			 access("/dev/shm", W_OK) == 0 ? "/dev/shm" : "/tmp");
+		file_fd = mkstemp(file_path);
+		FUZZ_CHECK(file_fd >= 0);
+		atexit(remove_file);
 	}
-	FUZZ_CHECK(ftruncate(memfd, 0) == 0);
-	FUZZ_CHECK(pwrite(memfd, data, size, 0) == (ssize_t)size);
+	FUZZ_CHECK(ftruncate(file_fd, 0) == 0);
+	FUZZ_CHECK(pwrite(file_fd, data, size, 0) == (ssize_t)size);
 
-	rc = fr_manifest_read_file(memfd_path, &m, err, sizeof(err));
+	rc = fr_manifest_read_file(file_path, &m, err, sizeof(err));
 	FUZZ_CHECK(read_rc_ok(rc));
 	if (rc == 0) {
 		FUZZ_CHECK(m.world_size > 0);
@@ -114,7 +123,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		FUZZ_CHECK(!m.nranks && !m.ranks && !m.members);
 	}
 
-	rc = fr_dump_read_file(memfd_path, &t, err, sizeof(err));
+	rc = fr_dump_read_file(file_path, &t, err, sizeof(err));
 	FUZZ_CHECK(read_rc_ok(rc));
 	if (rc == 0) {
 		char *buf = malloc(size);

@@ -18,6 +18,9 @@
  *   slow      sleeps --slow-ms in every iteration but never hangs
  *   none      no fault
  *
+ * --culprit -1 makes every rank the culprit (with freeze: the whole job
+ * stops at once, between two collectives, and no rank can dump).
+ *
  * With --iters N the job ends after N iterations (it never does once a
  * fault is planted, except for slow and none). With --fork, every rank
  * forks a child at iteration 2 (as a data-loader would) that reports what
@@ -158,7 +161,7 @@ int main(int argc, char **argv)
 
 	double x = rank;
 	for (int i = 1; iters < 0 || i <= iters; i++) {
-		bool mine = rank == culprit && i == at;
+		bool mine = (culprit < 0 || rank == culprit) && i == at;
 
 		sleep_ms(step_ms);
 		if (forking && i == 2)

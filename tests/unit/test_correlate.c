@@ -1163,6 +1163,59 @@ static void test_unresponsive_nobody_waits(void **state)
 	job_free(j);
 }
 
+/*
+ * No rank dumped (fr-analyze on an incident whose ranks all froze): the
+ * daemon's live view has nothing in flight, yet the ranks it found silent
+ * are the finding, named by fr_verdict_name_silent() with their reasons and
+ * last completed operation; a rank that did dump leaves the verdict ok.
+ */
+static void test_name_silent(void **state)
+{
+	struct job *j = job_new(4);
+	struct fr_verdict *v;
+
+	(void)state;
+	for (uint32_t r = 0; r < 4; r++)
+		rank_new(j, r, r == 3 ? FR_RANK_DISCONNECTED :
+			 r == 2 ? FR_RANK_LIVE : FR_RANK_UNRESPONSIVE);
+	add_world(j);
+	for (uint32_t r = 0; r < 4; r++)
+		history(j, r, "world", 3);
+	v = correlate(j);
+	assert_int_equal(v->kind, FR_VERDICT_OK);
+	assert_int_equal(fr_verdict_name_silent(v, j->traces, 4), 1);
+	assert_int_equal(v->kind, FR_VERDICT_HANG);
+	assert_false(v->has_op);
+	assert_int_equal(v->nculprits, 3);
+	assert_int_equal(v->culprits[0].rank, 0);
+	assert_int_equal(v->culprits[0].reason, FR_REASON_UNRESPONSIVE);
+	assert_int_equal(v->culprits[1].rank, 1);
+	assert_int_equal(v->culprits[2].rank, 3);
+	assert_int_equal(v->culprits[2].reason, FR_REASON_DISCONNECTED);
+	assert_true(v->culprits[2].has_last_completed);
+	assert_int_equal(v->culprits[2].last_completed.seq, 3);
+	assert_string_equal(v->culprits[2].last_completed.comm, "world");
+	assert_string_equal(v->summary, "ranks 0-1 are unresponsive; rank 3 (node3, pid 1003) "
+			    "lost its connection without finalising; no rank dumped, and the "
+			    "daemon's live view has no operation in flight (4 of 4 ranks with "
+			    "evidence)");
+	/* Called again on a verdict that is no longer ok: nothing changes. */
+	assert_int_equal(fr_verdict_name_silent(v, j->traces, 4), 0);
+	assert_int_equal(v->nculprits, 3);
+	job_free(j);
+
+	/* One rank dumped: the evidence is not the live view alone. */
+	j = job_new(2);
+	rank_new(j, 0, FR_RANK_DUMPED);
+	rank_new(j, 1, FR_RANK_UNRESPONSIVE);
+	add_world(j);
+	v = correlate(j);
+	assert_int_equal(fr_verdict_name_silent(v, j->traces, 2), 0);
+	assert_int_equal(v->kind, FR_VERDICT_OK);
+	assert_int_equal(v->nculprits, 0);
+	job_free(j);
+}
+
 static void test_p2p_peer_never_posts(void **state)
 {
 	struct job *j = world_job(2);
@@ -2730,6 +2783,7 @@ int main(void)
 		cmocka_unit_test(test_stuck_in_op),
 		cmocka_unit_test(test_stuck_on_gpu),
 		cmocka_unit_test(test_unresponsive_nobody_waits),
+		cmocka_unit_test(test_name_silent),
 		cmocka_unit_test(test_p2p_peer_never_posts),
 		cmocka_unit_test(test_p2p_deadlock),
 		cmocka_unit_test(test_collective_order_deadlock),

@@ -1610,6 +1610,62 @@ static void test_read_too_big(void **state)
 	remove_dir(dir);
 }
 
+/*
+ * The readers open a file of an incident directory as it is: a FIFO (which
+ * a blocking open would wait on forever: a test that hangs is a failure
+ * of the runner's time limit), a socket and a symbolic link, even to a
+ * good file, are refused with the path and what it is; so is an empty
+ * manifest.
+ */
+static void test_read_special_files(void **state)
+{
+	char *dir = make_temp_dir();
+	char *fifo = join(dir, "rank-1.json");
+	char *link = join(dir, "rank-2.json");
+	char *empty = join(dir, "manifest.json");
+	char *good = data_path("good-rank-0.json");
+	struct fr_manifest m;
+	struct fr_trace t;
+	struct stat st;
+	char err[512];
+	int fd;
+
+	(void)state;
+	assert_int_equal(mkfifo(fifo, 0600), 0);
+	assert_int_equal(symlink(good, link), 0);
+	fd = open(empty, O_CREAT | O_WRONLY, 0644);
+	assert_true(fd >= 0);
+	close(fd);
+
+	assert_int_equal(fr_dump_read_file(fifo, &t, err, sizeof(err)), -EINVAL);
+	assert_contains(err, fifo);
+	assert_contains(err, "a FIFO, not a regular file");
+	assert_zeroed(&t);
+	assert_int_equal(fr_manifest_read_file(fifo, &m, err, sizeof(err)), -EINVAL);
+	assert_contains(err, "a FIFO");
+
+	assert_int_equal(fr_dump_read_file(link, &t, err, sizeof(err)), -ELOOP);
+	assert_contains(err, link);
+	assert_contains(err, "a symbolic link, not followed");
+	assert_int_equal(fr_dump_open(link, &st, err, sizeof(err)), -ELOOP);
+
+	assert_int_equal(fr_manifest_read_file(empty, &m, err, sizeof(err)), -EPROTO);
+	assert_contains(err, empty);
+	assert_contains(err, "an empty file");
+
+	assert_int_equal(fr_dump_open(dir, &st, err, sizeof(err)), -EISDIR);
+	fd = fr_dump_open(good, &st, err, sizeof(err));
+	assert_true(fd >= 0);
+	assert_true(S_ISREG(st.st_mode) && st.st_size > 0);
+	close(fd);
+
+	free(good);
+	free(empty);
+	free(link);
+	free(fifo);
+	remove_dir(dir);
+}
+
 /* ------------------------------------------------------------------ */
 
 static void test_manifest_round_trip(void **state)
@@ -2394,6 +2450,7 @@ int main(void)
 		cmocka_unit_test(test_text_and_tree_agree),
 		cmocka_unit_test(test_written_entries_agree),
 		cmocka_unit_test(test_read_too_big),
+		cmocka_unit_test(test_read_special_files),
 		cmocka_unit_test(test_atomic_write_and_replace),
 		cmocka_unit_test(test_atomic_write_missing_dir),
 		cmocka_unit_test_teardown(test_atomic_write_choppy, write_teardown),
