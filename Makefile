@@ -49,7 +49,7 @@ CLI := $(BUILD)/bin/fr-analyze
 
 UNIT_TESTS := $(addprefix $(BUILD)/tests/,test_ring test_handles test_wire test_dump test_correlate \
 	test_pickle test_pytorch test_value test_route test_ratelog)
-MPI_PROGS := $(addprefix $(BUILD)/tests/,mpi_hang mpi_overhead)
+MPI_PROGS := $(addprefix $(BUILD)/tests/,mpi_hang mpi_overhead mpi_sleeper)
 # The CPU stand-in for NCCL and the CUDA runtime, and the NCCL test program.
 NCCL_FAKE := $(BUILD)/tests/nccl/nccl_hang
 

@@ -48,6 +48,14 @@
 #define MAX_COMMS_PER_FRAME 4096
 /* Progress is dropped rather than queued past this much unsent data. */
 #define MAX_QUEUED (4u << 20)
+/* Nothing is queued past this much unsent data: a dump that would not fit
+ * is not uploaded (its local copy is still written). A daemon that never
+ * reads can make the rank hold this much, and no more. */
+#define MAX_QUEUED_TOTAL (64u << 20)
+/* The least time between two dumps a daemon asks for (each may signal
+ * every thread of the application): incidents, and live looks. */
+#define DUMP_INTERVAL_MS 1000
+#define LIVE_INTERVAL_MS 500
 #define STOP_GRACE_MS 1000
 /* How long a link with a token waits for the daemon's CHALLENGE. */
 #define CHALLENGE_WAIT_MS 2000
@@ -94,6 +102,18 @@ struct link {
 	uint8_t job_key[FR_WIRE_JOB_KEY_SIZE];
 	bool no_challenge_logged;
 	uint32_t refusals_logged;    /* bit per ERROR code said on stderr */
+	/* Dumps the daemon asked for: at most one is uploading at a time
+	 * (`dump_queued` bytes of it not yet written), and one of each kind
+	 * waits its turn; a newer request of the same kind takes its place. */
+	size_t dump_queued;
+	uv_timer_t defer;
+	struct pending_dump {
+		bool set;
+		char incident[FR_INCIDENT_MAX + 1];
+		char reason[FR_REASON_MAX + 1];
+		uint64_t last_ms;    /* when the last one of this kind was made */
+	} pending[2];               /* PENDING_INCIDENT, PENDING_LIVE */
+	bool said_dropped, said_too_big, said_save_failed;
 	/* Set by other threads, read by the loop after a wake. */
 	pthread_mutex_t lock;
 	bool stop_requested;
@@ -103,33 +123,51 @@ struct link {
 
 static struct link L;
 
+enum { PENDING_INCIDENT, PENDING_LIVE };
+
 static void start_connect(void);
 static void say_goodbye(void);
 static void close_all(void);
 
+static void serve_dumps(void);
+
+/* How a frame is queued: kept, dropped when the daemon falls behind, or a
+ * piece of a dump (counted in L.dump_queued until written). */
+enum send_kind { SEND_KEEP, SEND_DROPPABLE, SEND_DUMP };
+
 struct write_req {
 	uv_write_t req;
 	uint8_t *buf;
+	size_t dump_bytes;
 };
+
+static size_t queued_bytes(void)
+{
+	return uv_stream_get_write_queue_size((uv_stream_t *)&L.tcp);
+}
 
 static void on_written(uv_write_t *req, int status)
 {
 	struct write_req *w = (struct write_req *)req;
+	bool dump_done = w->dump_bytes && (L.dump_queued -= w->dump_bytes) == 0;
 
-	(void)status;
 	free(w->buf);
 	free(w);
+	/* The daemon took the dump: the next one it asked for may go. */
+	if (dump_done && status == 0)
+		serve_dumps();
 }
 
 /* Queues a whole frame (takes ownership of buf). Droppable frames are
- * dropped when the daemon does not keep up. */
-static int send_frame(uint8_t *buf, size_t len, bool droppable)
+ * dropped when the daemon does not keep up, and nothing is queued past
+ * MAX_QUEUED_TOTAL. */
+static int send_frame(uint8_t *buf, size_t len, enum send_kind kind)
 {
 	struct write_req *w;
 	uv_buf_t b;
 
-	if (L.state != LINK_UP ||
-	    (droppable && uv_stream_get_write_queue_size((uv_stream_t *)&L.tcp) > MAX_QUEUED)) {
+	if (L.state != LINK_UP || queued_bytes() + len > MAX_QUEUED_TOTAL ||
+	    (kind == SEND_DROPPABLE && queued_bytes() > MAX_QUEUED)) {
 		free(buf);
 		return -EAGAIN;
 	}
@@ -139,22 +177,24 @@ static int send_frame(uint8_t *buf, size_t len, bool droppable)
 		return -ENOMEM;
 	}
 	w->buf = buf;
+	w->dump_bytes = kind == SEND_DUMP ? len : 0;
 	b = uv_buf_init((char *)buf, (unsigned)len);
 	if (uv_write(&w->req, (uv_stream_t *)&L.tcp, &b, 1, on_written) < 0) {
 		free(buf);
 		free(w);
 		return -EIO;
 	}
+	L.dump_queued += w->dump_bytes;
 	return 0;
 }
 
-#define SEND_MSG(name, msg, droppable)                                          \
+#define SEND_MSG(name, msg, kind)                                          \
 	({                                                                     \
 		size_t n_ = fr_wire_##name##_size(msg);                        \
 		uint8_t *b_ = malloc(n_);                                      \
 		int rc_ = -ENOMEM;                                             \
 		if (b_ && (rc_ = fr_wire_##name##_encode(msg, b_, n_)) > 0)    \
-			rc_ = send_frame(b_, n_, droppable);                   \
+			rc_ = send_frame(b_, n_, kind);                      \
 		else                                                           \
 			free(b_);                                              \
 		rc_;                                                           \
@@ -193,9 +233,9 @@ static void send_hello(const uint8_t *nonce)
 
 		if ((L.have_job_key ? fr_wire_auth_proof_key(L.job_key, nonce, &h, a.proof) :
 				      fr_wire_auth_proof(&L.token, nonce, &h, a.proof)) == 0)
-			SEND_MSG(auth, &a, false);
+			SEND_MSG(auth, &a, SEND_KEEP);
 	}
-	SEND_MSG(hello, &h, false);
+	SEND_MSG(hello, &h, SEND_KEEP);
 }
 
 /*
@@ -229,7 +269,7 @@ static void announce_comms(void)
 		m.rank = c->rank;
 		m.size = c->size;
 		m.members = c->members;
-		if (SEND_MSG(comm, &m, false) == 0)
+		if (SEND_MSG(comm, &m, SEND_KEEP) == 0)
 			L.announced[c->index] = true;
 	}
 }
@@ -326,7 +366,7 @@ static void send_progress(bool force)
 	m.inflight = inflight;
 	if (!force && nc == 0 && sig == L.inflight_sig)
 		return;
-	if (SEND_MSG(progress, &m, true) < 0)
+	if (SEND_MSG(progress, &m, SEND_DROPPABLE) < 0)
 		return; /* not sent: try again next tick */
 	for (uint32_t j = 0; j < nc; j++) {
 		L.sent_entered[index_of[j]] = comms[j].last_entered;
@@ -339,7 +379,7 @@ static void send_heartbeat(void)
 {
 	struct fr_msg_heartbeat hb = { .now_ns = fr_now_ns() };
 
-	SEND_MSG(heartbeat, &hb, true);
+	SEND_MSG(heartbeat, &hb, SEND_DROPPABLE);
 }
 
 /* ---- dumps ---- */
@@ -358,7 +398,7 @@ static void upload(const char *incident, const char *buf, size_t len)
 		d.offset = off;
 		d.len = (uint32_t)chunk;
 		d.data = buf ? (const uint8_t *)buf + off : NULL;
-		if (SEND_MSG(dump_data, &d, false) < 0)
+		if (SEND_MSG(dump_data, &d, SEND_DUMP) < 0)
 			return;
 		off += chunk;
 	} while (off < len);
@@ -382,23 +422,98 @@ static void dump(const char *incident, const char *reason)
 	char *buf = NULL;
 	size_t len = 0;
 	char path[1024];
+	char err[600];
 	int rc;
 
 	scope.scope = fr_wire_live_scope(incident, &scope.last);
 	rc = fr_dumper_serialize(incident, reason, &scope, &buf, &len);
 
-	if (L.state == LINK_UP)
-		upload(incident, buf, buf ? len : 0);
+	if (L.state == LINK_UP) {
+		/* One dump at a time, and none that would queue past the cap:
+		 * an empty upload tells the daemon not to wait for it. */
+		if (buf && (L.dump_queued || queued_bytes() + len > MAX_QUEUED_TOTAL)) {
+			if (!L.said_too_big)
+				fprintf(stderr, "flightrec: rank %u: dump %s (%zu bytes) not uploaded: the daemon has not taken the last one (%zu bytes unsent, at most %u); its local copy is kept\n",
+					fr_agent.id.rank, incident, len, queued_bytes(), MAX_QUEUED_TOTAL);
+			L.said_too_big = true;
+			upload(incident, NULL, 0);
+		} else {
+			upload(incident, buf, buf ? len : 0);
+		}
+	}
 	if (rc) {
 		fprintf(stderr, "flightrec: rank %u: dump for %s not built: %s\n",
 			fr_agent.id.rank, incident, strerror(-rc));
 	} else if (scope.scope == FR_WIRE_LIVE_NONE) {
-		rc = fr_dumper_save(incident, buf, len, path, sizeof(path));
-		if (rc)
-			fprintf(stderr, "flightrec: rank %u: local dump %s not written: %s\n",
-				fr_agent.id.rank, path, strerror(-rc));
+		rc = fr_dumper_save(incident, buf, len, path, sizeof(path), err, sizeof(err));
+		/* Said once: a daemon asking again and again must not fill the
+		 * application's stderr either. */
+		if (rc && !L.said_save_failed)
+			fprintf(stderr, "flightrec: rank %u: local dump %s not written: %s%s\n",
+				fr_agent.id.rank, path, err[0] ? err : strerror(-rc),
+				L.state == LINK_UP ? " (the daemon has its copy)" : "");
+		L.said_save_failed |= rc != 0;
 	}
 	free(buf);
+}
+
+/*
+ * Makes the dumps the daemon asked for, as fast as the rate allows: none
+ * while one is still uploading, incidents DUMP_INTERVAL_MS apart and live
+ * looks LIVE_INTERVAL_MS apart; what is not yet due waits for the timer.
+ * A daemon that floods requests gets at most this rate, whatever it asks.
+ */
+static void on_defer(uv_timer_t *t);
+
+static void serve_dumps(void)
+{
+	static const uint64_t interval[2] = { DUMP_INTERVAL_MS, LIVE_INTERVAL_MS };
+	uint64_t now = mono_ms(), wait = UINT64_MAX;
+
+	if (L.dump_queued || L.state != LINK_UP)
+		return; /* on_written or the next connection calls again */
+	for (int k = 0; k < 2; k++) {
+		struct pending_dump *p = &L.pending[k];
+		uint64_t due = p->last_ms + interval[k];
+
+		if (!p->set)
+			continue;
+		if (!p->last_ms || now >= due) {
+			p->set = false;
+			p->last_ms = now;
+			dump(p->incident, p->reason);
+			if (L.dump_queued)
+				return;
+			now = mono_ms();
+			continue;
+		}
+		wait = due - now < wait ? due - now : wait;
+	}
+	if (wait != UINT64_MAX)
+		uv_timer_start(&L.defer, on_defer, wait, 0);
+}
+
+static void on_defer(uv_timer_t *t)
+{
+	(void)t;
+	serve_dumps();
+}
+
+/* A DUMP_REQUEST: queued for serve_dumps(), replacing one not yet made. */
+static void request_dump(const char *incident, const char *reason)
+{
+	bool live = !strncmp(incident, FR_WIRE_LIVE_PREFIX, sizeof(FR_WIRE_LIVE_PREFIX) - 1);
+	struct pending_dump *p = &L.pending[live ? PENDING_LIVE : PENDING_INCIDENT];
+
+	if (p->set && strcmp(p->incident, incident) && !L.said_dropped) {
+		L.said_dropped = true;
+		fprintf(stderr, "flightrec: rank %u: the daemon at %s asks for dumps faster than one at a time, %d ms apart; dropping dump %s\n",
+			fr_agent.id.rank, fr_agent.cfg.addr, DUMP_INTERVAL_MS, p->incident);
+	}
+	p->set = true;
+	snprintf(p->incident, sizeof(p->incident), "%s", incident);
+	snprintf(p->reason, sizeof(p->reason), "%s", reason);
+	serve_dumps();
 }
 
 /* A dump the application asked for: its own incident, per rank. */
@@ -463,6 +578,7 @@ static bool link_open(void)
 static void disconnect(void)
 {
 	uv_timer_stop(&L.challenge);
+	uv_timer_stop(&L.defer);
 	if (link_open()) {
 		L.state = LINK_CLOSING;
 		uv_close((uv_handle_t *)&L.tcp, on_closed);
@@ -535,7 +651,7 @@ static int handle_frame(const struct fr_wire_header *h, const uint8_t *payload)
 		/* The incident id names a directory: accept only safe ones. */
 		if (!fr_wire_valid_name(req.incident))
 			return -EPROTO;
-		dump(req.incident, req.reason);
+		request_dump(req.incident, req.reason);
 		return 0;
 	case FR_MSG_CHALLENGE:
 		rc = fr_wire_challenge_decode(payload, h->length, &ch);
@@ -606,6 +722,8 @@ static void link_up(const uint8_t *nonce)
 	memset(L.sent_entered, 0, sizeof(L.sent_entered));
 	memset(L.sent_completed, 0, sizeof(L.sent_completed));
 	L.inflight_sig = 0;
+	/* Requests of the last connection are not this daemon's to answer. */
+	L.pending[PENDING_INCIDENT].set = L.pending[PENDING_LIVE].set = false;
 	send_hello(nonce);
 	announce_comms();
 	send_progress(true);
@@ -817,7 +935,8 @@ static void on_tick(uv_timer_t *t)
 static void close_all(void)
 {
 	uv_handle_t *handles[] = { (uv_handle_t *)&L.wake, (uv_handle_t *)&L.tick,
-				   (uv_handle_t *)&L.retry, (uv_handle_t *)&L.challenge };
+				   (uv_handle_t *)&L.retry, (uv_handle_t *)&L.challenge,
+				   (uv_handle_t *)&L.defer };
 
 	for (size_t i = 0; i < sizeof(handles) / sizeof(handles[0]); i++)
 		if (!uv_is_closing(handles[i]))
@@ -849,7 +968,7 @@ static void say_goodbye(void)
 
 	announce_comms();
 	send_progress(false);
-	SEND_MSG(bye, &bye, false);
+	SEND_MSG(bye, &bye, SEND_KEEP);
 	if (req && uv_shutdown(req, (uv_stream_t *)&L.tcp, on_shutdown) == 0) {
 		/* Bounded: if the daemon does not read, close anyway. */
 		uv_timer_start(&L.tick, on_grace, STOP_GRACE_MS, 0);
@@ -949,6 +1068,7 @@ int fr_link_start(void)
 	uv_timer_init(&L.loop, &L.tick);
 	uv_timer_init(&L.loop, &L.retry);
 	uv_timer_init(&L.loop, &L.challenge);
+	uv_timer_init(&L.loop, &L.defer);
 	uv_timer_start(&L.tick, on_tick, TICK_MS, TICK_MS);
 	/* The first connection attempt (which may resolve a host name) runs
 	 * on the link thread, never in the application's MPI_Init. */
