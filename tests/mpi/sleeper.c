@@ -11,6 +11,8 @@
  *                           (SIGRTMIN+7), asks for a second dump, waits for
  *                           it and prints "deliveries N": how often its
  *                           handler ran
+ *   sleeper dump            asks for one dump and finalises (the agent
+ *                           writes the dump before it stops)
  */
 #include <dirent.h>
 #include <dlfcn.h>
@@ -107,8 +109,13 @@ int main(int argc, char **argv)
 			}
 			printf("deliveries %d\n", (int)deliveries);
 		}
+	} else if (argc == 2 && strcmp(argv[1], "dump") == 0) {
+		int (*dump_now)(const char *) =
+			(int (*)(const char *))dlsym(RTLD_DEFAULT, "fr_dump_now");
+
+		rc = dump_now && dump_now("asked") == 0 ? 0 : 1;
 	} else {
-		fprintf(stderr, "usage: sleeper sleep SECONDS | sleeper late-handler\n");
+		fprintf(stderr, "usage: sleeper sleep SECONDS | sleeper late-handler | sleeper dump\n");
 		rc = 2;
 	}
 	fflush(stdout);
