@@ -30,6 +30,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
 #include <time.h>
 #include <unistd.h>
 #include <uv.h>
@@ -62,8 +63,10 @@
 /* After the daemon refused the token, try again this much later. */
 #define REFUSED_BACKOFF_MS 30000
 
-/* LINK_AUTH: connected, waiting for the CHALLENGE before saying anything. */
-enum link_state { LINK_IDLE, LINK_CONNECTING, LINK_AUTH, LINK_UP, LINK_CLOSING };
+/* LINK_AUTH: connected, waiting for the CHALLENGE before saying anything;
+ * LINK_VERIFY: HELLO sent, waiting for the daemon's proof of the token
+ * before acting on anything it says. */
+enum link_state { LINK_IDLE, LINK_CONNECTING, LINK_AUTH, LINK_VERIFY, LINK_UP, LINK_CLOSING };
 
 struct link {
 	pthread_t thread;
@@ -72,7 +75,7 @@ struct link {
 	uv_async_t wake;
 	uv_timer_t tick;
 	uv_timer_t retry;
-	uv_timer_t challenge;             /* CHALLENGE_WAIT_MS in LINK_AUTH */
+	uv_timer_t challenge;             /* CHALLENGE_WAIT_MS in LINK_AUTH and LINK_VERIFY */
 	uv_tcp_t tcp;
 	uv_connect_t connect_req;
 	enum link_state state;
@@ -100,7 +103,11 @@ struct link {
 	char key_path[512];
 	bool have_job_key;
 	uint8_t job_key[FR_WIRE_JOB_KEY_SIZE];
-	bool no_challenge_logged;
+	bool unproven_logged;
+	/* This connection's nonces: the daemon's CHALLENGE, and ours, which
+	 * its DAEMON_PROOF must answer. */
+	uint8_t daemon_nonce[FR_WIRE_NONCE_SIZE];
+	uint8_t agent_nonce[FR_WIRE_NONCE_SIZE];
 	uint32_t refusals_logged;    /* bit per ERROR code said on stderr */
 	/* Dumps the daemon asked for: at most one is uploading at a time
 	 * (`dump_queued` bytes of it not yet written), and one of each kind
@@ -166,7 +173,8 @@ static int send_frame(uint8_t *buf, size_t len, enum send_kind kind)
 	struct write_req *w;
 	uv_buf_t b;
 
-	if (L.state != LINK_UP || queued_bytes() + len > MAX_QUEUED_TOTAL ||
+	if ((L.state != LINK_UP && L.state != LINK_VERIFY) ||
+	    queued_bytes() + len > MAX_QUEUED_TOTAL ||
 	    (kind == SEND_DROPPABLE && queued_bytes() > MAX_QUEUED)) {
 		free(buf);
 		return -EAGAIN;
@@ -222,14 +230,21 @@ static void build_hello(struct fr_msg_hello *h)
 	memcpy(h->comm_lib, id->comm_lib, sizeof(h->comm_lib));
 }
 
-/* HELLO, preceded by AUTH when the daemon sent `nonce` (NULL: it did not). */
+/*
+ * HELLO, preceded by DAEMON_CHALLENGE and AUTH when the daemon sent `nonce`
+ * (NULL: it did not).
+ */
 static void send_hello(const uint8_t *nonce)
 {
 	struct fr_msg_hello h;
 
 	build_hello(&h);
 	if (nonce) {
+		struct fr_msg_daemon_challenge dc;
 		struct fr_msg_auth a;
+
+		memcpy(dc.nonce, L.agent_nonce, sizeof(dc.nonce));
+		SEND_MSG(daemon_challenge, &dc, SEND_KEEP);
 
 		if ((L.have_job_key ? fr_wire_auth_proof_key(L.job_key, nonce, &h, a.proof) :
 				      fr_wire_auth_proof(&L.token, nonce, &h, a.proof)) == 0)
@@ -572,7 +587,8 @@ static void on_closed(uv_handle_t *h)
 
 static bool link_open(void)
 {
-	return L.state == LINK_UP || L.state == LINK_CONNECTING || L.state == LINK_AUTH;
+	return L.state == LINK_UP || L.state == LINK_CONNECTING || L.state == LINK_AUTH ||
+	       L.state == LINK_VERIFY;
 }
 
 static void disconnect(void)
@@ -602,7 +618,26 @@ static void on_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf)
 	*buf = uv_buf_init((char *)L.rbuf + L.rlen, (unsigned)(L.rcap - L.rlen));
 }
 
-static void link_up(const uint8_t *nonce);
+static void link_up(void);
+static void link_verify(const uint8_t *nonce);
+static bool daemon_proof_ok(const uint8_t proof[FR_WIRE_PROOF_SIZE]);
+static void on_challenge_timeout(uv_timer_t *t);
+
+/*
+ * This agent holds a token and the peer did not prove it holds it too: it
+ * is not the daemon (or one that predates mutual authentication). Nothing
+ * it sent is acted on; said once, then retried as after a refusal, the
+ * application recording and dumping locally meanwhile.
+ */
+static void refuse_unproven(const char *why)
+{
+	L.backoff_ms = REFUSED_BACKOFF_MS;
+	if (L.unproven_logged)
+		return;
+	L.unproven_logged = true;
+	fprintf(stderr, "flightrec: rank %u: the daemon at %s did not prove it holds the token (%s): not connecting to it; recording locally, retrying every 30 s\n",
+		fr_agent.id.rank, fr_agent.cfg.addr, why);
+}
 
 /* The daemon's refusal: said once per reason, then the link closes. */
 static void on_refused(const struct fr_msg_error *e)
@@ -610,6 +645,12 @@ static void on_refused(const struct fr_msg_error *e)
 	char msg[FR_REASON_MAX + 1];
 	uint32_t bit = e->code < 32 ? 1u << e->code : 1u;
 
+	/* A daemon of protocol 2 refuses our DAEMON_CHALLENGE as a frame it
+	 * does not know: it cannot prove the token. */
+	if (L.state == LINK_VERIFY && e->code == FR_WIRE_ERR_PROTOCOL) {
+		refuse_unproven("it refused to, as a daemon older than protocol version 3 does");
+		return;
+	}
 	if (e->code == FR_WIRE_ERR_AUTH_REQUIRED || e->code == FR_WIRE_ERR_AUTH_FAILED)
 		L.backoff_ms = REFUSED_BACKOFF_MS;
 	if (L.refusals_logged & bit)
@@ -640,10 +681,31 @@ static int handle_frame(const struct fr_wire_header *h, const uint8_t *payload)
 {
 	struct fr_msg_dump_request req;
 	struct fr_msg_challenge ch;
+	struct fr_msg_daemon_proof dp;
 	struct fr_msg_error e;
 	int rc;
 
+	/* Before its proof, a daemon's word is taken for nothing but that. */
+	if ((L.state == LINK_AUTH || L.state == LINK_VERIFY) && h->type != FR_MSG_CHALLENGE &&
+	    h->type != FR_MSG_DAEMON_PROOF && h->type != FR_MSG_ERROR) {
+		refuse_unproven(L.state == LINK_AUTH ? "it spoke before asking for the token" :
+						       "it spoke before proving it");
+		return 1;
+	}
 	switch (h->type) {
+	case FR_MSG_DAEMON_PROOF:
+		rc = fr_wire_daemon_proof_decode(payload, h->length, &dp);
+		if (rc < 0)
+			return rc;
+		if (L.state != LINK_VERIFY)
+			return 0; /* not asked for: nothing to check */
+		uv_timer_stop(&L.challenge);
+		if (!daemon_proof_ok(dp.proof)) {
+			refuse_unproven("its proof is wrong: another token, or not flightrecd");
+			return 1;
+		}
+		link_up();
+		return 0;
 	case FR_MSG_DUMP_REQUEST:
 		rc = fr_wire_dump_request_decode(payload, h->length, &req);
 		if (rc < 0)
@@ -661,7 +723,7 @@ static int handle_frame(const struct fr_wire_header *h, const uint8_t *payload)
 		 * to answer: the daemon's ERROR says the rest. */
 		if (L.state == LINK_AUTH) {
 			uv_timer_stop(&L.challenge);
-			link_up(ch.nonce);
+			link_verify(ch.nonce);
 		}
 		return 0;
 	case FR_MSG_ERROR:
@@ -711,11 +773,14 @@ static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
 }
 
 /*
- * The connection is ready for frames: says who this rank is (proving the
- * token for `nonce` when the daemon challenged), then everything it knows.
+ * The connection is ready for frames (without a token at once, with one
+ * once the daemon proved it): says who this rank is, unless link_verify()
+ * did, then everything it knows.
  */
-static void link_up(const uint8_t *nonce)
+static void link_up(void)
 {
+	bool said_hello = L.state == LINK_VERIFY;
+
 	L.state = LINK_UP;
 	L.comms_seen = 0;
 	memset(L.announced, 0, sizeof(L.announced));
@@ -724,7 +789,8 @@ static void link_up(const uint8_t *nonce)
 	L.inflight_sig = 0;
 	/* Requests of the last connection are not this daemon's to answer. */
 	L.pending[PENDING_INCIDENT].set = L.pending[PENDING_LIVE].set = false;
-	send_hello(nonce);
+	if (!said_hello)
+		send_hello(NULL);
 	announce_comms();
 	send_progress(true);
 	send_heartbeat();
@@ -736,17 +802,53 @@ static void link_up(const uint8_t *nonce)
 	}
 }
 
+/*
+ * The daemon challenged: proves the token for `nonce` with our HELLO and
+ * challenges the daemon in turn, then waits (CHALLENGE_WAIT_MS) for its
+ * proof before anything else.
+ */
+static void link_verify(const uint8_t *nonce)
+{
+	if (getrandom(L.agent_nonce, sizeof(L.agent_nonce), GRND_NONBLOCK) !=
+	    (ssize_t)sizeof(L.agent_nonce)) {
+		refuse_unproven("no random numbers to challenge it with");
+		disconnect();
+		return;
+	}
+	memcpy(L.daemon_nonce, nonce, sizeof(L.daemon_nonce));
+	L.state = LINK_VERIFY;
+	send_hello(nonce);
+	uv_timer_start(&L.challenge, on_challenge_timeout,
+		       L.goodbye_on_connect ? STOP_GRACE_MS / 2 : CHALLENGE_WAIT_MS, 0);
+}
+
+/* Whether `proof` is the daemon's for this connection's HELLO. */
+static bool daemon_proof_ok(const uint8_t proof[FR_WIRE_PROOF_SIZE])
+{
+	struct fr_msg_hello h;
+	uint8_t key[FR_WIRE_JOB_KEY_SIZE];
+	bool ok;
+
+	build_hello(&h);
+	if (L.have_job_key)
+		memcpy(key, L.job_key, sizeof(key));
+	else if (fr_wire_job_key(&L.token, h.job, key) != 0)
+		return false;
+	ok = fr_wire_daemon_verify_key(key, L.agent_nonce, L.daemon_nonce, &h, proof);
+	explicit_bzero(key, sizeof(key));
+	return ok;
+}
+
+/* No CHALLENGE, or no proof, in time: with a token, the peer is refused. */
 static void on_challenge_timeout(uv_timer_t *t)
 {
 	(void)t;
-	if (L.state != LINK_AUTH)
+	if (L.state != LINK_AUTH && L.state != LINK_VERIFY)
 		return;
-	if (!L.no_challenge_logged) {
-		L.no_challenge_logged = true;
-		fprintf(stderr, "flightrec: rank %u: the daemon at %s did not ask for the token (it has none, or predates them); connecting without it\n",
-			fr_agent.id.rank, fr_agent.cfg.addr);
-	}
-	link_up(NULL);
+	refuse_unproven(L.state == LINK_AUTH ?
+				"it did not ask for the token: it has none, predates tokens, or is not flightrecd" :
+				"no proof came");
+	disconnect();
 }
 
 static void on_connected(uv_connect_t *req, int status)
@@ -760,7 +862,7 @@ static void on_connected(uv_connect_t *req, int status)
 	uv_tcp_nodelay(&L.tcp, 1);
 	uv_read_start((uv_stream_t *)&L.tcp, on_alloc, on_read);
 	if (!L.token.len && !L.have_job_key) {
-		link_up(NULL);
+		link_up();
 		return;
 	}
 	L.state = LINK_AUTH;
@@ -991,11 +1093,11 @@ static void begin_stop(void)
 	L.stopping = true;
 	if (L.state == LINK_UP) {
 		say_goodbye();
-	} else if (L.state == LINK_CONNECTING || L.state == LINK_AUTH) {
+	} else if (L.state == LINK_CONNECTING || L.state == LINK_AUTH || L.state == LINK_VERIFY) {
 		L.goodbye_on_connect = true;
 		uv_timer_start(&L.tick, on_grace, STOP_GRACE_MS, 0);
-		/* Still waiting for a challenge: not past half the grace. */
-		if (L.state == LINK_AUTH)
+		/* Still waiting for a challenge or a proof: not past half the grace. */
+		if (L.state == LINK_AUTH || L.state == LINK_VERIFY)
 			uv_timer_start(&L.challenge, on_challenge_timeout, STOP_GRACE_MS / 2, 0);
 	} else {
 		close_all();

@@ -9,6 +9,9 @@ fake_daemon.py PORT_FILE MODE
               (evil-<n>) and live looks at stacks (live-stacks-<n>) in turn
   challenge   first sends a CHALLENGE, as a daemon with a token does, then
               floods: it cannot prove a token it does not have
+  v2          a daemon of protocol version 2 with a token: sends a
+              CHALLENGE, and answers the agent's DAEMON_CHALLENGE (a
+              version-3 frame) with ERROR 4, as such a daemon does
 
 Writes the port it listens on to PORT_FILE; runs until killed.
 """
@@ -20,7 +23,7 @@ import threading
 import time
 
 MAGIC = 0x43455246
-DUMP_REQUEST, CHALLENGE = 5, 8
+DUMP_REQUEST, CHALLENGE, ERROR = 5, 8, 10
 
 
 def s(text):
@@ -32,8 +35,26 @@ def frame(kind, payload, version=1):
     return struct.pack("<IHHII", MAGIC, version, kind, len(payload), 0) + payload
 
 
+def old_daemon(conn):
+    conn.sendall(frame(CHALLENGE, os.urandom(32), version=2))
+    header = b""
+    while len(header) < 16:
+        part = conn.recv(16 - len(header))
+        if not part:
+            return
+        header += part
+    _, version, kind, _, _ = struct.unpack("<IHHII", header)
+    if version > 2:
+        conn.sendall(frame(ERROR, struct.pack("<H", 4) + s("protocol version %d" % version),
+                           version=2))
+    conn.close()
+
+
 def flood(conn, mode):
     try:
+        if mode == "v2":
+            old_daemon(conn)
+            return
         if mode == "challenge":
             conn.sendall(frame(CHALLENGE, os.urandom(32), version=2))
         n = 0

@@ -7,7 +7,12 @@
 #     dump directories stop at the cap (said once on stderr);
 #  2. an application that installs its own handler for the stack signal
 #     after the first dump never receives the signal from a later dump
-#     (said once on stderr).
+#     (said once on stderr);
+#  3. an agent that holds a token refuses a daemon that cannot prove the
+#     token too (mutual challenge): one that challenges but cannot answer
+#     the agent's challenge gets no dump at all, and neither does one of
+#     protocol version 2, which refuses the agent's challenge; each is said
+#     once on stderr, and the application runs on.
 . "$(dirname "$0")/lib.sh"
 SLEEPER=$BUILD_DIR/tests/mpi_sleeper
 [ -x "$SLEEPER" ] || fail "$SLEEPER not built (make tests)"
@@ -62,4 +67,26 @@ jq -e '[.threads[] | select(.current | not) | .frames | length] | max > 0' "$fir
 	fail "the application's handler ran $(value deliveries) times after it took the signal"
 grep -q "the application installed its own handler for signal" "$T/sleeper.log" ||
 	fail "the agent did not say it stopped using the signal: $(cat "$T/sleeper.log")"
-echo "PASS agent trust: a flooding daemon is rate-limited and bounded; a signal the application takes is left alone"
+# 3. Impersonators, with the agent holding a token.
+TOKEN=$T/token
+printf 'flightrec-e2e-%s-0123456789abcdef\n' "$RANDOM$RANDOM" >"$TOKEN"
+chmod 600 "$TOKEN"
+for mode in challenge v2; do
+	rm -rf "$T/local" "$T/fake.port"
+	python3 "$ROOT/tests/e2e/fake_daemon.py" "$T/fake.port" $mode >"$T/fake.log" 2>&1 &
+	track_pid $!
+	wait_for 10 test -s "$T/fake.port" || fail "the fake daemon ($mode) did not start"
+	AGENT_ENV="-x FLIGHTREC_TOKEN_FILE=$TOKEN" run_sleeper "127.0.0.1:$(cat "$T/fake.port")" sleep 3 ||
+		fail "the application failed next to an impersonator ($mode): $(cat "$T/sleeper.log")"
+	[ "$(value interrupted)" = 0 ] ||
+		fail "an impersonator ($mode) that cannot prove the token had $(value interrupted) naps cut short"
+	[ ! -e "$T/local" ] || fail "an impersonator ($mode) made the agent dump: $(ls -R "$T/local")"
+	case $mode in
+	challenge) why="it spoke before proving it" ;;
+	v2) why="it refused to, as a daemon older than protocol version 3 does" ;;
+	esac
+	[ "$(grep -c "did not prove it holds the token ($why)" "$T/sleeper.log")" = 1 ] ||
+		fail "the refusal of the impersonator ($mode) was not said once: $(cat "$T/sleeper.log")"
+	stop_helpers
+done
+echo "PASS agent trust: a flooding daemon is rate-limited and bounded; a signal the application takes is left alone; a daemon that cannot prove the token is refused"
