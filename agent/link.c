@@ -14,12 +14,20 @@
  * the HELLO that follows (protocol/PROTOCOL.md); the token never leaves
  * the process. FLIGHTREC_JOB_KEY_FILE instead holds only this job's key
  * (flightrecd --job-key), which proves HELLOs of this job and no other;
- * when both are set the key is used. A daemon that sends no challenge
- * within CHALLENGE_WAIT_MS has no token (or predates them) and gets a
- * plain HELLO. A token or key file that cannot be read is said once on
- * stderr and the agent connects without a proof: a daemon that requires
- * one refuses it (the agent then records and dumps locally), one that
- * does not serves it.
+ * when both are set the key is used. The daemon must prove the token in
+ * turn (DAEMON_CHALLENGE, DAEMON_PROOF) before the link acts on anything
+ * it says: a peer that sends no challenge within CHALLENGE_WAIT_MS, or no
+ * proof, may be anyone listening on that port, and is refused (said once;
+ * the agent records and dumps locally, and tries again later). A token or
+ * key file that cannot be read is said once on stderr and the agent
+ * connects without a proof: a daemon that requires one refuses it, one
+ * that does not serves it.
+ *
+ * Whoever the daemon is, what it can make the application suffer is
+ * bounded: dumps it asks for are made one at a time, at most one incident
+ * a DUMP_INTERVAL_MS and one live look a LIVE_INTERVAL_MS (a newer request
+ * takes the place of one still waiting), and nothing is queued for it past
+ * MAX_QUEUED_TOTAL.
  */
 #include "agent.h"
 
@@ -424,14 +432,16 @@ static void upload(const char *incident, const char *buf, size_t len)
  * running), then kept in FLIGHTREC_DUMP_DIR, whose file system may be slow,
  * except for a live look, which only the daemon keeps (in memory). With no
  * dump to send, an empty upload tells the daemon not to wait for this rank
- * until its deadline.
+ * until its deadline; so does one (when the daemon `asked`) that is not
+ * uploaded because the last dump is still unsent or it would queue past
+ * MAX_QUEUED_TOTAL.
  *
  * A live look (protocol/PROTOCOL.md, "Live looks") is the daemon's debug
  * server asking for the rank's stacks or ring while nothing is wrong yet,
  * perhaps every few seconds: its id says what it shows, and the dump holds
  * only that.
  */
-static void dump(const char *incident, const char *reason)
+static void dump(const char *incident, const char *reason, bool asked)
 {
 	struct fr_dumper_scope scope;
 	char *buf = NULL;
@@ -448,10 +458,13 @@ static void dump(const char *incident, const char *reason)
 		 * an empty upload tells the daemon not to wait for it. */
 		if (buf && (L.dump_queued || queued_bytes() + len > MAX_QUEUED_TOTAL)) {
 			if (!L.said_too_big)
-				fprintf(stderr, "flightrec: rank %u: dump %s (%zu bytes) not uploaded: the daemon has not taken the last one (%zu bytes unsent, at most %u); its local copy is kept\n",
-					fr_agent.id.rank, incident, len, queued_bytes(), MAX_QUEUED_TOTAL);
+				fprintf(stderr, "flightrec: rank %u: dump %s (%zu bytes) not uploaded: %s (%zu bytes unsent, at most %u may be); an incident's local copy is still written\n",
+					fr_agent.id.rank, incident, len,
+					L.dump_queued ? "the daemon has not taken the last one" : "it does not fit",
+					queued_bytes(), MAX_QUEUED_TOTAL);
 			L.said_too_big = true;
-			upload(incident, NULL, 0);
+			if (asked)
+				upload(incident, NULL, 0);
 		} else {
 			upload(incident, buf, buf ? len : 0);
 		}
@@ -496,7 +509,7 @@ static void serve_dumps(void)
 		if (!p->last_ms || now >= due) {
 			p->set = false;
 			p->last_ms = now;
-			dump(p->incident, p->reason);
+			dump(p->incident, p->reason, true);
 			if (L.dump_queued)
 				return;
 			now = mono_ms();
@@ -1013,7 +1026,7 @@ static void local_watchdog(void)
 		 (unsigned long long)stuck->age_ms);
 	fprintf(stderr, "flightrec: rank %u: %s; no daemon reachable, dumping locally\n",
 		fr_agent.id.rank, reason);
-	dump(incident, reason);
+	dump(incident, reason, false);
 }
 
 static void on_tick(uv_timer_t *t)
@@ -1120,7 +1133,7 @@ static void on_wake(uv_async_t *a)
 		char incident[FR_INCIDENT_MAX + 1];
 
 		app_incident_id(incident, sizeof(incident));
-		dump(incident, reason);
+		dump(incident, reason, false);
 	}
 	if (stop && !L.stopping)
 		begin_stop();

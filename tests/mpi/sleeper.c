@@ -2,9 +2,12 @@
  * An application that sleeps, for the tests of what the agent may do to
  * it (tests/e2e/test_agent_trust.sh).
  *
- *   sleeper sleep SECONDS   sleeps in 50 ms naps for SECONDS, then prints
- *                           "interrupted N": how many naps a signal cut
- *                           short, and "peak_rss_kb N" (VmHWM)
+ *   sleeper sleep SECONDS [OPS]
+ *                           makes OPS barriers (0: none), so that a dump
+ *                           holds that many entries, then sleeps in 50 ms
+ *                           naps for SECONDS and prints "interrupted N": how
+ *                           many naps a signal cut short, and "peak_rss_kb
+ *                           N" (VmHWM)
  *   sleeper late-handler    asks for a dump (fr_dump_now), waits for it in
  *                           FLIGHTREC_DUMP_DIR/FLIGHTREC_JOB, then installs
  *                           its own handler for the agent's stack signal
@@ -90,9 +93,13 @@ int main(int argc, char **argv)
 	int rc = 0;
 
 	MPI_Init(&argc, &argv);
-	if (argc == 3 && strcmp(argv[1], "sleep") == 0) {
-		int naps = atoi(argv[2]) * 20, cut = 0;
+	if ((argc == 3 || argc == 4) && strcmp(argv[1], "sleep") == 0) {
+		int naps = atoi(argv[2]) * 20, cut = 0, ops = argc == 4 ? atoi(argv[3]) : 0;
 
+		for (int i = 0; i < ops; i++)
+			MPI_Barrier(MPI_COMM_WORLD);
+		printf("ready\n");
+		fflush(stdout);
 		for (int i = 0; i < naps; i++)
 			cut += nap();
 		printf("interrupted %d\n", cut);
@@ -115,7 +122,7 @@ int main(int argc, char **argv)
 
 		rc = dump_now && dump_now("asked") == 0 ? 0 : 1;
 	} else {
-		fprintf(stderr, "usage: sleeper sleep SECONDS | sleeper late-handler | sleeper dump\n");
+		fprintf(stderr, "usage: sleeper sleep SECONDS [OPS] | sleeper late-handler | sleeper dump\n");
 		rc = 2;
 	}
 	fflush(stdout);
