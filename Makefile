@@ -49,7 +49,7 @@ CLI := $(BUILD)/bin/fr-analyze
 
 UNIT_TESTS := $(addprefix $(BUILD)/tests/,test_ring test_handles test_wire test_dump test_correlate \
 	test_pickle test_pytorch test_value test_route test_ratelog)
-MPI_PROGS := $(addprefix $(BUILD)/tests/,mpi_hang mpi_overhead mpi_sleeper)
+MPI_PROGS := $(addprefix $(BUILD)/tests/,mpi_hang mpi_overhead)
 # The CPU stand-in for NCCL and the CUDA runtime, and the NCCL test program.
 NCCL_FAKE := $(BUILD)/tests/nccl/nccl_hang
 
@@ -132,6 +132,9 @@ $(UNIT_TESTS):
 	@mkdir -p $(dir $@)
 	@$(if $(Q),echo "  LD      $@")
 	$(Q)$(CC) $(LDFLAGS) -o $@ $^ $$($(PKG_CONFIG) --libs cmocka jansson) -lpthread -lm
+
+# An application that sleeps, for what the agent may do to it (test_agent_trust).
+MPI_PROGS += $(BUILD)/tests/mpi_sleeper
 
 # MPI test programs keep frame pointers and no tail calls, so that stacks in
 # dumps name the function a rank is stuck in.

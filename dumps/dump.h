@@ -8,7 +8,7 @@
 
 #include <jansson.h>
 #include <stddef.h>
-#include <sys/types.h>
+#include <sys/stat.h>
 
 #include "trace.h"
 #include "value.h"
