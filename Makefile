@@ -133,6 +133,9 @@ $(UNIT_TESTS):
 	@$(if $(Q),echo "  LD      $@")
 	$(Q)$(CC) $(LDFLAGS) -o $@ $^ $$($(PKG_CONFIG) --libs cmocka jansson) -lpthread -lm
 
+# An application that sleeps, for what the agent may do to it (test_agent_trust).
+MPI_PROGS += $(BUILD)/tests/mpi_sleeper
+
 # MPI test programs keep frame pointers and no tail calls, so that stacks in
 # dumps name the function a rank is stuck in.
 $(BUILD)/tests/mpi_%: tests/mpi/%.c tests/planted.h

@@ -74,8 +74,16 @@ static void read_settings(struct fr_settings *s)
 	v = getenv("FLIGHTREC_ADDR");
 	if (v)
 		snprintf(s->addr, sizeof(s->addr), "%s", v);
+	/* A directory of this user's own by default: /tmp is every user's, and
+	 * a shared default would let one user's dumps land in (or be blocked
+	 * by) another's. */
 	v = getenv("FLIGHTREC_DUMP_DIR");
-	snprintf(s->dump_dir, sizeof(s->dump_dir), "%s", v && *v ? v : "/tmp/flightrec");
+	if (v && *v)
+		snprintf(s->dump_dir, sizeof(s->dump_dir), "%s", v);
+	else if ((v = getenv("XDG_RUNTIME_DIR")) && v[0] == '/')
+		snprintf(s->dump_dir, sizeof(s->dump_dir), "%s/flightrec", v);
+	else
+		snprintf(s->dump_dir, sizeof(s->dump_dir), "/tmp/flightrec-%u", (unsigned)geteuid());
 	s->ring_capacity = parse_u32(getenv("FLIGHTREC_BUFFER"), &u) && u > 0 ? u : 2048;
 	if (s->ring_capacity > FR_MAX_RING) {
 		fprintf(stderr, "flightrec: FLIGHTREC_BUFFER=%u is over the limit; using %u entries\n",

@@ -1,9 +1,12 @@
 #include "dumper.h"
 
+#include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "../dumps/dump.h"
 #include "agent.h"
@@ -179,16 +182,63 @@ int fr_dumper_serialize(const char *incident, const char *reason,
 	return rc;
 }
 
-int fr_dumper_save(const char *incident, const char *buf, size_t len, char *path,
-		   size_t pathlen)
+/* Incident directories in the job's directory `jobfd`; -errno if unreadable. */
+static int count_incidents(int jobfd)
 {
-	char dir[1024];
-	int rc;
+	struct dirent *e;
+	int fd = dup(jobfd), n = 0;
+	DIR *d;
 
-	snprintf(dir, sizeof(dir), "%s/%s/%s", fr_agent.cfg.dump_dir, fr_agent.id.job, incident);
-	snprintf(path, pathlen, "%s/rank-%u.json", dir, fr_agent.id.rank);
-	rc = fr_mkdir_p(dir);
-	if (!rc)
-		rc = fr_write_file_atomic(path, buf, len);
+	if (fd < 0)
+		return -errno;
+	d = fdopendir(fd);
+	if (!d) {
+		close(fd);
+		return -errno;
+	}
+	while ((e = readdir(d)))
+		n += e->d_name[0] != '.';
+	closedir(d);
+	return n;
+}
+
+int fr_dumper_save(const char *incident, const char *buf, size_t len, char *path,
+		   size_t pathlen, char *err, size_t errlen)
+{
+	char name[32];
+	int top, job, dir, n, rc;
+
+	err[0] = '\0';
+	snprintf(path, pathlen, "%s/%s/%s/rank-%u.json", fr_agent.cfg.dump_dir, fr_agent.id.job,
+		 incident, fr_agent.id.rank);
+	top = fr_dir_open(AT_FDCWD, fr_agent.cfg.dump_dir, 0700, err, errlen);
+	if (top < 0)
+		return top;
+	job = fr_dir_open(top, fr_agent.id.job, 0700, err, errlen);
+	if (job < 0) {
+		rc = job;
+		goto out_close_top;
+	}
+	/* A daemon (or a bug) that asks for dump after dump must not fill the
+	 * disk: a new incident directory only while the job has room. */
+	if (faccessat(job, incident, F_OK, AT_SYMLINK_NOFOLLOW) != 0 &&
+	    (n = count_incidents(job)) >= FR_DUMPER_MAX_INCIDENTS) {
+		snprintf(err, errlen, "%s/%s already holds %d incident directories, the most an agent adds",
+			 fr_agent.cfg.dump_dir, fr_agent.id.job, n);
+		rc = -EDQUOT;
+		goto out_close_job;
+	}
+	dir = fr_dir_open(job, incident, 0700, err, errlen);
+	if (dir < 0) {
+		rc = dir;
+		goto out_close_job;
+	}
+	snprintf(name, sizeof(name), "rank-%u.json", fr_agent.id.rank);
+	rc = fr_write_file_at(dir, name, buf, len, 0600);
+	close(dir);
+out_close_job:
+	close(job);
+out_close_top:
+	close(top);
 	return rc;
 }

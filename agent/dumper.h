@@ -43,10 +43,15 @@ int fr_dumper_serialize(const char *incident, const char *reason,
 /*
  * Writes serialised dump bytes atomically to
  * FLIGHTREC_DUMP_DIR/<job>/<incident>/rank-<N>.json (the path goes to
- * `path`). Returns 0 or -errno.
+ * `path`), mode 0600, in directories created 0700 and opened as
+ * fr_dir_open() says: each a directory of this user's or root's, no link
+ * of another user's followed. At most FR_DUMPER_MAX_INCIDENTS incident
+ * directories are made per job (-EDQUOT past them). Returns 0 or -errno,
+ * with `err` saying what is wrong (empty when strerror says it all).
  */
+#define FR_DUMPER_MAX_INCIDENTS 64
 int fr_dumper_save(const char *incident, const char *buf, size_t len, char *path,
-		   size_t pathlen);
+		   size_t pathlen, char *err, size_t errlen);
 
 /*
  * The stacks of every thread of this process (stacks.c): the calling

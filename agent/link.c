@@ -14,12 +14,20 @@
  * the HELLO that follows (protocol/PROTOCOL.md); the token never leaves
  * the process. FLIGHTREC_JOB_KEY_FILE instead holds only this job's key
  * (flightrecd --job-key), which proves HELLOs of this job and no other;
- * when both are set the key is used. A daemon that sends no challenge
- * within CHALLENGE_WAIT_MS has no token (or predates them) and gets a
- * plain HELLO. A token or key file that cannot be read is said once on
- * stderr and the agent connects without a proof: a daemon that requires
- * one refuses it (the agent then records and dumps locally), one that
- * does not serves it.
+ * when both are set the key is used. The daemon must prove the token in
+ * turn (DAEMON_CHALLENGE, DAEMON_PROOF) before the link acts on anything
+ * it says: a peer that sends no challenge within CHALLENGE_WAIT_MS, or no
+ * proof, may be anyone listening on that port, and is refused (said once;
+ * the agent records and dumps locally, and tries again later). A token or
+ * key file that cannot be read is said once on stderr and the agent
+ * connects without a proof: a daemon that requires one refuses it, one
+ * that does not serves it.
+ *
+ * Whoever the daemon is, what it can make the application suffer is
+ * bounded: dumps it asks for are made one at a time, at most one incident
+ * a DUMP_INTERVAL_MS and one live look a LIVE_INTERVAL_MS (a newer request
+ * takes the place of one still waiting), and nothing is queued for it past
+ * MAX_QUEUED_TOTAL.
  */
 #include "agent.h"
 
@@ -30,6 +38,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
 #include <time.h>
 #include <unistd.h>
 #include <uv.h>
@@ -48,14 +57,24 @@
 #define MAX_COMMS_PER_FRAME 4096
 /* Progress is dropped rather than queued past this much unsent data. */
 #define MAX_QUEUED (4u << 20)
+/* Nothing is queued past this much unsent data: a dump that would not fit
+ * is not uploaded (its local copy is still written). A daemon that never
+ * reads can make the rank hold this much, and no more. */
+#define MAX_QUEUED_TOTAL (64u << 20)
+/* The least time between two dumps a daemon asks for (each may signal
+ * every thread of the application): incidents, and live looks. */
+#define DUMP_INTERVAL_MS 1000
+#define LIVE_INTERVAL_MS 500
 #define STOP_GRACE_MS 1000
 /* How long a link with a token waits for the daemon's CHALLENGE. */
 #define CHALLENGE_WAIT_MS 2000
 /* After the daemon refused the token, try again this much later. */
 #define REFUSED_BACKOFF_MS 30000
 
-/* LINK_AUTH: connected, waiting for the CHALLENGE before saying anything. */
-enum link_state { LINK_IDLE, LINK_CONNECTING, LINK_AUTH, LINK_UP, LINK_CLOSING };
+/* LINK_AUTH: connected, waiting for the CHALLENGE before saying anything;
+ * LINK_VERIFY: HELLO sent, waiting for the daemon's proof of the token
+ * before acting on anything it says. */
+enum link_state { LINK_IDLE, LINK_CONNECTING, LINK_AUTH, LINK_VERIFY, LINK_UP, LINK_CLOSING };
 
 struct link {
 	pthread_t thread;
@@ -64,7 +83,7 @@ struct link {
 	uv_async_t wake;
 	uv_timer_t tick;
 	uv_timer_t retry;
-	uv_timer_t challenge;             /* CHALLENGE_WAIT_MS in LINK_AUTH */
+	uv_timer_t challenge;             /* CHALLENGE_WAIT_MS in LINK_AUTH and LINK_VERIFY */
 	uv_tcp_t tcp;
 	uv_connect_t connect_req;
 	enum link_state state;
@@ -92,8 +111,24 @@ struct link {
 	char key_path[512];
 	bool have_job_key;
 	uint8_t job_key[FR_WIRE_JOB_KEY_SIZE];
-	bool no_challenge_logged;
+	bool unproven_logged;
+	/* This connection's nonces: the daemon's CHALLENGE, and ours, which
+	 * its DAEMON_PROOF must answer. */
+	uint8_t daemon_nonce[FR_WIRE_NONCE_SIZE];
+	uint8_t agent_nonce[FR_WIRE_NONCE_SIZE];
 	uint32_t refusals_logged;    /* bit per ERROR code said on stderr */
+	/* Dumps the daemon asked for: at most one is uploading at a time
+	 * (`dump_queued` bytes of it not yet written), and one of each kind
+	 * waits its turn; a newer request of the same kind takes its place. */
+	size_t dump_queued;
+	uv_timer_t defer;
+	struct pending_dump {
+		bool set;
+		char incident[FR_INCIDENT_MAX + 1];
+		char reason[FR_REASON_MAX + 1];
+		uint64_t last_ms;    /* when the last one of this kind was made */
+	} pending[2];               /* PENDING_INCIDENT, PENDING_LIVE */
+	bool said_dropped, said_too_big, said_save_failed;
 	/* Set by other threads, read by the loop after a wake. */
 	pthread_mutex_t lock;
 	bool stop_requested;
@@ -103,33 +138,52 @@ struct link {
 
 static struct link L;
 
+enum { PENDING_INCIDENT, PENDING_LIVE };
+
 static void start_connect(void);
 static void say_goodbye(void);
 static void close_all(void);
 
+static void serve_dumps(void);
+
+/* How a frame is queued: kept, dropped when the daemon falls behind, or a
+ * piece of a dump (counted in L.dump_queued until written). */
+enum send_kind { SEND_KEEP, SEND_DROPPABLE, SEND_DUMP };
+
 struct write_req {
 	uv_write_t req;
 	uint8_t *buf;
+	size_t dump_bytes;
 };
+
+static size_t queued_bytes(void)
+{
+	return uv_stream_get_write_queue_size((uv_stream_t *)&L.tcp);
+}
 
 static void on_written(uv_write_t *req, int status)
 {
 	struct write_req *w = (struct write_req *)req;
+	bool dump_done = w->dump_bytes && (L.dump_queued -= w->dump_bytes) == 0;
 
-	(void)status;
 	free(w->buf);
 	free(w);
+	/* The daemon took the dump: the next one it asked for may go. */
+	if (dump_done && status == 0)
+		serve_dumps();
 }
 
 /* Queues a whole frame (takes ownership of buf). Droppable frames are
- * dropped when the daemon does not keep up. */
-static int send_frame(uint8_t *buf, size_t len, bool droppable)
+ * dropped when the daemon does not keep up, and nothing is queued past
+ * MAX_QUEUED_TOTAL. */
+static int send_frame(uint8_t *buf, size_t len, enum send_kind kind)
 {
 	struct write_req *w;
 	uv_buf_t b;
 
-	if (L.state != LINK_UP ||
-	    (droppable && uv_stream_get_write_queue_size((uv_stream_t *)&L.tcp) > MAX_QUEUED)) {
+	if ((L.state != LINK_UP && L.state != LINK_VERIFY) ||
+	    queued_bytes() + len > MAX_QUEUED_TOTAL ||
+	    (kind == SEND_DROPPABLE && queued_bytes() > MAX_QUEUED)) {
 		free(buf);
 		return -EAGAIN;
 	}
@@ -139,22 +193,24 @@ static int send_frame(uint8_t *buf, size_t len, bool droppable)
 		return -ENOMEM;
 	}
 	w->buf = buf;
+	w->dump_bytes = kind == SEND_DUMP ? len : 0;
 	b = uv_buf_init((char *)buf, (unsigned)len);
 	if (uv_write(&w->req, (uv_stream_t *)&L.tcp, &b, 1, on_written) < 0) {
 		free(buf);
 		free(w);
 		return -EIO;
 	}
+	L.dump_queued += w->dump_bytes;
 	return 0;
 }
 
-#define SEND_MSG(name, msg, droppable)                                          \
+#define SEND_MSG(name, msg, kind)                                          \
 	({                                                                     \
 		size_t n_ = fr_wire_##name##_size(msg);                        \
 		uint8_t *b_ = malloc(n_);                                      \
 		int rc_ = -ENOMEM;                                             \
 		if (b_ && (rc_ = fr_wire_##name##_encode(msg, b_, n_)) > 0)    \
-			rc_ = send_frame(b_, n_, droppable);                   \
+			rc_ = send_frame(b_, n_, kind);                      \
 		else                                                           \
 			free(b_);                                              \
 		rc_;                                                           \
@@ -182,20 +238,27 @@ static void build_hello(struct fr_msg_hello *h)
 	memcpy(h->comm_lib, id->comm_lib, sizeof(h->comm_lib));
 }
 
-/* HELLO, preceded by AUTH when the daemon sent `nonce` (NULL: it did not). */
+/*
+ * HELLO, preceded by DAEMON_CHALLENGE and AUTH when the daemon sent `nonce`
+ * (NULL: it did not).
+ */
 static void send_hello(const uint8_t *nonce)
 {
 	struct fr_msg_hello h;
 
 	build_hello(&h);
 	if (nonce) {
+		struct fr_msg_daemon_challenge dc;
 		struct fr_msg_auth a;
+
+		memcpy(dc.nonce, L.agent_nonce, sizeof(dc.nonce));
+		SEND_MSG(daemon_challenge, &dc, SEND_KEEP);
 
 		if ((L.have_job_key ? fr_wire_auth_proof_key(L.job_key, nonce, &h, a.proof) :
 				      fr_wire_auth_proof(&L.token, nonce, &h, a.proof)) == 0)
-			SEND_MSG(auth, &a, false);
+			SEND_MSG(auth, &a, SEND_KEEP);
 	}
-	SEND_MSG(hello, &h, false);
+	SEND_MSG(hello, &h, SEND_KEEP);
 }
 
 /*
@@ -229,7 +292,7 @@ static void announce_comms(void)
 		m.rank = c->rank;
 		m.size = c->size;
 		m.members = c->members;
-		if (SEND_MSG(comm, &m, false) == 0)
+		if (SEND_MSG(comm, &m, SEND_KEEP) == 0)
 			L.announced[c->index] = true;
 	}
 }
@@ -326,7 +389,7 @@ static void send_progress(bool force)
 	m.inflight = inflight;
 	if (!force && nc == 0 && sig == L.inflight_sig)
 		return;
-	if (SEND_MSG(progress, &m, true) < 0)
+	if (SEND_MSG(progress, &m, SEND_DROPPABLE) < 0)
 		return; /* not sent: try again next tick */
 	for (uint32_t j = 0; j < nc; j++) {
 		L.sent_entered[index_of[j]] = comms[j].last_entered;
@@ -339,7 +402,7 @@ static void send_heartbeat(void)
 {
 	struct fr_msg_heartbeat hb = { .now_ns = fr_now_ns() };
 
-	SEND_MSG(heartbeat, &hb, true);
+	SEND_MSG(heartbeat, &hb, SEND_DROPPABLE);
 }
 
 /* ---- dumps ---- */
@@ -358,7 +421,7 @@ static void upload(const char *incident, const char *buf, size_t len)
 		d.offset = off;
 		d.len = (uint32_t)chunk;
 		d.data = buf ? (const uint8_t *)buf + off : NULL;
-		if (SEND_MSG(dump_data, &d, false) < 0)
+		if (SEND_MSG(dump_data, &d, SEND_DUMP) < 0)
 			return;
 		off += chunk;
 	} while (off < len);
@@ -369,36 +432,116 @@ static void upload(const char *incident, const char *buf, size_t len)
  * running), then kept in FLIGHTREC_DUMP_DIR, whose file system may be slow,
  * except for a live look, which only the daemon keeps (in memory). With no
  * dump to send, an empty upload tells the daemon not to wait for this rank
- * until its deadline.
+ * until its deadline; so does one (when the daemon `asked`) that is not
+ * uploaded because the last dump is still unsent or it would queue past
+ * MAX_QUEUED_TOTAL.
  *
  * A live look (protocol/PROTOCOL.md, "Live looks") is the daemon's debug
  * server asking for the rank's stacks or ring while nothing is wrong yet,
  * perhaps every few seconds: its id says what it shows, and the dump holds
  * only that.
  */
-static void dump(const char *incident, const char *reason)
+static void dump(const char *incident, const char *reason, bool asked)
 {
 	struct fr_dumper_scope scope;
 	char *buf = NULL;
 	size_t len = 0;
 	char path[1024];
+	char err[600];
 	int rc;
 
 	scope.scope = fr_wire_live_scope(incident, &scope.last);
 	rc = fr_dumper_serialize(incident, reason, &scope, &buf, &len);
 
-	if (L.state == LINK_UP)
-		upload(incident, buf, buf ? len : 0);
+	if (L.state == LINK_UP) {
+		/* One dump at a time, and none that would queue past the cap:
+		 * an empty upload tells the daemon not to wait for it. */
+		if (buf && (L.dump_queued || queued_bytes() + len > MAX_QUEUED_TOTAL)) {
+			if (!L.said_too_big)
+				fprintf(stderr, "flightrec: rank %u: dump %s (%zu bytes) not uploaded: %s (%zu bytes unsent, at most %u may be); an incident's local copy is still written\n",
+					fr_agent.id.rank, incident, len,
+					L.dump_queued ? "the daemon has not taken the last one" : "it does not fit",
+					queued_bytes(), MAX_QUEUED_TOTAL);
+			L.said_too_big = true;
+			if (asked)
+				upload(incident, NULL, 0);
+		} else {
+			upload(incident, buf, buf ? len : 0);
+		}
+	}
 	if (rc) {
 		fprintf(stderr, "flightrec: rank %u: dump for %s not built: %s\n",
 			fr_agent.id.rank, incident, strerror(-rc));
 	} else if (scope.scope == FR_WIRE_LIVE_NONE) {
-		rc = fr_dumper_save(incident, buf, len, path, sizeof(path));
-		if (rc)
-			fprintf(stderr, "flightrec: rank %u: local dump %s not written: %s\n",
-				fr_agent.id.rank, path, strerror(-rc));
+		rc = fr_dumper_save(incident, buf, len, path, sizeof(path), err, sizeof(err));
+		/* Said once: a daemon asking again and again must not fill the
+		 * application's stderr either. */
+		if (rc && !L.said_save_failed)
+			fprintf(stderr, "flightrec: rank %u: local dump %s not written: %s%s\n",
+				fr_agent.id.rank, path, err[0] ? err : strerror(-rc),
+				L.state == LINK_UP ? " (the daemon has its copy)" : "");
+		L.said_save_failed |= rc != 0;
 	}
 	free(buf);
+}
+
+/*
+ * Makes the dumps the daemon asked for, as fast as the rate allows: none
+ * while one is still uploading, incidents DUMP_INTERVAL_MS apart and live
+ * looks LIVE_INTERVAL_MS apart; what is not yet due waits for the timer.
+ * A daemon that floods requests gets at most this rate, whatever it asks.
+ */
+static void on_defer(uv_timer_t *t);
+
+static void serve_dumps(void)
+{
+	static const uint64_t interval[2] = { DUMP_INTERVAL_MS, LIVE_INTERVAL_MS };
+	uint64_t now = mono_ms(), wait = UINT64_MAX;
+
+	if (L.dump_queued || L.state != LINK_UP)
+		return; /* on_written or the next connection calls again */
+	for (int k = 0; k < 2; k++) {
+		struct pending_dump *p = &L.pending[k];
+		uint64_t due = p->last_ms + interval[k];
+
+		if (!p->set)
+			continue;
+		if (!p->last_ms || now >= due) {
+			p->set = false;
+			p->last_ms = now;
+			dump(p->incident, p->reason, true);
+			if (L.dump_queued)
+				return;
+			now = mono_ms();
+			continue;
+		}
+		wait = due - now < wait ? due - now : wait;
+	}
+	if (wait != UINT64_MAX)
+		uv_timer_start(&L.defer, on_defer, wait, 0);
+}
+
+static void on_defer(uv_timer_t *t)
+{
+	(void)t;
+	serve_dumps();
+}
+
+/* A DUMP_REQUEST: queued for serve_dumps(), replacing one not yet made. */
+static void request_dump(const char *incident, const char *reason)
+{
+	bool live = !strncmp(incident, FR_WIRE_LIVE_PREFIX, sizeof(FR_WIRE_LIVE_PREFIX) - 1);
+	struct pending_dump *p = &L.pending[live ? PENDING_LIVE : PENDING_INCIDENT];
+
+	if (p->set && strcmp(p->incident, incident) && !L.said_dropped) {
+		L.said_dropped = true;
+		fprintf(stderr, "flightrec: rank %u: the daemon at %s asks for dumps faster than one at a time, %d ms apart; dropping dump %s\n",
+			fr_agent.id.rank, fr_agent.cfg.addr, DUMP_INTERVAL_MS, p->incident);
+	}
+	p->set = true;
+	snprintf(p->incident, sizeof(p->incident), "%s", incident);
+	snprintf(p->reason, sizeof(p->reason), "%s", reason);
+	serve_dumps();
 }
 
 /* A dump the application asked for: its own incident, per rank. */
@@ -457,12 +600,14 @@ static void on_closed(uv_handle_t *h)
 
 static bool link_open(void)
 {
-	return L.state == LINK_UP || L.state == LINK_CONNECTING || L.state == LINK_AUTH;
+	return L.state == LINK_UP || L.state == LINK_CONNECTING || L.state == LINK_AUTH ||
+	       L.state == LINK_VERIFY;
 }
 
 static void disconnect(void)
 {
 	uv_timer_stop(&L.challenge);
+	uv_timer_stop(&L.defer);
 	if (link_open()) {
 		L.state = LINK_CLOSING;
 		uv_close((uv_handle_t *)&L.tcp, on_closed);
@@ -486,7 +631,26 @@ static void on_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf)
 	*buf = uv_buf_init((char *)L.rbuf + L.rlen, (unsigned)(L.rcap - L.rlen));
 }
 
-static void link_up(const uint8_t *nonce);
+static void link_up(void);
+static void link_verify(const uint8_t *nonce);
+static bool daemon_proof_ok(const uint8_t proof[FR_WIRE_PROOF_SIZE]);
+static void on_challenge_timeout(uv_timer_t *t);
+
+/*
+ * This agent holds a token and the peer did not prove it holds it too: it
+ * is not the daemon (or one that predates mutual authentication). Nothing
+ * it sent is acted on; said once, then retried as after a refusal, the
+ * application recording and dumping locally meanwhile.
+ */
+static void refuse_unproven(const char *why)
+{
+	L.backoff_ms = REFUSED_BACKOFF_MS;
+	if (L.unproven_logged)
+		return;
+	L.unproven_logged = true;
+	fprintf(stderr, "flightrec: rank %u: the daemon at %s did not prove it holds the token (%s): not connecting to it; recording locally, retrying every 30 s\n",
+		fr_agent.id.rank, fr_agent.cfg.addr, why);
+}
 
 /* The daemon's refusal: said once per reason, then the link closes. */
 static void on_refused(const struct fr_msg_error *e)
@@ -494,6 +658,12 @@ static void on_refused(const struct fr_msg_error *e)
 	char msg[FR_REASON_MAX + 1];
 	uint32_t bit = e->code < 32 ? 1u << e->code : 1u;
 
+	/* A daemon of protocol 2 refuses our DAEMON_CHALLENGE as a frame it
+	 * does not know: it cannot prove the token. */
+	if (L.state == LINK_VERIFY && e->code == FR_WIRE_ERR_PROTOCOL) {
+		refuse_unproven("it refused to, as a daemon older than protocol version 3 does");
+		return;
+	}
 	if (e->code == FR_WIRE_ERR_AUTH_REQUIRED || e->code == FR_WIRE_ERR_AUTH_FAILED)
 		L.backoff_ms = REFUSED_BACKOFF_MS;
 	if (L.refusals_logged & bit)
@@ -524,10 +694,31 @@ static int handle_frame(const struct fr_wire_header *h, const uint8_t *payload)
 {
 	struct fr_msg_dump_request req;
 	struct fr_msg_challenge ch;
+	struct fr_msg_daemon_proof dp;
 	struct fr_msg_error e;
 	int rc;
 
+	/* Before its proof, a daemon's word is taken for nothing but that. */
+	if ((L.state == LINK_AUTH || L.state == LINK_VERIFY) && h->type != FR_MSG_CHALLENGE &&
+	    h->type != FR_MSG_DAEMON_PROOF && h->type != FR_MSG_ERROR) {
+		refuse_unproven(L.state == LINK_AUTH ? "it spoke before asking for the token" :
+						       "it spoke before proving it");
+		return 1;
+	}
 	switch (h->type) {
+	case FR_MSG_DAEMON_PROOF:
+		rc = fr_wire_daemon_proof_decode(payload, h->length, &dp);
+		if (rc < 0)
+			return rc;
+		if (L.state != LINK_VERIFY)
+			return 0; /* not asked for: nothing to check */
+		uv_timer_stop(&L.challenge);
+		if (!daemon_proof_ok(dp.proof)) {
+			refuse_unproven("its proof is wrong: another token, or not flightrecd");
+			return 1;
+		}
+		link_up();
+		return 0;
 	case FR_MSG_DUMP_REQUEST:
 		rc = fr_wire_dump_request_decode(payload, h->length, &req);
 		if (rc < 0)
@@ -535,7 +726,7 @@ static int handle_frame(const struct fr_wire_header *h, const uint8_t *payload)
 		/* The incident id names a directory: accept only safe ones. */
 		if (!fr_wire_valid_name(req.incident))
 			return -EPROTO;
-		dump(req.incident, req.reason);
+		request_dump(req.incident, req.reason);
 		return 0;
 	case FR_MSG_CHALLENGE:
 		rc = fr_wire_challenge_decode(payload, h->length, &ch);
@@ -545,7 +736,7 @@ static int handle_frame(const struct fr_wire_header *h, const uint8_t *payload)
 		 * to answer: the daemon's ERROR says the rest. */
 		if (L.state == LINK_AUTH) {
 			uv_timer_stop(&L.challenge);
-			link_up(ch.nonce);
+			link_verify(ch.nonce);
 		}
 		return 0;
 	case FR_MSG_ERROR:
@@ -595,18 +786,24 @@ static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
 }
 
 /*
- * The connection is ready for frames: says who this rank is (proving the
- * token for `nonce` when the daemon challenged), then everything it knows.
+ * The connection is ready for frames (without a token at once, with one
+ * once the daemon proved it): says who this rank is, unless link_verify()
+ * did, then everything it knows.
  */
-static void link_up(const uint8_t *nonce)
+static void link_up(void)
 {
+	bool said_hello = L.state == LINK_VERIFY;
+
 	L.state = LINK_UP;
 	L.comms_seen = 0;
 	memset(L.announced, 0, sizeof(L.announced));
 	memset(L.sent_entered, 0, sizeof(L.sent_entered));
 	memset(L.sent_completed, 0, sizeof(L.sent_completed));
 	L.inflight_sig = 0;
-	send_hello(nonce);
+	/* Requests of the last connection are not this daemon's to answer. */
+	L.pending[PENDING_INCIDENT].set = L.pending[PENDING_LIVE].set = false;
+	if (!said_hello)
+		send_hello(NULL);
 	announce_comms();
 	send_progress(true);
 	send_heartbeat();
@@ -618,17 +815,53 @@ static void link_up(const uint8_t *nonce)
 	}
 }
 
+/*
+ * The daemon challenged: proves the token for `nonce` with our HELLO and
+ * challenges the daemon in turn, then waits (CHALLENGE_WAIT_MS) for its
+ * proof before anything else.
+ */
+static void link_verify(const uint8_t *nonce)
+{
+	if (getrandom(L.agent_nonce, sizeof(L.agent_nonce), GRND_NONBLOCK) !=
+	    (ssize_t)sizeof(L.agent_nonce)) {
+		refuse_unproven("no random numbers to challenge it with");
+		disconnect();
+		return;
+	}
+	memcpy(L.daemon_nonce, nonce, sizeof(L.daemon_nonce));
+	L.state = LINK_VERIFY;
+	send_hello(nonce);
+	uv_timer_start(&L.challenge, on_challenge_timeout,
+		       L.goodbye_on_connect ? STOP_GRACE_MS / 2 : CHALLENGE_WAIT_MS, 0);
+}
+
+/* Whether `proof` is the daemon's for this connection's HELLO. */
+static bool daemon_proof_ok(const uint8_t proof[FR_WIRE_PROOF_SIZE])
+{
+	struct fr_msg_hello h;
+	uint8_t key[FR_WIRE_JOB_KEY_SIZE];
+	bool ok;
+
+	build_hello(&h);
+	if (L.have_job_key)
+		memcpy(key, L.job_key, sizeof(key));
+	else if (fr_wire_job_key(&L.token, h.job, key) != 0)
+		return false;
+	ok = fr_wire_daemon_verify_key(key, L.agent_nonce, L.daemon_nonce, &h, proof);
+	explicit_bzero(key, sizeof(key));
+	return ok;
+}
+
+/* No CHALLENGE, or no proof, in time: with a token, the peer is refused. */
 static void on_challenge_timeout(uv_timer_t *t)
 {
 	(void)t;
-	if (L.state != LINK_AUTH)
+	if (L.state != LINK_AUTH && L.state != LINK_VERIFY)
 		return;
-	if (!L.no_challenge_logged) {
-		L.no_challenge_logged = true;
-		fprintf(stderr, "flightrec: rank %u: the daemon at %s did not ask for the token (it has none, or predates them); connecting without it\n",
-			fr_agent.id.rank, fr_agent.cfg.addr);
-	}
-	link_up(NULL);
+	refuse_unproven(L.state == LINK_AUTH ?
+				"it did not ask for the token: it has none, predates tokens, or is not flightrecd" :
+				"no proof came");
+	disconnect();
 }
 
 static void on_connected(uv_connect_t *req, int status)
@@ -642,7 +875,7 @@ static void on_connected(uv_connect_t *req, int status)
 	uv_tcp_nodelay(&L.tcp, 1);
 	uv_read_start((uv_stream_t *)&L.tcp, on_alloc, on_read);
 	if (!L.token.len && !L.have_job_key) {
-		link_up(NULL);
+		link_up();
 		return;
 	}
 	L.state = LINK_AUTH;
@@ -793,7 +1026,7 @@ static void local_watchdog(void)
 		 (unsigned long long)stuck->age_ms);
 	fprintf(stderr, "flightrec: rank %u: %s; no daemon reachable, dumping locally\n",
 		fr_agent.id.rank, reason);
-	dump(incident, reason);
+	dump(incident, reason, false);
 }
 
 static void on_tick(uv_timer_t *t)
@@ -817,7 +1050,8 @@ static void on_tick(uv_timer_t *t)
 static void close_all(void)
 {
 	uv_handle_t *handles[] = { (uv_handle_t *)&L.wake, (uv_handle_t *)&L.tick,
-				   (uv_handle_t *)&L.retry, (uv_handle_t *)&L.challenge };
+				   (uv_handle_t *)&L.retry, (uv_handle_t *)&L.challenge,
+				   (uv_handle_t *)&L.defer };
 
 	for (size_t i = 0; i < sizeof(handles) / sizeof(handles[0]); i++)
 		if (!uv_is_closing(handles[i]))
@@ -849,7 +1083,7 @@ static void say_goodbye(void)
 
 	announce_comms();
 	send_progress(false);
-	SEND_MSG(bye, &bye, false);
+	SEND_MSG(bye, &bye, SEND_KEEP);
 	if (req && uv_shutdown(req, (uv_stream_t *)&L.tcp, on_shutdown) == 0) {
 		/* Bounded: if the daemon does not read, close anyway. */
 		uv_timer_start(&L.tick, on_grace, STOP_GRACE_MS, 0);
@@ -872,11 +1106,11 @@ static void begin_stop(void)
 	L.stopping = true;
 	if (L.state == LINK_UP) {
 		say_goodbye();
-	} else if (L.state == LINK_CONNECTING || L.state == LINK_AUTH) {
+	} else if (L.state == LINK_CONNECTING || L.state == LINK_AUTH || L.state == LINK_VERIFY) {
 		L.goodbye_on_connect = true;
 		uv_timer_start(&L.tick, on_grace, STOP_GRACE_MS, 0);
-		/* Still waiting for a challenge: not past half the grace. */
-		if (L.state == LINK_AUTH)
+		/* Still waiting for a challenge or a proof: not past half the grace. */
+		if (L.state == LINK_AUTH || L.state == LINK_VERIFY)
 			uv_timer_start(&L.challenge, on_challenge_timeout, STOP_GRACE_MS / 2, 0);
 	} else {
 		close_all();
@@ -899,7 +1133,7 @@ static void on_wake(uv_async_t *a)
 		char incident[FR_INCIDENT_MAX + 1];
 
 		app_incident_id(incident, sizeof(incident));
-		dump(incident, reason);
+		dump(incident, reason, false);
 	}
 	if (stop && !L.stopping)
 		begin_stop();
@@ -949,6 +1183,7 @@ int fr_link_start(void)
 	uv_timer_init(&L.loop, &L.tick);
 	uv_timer_init(&L.loop, &L.retry);
 	uv_timer_init(&L.loop, &L.challenge);
+	uv_timer_init(&L.loop, &L.defer);
 	uv_timer_start(&L.tick, on_tick, TICK_MS, TICK_MS);
 	/* The first connection attempt (which may resolve a host name) runs
 	 * on the link thread, never in the application's MPI_Init. */

@@ -15,7 +15,12 @@
  * allocates, symbols.c) happens afterwards, on the link thread. The handler is installed at the first
  * dump, only if the application does not use the signal, and stays: a
  * signal that arrives late (after the wait gave up) must find it, since the
- * default action of a real-time signal ends the process.
+ * default action of a real-time signal ends the process. Before every dump
+ * the signal's disposition is looked at again: an application that installed
+ * its own handler since (a library loaded later, a runtime that claims the
+ * real-time signals) would have its handler run for our requests, so from
+ * then on no thread is asked (said once on stderr) and dumps list threads
+ * without frames, except the dumping thread's own.
  */
 #include <dirent.h>
 #include <errno.h>
@@ -229,12 +234,42 @@ static bool ask_thread(pid_t tid, int signo, int budget_ms, struct raw_stack *ou
 	return true;
 }
 
+/*
+ * Whether the stack signal may be sent for this dump: our handler is
+ * installed now (installing it if the signal is still unused), and the
+ * application has not taken the signal since. Link thread only.
+ */
+static bool signal_ours(int signo)
+{
+	static bool installed, taken;
+	struct sigaction sa, cur;
+
+	if (taken || sigaction(signo, NULL, &cur) != 0)
+		return false;
+	if (installed) {
+		if ((cur.sa_flags & SA_SIGINFO) && cur.sa_sigaction == on_stack_signal)
+			return true;
+		/* Our handler was replaced: the signal is the application's now. */
+		taken = true;
+		fprintf(stderr, "flightrec: the application installed its own handler for signal %d (FLIGHTREC_STACK_SIGNAL); dumps no longer ask other threads for their stacks\n",
+			signo);
+		return false;
+	}
+	if (cur.sa_handler != SIG_DFL || (cur.sa_flags & SA_SIGINFO))
+		return false;
+	memset(&sa, 0, sizeof(sa));
+	sa.sa_sigaction = on_stack_signal;
+	sa.sa_flags = SA_SIGINFO | SA_RESTART;
+	sigfillset(&sa.sa_mask);
+	installed = sigaction(signo, &sa, NULL) == 0;
+	return installed;
+}
+
 int fr_stacks_collect(struct fr_trace *t, int signo)
 {
-	static bool installed;
 	int budget_ms = TOTAL_WAIT_MS;
-	struct sigaction sa, old;
 	pid_t self = my_tid();
+	bool ask;
 	DIR *d;
 	struct dirent *e;
 	int rc = 0;
@@ -242,14 +277,7 @@ int fr_stacks_collect(struct fr_trace *t, int signo)
 	t->threads = calloc(MAX_THREADS, sizeof(*t->threads));
 	if (!t->threads)
 		return -ENOMEM;
-	if (!installed && sigaction(signo, NULL, &old) == 0 && old.sa_handler == SIG_DFL &&
-	    !(old.sa_flags & SA_SIGINFO)) {
-		memset(&sa, 0, sizeof(sa));
-		sa.sa_sigaction = on_stack_signal;
-		sa.sa_flags = SA_SIGINFO | SA_RESTART;
-		sigfillset(&sa.sa_mask);
-		installed = sigaction(signo, &sa, NULL) == 0;
-	}
+	ask = signal_ours(signo);
 	d = opendir("/proc/self/task");
 	while (d && (e = readdir(d)) && t->nthreads < MAX_THREADS) {
 		static struct raw_stack st;
@@ -265,7 +293,7 @@ int fr_stacks_collect(struct fr_trace *t, int signo)
 		if (tid == self) {
 			th->current = true;
 			unwind_self(&st, NULL);
-		} else if (installed && budget_ms > 0 && !blocks_signal(tid, signo)) {
+		} else if (ask && budget_ms > 0 && !blocks_signal(tid, signo)) {
 			uint64_t t0 = mono_ms();
 			int wait = budget_ms < ANSWER_WAIT_MS ? budget_ms : ANSWER_WAIT_MS;
 

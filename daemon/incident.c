@@ -547,7 +547,7 @@ static void manifest_work(uv_work_t *req)
 		w->err = -ENOMEM;
 		return;
 	}
-	w->err = fr_write_file_atomic(w->path, text, strlen(text));
+	w->err = fr_write_file_atomic_mode(w->path, text, strlen(text), 0640);
 	free(text);
 }
 
@@ -624,7 +624,7 @@ static void dump_work(uv_work_t *req)
 	}
 	fr_trace_free(&t);
 	w->valid = true;
-	w->write_err = fr_write_file_atomic(w->path, w->data, w->len);
+	w->write_err = fr_write_file_atomic_mode(w->path, w->data, w->len, 0640);
 }
 
 static void dump_record_result(struct incident *inc, const struct dump_write *w)

@@ -9,8 +9,10 @@
  * that follows (protocol/PROTOCOL.md). Until that HELLO is verified the
  * connection can do nothing else: any other frame closes it, a frame
  * longer than the largest HELLO is refused from its header, and one that
- * has not proved itself within AUTH_DEADLINE_NS is closed. Without a
- * token, connections are served as in protocol version 1.
+ * has not proved itself within AUTH_DEADLINE_NS is closed. An agent that
+ * sent DAEMON_CHALLENGE first is answered, once its HELLO is verified, with
+ * DAEMON_PROOF: the daemon proves the token in turn. Without a token,
+ * connections are served as in protocol version 1.
  */
 #include "daemon.h"
 
@@ -52,6 +54,9 @@ struct server_conn {
 	bool have_proof;       /* AUTH arrived; the HELLO it proves comes next */
 	uint8_t nonce[FR_WIRE_NONCE_SIZE];
 	uint8_t proof[FR_WIRE_PROOF_SIZE];
+	/* DAEMON_CHALLENGE arrived: the agent wants this daemon's proof too. */
+	bool have_agent_nonce;
+	uint8_t agent_nonce[FR_WIRE_NONCE_SIZE];
 };
 
 /* One daemon per process: the sweep of unauthenticated connections and the
@@ -400,6 +405,54 @@ static int conn_auth(struct conn *c, const struct fr_wire_header *h, const uint8
 	return 0;
 }
 
+/* DAEMON_CHALLENGE: keeps the agent's nonce for the proof sent after HELLO. */
+static int conn_daemon_challenge(struct conn *c, const struct fr_wire_header *h,
+				 const uint8_t *p, const char **why)
+{
+	struct server_conn *sc = server_conn(c);
+	struct fr_msg_daemon_challenge m;
+	int err;
+
+	if (!sc->challenged) {
+		*why = "daemon_challenge sent, but this daemon has no token and sent no challenge";
+		return -EPROTO;
+	}
+	if (c->said_hello || sc->have_agent_nonce) {
+		*why = "daemon_challenge sent twice or after hello";
+		return -EPROTO;
+	}
+	err = fr_wire_daemon_challenge_decode(p, h->length, &m);
+	if (err)
+		return err;
+	memcpy(sc->agent_nonce, m.nonce, sizeof(sc->agent_nonce));
+	sc->have_agent_nonce = true;
+	return 0;
+}
+
+/*
+ * Proves the token to an agent that asked (DAEMON_CHALLENGE), for the HELLO
+ * just verified: the first frame it reads after its HELLO.
+ */
+static int conn_send_daemon_proof(struct conn *c, const struct fr_msg_hello *hello)
+{
+	struct server_conn *sc = server_conn(c);
+	struct fr_msg_daemon_proof m;
+	struct conn_write *w;
+	size_t size;
+	int err;
+
+	if (!sc->have_agent_nonce)
+		return 0;
+	err = fr_wire_daemon_proof(&c->d->cfg.token, sc->agent_nonce, sc->nonce, hello, m.proof);
+	if (err)
+		return err;
+	size = fr_wire_daemon_proof_size(&m);
+	w = malloc(sizeof(*w) + size);
+	if (!w)
+		return -ENOMEM;
+	return conn_write_frame(c, w, fr_wire_daemon_proof_encode(&m, w->frame, size));
+}
+
 /* Decodes and handles one complete frame; the caller holds the lock. */
 static void conn_dispatch(struct conn *c, const struct fr_wire_header *h, const uint8_t *p)
 {
@@ -407,7 +460,8 @@ static void conn_dispatch(struct conn *c, const struct fr_wire_header *h, const 
 	const char *why = NULL;
 	int err = 0;
 
-	if (!c->said_hello && h->type != FR_MSG_HELLO && h->type != FR_MSG_AUTH) {
+	if (!c->said_hello && h->type != FR_MSG_HELLO && h->type != FR_MSG_AUTH &&
+	    h->type != FR_MSG_DAEMON_CHALLENGE) {
 		conn_reject(c, h->type, first_frame_rule(d));
 		return;
 	}
@@ -425,6 +479,9 @@ static void conn_dispatch(struct conn *c, const struct fr_wire_header *h, const 
 		/* Nothing from the connection is acted on before its proof. */
 		if (daemon_has_token(d) && !hello_authenticated(c, &m))
 			return;
+		err = conn_send_daemon_proof(c, &m);
+		if (err)
+			break;
 		if (hello_over_job_limit(c, &m))
 			return;
 		err = registry_hello(d, c, &m, &why);
@@ -445,6 +502,9 @@ static void conn_dispatch(struct conn *c, const struct fr_wire_header *h, const 
 			break;
 		}
 		err = conn_auth(c, h, p, &why);
+		break;
+	case FR_MSG_DAEMON_CHALLENGE:
+		err = conn_daemon_challenge(c, h, p, &why);
 		break;
 	case FR_MSG_COMM: {
 		struct fr_msg_comm m = { 0 };
@@ -526,9 +586,9 @@ static unsigned raw_type(const uint8_t *buf, size_t len)
 }
 
 /*
- * Whether a header may start a connection: AUTH of its exact size (from a
- * connection that was challenged), or HELLO no longer than the largest
- * one. Otherwise closes the connection and returns false.
+ * Whether a header may start a connection: AUTH or DAEMON_CHALLENGE of its
+ * exact size (from a connection that was challenged), or HELLO no longer
+ * than the largest one. Otherwise closes the connection and returns false.
  */
 static bool conn_first_frame_ok(struct conn *c, const struct fr_wire_header *h)
 {
@@ -540,7 +600,12 @@ static bool conn_first_frame_ok(struct conn *c, const struct fr_wire_header *h)
 		conn_reject(c, h->type, "auth of the wrong size");
 		return false;
 	}
-	if (h->type != FR_MSG_HELLO && h->type != FR_MSG_AUTH) {
+	if (h->type == FR_MSG_DAEMON_CHALLENGE && h->length != FR_WIRE_NONCE_SIZE) {
+		conn_reject(c, h->type, "daemon_challenge of the wrong size");
+		return false;
+	}
+	if (h->type != FR_MSG_HELLO && h->type != FR_MSG_AUTH &&
+	    h->type != FR_MSG_DAEMON_CHALLENGE) {
 		conn_reject(c, h->type, first_frame_rule(c->d));
 		return false;
 	}

@@ -170,8 +170,25 @@ int fr_dump_read_members(const struct fr_val *v, const char *name, uint32_t **ou
  * failure no file is left at `path` or at the temporary name.
  */
 int fr_write_file_atomic(const char *path, const void *buf, size_t len);
+/* The same with the file's mode (fr_write_file_atomic: 0644). */
+int fr_write_file_atomic_mode(const char *path, const void *buf, size_t len, mode_t mode);
+/* The same for `name` in the directory `dirfd`, which it never leaves: a
+ * symbolic link at the temporary name is not followed. */
+int fr_write_file_at(int dirfd, const char *name, const void *buf, size_t len, mode_t mode);
 
-/* Creates `path` and its missing parents (mode 0755). Returns 0 or -errno. */
+/*
+ * Opens directory `path` (relative to `at` when not absolute: AT_FDCWD for
+ * the working directory), creating missing components with `mode`. Every
+ * component is opened relative to its parent without following a symbolic
+ * link (one owned by the caller or root is followed: an administrator's),
+ * and must be a directory owned by the caller or by root, so that another
+ * user of a shared directory (/tmp) can neither plant a link nor hand over
+ * a directory of theirs. Returns the directory's descriptor, or a negative
+ * errno with `err` naming the component and what is wrong with it.
+ */
+int fr_dir_open(int at, const char *path, mode_t mode, char *err, size_t errlen);
+
+/* fr_dir_open() of `path` with mode 0750, closed again. Returns 0 or -errno. */
 int fr_mkdir_p(const char *path);
 
 /* An incident manifest, as read back by fr-analyze. */

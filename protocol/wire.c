@@ -82,7 +82,7 @@ unsigned fr_wire_msg_version(unsigned type)
 {
 	if (!fr_msg_name(type))
 		return 0;
-	return type >= FR_MSG_CHALLENGE ? 2 : 1;
+	return type >= FR_MSG_DAEMON_CHALLENGE ? 3 : type >= FR_MSG_CHALLENGE ? 2 : 1;
 }
 
 /*
@@ -784,6 +784,65 @@ int fr_wire_auth_decode(const uint8_t *payload, size_t len, struct fr_msg_auth *
 	return 0;
 }
 
+/* DAEMON_CHALLENGE and DAEMON_PROOF: 32 bytes each, like CHALLENGE and AUTH. */
+
+static int bytes32_decode(const uint8_t *payload, size_t len, uint8_t out[32])
+{
+	struct rd r = rd_init(payload, len);
+	const uint8_t *p = rd_take(&r, 32);
+
+	memset(out, 0, 32);
+	if (!rd_ok(&r))
+		return -EPROTO;
+	memcpy(out, p, 32);
+	return 0;
+}
+
+static int bytes32_encode(unsigned type, const uint8_t in[32], uint8_t *buf, size_t cap)
+{
+	struct wr w;
+	int total = wr_begin(&w, buf, cap, type, FR_WIRE_HEADER_SIZE + 32);
+
+	if (total < 0)
+		return total;
+	wr_bytes(&w, in, 32);
+	return wr_end(&w, buf, total);
+}
+
+size_t fr_wire_daemon_challenge_size(const struct fr_msg_daemon_challenge *m)
+{
+	(void)m;
+	return FR_WIRE_HEADER_SIZE + FR_WIRE_NONCE_SIZE;
+}
+
+int fr_wire_daemon_challenge_encode(const struct fr_msg_daemon_challenge *m, uint8_t *buf,
+				    size_t cap)
+{
+	return bytes32_encode(FR_MSG_DAEMON_CHALLENGE, m->nonce, buf, cap);
+}
+
+int fr_wire_daemon_challenge_decode(const uint8_t *payload, size_t len,
+				    struct fr_msg_daemon_challenge *m)
+{
+	return bytes32_decode(payload, len, m->nonce);
+}
+
+size_t fr_wire_daemon_proof_size(const struct fr_msg_daemon_proof *m)
+{
+	(void)m;
+	return FR_WIRE_HEADER_SIZE + FR_WIRE_PROOF_SIZE;
+}
+
+int fr_wire_daemon_proof_encode(const struct fr_msg_daemon_proof *m, uint8_t *buf, size_t cap)
+{
+	return bytes32_encode(FR_MSG_DAEMON_PROOF, m->proof, buf, cap);
+}
+
+int fr_wire_daemon_proof_decode(const uint8_t *payload, size_t len, struct fr_msg_daemon_proof *m)
+{
+	return bytes32_decode(payload, len, m->proof);
+}
+
 /* ERROR */
 
 size_t fr_wire_error_size(const struct fr_msg_error *m)
@@ -1148,6 +1207,58 @@ bool fr_wire_auth_verify(const struct fr_token *t, const uint8_t nonce[FR_WIRE_N
 {
 	uint8_t want[FR_WIRE_PROOF_SIZE];
 	bool ok = fr_wire_auth_proof(t, nonce, hello, want) == 0 &&
+		  fr_ct_equal(want, proof, sizeof(want));
+
+	explicit_bzero(want, sizeof(want));
+	return ok;
+}
+
+int fr_wire_daemon_proof_key(const uint8_t key[FR_WIRE_JOB_KEY_SIZE],
+			     const uint8_t agent_nonce[FR_WIRE_NONCE_SIZE],
+			     const uint8_t nonce[FR_WIRE_NONCE_SIZE],
+			     const struct fr_msg_hello *hello, uint8_t proof[FR_WIRE_PROOF_SIZE])
+{
+	static const char daemon_label[] = "flightrec daemon";
+	uint8_t frame[FR_WIRE_HEADER_SIZE + FR_WIRE_HELLO_MAX_PAYLOAD];
+	struct fr_hmac_sha256 m;
+	int n;
+
+	memset(proof, 0, FR_WIRE_PROOF_SIZE);
+	n = fr_wire_hello_encode(hello, frame, sizeof(frame));
+	if (n < 0)
+		return -EINVAL;
+	fr_hmac_sha256_init(&m, key, FR_WIRE_JOB_KEY_SIZE);
+	fr_hmac_sha256_update(&m, daemon_label, sizeof(daemon_label));
+	fr_hmac_sha256_update(&m, agent_nonce, FR_WIRE_NONCE_SIZE);
+	fr_hmac_sha256_update(&m, nonce, FR_WIRE_NONCE_SIZE);
+	fr_hmac_sha256_update(&m, frame + FR_WIRE_HEADER_SIZE, (size_t)n - FR_WIRE_HEADER_SIZE);
+	fr_hmac_sha256_final(&m, proof);
+	return 0;
+}
+
+int fr_wire_daemon_proof(const struct fr_token *t, const uint8_t agent_nonce[FR_WIRE_NONCE_SIZE],
+			 const uint8_t nonce[FR_WIRE_NONCE_SIZE], const struct fr_msg_hello *hello,
+			 uint8_t proof[FR_WIRE_PROOF_SIZE])
+{
+	uint8_t key[FR_WIRE_JOB_KEY_SIZE];
+	int err;
+
+	memset(proof, 0, FR_WIRE_PROOF_SIZE);
+	err = fr_wire_job_key(t, hello->job, key);
+	if (!err)
+		err = fr_wire_daemon_proof_key(key, agent_nonce, nonce, hello, proof);
+	explicit_bzero(key, sizeof(key));
+	return err;
+}
+
+bool fr_wire_daemon_verify_key(const uint8_t key[FR_WIRE_JOB_KEY_SIZE],
+			       const uint8_t agent_nonce[FR_WIRE_NONCE_SIZE],
+			       const uint8_t nonce[FR_WIRE_NONCE_SIZE],
+			       const struct fr_msg_hello *hello,
+			       const uint8_t proof[FR_WIRE_PROOF_SIZE])
+{
+	uint8_t want[FR_WIRE_PROOF_SIZE];
+	bool ok = fr_wire_daemon_proof_key(key, agent_nonce, nonce, hello, want) == 0 &&
 		  fr_ct_equal(want, proof, sizeof(want));
 
 	explicit_bzero(want, sizeof(want));

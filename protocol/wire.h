@@ -21,7 +21,7 @@
  *
  * A frame's version is the protocol version that defined its message and
  * that message's layout: 1 for HELLO to BYE, 2 for CHALLENGE, AUTH and
- * ERROR. Encoders write it, the header decoder insists on it, so a peer of
+ * ERROR, 3 for DAEMON_CHALLENGE and DAEMON_PROOF. Encoders write it, the header decoder insists on it, so a peer of
  * version 1 reads every frame it knows and refuses the others by their
  * version, and an agent that is not asked for a token sends exactly what a
  * version-1 agent sends.
@@ -43,7 +43,7 @@
 
 #define FR_WIRE_MAGIC 0x43455246u
 /* The newest protocol version this build speaks, and the oldest it reads. */
-#define FR_WIRE_VERSION 2
+#define FR_WIRE_VERSION 3
 #define FR_WIRE_VERSION_MIN 1
 #define FR_WIRE_HEADER_SIZE 16
 /* Largest payload of one frame; dumps travel as several DUMP_DATA frames. */
@@ -78,7 +78,9 @@
 	X(BYE, 7, bye)                      \
 	X(CHALLENGE, 8, challenge)          \
 	X(AUTH, 9, auth)                    \
-	X(ERROR, 10, error)
+	X(ERROR, 10, error)                 \
+	X(DAEMON_CHALLENGE, 11, daemon_challenge) \
+	X(DAEMON_PROOF, 12, daemon_proof)
 
 enum fr_msg_type {
 #define FR_MSG_ENUM(T, v, n) FR_MSG_##T = v,
@@ -290,6 +292,25 @@ struct fr_msg_auth {
 	uint8_t proof[FR_WIRE_PROOF_SIZE];
 };
 
+/*
+ * Agent -> daemon, version 3: the agent's own nonce, sent just before AUTH,
+ * asking the daemon to prove that it holds the token too (DAEMON_PROOF).
+ * A daemon of version 2 refuses the frame (ERROR 4), and an agent with a
+ * token refuses such a daemon.
+ */
+struct fr_msg_daemon_challenge {
+	uint8_t nonce[FR_WIRE_NONCE_SIZE];
+};
+
+/*
+ * Daemon -> agent, version 3: the answer to a DAEMON_CHALLENGE, sent once
+ * the HELLO it follows is proven, before any other frame:
+ * fr_wire_daemon_proof() of that HELLO.
+ */
+struct fr_msg_daemon_proof {
+	uint8_t proof[FR_WIRE_PROOF_SIZE];
+};
+
 /* Why the daemon is closing the connection (ERROR `code`). */
 enum fr_wire_error_code {
 	FR_WIRE_ERR_AUTH_REQUIRED = 1, /* the daemon has a token; no AUTH came */
@@ -409,6 +430,34 @@ int fr_wire_job_key(const struct fr_token *t, const char *job,
 int fr_wire_auth_proof_key(const uint8_t key[FR_WIRE_JOB_KEY_SIZE],
 			   const uint8_t nonce[FR_WIRE_NONCE_SIZE],
 			   const struct fr_msg_hello *hello, uint8_t proof[FR_WIRE_PROOF_SIZE]);
+
+/*
+ * The proof a daemon sends in DAEMON_PROOF, from the key of the HELLO's job
+ * (which the daemon derives from its token, and an agent may hold alone):
+ *
+ *   proof = HMAC-SHA256(key, "flightrec daemon" 0x00 agent-nonce nonce
+ *                       hello-payload)
+ *
+ * `agent_nonce` is the DAEMON_CHALLENGE's, `nonce` the CHALLENGE's. Its
+ * own label keeps it from ever equalling an agent's proof, so a peer that
+ * only reflects proofs proves nothing. Returns 0, or -EINVAL when the HELLO
+ * cannot be encoded or `t` is empty (and `proof` is zeroed).
+ */
+int fr_wire_daemon_proof_key(const uint8_t key[FR_WIRE_JOB_KEY_SIZE],
+			     const uint8_t agent_nonce[FR_WIRE_NONCE_SIZE],
+			     const uint8_t nonce[FR_WIRE_NONCE_SIZE],
+			     const struct fr_msg_hello *hello, uint8_t proof[FR_WIRE_PROOF_SIZE]);
+int fr_wire_daemon_proof(const struct fr_token *t, const uint8_t agent_nonce[FR_WIRE_NONCE_SIZE],
+			 const uint8_t nonce[FR_WIRE_NONCE_SIZE], const struct fr_msg_hello *hello,
+			 uint8_t proof[FR_WIRE_PROOF_SIZE]);
+
+/* Whether `proof` is the daemon's proof for these nonces and `hello`, from
+ * the job's key, compared in constant time. */
+bool fr_wire_daemon_verify_key(const uint8_t key[FR_WIRE_JOB_KEY_SIZE],
+			       const uint8_t agent_nonce[FR_WIRE_NONCE_SIZE],
+			       const uint8_t nonce[FR_WIRE_NONCE_SIZE],
+			       const struct fr_msg_hello *hello,
+			       const uint8_t proof[FR_WIRE_PROOF_SIZE]);
 
 /*
  * Parses a job key written as FR_WIRE_JOB_KEY_HEX hex digits (`len` bytes

@@ -1464,6 +1464,91 @@ static void remove_dir(char *dir)
 	free(dir);
 }
 
+/* Runs `sh -c cmd` and asserts it succeeded. */
+static void sh(const char *fmt, ...)
+{
+	char cmd[2048];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(cmd, sizeof(cmd), fmt, ap);
+	va_end(ap);
+	assert_int_equal(system(cmd), 0);
+}
+
+/*
+ * fr_dir_open() creates what is missing with the mode asked for, follows
+ * the caller's own links, and refuses a component that is a file, another
+ * user's directory, or another user's link, naming it; what was refused is
+ * never written through. Another user is played by chown, so as root only.
+ */
+static void test_dir_open_trust(void **state)
+{
+	char *dir = make_temp_dir();
+	char err[PATH_MAX + 64], path[PATH_MAX];
+	struct stat st;
+	int fd;
+
+	(void)state;
+	/* Created 0700, whatever the umask; the dump inside 0600. */
+	snprintf(path, sizeof(path), "%s/a//b/./c", dir);
+	fd = fr_dir_open(AT_FDCWD, path, 0700, err, sizeof(err));
+	assert_true(fd >= 0);
+	assert_int_equal(fr_write_file_at(fd, "rank-0.json", "{}", 2, 0600), 0);
+	close(fd);
+	snprintf(path, sizeof(path), "%s/a/b/c/rank-0.json", dir);
+	assert_int_equal(stat(path, &st), 0);
+	assert_int_equal(st.st_mode & 07777, 0600);
+	snprintf(path, sizeof(path), "%s/a/b", dir);
+	assert_int_equal(stat(path, &st), 0);
+	assert_int_equal(st.st_mode & 07777, 0700);
+	/* The daemon's files: 0640. */
+	snprintf(path, sizeof(path), "%s/a/daemon.json", dir);
+	assert_int_equal(fr_write_file_atomic_mode(path, "{}", 2, 0640), 0);
+	assert_int_equal(stat(path, &st), 0);
+	assert_int_equal(st.st_mode & 07777, 0640);
+	/* A relative path, from a directory's descriptor. */
+	fd = open(dir, O_RDONLY | O_DIRECTORY);
+	assert_true(fd >= 0);
+	{
+		int sub = fr_dir_open(fd, "a/b", 0700, err, sizeof(err));
+
+		assert_true(sub >= 0);
+		close(sub);
+	}
+	close(fd);
+	/* A file where a directory should be. */
+	sh("touch %s/file", dir);
+	snprintf(path, sizeof(path), "%s/file/x", dir);
+	assert_int_equal(fr_dir_open(AT_FDCWD, path, 0700, err, sizeof(err)), -ENOTDIR);
+	assert_non_null(strstr(err, "/file exists and is not a directory"));
+	/* Our own link is followed. */
+	sh("ln -s %s/a %s/mine", dir, dir);
+	snprintf(path, sizeof(path), "%s/mine/b", dir);
+	fd = fr_dir_open(AT_FDCWD, path, 0700, err, sizeof(err));
+	assert_true(fd >= 0);
+	close(fd);
+	if (geteuid() == 0) {
+		/* Another user's link and directory are refused. */
+		sh("mkdir -m 777 %s/loot && ln -s %s/loot %s/planted && chown -h 65534 %s/planted",
+		   dir, dir, dir, dir);
+		snprintf(path, sizeof(path), "%s/planted/inc", dir);
+		assert_int_equal(fr_dir_open(AT_FDCWD, path, 0700, err, sizeof(err)), -ELOOP);
+		assert_non_null(strstr(err, "/planted is a symbolic link owned by another user"));
+		snprintf(path, sizeof(path), "%s/loot/inc", dir);
+		assert_int_not_equal(access(path, F_OK), 0);
+		sh("mkdir %s/theirs && chown 65534 %s/theirs", dir, dir);
+		snprintf(path, sizeof(path), "%s/theirs", dir);
+		assert_int_equal(fr_dir_open(AT_FDCWD, path, 0700, err, sizeof(err)), -EPERM);
+		assert_non_null(strstr(err, "/theirs is a directory owned by another user"));
+		/* fr_mkdir_p (the daemon's) refuses them alike. */
+		snprintf(path, sizeof(path), "%s/planted/x", dir);
+		assert_int_equal(fr_mkdir_p(path), -ELOOP);
+	}
+	sh("rm -rf %s", dir);
+	free(dir);
+}
+
 static void test_atomic_write_and_replace(void **state)
 {
 	char *dir = make_temp_dir();
@@ -2452,6 +2537,7 @@ int main(void)
 		cmocka_unit_test(test_read_too_big),
 		cmocka_unit_test(test_read_special_files),
 		cmocka_unit_test(test_atomic_write_and_replace),
+		cmocka_unit_test(test_dir_open_trust),
 		cmocka_unit_test(test_atomic_write_missing_dir),
 		cmocka_unit_test_teardown(test_atomic_write_choppy, write_teardown),
 		cmocka_unit_test_teardown(test_atomic_write_enospc, write_teardown),

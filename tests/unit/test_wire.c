@@ -36,6 +36,7 @@
 /* The version that defined HELLO to BYE, and CHALLENGE, AUTH and ERROR. */
 #define V1 1
 #define V2 2
+#define V3 3
 
 /* A scratch frame built byte by byte, independently of the codec. */
 struct bytes {
@@ -215,6 +216,18 @@ static void sample_auth(struct fr_msg_auth *m)
 		m->proof[i] = (uint8_t)(0xff - i);
 }
 
+static void sample_daemon_challenge(struct fr_msg_daemon_challenge *m)
+{
+	for (unsigned i = 0; i < FR_WIRE_NONCE_SIZE; i++)
+		m->nonce[i] = (uint8_t)(0x80 + i);
+}
+
+static void sample_daemon_proof(struct fr_msg_daemon_proof *m)
+{
+	for (unsigned i = 0; i < FR_WIRE_PROOF_SIZE; i++)
+		m->proof[i] = (uint8_t)(0x40 ^ i);
+}
+
 static void sample_error(struct fr_msg_error *m)
 {
 	memset(m, 0, sizeof(*m));
@@ -242,6 +255,8 @@ static void release_nothing(const void *m)
 #define release_challenge release_nothing
 #define release_auth release_nothing
 #define release_error release_nothing
+#define release_daemon_challenge release_nothing
+#define release_daemon_proof release_nothing
 
 #define CODEC_FUNCS(T, v, n)                                              \
 	static int encode_sample_##n(uint8_t *buf, size_t cap)            \
@@ -320,7 +335,9 @@ static void test_msg_names(void **state)
 	assert_string_equal(fr_msg_name(FR_MSG_AUTH), "auth");
 	assert_string_equal(fr_msg_name(FR_MSG_ERROR), "error");
 	assert_null(fr_msg_name(0));
-	assert_null(fr_msg_name(11));
+	assert_string_equal(fr_msg_name(FR_MSG_DAEMON_CHALLENGE), "daemon_challenge");
+	assert_string_equal(fr_msg_name(FR_MSG_DAEMON_PROOF), "daemon_proof");
+	assert_null(fr_msg_name(13));
 	assert_null(fr_msg_name(0xffff));
 	assert_null(fr_msg_name(UINT_MAX));
 }
@@ -335,9 +352,11 @@ static void test_msg_versions(void **state)
 		assert_int_equal(fr_wire_msg_version(t), V1);
 	for (unsigned t = FR_MSG_CHALLENGE; t <= FR_MSG_ERROR; t++)
 		assert_int_equal(fr_wire_msg_version(t), V2);
+	assert_int_equal(fr_wire_msg_version(FR_MSG_DAEMON_CHALLENGE), V3);
+	assert_int_equal(fr_wire_msg_version(FR_MSG_DAEMON_PROOF), V3);
 	assert_int_equal(fr_wire_msg_version(0), 0);
-	assert_int_equal(fr_wire_msg_version(11), 0);
-	assert_int_equal(FR_WIRE_VERSION, V2);
+	assert_int_equal(fr_wire_msg_version(13), 0);
+	assert_int_equal(FR_WIRE_VERSION, V3);
 	for (size_t i = 0; i < NCODECS; i++) {
 		assert_true(codecs[i].encode_sample(buf, sizeof(buf)) > 0);
 		assert_int_equal(buf[4] | buf[5] << 8, fr_wire_msg_version(codecs[i].type));
@@ -1706,6 +1725,47 @@ static void test_auth_proof_example(void **state)
 }
 
 /*
+ * The daemon's proof (DAEMON_PROOF): the same from the token as from the
+ * job's key, bound to both nonces and the HELLO, and never the agent's
+ * proof for the same nonces, so a peer that reflects proofs proves nothing.
+ */
+static void test_daemon_proof(void **state)
+{
+	struct fr_msg_challenge c;
+	struct fr_msg_daemon_challenge dc;
+	struct fr_msg_hello h;
+	struct fr_token t, other;
+	uint8_t key[FR_WIRE_JOB_KEY_SIZE], proof[FR_WIRE_PROOF_SIZE], agent[FR_WIRE_PROOF_SIZE];
+
+	(void)state;
+	set_token(&t, "flightrec-example-token-0123456789");
+	set_token(&other, "flightrec-other-token-0123456789");
+	sample_challenge(&c);
+	sample_daemon_challenge(&dc);
+	sample_hello(&h);
+	assert_int_equal(fr_wire_daemon_proof(&t, dc.nonce, c.nonce, &h, proof), 0);
+	assert_int_equal(fr_wire_job_key(&t, h.job, key), 0);
+	assert_true(fr_wire_daemon_verify_key(key, dc.nonce, c.nonce, &h, proof));
+	/* Another agent nonce (a replayed proof), the nonces swapped, another
+	 * HELLO, another token: refused. */
+	assert_false(fr_wire_daemon_verify_key(key, c.nonce, c.nonce, &h, proof));
+	assert_false(fr_wire_daemon_verify_key(key, c.nonce, dc.nonce, &h, proof));
+	h.rank++;
+	assert_false(fr_wire_daemon_verify_key(key, dc.nonce, c.nonce, &h, proof));
+	h.rank--;
+	assert_int_equal(fr_wire_job_key(&other, h.job, key), 0);
+	assert_false(fr_wire_daemon_verify_key(key, dc.nonce, c.nonce, &h, proof));
+	/* Not the agent's proof for either nonce. */
+	assert_int_equal(fr_wire_auth_proof(&t, c.nonce, &h, agent), 0);
+	assert_memory_not_equal(agent, proof, sizeof(proof));
+	assert_int_equal(fr_wire_auth_proof(&t, dc.nonce, &h, agent), 0);
+	assert_memory_not_equal(agent, proof, sizeof(proof));
+	/* No token, no proof. */
+	memset(&other, 0, sizeof(other));
+	assert_int_equal(fr_wire_daemon_proof(&other, dc.nonce, c.nonce, &h, proof), -EINVAL);
+}
+
+/*
  * A proof holds for one token, one nonce and one HELLO: replayed on another
  * connection (another nonce), or with any field of the HELLO changed, it is
  * refused; so is any single bit flipped in it.
@@ -2208,6 +2268,7 @@ int main(void)
 		cmocka_unit_test(test_live_id),
 		cmocka_unit_test(test_msg_names),
 		cmocka_unit_test(test_msg_versions),
+		cmocka_unit_test(test_daemon_proof),
 		cmocka_unit_test(test_header_version_mismatch),
 		cmocka_unit_test(test_header_short),
 		cmocka_unit_test(test_header_exact),
