@@ -75,6 +75,8 @@ struct daemon_config {
 	uint32_t max_job_connections; /* ranks of one job connected at once */
 	uint32_t max_frame_size;      /* largest frame payload, at most FR_WIRE_MAX_PAYLOAD */
 	uint32_t max_incidents_per_hour; /* per job, manual ones included */
+	double hello_timeout_s;     /* a connection must say HELLO within this long */
+	uint32_t max_pending_per_address; /* connections of one address before their HELLO */
 	/* --token-file: NULL when agents need no proof and manual dumps are refused. */
 	const char *token_file;
 	struct fr_token token;      /* read from token_file by server_start(), again on SIGHUP (main.c) */
@@ -95,6 +97,9 @@ struct daemon_metrics {
 	uint64_t job_connections_rejected; /* over --max-job-connections */
 	uint64_t frames_oversized;         /* over --max-frame-size */
 	uint64_t incidents_suppressed;     /* over --max-incidents-per-hour */
+	uint64_t hello_timeouts;           /* closed for no HELLO within --hello-timeout */
+	uint64_t pending_rejected;         /* over --max-pending-per-address */
+	uint64_t accept_errors;            /* accept() failed (out of descriptors) */
 };
 
 /*
@@ -399,6 +404,29 @@ void notify_reloading(struct flightrecd *d);
 /* Says STOPPING=1; the pings continue but no longer hold the loop open. */
 void notify_stopping(struct flightrecd *d);
 void notify_close(struct flightrecd *d);
+
+/*
+ * pending.c: agent connections that have not said HELLO yet, per peer
+ * address (as ratelog_offender_addr() writes it). pending_add() counts one
+ * more unless `max` are counted already (-EBUSY); -ENOMEM when out of
+ * memory. The loop calls these under the lock.
+ */
+int pending_add(const char *addr, uint32_t max);
+void pending_remove(const char *addr);
+void pending_clear(void);
+
+/*
+ * Descriptors kept for everything but agent connections: HTTP's
+ * connections and the files they serve, incident files being written, the
+ * loop's own handles. --max-connections is held to RLIMIT_NOFILE minus
+ * this, so that a flood of agents can never cost an incident or /healthz.
+ */
+#define DAEMON_FD_RESERVE 192u
+/*
+ * main.c: the agent connections the descriptor limit allows, given the
+ * --max-connections asked for; logs once when it is fewer.
+ */
+uint32_t daemon_fd_max_connections(uint32_t asked);
 
 /* server.c */
 int server_start(struct flightrecd *d);

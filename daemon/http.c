@@ -212,6 +212,15 @@ static void write_metrics(struct flightrecd *d, FILE *f)
 	metric(f, "incidents_suppressed_total", "counter",
 	       "Incidents not opened, manual ones included: over --max-incidents-per-hour.",
 	       m->incidents_suppressed);
+	metric(f, "hello_timeouts_total", "counter",
+	       "Agent connections closed for saying no HELLO within --hello-timeout (without a token; with one they count as auth failures).",
+	       m->hello_timeouts);
+	metric(f, "pending_rejected_total", "counter",
+	       "Agent connections refused over --max-pending-per-address (also in connections_rejected_total).",
+	       m->pending_rejected);
+	metric(f, "accept_errors_total", "counter",
+	       "Agent connections the daemon could not accept (out of file descriptors).",
+	       m->accept_errors);
 	metric(f, "log_lines_suppressed_total", "counter",
 	       "Log lines about a limit held back: an offender is logged once a minute.",
 	       ratelog_held_total());
