@@ -887,9 +887,15 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *mc, const ch
 	}
 }
 
+/*
+ * libmicrohttpd's messages, each kind (its format string) logged once a
+ * minute with a count: out of descriptors it retries accept() in a loop and
+ * says so every time, which once wrote a gigabyte of log in seconds.
+ */
 static void on_mhd_log(void *cls, const char *fmt, va_list ap)
 {
 	char msg[512];
+	char kind[48];
 	size_t n;
 
 	(void)cls;
@@ -897,7 +903,8 @@ static void on_mhd_log(void *cls, const char *fmt, va_list ap)
 	n = strlen(msg);
 	while (n && msg[n - 1] == '\n')
 		msg[--n] = '\0';
-	daemon_log("http: %s", msg);
+	snprintf(kind, sizeof(kind), "%s", fmt);
+	ratelog("http", kind, "http: %s", msg);
 }
 
 /* A request is over (answered, or its client gone): a live look's is freed. */
