@@ -351,16 +351,39 @@ struct flightrecd {
 	uint64_t incident_seq;
 };
 
-/* The live view of a job: one trace per rank, as the correlator reads them. */
+/* A communicator of the job as a live view copied it. */
+struct live_comm {
+	char id[FR_COMM_ID_MAX + 1];
+	char desc[FR_COMM_DESC_MAX + 1];
+	uint32_t size;
+	uint32_t *members;          /* owned; NULL when the job holds none */
+};
+
+/* What a live view tells of a rank beyond its trace. */
+struct live_rank {
+	bool known;                 /* the rank said HELLO once; else nothing below */
+	enum rank_state state;
+	uint64_t last_seen_mono;
+	uint32_t ring_capacity;
+	uint64_t start_ns;
+};
+
+/*
+ * The live view of a job: one trace per rank, as the correlator reads
+ * them, and a copy of the job's communicators. Each communicator's member
+ * list is copied once, here, and borrowed by every rank's trace, so that a
+ * view of N ranks costs N traces and one list per communicator, never N
+ * lists per communicator. A view is a snapshot: it holds no pointer into
+ * the registry, so it may be read and freed without the daemon's lock.
+ */
 struct live_view {
 	size_t n;
 	struct fr_trace *traces;
 	const struct fr_trace **ptrs;
-	/* From registry_manifest_view(): one member list per communicator of
-	 * the job (NULL where no rank is in it), owned here and borrowed by
-	 * the traces' communicators. NULL otherwise: the traces own theirs. */
-	size_t nshared;
-	uint32_t **shared;
+	struct live_rank *ranks;    /* parallel to traces */
+	uint32_t world_size;
+	size_t ncomms;
+	struct live_comm *comms;    /* the job's communicators, in the job's order */
 };
 
 /* main.c */
@@ -475,16 +498,12 @@ uint32_t registry_ranks_connected(const struct flightrecd *d);
 /* Live traces of the known ranks, or with `all` of ranks 0..world_size-1. */
 int registry_live_view(const struct flightrecd *d, const struct job *job, bool all,
 		       struct live_view *lv);
-/*
- * Live traces of ranks 0..world_size-1 for an incident's manifest: each
- * communicator's member list is copied once and shared by every rank's
- * trace, so that a job of N ranks costs N lists, not N squared.
- */
+/* Live traces of ranks 0..world_size-1, for an incident's manifest. */
 int registry_manifest_view(const struct flightrecd *d, const struct job *job,
 			   struct live_view *lv);
 void live_view_free(struct live_view *lv);
-int registry_live_verdict(const struct job *job, const struct live_view *lv,
-			  struct fr_verdict *v);
+/* The verdict of a view; needs no lock (the view is a copy). */
+int registry_live_verdict(const struct live_view *lv, struct fr_verdict *v);
 void registry_free(struct flightrecd *d);
 
 /* watchdog.c */

@@ -261,48 +261,80 @@ static enum MHD_Result handle_metrics(struct flightrecd *d, struct MHD_Connectio
 	return http_reply(mc, MHD_HTTP_OK, "text/plain; version=0.0.4", body, len);
 }
 
-static json_t *job_summary_json(const struct flightrecd *d, const struct job *job)
+/*
+ * A job of GET /v1/jobs: its counts are read under the lock with a copy of
+ * its live view (`lv`, 0 when none could be made); the verdict is added
+ * from the copy once the lock is released.
+ */
+struct job_summary {
+	json_t *o;
+	bool have_view;
+	struct live_view lv;
+};
+
+static void job_summary_take(const struct flightrecd *d, const struct job *job,
+			     struct job_summary *js)
+{
+	js->have_view = registry_live_view(d, job, false, &js->lv) == 0;
+	js->o = json_pack("{s:s, s:I, s:I, s:s, s:I}", "job", job->id, "world_size",
+			  (json_int_t)job->world_size, "ranks_connected",
+			  (json_int_t)job->nconnected, "status", registry_job_status(job),
+			  "incidents", (json_int_t)job->nrecords);
+}
+
+static json_t *job_summary_finish(struct job_summary *js)
 {
 	struct fr_verdict v = { 0 };
-	struct live_view lv;
 	const char *verdict = "unknown";
-	json_t *o;
 
-	if (registry_live_view(d, job, false, &lv) == 0) {
-		if (registry_live_verdict(job, &lv, &v) == 0) {
+	if (js->have_view) {
+		if (registry_live_verdict(&js->lv, &v) == 0) {
 			verdict = fr_verdict_name(v.kind);
 			fr_verdict_free(&v);
 		}
-		live_view_free(&lv);
+		live_view_free(&js->lv);
 	}
-	o = json_pack("{s:s, s:I, s:I, s:s, s:I, s:s}", "job", job->id, "world_size",
-		      (json_int_t)job->world_size, "ranks_connected", (json_int_t)job->nconnected,
-		      "status", registry_job_status(job), "incidents", (json_int_t)job->nrecords,
-		      "verdict", verdict);
-	return o;
+	if (js->o)
+		json_object_set_new(js->o, "verdict", json_string(verdict));
+	return js->o;
 }
 
 static enum MHD_Result handle_jobs(struct flightrecd *d, struct MHD_Connection *mc)
 {
 	json_t *jobs = json_array();
+	struct job_summary *sums;
+	size_t n = 0;
 
 	pthread_mutex_lock(&d->lock);
-	for (const struct job *job = d->jobs; jobs && job; job = job->next)
-		json_array_append_new(jobs, job_summary_json(d, job));
+	sums = calloc(d->njobs ? d->njobs : 1, sizeof(*sums));
+	for (const struct job *job = d->jobs; sums && job && n < d->njobs; job = job->next)
+		job_summary_take(d, job, &sums[n++]);
 	pthread_mutex_unlock(&d->lock);
+	/* The verdicts, the work that grows with the jobs' size, without the lock. */
+	for (size_t i = 0; i < n; i++) {
+		json_t *o = job_summary_finish(&sums[i]);
+
+		if (jobs && o)
+			json_array_append_new(jobs, o);
+		else
+			json_decref(o);
+	}
+	free(sums);
+	if (!sums)
+		return http_error(mc, MHD_HTTP_INTERNAL_SERVER_ERROR, "out of memory");
 	return http_reply_json(mc, MHD_HTTP_OK, json_pack("{s:o}", "jobs", jobs));
 }
 
-static json_t *rank_comms_json(const struct job_rank *r)
+static json_t *rank_comms_json(const struct fr_trace *t)
 {
 	json_t *o = json_object();
 
-	for (size_t i = 0; o && i < r->ncomms; i++)
-		json_object_set_new(o, r->comms[i].id,
+	for (size_t i = 0; o && i < t->ncomms; i++)
+		json_object_set_new(o, t->comms[i].id,
 				    json_pack("{s:I, s:I}", "last_entered",
-					      (json_int_t)r->comms[i].last_entered,
+					      (json_int_t)t->comms[i].last_entered,
 					      "last_completed",
-					      (json_int_t)r->comms[i].last_completed));
+					      (json_int_t)t->comms[i].last_completed));
 	return o;
 }
 
@@ -324,31 +356,31 @@ static json_t *inflight_json(const struct fr_trace *t, uint64_t now)
 	return arr;
 }
 
-static json_t *rank_json(const struct flightrecd *d, const struct job_rank *r,
-			 const struct fr_trace *t, uint64_t now, uint64_t now_mono)
+static json_t *rank_json(const struct live_rank *r, const struct fr_trace *t, uint64_t now,
+			 uint64_t now_mono)
 {
-	enum rank_state s = registry_rank_state(d, r, now_mono);
 	double ago = now_mono > r->last_seen_mono ?
 			     (double)(now_mono - r->last_seen_mono) / NS_PER_S :
 			     0.0;
 
 	return json_pack("{s:I, s:s, s:I, s:s, s:f, s:I, s:I, s:o, s:o}", "rank",
-			 (json_int_t)r->rank, "host", r->host, "pid", (json_int_t)r->pid, "state",
-			 registry_rank_state_name(s), "last_seen_s_ago", ago, "ring_capacity",
-			 (json_int_t)r->ring_capacity, "start_ns", (json_int_t)r->start_ns, "comms",
-			 rank_comms_json(r), "inflight", inflight_json(t, now));
+			 (json_int_t)t->rank, "host", t->host, "pid", (json_int_t)t->pid, "state",
+			 registry_rank_state_name(r->state), "last_seen_s_ago", ago,
+			 "ring_capacity", (json_int_t)r->ring_capacity, "start_ns",
+			 (json_int_t)r->start_ns, "comms", rank_comms_json(t), "inflight",
+			 inflight_json(t, now));
 }
 
-static json_t *communicators_json(const struct job *job)
+static json_t *communicators_json(const struct live_view *lv)
 {
 	json_t *arr = json_array();
 
-	for (size_t i = 0; arr && i < job->ncomms; i++) {
-		const struct job_comm *jc = &job->comms[i];
+	for (size_t i = 0; arr && i < lv->ncomms; i++) {
+		const struct live_comm *jc = &lv->comms[i];
 		json_t *members = json_array();
 
 		/* -1: no member's report has told this entry yet. */
-		for (uint32_t k = 0; members && k < jc->size; k++)
+		for (uint32_t k = 0; members && jc->members && k < jc->size; k++)
 			json_array_append_new(members,
 					      json_integer(jc->members[k] == FR_RANK_UNKNOWN ?
 								   -1 :
@@ -360,48 +392,63 @@ static json_t *communicators_json(const struct job *job)
 	return arr;
 }
 
-static json_t *job_detail_json(const struct flightrecd *d, const struct job *job)
+/*
+ * GET /v1/jobs/<job> from `head` (job, world_size, status, incidents: read
+ * under the lock, bounded in size) and the job's live view, a copy: the
+ * verdict, the ranks and the member lists, whose size grows with the job's,
+ * are made into JSON after the lock is released, so that a big job's answer
+ * never stalls the event loop or /healthz. Takes `head`; frees the view.
+ */
+static json_t *job_detail_json(json_t *head, struct live_view *lv)
 {
 	uint64_t now = daemon_now_ns();
 	uint64_t now_mono = daemon_mono_ns();
 	struct fr_verdict v = { 0 };
-	struct live_view lv;
 	json_t *ranks;
 	json_t *verdict;
 
-	if (registry_live_view(d, job, false, &lv))
-		return NULL;
-	verdict = registry_live_verdict(job, &lv, &v) == 0 ? fr_verdict_to_json(&v) : NULL;
+	verdict = registry_live_verdict(lv, &v) == 0 ? fr_verdict_to_json(&v) : NULL;
 	fr_verdict_free(&v);
 	ranks = json_array();
-	for (size_t i = 0; ranks && i < lv.n; i++) {
-		const struct job_rank *r = registry_rank(job, lv.traces[i].rank);
-
-		json_array_append_new(ranks, rank_json(d, r, &lv.traces[i], now, now_mono));
+	for (size_t i = 0; ranks && i < lv->n; i++)
+		if (lv->ranks[i].known)
+			json_array_append_new(ranks, rank_json(&lv->ranks[i], &lv->traces[i], now,
+							       now_mono));
+	if (head) {
+		json_object_set_new(head, "ranks", ranks);
+		json_object_set_new(head, "communicators", communicators_json(lv));
+		json_object_set_new(head, "verdict", verdict ? verdict : json_null());
+	} else {
+		json_decref(ranks);
+		json_decref(verdict);
 	}
-	live_view_free(&lv);
-	return json_pack("{s:s, s:I, s:s, s:o, s:o, s:o, s:o}", "job", job->id, "world_size",
-			 (json_int_t)job->world_size, "status", registry_job_status(job), "ranks",
-			 ranks, "communicators", communicators_json(job), "verdict",
-			 verdict ? verdict : json_null(),
-			 "incidents", incident_records_json(d, job));
+	live_view_free(lv);
+	return head;
 }
 
 static enum MHD_Result handle_job(struct flightrecd *d, struct MHD_Connection *mc,
 				  const char *id, bool incidents)
 {
+	struct live_view lv;
+	bool have_view = false;
 	struct job *job;
-	json_t *doc;
+	json_t *doc = NULL;
 
 	pthread_mutex_lock(&d->lock);
 	job = registry_job_find(d, id);
-	if (!job)
-		doc = NULL;
-	else if (incidents)
+	if (job && incidents) {
 		doc = json_pack("{s:o}", "incidents", incident_records_json(d, job));
-	else
-		doc = job_detail_json(d, job);
+	} else if (job && registry_live_view(d, job, false, &lv) == 0) {
+		have_view = true;
+		/* Keys in the order the answer always had them. */
+		doc = json_pack("{s:s, s:I, s:s, s:n, s:n, s:n, s:o}", "job", job->id,
+				"world_size", (json_int_t)job->world_size, "status",
+				registry_job_status(job), "ranks", "communicators", "verdict",
+				"incidents", incident_records_json(d, job));
+	}
 	pthread_mutex_unlock(&d->lock);
+	if (have_view)
+		doc = job_detail_json(doc, &lv);
 	if (!job)
 		return http_error(mc, MHD_HTTP_NOT_FOUND, "no such job");
 	if (!doc)
@@ -445,8 +492,10 @@ static enum MHD_Result handle_analysis(struct flightrecd *d, struct MHD_Connecti
 		return http_error(mc, MHD_HTTP_NOT_FOUND, "no such job");
 	}
 	err = registry_live_view(d, job, false, &lv);
+	/* The view is a copy: the verdict and its text are made without the lock. */
+	pthread_mutex_unlock(&d->lock);
 	if (!err) {
-		err = registry_live_verdict(job, &lv, &v);
+		err = registry_live_verdict(&lv, &v);
 		if (!err && text) {
 			FILE *f = open_memstream(&body, &len);
 
@@ -463,7 +512,6 @@ static enum MHD_Result handle_analysis(struct flightrecd *d, struct MHD_Connecti
 		fr_verdict_free(&v);
 		live_view_free(&lv);
 	}
-	pthread_mutex_unlock(&d->lock);
 	if (err) {
 		free(body);
 		return http_error(mc, MHD_HTTP_INTERNAL_SERVER_ERROR, strerror(-err));
@@ -617,7 +665,7 @@ static void dump_call_run(struct flightrecd *d, const char *id, const char *clie
 		uint64_t recheck = job->recheck_mono;
 		uint64_t opened = d->m.incidents;
 
-		if (registry_live_verdict(job, &lv, &v) == 0) {
+		if (registry_live_verdict(&lv, &v) == 0) {
 			incident_open(d, job, &t, &v, key);
 			fr_verdict_free(&v);
 		}

@@ -30,8 +30,12 @@
 #define DEFAULT_MAX_JOB_CONNECTIONS DAEMON_MAX_WORLD
 #define DEFAULT_MAX_INCIDENTS_PER_HOUR 60u
 #define DEFAULT_HELLO_TIMEOUT_S 10.0
-/* A node's ranks start together; each says HELLO within milliseconds. */
-#define DEFAULT_MAX_PENDING_PER_ADDRESS 256u
+/*
+ * A node's ranks start together and each says HELLO within milliseconds,
+ * but the loop accepts a whole burst before it reads any HELLO: room for
+ * the largest nodes' bursts.
+ */
+#define DEFAULT_MAX_PENDING_PER_ADDRESS 1024u
 /*
  * Seconds SIGTERM may take before the process ends anyway: closing an
  * incident writes its manifest at once, and nothing else is waited for.
@@ -113,7 +117,7 @@ static void usage(FILE *out)
 		"                               (with a token: proved it) by then is closed\n"
 		"                               (default 10)\n"
 		"  --max-pending-per-address N  agent connections from one address that have\n"
-		"                               not said HELLO yet (default 256); more are refused\n"
+		"                               not said HELLO yet (default 1024); more are refused\n"
 		"  --ports-file FILE            write {\"listen\": N, \"http\": M} once bound\n"
 		"  --token-file FILE            agents must prove they hold the token in FILE;\n"
 		"                               POST /v1/jobs/<job>/dump needs it as a bearer token;\n"
