@@ -77,6 +77,7 @@ struct daemon_config {
 	uint32_t max_incidents_per_hour; /* per job, manual ones included */
 	double hello_timeout_s;     /* a connection must say HELLO within this long */
 	uint32_t max_pending_per_address; /* connections of one address before their HELLO */
+	uint64_t max_memory;        /* the memory budget (budget.c) */
 	/* --token-file: NULL when agents need no proof and manual dumps are refused. */
 	const char *token_file;
 	struct fr_token token;      /* read from token_file by server_start(), again on SIGHUP (main.c) */
@@ -223,6 +224,9 @@ struct job {
 	struct job_comm *comms;
 	struct id_index comms_index;
 	bool comms_dropped_logged;  /* the COMM limit was logged for this job */
+	/* Bytes of the memory budget the job holds: its member lists and its
+	 * ranks' incident uploads (budget.c). */
+	uint64_t mem_bytes;
 	size_t nrecords;
 	struct incident_record *records; /* oldest first */
 	struct incident *active;    /* being collected, at most one */
@@ -251,6 +255,10 @@ struct upload {
 	size_t cap;
 	uint64_t total;
 	uint64_t received;
+	/* An incident upload's buffer is charged to the memory budget, and to
+	 * the job it is for, as it grows. */
+	struct job *job;
+	uint64_t charged;
 };
 
 /* An upload's first buffer; it doubles as pieces arrive. */
@@ -263,6 +271,8 @@ struct upload {
  * -ENOMEM.
  */
 int upload_grow(struct upload *up, uint32_t len);
+/* The buffer size upload_grow() would give `up` for `len` more bytes. */
+size_t upload_grown_cap(const struct upload *up, uint32_t len);
 
 /* One agent connection. */
 struct conn {
@@ -450,6 +460,33 @@ void pending_clear(void);
  * --max-connections asked for; logs once when it is fewer.
  */
 uint32_t daemon_fd_max_connections(uint32_t asked);
+
+/*
+ * budget.c: the memory budget (--max-memory). budget_charge() adds `bytes`
+ * of `kind` unless the total would go over the budget; then it counts a
+ * refusal and returns false. budget_charge_job() also holds `job` (NULL:
+ * none) to half of the budget and counts the bytes as the job's; the
+ * caller holds the lock for those. Any thread may call the others.
+ */
+enum budget_kind {
+	BUDGET_MEMBERS,             /* communicators' member lists */
+	BUDGET_UPLOADS,             /* incident dumps being received */
+	BUDGET_LIVE,                /* live looks' dumps, arriving or held */
+	BUDGET_KINDS,
+};
+/* The smallest default budget, whatever the machine's memory. */
+#define BUDGET_MIN (256ull << 20)
+/* A quarter of the machine's memory, at least BUDGET_MIN. */
+uint64_t budget_default_max(void);
+void budget_set_max(uint64_t max);
+uint64_t budget_max(void);
+bool budget_charge(enum budget_kind kind, uint64_t bytes);
+void budget_release(enum budget_kind kind, uint64_t bytes);
+bool budget_charge_job(struct job *job, enum budget_kind kind, uint64_t bytes);
+void budget_release_job(struct job *job, enum budget_kind kind, uint64_t bytes);
+uint64_t budget_used(enum budget_kind kind);
+/* Charges refused since startup. */
+uint64_t budget_refused(enum budget_kind kind);
 
 /* server.c */
 int server_start(struct flightrecd *d);

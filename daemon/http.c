@@ -218,6 +218,20 @@ static void write_metrics(struct flightrecd *d, FILE *f)
 	metric(f, "pending_rejected_total", "counter",
 	       "Agent connections refused over --max-pending-per-address (also in connections_rejected_total).",
 	       m->pending_rejected);
+	metric(f, "memory_max_bytes", "gauge", "The memory budget, --max-memory.", budget_max());
+	metric(f, "memory_bytes", "gauge",
+	       "Bytes of the memory budget held: member lists, incident uploads and live looks.",
+	       budget_used(BUDGET_MEMBERS) + budget_used(BUDGET_UPLOADS) + budget_used(BUDGET_LIVE));
+	metric(f, "memory_member_lists_bytes", "gauge", "Bytes of communicators' member lists held.",
+	       budget_used(BUDGET_MEMBERS));
+	metric(f, "memory_uploads_bytes", "gauge", "Bytes of incident dumps being received.",
+	       budget_used(BUDGET_UPLOADS));
+	metric(f, "memory_live_bytes", "gauge", "Bytes of live looks' dumps held.",
+	       budget_used(BUDGET_LIVE));
+	metric(f, "memory_refused_total", "counter",
+	       "Member lists, dump uploads and live looks refused over --max-memory (or a job over half of it).",
+	       budget_refused(BUDGET_MEMBERS) + budget_refused(BUDGET_UPLOADS) +
+		       budget_refused(BUDGET_LIVE));
 	metric(f, "accept_errors_total", "counter",
 	       "Agent connections the daemon could not accept (out of file descriptors).",
 	       m->accept_errors);

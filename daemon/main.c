@@ -65,6 +65,7 @@ enum {
 	OPT_JOB_KEY,
 	OPT_HELLO_TIMEOUT,
 	OPT_MAX_PENDING_PER_ADDRESS,
+	OPT_MAX_MEMORY,
 };
 
 static const struct option long_options[] = {
@@ -82,6 +83,7 @@ static const struct option long_options[] = {
 	{ "max-incidents-per-hour", required_argument, NULL, OPT_MAX_INCIDENTS_PER_HOUR },
 	{ "hello-timeout", required_argument, NULL, OPT_HELLO_TIMEOUT },
 	{ "max-pending-per-address", required_argument, NULL, OPT_MAX_PENDING_PER_ADDRESS },
+	{ "max-memory", required_argument, NULL, OPT_MAX_MEMORY },
 	{ "config", required_argument, NULL, OPT_CONFIG },
 	{ "token-file", required_argument, NULL, OPT_TOKEN_FILE },
 	{ "job-key", required_argument, NULL, OPT_JOB_KEY },
@@ -118,6 +120,10 @@ static void usage(FILE *out)
 		"                               (default 10)\n"
 		"  --max-pending-per-address N  agent connections from one address that have\n"
 		"                               not said HELLO yet (default 1024); more are refused\n"
+		"  --max-memory BYTES           memory peers may make the daemon hold: member\n"
+		"                               lists, incident uploads, live looks (default a\n"
+		"                               quarter of RAM, at least 268435456); one job may\n"
+		"                               hold half of it; beyond it the newest is refused\n"
 		"  --ports-file FILE            write {\"listen\": N, \"http\": M} once bound\n"
 		"  --token-file FILE            agents must prove they hold the token in FILE;\n"
 		"                               POST /v1/jobs/<job>/dump needs it as a bearer token;\n"
@@ -298,6 +304,7 @@ static void set_defaults(struct daemon_config *cfg)
 		.max_incidents_per_hour = DEFAULT_MAX_INCIDENTS_PER_HOUR,
 		.hello_timeout_s = DEFAULT_HELLO_TIMEOUT_S,
 		.max_pending_per_address = DEFAULT_MAX_PENDING_PER_ADDRESS,
+		.max_memory = budget_default_max(),
 	};
 	parse_addr(DEFAULT_LISTEN, &cfg->listen_addr);
 	parse_addr(DEFAULT_HTTP, &cfg->http_addr);
@@ -381,6 +388,11 @@ static int parse_args(int argc, char **argv, struct daemon_config *cfg)
 			if (parse_u64(optarg, 1, UINT32_MAX, &u))
 				return bad_option("max-pending-per-address", optarg);
 			cfg->max_pending_per_address = (uint32_t)u;
+			break;
+		case OPT_MAX_MEMORY:
+			/* Below a megabyte not even one member list of a big job fits. */
+			if (parse_u64(optarg, 1u << 20, UINT64_MAX / 2, &cfg->max_memory))
+				return bad_option("max-memory", optarg);
 			break;
 		case OPT_CONFIG:
 			cfg->config_file = optarg;
@@ -862,6 +874,7 @@ int main(int argc, char **argv)
 	/* What a reload compares against is what was asked for. */
 	d.configured = d.cfg;
 	size_max_connections(&d);
+	budget_set_max(d.cfg.max_memory);
 	/* A peer that vanishes mid-write must not kill the daemon. */
 	signal(SIGPIPE, SIG_IGN);
 	json_object_seed(0);

@@ -173,6 +173,15 @@ static void rank_free(struct job_rank *r)
 	free(r);
 }
 
+/* Frees a communicator's member list and gives back its memory budget. */
+static void job_comm_free_members(struct job *job, struct job_comm *jc)
+{
+	if (jc->members)
+		budget_release_job(job, BUDGET_MEMBERS, (uint64_t)jc->size * sizeof(*jc->members));
+	free(jc->members);
+	jc->members = NULL;
+}
+
 /* Forgets ranks and communicators (not incidents): a new run of the job. */
 static void job_reset(struct job *job)
 {
@@ -183,7 +192,7 @@ static void job_reset(struct job *job)
 	job->nslots = 0;
 	job->nknown = 0;
 	for (size_t i = 0; i < job->ncomms; i++)
-		free(job->comms[i].members);
+		job_comm_free_members(job, &job->comms[i]);
 	free(job->comms);
 	job->comms = NULL;
 	job->ncomms = 0;
@@ -593,15 +602,28 @@ static struct job_comm *job_comm_get(struct job *job, const char *id, bool *full
 	return jc;
 }
 
-/* Starts a communicator's list afresh from one report (desc cleaned). */
-static int job_comm_reset(struct job_comm *jc, const struct fr_msg_comm *m, const char *desc)
+/*
+ * Starts a communicator's list afresh from one report (desc cleaned).
+ * Returns 0, -ENOMEM, or -EDQUOT when the list would take the job or the
+ * daemon over the memory budget.
+ */
+static int job_comm_reset(struct job *job, struct job_comm *jc, const struct fr_msg_comm *m,
+			  const char *desc)
 {
-	uint32_t *members = malloc(m->size * sizeof(*members));
+	uint64_t bytes = (uint64_t)m->size * sizeof(uint32_t);
+	uint32_t *members;
 
-	if (!members)
+	/* The list it replaces is given back first: a rank's new run may
+	 * reuse what its old one held. */
+	job_comm_free_members(job, jc);
+	if (!budget_charge_job(job, BUDGET_MEMBERS, bytes))
+		return -EDQUOT;
+	members = malloc(bytes);
+	if (!members) {
+		budget_release_job(job, BUDGET_MEMBERS, bytes);
 		return -ENOMEM;
-	memcpy(members, m->members, m->size * sizeof(*members));
-	free(jc->members);
+	}
+	memcpy(members, m->members, bytes);
 	jc->members = members;
 	jc->size = m->size;
 	jc->nunknown = 0;
@@ -686,7 +708,13 @@ int registry_comm(struct conn *c, const struct fr_msg_comm *m, const char **why)
 	if (!jc)
 		goto out_nomem;
 	if (!jc->members || jc->stale) {
-		if (job_comm_reset(jc, m, desc))
+		int err = job_comm_reset(c->job, jc, m, desc);
+
+		if (err == -EDQUOT) {
+			*why = "over the daemon's memory budget (--max-memory)";
+			return err;
+		}
+		if (err)
 			goto out_nomem;
 	} else if (!job_comm_merge(c->job, jc, r->rank, m)) {
 		return 0;

@@ -199,6 +199,7 @@ static void conn_hello_settled(struct conn *c)
 
 void conn_drop_upload(struct conn *c)
 {
+	budget_release_job(c->up.job, BUDGET_UPLOADS, c->up.charged);
 	free(c->up.data);
 	memset(&c->up, 0, sizeof(c->up));
 }

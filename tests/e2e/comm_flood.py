@@ -5,7 +5,8 @@ TOKEN_FILE is not "-"), sends K COMM frames "c0".."c<K-1>" of SIZE members
 each (global ranks 0..SIZE-1, about 4 * SIZE bytes each), prints
 "sent N" (N: how many COMM frames went out before the daemon closed the
 connection, if it did), then keeps the connection open until killed,
-printing "closed" if the daemon closes it.
+printing "error CODE MESSAGE" for an ERROR frame and "closed" when the
+daemon closes it.
 
   comm_flood.py PORT TOKEN_FILE JOB WORLD K SIZE
 """
@@ -15,7 +16,9 @@ import os
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from abuse_agent import COMM, frame, open_agent, s  # noqa: E402
+import struct  # noqa: E402
+
+from abuse_agent import COMM, ERROR, frame, open_agent, recv_exact, s  # noqa: E402
 
 
 def main():
@@ -40,9 +43,15 @@ def main():
         pass
     print("sent %d" % sent, flush=True)
     try:
-        while sock.recv(65536):
-            pass
-    except OSError:
+        while True:
+            head = recv_exact(sock, 16)
+            _, _, kind, length, _ = struct.unpack("<IHHII", head)
+            body = recv_exact(sock, length)
+            if kind == ERROR:
+                code, mlen = struct.unpack("<HH", body[:4])
+                print("error %d %s" % (code, body[4:4 + mlen].decode(errors="replace")),
+                      flush=True)
+    except (OSError, ConnectionError):
         pass
     print("closed", flush=True)
 
