@@ -204,12 +204,16 @@ void config_log_settings(const struct daemon_config *cfg, const char *when)
 	daemon_log("settings (%s%s%s): listen %s, http %s, dump-dir %s, timeout %g s, "
 		   "heartbeat-timeout %g s, dump-deadline %g s, max-dump-size %" PRIu64
 		   ", max-connections %" PRIu32 ", max-job-connections %" PRIu32
-		   ", max-frame-size %" PRIu32 ", max-incidents-per-hour %" PRIu32 ", token-file %s",
+		   ", max-frame-size %" PRIu32 ", max-incidents-per-hour %" PRIu32
+		   ", hello-timeout %g s, max-pending-per-address %" PRIu32 ", max-memory %" PRIu64
+		   ", token-file %s",
 		   when, cfg->config_file ? ", config " : "",
 		   cfg->config_file ? cfg->config_file : "", la, ha, cfg->dump_dir, cfg->timeout_s,
 		   cfg->heartbeat_timeout_s, cfg->dump_deadline_s, cfg->max_dump_size,
 		   cfg->max_connections, cfg->max_job_connections, cfg->max_frame_size,
-		   cfg->max_incidents_per_hour, cfg->token_file ? cfg->token_file : "(none)");
+		   cfg->max_incidents_per_hour, cfg->hello_timeout_s, cfg->max_pending_per_address,
+		   cfg->max_memory,
+		   cfg->token_file ? cfg->token_file : "(none)");
 }
 
 static bool same_string(const char *a, const char *b)
@@ -288,7 +292,11 @@ int config_apply_reload(struct flightrecd *d, const struct daemon_config *next)
 			   "%s", was->max_connections, next->max_connections,
 			   d->nconns > next->max_connections ?
 				   " (connections over the limit stay; new ones are refused)" : "");
-		was->max_connections = d->cfg.max_connections = next->max_connections;
+		was->max_connections = next->max_connections;
+		d->cfg.max_connections = daemon_fd_max_connections(next->max_connections);
+		if (d->cfg.max_connections < next->max_connections)
+			daemon_log("reload: max-connections held to %" PRIu32
+				   " by RLIMIT_NOFILE", d->cfg.max_connections);
 		changed++;
 	}
 	/* Ranks over a lowered limit stay connected; new ones are refused. */
@@ -297,6 +305,18 @@ int config_apply_reload(struct flightrecd *d, const struct daemon_config *next)
 	RELOAD_COUNT(d, next, max_frame_size, "max-frame-size");
 	/* Each job's budget is held to the new limit at its next incident. */
 	RELOAD_COUNT(d, next, max_incidents_per_hour, "max-incidents-per-hour");
+	/* Applies at the next sweep, to connections already waiting too. */
+	RELOAD_SECONDS(d, next, hello_timeout_s, "hello-timeout");
+	if (was->max_memory != next->max_memory) {
+		/* What is held stays; new charges are held to the new budget. */
+		daemon_log("reload: max-memory %" PRIu64 " -> %" PRIu64, was->max_memory,
+			   next->max_memory);
+		was->max_memory = d->cfg.max_memory = next->max_memory;
+		budget_set_max(next->max_memory);
+		changed++;
+	}
+	/* Connections over a lowered limit stay until they say HELLO or time out. */
+	RELOAD_COUNT(d, next, max_pending_per_address, "max-pending-per-address");
 	if (!changed)
 		daemon_log("reload: no timeout or limit changed");
 	return changed;

@@ -75,6 +75,9 @@ struct daemon_config {
 	uint32_t max_job_connections; /* ranks of one job connected at once */
 	uint32_t max_frame_size;      /* largest frame payload, at most FR_WIRE_MAX_PAYLOAD */
 	uint32_t max_incidents_per_hour; /* per job, manual ones included */
+	double hello_timeout_s;     /* a connection must say HELLO within this long */
+	uint32_t max_pending_per_address; /* connections of one address before their HELLO */
+	uint64_t max_memory;        /* the memory budget (budget.c) */
 	/* --token-file: NULL when agents need no proof and manual dumps are refused. */
 	const char *token_file;
 	struct fr_token token;      /* read from token_file by server_start(), again on SIGHUP (main.c) */
@@ -95,6 +98,9 @@ struct daemon_metrics {
 	uint64_t job_connections_rejected; /* over --max-job-connections */
 	uint64_t frames_oversized;         /* over --max-frame-size */
 	uint64_t incidents_suppressed;     /* over --max-incidents-per-hour */
+	uint64_t hello_timeouts;           /* closed for no HELLO within --hello-timeout */
+	uint64_t pending_rejected;         /* over --max-pending-per-address */
+	uint64_t accept_errors;            /* accept() failed (out of descriptors) */
 };
 
 /*
@@ -218,6 +224,9 @@ struct job {
 	struct job_comm *comms;
 	struct id_index comms_index;
 	bool comms_dropped_logged;  /* the COMM limit was logged for this job */
+	/* Bytes of the memory budget the job holds: its member lists and its
+	 * ranks' incident uploads (budget.c). */
+	uint64_t mem_bytes;
 	size_t nrecords;
 	struct incident_record *records; /* oldest first */
 	struct incident *active;    /* being collected, at most one */
@@ -246,6 +255,10 @@ struct upload {
 	size_t cap;
 	uint64_t total;
 	uint64_t received;
+	/* An incident upload's buffer is charged to the memory budget, and to
+	 * the job it is for, as it grows. */
+	struct job *job;
+	uint64_t charged;
 };
 
 /* An upload's first buffer; it doubles as pieces arrive. */
@@ -258,6 +271,8 @@ struct upload {
  * -ENOMEM.
  */
 int upload_grow(struct upload *up, uint32_t len);
+/* The buffer size upload_grow() would give `up` for `len` more bytes. */
+size_t upload_grown_cap(const struct upload *up, uint32_t len);
 
 /* One agent connection. */
 struct conn {
@@ -346,16 +361,39 @@ struct flightrecd {
 	uint64_t incident_seq;
 };
 
-/* The live view of a job: one trace per rank, as the correlator reads them. */
+/* A communicator of the job as a live view copied it. */
+struct live_comm {
+	char id[FR_COMM_ID_MAX + 1];
+	char desc[FR_COMM_DESC_MAX + 1];
+	uint32_t size;
+	uint32_t *members;          /* owned; NULL when the job holds none */
+};
+
+/* What a live view tells of a rank beyond its trace. */
+struct live_rank {
+	bool known;                 /* the rank said HELLO once; else nothing below */
+	enum rank_state state;
+	uint64_t last_seen_mono;
+	uint32_t ring_capacity;
+	uint64_t start_ns;
+};
+
+/*
+ * The live view of a job: one trace per rank, as the correlator reads
+ * them, and a copy of the job's communicators. Each communicator's member
+ * list is copied once, here, and borrowed by every rank's trace, so that a
+ * view of N ranks costs N traces and one list per communicator, never N
+ * lists per communicator. A view is a snapshot: it holds no pointer into
+ * the registry, so it may be read and freed without the daemon's lock.
+ */
 struct live_view {
 	size_t n;
 	struct fr_trace *traces;
 	const struct fr_trace **ptrs;
-	/* From registry_manifest_view(): one member list per communicator of
-	 * the job (NULL where no rank is in it), owned here and borrowed by
-	 * the traces' communicators. NULL otherwise: the traces own theirs. */
-	size_t nshared;
-	uint32_t **shared;
+	struct live_rank *ranks;    /* parallel to traces */
+	uint32_t world_size;
+	size_t ncomms;
+	struct live_comm *comms;    /* the job's communicators, in the job's order */
 };
 
 /* main.c */
@@ -399,6 +437,56 @@ void notify_reloading(struct flightrecd *d);
 /* Says STOPPING=1; the pings continue but no longer hold the loop open. */
 void notify_stopping(struct flightrecd *d);
 void notify_close(struct flightrecd *d);
+
+/*
+ * pending.c: agent connections that have not said HELLO yet, per peer
+ * address (as ratelog_offender_addr() writes it). pending_add() counts one
+ * more unless `max` are counted already (-EBUSY); -ENOMEM when out of
+ * memory. The loop calls these under the lock.
+ */
+int pending_add(const char *addr, uint32_t max);
+void pending_remove(const char *addr);
+void pending_clear(void);
+
+/*
+ * Descriptors kept for everything but agent connections: HTTP's
+ * connections and the files they serve, incident files being written, the
+ * loop's own handles. --max-connections is held to RLIMIT_NOFILE minus
+ * this, so that a flood of agents can never cost an incident or /healthz.
+ */
+#define DAEMON_FD_RESERVE 192u
+/*
+ * main.c: the agent connections the descriptor limit allows, given the
+ * --max-connections asked for; logs once when it is fewer.
+ */
+uint32_t daemon_fd_max_connections(uint32_t asked);
+
+/*
+ * budget.c: the memory budget (--max-memory). budget_charge() adds `bytes`
+ * of `kind` unless the total would go over the budget; then it counts a
+ * refusal and returns false. budget_charge_job() also holds `job` (NULL:
+ * none) to half of the budget and counts the bytes as the job's; the
+ * caller holds the lock for those. Any thread may call the others.
+ */
+enum budget_kind {
+	BUDGET_MEMBERS,             /* communicators' member lists */
+	BUDGET_UPLOADS,             /* incident dumps being received */
+	BUDGET_LIVE,                /* live looks' dumps, arriving or held */
+	BUDGET_KINDS,
+};
+/* The smallest default budget, whatever the machine's memory. */
+#define BUDGET_MIN (256ull << 20)
+/* A quarter of the machine's memory, at least BUDGET_MIN. */
+uint64_t budget_default_max(void);
+void budget_set_max(uint64_t max);
+uint64_t budget_max(void);
+bool budget_charge(enum budget_kind kind, uint64_t bytes);
+void budget_release(enum budget_kind kind, uint64_t bytes);
+bool budget_charge_job(struct job *job, enum budget_kind kind, uint64_t bytes);
+void budget_release_job(struct job *job, enum budget_kind kind, uint64_t bytes);
+uint64_t budget_used(enum budget_kind kind);
+/* Charges refused since startup. */
+uint64_t budget_refused(enum budget_kind kind);
 
 /* server.c */
 int server_start(struct flightrecd *d);
@@ -447,16 +535,12 @@ uint32_t registry_ranks_connected(const struct flightrecd *d);
 /* Live traces of the known ranks, or with `all` of ranks 0..world_size-1. */
 int registry_live_view(const struct flightrecd *d, const struct job *job, bool all,
 		       struct live_view *lv);
-/*
- * Live traces of ranks 0..world_size-1 for an incident's manifest: each
- * communicator's member list is copied once and shared by every rank's
- * trace, so that a job of N ranks costs N lists, not N squared.
- */
+/* Live traces of ranks 0..world_size-1, for an incident's manifest. */
 int registry_manifest_view(const struct flightrecd *d, const struct job *job,
 			   struct live_view *lv);
 void live_view_free(struct live_view *lv);
-int registry_live_verdict(const struct job *job, const struct live_view *lv,
-			  struct fr_verdict *v);
+/* The verdict of a view; needs no lock (the view is a copy). */
+int registry_live_verdict(const struct live_view *lv, struct fr_verdict *v);
 void registry_free(struct flightrecd *d);
 
 /* watchdog.c */

@@ -212,6 +212,29 @@ static void write_metrics(struct flightrecd *d, FILE *f)
 	metric(f, "incidents_suppressed_total", "counter",
 	       "Incidents not opened, manual ones included: over --max-incidents-per-hour.",
 	       m->incidents_suppressed);
+	metric(f, "hello_timeouts_total", "counter",
+	       "Agent connections closed for saying no HELLO within --hello-timeout (without a token; with one they count as auth failures).",
+	       m->hello_timeouts);
+	metric(f, "pending_rejected_total", "counter",
+	       "Agent connections refused over --max-pending-per-address (also in connections_rejected_total).",
+	       m->pending_rejected);
+	metric(f, "memory_max_bytes", "gauge", "The memory budget, --max-memory.", budget_max());
+	metric(f, "memory_bytes", "gauge",
+	       "Bytes of the memory budget held: member lists, incident uploads and live looks.",
+	       budget_used(BUDGET_MEMBERS) + budget_used(BUDGET_UPLOADS) + budget_used(BUDGET_LIVE));
+	metric(f, "memory_member_lists_bytes", "gauge", "Bytes of communicators' member lists held.",
+	       budget_used(BUDGET_MEMBERS));
+	metric(f, "memory_uploads_bytes", "gauge", "Bytes of incident dumps being received.",
+	       budget_used(BUDGET_UPLOADS));
+	metric(f, "memory_live_bytes", "gauge", "Bytes of live looks' dumps held.",
+	       budget_used(BUDGET_LIVE));
+	metric(f, "memory_refused_total", "counter",
+	       "Member lists, dump uploads and live looks refused over --max-memory (or a job over half of it).",
+	       budget_refused(BUDGET_MEMBERS) + budget_refused(BUDGET_UPLOADS) +
+		       budget_refused(BUDGET_LIVE));
+	metric(f, "accept_errors_total", "counter",
+	       "Agent connections the daemon could not accept (out of file descriptors).",
+	       m->accept_errors);
 	metric(f, "log_lines_suppressed_total", "counter",
 	       "Log lines about a limit held back: an offender is logged once a minute.",
 	       ratelog_held_total());
@@ -252,48 +275,80 @@ static enum MHD_Result handle_metrics(struct flightrecd *d, struct MHD_Connectio
 	return http_reply(mc, MHD_HTTP_OK, "text/plain; version=0.0.4", body, len);
 }
 
-static json_t *job_summary_json(const struct flightrecd *d, const struct job *job)
+/*
+ * A job of GET /v1/jobs: its counts are read under the lock with a copy of
+ * its live view (`lv`, 0 when none could be made); the verdict is added
+ * from the copy once the lock is released.
+ */
+struct job_summary {
+	json_t *o;
+	bool have_view;
+	struct live_view lv;
+};
+
+static void job_summary_take(const struct flightrecd *d, const struct job *job,
+			     struct job_summary *js)
+{
+	js->have_view = registry_live_view(d, job, false, &js->lv) == 0;
+	js->o = json_pack("{s:s, s:I, s:I, s:s, s:I}", "job", job->id, "world_size",
+			  (json_int_t)job->world_size, "ranks_connected",
+			  (json_int_t)job->nconnected, "status", registry_job_status(job),
+			  "incidents", (json_int_t)job->nrecords);
+}
+
+static json_t *job_summary_finish(struct job_summary *js)
 {
 	struct fr_verdict v = { 0 };
-	struct live_view lv;
 	const char *verdict = "unknown";
-	json_t *o;
 
-	if (registry_live_view(d, job, false, &lv) == 0) {
-		if (registry_live_verdict(job, &lv, &v) == 0) {
+	if (js->have_view) {
+		if (registry_live_verdict(&js->lv, &v) == 0) {
 			verdict = fr_verdict_name(v.kind);
 			fr_verdict_free(&v);
 		}
-		live_view_free(&lv);
+		live_view_free(&js->lv);
 	}
-	o = json_pack("{s:s, s:I, s:I, s:s, s:I, s:s}", "job", job->id, "world_size",
-		      (json_int_t)job->world_size, "ranks_connected", (json_int_t)job->nconnected,
-		      "status", registry_job_status(job), "incidents", (json_int_t)job->nrecords,
-		      "verdict", verdict);
-	return o;
+	if (js->o)
+		json_object_set_new(js->o, "verdict", json_string(verdict));
+	return js->o;
 }
 
 static enum MHD_Result handle_jobs(struct flightrecd *d, struct MHD_Connection *mc)
 {
 	json_t *jobs = json_array();
+	struct job_summary *sums;
+	size_t n = 0;
 
 	pthread_mutex_lock(&d->lock);
-	for (const struct job *job = d->jobs; jobs && job; job = job->next)
-		json_array_append_new(jobs, job_summary_json(d, job));
+	sums = calloc(d->njobs ? d->njobs : 1, sizeof(*sums));
+	for (const struct job *job = d->jobs; sums && job && n < d->njobs; job = job->next)
+		job_summary_take(d, job, &sums[n++]);
 	pthread_mutex_unlock(&d->lock);
+	/* The verdicts, the work that grows with the jobs' size, without the lock. */
+	for (size_t i = 0; i < n; i++) {
+		json_t *o = job_summary_finish(&sums[i]);
+
+		if (jobs && o)
+			json_array_append_new(jobs, o);
+		else
+			json_decref(o);
+	}
+	free(sums);
+	if (!sums)
+		return http_error(mc, MHD_HTTP_INTERNAL_SERVER_ERROR, "out of memory");
 	return http_reply_json(mc, MHD_HTTP_OK, json_pack("{s:o}", "jobs", jobs));
 }
 
-static json_t *rank_comms_json(const struct job_rank *r)
+static json_t *rank_comms_json(const struct fr_trace *t)
 {
 	json_t *o = json_object();
 
-	for (size_t i = 0; o && i < r->ncomms; i++)
-		json_object_set_new(o, r->comms[i].id,
+	for (size_t i = 0; o && i < t->ncomms; i++)
+		json_object_set_new(o, t->comms[i].id,
 				    json_pack("{s:I, s:I}", "last_entered",
-					      (json_int_t)r->comms[i].last_entered,
+					      (json_int_t)t->comms[i].last_entered,
 					      "last_completed",
-					      (json_int_t)r->comms[i].last_completed));
+					      (json_int_t)t->comms[i].last_completed));
 	return o;
 }
 
@@ -315,84 +370,179 @@ static json_t *inflight_json(const struct fr_trace *t, uint64_t now)
 	return arr;
 }
 
-static json_t *rank_json(const struct flightrecd *d, const struct job_rank *r,
-			 const struct fr_trace *t, uint64_t now, uint64_t now_mono)
+static json_t *rank_json(const struct live_rank *r, const struct fr_trace *t, uint64_t now,
+			 uint64_t now_mono)
 {
-	enum rank_state s = registry_rank_state(d, r, now_mono);
 	double ago = now_mono > r->last_seen_mono ?
 			     (double)(now_mono - r->last_seen_mono) / NS_PER_S :
 			     0.0;
 
 	return json_pack("{s:I, s:s, s:I, s:s, s:f, s:I, s:I, s:o, s:o}", "rank",
-			 (json_int_t)r->rank, "host", r->host, "pid", (json_int_t)r->pid, "state",
-			 registry_rank_state_name(s), "last_seen_s_ago", ago, "ring_capacity",
-			 (json_int_t)r->ring_capacity, "start_ns", (json_int_t)r->start_ns, "comms",
-			 rank_comms_json(r), "inflight", inflight_json(t, now));
+			 (json_int_t)t->rank, "host", t->host, "pid", (json_int_t)t->pid, "state",
+			 registry_rank_state_name(r->state), "last_seen_s_ago", ago,
+			 "ring_capacity", (json_int_t)r->ring_capacity, "start_ns",
+			 (json_int_t)r->start_ns, "comms", rank_comms_json(t), "inflight",
+			 inflight_json(t, now));
 }
 
-static json_t *communicators_json(const struct job *job)
+/* Writes `s` as a JSON string. */
+static void write_json_string(FILE *f, const char *s)
 {
-	json_t *arr = json_array();
+	json_t *j = json_string(s);
+	char *text = j ? json_dumps(j, JSON_ENCODE_ANY) : NULL;
 
-	for (size_t i = 0; arr && i < job->ncomms; i++) {
-		const struct job_comm *jc = &job->comms[i];
-		json_t *members = json_array();
+	fputs(text ? text : "\"\"", f);
+	free(text);
+	json_decref(j);
+}
 
+/*
+ * The "communicators" array of GET /v1/jobs/<job>, as compact JSON text
+ * written straight from the view's lists: a member as a JSON value costs
+ * about fifty bytes where its text costs six, and 64 MiB of member lists
+ * once took the answer to a 900 MB peak.
+ */
+static void write_communicators(FILE *f, const struct live_view *lv)
+{
+	fputc('[', f);
+	for (size_t i = 0; i < lv->ncomms; i++) {
+		const struct live_comm *jc = &lv->comms[i];
+
+		fputs(i ? ",{\"id\":" : "{\"id\":", f);
+		write_json_string(f, jc->id);
+		fputs(",\"desc\":", f);
+		write_json_string(f, jc->desc);
+		fprintf(f, ",\"size\":%" PRIu32 ",\"members\":[", jc->size);
 		/* -1: no member's report has told this entry yet. */
-		for (uint32_t k = 0; members && k < jc->size; k++)
-			json_array_append_new(members,
-					      json_integer(jc->members[k] == FR_RANK_UNKNOWN ?
-								   -1 :
-								   (json_int_t)jc->members[k]));
-		json_array_append_new(arr, json_pack("{s:s, s:s, s:I, s:o}", "id", jc->id, "desc",
-						     jc->desc, "size", (json_int_t)jc->size,
-						     "members", members));
+		for (uint32_t k = 0; jc->members && k < jc->size; k++) {
+			char num[16];
+			char *p = num + sizeof(num);
+			uint32_t v = jc->members[k];
+
+			*--p = '\0';
+			if (v == FR_RANK_UNKNOWN) {
+				p -= 2;
+				memcpy(p, "-1", 2);
+			} else {
+				do
+					*--p = (char)('0' + v % 10);
+				while (v /= 10);
+			}
+			if (k)
+				fputc(',', f);
+			fputs(p, f);
+		}
+		fputs("]}", f);
 	}
-	return arr;
+	fputc(']', f);
 }
 
-static json_t *job_detail_json(const struct flightrecd *d, const struct job *job)
+/*
+ * The document's text with `placeholder`, a string value, replaced by the
+ * communicators written from the view. A quote inside a JSON string is
+ * escaped, so the placeholder's key and quoted value occur once, where the
+ * key is. Takes `doc`. Returns 0 or -ENOMEM.
+ */
+static int job_detail_text(json_t *doc, const struct live_view *lv, char **body, size_t *len)
 {
+	static const char mark[] = "\"communicators\":\"@communicators@\"";
+	char *text;
+	size_t tlen;
+	char *at;
+	FILE *f;
+	int err;
+
+	*body = NULL;
+	*len = 0;
+	err = fr_json_text(doc, JSON_COMPACT, &text, &tlen);
+	if (err)
+		return err;
+	at = strstr(text, mark);
+	f = at ? open_memstream(body, len) : NULL;
+	if (!f) {
+		free(text);
+		return -ENOMEM;
+	}
+	fwrite(text, 1, (size_t)(at - text), f);
+	fputs("\"communicators\":", f);
+	write_communicators(f, lv);
+	fputs(at + sizeof(mark) - 1, f);
+	free(text);
+	if (fclose(f)) {
+		free(*body);
+		*body = NULL;
+		return -ENOMEM;
+	}
+	return 0;
+}
+
+/*
+ * GET /v1/jobs/<job> from `head` (job, world_size, status, incidents: read
+ * under the lock, bounded in size) and the job's live view, a copy: the
+ * verdict, the ranks and the member lists, whose size grows with the job's,
+ * are made into JSON after the lock is released, so that a big job's answer
+ * never stalls the event loop or /healthz. Takes `head`; frees the view.
+ * Returns 0 with the answer in `body`, or -ENOMEM.
+ */
+static int job_detail(json_t *head, struct live_view *lv, char **body, size_t *len)
+{
+	int err = -ENOMEM;
 	uint64_t now = daemon_now_ns();
 	uint64_t now_mono = daemon_mono_ns();
 	struct fr_verdict v = { 0 };
-	struct live_view lv;
 	json_t *ranks;
 	json_t *verdict;
 
-	if (registry_live_view(d, job, false, &lv))
-		return NULL;
-	verdict = registry_live_verdict(job, &lv, &v) == 0 ? fr_verdict_to_json(&v) : NULL;
+	verdict = registry_live_verdict(lv, &v) == 0 ? fr_verdict_to_json(&v) : NULL;
 	fr_verdict_free(&v);
 	ranks = json_array();
-	for (size_t i = 0; ranks && i < lv.n; i++) {
-		const struct job_rank *r = registry_rank(job, lv.traces[i].rank);
-
-		json_array_append_new(ranks, rank_json(d, r, &lv.traces[i], now, now_mono));
+	for (size_t i = 0; ranks && i < lv->n; i++)
+		if (lv->ranks[i].known)
+			json_array_append_new(ranks, rank_json(&lv->ranks[i], &lv->traces[i], now,
+							       now_mono));
+	*body = NULL;
+	if (head && ranks) {
+		json_object_set_new(head, "ranks", ranks);
+		json_object_set_new(head, "communicators", json_string("@communicators@"));
+		json_object_set_new(head, "verdict", verdict ? verdict : json_null());
+		err = job_detail_text(head, lv, body, len);
+	} else {
+		json_decref(head);
+		json_decref(ranks);
+		json_decref(verdict);
 	}
-	live_view_free(&lv);
-	return json_pack("{s:s, s:I, s:s, s:o, s:o, s:o, s:o}", "job", job->id, "world_size",
-			 (json_int_t)job->world_size, "status", registry_job_status(job), "ranks",
-			 ranks, "communicators", communicators_json(job), "verdict",
-			 verdict ? verdict : json_null(),
-			 "incidents", incident_records_json(d, job));
+	live_view_free(lv);
+	return err;
 }
 
 static enum MHD_Result handle_job(struct flightrecd *d, struct MHD_Connection *mc,
 				  const char *id, bool incidents)
 {
+	struct live_view lv;
+	bool have_view = false;
 	struct job *job;
-	json_t *doc;
+	json_t *doc = NULL;
+	char *body;
+	size_t len;
 
 	pthread_mutex_lock(&d->lock);
 	job = registry_job_find(d, id);
-	if (!job)
-		doc = NULL;
-	else if (incidents)
+	if (job && incidents) {
 		doc = json_pack("{s:o}", "incidents", incident_records_json(d, job));
-	else
-		doc = job_detail_json(d, job);
+	} else if (job && registry_live_view(d, job, false, &lv) == 0) {
+		have_view = true;
+		/* Keys in the order the answer always had them. */
+		doc = json_pack("{s:s, s:I, s:s, s:n, s:n, s:n, s:o}", "job", job->id,
+				"world_size", (json_int_t)job->world_size, "status",
+				registry_job_status(job), "ranks", "communicators", "verdict",
+				"incidents", incident_records_json(d, job));
+	}
 	pthread_mutex_unlock(&d->lock);
+	if (have_view) {
+		if (job_detail(doc, &lv, &body, &len))
+			return http_error(mc, MHD_HTTP_INTERNAL_SERVER_ERROR, "out of memory");
+		return http_reply_with(mc, MHD_HTTP_OK, "application/json", body, len, NULL, NULL);
+	}
 	if (!job)
 		return http_error(mc, MHD_HTTP_NOT_FOUND, "no such job");
 	if (!doc)
@@ -436,8 +586,10 @@ static enum MHD_Result handle_analysis(struct flightrecd *d, struct MHD_Connecti
 		return http_error(mc, MHD_HTTP_NOT_FOUND, "no such job");
 	}
 	err = registry_live_view(d, job, false, &lv);
+	/* The view is a copy: the verdict and its text are made without the lock. */
+	pthread_mutex_unlock(&d->lock);
 	if (!err) {
-		err = registry_live_verdict(job, &lv, &v);
+		err = registry_live_verdict(&lv, &v);
 		if (!err && text) {
 			FILE *f = open_memstream(&body, &len);
 
@@ -454,7 +606,6 @@ static enum MHD_Result handle_analysis(struct flightrecd *d, struct MHD_Connecti
 		fr_verdict_free(&v);
 		live_view_free(&lv);
 	}
-	pthread_mutex_unlock(&d->lock);
 	if (err) {
 		free(body);
 		return http_error(mc, MHD_HTTP_INTERNAL_SERVER_ERROR, strerror(-err));
@@ -608,7 +759,7 @@ static void dump_call_run(struct flightrecd *d, const char *id, const char *clie
 		uint64_t recheck = job->recheck_mono;
 		uint64_t opened = d->m.incidents;
 
-		if (registry_live_verdict(job, &lv, &v) == 0) {
+		if (registry_live_verdict(&lv, &v) == 0) {
 			incident_open(d, job, &t, &v, key);
 			fr_verdict_free(&v);
 		}
@@ -878,9 +1029,15 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *mc, const ch
 	}
 }
 
+/*
+ * libmicrohttpd's messages, each kind (its format string) logged once a
+ * minute with a count: out of descriptors it retries accept() in a loop and
+ * says so every time, which once wrote a gigabyte of log in seconds.
+ */
 static void on_mhd_log(void *cls, const char *fmt, va_list ap)
 {
 	char msg[512];
+	char kind[48];
 	size_t n;
 
 	(void)cls;
@@ -888,7 +1045,8 @@ static void on_mhd_log(void *cls, const char *fmt, va_list ap)
 	n = strlen(msg);
 	while (n && msg[n - 1] == '\n')
 		msg[--n] = '\0';
-	daemon_log("http: %s", msg);
+	snprintf(kind, sizeof(kind), "%s", fmt);
+	ratelog("http", kind, "http: %s", msg);
 }
 
 /* A request is over (answered, or its client gone): a live look's is freed. */

@@ -86,6 +86,8 @@ struct dump_write {
 	char job[FR_JOB_MAX + 1];
 	uint8_t *data;
 	size_t len;
+	struct job *charged_job;    /* the memory budget's charge for data */
+	uint64_t charged;
 	char path[PATH_MAX];
 	bool valid;
 	int write_err;
@@ -668,6 +670,7 @@ static void dump_apply(struct dump_write *w)
 		incident_update_record(inc);
 		incident_check_done(inc);
 	}
+	budget_release_job(w->charged_job, BUDGET_UPLOADS, w->charged);
 	free(w->data);
 	free(w);
 }
@@ -703,6 +706,9 @@ static void upload_complete(struct incident *inc, struct conn *c)
 	snprintf(w->path, sizeof(w->path), "%s/rank-%" PRIu32 ".json", inc->dir, c->rank);
 	w->data = c->up.data;
 	w->len = (size_t)c->up.total;
+	/* The budget's charge goes with the bytes, until they are written. */
+	w->charged_job = c->up.job;
+	w->charged = c->up.charged;
 	memset(&c->up, 0, sizeof(c->up));
 	ir->answer = ANSWER_WRITING;
 	inc->writes++;
@@ -756,29 +762,63 @@ static int upload_start(struct incident *inc, struct conn *c, const struct fr_ms
 	 * so that announcing a large total costs a peer nothing. */
 	c->up.active = true;
 	c->up.total = m->total;
+	c->up.job = inc->job;
 	snprintf(c->up.incident, sizeof(c->up.incident), "%s", inc->id);
 	return 0;
+}
+
+size_t upload_grown_cap(const struct upload *up, uint32_t len)
+{
+	size_t need = (size_t)up->received + len;
+	size_t cap = up->cap ? up->cap : UPLOAD_MIN_CAP;
+
+	if (need <= up->cap)
+		return up->cap;
+	while (cap < need)
+		cap *= 2;
+	if (cap > up->total)
+		cap = (size_t)up->total;
+	return cap;
 }
 
 /* Declared in daemon.h: live looks' uploads (probe.c) grow the same way. */
 int upload_grow(struct upload *up, uint32_t len)
 {
-	size_t need = (size_t)up->received + len;
-	size_t cap = up->cap ? up->cap : UPLOAD_MIN_CAP;
+	size_t cap = upload_grown_cap(up, len);
 	uint8_t *data;
 
-	if (need <= up->cap)
+	if (cap == up->cap)
 		return 0;
-	while (cap < need)
-		cap *= 2;
-	if (cap > up->total)
-		cap = (size_t)up->total;
 	data = realloc(up->data, cap);
 	if (!data)
 		return -ENOMEM;
 	up->data = data;
 	up->cap = cap;
 	return 0;
+}
+
+/*
+ * Charges the memory budget for what upload_grow() is about to add to the
+ * connection's buffer. Over the budget (the daemon's, or half of it for
+ * the job), the upload is refused: the rank's dump is recorded as refused
+ * with the reason, the memory held by others stays, and the connection
+ * stays too (the daemon asked for this dump: the rank is no offender).
+ */
+static bool incident_upload_charge(struct conn *c, uint32_t len)
+{
+	struct upload *up = &c->up;
+	uint64_t more = upload_grown_cap(up, len) - up->cap;
+	struct incident *inc = c->job->active;
+
+	if (!more || budget_charge_job(up->job, BUDGET_UPLOADS, more)) {
+		up->charged += more;
+		return true;
+	}
+	upload_reject(inc, c,
+		      "over the daemon's memory budget (--max-memory %" PRIu64
+		      "): %" PRIu64 " more bytes of a dump of %" PRIu64 " refused",
+		      budget_max(), more, up->total);
+	return false;
 }
 
 static void dump_ignore(struct conn *c, const struct fr_msg_dump_data *m)
@@ -814,6 +854,8 @@ void incident_dump_data(struct conn *c, const struct fr_msg_dump_data *m)
 			      m->len, m->offset, m->total, up->received, up->total);
 		return;
 	}
+	if (!incident_upload_charge(c, m->len))
+		return;
 	if (upload_grow(up, m->len)) {
 		upload_reject(inc, c, "out of memory for %" PRIu64 " bytes of a dump of %" PRIu64,
 			      up->received + m->len, up->total);

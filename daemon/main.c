@@ -15,7 +15,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "../dumps/dump.h"
 
@@ -27,6 +29,21 @@
 /* A job's world is not known before its first HELLO: the largest one accepted. */
 #define DEFAULT_MAX_JOB_CONNECTIONS DAEMON_MAX_WORLD
 #define DEFAULT_MAX_INCIDENTS_PER_HOUR 60u
+#define DEFAULT_HELLO_TIMEOUT_S 10.0
+/*
+ * A node's ranks start together and each says HELLO within milliseconds,
+ * but the loop accepts a whole burst before it reads any HELLO: room for
+ * the largest nodes' bursts.
+ */
+#define DEFAULT_MAX_PENDING_PER_ADDRESS 1024u
+/*
+ * Seconds SIGTERM may take before the process ends anyway: closing an
+ * incident writes its manifest at once, and nothing else is waited for.
+ * Below the unit's TimeoutStopSec, so that systemd never needs SIGKILL.
+ */
+#define STOP_DEADLINE_S 10
+#define STRINGIFY_(x) #x
+#define STRINGIFY(x) STRINGIFY_(x)
 /* The smallest --max-frame-size: a full DUMP_DATA piece must still fit. */
 #define MIN_FRAME_SIZE (FR_WIRE_DUMP_CHUNK + 2 + FR_INCIDENT_MAX + 8 + 8 + 4)
 
@@ -46,6 +63,9 @@ enum {
 	OPT_MAX_FRAME_SIZE,
 	OPT_MAX_INCIDENTS_PER_HOUR,
 	OPT_JOB_KEY,
+	OPT_HELLO_TIMEOUT,
+	OPT_MAX_PENDING_PER_ADDRESS,
+	OPT_MAX_MEMORY,
 };
 
 static const struct option long_options[] = {
@@ -61,6 +81,9 @@ static const struct option long_options[] = {
 	{ "max-job-connections", required_argument, NULL, OPT_MAX_JOB_CONNECTIONS },
 	{ "max-frame-size", required_argument, NULL, OPT_MAX_FRAME_SIZE },
 	{ "max-incidents-per-hour", required_argument, NULL, OPT_MAX_INCIDENTS_PER_HOUR },
+	{ "hello-timeout", required_argument, NULL, OPT_HELLO_TIMEOUT },
+	{ "max-pending-per-address", required_argument, NULL, OPT_MAX_PENDING_PER_ADDRESS },
+	{ "max-memory", required_argument, NULL, OPT_MAX_MEMORY },
 	{ "config", required_argument, NULL, OPT_CONFIG },
 	{ "token-file", required_argument, NULL, OPT_TOKEN_FILE },
 	{ "job-key", required_argument, NULL, OPT_JOB_KEY },
@@ -83,13 +106,24 @@ static void usage(FILE *out)
 		"  --heartbeat-timeout SECONDS  a rank silent longer is unresponsive (default 30)\n"
 		"  --dump-deadline SECONDS      how long to wait for dumps (default 5)\n"
 		"  --max-dump-size BYTES        largest dump accepted (default 67108864)\n"
-		"  --max-connections N          agent connections at once (default 65536)\n"
+		"  --max-connections N          agent connections at once (default 65536; held\n"
+		"                               below RLIMIT_NOFILE, whose soft limit is raised\n"
+		"                               to the hard one at startup)\n"
 		"  --max-job-connections N      ranks of one job connected at once (default 65536)\n"
 		"  --max-frame-size BYTES       largest agent frame payload (default and most\n"
 		"                               1048576, at least 262229)\n"
 		"  --max-incidents-per-hour N   incidents one job may open, manual ones included:\n"
 		"                               a burst of N, then one every 3600/N s (default 60);\n"
 		"                               POST /v1/jobs/<job>/dump answers 429 beyond it\n"
+		"  --hello-timeout SECONDS      an agent connection that has not said HELLO\n"
+		"                               (with a token: proved it) by then is closed\n"
+		"                               (default 10)\n"
+		"  --max-pending-per-address N  agent connections from one address that have\n"
+		"                               not said HELLO yet (default 1024); more are refused\n"
+		"  --max-memory BYTES           memory peers may make the daemon hold: member\n"
+		"                               lists, incident uploads, live looks (default a\n"
+		"                               quarter of RAM, at least 268435456); one job may\n"
+		"                               hold half of it; beyond it the newest is refused\n"
 		"  --ports-file FILE            write {\"listen\": N, \"http\": M} once bound\n"
 		"  --token-file FILE            agents must prove they hold the token in FILE;\n"
 		"                               POST /v1/jobs/<job>/dump needs it as a bearer token;\n"
@@ -268,6 +302,9 @@ static void set_defaults(struct daemon_config *cfg)
 		.max_job_connections = DEFAULT_MAX_JOB_CONNECTIONS,
 		.max_frame_size = FR_WIRE_MAX_PAYLOAD,
 		.max_incidents_per_hour = DEFAULT_MAX_INCIDENTS_PER_HOUR,
+		.hello_timeout_s = DEFAULT_HELLO_TIMEOUT_S,
+		.max_pending_per_address = DEFAULT_MAX_PENDING_PER_ADDRESS,
+		.max_memory = budget_default_max(),
 	};
 	parse_addr(DEFAULT_LISTEN, &cfg->listen_addr);
 	parse_addr(DEFAULT_HTTP, &cfg->http_addr);
@@ -343,6 +380,20 @@ static int parse_args(int argc, char **argv, struct daemon_config *cfg)
 				return bad_option("max-incidents-per-hour", optarg);
 			cfg->max_incidents_per_hour = (uint32_t)u;
 			break;
+		case OPT_HELLO_TIMEOUT:
+			if (parse_seconds(optarg, &cfg->hello_timeout_s))
+				return bad_option("hello-timeout", optarg);
+			break;
+		case OPT_MAX_PENDING_PER_ADDRESS:
+			if (parse_u64(optarg, 1, UINT32_MAX, &u))
+				return bad_option("max-pending-per-address", optarg);
+			cfg->max_pending_per_address = (uint32_t)u;
+			break;
+		case OPT_MAX_MEMORY:
+			/* Below a megabyte not even one member list of a big job fits. */
+			if (parse_u64(optarg, 1u << 20, UINT64_MAX / 2, &cfg->max_memory))
+				return bad_option("max-memory", optarg);
+			break;
 		case OPT_CONFIG:
 			cfg->config_file = optarg;
 			break;
@@ -416,6 +467,89 @@ static int parse_options(struct flightrecd *d, int argc, char **argv)
 	if (rc || !d->cfg.config_file)
 		return rc;
 	return load_settings(argc, argv, d->cfg.config_file, &d->cfg, &d->file);
+}
+
+/* The descriptors this process may have open, after raise_fd_limit(). */
+static uint64_t fd_limit;
+
+/*
+ * Raises the soft RLIMIT_NOFILE to the hard one: the soft default (1024)
+ * is far below what --max-connections asks for, and the hard one is what
+ * the administrator (or the unit's LimitNOFILE) allows.
+ */
+static void raise_fd_limit(void)
+{
+	struct rlimit rl;
+
+	if (getrlimit(RLIMIT_NOFILE, &rl)) {
+		daemon_log("cannot read RLIMIT_NOFILE: %s", strerror(errno));
+		fd_limit = 1024;
+		return;
+	}
+	if (rl.rlim_cur < rl.rlim_max) {
+		rlim_t was = rl.rlim_cur;
+
+		rl.rlim_cur = rl.rlim_max;
+		if (setrlimit(RLIMIT_NOFILE, &rl)) {
+			daemon_log("cannot raise RLIMIT_NOFILE from %llu to %llu: %s",
+				   (unsigned long long)was, (unsigned long long)rl.rlim_max,
+				   strerror(errno));
+			rl.rlim_cur = was;
+		}
+	}
+	fd_limit = rl.rlim_cur == RLIM_INFINITY ? UINT64_MAX : (uint64_t)rl.rlim_cur;
+}
+
+uint32_t daemon_fd_max_connections(uint32_t asked)
+{
+	/* With almost no descriptors, a quarter still goes to agents. */
+	uint64_t allowed = fd_limit > 4 * DAEMON_FD_RESERVE ? fd_limit - DAEMON_FD_RESERVE :
+							      fd_limit / 4;
+
+	if (allowed == 0)
+		allowed = 1;
+	return asked <= allowed ? asked : (uint32_t)allowed;
+}
+
+/* Holds --max-connections to what the descriptor limit allows, and says so. */
+static void size_max_connections(struct flightrecd *d)
+{
+	uint32_t asked = d->cfg.max_connections;
+
+	d->cfg.max_connections = daemon_fd_max_connections(asked);
+	if (d->cfg.max_connections < asked)
+		daemon_log("max-connections %" PRIu32 " held to %" PRIu32
+			   ": RLIMIT_NOFILE is %" PRIu64 " and %u descriptors are kept for incident files and HTTP (raise LimitNOFILE or ulimit -n)",
+			   asked, d->cfg.max_connections, fd_limit, DAEMON_FD_RESERVE);
+	else
+		daemon_log("file descriptors: RLIMIT_NOFILE %" PRIu64 ", max-connections %" PRIu32,
+			   fd_limit, d->cfg.max_connections);
+}
+
+/*
+ * SIGALRM after SIGTERM: the daemon did not finish stopping within
+ * STOP_DEADLINE_S (a thread stuck, a listener that cannot be closed). It
+ * ends now rather than linger; only async-signal-safe calls.
+ */
+static void on_stop_deadline(int signum)
+{
+	static const char msg[] = "flightrecd: did not stop within " STRINGIFY(STOP_DEADLINE_S)
+		" s of SIGTERM; exiting now\n";
+	ssize_t n;
+
+	(void)signum;
+	n = write(STDERR_FILENO, msg, sizeof(msg) - 1);
+	(void)n;
+	_exit(1);
+}
+
+static void arm_stop_deadline(void)
+{
+	struct sigaction sa = { .sa_handler = on_stop_deadline };
+
+	sigemptyset(&sa.sa_mask);
+	if (sigaction(SIGALRM, &sa, NULL) == 0)
+		alarm(STOP_DEADLINE_S);
 }
 
 static int write_ports_file(const struct flightrecd *d)
@@ -586,6 +720,7 @@ void daemon_stop(struct flightrecd *d)
 	if (d->stopping)
 		return;
 	d->stopping = true;
+	arm_stop_deadline();
 	notify_stopping(d);
 	pthread_mutex_lock(&d->lock);
 	for (struct job *job = d->jobs; job; job = job->next)
@@ -735,7 +870,11 @@ int main(int argc, char **argv)
 		config_args_free(&d.file);
 		return rc;
 	}
+	raise_fd_limit();
+	/* What a reload compares against is what was asked for. */
 	d.configured = d.cfg;
+	size_max_connections(&d);
+	budget_set_max(d.cfg.max_memory);
 	/* A peer that vanishes mid-write must not kill the daemon. */
 	signal(SIGPIPE, SIG_IGN);
 	json_object_seed(0);

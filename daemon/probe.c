@@ -244,6 +244,7 @@ static void blob_put(struct blob *b)
 	if (!b || atomic_fetch_sub(&b->refs, 1) != 1)
 		return;
 	atomic_fetch_sub(&live.bytes, b->len);
+	budget_release(BUDGET_LIVE, b->len);
 	free(b->data);
 	free(b);
 }
@@ -696,8 +697,10 @@ static void timer_update(void)
 /* The bytes an upload received are what it holds against PROBE_MEMORY_MAX. */
 static void upload_drop(struct upload *up)
 {
-	if (up->active)
+	if (up->active) {
 		atomic_fetch_sub(&live.bytes, up->received);
+		budget_release(BUDGET_LIVE, up->received);
+	}
 	free(up->data);
 	memset(up, 0, sizeof(*up));
 }
@@ -845,8 +848,16 @@ void probe_dump_data(struct conn *c, const struct fr_msg_dump_data *m)
 				 "live looks hold too much memory now; try again in a few seconds");
 		return;
 	}
+	/* The daemon's budget, shared with member lists and incident uploads. */
+	if (!budget_charge(BUDGET_LIVE, m->len)) {
+		atomic_fetch_sub(&live.bytes, m->len);
+		conn_live_failed(c, SLOT_FAILED,
+				 "over the daemon's memory budget (--max-memory); try again later");
+		return;
+	}
 	if (upload_grow(up, m->len)) {
 		atomic_fetch_sub(&live.bytes, m->len);
+		budget_release(BUDGET_LIVE, m->len);
 		conn_live_failed(c, SLOT_FAILED, "out of memory");
 		return;
 	}

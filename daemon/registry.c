@@ -173,6 +173,15 @@ static void rank_free(struct job_rank *r)
 	free(r);
 }
 
+/* Frees a communicator's member list and gives back its memory budget. */
+static void job_comm_free_members(struct job *job, struct job_comm *jc)
+{
+	if (jc->members)
+		budget_release_job(job, BUDGET_MEMBERS, (uint64_t)jc->size * sizeof(*jc->members));
+	free(jc->members);
+	jc->members = NULL;
+}
+
 /* Forgets ranks and communicators (not incidents): a new run of the job. */
 static void job_reset(struct job *job)
 {
@@ -183,7 +192,7 @@ static void job_reset(struct job *job)
 	job->nslots = 0;
 	job->nknown = 0;
 	for (size_t i = 0; i < job->ncomms; i++)
-		free(job->comms[i].members);
+		job_comm_free_members(job, &job->comms[i]);
 	free(job->comms);
 	job->comms = NULL;
 	job->ncomms = 0;
@@ -593,15 +602,28 @@ static struct job_comm *job_comm_get(struct job *job, const char *id, bool *full
 	return jc;
 }
 
-/* Starts a communicator's list afresh from one report (desc cleaned). */
-static int job_comm_reset(struct job_comm *jc, const struct fr_msg_comm *m, const char *desc)
+/*
+ * Starts a communicator's list afresh from one report (desc cleaned).
+ * Returns 0, -ENOMEM, or -EDQUOT when the list would take the job or the
+ * daemon over the memory budget.
+ */
+static int job_comm_reset(struct job *job, struct job_comm *jc, const struct fr_msg_comm *m,
+			  const char *desc)
 {
-	uint32_t *members = malloc(m->size * sizeof(*members));
+	uint64_t bytes = (uint64_t)m->size * sizeof(uint32_t);
+	uint32_t *members;
 
-	if (!members)
+	/* The list it replaces is given back first: a rank's new run may
+	 * reuse what its old one held. */
+	job_comm_free_members(job, jc);
+	if (!budget_charge_job(job, BUDGET_MEMBERS, bytes))
+		return -EDQUOT;
+	members = malloc(bytes);
+	if (!members) {
+		budget_release_job(job, BUDGET_MEMBERS, bytes);
 		return -ENOMEM;
-	memcpy(members, m->members, m->size * sizeof(*members));
-	free(jc->members);
+	}
+	memcpy(members, m->members, bytes);
 	jc->members = members;
 	jc->size = m->size;
 	jc->nunknown = 0;
@@ -686,7 +708,13 @@ int registry_comm(struct conn *c, const struct fr_msg_comm *m, const char **why)
 	if (!jc)
 		goto out_nomem;
 	if (!jc->members || jc->stale) {
-		if (job_comm_reset(jc, m, desc))
+		int err = job_comm_reset(c->job, jc, m, desc);
+
+		if (err == -EDQUOT) {
+			*why = "over the daemon's memory budget (--max-memory)";
+			return err;
+		}
+		if (err)
 			goto out_nomem;
 	} else if (!job_comm_merge(c->job, jc, r->rank, m)) {
 		return 0;
@@ -932,12 +960,12 @@ static uint32_t trace_comm_rank(const struct job_rank *r, const struct rank_comm
 }
 
 /*
- * Copies a rank's communicators into its trace, with the job's member
- * lists: a copy of its own, or with `shared` (one slot per communicator of
- * the job) the one copy all traces borrow, made by the first that needs it.
+ * Copies a rank's communicators into its trace; their member lists are
+ * borrowed from the view's copies (`comms`, one per communicator of the
+ * job).
  */
-static int trace_add_comms(const struct job *job, const struct job_rank *r, uint32_t **shared,
-			   struct fr_trace *t)
+static int trace_add_comms(const struct job *job, const struct job_rank *r,
+			   const struct live_comm *comms, struct fr_trace *t)
 {
 	size_t cap = 0;
 
@@ -958,16 +986,7 @@ static int trace_add_comms(const struct job *job, const struct job_rank *r, uint
 		snprintf(fc->desc, sizeof(fc->desc), "%s", jc->desc);
 		fc->rank = trace_comm_rank(r, rc, jc);
 		fc->size = jc->size;
-		if (shared && shared[jc - job->comms]) {
-			fc->members = shared[jc - job->comms];
-			continue;
-		}
-		fc->members = malloc(jc->size * sizeof(*fc->members));
-		if (!fc->members)
-			return -ENOMEM;
-		memcpy(fc->members, jc->members, jc->size * sizeof(*fc->members));
-		if (shared)
-			shared[jc - job->comms] = fc->members;
+		fc->members = comms[jc - job->comms].members;
 	}
 	return 0;
 }
@@ -1019,7 +1038,7 @@ static int trace_add_ops(const struct job *job, const struct job_rank *r, struct
 }
 
 static int rank_trace(const struct flightrecd *d, const struct job *job,
-		      const struct job_rank *r, uint64_t now_mono, uint32_t **shared,
+		      const struct job_rank *r, uint64_t now_mono, const struct live_comm *comms,
 		      struct fr_trace *t)
 {
 	int err;
@@ -1028,7 +1047,7 @@ static int rank_trace(const struct flightrecd *d, const struct job *job,
 	snprintf(t->host, sizeof(t->host), "%s", r->host);
 	t->pid = r->pid;
 	snprintf(t->comm_lib, sizeof(t->comm_lib), "%s", r->comm_lib);
-	err = trace_add_comms(job, r, shared, t);
+	err = trace_add_comms(job, r, comms, t);
 	if (!err)
 		err = trace_add_ops(job, r, t);
 	return err;
@@ -1039,21 +1058,46 @@ void live_view_free(struct live_view *lv)
 	for (size_t i = 0; i < lv->n; i++) {
 		struct fr_trace *t = &lv->traces[i];
 
-		/* Shared lists are freed once, below. */
-		for (size_t k = 0; lv->shared && k < t->ncomms; k++)
+		/* The lists are the view's, freed once below. */
+		for (size_t k = 0; k < t->ncomms; k++)
 			t->comms[k].members = NULL;
 		fr_trace_free(t);
 	}
-	for (size_t i = 0; i < lv->nshared; i++)
-		free(lv->shared[i]);
-	free(lv->shared);
+	for (size_t i = 0; i < lv->ncomms; i++)
+		free(lv->comms[i].members);
+	free(lv->comms);
 	free(lv->traces);
 	free(lv->ptrs);
+	free(lv->ranks);
 	memset(lv, 0, sizeof(*lv));
 }
 
+/* Copies every communicator of the job, its member list once. */
+static int live_view_copy_comms(const struct job *job, struct live_view *lv)
+{
+	lv->comms = calloc(job->ncomms ? job->ncomms : 1, sizeof(*lv->comms));
+	if (!lv->comms)
+		return -ENOMEM;
+	lv->ncomms = job->ncomms;
+	for (size_t i = 0; i < job->ncomms; i++) {
+		const struct job_comm *jc = &job->comms[i];
+		struct live_comm *lc = &lv->comms[i];
+
+		memcpy(lc->id, jc->id, sizeof(lc->id));
+		memcpy(lc->desc, jc->desc, sizeof(lc->desc));
+		lc->size = jc->size;
+		if (!jc->members)
+			continue;
+		lc->members = malloc((jc->size ? jc->size : 1) * sizeof(*lc->members));
+		if (!lc->members)
+			return -ENOMEM;
+		memcpy(lc->members, jc->members, jc->size * sizeof(*lc->members));
+	}
+	return 0;
+}
+
 static int live_view_build(const struct flightrecd *d, const struct job *job, bool all,
-			   bool share, struct live_view *lv)
+			   struct live_view *lv)
 {
 	uint64_t now = daemon_now_ns();
 	uint64_t now_mono = daemon_mono_ns();
@@ -1064,11 +1108,9 @@ static int live_view_build(const struct flightrecd *d, const struct job *job, bo
 	memset(lv, 0, sizeof(*lv));
 	lv->traces = calloc(n ? n : 1, sizeof(*lv->traces));
 	lv->ptrs = calloc(n ? n : 1, sizeof(*lv->ptrs));
-	if (share) {
-		lv->shared = calloc(job->ncomms ? job->ncomms : 1, sizeof(*lv->shared));
-		lv->nshared = lv->shared ? job->ncomms : 0;
-	}
-	if (!lv->traces || !lv->ptrs || (share && !lv->shared)) {
+	lv->ranks = calloc(n ? n : 1, sizeof(*lv->ranks));
+	lv->world_size = job->world_size;
+	if (!lv->traces || !lv->ptrs || !lv->ranks || live_view_copy_comms(job, lv)) {
 		live_view_free(lv);
 		return -ENOMEM;
 	}
@@ -1085,8 +1127,16 @@ static int live_view_build(const struct flightrecd *d, const struct job *job, bo
 		t->status = FR_RANK_MISSING;
 		lv->ptrs[k] = t;
 		lv->n = ++k;
-		if (r)
-			err = rank_trace(d, job, r, now_mono, lv->shared, t);
+		if (r) {
+			struct live_rank *lr = &lv->ranks[k - 1];
+
+			lr->known = true;
+			lr->state = registry_rank_state(d, r, now_mono);
+			lr->last_seen_mono = r->last_seen_mono;
+			lr->ring_capacity = r->ring_capacity;
+			lr->start_ns = r->start_ns;
+			err = rank_trace(d, job, r, now_mono, lv->comms, t);
+		}
 		if (err) {
 			live_view_free(lv);
 			return err;
@@ -1098,19 +1148,18 @@ static int live_view_build(const struct flightrecd *d, const struct job *job, bo
 int registry_live_view(const struct flightrecd *d, const struct job *job, bool all,
 		       struct live_view *lv)
 {
-	return live_view_build(d, job, all, false, lv);
+	return live_view_build(d, job, all, lv);
 }
 
 int registry_manifest_view(const struct flightrecd *d, const struct job *job,
 			   struct live_view *lv)
 {
-	return live_view_build(d, job, true, true, lv);
+	return live_view_build(d, job, true, lv);
 }
 
-int registry_live_verdict(const struct job *job, const struct live_view *lv,
-			  struct fr_verdict *v)
+int registry_live_verdict(const struct live_view *lv, struct fr_verdict *v)
 {
-	return fr_correlate(lv->ptrs, lv->n, job->world_size, v);
+	return fr_correlate(lv->ptrs, lv->n, lv->world_size, v);
 }
 
 void registry_free(struct flightrecd *d)

@@ -9,10 +9,16 @@
  * that follows (protocol/PROTOCOL.md). Until that HELLO is verified the
  * connection can do nothing else: any other frame closes it, a frame
  * longer than the largest HELLO is refused from its header, and one that
- * has not proved itself within AUTH_DEADLINE_NS is closed. An agent that
+ * has not proved itself within --hello-timeout is closed. An agent that
  * sent DAEMON_CHALLENGE first is answered, once its HELLO is verified, with
  * DAEMON_PROOF: the daemon proves the token in turn. Without a token,
- * connections are served as in protocol version 1.
+ * connections are served as in protocol version 1, but the same deadline
+ * holds: a connection that never says HELLO is closed.
+ *
+ * Connections that have not said HELLO are also counted per peer address
+ * (pending.c), so that one address cannot hold the daemon's connections
+ * without registering, and accept() failing (no descriptor left) is logged
+ * once a minute, never once per attempt.
  */
 #include "daemon.h"
 
@@ -25,9 +31,8 @@
 #include <sys/random.h>
 
 #define LISTEN_BACKLOG 511
-/* How long a connection to a daemon with a token has to send its HELLO. */
-#define AUTH_DEADLINE_NS (10ull * NS_PER_S)
-#define AUTH_SWEEP_MS 1000
+/* How often connections are checked against --hello-timeout. */
+#define HELLO_SWEEP_MS 250
 /*
  * Refusals for authentication logged per window: a job started without
  * its token has every rank retry, and the log must stay readable. The rest
@@ -50,6 +55,9 @@ struct conn_write {
 struct server_conn {
 	struct conn conn;
 	uint64_t accepted_mono;
+	/* Counted in pending.c under `addr` until its HELLO is accepted. */
+	bool pending;
+	char addr[INET6_ADDRSTRLEN + 8];
 	bool challenged;       /* a CHALLENGE was sent: the peer reads version 2 */
 	bool have_proof;       /* AUTH arrived; the HELLO it proves comes next */
 	uint8_t nonce[FR_WIRE_NONCE_SIZE];
@@ -59,10 +67,10 @@ struct server_conn {
 	uint8_t agent_nonce[FR_WIRE_NONCE_SIZE];
 };
 
-/* One daemon per process: the sweep of unauthenticated connections and the
+/* One daemon per process: the sweep of connections without a HELLO and the
  * limit on how often their refusal is logged. */
-static uv_timer_t auth_timer;
-static bool auth_timer_started;
+static uv_timer_t hello_timer;
+static bool hello_timer_started;
 static struct {
 	uint64_t window_mono;
 	unsigned logged;
@@ -183,8 +191,20 @@ static void on_conn_closed(uv_handle_t *h)
 	free(server_conn(c));
 }
 
+/* The connection no longer waits for its HELLO: it said it, or is closing. */
+static void conn_hello_settled(struct conn *c)
+{
+	struct server_conn *sc = server_conn(c);
+
+	if (sc->pending) {
+		pending_remove(sc->addr);
+		sc->pending = false;
+	}
+}
+
 void conn_drop_upload(struct conn *c)
 {
+	budget_release_job(c->up.job, BUDGET_UPLOADS, c->up.charged);
 	free(c->up.data);
 	memset(&c->up, 0, sizeof(c->up));
 }
@@ -194,6 +214,7 @@ void conn_close(struct conn *c)
 	if (c->closing)
 		return;
 	c->closing = true;
+	conn_hello_settled(c);
 	registry_conn_lost(c->d, c);
 	conn_drop_upload(c);
 	probe_conn_closed(c);
@@ -485,6 +506,8 @@ static void conn_dispatch(struct conn *c, const struct fr_wire_header *h, const 
 		if (hello_over_job_limit(c, &m))
 			return;
 		err = registry_hello(d, c, &m, &why);
+		if (!err)
+			conn_hello_settled(c);
 		if (err == -EBUSY) {
 			/* The frame is fine; the connection is not wanted. */
 			d->m.connections_rejected++;
@@ -763,6 +786,31 @@ static void conn_set_peer(struct conn *c)
 		snprintf(c->peer, sizeof(c->peer), "unknown peer");
 }
 
+/*
+ * Counts a new connection as waiting for its HELLO; UV_EBUSY (logged once
+ * per address a minute) when its address has --max-pending-per-address
+ * such connections already.
+ */
+static int server_count_pending(struct flightrecd *d, struct conn *c)
+{
+	struct server_conn *sc = server_conn(c);
+	int err = pending_add(sc->addr, d->cfg.max_pending_per_address);
+
+	if (err == -ENOMEM)
+		return UV_ENOMEM;
+	if (err) {
+		d->m.connections_rejected++;
+		d->m.pending_rejected++;
+		ratelog("pending connections", sc->addr,
+			"refusing the connection from %s: %" PRIu32
+			" connections from %s have not said hello yet, the most --max-pending-per-address allows",
+			c->peer, d->cfg.max_pending_per_address, sc->addr);
+		return UV_EBUSY;
+	}
+	sc->pending = true;
+	return 0;
+}
+
 static void server_accept(struct flightrecd *d)
 {
 	struct server_conn *sc = calloc(1, sizeof(*sc));
@@ -781,6 +829,10 @@ static void server_accept(struct flightrecd *d)
 	err = uv_accept((uv_stream_t *)&d->server, (uv_stream_t *)&c->tcp);
 	if (!err) {
 		conn_set_peer(c);
+		ratelog_offender_addr(c->peer, sc->addr, sizeof(sc->addr));
+		err = server_count_pending(d, c);
+	}
+	if (!err) {
 		uv_tcp_nodelay(&c->tcp, 1);
 		err = uv_read_start((uv_stream_t *)&c->tcp, on_alloc, on_read);
 	}
@@ -790,8 +842,10 @@ static void server_accept(struct flightrecd *d)
 	d->conns = c;
 	d->nconns++;
 	if (err) {
-		daemon_log("cannot accept a connection: %s", uv_strerror(err));
+		if (err != UV_EBUSY)
+			daemon_log("cannot accept a connection: %s", uv_strerror(err));
 		c->closing = true;
+		conn_hello_settled(c);
 		uv_close((uv_handle_t *)&c->tcp, on_conn_closed);
 		return;
 	}
@@ -805,21 +859,39 @@ static void server_accept(struct flightrecd *d)
 	}
 }
 
-/* Closes the connections that have not proved the token in time. */
-static void on_auth_sweep(uv_timer_t *t)
+/*
+ * Closes the connections that have not said HELLO (with a token: proved
+ * it) within --hello-timeout: counted as authentication failures with a
+ * token, as HELLO timeouts without one. Only connections still counted as
+ * pending are looked at; a connection whose rank was taken over said its
+ * HELLO and is closed by the registry.
+ */
+static void on_hello_sweep(uv_timer_t *t)
 {
 	struct flightrecd *d = t->data;
 	uint64_t now = daemon_mono_ns();
+	uint64_t limit;
 	struct conn *next;
+	char why[64];
 
 	pthread_mutex_lock(&d->lock);
+	limit = (uint64_t)(d->cfg.hello_timeout_s * (double)NS_PER_S);
+	snprintf(why, sizeof(why), "no hello within %g s", d->cfg.hello_timeout_s);
 	for (struct conn *c = d->conns; c; c = next) {
+		struct server_conn *sc = server_conn(c);
+
 		next = c->next;
-		if (c->said_hello || c->closing ||
-		    now - server_conn(c)->accepted_mono < AUTH_DEADLINE_NS)
+		if (!sc->pending || c->closing || now - sc->accepted_mono < limit)
 			continue;
-		auth_refuse(c, NULL, FR_WIRE_ERR_AUTH_REQUIRED, "no hello within 10 s",
-			    "no hello within 10 s of the challenge");
+		if (daemon_has_token(d)) {
+			auth_refuse(c, NULL, FR_WIRE_ERR_AUTH_REQUIRED, why,
+				    "no hello in time after the challenge (--hello-timeout)");
+			continue;
+		}
+		d->m.hello_timeouts++;
+		ratelog("hello timeout", sc->addr,
+			"closing the connection from %s: %s (--hello-timeout)", c->peer, why);
+		conn_close(c);
 	}
 	pthread_mutex_unlock(&d->lock);
 }
@@ -855,7 +927,15 @@ static void on_connection(uv_stream_t *s, int status)
 	struct flightrecd *d = s->data;
 
 	if (status < 0) {
-		daemon_log("accept failed: %s", uv_strerror(status));
+		/* Out of descriptors, libuv accepts and closes the connections
+		 * waiting (its EMFILE trick) and says so once for each: a flood
+		 * must not become a flood of log lines. */
+		pthread_mutex_lock(&d->lock);
+		d->m.accept_errors++;
+		pthread_mutex_unlock(&d->lock);
+		ratelog("accept", uv_err_name(status),
+			"cannot accept agent connections: %s (RLIMIT_NOFILE reached?); connections are closed until descriptors are free",
+			uv_strerror(status));
 		return;
 	}
 	pthread_mutex_lock(&d->lock);
@@ -893,14 +973,12 @@ int server_start(struct flightrecd *d)
 				       ((struct sockaddr_in6 *)&ss)->sin6_port :
 				       ((struct sockaddr_in *)&ss)->sin_port);
 	daemon_set_port(&d->cfg.listen_addr, d->listen_port);
-	if (daemon_has_token(d)) {
-		uv_timer_init(d->loop, &auth_timer);
-		auth_timer.data = d;
-		/* Never what keeps the loop running. */
-		uv_unref((uv_handle_t *)&auth_timer);
-		auth_timer_started = true;
-		uv_timer_start(&auth_timer, on_auth_sweep, AUTH_SWEEP_MS, AUTH_SWEEP_MS);
-	}
+	uv_timer_init(d->loop, &hello_timer);
+	hello_timer.data = d;
+	/* Never what keeps the loop running. */
+	uv_unref((uv_handle_t *)&hello_timer);
+	hello_timer_started = true;
+	uv_timer_start(&hello_timer, on_hello_sweep, HELLO_SWEEP_MS, HELLO_SWEEP_MS);
 	return 0;
 }
 
@@ -909,8 +987,8 @@ void server_close_all(struct flightrecd *d)
 {
 	if (d->server.type == UV_TCP && !uv_is_closing((uv_handle_t *)&d->server))
 		uv_close((uv_handle_t *)&d->server, NULL);
-	if (auth_timer_started && !uv_is_closing((uv_handle_t *)&auth_timer))
-		uv_close((uv_handle_t *)&auth_timer, NULL);
+	if (hello_timer_started && !uv_is_closing((uv_handle_t *)&hello_timer))
+		uv_close((uv_handle_t *)&hello_timer, NULL);
 	for (struct conn *c = d->conns; c; c = c->next)
 		conn_close(c);
 }

@@ -222,7 +222,7 @@ static void watchdog_check_job(struct flightrecd *d, struct job *job, uint64_t n
 	job->recheck_mono = now_mono + WATCHDOG_RECHECK_NS;
 	if (registry_live_view(d, job, false, &lv))
 		return;
-	if (registry_live_verdict(job, &lv, &v) == 0) {
+	if (registry_live_verdict(&lv, &v) == 0) {
 		key = verdict_key(&v);
 		if (!job->has_last_key || key != job->last_key)
 			incident_open(d, job, &t, &v, key);
