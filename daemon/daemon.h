@@ -75,6 +75,11 @@ struct daemon_config {
 	uint32_t max_job_connections; /* ranks of one job connected at once */
 	uint32_t max_frame_size;      /* largest frame payload, at most FR_WIRE_MAX_PAYLOAD */
 	uint32_t max_incidents_per_hour; /* per job, manual ones included */
+	/* --http-allowed-hosts: names the HTTP API answers to besides its
+	 * address and localhost (access.c); NULL: none. */
+	const char *http_allowed_hosts;
+	/* --insecure: listening beyond loopback without a token is allowed. */
+	bool insecure;
 	/* --token-file: NULL when agents need no proof and manual dumps are refused. */
 	const char *token_file;
 	struct fr_token token;      /* read from token_file by server_start(), again on SIGHUP (main.c) */
@@ -378,6 +383,12 @@ void daemon_stop(struct flightrecd *d);
 int config_read(const char *path, const struct option *opts, struct config_args *out, char *err,
 		size_t errcap);
 void config_args_free(struct config_args *ca);
+/*
+ * Whether `cfg` may run: an address beyond loopback (agents' or HTTP)
+ * needs a token, or --insecure. Returns 0, or -EPERM after saying why on
+ * stderr.
+ */
+int config_check_exposure(const struct daemon_config *cfg);
 /* Logs the settings in effect, after `when` ("startup", "reload"). */
 void config_log_settings(const struct daemon_config *cfg, const char *when);
 /*
