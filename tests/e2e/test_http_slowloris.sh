@@ -6,7 +6,9 @@
 # second does not extend it) and makes room for newcomers, so /healthz and
 # /v1/jobs keep answering within 2 s throughout; the closed connections
 # are counted in /metrics. A lone dripping connection is closed at the 5 s
-# deadline.
+# deadline. With 64 requests being answered (live looks waiting on a rank
+# that never answers), more are refused at once with 503 and /healthz still
+# answers.
 . "$(dirname "$0")/lib.sh"
 
 start_daemon
@@ -90,4 +92,28 @@ metric_at_least http_connections_dropped_total 100 ||
 python3 "$T/slow.py" "$HTTP_PORT" 1 9 "" >"$T/one.json" 2>"$T/one.err" ||
 	fail "the lone slow client failed: $(cat "$T/one.err")"
 expect '.closed >= 1 and .longest_closed > 4 and .longest_closed < 7.5' "$T/one.json"
+# The API busy: 70 live looks at a rank that never answers (each waits
+# 5 s for it), from five addresses. 64 are taken and end in 504, the
+# others are refused at once (503), and /healthz, from its reserve, still
+# answers at once.
+python3 "$(dirname "$0")/live_agent.py" "$LISTEN_PORT" "silent-$JOB" 0 1 silent >"$T/silent.log" 2>&1 &
+track_pid $!
+wait_for 10 grep -q '^ready' "$T/silent.log" || fail "the silent stand-in did not connect: $(cat "$T/silent.log")"
+looks=
+for a in 2 3 4 5 6; do
+	for i in $(seq 14); do
+		curl -s -o /dev/null -w '%{http_code}\n' --max-time 20 --interface "127.0.0.$a" \
+			-H 'X-Flightrec: 1' "$HTTP/v1/jobs/silent-$JOB/ranks/0/stacks" >>"$T/busy.codes" &
+		looks="$looks $!"
+		track_pid $!
+	done
+done
+wait_for 10 metric_at_least http_busy_total 1 || fail "no look was refused for the API being busy"
+code=$(curl -s -o /dev/null -w '%{http_code}' --max-time 1 "$HTTP/healthz")
+[ "$code" = 200 ] || fail "/healthz while the API is busy: $code, want 200 within 1 s"
+for p in $looks; do wait "$p"; done
+[ "$(grep -c '^504$' "$T/busy.codes")" = 64 ] ||
+	fail "$(grep -c '^504$' "$T/busy.codes") looks waited for the rank, want 64: $(sort "$T/busy.codes" | uniq -c | tr '\n' ' ')"
+[ "$(grep -c '^503$' "$T/busy.codes")" = 6 ] ||
+	fail "$(grep -c '^503$' "$T/busy.codes") looks refused as busy, want 6: $(sort "$T/busy.codes" | uniq -c | tr '\n' ' ')"
 echo "PASS http_slowloris: $asked requests answered under a 100-connection slowloris; $(jq -c . "$T/slow.json")"
