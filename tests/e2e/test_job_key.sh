@@ -99,6 +99,15 @@ for url in "/v1/jobs/$JOB_A" "/v1/jobs/$JOB_A/incidents" "/v1/jobs/$JOB_A/incide
 done
 HTTP_TOKEN=$(cat "$T/key-a") http_get /v1/jobs >"$T/jobs-a.json"
 expect "[.jobs[].job] == [\"$JOB_A\"]" "$T/jobs-a.json"
+# fr-analyze --live: refused without a token, the verdict with the job's key.
+"$BIN/fr-analyze" --live "$HTTP/$JOB_A" --json >"$T/live.json" 2>"$T/live.err"
+rc=$?
+[ "$rc" = 2 ] && grep -q "wants a bearer token for job $JOB_A (401: .*set FLIGHTREC_JOB_KEY_FILE" "$T/live.err" ||
+	fail "fr-analyze --live without a token: exit $rc, $(cat "$T/live.err")"
+FLIGHTREC_JOB_KEY_FILE=$T/key-a "$BIN/fr-analyze" --live "$HTTP/$JOB_A" --json >"$T/live.json" 2>"$T/live.err"
+rc=$?
+[ "$rc" = 1 ] || fail "fr-analyze --live with job A's key: exit $rc, want 1 (a hang): $(cat "$T/live.err")"
+expect '.verdict == "hang"' "$T/live.json"
 
 # 3. Job B with A's key, and the cluster token beside it: the key wins,
 # and proves nothing for B.
