@@ -8,6 +8,10 @@
  * (LIVE_TIMEOUT_MS for connecting, asking and reading), the answer bounded
  * by LIVE_REPLY_MAX. HTTP/1.0 with "Connection: close" means the body ends
  * where the connection does, with no chunked encoding to undo.
+ *
+ * A daemon started with --token-file wants a bearer token for a job's
+ * data: the job's key from FLIGHTREC_JOB_KEY_FILE, else the token from
+ * FLIGHTREC_TOKEN_FILE, read as the agent reads them.
  */
 #include "live.h"
 
@@ -447,30 +451,82 @@ static void reply_error(const struct live_reply *r, char *buf, size_t cap)
 	defang(buf);
 }
 
+/*
+ * The "Authorization: Bearer ...\r\n" header line for the daemon, into
+ * `out`: "" when neither FLIGHTREC_JOB_KEY_FILE nor FLIGHTREC_TOKEN_FILE
+ * is set. Returns 0, or -EINVAL with why in `err` when the one set cannot
+ * be used.
+ */
+static int bearer_header(char *out, size_t cap, char *err, size_t errcap)
+{
+	const char *key_file = getenv("FLIGHTREC_JOB_KEY_FILE");
+	const char *token_file = getenv("FLIGHTREC_TOKEN_FILE");
+	const char *why = NULL;
+	bool others;
+	int rc;
+
+	out[0] = '\0';
+	if (key_file && key_file[0]) {
+		uint8_t key[FR_WIRE_JOB_KEY_SIZE];
+		char hex[FR_WIRE_JOB_KEY_HEX + 1];
+
+		rc = fr_wire_job_key_read(key_file, key, &why, &others);
+		if (rc)
+			return fail(err, errcap, "FLIGHTREC_JOB_KEY_FILE=%s: %s", key_file,
+				    why ? why : strerror(-rc));
+		for (size_t i = 0; i < FR_WIRE_JOB_KEY_SIZE; i++)
+			snprintf(hex + 2 * i, 3, "%02x", key[i]);
+		snprintf(out, cap, "Authorization: Bearer %s\r\n", hex);
+		explicit_bzero(key, sizeof(key));
+		explicit_bzero(hex, sizeof(hex));
+	} else if (token_file && token_file[0]) {
+		struct fr_token tok;
+
+		rc = fr_wire_token_read(token_file, &tok, &why, &others);
+		if (rc)
+			return fail(err, errcap, "FLIGHTREC_TOKEN_FILE=%s: %s", token_file,
+				    why ? why : strerror(-rc));
+		snprintf(out, cap, "Authorization: Bearer %.*s\r\n", (int)tok.len,
+			 (const char *)tok.bytes);
+		explicit_bzero(&tok, sizeof(tok));
+	}
+	return 0;
+}
+
 /* Asks for the job's analysis and reads the whole answer into `r`. */
 static int fetch(const struct live_target *t, bool json, struct live_reply *r, char *err,
 		 size_t cap)
 {
 	int64_t deadline = now_ms() + LIVE_TIMEOUT_MS;
+	char auth[FR_TOKEN_MAX + 64];
 	char where[300];
-	char req[1024];
+	char req[FR_TOKEN_MAX + 1024];
 	int fd, rc, n;
 
 	target_text(t, where, sizeof(where));
+	rc = bearer_header(auth, sizeof(auth), err, cap);
+	if (rc)
+		return rc;
+	/* X-Flightrec: what a daemon wants of a client that is not a page of
+	 * another site (live looks need it; the analysis does not, today). */
 	n = snprintf(req, sizeof(req),
 		     "GET " JOBS_PREFIX "%s/analysis%s HTTP/1.0\r\n"
 		     "Host: %s\r\n"
 		     "User-Agent: fr-analyze/%s\r\n"
 		     "Accept: %s\r\n"
+		     "X-Flightrec: 1\r\n"
+		     "%s"
 		     "Connection: close\r\n\r\n",
 		     t->job, json ? "" : "?format=text", where, FLIGHTREC_VERSION,
-		     json ? "application/json" : "text/plain");
+		     json ? "application/json" : "text/plain", auth);
+	explicit_bzero(auth, sizeof(auth));
 	if (n < 0 || (size_t)n >= sizeof(req))
 		return fail(err, cap, "the request is too long");
 	fd = connect_target(t, deadline, err, cap);
 	if (fd < 0)
 		return fd;
 	rc = send_all(fd, req, (size_t)n, deadline);
+	explicit_bzero(req, sizeof(req));
 	if (!rc)
 		rc = recv_all(fd, r, deadline);
 	close(fd);
@@ -523,6 +579,15 @@ int live_analyze(const char *prog, const char *url, bool json, FILE *out)
 		else
 			fprintf(stderr, "%s: the daemon at %s has no analysis of job %s (404: %s); "
 				"is it older than fr-analyze?\n", prog, where, t.job, why);
+	} else if (r.status == 401) {
+		reply_error(&r, why, sizeof(why));
+		fprintf(stderr, "%s: the daemon at %s wants a bearer token for job %s (401: %s): "
+			"set FLIGHTREC_JOB_KEY_FILE to the job's key or FLIGHTREC_TOKEN_FILE to the daemon's token\n",
+			prog, where, t.job, why);
+	} else if (r.status == 421) {
+		reply_error(&r, why, sizeof(why));
+		fprintf(stderr, "%s: the daemon at %s does not go by that name (421: %s)\n", prog,
+			where, why);
 	} else if (r.status != 200) {
 		reply_error(&r, why, sizeof(why));
 		fprintf(stderr, "%s: the daemon at %s answered %d for job %s: %s\n", prog, where,

@@ -6,7 +6,8 @@
  *     dump-dir = /var/lib/flightrec
  *
  * A key is a long option's name without its dashes; a '#' at the start of
- * a line or after a blank starts a comment. The file is turned into
+ * a line or after a blank starts a comment. An option without a value
+ * (insecure) is a setting "key = true" (or yes, 1; false, no, 0: unset). The file is turned into
  * "--key=value" arguments that the command-line parser reads, so every
  * option the daemon has is a setting, checked by the same code.
  *
@@ -23,6 +24,7 @@
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <stddef.h>
 #include <string.h>
 
 /* A settings file is a few dozen lines; anything this big is a mistake. */
@@ -158,15 +160,34 @@ int config_read(const char *path, const struct option *opts, struct config_args 
 		if (!key)
 			continue;
 		o = config_find(opts, key);
-		/* --config and --job-key are actions of the command line, not settings. */
-		if (!o || o->has_arg != required_argument || strcmp(key, "config") == 0 ||
-		    strcmp(key, "job-key") == 0) {
+		/* --config and --job-key are actions of the command line, not
+		 * settings; --help and --version neither. */
+		if (!o || o->has_arg == optional_argument || strcmp(key, "config") == 0 ||
+		    strcmp(key, "job-key") == 0 || strcmp(key, "help") == 0 ||
+		    strcmp(key, "version") == 0) {
 			snprintf(err, errcap, "%s:%u: unknown setting '%s'", path, lineno, key);
 			rc = -EINVAL;
 			goto out_free_args;
 		}
-		if (asprintf(&arg, "--%s=%s", key, value) < 0)
+		if (o->has_arg == no_argument) {
+			bool on = strcmp(value, "true") == 0 || strcmp(value, "yes") == 0 ||
+				  strcmp(value, "1") == 0;
+
+			if (!on && strcmp(value, "false") != 0 && strcmp(value, "no") != 0 &&
+			    strcmp(value, "0") != 0) {
+				snprintf(err, errcap, "%s:%u: %s takes true or false, not '%s'", path,
+					 lineno, key, value);
+				rc = -EINVAL;
+				goto out_free_args;
+			}
+			if (!on)
+				continue;
 			arg = NULL;
+			if (asprintf(&arg, "--%s", key) < 0)
+				arg = NULL;
+		} else if (asprintf(&arg, "--%s=%s", key, value) < 0) {
+			arg = NULL;
+		}
 		rc = config_append(&ca, arg, lineno);
 		if (rc)
 			goto out_nomem;
@@ -206,14 +227,16 @@ void config_log_settings(const struct daemon_config *cfg, const char *when)
 		   ", max-connections %" PRIu32 ", max-job-connections %" PRIu32
 		   ", max-frame-size %" PRIu32 ", max-incidents-per-hour %" PRIu32
 		   ", hello-timeout %g s, max-pending-per-address %" PRIu32 ", max-memory %" PRIu64
-		   ", token-file %s",
+		   ", token-file %s, http-allowed-hosts %s%s",
 		   when, cfg->config_file ? ", config " : "",
 		   cfg->config_file ? cfg->config_file : "", la, ha, cfg->dump_dir, cfg->timeout_s,
 		   cfg->heartbeat_timeout_s, cfg->dump_deadline_s, cfg->max_dump_size,
 		   cfg->max_connections, cfg->max_job_connections, cfg->max_frame_size,
 		   cfg->max_incidents_per_hour, cfg->hello_timeout_s, cfg->max_pending_per_address,
 		   cfg->max_memory,
-		   cfg->token_file ? cfg->token_file : "(none)");
+		   cfg->token_file ? cfg->token_file : "(none)",
+		   cfg->http_allowed_hosts ? cfg->http_allowed_hosts : "(none)",
+		   cfg->insecure ? ", insecure" : "");
 }
 
 static bool same_string(const char *a, const char *b)
@@ -273,6 +296,13 @@ int config_apply_reload(struct flightrecd *d, const struct daemon_config *next)
 	if (!same_string(was->ports_file, next->ports_file))
 		needs_restart("ports-file", was->ports_file ? was->ports_file : "(none)",
 			      next->ports_file ? next->ports_file : "(none)");
+	if (!same_string(was->http_allowed_hosts, next->http_allowed_hosts))
+		needs_restart("http-allowed-hosts",
+			      was->http_allowed_hosts ? was->http_allowed_hosts : "(none)",
+			      next->http_allowed_hosts ? next->http_allowed_hosts : "(none)");
+	if (was->insecure != next->insecure)
+		needs_restart("insecure", was->insecure ? "true" : "false",
+			      next->insecure ? "true" : "false");
 	if (!same_string(was->token_file, next->token_file))
 		needs_restart("token-file", was->token_file ? was->token_file : "(none)",
 			      next->token_file ? next->token_file : "(none)");
@@ -320,4 +350,47 @@ int config_apply_reload(struct flightrecd *d, const struct daemon_config *next)
 	if (!changed)
 		daemon_log("reload: no timeout or limit changed");
 	return changed;
+}
+
+/* Whether `ss` is a loopback address: 127.0.0.0/8, ::1, or ::ffff:127.x.y.z. */
+static bool is_loopback(const struct sockaddr_storage *ss)
+{
+	if (ss->ss_family == AF_INET)
+		return (ntohl(((const struct sockaddr_in *)ss)->sin_addr.s_addr) >> 24) == 127;
+	if (ss->ss_family == AF_INET6) {
+		const struct in6_addr *a = &((const struct sockaddr_in6 *)ss)->sin6_addr;
+
+		return IN6_IS_ADDR_LOOPBACK(a) || (IN6_IS_ADDR_V4MAPPED(a) && a->s6_addr[12] == 127);
+	}
+	return false;
+}
+
+int config_check_exposure(const struct daemon_config *cfg)
+{
+	static const struct {
+		const char *name;
+		size_t off;
+	} addrs[] = {
+		{ "listen", offsetof(struct daemon_config, listen_addr) },
+		{ "http", offsetof(struct daemon_config, http_addr) },
+	};
+
+	if (cfg->token_file || cfg->insecure)
+		return 0;
+	for (size_t i = 0; i < sizeof(addrs) / sizeof(addrs[0]); i++) {
+		const struct sockaddr_storage *ss =
+			(const void *)((const char *)cfg + addrs[i].off);
+		char a[INET6_ADDRSTRLEN + 8];
+
+		if (is_loopback(ss))
+			continue;
+		daemon_format_addr((const struct sockaddr *)ss, a, sizeof(a));
+		fprintf(stderr,
+			"flightrecd: --%s %s is reachable from other hosts and no --token-file is set: anyone who can reach it could %s; give --token-file FILE, or --insecure to run open anyway\n",
+			addrs[i].name, a,
+			i == 0 ? "register ranks of any job and feed the daemon false progress" :
+				 "read every job's state, stacks and incidents");
+		return -EPERM;
+	}
+	return 0;
 }

@@ -78,6 +78,11 @@ struct daemon_config {
 	double hello_timeout_s;     /* a connection must say HELLO within this long */
 	uint32_t max_pending_per_address; /* connections of one address before their HELLO */
 	uint64_t max_memory;        /* the memory budget (budget.c) */
+	/* --http-allowed-hosts: names the HTTP API answers to besides its
+	 * address and localhost (access.c); NULL: none. */
+	const char *http_allowed_hosts;
+	/* --insecure: listening beyond loopback without a token is allowed. */
+	bool insecure;
 	/* --token-file: NULL when agents need no proof and manual dumps are refused. */
 	const char *token_file;
 	struct fr_token token;      /* read from token_file by server_start(), again on SIGHUP (main.c) */
@@ -416,6 +421,12 @@ void daemon_stop(struct flightrecd *d);
 int config_read(const char *path, const struct option *opts, struct config_args *out, char *err,
 		size_t errcap);
 void config_args_free(struct config_args *ca);
+/*
+ * Whether `cfg` may run: an address beyond loopback (agents' or HTTP)
+ * needs a token, or --insecure. Returns 0, or -EPERM after saying why on
+ * stderr.
+ */
+int config_check_exposure(const struct daemon_config *cfg);
 /* Logs the settings in effect, after `when` ("startup", "reload"). */
 void config_log_settings(const struct daemon_config *cfg, const char *when);
 /*

@@ -4,12 +4,19 @@
  * hold the daemon's lock while they read the registry and build their
  * answer, and never change it.
  *
+ * Who may ask what is decided before any handler runs (access.c): the
+ * Host must name this daemon, a job's data needs the token or the job's
+ * key when a token is configured, a live look a header no other site's
+ * page can send. The connections are counted and timed (http_conns.c).
+ *
  * The one request that acts, POST /v1/jobs/<job>/dump (a manual incident),
  * needs the daemon's token as a bearer token. It is carried out on the
  * event loop, which owns the state and the agents' connections: the
  * handler hands it over (uv_async) and waits, bounded, for the answer.
  */
 #include "daemon.h"
+#include "access.h"
+#include "http_conns.h"
 #include "route.h"
 #include "../dumps/dump.h"
 
@@ -24,7 +31,7 @@
 
 #include <microhttpd.h>
 
-#define HTTP_CONNECTION_LIMIT 64
+/* An answer that stops moving this long is given up (headers: http_conns.h). */
 #define HTTP_CONNECTION_TIMEOUT_S 10
 /*
  * HTTP threads: a request that takes long to answer (a live look's dumps
@@ -193,6 +200,12 @@ static void write_metrics(struct flightrecd *d, FILE *f)
 	metric(f, "http_auth_failures_total", "counter",
 	       "HTTP requests refused for a missing or wrong bearer token.",
 	       atomic_load(&http_auth_failures));
+	metric(f, "http_connections_dropped_total", "counter",
+	       "HTTP connections closed for not sending a whole request within 5 s, or over the per-address or total cap.",
+	       http_conns_dropped());
+	metric(f, "http_busy_total", "counter",
+	       "HTTP requests answered 503 because 64 others were being answered.",
+	       http_conns_busy_refused());
 	metric(f, "comms_dropped_total", "counter",
 	       "Communicators ignored because their job had too many.", m->comms_dropped);
 	metric(f, "incidents_total", "counter", "Incidents opened.", m->incidents);
@@ -313,7 +326,12 @@ static json_t *job_summary_finish(struct job_summary *js)
 	return js->o;
 }
 
-static enum MHD_Result handle_jobs(struct flightrecd *d, struct MHD_Connection *mc)
+/*
+ * GET /v1/jobs; with `own_key` (a bearer token that is not the daemon's),
+ * only the jobs whose key it is, and 401 when it opens none.
+ */
+static enum MHD_Result handle_jobs(struct flightrecd *d, struct MHD_Connection *mc,
+				   const char *own_key)
 {
 	json_t *jobs = json_array();
 	struct job_summary *sums;
@@ -321,8 +339,11 @@ static enum MHD_Result handle_jobs(struct flightrecd *d, struct MHD_Connection *
 
 	pthread_mutex_lock(&d->lock);
 	sums = calloc(d->njobs ? d->njobs : 1, sizeof(*sums));
-	for (const struct job *job = d->jobs; sums && job && n < d->njobs; job = job->next)
+	for (const struct job *job = d->jobs; sums && job && n < d->njobs; job = job->next) {
+		if (own_key && !access_job_key_ok(own_key, &d->cfg.token, job->id))
+			continue;
 		job_summary_take(d, job, &sums[n++]);
+	}
 	pthread_mutex_unlock(&d->lock);
 	/* The verdicts, the work that grows with the jobs' size, without the lock. */
 	for (size_t i = 0; i < n; i++) {
@@ -334,8 +355,16 @@ static enum MHD_Result handle_jobs(struct flightrecd *d, struct MHD_Connection *
 			json_decref(o);
 	}
 	free(sums);
-	if (!sums)
+	if (!sums) {
+		json_decref(jobs);
 		return http_error(mc, MHD_HTTP_INTERNAL_SERVER_ERROR, "out of memory");
+	}
+	if (own_key && !n) {
+		json_decref(jobs);
+		atomic_fetch_add(&http_auth_failures, 1);
+		return http_error(mc, MHD_HTTP_UNAUTHORIZED,
+				  "a valid bearer token is required: the daemon's token or a job's key");
+	}
 	return http_reply_json(mc, MHD_HTTP_OK, json_pack("{s:o}", "jobs", jobs));
 }
 
@@ -898,53 +927,30 @@ static enum MHD_Result handle_dump(struct MHD_Connection *mc, const char *id)
 }
 
 /*
- * Whether the request carries "Authorization: Bearer <token>" with the
- * daemon's token (compared in constant time).
+ * What access.c decides for request `r` of `mc`, with the token as it is
+ * now (SIGHUP may be replacing it under the lock).
  */
-static bool bearer_ok(struct flightrecd *d, struct MHD_Connection *mc)
+static void http_access(struct flightrecd *d, struct MHD_Connection *mc, const struct route *r,
+			struct access_decision *dec)
 {
-	const char *v = MHD_lookup_connection_value(mc, MHD_HEADER_KIND,
-						    MHD_HTTP_HEADER_AUTHORIZATION);
-	bool ok;
-
-	if (!v || strncasecmp(v, "Bearer ", 7) != 0)
-		return false;
-	v += 7;
-	while (*v == ' ')
-		v++;
-	/* SIGHUP may be replacing the token under the lock. */
-	pthread_mutex_lock(&d->lock);
-	ok = fr_wire_token_equal(&d->cfg.token, v, strlen(v));
-	pthread_mutex_unlock(&d->lock);
-	return ok;
-}
-
-static bool has_token(struct flightrecd *d)
-{
-	bool has;
+	struct access_request req = {
+		.route = r,
+		.host = MHD_lookup_connection_value(mc, MHD_HEADER_KIND, MHD_HTTP_HEADER_HOST),
+		.mark = MHD_lookup_connection_value(mc, MHD_HEADER_KIND, ACCESS_MARK_HEADER),
+		.authorization = MHD_lookup_connection_value(mc, MHD_HEADER_KIND,
+							     MHD_HTTP_HEADER_AUTHORIZATION),
+	};
+	struct access_policy pol = {
+		.bound = (const struct sockaddr *)&d->cfg.http_addr,
+		.allowed_hosts = d->cfg.http_allowed_hosts,
+		.token = &d->cfg.token,
+	};
 
 	pthread_mutex_lock(&d->lock);
-	has = d->cfg.token.len != 0;
+	access_decide(&req, &pol, dec);
 	pthread_mutex_unlock(&d->lock);
-	return has;
-}
-
-/*
- * POST /v1/jobs/<job>/dump: the token first (so that nobody without it
- * learns anything, not even whether a job exists). The router checked the
- * job id with the registry's own rules.
- */
-static enum MHD_Result route_dump(struct flightrecd *d, struct MHD_Connection *mc,
-				  const char *id)
-{
-	if (!has_token(d))
-		return http_error(mc, MHD_HTTP_FORBIDDEN,
-				  "no token configured: start flightrecd with --token-file to allow manual dumps");
-	if (!bearer_ok(d, mc)) {
+	if (dec->auth_failure)
 		atomic_fetch_add(&http_auth_failures, 1);
-		return http_error(mc, MHD_HTTP_UNAUTHORIZED, "a valid bearer token is required");
-	}
-	return handle_dump(mc, id);
 }
 
 /*
@@ -973,6 +979,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *mc, const ch
 				  const char *upload_data, size_t *upload_size, void **req_cls)
 {
 	struct flightrecd *d = cls;
+	struct access_decision dec;
 	struct route r;
 
 	(void)version;
@@ -993,6 +1000,12 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *mc, const ch
 					  "this request takes no body");
 	}
 	route_parse(method, url, &r);
+	http_access(d, mc, &r, &dec);
+	if (dec.grant == ACCESS_DENIED)
+		return http_error(mc, dec.status, dec.error);
+	if (!http_conns_request_begin(mc, r.kind != ROUTE_HEALTHZ))
+		return http_error(mc, MHD_HTTP_SERVICE_UNAVAILABLE,
+				  "the HTTP API is answering 64 requests: try again");
 	switch (r.kind) {
 	case ROUTE_BAD_METHOD:
 		/* The Allow header names what the URL takes: POST for the one
@@ -1007,13 +1020,17 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *mc, const ch
 	case ROUTE_METRICS:
 		return handle_metrics(d, mc);
 	case ROUTE_JOBS:
-		return handle_jobs(d, mc);
+		return handle_jobs(d, mc,
+				   dec.grant == ACCESS_OWN_JOB ?
+					   MHD_lookup_connection_value(mc, MHD_HEADER_KIND,
+								       MHD_HTTP_HEADER_AUTHORIZATION) :
+					   NULL);
 	case ROUTE_JOB:
 		return handle_job(d, mc, r.job, false);
 	case ROUTE_JOB_INCIDENTS:
 		return handle_job(d, mc, r.job, true);
 	case ROUTE_JOB_DUMP:
-		return route_dump(d, mc, r.job);
+		return handle_dump(mc, r.job);
 	case ROUTE_JOB_ANALYSIS:
 		return handle_analysis(d, mc, r.job);
 	case ROUTE_INCIDENT:
@@ -1054,8 +1071,8 @@ static void on_completed(void *cls, struct MHD_Connection *mc, void **req_cls,
 			 enum MHD_RequestTerminationCode toe)
 {
 	(void)cls;
-	(void)mc;
 	(void)toe;
+	http_conns_request_end(mc);
 	if (*req_cls && *req_cls != &request_seen)
 		probe_http_completed(*req_cls);
 }
@@ -1087,12 +1104,17 @@ int http_start(struct flightrecd *d)
 		daemon_log("cannot start the live looks' link to the event loop");
 		return -1;
 	}
+	if (http_conns_start()) {
+		daemon_log("cannot start the HTTP API's request deadline");
+		return -1;
+	}
 	/* The logger goes first, so that every message gets our prefix. */
 	d->http = MHD_start_daemon(flags, 0, NULL, NULL, on_request, d,
 				   MHD_OPTION_EXTERNAL_LOGGER, on_mhd_log, NULL,
 				   MHD_OPTION_NOTIFY_COMPLETED, on_completed, NULL,
 				   MHD_OPTION_SOCK_ADDR, sa,
-				   MHD_OPTION_CONNECTION_LIMIT, (unsigned)HTTP_CONNECTION_LIMIT,
+				   MHD_OPTION_NOTIFY_CONNECTION, http_conns_notify, NULL,
+				   MHD_OPTION_CONNECTION_LIMIT, (unsigned)HTTP_CONN_SLOTS,
 				   MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)HTTP_CONNECTION_TIMEOUT_S,
 				   MHD_OPTION_THREAD_POOL_SIZE, (unsigned)HTTP_THREADS,
 				   MHD_OPTION_END);
@@ -1142,6 +1164,7 @@ void http_stop(struct flightrecd *d)
 	if (d->http)
 		MHD_stop_daemon(d->http);
 	d->http = NULL;
+	http_conns_stop();
 	if (was_ready && !uv_is_closing((uv_handle_t *)&dump_call.async)) {
 		uv_close((uv_handle_t *)&dump_call.async, on_async_closed);
 		uv_run(d->loop, UV_RUN_NOWAIT);

@@ -3,6 +3,7 @@
  * the ports file, signals (SIGTERM/SIGINT stop, SIGHUP reloads) and logging.
  */
 #include "daemon.h"
+#include "access.h"
 
 #include <assert.h>
 #include <errno.h>
@@ -66,6 +67,8 @@ enum {
 	OPT_HELLO_TIMEOUT,
 	OPT_MAX_PENDING_PER_ADDRESS,
 	OPT_MAX_MEMORY,
+	OPT_HTTP_ALLOWED_HOSTS,
+	OPT_INSECURE,
 };
 
 static const struct option long_options[] = {
@@ -87,6 +90,8 @@ static const struct option long_options[] = {
 	{ "config", required_argument, NULL, OPT_CONFIG },
 	{ "token-file", required_argument, NULL, OPT_TOKEN_FILE },
 	{ "job-key", required_argument, NULL, OPT_JOB_KEY },
+	{ "http-allowed-hosts", required_argument, NULL, OPT_HTTP_ALLOWED_HOSTS },
+	{ "insecure", no_argument, NULL, OPT_INSECURE },
 	{ "help", no_argument, NULL, 'h' },
 	{ "version", no_argument, NULL, 'V' },
 	{ NULL, 0, NULL, 0 },
@@ -126,8 +131,15 @@ static void usage(FILE *out)
 		"                               hold half of it; beyond it the newest is refused\n"
 		"  --ports-file FILE            write {\"listen\": N, \"http\": M} once bound\n"
 		"  --token-file FILE            agents must prove they hold the token in FILE;\n"
-		"                               POST /v1/jobs/<job>/dump needs it as a bearer token;\n"
+		"                               POST /v1/jobs/<job>/dump needs it as a bearer token,\n"
+		"                               a job's data over HTTP it or the job's key;\n"
 		"                               SIGHUP reads FILE again (a rotated token)\n"
+		"  --http-allowed-hosts NAMES   host names the HTTP API answers to besides its\n"
+		"                               address and localhost, comma-separated (others:\n"
+		"                               421, against DNS rebinding)\n"
+		"  --insecure                   allow --listen or --http beyond loopback without\n"
+		"                               --token-file (anyone who reaches it can register\n"
+		"                               ranks and read every job)\n"
 		"  --config FILE                read settings from FILE first (see below)\n"
 		"  --job-key JOB                print JOB's key in hex (for FLIGHTREC_JOB_KEY_FILE),\n"
 		"                               made from the token of --token-file, and exit\n"
@@ -399,6 +411,20 @@ static int parse_args(int argc, char **argv, struct daemon_config *cfg)
 			break;
 		case OPT_TOKEN_FILE:
 			cfg->token_file = optarg;
+			break;
+		case OPT_HTTP_ALLOWED_HOSTS: {
+			const char *why = access_allowed_hosts_check(optarg);
+
+			if (why) {
+				bad_option("http-allowed-hosts", optarg);
+				fprintf(stderr, "flightrecd: --http-allowed-hosts: %s\n", why);
+				return -EINVAL;
+			}
+			cfg->http_allowed_hosts = optarg;
+			break;
+		}
+		case OPT_INSECURE:
+			cfg->insecure = true;
 			break;
 		case OPT_JOB_KEY:
 			/* config_read() refuses it as a setting: only the command line. */
@@ -869,6 +895,10 @@ int main(int argc, char **argv)
 		rc = print_job_key(&d.cfg, job_key_job);
 		config_args_free(&d.file);
 		return rc;
+	}
+	if (config_check_exposure(&d.cfg)) {
+		config_args_free(&d.file);
+		return 2;
 	}
 	raise_fd_limit();
 	/* What a reload compares against is what was asked for. */

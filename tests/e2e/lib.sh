@@ -212,8 +212,19 @@ expect() {
 	jq -e "$1" "$file" >/dev/null 2>&1 || fail "expected $1 in $file, got: $(cat "$file")"
 }
 
+# The headers every API call of a test sends: X-Flightrec (which live
+# looks need, as no other site's page can send it) and, when HTTP_TOKEN is
+# set (the daemon's token or a job's key), the bearer token that a
+# daemon with --token-file wants for a job's data.
+http_headers() {
+	HTTP_HEADERS=(-H "X-Flightrec: 1")
+	[ -n "${HTTP_TOKEN:-}" ] && HTTP_HEADERS+=(-H "Authorization: Bearer $HTTP_TOKEN")
+	return 0
+}
+
 http_get() {
-	curl -sS --max-time 5 "$HTTP$1"
+	http_headers
+	curl -sS --max-time 5 "${HTTP_HEADERS[@]}" "$HTTP$1"
 }
 
 # free_port: prints a TCP port of 127.0.0.1 that nothing listens on now.
@@ -222,7 +233,8 @@ free_port() {
 }
 
 http_status() {
-	curl -s -o /dev/null -w '%{http_code}' --max-time 5 "$HTTP$1"
+	http_headers
+	curl -s -o /dev/null -w '%{http_code}' --max-time 5 "${HTTP_HEADERS[@]}" "$HTTP$1"
 }
 
 # metric NAME: the value of flightrec_NAME in /metrics (empty when absent).

@@ -55,6 +55,8 @@ stop_daemon
 
 start_daemon --timeout 2 --heartbeat-timeout 10 --dump-deadline 10 --token-file "$TOKEN"
 BASE=$JOB
+# Reads of the API (ranks_connected, metric, ...) carry the token.
+HTTP_TOKEN=$TOKEN_VALUE
 
 # 1. The job holds the token: connected, and its hang diagnosed as usual.
 AGENT_ENV="-x FLIGHTREC_TOKEN_FILE=$TOKEN" start_job 3 --scenario compute --culprit 1 --at 20
@@ -77,7 +79,14 @@ expect_status 404 "a:b" "$TOKEN_VALUE"
 	fail "GET of the dump endpoint was not refused"
 [ "$(curl -s -o /dev/null -w '%{http_code}' --max-time 5 -X POST "$HTTP/v1/jobs/$JOB")" = 405 ] ||
 	fail "POST to a read-only endpoint was not refused"
-[ "$(http_status "/v1/jobs/$JOB")" = 200 ] || fail "read-only endpoints must stay open"
+# A job's data needs the token too; /healthz and /metrics stay open.
+[ "$(HTTP_TOKEN= http_status "/v1/jobs/$JOB")" = 401 ] || fail "a job's data was read without the token"
+[ "$(HTTP_TOKEN= http_status "/v1/jobs")" = 401 ] || fail "the job list was read without the token"
+[ "$(HTTP_TOKEN=wrong-$TOKEN_VALUE http_status "/v1/jobs/$JOB/incidents")" = 401 ] ||
+	fail "a job's incidents were read with a wrong token"
+[ "$(http_status "/v1/jobs/$JOB")" = 200 ] || fail "a job's data was refused with the token"
+[ "$(HTTP_TOKEN= http_status /healthz)" = 200 ] || fail "/healthz needs no token"
+[ "$(HTTP_TOKEN= http_status /metrics)" = 200 ] || fail "/metrics needs no token"
 # Oversized requests are refused with a status, not read: a body on the
 # one POST (announced, or chunked without end), a URL beyond the server's
 # request memory.
@@ -193,7 +202,9 @@ def rank0(state):
     deadline = time.time() + 10
     while time.time() < deadline:
         try:
-            doc = json.load(urllib.request.urlopen(http + '/v1/jobs/' + job, timeout=5))
+            req = urllib.request.Request(http + '/v1/jobs/' + job,
+                                         headers={'Authorization': 'Bearer ' + token.decode()})
+            doc = json.load(urllib.request.urlopen(req, timeout=5))
             if any(r['rank'] == 0 and r['state'] == state and r['pid'] == 4242
                    for r in doc['ranks']):
                 return True

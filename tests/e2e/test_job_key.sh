@@ -10,7 +10,8 @@
 # refused and the same job with the new key is accepted, the first job's
 # ranks (authenticated with the old key) stay connected, and manual dumps
 # need the new bearer token. A token file broken on reload keeps the token
-# in effect.
+# in effect. Over HTTP a job's key reads that job's data and lists that job
+# only, and reads nothing of another job.
 . "$(dirname "$0")/lib.sh"
 trap '' PIPE
 
@@ -73,6 +74,8 @@ print(hmac.new(token, b"flightrec job key\0" + sys.argv[2].encode(), hashlib.sha
 job_key "$JOB_C" "$T/key-c-old"
 
 start_daemon --timeout 2 --heartbeat-timeout 30 --dump-deadline 10 --token-file "$TOKEN"
+# The API's reads (ranks_connected, job_known) carry the cluster token.
+HTTP_TOKEN=$OLD_TOKEN
 
 # 2. Job A holds only its key: registered, and its hang diagnosed as usual.
 JOB=$JOB_A
@@ -85,6 +88,26 @@ analyze "$INCIDENT"
 expect '.verdict == "hang" and [.culprits[].rank] == [1] and .op.seq == 20'
 [ "$(metric auth_failures_total)" = 0 ] || fail "job A with its own key was refused"
 ranks_connected "$JOB_A" 2 || fail "job A's ranks are not connected: $(http_get "/v1/jobs/$JOB_A")"
+# A's key reads A's data (state, incidents, their files, a live look), and
+# lists A alone; without a bearer token nothing of it is read.
+INCIDENT_A=$(basename "$INCIDENT")
+for url in "/v1/jobs/$JOB_A" "/v1/jobs/$JOB_A/incidents" "/v1/jobs/$JOB_A/incidents/$INCIDENT_A" \
+	"/v1/jobs/$JOB_A/incidents/$INCIDENT_A/manifest.json" "/v1/jobs/$JOB_A/analysis" \
+	"/v1/jobs/$JOB_A/ranks/0/stacks"; do
+	[ "$(HTTP_TOKEN=$(cat "$T/key-a") http_status "$url")" = 200 ] || fail "job A's key cannot read $url"
+	[ "$(HTTP_TOKEN= http_status "$url")" = 401 ] || fail "$url was read without a bearer token"
+done
+HTTP_TOKEN=$(cat "$T/key-a") http_get /v1/jobs >"$T/jobs-a.json"
+expect "[.jobs[].job] == [\"$JOB_A\"]" "$T/jobs-a.json"
+# fr-analyze --live: refused without a token, the verdict with the job's key.
+"$BIN/fr-analyze" --live "$HTTP/$JOB_A" --json >"$T/live.json" 2>"$T/live.err"
+rc=$?
+[ "$rc" = 2 ] && grep -q "wants a bearer token for job $JOB_A (401: .*set FLIGHTREC_JOB_KEY_FILE" "$T/live.err" ||
+	fail "fr-analyze --live without a token: exit $rc, $(cat "$T/live.err")"
+FLIGHTREC_JOB_KEY_FILE=$T/key-a "$BIN/fr-analyze" --live "$HTTP/$JOB_A" --json >"$T/live.json" 2>"$T/live.err"
+rc=$?
+[ "$rc" = 1 ] || fail "fr-analyze --live with job A's key: exit $rc, want 1 (a hang): $(cat "$T/live.err")"
+expect '.verdict == "hang"' "$T/live.json"
 
 # 3. Job B with A's key, and the cluster token beside it: the key wins,
 # and proves nothing for B.
@@ -111,6 +134,7 @@ chmod 600 "$T/token.new"
 mv -f "$T/token.new" "$TOKEN"
 kill -HUP "$DAEMON_PID"
 wait_for 10 logged "reload: the token of $TOKEN changed" || fail "the rotated token was not read"
+HTTP_TOKEN=$NEW_TOKEN
 job_key "$JOB_C" "$T/key-c-new"
 cmp -s "$T/key-c-old" "$T/key-c-new" && fail "the rotated token gave job C the same key"
 
@@ -130,6 +154,19 @@ failures=$(metric auth_failures_total)
 AGENT_ENV="-x FLIGHTREC_JOB_KEY_FILE=$T/key-c-new" start_job 2 --scenario none --step-ms 50
 wait_for 30 ranks_connected "$JOB_C" 2 || fail "job C with the new key did not connect: $(http_get "/v1/jobs/$JOB_C")"
 [ "$(metric auth_failures_total)" = "$failures" ] || fail "job C with the new key was refused"
+# C's key reads C, and nothing of job A: not its state, its incidents, its
+# files or its stacks; the list shows C alone. A manual dump needs the
+# daemon's token itself.
+KEY_C=$(cat "$T/key-c-new")
+[ "$(HTTP_TOKEN=$KEY_C http_status "/v1/jobs/$JOB_C")" = 200 ] || fail "job C's key cannot read job C"
+for url in "/v1/jobs/$JOB_A" "/v1/jobs/$JOB_A/incidents" "/v1/jobs/$JOB_A/incidents/$INCIDENT_A" \
+	"/v1/jobs/$JOB_A/incidents/$INCIDENT_A/manifest.json" "/v1/jobs/$JOB_A/analysis" \
+	"/v1/jobs/$JOB_A/ranks/0/stacks" "/v1/jobs/$JOB_A/stacks" "/v1/jobs/$JOB_A/ranks/0/trace"; do
+	[ "$(HTTP_TOKEN=$KEY_C http_status "$url")" = 401 ] || fail "job C's key read job A's $url"
+done
+HTTP_TOKEN=$KEY_C http_get /v1/jobs >"$T/jobs-c.json"
+expect "[.jobs[].job] == [\"$JOB_C\"]" "$T/jobs-c.json"
+[ "$(post_dump "$JOB_C" "$KEY_C")" = 401 ] || fail "a job's key opened a manual dump: $(cat "$T/post.json")"
 stop_job
 # ...and job A, authenticated with the old token's key, stays connected.
 ranks_connected "$JOB_A" 2 || fail "job A's ranks were dropped by the rotation: $(http_get "/v1/jobs/$JOB_A")"

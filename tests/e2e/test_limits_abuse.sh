@@ -47,6 +47,8 @@ incident_closed() { # incident_closed N: N incidents opened, none being collecte
 }
 
 TOKEN_VALUE=flightrec-e2e-$RANDOM$RANDOM-0123456789abcdef
+# The reads of the API carry it (a daemon with a token wants it for job data).
+HTTP_TOKEN=$TOKEN_VALUE
 TOKEN=$T/token
 printf '%s\n' "$TOKEN_VALUE" >"$TOKEN"
 chmod 600 "$TOKEN"

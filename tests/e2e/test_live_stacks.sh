@@ -10,6 +10,9 @@
 # request, a request just after an answer reuses it, a trace look carries
 # only the entries asked for and a look at stacks no entries, and an agent
 # that predates scopes (a stand-in sending its whole dump) is still shown.
+# A look without the X-Flightrec header (all a page of another site can
+# send) or under a Host the daemon does not go by is refused, and asks no
+# rank anything.
 . "$(dirname "$0")/lib.sh"
 
 STOPPED=
@@ -21,7 +24,7 @@ start_job 4 --scenario compute --culprit 2 --at 8
 
 # get PATH NAME: the body into $T/NAME.json, the status into CODE.
 get() {
-	CODE=$(curl -sS -o "$T/$2.json" -w '%{http_code}' --max-time 15 "$HTTP$1")
+	CODE=$(curl -sS -H 'X-Flightrec: 1' -o "$T/$2.json" -w '%{http_code}' --max-time 15 "$HTTP$1")
 	LOOKED=$(date +%s.%N)
 }
 
@@ -54,12 +57,24 @@ stuck() {
 }
 wait_for 30 stuck || fail "the job did not reach its planted hang: $(cat "$T/job.json")"
 
+# A look as a page of another site can ask for it (a plain GET, no header
+# of its own): refused, and no rank is interrupted.
+for url in "/v1/jobs/$JOB/ranks/1/stacks" "/v1/jobs/$JOB/stacks" "/v1/jobs/$JOB/ranks/1/trace"; do
+	code=$(curl -s -o "$T/plain.json" -w '%{http_code}' --max-time 5 "$HTTP$url")
+	[ "$code" = 403 ] || fail "GET $url without X-Flightrec: status $code, want 403"
+	expect '.error | test("X-Flightrec: 1")' "$T/plain.json"
+done
+# Nor by a name the daemon does not go by (DNS rebinding).
+code=$(curl -s -o /dev/null -w '%{http_code}' --max-time 5 -H 'X-Flightrec: 1' \
+	-H "Host: rebind.example:$HTTP_PORT" "$HTTP/v1/jobs/$JOB/ranks/1/stacks")
+[ "$code" = 421 ] || fail "a look with Host rebind.example: status $code, want 421"
+
 # Ten viewers of rank 1's stacks at once: one dump request between them.
-[ "$(metric live_dump_requests_total)" = 0 ] || fail "dump requests before any look"
+[ "$(metric live_dump_requests_total)" = 0 ] || fail "dump requests before any look (or by a refused one)"
 start=$(date +%s.%N)
 pids=
 for i in 0 1 2 3 4 5 6 7 8 9; do
-	curl -sS -o "$T/many$i.json" -w '%{http_code}' --max-time 15 \
+	curl -sS -H 'X-Flightrec: 1' -o "$T/many$i.json" -w '%{http_code}' --max-time 15 \
 		"$HTTP/v1/jobs/$JOB/ranks/1/stacks" >"$T/many$i.code" &
 	pids="$pids $!"
 	track_pid $!
@@ -204,17 +219,17 @@ timeouts0=$(metric live_timeouts_total)
 STOPPED=$(jq -r '.ranks[] | select(.rank == 3) | .pid' "$T/job.json")
 kill -STOP "$STOPPED" || fail "cannot stop rank 3 (pid $STOPPED)"
 start=$(date +%s.%N)
-curl -sS -o "$T/stopped.json" -w '%{http_code} %{time_total}\n' --max-time 20 \
+curl -sS -H 'X-Flightrec: 1' -o "$T/stopped.json" -w '%{http_code} %{time_total}\n' --max-time 20 \
 	"$HTTP/v1/jobs/$JOB/ranks/3/stacks" >"$T/stopped.code" &
 slow_pid=$!
-curl -sS -o "$T/stopped-job.json" -w '%{http_code}\n' --max-time 20 \
+curl -sS -H 'X-Flightrec: 1' -o "$T/stopped-job.json" -w '%{http_code}\n' --max-time 20 \
 	"$HTTP/v1/jobs/$JOB/stacks" >"$T/stopped-job.code" &
 job_pid=$!
 track_pid "$slow_pid"
 track_pid "$job_pid"
 checks=0
 while kill -0 "$slow_pid" 2>/dev/null; do
-	out=$(curl -sS -o /dev/null -w '%{http_code} %{time_total}' --max-time 2 "$HTTP/healthz")
+	out=$(curl -sS -H 'X-Flightrec: 1' -o /dev/null -w '%{http_code} %{time_total}' --max-time 2 "$HTTP/healthz")
 	set -- $out
 	[ "$1" = 200 ] || fail "/healthz answered $out while a look waited on a stopped rank"
 	awk -v t="$2" 'BEGIN { exit !(t < 1.0) }' ||
@@ -240,7 +255,7 @@ expect '.ranks_asked == 4 and .ranks_answered == 3 and .missing == "3"' "$T/stop
 # Let go, the rank answers again.
 kill -CONT "$STOPPED"
 STOPPED=
-wait_for 15 sh -c "[ \$(curl -s -o /dev/null -w '%{http_code}' --max-time 10 '$HTTP/v1/jobs/$JOB/ranks/3/stacks') = 200 ]" ||
+wait_for 15 sh -c "[ \$(curl -s -H 'X-Flightrec: 1' -o /dev/null -w '%{http_code}' --max-time 10 '$HTTP/v1/jobs/$JOB/ranks/3/stacks') = 200 ]" ||
 	fail "rank 3 did not answer after SIGCONT"
 
 # No file from any live look, on either side, and no incident.
@@ -303,14 +318,14 @@ expect '.ranks_answered == 0 and .missing == "0-1" and (.why["0"] | test("anothe
 # stacks read at most 128 frames of a thread and say what they left out.
 agent big "big-$JOB" 0 1 big 85000
 (for i in 1 2 3 4; do
-	curl -sS -o "$T/big$i.json" -w '%{http_code}\n' --max-time 15 "$HTTP/v1/jobs/big-$JOB/ranks/0/stacks"
-	curl -sS -o "$T/bigjob$i.json" -w '%{http_code}\n' --max-time 15 "$HTTP/v1/jobs/big-$JOB/stacks"
+	curl -sS -H 'X-Flightrec: 1' -o "$T/big$i.json" -w '%{http_code}\n' --max-time 15 "$HTTP/v1/jobs/big-$JOB/ranks/0/stacks"
+	curl -sS -H 'X-Flightrec: 1' -o "$T/bigjob$i.json" -w '%{http_code}\n' --max-time 15 "$HTTP/v1/jobs/big-$JOB/stacks"
 done >"$T/big.codes") &
 big_pid=$!
 track_pid "$big_pid"
 checks=0
 while kill -0 "$big_pid" 2>/dev/null; do
-	out=$(curl -sS -o /dev/null -w '%{http_code} %{time_total}' --max-time 2 "$HTTP/healthz")
+	out=$(curl -sS -H 'X-Flightrec: 1' -o /dev/null -w '%{http_code} %{time_total}' --max-time 2 "$HTTP/healthz")
 	set -- $out
 	[ "$1" = 200 ] && awk -v t="$2" 'BEGIN { exit !(t < 0.1) }' ||
 		fail "/healthz answered $out while big looks were answered"
@@ -329,7 +344,7 @@ echo "note: $checks health checks while big looks were answered" >&2
 # A stopping daemon answers a look still waiting with 503, not with a job
 # whose every rank is missing.
 agent silent "silent-$JOB" 0 1 silent
-curl -sS -o "$T/stopping.json" -w '%{http_code}' --max-time 15 "$HTTP/v1/jobs/silent-$JOB/stacks" \
+curl -sS -H 'X-Flightrec: 1' -o "$T/stopping.json" -w '%{http_code}' --max-time 15 "$HTTP/v1/jobs/silent-$JOB/stacks" \
 	>"$T/stopping.code" &
 stopping_pid=$!
 track_pid "$stopping_pid"

@@ -25,15 +25,37 @@
  *   - the method only decides between a route and ROUTE_BAD_METHOD: the
  *     path alone decides whether anything is found; HEAD routes as GET;
  *   - routing is pure: the same request twice gives the same result.
+ *
+ * What follows the path's NUL, when anything does, is the request's
+ * headers, one "Name: value" a line (Host, X-Flightrec, Authorization; the
+ * others are ignored), and the request is then also put to the access
+ * decision (daemon/access.c) under six policies: bound to 127.0.0.1, to
+ * 0.0.0.0 or to [::1], each with and without a token, and
+ * --http-allowed-hosts "node1,node1.example.org". It checks:
+ *   - /healthz and /metrics are granted whatever the headers;
+ *   - a refusal has a status of 401, 403 or 421 and a reason; only a 401
+ *     counts as an authentication failure; a Host the policy does not
+ *     allow is always 421 for every other route;
+ *   - without a token nothing asks for one (no 401, no narrowed list),
+ *     and only live looks without the mark and dumps are 403;
+ *   - with a token, a job's data is granted only to the token or that
+ *     job's key, the narrowed list only to GET /v1/jobs, and a manual dump
+ *     only to the token itself;
+ *   - the decision is pure: the same request twice decides the same.
  */
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
+#include "../../daemon/access.h"
 #include "../../daemon/route.h"
 #include "wire.h"
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
@@ -210,6 +232,122 @@ static struct route check_request(const char *method, const char *path)
 	return r;
 }
 
+#define FUZZ_TOKEN "fuzz-route-token-0123456789"
+
+/* The value of header `name` in `headers` ("Name: value" lines), or NULL. */
+static char *header_value(const char *headers, const char *name)
+{
+	size_t n = strlen(name);
+
+	for (const char *p = headers; p && *p;) {
+		const char *end = strchr(p, '\n');
+		size_t len = end ? (size_t)(end - p) : strlen(p);
+
+		if (len > n && strncasecmp(p, name, n) == 0 && p[n] == ':') {
+			const char *v = p + n + 1;
+			char *out;
+
+			while (*v == ' ')
+				v++;
+			len -= (size_t)(v - p);
+			out = malloc(len + 1);
+			if (!out)
+				abort();
+			memcpy(out, v, len);
+			out[len] = '\0';
+			return out;
+		}
+		p = end ? end + 1 : NULL;
+	}
+	return NULL;
+}
+
+/* Whether `auth` is "Bearer " and the token, as access.c reads it. */
+static bool is_token(const char *auth)
+{
+	if (!auth || strncasecmp(auth, "Bearer ", 7) != 0)
+		return false;
+	auth += 7;
+	while (*auth == ' ')
+		auth++;
+	return strcmp(auth, FUZZ_TOKEN) == 0;
+}
+
+/* Puts `r` with `headers` to every policy and checks what access.h promises. */
+static void check_access(const struct route *r, const char *headers)
+{
+	struct sockaddr_in lo = { .sin_family = AF_INET }, any = { .sin_family = AF_INET };
+	struct sockaddr_in6 lo6 = { .sin6_family = AF_INET6 };
+	const struct sockaddr *bound[] = { (const struct sockaddr *)&lo,
+					   (const struct sockaddr *)&any,
+					   (const struct sockaddr *)&lo6 };
+	struct fr_token token = { .len = strlen(FUZZ_TOKEN) }, none = { 0 };
+	struct access_request req = { .route = r };
+	char *host = header_value(headers, "Host");
+	char *mark = header_value(headers, ACCESS_MARK_HEADER);
+	char *auth = header_value(headers, "Authorization");
+
+	memcpy(token.bytes, FUZZ_TOKEN, token.len);
+	inet_pton(AF_INET, "127.0.0.1", &lo.sin_addr);
+	lo6.sin6_addr = in6addr_loopback;
+	req.host = host;
+	req.mark = mark;
+	req.authorization = auth;
+	for (size_t b = 0; b < 3; b++) {
+		for (int with_token = 0; with_token < 2; with_token++) {
+			struct access_policy pol = { .bound = bound[b],
+						     .allowed_hosts = "node1,node1.example.org",
+						     .token = with_token ? &token : &none };
+			struct access_decision d, again;
+			bool health = r->kind == ROUTE_HEALTHZ || r->kind == ROUTE_METRICS;
+			bool host_ok = !host || access_host_allowed(host, &pol);
+			bool job_data = r->kind == ROUTE_JOB || r->kind == ROUTE_JOB_ANALYSIS ||
+					r->kind == ROUTE_JOB_INCIDENTS || r->kind == ROUTE_INCIDENT ||
+					r->kind == ROUTE_INCIDENT_FILE || r->kind == ROUTE_JOB_STACKS ||
+					r->kind == ROUTE_RANK_STACKS || r->kind == ROUTE_RANK_TRACE;
+
+			access_decide(&req, &pol, &d);
+			access_decide(&req, &pol, &again);
+			FUZZ_CHECK(d.grant == again.grant && d.status == again.status &&
+				   d.auth_failure == again.auth_failure);
+			if (health) {
+				FUZZ_CHECK(d.grant == ACCESS_ALL);
+				continue;
+			}
+			if (d.grant == ACCESS_DENIED) {
+				FUZZ_CHECK(d.status == 401 || d.status == 403 || d.status == 421);
+				FUZZ_CHECK(d.error && d.error[0]);
+			}
+			FUZZ_CHECK(d.auth_failure == (d.grant == ACCESS_DENIED && d.status == 401));
+			if (!host_ok) {
+				FUZZ_CHECK(d.grant == ACCESS_DENIED && d.status == 421);
+				continue;
+			}
+			FUZZ_CHECK(d.status != 421);
+			if (!with_token) {
+				FUZZ_CHECK(d.grant != ACCESS_OWN_JOB && d.status != 401);
+				if (d.grant == ACCESS_DENIED)
+					FUZZ_CHECK(r->kind == ROUTE_JOB_DUMP ||
+						   ((r->kind == ROUTE_JOB_STACKS ||
+						     r->kind == ROUTE_RANK_STACKS ||
+						     r->kind == ROUTE_RANK_TRACE) &&
+						    !(mark && mark[0])));
+				continue;
+			}
+			if (d.grant == ACCESS_OWN_JOB)
+				FUZZ_CHECK(r->kind == ROUTE_JOBS && auth && !is_token(auth));
+			if (r->kind == ROUTE_JOB_DUMP)
+				FUZZ_CHECK((d.grant == ACCESS_ALL) == is_token(auth));
+			else if (job_data)
+				FUZZ_CHECK((d.grant == ACCESS_ALL) ==
+					   (is_token(auth) || access_job_key_ok(auth, &token, r->job)));
+		}
+	}
+	free(host);
+	free(mark);
+	free(auth);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	static const char *const methods[] = { "GET", "HEAD", "POST", "DELETE" };
@@ -238,6 +376,18 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	path[n] = '\0';
 
 	own = check_request(method, path);
+	if (n < size) {
+		/* The headers: what follows the path's NUL, as a C string. */
+		size_t hlen = size - n - 1;
+		char *headers = malloc(hlen + 1);
+
+		if (!headers)
+			abort();
+		memcpy(headers, data + n + 1, hlen);
+		headers[hlen] = '\0';
+		check_access(&own, headers);
+		free(headers);
+	}
 	for (size_t i = 0; i < sizeof(methods) / sizeof(methods[0]); i++) {
 		r[i] = check_request(methods[i], path);
 		/* Whether anything is there depends on the path alone. */
