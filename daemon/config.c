@@ -26,6 +26,7 @@
 #include <stdlib.h>
 #include <stddef.h>
 #include <string.h>
+#include <sys/resource.h>
 
 /* A settings file is a few dozen lines; anything this big is a mistake. */
 #define CONFIG_MAX_SIZE (1u << 20)
@@ -323,7 +324,7 @@ int config_apply_reload(struct flightrecd *d, const struct daemon_config *next)
 			   d->nconns > next->max_connections ?
 				   " (connections over the limit stay; new ones are refused)" : "");
 		was->max_connections = next->max_connections;
-		d->cfg.max_connections = daemon_fd_max_connections(next->max_connections);
+		d->cfg.max_connections = config_fd_max_connections(next->max_connections);
 		if (d->cfg.max_connections < next->max_connections)
 			daemon_log("reload: max-connections held to %" PRIu32
 				   " by RLIMIT_NOFILE", d->cfg.max_connections);
@@ -393,4 +394,51 @@ int config_check_exposure(const struct daemon_config *cfg)
 		return -EPERM;
 	}
 	return 0;
+}
+
+/* The descriptors this process may have open, after config_raise_fd_limit(). */
+static uint64_t fd_limit;
+
+/*
+ * Raises the soft RLIMIT_NOFILE to the hard one: the soft default (1024)
+ * is far below what --max-connections asks for, and the hard one is what
+ * the administrator (or the unit's LimitNOFILE) allows.
+ */
+void config_raise_fd_limit(void)
+{
+	struct rlimit rl;
+
+	if (getrlimit(RLIMIT_NOFILE, &rl)) {
+		daemon_log("cannot read RLIMIT_NOFILE: %s", strerror(errno));
+		fd_limit = 1024;
+		return;
+	}
+	if (rl.rlim_cur < rl.rlim_max) {
+		rlim_t was = rl.rlim_cur;
+
+		rl.rlim_cur = rl.rlim_max;
+		if (setrlimit(RLIMIT_NOFILE, &rl)) {
+			daemon_log("cannot raise RLIMIT_NOFILE from %llu to %llu: %s",
+				   (unsigned long long)was, (unsigned long long)rl.rlim_max,
+				   strerror(errno));
+			rl.rlim_cur = was;
+		}
+	}
+	fd_limit = rl.rlim_cur == RLIM_INFINITY ? UINT64_MAX : (uint64_t)rl.rlim_cur;
+}
+
+uint32_t config_fd_max_connections(uint32_t asked)
+{
+	/* With almost no descriptors, a quarter still goes to agents. */
+	uint64_t allowed = fd_limit > 4 * DAEMON_FD_RESERVE ? fd_limit - DAEMON_FD_RESERVE :
+							      fd_limit / 4;
+
+	if (allowed == 0)
+		allowed = 1;
+	return asked <= allowed ? asked : (uint32_t)allowed;
+}
+
+uint64_t config_fd_limit(void)
+{
+	return fd_limit;
 }

@@ -467,10 +467,13 @@ void pending_clear(void);
  */
 #define DAEMON_FD_RESERVE 192u
 /*
- * main.c: the agent connections the descriptor limit allows, given the
- * --max-connections asked for; logs once when it is fewer.
+ * config.c: raises the soft RLIMIT_NOFILE to the hard one, once at start;
+ * the limit in effect after it; and the agent connections that limit
+ * allows, given the --max-connections asked for.
  */
-uint32_t daemon_fd_max_connections(uint32_t asked);
+void config_raise_fd_limit(void);
+uint64_t config_fd_limit(void);
+uint32_t config_fd_max_connections(uint32_t asked);
 
 /*
  * budget.c: the memory budget (--max-memory). budget_charge() adds `bytes`

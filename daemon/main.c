@@ -16,7 +16,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/resource.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -495,61 +494,19 @@ static int parse_options(struct flightrecd *d, int argc, char **argv)
 	return load_settings(argc, argv, d->cfg.config_file, &d->cfg, &d->file);
 }
 
-/* The descriptors this process may have open, after raise_fd_limit(). */
-static uint64_t fd_limit;
-
-/*
- * Raises the soft RLIMIT_NOFILE to the hard one: the soft default (1024)
- * is far below what --max-connections asks for, and the hard one is what
- * the administrator (or the unit's LimitNOFILE) allows.
- */
-static void raise_fd_limit(void)
-{
-	struct rlimit rl;
-
-	if (getrlimit(RLIMIT_NOFILE, &rl)) {
-		daemon_log("cannot read RLIMIT_NOFILE: %s", strerror(errno));
-		fd_limit = 1024;
-		return;
-	}
-	if (rl.rlim_cur < rl.rlim_max) {
-		rlim_t was = rl.rlim_cur;
-
-		rl.rlim_cur = rl.rlim_max;
-		if (setrlimit(RLIMIT_NOFILE, &rl)) {
-			daemon_log("cannot raise RLIMIT_NOFILE from %llu to %llu: %s",
-				   (unsigned long long)was, (unsigned long long)rl.rlim_max,
-				   strerror(errno));
-			rl.rlim_cur = was;
-		}
-	}
-	fd_limit = rl.rlim_cur == RLIM_INFINITY ? UINT64_MAX : (uint64_t)rl.rlim_cur;
-}
-
-uint32_t daemon_fd_max_connections(uint32_t asked)
-{
-	/* With almost no descriptors, a quarter still goes to agents. */
-	uint64_t allowed = fd_limit > 4 * DAEMON_FD_RESERVE ? fd_limit - DAEMON_FD_RESERVE :
-							      fd_limit / 4;
-
-	if (allowed == 0)
-		allowed = 1;
-	return asked <= allowed ? asked : (uint32_t)allowed;
-}
-
 /* Holds --max-connections to what the descriptor limit allows, and says so. */
 static void size_max_connections(struct flightrecd *d)
 {
 	uint32_t asked = d->cfg.max_connections;
 
-	d->cfg.max_connections = daemon_fd_max_connections(asked);
+	d->cfg.max_connections = config_fd_max_connections(asked);
 	if (d->cfg.max_connections < asked)
 		daemon_log("max-connections %" PRIu32 " held to %" PRIu32
 			   ": RLIMIT_NOFILE is %" PRIu64 " and %u descriptors are kept for incident files and HTTP (raise LimitNOFILE or ulimit -n)",
-			   asked, d->cfg.max_connections, fd_limit, DAEMON_FD_RESERVE);
+			   asked, d->cfg.max_connections, config_fd_limit(), DAEMON_FD_RESERVE);
 	else
 		daemon_log("file descriptors: RLIMIT_NOFILE %" PRIu64 ", max-connections %" PRIu32,
-			   fd_limit, d->cfg.max_connections);
+			   config_fd_limit(), d->cfg.max_connections);
 }
 
 /*
@@ -900,7 +857,7 @@ int main(int argc, char **argv)
 		config_args_free(&d.file);
 		return 2;
 	}
-	raise_fd_limit();
+	config_raise_fd_limit();
 	/* What a reload compares against is what was asked for. */
 	d.configured = d.cfg;
 	size_max_connections(&d);
