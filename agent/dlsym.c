@@ -4,7 +4,9 @@
  * directly, past the hooks that LD_PRELOAD put in the global scope. The
  * agent's dlsym answers such a lookup of a function it hooks with the hook,
  * and makes the hooks forward to the NCCL behind that handle
- * (fr_nccl_dlsym, hooks_nccl.c).
+ * (fr_nccl_dlsym, hooks_nccl.c). MPI functions looked up by handle (Julia's
+ * ccall, Python's ctypes) are answered the same way (fr_mpi_dlsym,
+ * hooks_mpi.c).
  *
  * glibc's dlsym reads its caller's return address: RTLD_NEXT means the next
  * object after the caller, and RTLD_DEFAULT also searches the caller's own
@@ -118,14 +120,17 @@ NOT_SANITIZED __attribute__((used)) struct dlsym_route fr_dlsym_route(void *hand
 		r.jump = (void *)no_dlsym;
 		return r;
 	}
-	/* Only a handle can reach an NCCL that the global scope does not
-	 * have; the cheap test on the name keeps every other lookup fast. */
-	if (handle != RTLD_DEFAULT && handle != RTLD_NEXT && name && name[0] == 'n' &&
-	    name[1] == 'c' && name[2] == 'c' && name[3] == 'l') {
+	/* Only a handle can reach an NCCL or an MPI that the global scope
+	 * does not have; the cheap test on the name keeps every other lookup
+	 * fast. */
+	if (handle == RTLD_DEFAULT || handle == RTLD_NEXT || !name)
+		return r;
+	if (name[0] == 'n' && name[1] == 'c' && name[2] == 'c' && name[3] == 'l')
 		r.value = fr_nccl_dlsym(handle, name);
-		if (r.value)
-			r.jump = NULL;
-	}
+	else if (name[0] == 'M' && name[1] == 'P' && name[2] == 'I' && name[3] == '_')
+		r.value = fr_mpi_dlsym(handle, name);
+	if (r.value)
+		r.jump = NULL;
 	return r;
 }
 

@@ -28,6 +28,14 @@ void *fr_real_dlsym(void *handle, const char *name);
 void *fr_nccl_dlsym(void *handle, const char *name);
 
 /*
+ * The same for a name that starts with "MPI_": the agent's hook when it
+ * hooks that function and `handle` reaches the libmpi the hooks forward to
+ * (binding it, when none is bound yet); NULL otherwise. Defined by the MPI
+ * hooks (hooks_mpi.c); any thread.
+ */
+void *fr_mpi_dlsym(void *handle, const char *name);
+
+/*
  * A library that a program loaded with dlopen(RTLD_LOCAL), itself or as the
  * dependency of one it loaded (Python's extension modules), is not in the
  * global scope, but the object that calls a hook sees it. Given a hook's

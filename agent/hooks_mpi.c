@@ -80,10 +80,9 @@ static const struct mpi_impl *bind(void *handle)
 	FR_OMPI_OBJECTS(OBJ_FIND)
 #undef OBJ_FIND
 	if (__atomic_compare_exchange_n(&impl, &cur, t, false, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {
-		/* Bound from a handle: libmpi must stay loaded as long as the
-		 * table points into it. */
-		if (handle != RTLD_DEFAULT)
-			fr_pin_object((const void *)t->Init);
+		/* libmpi must stay loaded as long as the table points into it,
+		 * even if the program dlcloses it (a plug-in reloaded). */
+		fr_pin_object((const void *)t->Init);
 		if (!t->complete)
 			fprintf(stderr, "flightrec: the MPI library found is not the Open MPI the "
 					"agent was built for; MPI calls are not recorded\n");
@@ -106,8 +105,9 @@ static __attribute__((noinline)) const struct mpi_impl *impl_find(const void *ca
 		return bind(RTLD_DEFAULT);
 	if ((h = fr_caller_scope(caller))) {
 		if (fr_real_dlsym(h, "PMPI_Init"))
-			t = bind(h); /* the handle stays open: the table uses it */
-		else
+			t = bind(h);
+		/* A table bound from `h` keeps it open: it looks names up in it. */
+		if (!t || t->handle != h)
 			dlclose(h);
 	}
 	(void)dlerror();
@@ -120,6 +120,57 @@ static __attribute__((noinline)) const struct mpi_impl *impl_find(const void *ca
 					"MPI_ERR_INTERN\n");
 	}
 	return t;
+}
+
+/*
+ * A program that dlopens libmpi and looks its functions up by handle
+ * (Julia's ccall, Python's ctypes) gets the hook of each function the agent
+ * hooks, bound to the libmpi behind that handle. The hooks are found in the
+ * agent's own object (its dlsym finds what the agent defines first), so
+ * functions it does not hook are left to the C library.
+ */
+void *fr_mpi_dlsym(void *handle, const char *name)
+{
+	static void *self; /* atomic: a handle on libflightrec.so itself */
+	const struct mpi_impl *t;
+	void *asked, *init, *mine, *s, *h;
+
+	asked = fr_real_dlsym(handle, name);
+	init = asked ? fr_real_dlsym(handle, "PMPI_Init") : NULL;
+	if (!init) {
+		(void)dlerror();
+		return NULL; /* no such function, or not an MPI behind it */
+	}
+	s = __atomic_load_n(&self, __ATOMIC_ACQUIRE);
+	if (!s) {
+		s = fr_caller_scope((const void *)fr_mpi_dlsym);
+		if (!s)
+			return NULL;
+		if (!__atomic_compare_exchange_n(&self, &(void *){ NULL }, s, false,
+						 __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {
+			dlclose(s);
+			s = __atomic_load_n(&self, __ATOMIC_ACQUIRE);
+		}
+	}
+	mine = fr_real_dlsym(s, name);
+	if (!mine || mine == asked) {
+		(void)dlerror();
+		return NULL; /* not hooked (the plain lookup found no hook) */
+	}
+	t = __atomic_load_n(&impl, __ATOMIC_ACQUIRE);
+	if (!t && (h = fr_caller_scope(init))) {
+		/* A handle of our own on libmpi: the program may close its. */
+		t = bind(h);
+		if (!t || t->handle != h)
+			dlclose(h);
+	}
+	if (!t || (void *)t->Init != init) {
+		(void)fr_real_dlsym(handle, name);
+		return NULL; /* another libmpi is recorded: leave this one alone */
+	}
+	/* dlerror() then says what it says after the program's own lookup. */
+	(void)fr_real_dlsym(handle, name);
+	return mine;
 }
 
 /* The table, once bound: one load on the hot path. */
