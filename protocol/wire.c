@@ -720,71 +720,11 @@ int fr_wire_bye_decode(const uint8_t *payload, size_t len, struct fr_msg_bye *m)
 	return 0;
 }
 
-/* CHALLENGE */
-
-size_t fr_wire_challenge_size(const struct fr_msg_challenge *m)
-{
-	(void)m;
-	return FR_WIRE_HEADER_SIZE + FR_WIRE_NONCE_SIZE;
-}
-
-int fr_wire_challenge_encode(const struct fr_msg_challenge *m, uint8_t *buf, size_t cap)
-{
-	struct wr w;
-	int total;
-
-	total = wr_begin(&w, buf, cap, FR_MSG_CHALLENGE, fr_wire_challenge_size(m));
-	if (total < 0)
-		return total;
-	wr_bytes(&w, m->nonce, sizeof(m->nonce));
-	return wr_end(&w, buf, total);
-}
-
-int fr_wire_challenge_decode(const uint8_t *payload, size_t len, struct fr_msg_challenge *m)
-{
-	struct rd r = rd_init(payload, len);
-	const uint8_t *p = rd_take(&r, sizeof(m->nonce));
-
-	memset(m, 0, sizeof(*m));
-	if (!rd_ok(&r))
-		return -EPROTO;
-	memcpy(m->nonce, p, sizeof(m->nonce));
-	return 0;
-}
-
-/* AUTH */
-
-size_t fr_wire_auth_size(const struct fr_msg_auth *m)
-{
-	(void)m;
-	return FR_WIRE_HEADER_SIZE + FR_WIRE_PROOF_SIZE;
-}
-
-int fr_wire_auth_encode(const struct fr_msg_auth *m, uint8_t *buf, size_t cap)
-{
-	struct wr w;
-	int total;
-
-	total = wr_begin(&w, buf, cap, FR_MSG_AUTH, fr_wire_auth_size(m));
-	if (total < 0)
-		return total;
-	wr_bytes(&w, m->proof, sizeof(m->proof));
-	return wr_end(&w, buf, total);
-}
-
-int fr_wire_auth_decode(const uint8_t *payload, size_t len, struct fr_msg_auth *m)
-{
-	struct rd r = rd_init(payload, len);
-	const uint8_t *p = rd_take(&r, sizeof(m->proof));
-
-	memset(m, 0, sizeof(*m));
-	if (!rd_ok(&r))
-		return -EPROTO;
-	memcpy(m->proof, p, sizeof(m->proof));
-	return 0;
-}
-
-/* DAEMON_CHALLENGE and DAEMON_PROOF: 32 bytes each, like CHALLENGE and AUTH. */
+/*
+ * CHALLENGE, AUTH, DAEMON_CHALLENGE and DAEMON_PROOF: each payload is one
+ * 32-byte value (a nonce or a proof), and nothing else.
+ */
+_Static_assert(FR_WIRE_NONCE_SIZE == 32 && FR_WIRE_PROOF_SIZE == 32, "nonces and proofs are 32 bytes");
 
 static int bytes32_decode(const uint8_t *payload, size_t len, uint8_t out[32])
 {
@@ -808,6 +748,44 @@ static int bytes32_encode(unsigned type, const uint8_t in[32], uint8_t *buf, siz
 	wr_bytes(&w, in, 32);
 	return wr_end(&w, buf, total);
 }
+
+/* CHALLENGE */
+
+size_t fr_wire_challenge_size(const struct fr_msg_challenge *m)
+{
+	(void)m;
+	return FR_WIRE_HEADER_SIZE + FR_WIRE_NONCE_SIZE;
+}
+
+int fr_wire_challenge_encode(const struct fr_msg_challenge *m, uint8_t *buf, size_t cap)
+{
+	return bytes32_encode(FR_MSG_CHALLENGE, m->nonce, buf, cap);
+}
+
+int fr_wire_challenge_decode(const uint8_t *payload, size_t len, struct fr_msg_challenge *m)
+{
+	return bytes32_decode(payload, len, m->nonce);
+}
+
+/* AUTH */
+
+size_t fr_wire_auth_size(const struct fr_msg_auth *m)
+{
+	(void)m;
+	return FR_WIRE_HEADER_SIZE + FR_WIRE_PROOF_SIZE;
+}
+
+int fr_wire_auth_encode(const struct fr_msg_auth *m, uint8_t *buf, size_t cap)
+{
+	return bytes32_encode(FR_MSG_AUTH, m->proof, buf, cap);
+}
+
+int fr_wire_auth_decode(const uint8_t *payload, size_t len, struct fr_msg_auth *m)
+{
+	return bytes32_decode(payload, len, m->proof);
+}
+
+/* DAEMON_CHALLENGE and DAEMON_PROOF */
 
 size_t fr_wire_daemon_challenge_size(const struct fr_msg_daemon_challenge *m)
 {
@@ -1166,11 +1144,15 @@ int fr_wire_job_key(const struct fr_token *t, const char *job,
 	return 0;
 }
 
-int fr_wire_auth_proof_key(const uint8_t key[FR_WIRE_JOB_KEY_SIZE],
-			   const uint8_t nonce[FR_WIRE_NONCE_SIZE],
-			   const struct fr_msg_hello *hello, uint8_t proof[FR_WIRE_PROOF_SIZE])
+/*
+ * HMAC-SHA256 under `key` of `label` (its NUL included), the nonces (the
+ * second one may be NULL) and the HELLO's payload as encoded: what an
+ * agent's proof and the daemon's are made of, told apart by their labels.
+ */
+static int hello_mac(const uint8_t key[FR_WIRE_JOB_KEY_SIZE], const char *label,
+		     const uint8_t first[FR_WIRE_NONCE_SIZE], const uint8_t *second,
+		     const struct fr_msg_hello *hello, uint8_t proof[FR_WIRE_PROOF_SIZE])
 {
-	static const char hello_label[] = "flightrec hello";
 	uint8_t frame[FR_WIRE_HEADER_SIZE + FR_WIRE_HELLO_MAX_PAYLOAD];
 	struct fr_hmac_sha256 m;
 	int n;
@@ -1180,11 +1162,20 @@ int fr_wire_auth_proof_key(const uint8_t key[FR_WIRE_JOB_KEY_SIZE],
 	if (n < 0)
 		return -EINVAL;
 	fr_hmac_sha256_init(&m, key, FR_WIRE_JOB_KEY_SIZE);
-	fr_hmac_sha256_update(&m, hello_label, sizeof(hello_label));
-	fr_hmac_sha256_update(&m, nonce, FR_WIRE_NONCE_SIZE);
+	fr_hmac_sha256_update(&m, label, strlen(label) + 1);
+	fr_hmac_sha256_update(&m, first, FR_WIRE_NONCE_SIZE);
+	if (second)
+		fr_hmac_sha256_update(&m, second, FR_WIRE_NONCE_SIZE);
 	fr_hmac_sha256_update(&m, frame + FR_WIRE_HEADER_SIZE, (size_t)n - FR_WIRE_HEADER_SIZE);
 	fr_hmac_sha256_final(&m, proof);
 	return 0;
+}
+
+int fr_wire_auth_proof_key(const uint8_t key[FR_WIRE_JOB_KEY_SIZE],
+			   const uint8_t nonce[FR_WIRE_NONCE_SIZE],
+			   const struct fr_msg_hello *hello, uint8_t proof[FR_WIRE_PROOF_SIZE])
+{
+	return hello_mac(key, "flightrec hello", nonce, NULL, hello, proof);
 }
 
 int fr_wire_auth_proof(const struct fr_token *t, const uint8_t nonce[FR_WIRE_NONCE_SIZE],
@@ -1218,22 +1209,7 @@ int fr_wire_daemon_proof_key(const uint8_t key[FR_WIRE_JOB_KEY_SIZE],
 			     const uint8_t nonce[FR_WIRE_NONCE_SIZE],
 			     const struct fr_msg_hello *hello, uint8_t proof[FR_WIRE_PROOF_SIZE])
 {
-	static const char daemon_label[] = "flightrec daemon";
-	uint8_t frame[FR_WIRE_HEADER_SIZE + FR_WIRE_HELLO_MAX_PAYLOAD];
-	struct fr_hmac_sha256 m;
-	int n;
-
-	memset(proof, 0, FR_WIRE_PROOF_SIZE);
-	n = fr_wire_hello_encode(hello, frame, sizeof(frame));
-	if (n < 0)
-		return -EINVAL;
-	fr_hmac_sha256_init(&m, key, FR_WIRE_JOB_KEY_SIZE);
-	fr_hmac_sha256_update(&m, daemon_label, sizeof(daemon_label));
-	fr_hmac_sha256_update(&m, agent_nonce, FR_WIRE_NONCE_SIZE);
-	fr_hmac_sha256_update(&m, nonce, FR_WIRE_NONCE_SIZE);
-	fr_hmac_sha256_update(&m, frame + FR_WIRE_HEADER_SIZE, (size_t)n - FR_WIRE_HEADER_SIZE);
-	fr_hmac_sha256_final(&m, proof);
-	return 0;
+	return hello_mac(key, "flightrec daemon", agent_nonce, nonce, hello, proof);
 }
 
 int fr_wire_daemon_proof(const struct fr_token *t, const uint8_t agent_nonce[FR_WIRE_NONCE_SIZE],
