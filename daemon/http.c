@@ -39,6 +39,15 @@
  * /healthz is answered by another.
  */
 #define HTTP_THREADS 4
+/*
+ * Requests whose handler works long on its HTTP thread (a big job's view
+ * made into JSON, a manual dump waiting for the loop): at most this many
+ * at once, the others get 503, so that one thread is always free to
+ * accept and answer /healthz. libmicrohttpd's pool has each thread accept
+ * and serve its own connections: with all four in such handlers (four
+ * GETs of a big job), /healthz waited in the listen backlog for seconds.
+ */
+#define HTTP_HEAVY_MAX (HTTP_THREADS - 1)
 /* How long a manual dump request waits for the event loop to open it. */
 #define DUMP_CALL_TIMEOUT_S 5
 
@@ -78,6 +87,10 @@ static int request_seen;
  */
 static atomic_uint_fast64_t http_auth_failures;
 
+/* Heavy requests being answered (HTTP_HEAVY_MAX), and those refused. */
+static atomic_uint heavy_running;
+static atomic_uint_fast64_t heavy_refused;
+
 /*
  * Answers with `body` (len bytes, taken), of `type`, with one more header
  * when `header` is not NULL.
@@ -102,6 +115,8 @@ static enum MHD_Result http_reply_with(struct MHD_Connection *mc, unsigned statu
 					"Bearer realm=\"flightrecd\"");
 	ret = MHD_queue_response(mc, status, resp);
 	MHD_destroy_response(resp);
+	if (ret == MHD_YES)
+		http_conns_answer(mc, len);
 	return ret;
 }
 
@@ -201,11 +216,11 @@ static void write_metrics(struct flightrecd *d, FILE *f)
 	       "HTTP requests refused for a missing or wrong bearer token.",
 	       atomic_load(&http_auth_failures));
 	metric(f, "http_connections_dropped_total", "counter",
-	       "HTTP connections closed for not sending a whole request within 5 s, or over the per-address or total cap.",
+	       "HTTP connections closed for not sending a whole request within 5 s, over the per-address or total cap, or for not reading an answer in time.",
 	       http_conns_dropped());
 	metric(f, "http_busy_total", "counter",
-	       "HTTP requests answered 503 because 64 others were being answered.",
-	       http_conns_busy_refused());
+	       "HTTP requests answered 503 because 64 others, 16 others from the same address, or 3 big ones were being answered.",
+	       http_conns_busy_refused() + atomic_load(&heavy_refused));
 	metric(f, "comms_dropped_total", "counter",
 	       "Communicators ignored because their job had too many.", m->comms_dropped);
 	metric(f, "incidents_total", "counter", "Incidents opened.", m->incidents);
@@ -731,6 +746,8 @@ static enum MHD_Result handle_incident_file(struct flightrecd *d, struct MHD_Con
 	MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, "application/json");
 	ret = MHD_queue_response(mc, MHD_HTTP_OK, resp);
 	MHD_destroy_response(resp);
+	if (ret == MHD_YES)
+		http_conns_answer(mc, size);
 	return ret;
 }
 
@@ -974,12 +991,82 @@ static bool announces_body(struct MHD_Connection *mc)
 	return *len != '\0';
 }
 
+/*
+ * Whether a request's handler may work long on its HTTP thread: those that
+ * build a job's live view (its size grows with the job's) and the manual
+ * dump (it waits for the event loop). A live look's work is bounded by
+ * PROBE_MEMORY_MAX and it is suspended while it waits.
+ */
+static bool route_heavy(enum route_kind kind)
+{
+	return kind == ROUTE_JOBS || kind == ROUTE_JOB || kind == ROUTE_JOB_ANALYSIS ||
+	       kind == ROUTE_JOB_DUMP;
+}
+
+/* Takes one of the HTTP_HEAVY_MAX places; false when all are taken. */
+static bool heavy_take(void)
+{
+	unsigned n = atomic_load(&heavy_running);
+
+	do {
+		if (n >= HTTP_HEAVY_MAX)
+			return false;
+	} while (!atomic_compare_exchange_weak(&heavy_running, &n, n + 1));
+	return true;
+}
+
+/* Answers request `r` of `mc`, which access.c let through as `dec`. */
+static enum MHD_Result route_answer(struct flightrecd *d, struct MHD_Connection *mc,
+				    const struct route *r, const struct access_decision *dec,
+				    void **req_cls)
+{
+	switch (r->kind) {
+	case ROUTE_BAD_METHOD:
+		/* The Allow header names what the URL takes: POST for the one
+		 * URL that takes it, GET for every other. */
+		return http_reply_json_with(mc, MHD_HTTP_METHOD_NOT_ALLOWED,
+					    json_pack("{s:s}", "error", "method not allowed"),
+					    MHD_HTTP_HEADER_ALLOW, r->allow);
+	case ROUTE_PAGE:
+		return web_page_reply(mc) == MHD_YES ? MHD_YES : MHD_NO;
+	case ROUTE_HEALTHZ:
+		return handle_healthz(d, mc);
+	case ROUTE_METRICS:
+		return handle_metrics(d, mc);
+	case ROUTE_JOBS:
+		return handle_jobs(d, mc,
+				   dec->grant == ACCESS_OWN_JOB ?
+					   MHD_lookup_connection_value(mc, MHD_HEADER_KIND,
+								       MHD_HTTP_HEADER_AUTHORIZATION) :
+					   NULL);
+	case ROUTE_JOB:
+		return handle_job(d, mc, r->job, false);
+	case ROUTE_JOB_INCIDENTS:
+		return handle_job(d, mc, r->job, true);
+	case ROUTE_JOB_DUMP:
+		return handle_dump(mc, r->job);
+	case ROUTE_JOB_ANALYSIS:
+		return handle_analysis(d, mc, r->job);
+	case ROUTE_INCIDENT:
+		return handle_incident(d, mc, r);
+	case ROUTE_INCIDENT_FILE:
+		return handle_incident_file(d, mc, r);
+	case ROUTE_RANK_STACKS:
+	case ROUTE_RANK_TRACE:
+	case ROUTE_JOB_STACKS:
+		return (enum MHD_Result)probe_http(d, mc, r, req_cls);
+	default:
+		return http_error(mc, MHD_HTTP_NOT_FOUND, r->error ? r->error : "not found");
+	}
+}
+
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *mc, const char *url,
 				  const char *method, const char *version,
 				  const char *upload_data, size_t *upload_size, void **req_cls)
 {
 	struct flightrecd *d = cls;
 	struct access_decision dec;
+	enum MHD_Result ret;
 	struct route r;
 
 	(void)version;
@@ -1003,47 +1090,26 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *mc, const ch
 	http_access(d, mc, &r, &dec);
 	if (dec.grant == ACCESS_DENIED)
 		return http_error(mc, dec.status, dec.error);
-	if (!http_conns_request_begin(mc, r.kind != ROUTE_HEALTHZ))
+	switch (http_conns_request_begin(mc, r.kind != ROUTE_HEALTHZ)) {
+	case 0:
+		break;
+	case -EUSERS:
+		return http_error(mc, MHD_HTTP_SERVICE_UNAVAILABLE,
+				  "the HTTP API is answering 16 requests from this address: try again");
+	default:
 		return http_error(mc, MHD_HTTP_SERVICE_UNAVAILABLE,
 				  "the HTTP API is answering 64 requests: try again");
-	switch (r.kind) {
-	case ROUTE_BAD_METHOD:
-		/* The Allow header names what the URL takes: POST for the one
-		 * URL that takes it, GET for every other. */
-		return http_reply_json_with(mc, MHD_HTTP_METHOD_NOT_ALLOWED,
-					    json_pack("{s:s}", "error", "method not allowed"),
-					    MHD_HTTP_HEADER_ALLOW, r.allow);
-	case ROUTE_PAGE:
-		return web_page_reply(mc) == MHD_YES ? MHD_YES : MHD_NO;
-	case ROUTE_HEALTHZ:
-		return handle_healthz(d, mc);
-	case ROUTE_METRICS:
-		return handle_metrics(d, mc);
-	case ROUTE_JOBS:
-		return handle_jobs(d, mc,
-				   dec.grant == ACCESS_OWN_JOB ?
-					   MHD_lookup_connection_value(mc, MHD_HEADER_KIND,
-								       MHD_HTTP_HEADER_AUTHORIZATION) :
-					   NULL);
-	case ROUTE_JOB:
-		return handle_job(d, mc, r.job, false);
-	case ROUTE_JOB_INCIDENTS:
-		return handle_job(d, mc, r.job, true);
-	case ROUTE_JOB_DUMP:
-		return handle_dump(mc, r.job);
-	case ROUTE_JOB_ANALYSIS:
-		return handle_analysis(d, mc, r.job);
-	case ROUTE_INCIDENT:
-		return handle_incident(d, mc, &r);
-	case ROUTE_INCIDENT_FILE:
-		return handle_incident_file(d, mc, &r);
-	case ROUTE_RANK_STACKS:
-	case ROUTE_RANK_TRACE:
-	case ROUTE_JOB_STACKS:
-		return (enum MHD_Result)probe_http(d, mc, &r, req_cls);
-	default:
-		return http_error(mc, MHD_HTTP_NOT_FOUND, r.error ? r.error : "not found");
 	}
+	if (!route_heavy(r.kind))
+		return route_answer(d, mc, &r, &dec, req_cls);
+	if (!heavy_take()) {
+		atomic_fetch_add(&heavy_refused, 1);
+		return http_error(mc, MHD_HTTP_SERVICE_UNAVAILABLE,
+				  "the HTTP API is answering 3 big requests: try again");
+	}
+	ret = route_answer(d, mc, &r, &dec, req_cls);
+	atomic_fetch_sub(&heavy_running, 1);
+	return ret;
 }
 
 /*

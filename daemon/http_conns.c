@@ -1,4 +1,5 @@
 #include "http_conns.h"
+#include "daemon.h"
 
 #include <errno.h>
 #include <pthread.h>
@@ -8,7 +9,6 @@
 #include <netinet/in.h>
 #include <time.h>
 
-#define NS_PER_S 1000000000ull
 /* How often the sweeper looks for requests past their deadline. */
 #define SWEEP_NS (250ull * 1000000ull)
 
@@ -22,6 +22,7 @@ struct http_conn {
 	uint8_t addr[16];       /* the client's address, v4 in its first 4 bytes */
 	int family;
 	uint64_t waiting_since; /* monotonic ns; meaningless while in_request */
+	uint64_t answer_by;     /* monotonic ns; 0 until the answer is queued */
 };
 
 /* One table for the one HTTP server of the process; guarded by `lock`. */
@@ -41,14 +42,6 @@ static struct {
 static atomic_uint_fast64_t dropped;
 static atomic_uint_fast64_t busy_refused;
 
-static uint64_t mono_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * NS_PER_S + (uint64_t)ts.tv_nsec;
-}
-
 /* Closes `c` for libmicrohttpd to notice; the caller holds the lock. */
 static void doom(struct http_conn *c)
 {
@@ -58,6 +51,21 @@ static void doom(struct http_conn *c)
 	if (c->fd >= 0)
 		shutdown(c->fd, SHUT_RDWR);
 	atomic_fetch_add(&dropped, 1);
+}
+
+/*
+ * Closes `c`, whose answer is not being read in time, and lets its unsent
+ * bytes go: a shutdown alone sends them first (megabytes already queued
+ * in the socket, read as slowly as before). With no linger, libmicrohttpd's
+ * close() resets the connection. The caller holds the lock.
+ */
+static void doom_now(struct http_conn *c)
+{
+	struct linger no_linger = { .l_onoff = 1, .l_linger = 0 };
+
+	if (!c->doomed && c->fd >= 0)
+		setsockopt(c->fd, SOL_SOCKET, SO_LINGER, &no_linger, sizeof(no_linger));
+	doom(c);
 }
 
 static bool same_address(const struct http_conn *a, const struct http_conn *b)
@@ -87,7 +95,13 @@ static struct http_conn *oldest_waiting(const struct http_conn *self,
 	return best;
 }
 
-/* A new connection: counted, and made room for or refused. */
+/*
+ * A new connection: counted, and made room for. Only when every other
+ * connection is being answered, and the table is over its cap, is the
+ * newcomer itself closed; an address's cap never closes it, since it may
+ * be the orchestrator's /healthz from an address whose connections are all
+ * busy (their requests are capped in http_conns_request_begin()).
+ */
 static void conn_started(struct MHD_Connection *mc, void **socket_context)
 {
 	const union MHD_ConnectionInfo *fdi =
@@ -95,7 +109,8 @@ static void conn_started(struct MHD_Connection *mc, void **socket_context)
 	const union MHD_ConnectionInfo *ai =
 		MHD_get_connection_info(mc, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
 	struct http_conn *c = NULL;
-	size_t open = 0, same = 0;
+	struct http_conn *victim = NULL;
+	size_t open = 0, same_waiting = 0;
 
 	pthread_mutex_lock(&tab.lock);
 	for (size_t i = 0; i < HTTP_CONN_SLOTS && !c; i++)
@@ -112,7 +127,7 @@ static void conn_started(struct MHD_Connection *mc, void **socket_context)
 	memset(c, 0, sizeof(*c));
 	c->used = true;
 	c->fd = fdi ? fdi->connect_fd : -1;
-	c->waiting_since = mono_ns();
+	c->waiting_since = daemon_mono_ns();
 	if (ai && ai->client_addr && ai->client_addr->sa_family == AF_INET) {
 		c->family = AF_INET;
 		memcpy(c->addr, &((const struct sockaddr_in *)ai->client_addr)->sin_addr, 4);
@@ -127,12 +142,19 @@ static void conn_started(struct MHD_Connection *mc, void **socket_context)
 		if (!o->used || o->doomed)
 			continue;
 		open++;
-		same += same_address(o, c);
+		same_waiting += !o->in_request && same_address(o, c);
 	}
-	if (same > HTTP_CONN_PER_ADDRESS || open > HTTP_CONN_OPEN_MAX) {
-		struct http_conn *victim =
-			oldest_waiting(c, same > HTTP_CONN_PER_ADDRESS ? c : NULL);
-
+	/* The newcomer counts among its address's waiting ones: over the cap,
+	 * another of them waits, the oldest of which makes room. */
+	if (same_waiting > HTTP_CONN_PER_ADDRESS) {
+		victim = oldest_waiting(c, c);
+		if (victim) {
+			doom(victim);
+			open--;
+		}
+	}
+	if (open > HTTP_CONN_OPEN_MAX) {
+		victim = oldest_waiting(c, NULL);
 		doom(victim ? victim : c);
 	}
 	pthread_mutex_unlock(&tab.lock);
@@ -168,18 +190,35 @@ static struct http_conn *conn_of(struct MHD_Connection *mc)
 	return info ? info->socket_context : NULL;
 }
 
-bool http_conns_request_begin(struct MHD_Connection *mc, bool api)
+/* API requests of `c`'s address being answered; the caller holds the lock. */
+static size_t busy_of_address(const struct http_conn *c)
+{
+	size_t n = 0;
+
+	for (size_t i = 0; i < HTTP_CONN_SLOTS; i++) {
+		const struct http_conn *o = &tab.conns[i];
+
+		n += o->used && o->in_request && o->api && same_address(o, c);
+	}
+	return n;
+}
+
+int http_conns_request_begin(struct MHD_Connection *mc, bool api)
 {
 	struct http_conn *c = conn_of(mc);
-	bool ok = true;
+	int err = 0;
 
 	if (!c)
-		return true;
+		return 0;
 	pthread_mutex_lock(&tab.lock);
 	if (!c->in_request) {
 		c->in_request = true;
-		if (api && tab.busy >= HTTP_API_BUSY_MAX) {
-			ok = false;
+		c->answer_by = 0;
+		if (api && tab.busy >= HTTP_API_BUSY_MAX)
+			err = -EBUSY;
+		else if (api && busy_of_address(c) >= HTTP_CONN_PER_ADDRESS)
+			err = -EUSERS;
+		if (err) {
 			atomic_fetch_add(&busy_refused, 1);
 		} else if (api) {
 			c->api = true;
@@ -187,7 +226,21 @@ bool http_conns_request_begin(struct MHD_Connection *mc, bool api)
 		}
 	}
 	pthread_mutex_unlock(&tab.lock);
-	return ok;
+	return err;
+}
+
+void http_conns_answer(struct MHD_Connection *mc, uint64_t size)
+{
+	struct http_conn *c = conn_of(mc);
+
+	if (!c)
+		return;
+	pthread_mutex_lock(&tab.lock);
+	if (c->in_request)
+		c->answer_by = daemon_mono_ns() + HTTP_ANSWER_DEADLINE_S * NS_PER_S +
+			       size / HTTP_ANSWER_MIN_RATE * NS_PER_S +
+			       size % HTTP_ANSWER_MIN_RATE * NS_PER_S / HTTP_ANSWER_MIN_RATE;
+	pthread_mutex_unlock(&tab.lock);
 }
 
 void http_conns_request_end(struct MHD_Connection *mc)
@@ -201,7 +254,8 @@ void http_conns_request_end(struct MHD_Connection *mc)
 		tab.busy--;
 	c->in_request = false;
 	c->api = false;
-	c->waiting_since = mono_ns();
+	c->answer_by = 0;
+	c->waiting_since = daemon_mono_ns();
 	pthread_mutex_unlock(&tab.lock);
 }
 
@@ -211,14 +265,18 @@ static void *sweeper_main(void *arg)
 	pthread_mutex_lock(&tab.lock);
 	while (!tab.stop) {
 		struct timespec until;
-		uint64_t now = mono_ns();
+		uint64_t now = daemon_mono_ns();
 
 		for (size_t i = 0; i < HTTP_CONN_SLOTS; i++) {
 			struct http_conn *c = &tab.conns[i];
 
-			if (c->used && !c->doomed && !c->in_request &&
+			if (!c->used || c->doomed)
+				continue;
+			if (!c->in_request &&
 			    now - c->waiting_since > HTTP_HEADER_DEADLINE_S * NS_PER_S)
 				doom(c);
+			else if (c->in_request && c->answer_by && now > c->answer_by)
+				doom_now(c);
 		}
 		clock_gettime(CLOCK_REALTIME, &until);
 		until.tv_nsec += (long)SWEEP_NS;

@@ -7,6 +7,7 @@
  * only.
  */
 #include "daemon.h"
+#include "http_conns.h"
 
 #include <microhttpd.h>
 
@@ -55,5 +56,7 @@ int web_page_reply(struct MHD_Connection *mc)
 	MHD_add_response_header(resp, "Referrer-Policy", "no-referrer");
 	ret = MHD_queue_response(mc, MHD_HTTP_OK, resp);
 	MHD_destroy_response(resp);
+	if (ret == MHD_YES)
+		http_conns_answer(mc, (uint64_t)(web_page_end - web_page_start));
 	return ret;
 }

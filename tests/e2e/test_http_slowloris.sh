@@ -8,7 +8,9 @@
 # are counted in /metrics. A lone dripping connection is closed at the 5 s
 # deadline. With 64 requests being answered (live looks waiting on a rank
 # that never answers), more are refused at once with 503 and /healthz still
-# answers.
+# answers. One address with 16 looks being answered gets 503 for a 17th,
+# and its /healthz is still answered (the per-address cap once closed it at
+# accept, before anything knew it was /healthz).
 . "$(dirname "$0")/lib.sh"
 
 start_daemon
@@ -116,4 +118,28 @@ for p in $looks; do wait "$p"; done
 	fail "$(grep -c '^504$' "$T/busy.codes") looks waited for the rank, want 64: $(sort "$T/busy.codes" | uniq -c | tr '\n' ' ')"
 [ "$(grep -c '^503$' "$T/busy.codes")" = 6 ] ||
 	fail "$(grep -c '^503$' "$T/busy.codes") looks refused as busy, want 6: $(sort "$T/busy.codes" | uniq -c | tr '\n' ' ')"
+# One address at its cap: 16 looks from 127.0.0.7 wait for the silent rank.
+# A /healthz from the same address answers at once; a 17th look from it is
+# refused at once; another address is still served.
+before=$(metric live_requests_total)
+looks=
+for i in $(seq 16); do
+	curl -s -o /dev/null -w '%{http_code}\n' --max-time 20 --interface 127.0.0.7 \
+		-H 'X-Flightrec: 1' "$HTTP/v1/jobs/silent-$JOB/ranks/0/stacks" >>"$T/cap.codes" &
+	looks="$looks $!"
+	track_pid $!
+done
+wait_for 10 metric_at_least live_requests_total $((before + 16)) ||
+	fail "the 16 looks from one address were not all taken: $(metric live_requests_total) - $before"
+code=$(curl -s -o /dev/null -w '%{http_code}' --max-time 1 --interface 127.0.0.7 "$HTTP/healthz")
+[ "$code" = 200 ] || fail "/healthz from an address with 16 looks being answered: $code, want 200 within 1 s"
+code=$(curl -s -o "$T/17th.json" -w '%{http_code}' --max-time 1 --interface 127.0.0.7 \
+	-H 'X-Flightrec: 1' "$HTTP/v1/jobs/silent-$JOB/ranks/0/stacks")
+[ "$code" = 503 ] && grep -q 'from this address' "$T/17th.json" ||
+	fail "a 17th look from one address: $code $(cat "$T/17th.json"), want 503 naming the address's 16 requests"
+code=$(curl -s -o /dev/null -w '%{http_code}' --max-time 2 --interface 127.0.0.8 "$HTTP/v1/jobs")
+[ "$code" = 200 ] || fail "GET /v1/jobs from another address while one is at its cap: $code"
+for p in $looks; do wait "$p"; done
+[ "$(grep -c '^504$' "$T/cap.codes")" = 16 ] ||
+	fail "the 16 looks from one address: $(sort "$T/cap.codes" | uniq -c | tr '\n' ' '), want 16 x 504"
 echo "PASS http_slowloris: $asked requests answered under a 100-connection slowloris; $(jq -c . "$T/slow.json")"
