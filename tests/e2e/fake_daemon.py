@@ -28,7 +28,8 @@ fake_daemon.py PORT_FILE MODE
   rechallenge challenges, and after the agent's HELLO challenges again
               instead of proving, then stays silent
 
-Prints "connection N" for each connection accepted. Writes the port it
+Prints "connection N SECONDS" for each connection accepted, SECONDS since
+the first. Writes the port it
 listens on to PORT_FILE; runs until killed.
 """
 import os
@@ -184,11 +185,12 @@ def main():
     with open(port_file + ".tmp", "w") as f:
         f.write("%d\n" % srv.getsockname()[1])
     os.rename(port_file + ".tmp", port_file)
-    n = 0
+    n, first = 0, None
     while True:
         conn, _ = srv.accept()
         n += 1
-        say("connection %d" % n)
+        first = first or time.monotonic()
+        say("connection %d %.1f" % (n, time.monotonic() - first))
         threading.Thread(target=serve, args=(conn, mode), daemon=True).start()
 
 
