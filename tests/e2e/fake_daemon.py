@@ -7,7 +7,8 @@ fake_daemon.py PORT_FILE MODE
   flood       never reads a byte the agent sends, and asks for dumps as
               fast as it can write, incidents (evil-<n>) and live looks at
               stacks (live-stacks-<n>) in turn
-  once        never reads; asks for one incident (once-1), then nothing:
+  once        never reads; 2 s after connecting (once the application has
+              filled its ring) asks for one incident (once-1), then nothing:
               the agent holds what one unsent dump costs, no more
   answers     reads everything: asks for incidents first, second, third
               and live looks live-stacks-1, -2, -3 faster than the agent
@@ -162,6 +163,7 @@ def serve(conn, mode):
         elif mode == "answers":
             answers(conn)
         elif mode == "once":
+            time.sleep(2)
             request(conn, "once-1")
             while True:
                 time.sleep(1)

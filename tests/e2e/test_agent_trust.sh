@@ -83,7 +83,7 @@ grep -q "dumps faster than one at a time" "$T/sleeper.log" ||
 stop_helpers
 start_fake once
 rm -rf "$T/local"
-AGENT_ENV="-x FLIGHTREC_BUFFER=20000" run_sleeper "$FAKE" sleep 2 20000 ||
+AGENT_ENV="-x FLIGHTREC_BUFFER=20000" run_sleeper "$FAKE" sleep 4 20000 ||
 	fail "the application failed with one unsent dump: $(cat "$T/sleeper.log")"
 base=$(value peak_rss_kb)
 echo "with big dumps: peak RSS $peak KiB under the flood, $base KiB with one unsent dump"
