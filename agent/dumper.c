@@ -1,6 +1,5 @@
 #include "dumper.h"
 
-#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -182,31 +181,14 @@ int fr_dumper_serialize(const char *incident, const char *reason,
 	return rc;
 }
 
-/* Incident directories in the job's directory `jobfd`; -errno if unreadable. */
-static int count_incidents(int jobfd)
-{
-	struct dirent *e;
-	int fd = dup(jobfd), n = 0;
-	DIR *d;
-
-	if (fd < 0)
-		return -errno;
-	d = fdopendir(fd);
-	if (!d) {
-		close(fd);
-		return -errno;
-	}
-	while ((e = readdir(d)))
-		n += e->d_name[0] != '.';
-	closedir(d);
-	return n;
-}
-
-int fr_dumper_save(const char *incident, const char *buf, size_t len, char *path,
+int fr_dumper_save(const char *incident, const char *buf, size_t len, bool asked, char *path,
 		   size_t pathlen, char *err, size_t errlen)
 {
+	/* Incident directories this process made for a daemon's requests. */
+	static unsigned made_for_daemon;
 	char name[32];
-	int top, job, dir, n, rc;
+	bool is_new;
+	int top, job, dir, rc;
 
 	err[0] = '\0';
 	snprintf(path, pathlen, "%s/%s/%s/rank-%u.json", fr_agent.cfg.dump_dir, fr_agent.id.job,
@@ -219,12 +201,14 @@ int fr_dumper_save(const char *incident, const char *buf, size_t len, char *path
 		rc = job;
 		goto out_close_top;
 	}
-	/* A daemon (or a bug) that asks for dump after dump must not fill the
-	 * disk: a new incident directory only while the job has room. */
-	if (faccessat(job, incident, F_OK, AT_SYMLINK_NOFOLLOW) != 0 &&
-	    (n = count_incidents(job)) >= FR_DUMPER_MAX_INCIDENTS) {
-		snprintf(err, errlen, "%s/%s already holds %d incident directories, the most an agent adds",
-			 fr_agent.cfg.dump_dir, fr_agent.id.job, n);
+	/* A daemon that asks for dump after dump must not fill the disk: a
+	 * new incident directory for it only while this process has made
+	 * fewer than the cap. A directory another rank of the incident made
+	 * already costs nothing. */
+	is_new = faccessat(job, incident, F_OK, AT_SYMLINK_NOFOLLOW) != 0;
+	if (asked && is_new && made_for_daemon >= FR_DUMPER_MAX_INCIDENTS) {
+		snprintf(err, errlen, "this process already made %d incident directories in %s/%s for the daemon's requests, the most it makes",
+			 FR_DUMPER_MAX_INCIDENTS, fr_agent.cfg.dump_dir, fr_agent.id.job);
 		rc = -EDQUOT;
 		goto out_close_job;
 	}
@@ -233,6 +217,7 @@ int fr_dumper_save(const char *incident, const char *buf, size_t len, char *path
 		rc = dir;
 		goto out_close_job;
 	}
+	made_for_daemon += asked && is_new;
 	snprintf(name, sizeof(name), "rank-%u.json", fr_agent.id.rank);
 	rc = fr_write_file_at(dir, name, buf, len, 0600);
 	close(dir);

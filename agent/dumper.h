@@ -7,6 +7,7 @@
 #ifndef FR_AGENT_DUMPER_H
 #define FR_AGENT_DUMPER_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -45,12 +46,17 @@ int fr_dumper_serialize(const char *incident, const char *reason,
  * FLIGHTREC_DUMP_DIR/<job>/<incident>/rank-<N>.json (the path goes to
  * `path`), mode 0600, in directories created 0700 and opened as
  * fr_dir_open() says: each a directory of this user's or root's, no link
- * of another user's followed. At most FR_DUMPER_MAX_INCIDENTS incident
- * directories are made per job (-EDQUOT past them). Returns 0 or -errno,
- * with `err` saying what is wrong (empty when strerror says it all).
+ * of another user's followed. `asked`: a daemon asked for the dump; this
+ * process makes at most FR_DUMPER_MAX_INCIDENTS new incident directories
+ * for such dumps (-EDQUOT past them), so that a daemon asking again and
+ * again cannot fill the disk. The local watchdog's dumps and the
+ * application's (fr_dump_now) are not counted, nor limited by what earlier
+ * runs left in the directory: they are the dumps that matter when no
+ * daemon is there. Link thread only. Returns 0 or -errno, with `err`
+ * saying what is wrong (empty when strerror says it all).
  */
 #define FR_DUMPER_MAX_INCIDENTS 64
-int fr_dumper_save(const char *incident, const char *buf, size_t len, char *path,
+int fr_dumper_save(const char *incident, const char *buf, size_t len, bool asked, char *path,
 		   size_t pathlen, char *err, size_t errlen);
 
 /*

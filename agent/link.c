@@ -16,18 +16,22 @@
  * (flightrecd --job-key), which proves HELLOs of this job and no other;
  * when both are set the key is used. The daemon must prove the token in
  * turn (DAEMON_CHALLENGE, DAEMON_PROOF) before the link acts on anything
- * it says: a peer that sends no challenge within CHALLENGE_WAIT_MS, or no
- * proof, may be anyone listening on that port, and is refused (said once;
- * the agent records and dumps locally, and tries again later). A token or
- * key file that cannot be read is said once on stderr and the agent
- * connects without a proof: a daemon that requires one refuses it, one
- * that does not serves it.
+ * it says: a peer that sends no challenge within CHALLENGE_WAIT_MS, or a
+ * wrong proof, may be anyone listening on that port, and is refused (said
+ * once; the agent records and dumps locally, and tries again later); one
+ * that sends no proof within PROOF_WAIT_MS may be a busy daemon, and is
+ * tried again on the normal schedule. A token or key file that is set but
+ * cannot be read fails closed: the agent connects to no one (anyone could
+ * be listening on the address), says so once on stderr, records and dumps
+ * locally, and reads the file again before each connection attempt.
  *
  * Whoever the daemon is, what it can make the application suffer is
  * bounded: dumps it asks for are made one at a time, at most one incident
- * a DUMP_INTERVAL_MS and one live look a LIVE_INTERVAL_MS (a newer request
- * takes the place of one still waiting), and nothing is queued for it past
- * MAX_QUEUED_TOTAL.
+ * a DUMP_INTERVAL_MS and one live look a LIVE_INTERVAL_MS, and nothing is
+ * queued for it past MAX_QUEUED_TOTAL. A request that is not made gets an
+ * empty upload, so that the daemon never waits for it: the oldest waiting
+ * incident is kept (the first is usually the root cause) and the newest
+ * live look (its client is the one still waiting).
  */
 #include "agent.h"
 
@@ -66,10 +70,16 @@
 #define DUMP_INTERVAL_MS 1000
 #define LIVE_INTERVAL_MS 500
 #define STOP_GRACE_MS 1000
-/* How long a link with a token waits for the daemon's CHALLENGE. */
+/* How long a link with a token waits for the daemon's CHALLENGE (sent
+ * as soon as it accepts), and then for its DAEMON_PROOF: as long as the
+ * daemon itself waits for a HELLO, since a daemon busy with the HELLOs of
+ * a whole job starting at once may answer late. */
 #define CHALLENGE_WAIT_MS 2000
+#define PROOF_WAIT_MS 10000
 /* After the daemon refused the token, try again this much later. */
 #define REFUSED_BACKOFF_MS 30000
+/* What a daemon of protocol 2 answers a frame of version 3 with. */
+#define V2_REFUSAL "Protocol not supported"
 
 /* LINK_AUTH: connected, waiting for the CHALLENGE before saying anything;
  * LINK_VERIFY: HELLO sent, waiting for the daemon's proof of the token
@@ -103,15 +113,20 @@ struct link {
 	bool stopping;
 	bool goodbye_on_connect;     /* stopping while the connection was being made */
 	/* FLIGHTREC_TOKEN_FILE, taken at start; its token, read on this thread
-	 * before the first connection. */
+	 * before the first connection. `auth_wanted`: a token or key is
+	 * configured, so the link connects only once it is loaded. */
 	char token_path[512];
+	bool auth_wanted;
+	bool path_too_long;          /* never readable: never connects */
 	bool token_loaded;
+	bool token_unusable_said;
 	struct fr_token token;
 	/* FLIGHTREC_JOB_KEY_FILE, read with the token; used instead of it. */
 	char key_path[512];
 	bool have_job_key;
 	uint8_t job_key[FR_WIRE_JOB_KEY_SIZE];
 	bool unproven_logged;
+	bool proof_late_logged;
 	/* This connection's nonces: the daemon's CHALLENGE, and ours, which
 	 * its DAEMON_PROOF must answer. */
 	uint8_t daemon_nonce[FR_WIRE_NONCE_SIZE];
@@ -119,7 +134,8 @@ struct link {
 	uint32_t refusals_logged;    /* bit per ERROR code said on stderr */
 	/* Dumps the daemon asked for: at most one is uploading at a time
 	 * (`dump_queued` bytes of it not yet written), and one of each kind
-	 * waits its turn; a newer request of the same kind takes its place. */
+	 * waits its turn (request_dump() says which); every other request is
+	 * answered with an empty upload. */
 	size_t dump_queued;
 	uv_timer_t defer;
 	struct pending_dump {
@@ -407,6 +423,21 @@ static void send_heartbeat(void)
 
 /* ---- dumps ---- */
 
+/*
+ * What uploading `len` bytes of dump queues: the bytes and every frame's
+ * header, so that a dump checked against MAX_QUEUED_TOTAL is never cut off
+ * partway (the daemon would get a truncated dump).
+ */
+static size_t upload_bytes(const char *incident, size_t len)
+{
+	struct fr_msg_dump_data d;
+	size_t frames = len ? (len + FR_WIRE_DUMP_CHUNK - 1) / FR_WIRE_DUMP_CHUNK : 1;
+
+	memset(&d, 0, sizeof(d));
+	snprintf(d.incident, sizeof(d.incident), "%s", incident);
+	return len + frames * fr_wire_dump_data_size(&d);
+}
+
 static void upload(const char *incident, const char *buf, size_t len)
 {
 	struct fr_msg_dump_data d;
@@ -456,7 +487,8 @@ static void dump(const char *incident, const char *reason, bool asked)
 	if (L.state == LINK_UP) {
 		/* One dump at a time, and none that would queue past the cap:
 		 * an empty upload tells the daemon not to wait for it. */
-		if (buf && (L.dump_queued || queued_bytes() + len > MAX_QUEUED_TOTAL)) {
+		if (buf && (L.dump_queued ||
+			    queued_bytes() + upload_bytes(incident, len) > MAX_QUEUED_TOTAL)) {
 			if (!L.said_too_big)
 				fprintf(stderr, "flightrec: rank %u: dump %s (%zu bytes) not uploaded: %s (%zu bytes unsent, at most %u may be); an incident's local copy is still written\n",
 					fr_agent.id.rank, incident, len,
@@ -473,14 +505,15 @@ static void dump(const char *incident, const char *reason, bool asked)
 		fprintf(stderr, "flightrec: rank %u: dump for %s not built: %s\n",
 			fr_agent.id.rank, incident, strerror(-rc));
 	} else if (scope.scope == FR_WIRE_LIVE_NONE) {
-		rc = fr_dumper_save(incident, buf, len, path, sizeof(path), err, sizeof(err));
-		/* Said once: a daemon asking again and again must not fill the
-		 * application's stderr either. */
-		if (rc && !L.said_save_failed)
+		rc = fr_dumper_save(incident, buf, len, asked, path, sizeof(path), err,
+				    sizeof(err));
+		/* Said once for a daemon's requests: one asking again and again
+		 * must not fill the application's stderr either. */
+		if (rc && (!asked || !L.said_save_failed))
 			fprintf(stderr, "flightrec: rank %u: local dump %s not written: %s%s\n",
 				fr_agent.id.rank, path, err[0] ? err : strerror(-rc),
 				L.state == LINK_UP ? " (the daemon has its copy)" : "");
-		L.said_save_failed |= rc != 0;
+		L.said_save_failed |= asked && rc != 0;
 	}
 	free(buf);
 }
@@ -527,16 +560,30 @@ static void on_defer(uv_timer_t *t)
 	serve_dumps();
 }
 
-/* A DUMP_REQUEST: queued for serve_dumps(), replacing one not yet made. */
+/*
+ * A DUMP_REQUEST: queued for serve_dumps() unless one of its kind already
+ * waits. Of two incidents the older is kept (the first is usually the root
+ * cause, the later ones its consequences); of two live looks the newer
+ * (its client is the one still waiting). The one not made is answered with
+ * an empty upload at once, so that the daemon does not wait for it until
+ * its deadline and take this rank for a frozen one.
+ */
 static void request_dump(const char *incident, const char *reason)
 {
 	bool live = !strncmp(incident, FR_WIRE_LIVE_PREFIX, sizeof(FR_WIRE_LIVE_PREFIX) - 1);
 	struct pending_dump *p = &L.pending[live ? PENDING_LIVE : PENDING_INCIDENT];
+	const char *declined = live ? p->incident : incident;
 
-	if (p->set && strcmp(p->incident, incident) && !L.said_dropped) {
+	if (p->set && !strcmp(p->incident, incident))
+		return; /* asked again for the one waiting: it is on its way */
+	if (p->set) {
+		if (!L.said_dropped)
+			fprintf(stderr, "flightrec: rank %u: the daemon at %s asks for dumps faster than one at a time, %d ms apart; answering dump %s (and any such later) with no data\n",
+				fr_agent.id.rank, fr_agent.cfg.addr, DUMP_INTERVAL_MS, declined);
 		L.said_dropped = true;
-		fprintf(stderr, "flightrec: rank %u: the daemon at %s asks for dumps faster than one at a time, %d ms apart; dropping dump %s\n",
-			fr_agent.id.rank, fr_agent.cfg.addr, DUMP_INTERVAL_MS, p->incident);
+		upload(declined, NULL, 0);
+		if (!live)
+			return;
 	}
 	p->set = true;
 	snprintf(p->incident, sizeof(p->incident), "%s", incident);
@@ -658,9 +705,13 @@ static void on_refused(const struct fr_msg_error *e)
 	char msg[FR_REASON_MAX + 1];
 	uint32_t bit = e->code < 32 ? 1u << e->code : 1u;
 
-	/* A daemon of protocol 2 refuses our DAEMON_CHALLENGE as a frame it
-	 * does not know: it cannot prove the token. */
-	if (L.state == LINK_VERIFY && e->code == FR_WIRE_ERR_PROTOCOL) {
+	/* A daemon of protocol 2 refuses our DAEMON_CHALLENGE, a frame of a
+	 * version it does not speak, with this text (strerror(EPROTONOSUPPORT)
+	 * in its C locale): it cannot prove the token. Any other ERROR 4 (a
+	 * daemon of ours refusing the HELLO, say for --max-job-connections) is
+	 * a refusal like the others, said in the daemon's words. */
+	if (L.state == LINK_VERIFY && e->code == FR_WIRE_ERR_PROTOCOL &&
+	    !strcmp(e->message, V2_REFUSAL)) {
 		refuse_unproven("it refused to, as a daemon older than protocol version 3 does");
 		return;
 	}
@@ -698,11 +749,15 @@ static int handle_frame(const struct fr_wire_header *h, const uint8_t *payload)
 	struct fr_msg_error e;
 	int rc;
 
-	/* Before its proof, a daemon's word is taken for nothing but that. */
-	if ((L.state == LINK_AUTH || L.state == LINK_VERIFY) && h->type != FR_MSG_CHALLENGE &&
-	    h->type != FR_MSG_DAEMON_PROOF && h->type != FR_MSG_ERROR) {
-		refuse_unproven(L.state == LINK_AUTH ? "it spoke before asking for the token" :
-						       "it spoke before proving it");
+	/* Before its proof, a daemon's word is taken for nothing but that:
+	 * before our HELLO only its CHALLENGE, after it only its DAEMON_PROOF
+	 * (protocol/PROTOCOL.md), and an ERROR either way. */
+	if (L.state == LINK_AUTH && h->type != FR_MSG_CHALLENGE && h->type != FR_MSG_ERROR) {
+		refuse_unproven("it spoke before asking for the token");
+		return 1;
+	}
+	if (L.state == LINK_VERIFY && h->type != FR_MSG_DAEMON_PROOF && h->type != FR_MSG_ERROR) {
+		refuse_unproven("it spoke before proving it");
 		return 1;
 	}
 	switch (h->type) {
@@ -817,8 +872,8 @@ static void link_up(void)
 
 /*
  * The daemon challenged: proves the token for `nonce` with our HELLO and
- * challenges the daemon in turn, then waits (CHALLENGE_WAIT_MS) for its
- * proof before anything else.
+ * challenges the daemon in turn, then waits (PROOF_WAIT_MS) for its proof
+ * before anything else.
  */
 static void link_verify(const uint8_t *nonce)
 {
@@ -832,7 +887,7 @@ static void link_verify(const uint8_t *nonce)
 	L.state = LINK_VERIFY;
 	send_hello(nonce);
 	uv_timer_start(&L.challenge, on_challenge_timeout,
-		       L.goodbye_on_connect ? STOP_GRACE_MS / 2 : CHALLENGE_WAIT_MS, 0);
+		       L.goodbye_on_connect ? STOP_GRACE_MS / 2 : PROOF_WAIT_MS, 0);
 }
 
 /* Whether `proof` is the daemon's for this connection's HELLO. */
@@ -852,15 +907,25 @@ static bool daemon_proof_ok(const uint8_t proof[FR_WIRE_PROOF_SIZE])
 	return ok;
 }
 
-/* No CHALLENGE, or no proof, in time: with a token, the peer is refused. */
+/*
+ * No CHALLENGE in time: with a token, the peer is refused. No proof in
+ * time: a daemon that challenged but is too busy to answer (a whole job
+ * connecting at once) is not an impostor; it is tried again on the normal
+ * schedule, nothing it sent acted on.
+ */
 static void on_challenge_timeout(uv_timer_t *t)
 {
 	(void)t;
-	if (L.state != LINK_AUTH && L.state != LINK_VERIFY)
+	if (L.state == LINK_AUTH) {
+		refuse_unproven("it did not ask for the token: it has none, predates tokens, or is not flightrecd");
+	} else if (L.state == LINK_VERIFY) {
+		if (!L.proof_late_logged && !L.stopping)
+			fprintf(stderr, "flightrec: rank %u: the daemon at %s did not answer in time (no proof of the token within %d s of the HELLO); recording locally, retrying\n",
+				fr_agent.id.rank, fr_agent.cfg.addr, PROOF_WAIT_MS / 1000);
+		L.proof_late_logged |= !L.stopping;
+	} else {
 		return;
-	refuse_unproven(L.state == LINK_AUTH ?
-				"it did not ask for the token: it has none, predates tokens, or is not flightrecd" :
-				"no proof came");
+	}
 	disconnect();
 }
 
@@ -885,57 +950,81 @@ static void on_connected(uv_connect_t *req, int status)
 }
 
 /*
+ * A token or key file is set but cannot be used: said once (a file of the
+ * wrong mode on one node must not go unnoticed, nor fill stderr).
+ */
+static void say_unusable(const char *var, const char *path, const char *why)
+{
+	if (L.token_unusable_said)
+		return;
+	L.token_unusable_said = true;
+	fprintf(stderr, "flightrec: rank %u: %s=%s: %s; not connecting to the daemon at %s until it can be read (recording and dumping locally meanwhile, reading it again before each attempt)\n",
+		fr_agent.id.rank, var, path, why, fr_agent.cfg.addr);
+}
+
+/*
  * Reads FLIGHTREC_JOB_KEY_FILE. Its key is used whether or not a token
  * file is set too: a launcher that hands a job its key means that key.
  */
-static void load_job_key(void)
+static bool load_job_key(void)
 {
+	static bool said_both;
 	const char *why;
 	bool others;
 	int rc;
 
-	if (L.token_path[0] && fr_agent.id.rank == 0)
+	if (L.token_path[0] && fr_agent.id.rank == 0 && !said_both)
 		fprintf(stderr, "flightrec: both FLIGHTREC_JOB_KEY_FILE and FLIGHTREC_TOKEN_FILE are set; using the job key of %s\n",
 			L.key_path);
+	said_both = true;
 	rc = fr_wire_job_key_read(L.key_path, L.job_key, &why, &others);
 	if (rc) {
-		fprintf(stderr, "flightrec: rank %u: FLIGHTREC_JOB_KEY_FILE=%s: %s; connecting without a token\n",
-			fr_agent.id.rank, L.key_path, why ? why : strerror(-rc));
-		return;
+		say_unusable("FLIGHTREC_JOB_KEY_FILE", L.key_path, why ? why : strerror(-rc));
+		return false;
 	}
 	L.have_job_key = true;
 	if (others && fr_agent.id.rank == 0)
 		fprintf(stderr, "flightrec: FLIGHTREC_JOB_KEY_FILE=%s is readable by other users\n",
 			L.key_path);
+	return true;
 }
 
 /*
- * Reads FLIGHTREC_JOB_KEY_FILE or FLIGHTREC_TOKEN_FILE once, on this
- * thread, so that a slow file system never holds up the application's
- * MPI_Init.
+ * Reads FLIGHTREC_JOB_KEY_FILE or FLIGHTREC_TOKEN_FILE on this thread, so
+ * that a slow file system never holds up the application's MPI_Init.
+ * Returns whether the link may connect: nothing is configured, or it was
+ * read. A file that cannot be read fails closed (the link would otherwise
+ * obey whoever listens on the address) and is read again on the next
+ * attempt: a file fixed while the job runs is taken.
  */
-static void load_token(void)
+static bool load_token(void)
 {
 	const char *why;
 	bool others;
 	int rc;
 
-	L.token_loaded = true;
+	if (L.token_loaded || !L.auth_wanted)
+		return true;
+	if (L.path_too_long)
+		return false; /* fr_link_start() said so */
 	if (L.key_path[0]) {
-		load_job_key();
-		return;
+		L.token_loaded = load_job_key();
+	} else if (L.token_path[0]) {
+		rc = fr_wire_token_read(L.token_path, &L.token, &why, &others);
+		if (rc) {
+			say_unusable("FLIGHTREC_TOKEN_FILE", L.token_path, why ? why : strerror(-rc));
+			return false;
+		}
+		L.token_loaded = true;
+		if (others && fr_agent.id.rank == 0)
+			fprintf(stderr, "flightrec: FLIGHTREC_TOKEN_FILE=%s is readable by other users\n",
+				L.token_path);
 	}
-	if (!L.token_path[0])
-		return;
-	rc = fr_wire_token_read(L.token_path, &L.token, &why, &others);
-	if (rc) {
-		fprintf(stderr, "flightrec: rank %u: FLIGHTREC_TOKEN_FILE=%s: %s; connecting without a token\n",
-			fr_agent.id.rank, L.token_path, why ? why : strerror(-rc));
-		return;
-	}
-	if (others && fr_agent.id.rank == 0)
-		fprintf(stderr, "flightrec: FLIGHTREC_TOKEN_FILE=%s is readable by other users\n",
-			L.token_path);
+	if (L.token_loaded && L.token_unusable_said)
+		fprintf(stderr, "flightrec: rank %u: %s read; connecting to the daemon at %s\n",
+			fr_agent.id.rank, L.key_path[0] ? L.key_path : L.token_path,
+			fr_agent.cfg.addr);
+	return L.token_loaded;
 }
 
 /*
@@ -966,10 +1055,8 @@ static void start_connect(void)
 
 	if (!L.have_addr || L.stopping || L.state != LINK_IDLE)
 		return;
-	if (!L.token_loaded)
-		load_token();
 	memset(&addr, 0, sizeof(addr));
-	if (resolve(&addr) < 0 || uv_tcp_init(&L.loop, &L.tcp) < 0) {
+	if (!load_token() || resolve(&addr) < 0 || uv_tcp_init(&L.loop, &L.tcp) < 0) {
 		retry_later();
 		return;
 	}
@@ -1152,6 +1239,7 @@ int fr_link_start(void)
 {
 	const char *token_path;
 	const char *key_path;
+	const char *too_long = NULL;
 	sigset_t all, old;
 	int rc;
 
@@ -1161,15 +1249,20 @@ int fr_link_start(void)
 	/* Read here, with the application's other settings; the file itself
 	 * is read on the link thread. */
 	token_path = getenv("FLIGHTREC_TOKEN_FILE");
+	key_path = getenv("FLIGHTREC_JOB_KEY_FILE");
+	L.auth_wanted = (token_path && *token_path) || (key_path && *key_path);
 	if (token_path && strlen(token_path) < sizeof(L.token_path))
 		snprintf(L.token_path, sizeof(L.token_path), "%s", token_path);
-	else if (token_path && *token_path)
-		fprintf(stderr, "flightrec: FLIGHTREC_TOKEN_FILE is too long a path; connecting without a token\n");
-	key_path = getenv("FLIGHTREC_JOB_KEY_FILE");
+	else if (token_path && *token_path && !(key_path && *key_path))
+		too_long = "FLIGHTREC_TOKEN_FILE"; /* the key, when set, is what counts */
 	if (key_path && strlen(key_path) < sizeof(L.key_path))
 		snprintf(L.key_path, sizeof(L.key_path), "%s", key_path);
 	else if (key_path && *key_path)
-		fprintf(stderr, "flightrec: FLIGHTREC_JOB_KEY_FILE is too long a path; ignoring it\n");
+		too_long = "FLIGHTREC_JOB_KEY_FILE";
+	if (too_long) {
+		L.path_too_long = true;
+		say_unusable(too_long, "...", "too long a path");
+	}
 	if (fr_agent.cfg.addr[0]) {
 		L.have_addr = parse_addr(fr_agent.cfg.addr);
 		if (!L.have_addr)

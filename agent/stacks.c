@@ -235,9 +235,12 @@ static bool ask_thread(pid_t tid, int signo, int budget_ms, struct raw_stack *ou
 }
 
 /*
- * Whether the stack signal may be sent for this dump: our handler is
- * installed now (installing it if the signal is still unused), and the
- * application has not taken the signal since. Link thread only.
+ * Whether the stack signal may be sent now: our handler is installed
+ * (installing it if the signal is still unused), and the application has
+ * not taken the signal since. Asked before each thread is signalled, not
+ * once per dump: collecting stacks may take a second, and an application
+ * that installs its handler meanwhile must not receive the rest. Link
+ * thread only.
  */
 static bool signal_ours(int signo)
 {
@@ -269,7 +272,7 @@ int fr_stacks_collect(struct fr_trace *t, int signo)
 {
 	int budget_ms = TOTAL_WAIT_MS;
 	pid_t self = my_tid();
-	bool ask;
+	bool ask = true;
 	DIR *d;
 	struct dirent *e;
 	int rc = 0;
@@ -277,7 +280,6 @@ int fr_stacks_collect(struct fr_trace *t, int signo)
 	t->threads = calloc(MAX_THREADS, sizeof(*t->threads));
 	if (!t->threads)
 		return -ENOMEM;
-	ask = signal_ours(signo);
 	d = opendir("/proc/self/task");
 	while (d && (e = readdir(d)) && t->nthreads < MAX_THREADS) {
 		static struct raw_stack st;
@@ -293,7 +295,8 @@ int fr_stacks_collect(struct fr_trace *t, int signo)
 		if (tid == self) {
 			th->current = true;
 			unwind_self(&st, NULL);
-		} else if (ask && budget_ms > 0 && !blocks_signal(tid, signo)) {
+		} else if (ask && budget_ms > 0 && !blocks_signal(tid, signo) &&
+			   (ask = signal_ours(signo))) {
 			uint64_t t0 = mono_ms();
 			int wait = budget_ms < ANSWER_WAIT_MS ? budget_ms : ANSWER_WAIT_MS;
 

@@ -1,19 +1,37 @@
 #!/usr/bin/env python3
-"""A hostile stand-in for flightrecd, for the agent's end-to-end tests: it
-listens where the agent connects, never reads a byte the agent sends, and
-floods every connection with DUMP_REQUESTs (protocol/PROTOCOL.md).
+"""A hostile (or merely slow) stand-in for flightrecd, for the agent's
+end-to-end tests (protocol/PROTOCOL.md).
 
 fake_daemon.py PORT_FILE MODE
 
-  flood       asks for dumps as fast as it can write, incidents
-              (evil-<n>) and live looks at stacks (live-stacks-<n>) in turn
+  flood       never reads a byte the agent sends, and asks for dumps as
+              fast as it can write, incidents (evil-<n>) and live looks at
+              stacks (live-stacks-<n>) in turn
+  once        never reads; 2 s after connecting (once the application has
+              filled its ring) asks for one incident (once-1), then nothing:
+              the agent holds what one unsent dump costs, no more
+  answers     reads everything: asks for incidents first, second, third
+              and live looks live-stacks-1, -2, -3 faster than the agent
+              makes dumps, and prints "upload INCIDENT TOTAL" for each
+              upload that begins (TOTAL 0: an empty answer)
   challenge   first sends a CHALLENGE, as a daemon with a token does, then
               floods: it cannot prove a token it does not have
   v2          a daemon of protocol version 2 with a token: sends a
               CHALLENGE, and answers the agent's DAEMON_CHALLENGE (a
-              version-3 frame) with ERROR 4, as such a daemon does
+              version-3 frame) with ERROR 4 "Protocol not supported", as
+              such a daemon does
+  busy        a daemon of version 3 that challenges, then refuses the HELLO
+              with ERROR 4 (too many ranks of the job connected)
+  reflect     challenges, then sends the agent's own AUTH proof back as its
+              DAEMON_PROOF, then floods: a proof reflected proves nothing
+  silent      challenges, reads, and never sends a proof (a daemon too busy
+              to answer, or a peer waiting to see what the agent does)
+  rechallenge challenges, and after the agent's HELLO challenges again
+              instead of proving, then stays silent
 
-Writes the port it listens on to PORT_FILE; runs until killed.
+Prints "connection N SECONDS" for each connection accepted, SECONDS since
+the first. Writes the port it
+listens on to PORT_FILE; runs until killed.
 """
 import os
 import socket
@@ -23,7 +41,8 @@ import threading
 import time
 
 MAGIC = 0x43455246
-DUMP_REQUEST, CHALLENGE, ERROR = 5, 8, 10
+DUMP_REQUEST, DUMP_DATA, CHALLENGE, AUTH, ERROR, DAEMON_PROOF = 5, 6, 8, 9, 10, 12
+HELLO = 1
 
 
 def s(text):
@@ -35,36 +54,123 @@ def frame(kind, payload, version=1):
     return struct.pack("<IHHII", MAGIC, version, kind, len(payload), 0) + payload
 
 
-def old_daemon(conn):
-    conn.sendall(frame(CHALLENGE, os.urandom(32), version=2))
-    header = b""
-    while len(header) < 16:
-        part = conn.recv(16 - len(header))
+def say(text):
+    print(text, flush=True)
+
+
+def recv_exact(conn, n):
+    data = b""
+    while len(data) < n:
+        part = conn.recv(n - len(data))
         if not part:
-            return
-        header += part
-    _, version, kind, _, _ = struct.unpack("<IHHII", header)
+            raise OSError("closed")
+        data += part
+    return data
+
+
+def read_frame(conn):
+    _, version, kind, length, _ = struct.unpack("<IHHII", recv_exact(conn, 16))
+    return version, kind, recv_exact(conn, length)
+
+
+def read_until(conn, want):
+    """Reads frames up to the first of type `want`; returns its payload."""
+    while True:
+        _, kind, payload = read_frame(conn)
+        if kind == want:
+            return payload
+
+
+def challenge(conn):
+    conn.sendall(frame(CHALLENGE, os.urandom(32), version=2))
+
+
+def old_daemon(conn):
+    challenge(conn)
+    version, _, _ = read_frame(conn)
     if version > 2:
-        conn.sendall(frame(ERROR, struct.pack("<H", 4) + s("protocol version %d" % version),
+        conn.sendall(frame(ERROR, struct.pack("<H", 4) + s("Protocol not supported"),
                            version=2))
     conn.close()
 
 
-def flood(conn, mode):
+def flood_requests(conn):
+    n = 0
+    while True:
+        n += 1
+        name = "evil-%d" % n if n % 2 else "live-stacks-%d" % n
+        conn.sendall(frame(DUMP_REQUEST, s(name) + s("flood")))
+        # About 1000 requests a second: far past any rate an agent
+        # should follow, without taking a core of a shared machine.
+        time.sleep(0.001)
+
+
+def request(conn, name):
+    conn.sendall(frame(DUMP_REQUEST, s(name) + s("answers")))
+
+
+def answers(conn):
+    """Requests faster than the agent's intervals; prints every answer."""
+    def reader():
+        try:
+            while True:
+                _, kind, payload = read_frame(conn)
+                if kind != DUMP_DATA:
+                    continue
+                n = struct.unpack_from("<H", payload)[0]
+                name = payload[2:2 + n].decode()
+                offset, total = struct.unpack_from("<QQ", payload, 2 + n)
+                if offset == 0:
+                    say("upload %s %d" % (name, total))
+        except OSError:
+            pass
+
+    threading.Thread(target=reader, daemon=True).start()
+    # Incidents: first is made at once, second waits its interval, third
+    # comes while second still waits. Live looks likewise, 0.5 s apart.
+    for name in ("first", "live-stacks-1", "live-stacks-2", "second", "live-stacks-3",
+                 "third"):
+        request(conn, name)
+        time.sleep(0.05)
+    while True:
+        time.sleep(1)
+
+
+def serve(conn, mode):
     try:
         if mode == "v2":
             old_daemon(conn)
-            return
-        if mode == "challenge":
-            conn.sendall(frame(CHALLENGE, os.urandom(32), version=2))
-        n = 0
-        while True:
-            n += 1
-            name = "evil-%d" % n if n % 2 else "live-stacks-%d" % n
-            conn.sendall(frame(DUMP_REQUEST, s(name) + s("flood")))
-            # About 1000 requests a second: far past any rate an agent
-            # should follow, without taking a core of a shared machine.
-            time.sleep(0.001)
+        elif mode == "busy":
+            challenge(conn)
+            read_until(conn, HELLO)
+            conn.sendall(frame(ERROR, struct.pack("<H", 4) + s(
+                "too many ranks of this job are connected (--max-job-connections)"),
+                version=2))
+            conn.close()
+        elif mode == "reflect":
+            challenge(conn)
+            proof = read_until(conn, AUTH)
+            read_until(conn, HELLO)
+            conn.sendall(frame(DAEMON_PROOF, proof, version=3))
+            flood_requests(conn)
+        elif mode in ("silent", "rechallenge"):
+            challenge(conn)
+            read_until(conn, HELLO)
+            if mode == "rechallenge":
+                challenge(conn)
+            while True:
+                read_frame(conn)
+        elif mode == "answers":
+            answers(conn)
+        elif mode == "once":
+            time.sleep(2)
+            request(conn, "once-1")
+            while True:
+                time.sleep(1)
+        else:
+            if mode == "challenge":
+                challenge(conn)
+            flood_requests(conn)
     except OSError:
         pass
 
@@ -81,9 +187,13 @@ def main():
     with open(port_file + ".tmp", "w") as f:
         f.write("%d\n" % srv.getsockname()[1])
     os.rename(port_file + ".tmp", port_file)
+    n, first = 0, None
     while True:
         conn, _ = srv.accept()
-        threading.Thread(target=flood, args=(conn, mode), daemon=True).start()
+        n += 1
+        first = first or time.monotonic()
+        say("connection %d %.1f" % (n, time.monotonic() - first))
+        threading.Thread(target=serve, args=(conn, mode), daemon=True).start()
 
 
 main()

@@ -129,18 +129,32 @@ for how in none wrong missing; do
 	esac
 	: >"$T/job.log"
 	start_job 2 --scenario none
-	refused=$((refused + 2))
-	wait_for 20 metric_at_least auth_failures_total "$refused" ||
-		fail "job $JOB ($how): auth_failures_total $(metric auth_failures_total), want $refused"
-	grep -q "refusing the connection from .* (claims job $JOB rank" "$T/daemon.log" ||
-		fail "job $JOB ($how): no refusal in the daemon's log"
-	job_known "$JOB" && fail "job $JOB ($how) registered: $(http_get /v1/jobs)"
 	case $how in
 	none) want="refused the connection: this daemon requires a token" ;;
 	wrong) want="refused the connection: wrong proof of the token" ;;
-	missing) want="FLIGHTREC_TOKEN_FILE=$T/missing: No such file or directory; connecting without a token" ;;
+	missing) want="FLIGHTREC_TOKEN_FILE=$T/missing: No such file or directory; not connecting to the daemon at 127.0.0.1:$LISTEN_PORT until it can be read" ;;
 	esac
 	wait_for 10 grep -q "$want" "$T/job.log" || fail "job $JOB ($how): the agent did not say \"$want\""
+	# A token file that cannot be read fails closed: no connection at all
+	# (whoever listens would be obeyed), so nothing for the daemon to refuse.
+	[ $how = missing ] || refused=$((refused + 2))
+	wait_for 20 metric_at_least auth_failures_total "$refused" ||
+		fail "job $JOB ($how): auth_failures_total $(metric auth_failures_total), want $refused"
+	if [ $how = missing ]; then
+		grep -q "(claims job $JOB rank" "$T/daemon.log" &&
+			fail "job $JOB ($how): the agent connected without its token: $(grep "$JOB" "$T/daemon.log")"
+		[ "$(grep -c "FLIGHTREC_TOKEN_FILE=$T/missing" "$T/job.log")" = 2 ] ||
+			fail "job $JOB ($how): the unreadable token not said once per rank: $(cat "$T/job.log")"
+		# The file is read again before each attempt: once it is there,
+		# the ranks connect with it.
+		install -m 600 "$TOKEN" "$T/missing"
+		wait_for 20 job_known "$JOB" || fail "job $JOB: the token file, once readable, was not used"
+		rm -f "$T/missing"
+	else
+		grep -q "refusing the connection from .* (claims job $JOB rank" "$T/daemon.log" ||
+			fail "job $JOB ($how): no refusal in the daemon's log"
+		job_known "$JOB" && fail "job $JOB ($how) registered: $(http_get /v1/jobs)"
+	fi
 	stop_job
 done
 grep -q "no proof of the token" "$T/daemon.log" || fail "the missing proof was not named"

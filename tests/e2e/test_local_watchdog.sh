@@ -1,9 +1,15 @@
 #!/usr/bin/env bash
 # No daemon reachable: the agents keep recording, and past FLIGHTREC_TIMEOUT
 # each waiting rank writes a dump by itself, into one directory named after
-# the stuck operation; fr-analyze names the rank that never dumped.
+# the stuck operation, however many directories earlier runs left;
+# fr-analyze names the rank that never dumped.
 . "$(dirname "$0")/lib.sh"
 
+# Earlier runs of the same job id (a constant one is common) left many
+# incident directories: they must not keep this run's hang from being
+# written.
+mkdir -p "$T/local/$JOB"
+for i in $(seq 1 64); do mkdir "$T/local/$JOB/earlier-$i"; done
 # Nothing listens on port 1: every connection attempt is refused.
 AGENT_ADDR=127.0.0.1:1 AGENT_ENV="-x FLIGHTREC_TIMEOUT=2" \
 	start_job 4 --scenario compute --culprit 2 --at 3

@@ -14,6 +14,12 @@
  *                           (SIGRTMIN+7), asks for a second dump, waits for
  *                           it and prints "deliveries N": how often its
  *                           handler ran
+ *   sleeper mid-handler     starts 32 idle threads, asks for a dump,
+ *                           and installs its own handler for the stack
+ *                           signal as soon as the agent's signal reaches
+ *                           the main thread (the first one asked), in the
+ *                           middle of the dump; waits for the dump and
+ *                           prints "deliveries N"
  *   sleeper dump            asks for one dump and finalises (the agent
  *                           writes the dump before it stops)
  */
@@ -21,11 +27,13 @@
 #include <dlfcn.h>
 #include <errno.h>
 #include <mpi.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 static volatile sig_atomic_t deliveries;
 
@@ -33,6 +41,15 @@ static void on_signal(int sig)
 {
 	(void)sig;
 	deliveries++;
+}
+
+/* An idle thread of the application: one more for a dump to ask. */
+static void *idle(void *arg)
+{
+	(void)arg;
+	for (;;)
+		pause();
+	return NULL;
 }
 
 /* Naps 50 ms; true when a signal cut the nap short. */
@@ -116,13 +133,36 @@ int main(int argc, char **argv)
 			}
 			printf("deliveries %d\n", (int)deliveries);
 		}
+	} else if (argc == 2 && strcmp(argv[1], "mid-handler") == 0) {
+		int (*dump_now)(const char *) =
+			(int (*)(const char *))dlsym(RTLD_DEFAULT, "fr_dump_now");
+		struct timespec ts = { 0, 1000 * 1000 };
+		pthread_t t;
+		int i;
+
+		for (i = 0; i < 32; i++)
+			pthread_create(&t, NULL, idle, NULL);
+		if (!dump_now || dump_now("mid") != 0) {
+			printf("dump not asked for\n");
+			rc = 1;
+		} else {
+			/* 1 ms naps, for at most 10 s: the first one cut short is
+			 * the agent asking this thread for its stack. */
+			for (i = 0; i < 10000 && !(nanosleep(&ts, NULL) != 0 && errno == EINTR); i++)
+				;
+			signal(SIGRTMIN + 7, on_signal);
+			for (i = 0; i < 200 && dumps_written() < 1; i++)
+				nap();
+			printf("%s\n", dumps_written() >= 1 ? "dump written" : "dump not written");
+			printf("deliveries %d\n", (int)deliveries);
+		}
 	} else if (argc == 2 && strcmp(argv[1], "dump") == 0) {
 		int (*dump_now)(const char *) =
 			(int (*)(const char *))dlsym(RTLD_DEFAULT, "fr_dump_now");
 
 		rc = dump_now && dump_now("asked") == 0 ? 0 : 1;
 	} else {
-		fprintf(stderr, "usage: sleeper sleep SECONDS [OPS] | sleeper late-handler | sleeper dump\n");
+		fprintf(stderr, "usage: sleeper sleep SECONDS [OPS] | sleeper late-handler | sleeper mid-handler | sleeper dump\n");
 		rc = 2;
 	}
 	fflush(stdout);
