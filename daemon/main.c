@@ -16,7 +16,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "../dumps/dump.h"
@@ -168,53 +167,6 @@ void daemon_log(const char *fmt, ...)
 	va_end(ap);
 	/* One write per line, so lines from the HTTP thread never interleave. */
 	fprintf(stderr, "flightrecd: %s\n", line);
-}
-
-static uint64_t clock_ns(clockid_t id)
-{
-	struct timespec ts;
-
-	clock_gettime(id, &ts);
-	return (uint64_t)ts.tv_sec * NS_PER_S + (uint64_t)ts.tv_nsec;
-}
-
-uint64_t daemon_now_ns(void)
-{
-	return clock_ns(CLOCK_REALTIME);
-}
-
-uint64_t daemon_mono_ns(void)
-{
-	return clock_ns(CLOCK_MONOTONIC);
-}
-
-int daemon_format_addr(const struct sockaddr *sa, char *buf, size_t cap)
-{
-	char ip[INET6_ADDRSTRLEN];
-
-	if (sa->sa_family == AF_INET6) {
-		const struct sockaddr_in6 *s6 = (const struct sockaddr_in6 *)sa;
-
-		uv_ip6_name(s6, ip, sizeof(ip));
-		snprintf(buf, cap, "[%s]:%u", ip, ntohs(s6->sin6_port));
-	} else if (sa->sa_family == AF_INET) {
-		const struct sockaddr_in *s4 = (const struct sockaddr_in *)sa;
-
-		uv_ip4_name(s4, ip, sizeof(ip));
-		snprintf(buf, cap, "%s:%u", ip, ntohs(s4->sin_port));
-	} else {
-		snprintf(buf, cap, "?");
-		return -EAFNOSUPPORT;
-	}
-	return 0;
-}
-
-void daemon_set_port(struct sockaddr_storage *ss, uint16_t port)
-{
-	if (ss->ss_family == AF_INET6)
-		((struct sockaddr_in6 *)ss)->sin6_port = htons(port);
-	else
-		((struct sockaddr_in *)ss)->sin_port = htons(port);
 }
 
 /* Parses "1.2.3.4:N" or "[::1]:N" (literal addresses only). */
@@ -806,6 +758,7 @@ static void close_leftovers(uv_handle_t *h, void *arg)
 static int print_job_key(const struct daemon_config *cfg, const char *job)
 {
 	uint8_t key[FR_WIRE_JOB_KEY_SIZE];
+	char hex[FR_WIRE_JOB_KEY_HEX + 1];
 	struct fr_token token;
 	const char *why;
 	bool others;
@@ -829,10 +782,10 @@ static int print_job_key(const struct daemon_config *cfg, const char *job)
 	err = fr_wire_job_key(&token, job, key);
 	explicit_bzero(&token, sizeof(token));
 	assert(err == 0);
-	for (size_t i = 0; i < sizeof(key); i++)
-		printf("%02x", key[i]);
-	printf("\n");
+	fr_wire_job_key_hex(key, hex);
 	explicit_bzero(key, sizeof(key));
+	printf("%s\n", hex);
+	explicit_bzero(hex, sizeof(hex));
 	if (fflush(stdout) != 0 || ferror(stdout)) {
 		fprintf(stderr, "flightrecd: --job-key: cannot write the key: %s\n", strerror(errno));
 		return 2;

@@ -15,6 +15,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../protocol/hash.h"
+
 #define PENDING_BUCKETS 1024
 
 struct pending_addr {
@@ -29,11 +31,7 @@ static struct pending_addr *buckets[PENDING_BUCKETS];
  * gain by it beyond a slower lookup of their own entries. */
 static struct pending_addr **pending_bucket(const char *addr)
 {
-	uint32_t h = 2166136261u;
-
-	for (const unsigned char *p = (const unsigned char *)addr; *p; p++)
-		h = (h ^ *p) * 16777619u;
-	return &buckets[h % PENDING_BUCKETS];
+	return &buckets[fr_fnv1a(FR_FNV_INIT, addr, strlen(addr)) % PENDING_BUCKETS];
 }
 
 static struct pending_addr **pending_find(const char *addr)
