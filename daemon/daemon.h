@@ -470,19 +470,17 @@ void pending_remove(const char *addr);
 void pending_clear(void);
 
 /*
- * Descriptors kept for everything but agent connections: HTTP's
- * connections and the files they serve, incident files being written, the
- * loop's own handles. --max-connections is held to RLIMIT_NOFILE minus
- * this, so that a flood of agents can never cost an incident or /healthz.
- */
-#define DAEMON_FD_RESERVE 192u
-/*
  * config.c: raises the soft RLIMIT_NOFILE to the hard one, once at start;
- * the limit in effect after it; and the agent connections that limit
- * allows, given the --max-connections asked for.
+ * the limit in effect after it; the descriptors kept for everything but
+ * agent connections (HTTP's connections and the files they serve,
+ * incident files being written, the loop's own handles), so that a flood
+ * of agents can never cost an incident or /healthz; and the agent
+ * connections the limit allows beyond that reserve, given the
+ * --max-connections asked for.
  */
 void config_raise_fd_limit(void);
 uint64_t config_fd_limit(void);
+unsigned config_fd_reserve(void);
 uint32_t config_fd_max_connections(uint32_t asked);
 
 /*

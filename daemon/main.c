@@ -455,7 +455,7 @@ static void size_max_connections(struct flightrecd *d)
 	if (d->cfg.max_connections < asked)
 		daemon_log("max-connections %" PRIu32 " held to %" PRIu32
 			   ": RLIMIT_NOFILE is %" PRIu64 " and %u descriptors are kept for incident files and HTTP (raise LimitNOFILE or ulimit -n)",
-			   asked, d->cfg.max_connections, config_fd_limit(), DAEMON_FD_RESERVE);
+			   asked, d->cfg.max_connections, config_fd_limit(), config_fd_reserve());
 	else
 		daemon_log("file descriptors: RLIMIT_NOFILE %" PRIu64 ", max-connections %" PRIu32,
 			   config_fd_limit(), d->cfg.max_connections);
