@@ -11,6 +11,7 @@
 #include <inttypes.h>
 #include <limits.h>
 #include <math.h>
+#include <poll.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -463,28 +464,87 @@ static void size_max_connections(struct flightrecd *d)
 
 /*
  * SIGALRM after SIGTERM: the daemon did not finish stopping within
- * STOP_DEADLINE_S (a thread stuck, a listener that cannot be closed). It
- * ends now rather than linger; only async-signal-safe calls.
+ * STOP_DEADLINE_S (a thread stuck, a listener that cannot be closed, the
+ * loop blocked). It ends now rather than linger; only async-signal-safe
+ * calls. The line is written only if stderr can take it at once: a log
+ * reader that stopped reading may be what blocks the daemon.
  */
 static void on_stop_deadline(int signum)
 {
 	static const char msg[] = "flightrecd: did not stop within " STRINGIFY(STOP_DEADLINE_S)
 		" s of SIGTERM; exiting now\n";
+	struct pollfd p = { .fd = STDERR_FILENO, .events = POLLOUT };
 	ssize_t n;
 
 	(void)signum;
-	n = write(STDERR_FILENO, msg, sizeof(msg) - 1);
-	(void)n;
+	if (poll(&p, 1, 0) == 1 && (p.revents & POLLOUT)) {
+		n = write(STDERR_FILENO, msg, sizeof(msg) - 1);
+		(void)n;
+	}
 	_exit(1);
 }
 
+static volatile sig_atomic_t stop_deadline_armed;
+
+/* Starts the stop deadline once; async-signal-safe (on_stop_signal calls it). */
 static void arm_stop_deadline(void)
 {
-	struct sigaction sa = { .sa_handler = on_stop_deadline };
+	if (stop_deadline_armed)
+		return;
+	stop_deadline_armed = 1;
+	alarm(STOP_DEADLINE_S);
+}
 
-	sigemptyset(&sa.sa_mask);
-	if (sigaction(SIGALRM, &sa, NULL) == 0)
-		alarm(STOP_DEADLINE_S);
+/* What libuv installed for SIGTERM and SIGINT, which on_stop_signal() passes the signal on to. */
+static struct sigaction uv_sigterm_action;
+static struct sigaction uv_sigint_action;
+
+/*
+ * SIGTERM and SIGINT, in the thread the kernel picked: the stop deadline
+ * starts here, not in the loop's callback, so that a loop that is blocked
+ * (and would never run the callback) is still ended in time. Then libuv's
+ * handler, which wakes the loop for on_signal().
+ */
+static void on_stop_signal(int signum, siginfo_t *info, void *uctx)
+{
+	const struct sigaction *uv = signum == SIGTERM ? &uv_sigterm_action : &uv_sigint_action;
+	int saved_errno = errno;
+
+	arm_stop_deadline();
+	errno = saved_errno;
+	if (uv->sa_flags & SA_SIGINFO)
+		uv->sa_sigaction(signum, info, uctx);
+	else if (uv->sa_handler != SIG_DFL && uv->sa_handler != SIG_IGN)
+		uv->sa_handler(signum);
+}
+
+/*
+ * Installs on_stop_deadline() for SIGALRM, and on_stop_signal() in front
+ * of the handlers uv_signal_start() installed for SIGTERM and SIGINT (so
+ * after it; libuv installs its handler once, when the first watcher of a
+ * signal starts, and nothing here starts another).
+ */
+static int wrap_stop_signals(void)
+{
+	struct sigaction alrm = { .sa_handler = on_stop_deadline };
+	struct sigaction sa = { .sa_sigaction = on_stop_signal };
+
+	sigemptyset(&alrm.sa_mask);
+	if (sigaction(SIGALRM, &alrm, NULL))
+		return -errno;
+	if (sigaction(SIGTERM, NULL, &uv_sigterm_action) ||
+	    sigaction(SIGINT, NULL, &uv_sigint_action))
+		return -errno;
+	/* libuv's mask and flags (every signal blocked, SA_RESTART), and siginfo to pass on. */
+	sa.sa_mask = uv_sigterm_action.sa_mask;
+	sa.sa_flags = (uv_sigterm_action.sa_flags & ~SA_RESETHAND) | SA_SIGINFO;
+	if (sigaction(SIGTERM, &sa, NULL))
+		return -errno;
+	sa.sa_mask = uv_sigint_action.sa_mask;
+	sa.sa_flags = (uv_sigint_action.sa_flags & ~SA_RESETHAND) | SA_SIGINFO;
+	if (sigaction(SIGINT, &sa, NULL))
+		return -errno;
+	return 0;
 }
 
 static int write_ports_file(const struct flightrecd *d)
@@ -688,6 +748,8 @@ static int start_signals(struct flightrecd *d)
 		err = uv_signal_start(&d->sigint, on_signal, SIGINT);
 	if (!err)
 		err = uv_signal_start(&d->sighup, on_sighup, SIGHUP);
+	if (!err)
+		err = uv_translate_sys_error(-wrap_stop_signals());
 	return err;
 }
 
