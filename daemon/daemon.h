@@ -105,6 +105,7 @@ struct daemon_metrics {
 	uint64_t incidents_suppressed;     /* over --max-incidents-per-hour */
 	uint64_t hello_timeouts;           /* closed for no HELLO within --hello-timeout */
 	uint64_t pending_rejected;         /* over --max-pending-per-address */
+	uint64_t pending_evicted;          /* closed without HELLO for a newer connection */
 	uint64_t accept_errors;            /* accept() failed (out of descriptors) */
 };
 
@@ -363,6 +364,7 @@ struct flightrecd {
 	size_t njobs;
 	struct conn *conns;
 	size_t nconns;
+	size_t npending;          /* of those, the ones that have not said HELLO */
 	uint64_t incident_seq;
 };
 
@@ -461,7 +463,7 @@ void notify_close(struct flightrecd *d);
 
 /*
  * pending.c: agent connections that have not said HELLO yet, per peer
- * address (as ratelog_offender_addr() writes it). pending_add() counts one
+ * address (as daemon_addr_key() writes it: an IPv6 peer by its /64). pending_add() counts one
  * more unless `max` are counted already (-EBUSY); -ENOMEM when out of
  * memory. The loop calls these under the lock.
  */

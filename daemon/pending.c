@@ -1,6 +1,6 @@
 /*
  * Agent connections that have not said HELLO yet, counted per peer address
- * (without its port), so that one address cannot fill the daemon's
+ * (without its port; an IPv6 peer by its /64, daemon_addr_key()), so that one address cannot fill the daemon's
  * connections with sockets that never register: beyond
  * --max-pending-per-address, its next connection is refused at once. A
  * real agent says HELLO within milliseconds of connecting, so only a burst
