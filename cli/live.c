@@ -474,8 +474,7 @@ static int bearer_header(char *out, size_t cap, char *err, size_t errcap)
 		if (rc)
 			return fail(err, errcap, "FLIGHTREC_JOB_KEY_FILE=%s: %s", key_file,
 				    why ? why : strerror(-rc));
-		for (size_t i = 0; i < FR_WIRE_JOB_KEY_SIZE; i++)
-			snprintf(hex + 2 * i, 3, "%02x", key[i]);
+		fr_wire_job_key_hex(key, hex);
 		snprintf(out, cap, "Authorization: Bearer %s\r\n", hex);
 		explicit_bzero(key, sizeof(key));
 		explicit_bzero(hex, sizeof(hex));

@@ -18,6 +18,7 @@
  * reload (server_reload_token()), so that a token can be rotated.
  */
 #include "daemon.h"
+#include "http_conns.h"
 
 #include <errno.h>
 #include <getopt.h>
@@ -396,6 +397,25 @@ int config_check_exposure(const struct daemon_config *cfg)
 	return 0;
 }
 
+/*
+ * Descriptors the daemon holds whatever its peers do: stdin/out/err, the
+ * loop's epoll, eventfd and signal pipe, the two listeners, each
+ * libmicrohttpd worker's epoll and eventfd, systemd's notify socket; and
+ * the few it opens for a moment: the incident file being written and its
+ * directory, --config and --token-file on SIGHUP, /proc for memory. An
+ * idle daemon holds 22 (ls /proc/PID/fd); the rest is margin.
+ */
+#define FD_FIXED 32u
+/*
+ * Per HTTP connection slot, its socket and the incident file
+ * MHD_create_response_from_fd64() may keep open while serving it.
+ */
+#define FD_RESERVE (2u * HTTP_CONN_SLOTS + FD_FIXED)
+/* Under the soft limit most systems start with (1024), three quarters
+ * still go to agents. */
+_Static_assert(FD_RESERVE <= 1024 / 4,
+	       "the HTTP connection slots leave too few descriptors for agents under ulimit -n 1024");
+
 /* The descriptors this process may have open, after config_raise_fd_limit(). */
 static uint64_t fd_limit;
 
@@ -430,12 +450,16 @@ void config_raise_fd_limit(void)
 uint32_t config_fd_max_connections(uint32_t asked)
 {
 	/* With almost no descriptors, a quarter still goes to agents. */
-	uint64_t allowed = fd_limit > 4 * DAEMON_FD_RESERVE ? fd_limit - DAEMON_FD_RESERVE :
-							      fd_limit / 4;
+	uint64_t allowed = fd_limit > 4 * FD_RESERVE ? fd_limit - FD_RESERVE : fd_limit / 4;
 
 	if (allowed == 0)
 		allowed = 1;
 	return asked <= allowed ? asked : (uint32_t)allowed;
+}
+
+unsigned config_fd_reserve(void)
+{
+	return FD_RESERVE;
 }
 
 uint64_t config_fd_limit(void)

@@ -105,6 +105,7 @@ struct daemon_metrics {
 	uint64_t incidents_suppressed;     /* over --max-incidents-per-hour */
 	uint64_t hello_timeouts;           /* closed for no HELLO within --hello-timeout */
 	uint64_t pending_rejected;         /* over --max-pending-per-address */
+	uint64_t pending_evicted;          /* closed without HELLO for a newer connection */
 	uint64_t accept_errors;            /* accept() failed (out of descriptors) */
 };
 
@@ -363,6 +364,7 @@ struct flightrecd {
 	size_t njobs;
 	struct conn *conns;
 	size_t nconns;
+	size_t npending;          /* of those, the ones that have not said HELLO */
 	uint64_t incident_seq;
 };
 
@@ -403,12 +405,22 @@ struct live_view {
 
 /* main.c */
 void daemon_log(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+void daemon_stop(struct flightrecd *d);
+
+/* clock.c: wall-clock and monotonic time, in nanoseconds. */
 uint64_t daemon_now_ns(void);
 uint64_t daemon_mono_ns(void);
+
+/*
+ * addr.c: daemon_format_addr() writes "1.2.3.4:N" or "[::1]:N";
+ * daemon_addr_key() the peer as the per-address limits count it: an IPv4
+ * address ("1.2.3.4"), an IPv6 /64 ("2001:db8:1:2::/64"). Both return 0,
+ * or -EAFNOSUPPORT (and write "?") for another family.
+ */
 int daemon_format_addr(const struct sockaddr *sa, char *buf, size_t cap);
+int daemon_addr_key(const struct sockaddr *sa, char *buf, size_t cap);
 /* Records the port actually bound (for port 0) in a configured address. */
 void daemon_set_port(struct sockaddr_storage *ss, uint16_t port);
-void daemon_stop(struct flightrecd *d);
 
 /*
  * config.c: the --config file. config_read() turns FILE's "key = value"
@@ -451,7 +463,7 @@ void notify_close(struct flightrecd *d);
 
 /*
  * pending.c: agent connections that have not said HELLO yet, per peer
- * address (as ratelog_offender_addr() writes it). pending_add() counts one
+ * address (as daemon_addr_key() writes it: an IPv6 peer by its /64). pending_add() counts one
  * more unless `max` are counted already (-EBUSY); -ENOMEM when out of
  * memory. The loop calls these under the lock.
  */
@@ -460,19 +472,17 @@ void pending_remove(const char *addr);
 void pending_clear(void);
 
 /*
- * Descriptors kept for everything but agent connections: HTTP's
- * connections and the files they serve, incident files being written, the
- * loop's own handles. --max-connections is held to RLIMIT_NOFILE minus
- * this, so that a flood of agents can never cost an incident or /healthz.
- */
-#define DAEMON_FD_RESERVE 192u
-/*
  * config.c: raises the soft RLIMIT_NOFILE to the hard one, once at start;
- * the limit in effect after it; and the agent connections that limit
- * allows, given the --max-connections asked for.
+ * the limit in effect after it; the descriptors kept for everything but
+ * agent connections (HTTP's connections and the files they serve,
+ * incident files being written, the loop's own handles), so that a flood
+ * of agents can never cost an incident or /healthz; and the agent
+ * connections the limit allows beyond that reserve, given the
+ * --max-connections asked for.
  */
 void config_raise_fd_limit(void);
 uint64_t config_fd_limit(void);
+unsigned config_fd_reserve(void);
 uint32_t config_fd_max_connections(uint32_t asked);
 
 /*

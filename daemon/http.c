@@ -246,6 +246,11 @@ static void write_metrics(struct flightrecd *d, FILE *f)
 	metric(f, "pending_rejected_total", "counter",
 	       "Agent connections refused over --max-pending-per-address (also in connections_rejected_total).",
 	       m->pending_rejected);
+	metric(f, "pending_evicted_total", "counter",
+	       "Agent connections without HELLO closed for a newer one, at --max-connections or at the cap of connections without HELLO (half of it).",
+	       m->pending_evicted);
+	metric(f, "connections_pending", "gauge",
+	       "Open agent connections that have not said HELLO yet.", d->npending);
 	metric(f, "memory_max_bytes", "gauge", "The memory budget, --max-memory.", budget_max());
 	metric(f, "memory_bytes", "gauge",
 	       "Bytes of the memory budget held: member lists, incident uploads and live looks.",

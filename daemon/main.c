@@ -11,12 +11,12 @@
 #include <inttypes.h>
 #include <limits.h>
 #include <math.h>
+#include <poll.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "../dumps/dump.h"
@@ -112,7 +112,9 @@ static void usage(FILE *out)
 		"  --max-dump-size BYTES        largest dump accepted (default 67108864)\n"
 		"  --max-connections N          agent connections at once (default 65536; held\n"
 		"                               below RLIMIT_NOFILE, whose soft limit is raised\n"
-		"                               to the hard one at startup)\n"
+		"                               to the hard one at startup); at most half of them\n"
+		"                               may wait for their HELLO, and at either limit the\n"
+		"                               one waiting longest is closed for a newcomer\n"
 		"  --max-job-connections N      ranks of one job connected at once (default 65536)\n"
 		"  --max-frame-size BYTES       largest agent frame payload (default and most\n"
 		"                               1048576, at least 262229)\n"
@@ -122,8 +124,9 @@ static void usage(FILE *out)
 		"  --hello-timeout SECONDS      an agent connection that has not said HELLO\n"
 		"                               (with a token: proved it) by then is closed\n"
 		"                               (default 10)\n"
-		"  --max-pending-per-address N  agent connections from one address that have\n"
-		"                               not said HELLO yet (default 1024); more are refused\n"
+		"  --max-pending-per-address N  agent connections from one address (IPv6: one\n"
+		"                               /64) that have not said HELLO yet (default 1024);\n"
+		"                               more are refused\n"
 		"  --max-memory BYTES           memory peers may make the daemon hold: member\n"
 		"                               lists, incident uploads, live looks (default a\n"
 		"                               quarter of RAM, at least 268435456); one job may\n"
@@ -168,53 +171,6 @@ void daemon_log(const char *fmt, ...)
 	va_end(ap);
 	/* One write per line, so lines from the HTTP thread never interleave. */
 	fprintf(stderr, "flightrecd: %s\n", line);
-}
-
-static uint64_t clock_ns(clockid_t id)
-{
-	struct timespec ts;
-
-	clock_gettime(id, &ts);
-	return (uint64_t)ts.tv_sec * NS_PER_S + (uint64_t)ts.tv_nsec;
-}
-
-uint64_t daemon_now_ns(void)
-{
-	return clock_ns(CLOCK_REALTIME);
-}
-
-uint64_t daemon_mono_ns(void)
-{
-	return clock_ns(CLOCK_MONOTONIC);
-}
-
-int daemon_format_addr(const struct sockaddr *sa, char *buf, size_t cap)
-{
-	char ip[INET6_ADDRSTRLEN];
-
-	if (sa->sa_family == AF_INET6) {
-		const struct sockaddr_in6 *s6 = (const struct sockaddr_in6 *)sa;
-
-		uv_ip6_name(s6, ip, sizeof(ip));
-		snprintf(buf, cap, "[%s]:%u", ip, ntohs(s6->sin6_port));
-	} else if (sa->sa_family == AF_INET) {
-		const struct sockaddr_in *s4 = (const struct sockaddr_in *)sa;
-
-		uv_ip4_name(s4, ip, sizeof(ip));
-		snprintf(buf, cap, "%s:%u", ip, ntohs(s4->sin_port));
-	} else {
-		snprintf(buf, cap, "?");
-		return -EAFNOSUPPORT;
-	}
-	return 0;
-}
-
-void daemon_set_port(struct sockaddr_storage *ss, uint16_t port)
-{
-	if (ss->ss_family == AF_INET6)
-		((struct sockaddr_in6 *)ss)->sin6_port = htons(port);
-	else
-		((struct sockaddr_in *)ss)->sin_port = htons(port);
 }
 
 /* Parses "1.2.3.4:N" or "[::1]:N" (literal addresses only). */
@@ -503,7 +459,7 @@ static void size_max_connections(struct flightrecd *d)
 	if (d->cfg.max_connections < asked)
 		daemon_log("max-connections %" PRIu32 " held to %" PRIu32
 			   ": RLIMIT_NOFILE is %" PRIu64 " and %u descriptors are kept for incident files and HTTP (raise LimitNOFILE or ulimit -n)",
-			   asked, d->cfg.max_connections, config_fd_limit(), DAEMON_FD_RESERVE);
+			   asked, d->cfg.max_connections, config_fd_limit(), config_fd_reserve());
 	else
 		daemon_log("file descriptors: RLIMIT_NOFILE %" PRIu64 ", max-connections %" PRIu32,
 			   config_fd_limit(), d->cfg.max_connections);
@@ -511,28 +467,87 @@ static void size_max_connections(struct flightrecd *d)
 
 /*
  * SIGALRM after SIGTERM: the daemon did not finish stopping within
- * STOP_DEADLINE_S (a thread stuck, a listener that cannot be closed). It
- * ends now rather than linger; only async-signal-safe calls.
+ * STOP_DEADLINE_S (a thread stuck, a listener that cannot be closed, the
+ * loop blocked). It ends now rather than linger; only async-signal-safe
+ * calls. The line is written only if stderr can take it at once: a log
+ * reader that stopped reading may be what blocks the daemon.
  */
 static void on_stop_deadline(int signum)
 {
 	static const char msg[] = "flightrecd: did not stop within " STRINGIFY(STOP_DEADLINE_S)
 		" s of SIGTERM; exiting now\n";
+	struct pollfd p = { .fd = STDERR_FILENO, .events = POLLOUT };
 	ssize_t n;
 
 	(void)signum;
-	n = write(STDERR_FILENO, msg, sizeof(msg) - 1);
-	(void)n;
+	if (poll(&p, 1, 0) == 1 && (p.revents & POLLOUT)) {
+		n = write(STDERR_FILENO, msg, sizeof(msg) - 1);
+		(void)n;
+	}
 	_exit(1);
 }
 
+static volatile sig_atomic_t stop_deadline_armed;
+
+/* Starts the stop deadline once; async-signal-safe (on_stop_signal calls it). */
 static void arm_stop_deadline(void)
 {
-	struct sigaction sa = { .sa_handler = on_stop_deadline };
+	if (stop_deadline_armed)
+		return;
+	stop_deadline_armed = 1;
+	alarm(STOP_DEADLINE_S);
+}
 
-	sigemptyset(&sa.sa_mask);
-	if (sigaction(SIGALRM, &sa, NULL) == 0)
-		alarm(STOP_DEADLINE_S);
+/* What libuv installed for SIGTERM and SIGINT, which on_stop_signal() passes the signal on to. */
+static struct sigaction uv_sigterm_action;
+static struct sigaction uv_sigint_action;
+
+/*
+ * SIGTERM and SIGINT, in the thread the kernel picked: the stop deadline
+ * starts here, not in the loop's callback, so that a loop that is blocked
+ * (and would never run the callback) is still ended in time. Then libuv's
+ * handler, which wakes the loop for on_signal().
+ */
+static void on_stop_signal(int signum, siginfo_t *info, void *uctx)
+{
+	const struct sigaction *uv = signum == SIGTERM ? &uv_sigterm_action : &uv_sigint_action;
+	int saved_errno = errno;
+
+	arm_stop_deadline();
+	errno = saved_errno;
+	if (uv->sa_flags & SA_SIGINFO)
+		uv->sa_sigaction(signum, info, uctx);
+	else if (uv->sa_handler != SIG_DFL && uv->sa_handler != SIG_IGN)
+		uv->sa_handler(signum);
+}
+
+/*
+ * Installs on_stop_deadline() for SIGALRM, and on_stop_signal() in front
+ * of the handlers uv_signal_start() installed for SIGTERM and SIGINT (so
+ * after it; libuv installs its handler once, when the first watcher of a
+ * signal starts, and nothing here starts another).
+ */
+static int wrap_stop_signals(void)
+{
+	struct sigaction alrm = { .sa_handler = on_stop_deadline };
+	struct sigaction sa = { .sa_sigaction = on_stop_signal };
+
+	sigemptyset(&alrm.sa_mask);
+	if (sigaction(SIGALRM, &alrm, NULL))
+		return -errno;
+	if (sigaction(SIGTERM, NULL, &uv_sigterm_action) ||
+	    sigaction(SIGINT, NULL, &uv_sigint_action))
+		return -errno;
+	/* libuv's mask and flags (every signal blocked, SA_RESTART), and siginfo to pass on. */
+	sa.sa_mask = uv_sigterm_action.sa_mask;
+	sa.sa_flags = (uv_sigterm_action.sa_flags & ~SA_RESETHAND) | SA_SIGINFO;
+	if (sigaction(SIGTERM, &sa, NULL))
+		return -errno;
+	sa.sa_mask = uv_sigint_action.sa_mask;
+	sa.sa_flags = (uv_sigint_action.sa_flags & ~SA_RESETHAND) | SA_SIGINFO;
+	if (sigaction(SIGINT, &sa, NULL))
+		return -errno;
+	return 0;
 }
 
 static int write_ports_file(const struct flightrecd *d)
@@ -736,6 +751,8 @@ static int start_signals(struct flightrecd *d)
 		err = uv_signal_start(&d->sigint, on_signal, SIGINT);
 	if (!err)
 		err = uv_signal_start(&d->sighup, on_sighup, SIGHUP);
+	if (!err)
+		err = uv_translate_sys_error(-wrap_stop_signals());
 	return err;
 }
 
@@ -806,6 +823,7 @@ static void close_leftovers(uv_handle_t *h, void *arg)
 static int print_job_key(const struct daemon_config *cfg, const char *job)
 {
 	uint8_t key[FR_WIRE_JOB_KEY_SIZE];
+	char hex[FR_WIRE_JOB_KEY_HEX + 1];
 	struct fr_token token;
 	const char *why;
 	bool others;
@@ -829,10 +847,10 @@ static int print_job_key(const struct daemon_config *cfg, const char *job)
 	err = fr_wire_job_key(&token, job, key);
 	explicit_bzero(&token, sizeof(token));
 	assert(err == 0);
-	for (size_t i = 0; i < sizeof(key); i++)
-		printf("%02x", key[i]);
-	printf("\n");
+	fr_wire_job_key_hex(key, hex);
 	explicit_bzero(key, sizeof(key));
+	printf("%s\n", hex);
+	explicit_bzero(hex, sizeof(hex));
 	if (fflush(stdout) != 0 || ferror(stdout)) {
 		fprintf(stderr, "flightrecd: --job-key: cannot write the key: %s\n", strerror(errno));
 		return 2;

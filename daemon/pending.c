@@ -1,6 +1,6 @@
 /*
  * Agent connections that have not said HELLO yet, counted per peer address
- * (without its port), so that one address cannot fill the daemon's
+ * (without its port; an IPv6 peer by its /64, daemon_addr_key()), so that one address cannot fill the daemon's
  * connections with sockets that never register: beyond
  * --max-pending-per-address, its next connection is refused at once. A
  * real agent says HELLO within milliseconds of connecting, so only a burst
@@ -14,6 +14,8 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include "../protocol/hash.h"
 
 #define PENDING_BUCKETS 1024
 
@@ -29,11 +31,7 @@ static struct pending_addr *buckets[PENDING_BUCKETS];
  * gain by it beyond a slower lookup of their own entries. */
 static struct pending_addr **pending_bucket(const char *addr)
 {
-	uint32_t h = 2166136261u;
-
-	for (const unsigned char *p = (const unsigned char *)addr; *p; p++)
-		h = (h ^ *p) * 16777619u;
-	return &buckets[h % PENDING_BUCKETS];
+	return &buckets[fr_fnv1a(FR_FNV_INIT, addr, strlen(addr)) % PENDING_BUCKETS];
 }
 
 static struct pending_addr **pending_find(const char *addr)

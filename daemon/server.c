@@ -16,9 +16,15 @@
  * holds: a connection that never says HELLO is closed.
  *
  * Connections that have not said HELLO are also counted per peer address
- * (pending.c), so that one address cannot hold the daemon's connections
- * without registering, and accept() failing (no descriptor left) is logged
- * once a minute, never once per attempt.
+ * (pending.c; an IPv6 peer by its /64), so that one address cannot hold
+ * the daemon's connections without registering. Many addresses together
+ * cannot either: at most half of --max-connections may wait for their
+ * HELLO at once, and at --max-connections, or at that half, the
+ * connection that has waited longest is closed for the newcomer instead
+ * of the newcomer being refused. A real agent says HELLO within
+ * milliseconds, so it is never the one waiting longest; a registered rank
+ * is never closed for a newcomer. accept() failing (no descriptor left)
+ * is logged once a minute, never once per attempt.
  */
 #include "daemon.h"
 
@@ -55,8 +61,13 @@ struct conn_write {
 struct server_conn {
 	struct conn conn;
 	uint64_t accepted_mono;
-	/* Counted in pending.c under `addr` until its HELLO is accepted. */
+	uint64_t accepted_turn;   /* uv_now() when accepted: the loop's turn */
+	/* Counted in pending.c under `addr` (daemon_addr_key()) and queued in
+	 * the oldest-first list of connections waiting for their HELLO, until
+	 * its HELLO is accepted. */
 	bool pending;
+	struct server_conn *pending_prev;
+	struct server_conn *pending_next;
 	char addr[INET6_ADDRSTRLEN + 8];
 	bool challenged;       /* a CHALLENGE was sent: the peer reads version 2 */
 	bool have_proof;       /* AUTH arrived; the HELLO it proves comes next */
@@ -71,6 +82,9 @@ struct server_conn {
  * limit on how often their refusal is logged. */
 static uv_timer_t hello_timer;
 static bool hello_timer_started;
+/* The connections waiting for their HELLO, oldest first (d->npending of them). */
+static struct server_conn *pending_oldest;
+static struct server_conn *pending_newest;
 static struct {
 	uint64_t window_mono;
 	unsigned logged;
@@ -196,10 +210,54 @@ static void conn_hello_settled(struct conn *c)
 {
 	struct server_conn *sc = server_conn(c);
 
-	if (sc->pending) {
-		pending_remove(sc->addr);
-		sc->pending = false;
-	}
+	if (!sc->pending)
+		return;
+	pending_remove(sc->addr);
+	sc->pending = false;
+	if (sc->pending_prev)
+		sc->pending_prev->pending_next = sc->pending_next;
+	else
+		pending_oldest = sc->pending_next;
+	if (sc->pending_next)
+		sc->pending_next->pending_prev = sc->pending_prev;
+	else
+		pending_newest = sc->pending_prev;
+	sc->pending_prev = sc->pending_next = NULL;
+	c->d->npending--;
+}
+
+/*
+ * At most this many connections may wait for their HELLO at once: half of
+ * --max-connections, so that ranks registering always find room without
+ * having to outrun a flood of connections that never register.
+ */
+static size_t pending_cap(const struct flightrecd *d)
+{
+	return d->cfg.max_connections / 2 ? d->cfg.max_connections / 2 : 1;
+}
+
+/*
+ * Closes the connection that has waited longest for its HELLO, so that a
+ * newcomer takes its place (`why`: the limit reached). Returns false when
+ * no connection is waiting (every one open has registered), or when the
+ * oldest was accepted in this turn of the loop: the loop accepts a whole
+ * burst before it reads any socket, and a rank's HELLO may be waiting
+ * unread in its socket; the burst is refused instead.
+ */
+static bool server_evict_pending(struct flightrecd *d, const char *why)
+{
+	struct server_conn *sc = pending_oldest;
+	double waited;
+
+	if (!sc || sc->accepted_turn == uv_now(d->loop))
+		return false;
+	waited = (double)(daemon_mono_ns() - sc->accepted_mono) / (double)NS_PER_S;
+	d->m.pending_evicted++;
+	ratelog("pending evicted", sc->addr,
+		"closing the connection from %s: no hello after %.1f s and %s; a newer connection takes its place",
+		sc->conn.peer, waited, why);
+	conn_close(&sc->conn);
+	return true;
 }
 
 void conn_drop_upload(struct conn *c)
@@ -765,9 +823,11 @@ static void server_refuse(struct flightrecd *d, bool over_limit)
 		d->m.connections_rejected++;
 		if (over_limit) {
 			if (uv_tcp_getpeername(t, (struct sockaddr *)&ss, &len) ||
-			    daemon_format_addr((const struct sockaddr *)&ss, peer, sizeof(peer)))
+			    daemon_format_addr((const struct sockaddr *)&ss, peer, sizeof(peer)) ||
+			    daemon_addr_key((const struct sockaddr *)&ss, addr, sizeof(addr))) {
 				snprintf(peer, sizeof(peer), "unknown peer");
-			ratelog_offender_addr(peer, addr, sizeof(addr));
+				snprintf(addr, sizeof(addr), "unknown peer");
+			}
 			ratelog("connections", addr,
 				"refusing the connection from %s: %zu agent connections are open, the most --max-connections allows",
 				peer, d->nconns);
@@ -776,20 +836,26 @@ static void server_refuse(struct flightrecd *d, bool over_limit)
 	uv_close((uv_handle_t *)t, on_rejected_closed);
 }
 
+/* The peer's address and port, and the key it is counted under. */
 static void conn_set_peer(struct conn *c)
 {
+	struct server_conn *sc = server_conn(c);
 	struct sockaddr_storage ss;
 	int len = sizeof(ss);
 
 	if (uv_tcp_getpeername(&c->tcp, (struct sockaddr *)&ss, &len) ||
-	    daemon_format_addr((const struct sockaddr *)&ss, c->peer, sizeof(c->peer)))
+	    daemon_format_addr((const struct sockaddr *)&ss, c->peer, sizeof(c->peer)) ||
+	    daemon_addr_key((const struct sockaddr *)&ss, sc->addr, sizeof(sc->addr))) {
 		snprintf(c->peer, sizeof(c->peer), "unknown peer");
+		snprintf(sc->addr, sizeof(sc->addr), "unknown peer");
+	}
 }
 
 /*
  * Counts a new connection as waiting for its HELLO; UV_EBUSY (logged once
  * per address a minute) when its address has --max-pending-per-address
- * such connections already.
+ * such connections already. At pending_cap() the oldest waiting one is
+ * closed for it.
  */
 static int server_count_pending(struct flightrecd *d, struct conn *c)
 {
@@ -807,7 +873,23 @@ static int server_count_pending(struct flightrecd *d, struct conn *c)
 			c->peer, d->cfg.max_pending_per_address, sc->addr);
 		return UV_EBUSY;
 	}
+	if (d->npending >= pending_cap(d) &&
+	    !server_evict_pending(d, "half of --max-connections wait for their hello")) {
+		pending_remove(sc->addr);
+		d->m.connections_rejected++;
+		ratelog("pending cap", sc->addr,
+			"refusing the connection from %s: %zu connections have not said hello yet, half of --max-connections, all accepted just now",
+			c->peer, d->npending);
+		return UV_EBUSY;
+	}
 	sc->pending = true;
+	sc->pending_prev = pending_newest;
+	if (pending_newest)
+		pending_newest->pending_next = sc;
+	else
+		pending_oldest = sc;
+	pending_newest = sc;
+	d->npending++;
 	return 0;
 }
 
@@ -822,6 +904,7 @@ static void server_accept(struct flightrecd *d)
 		return;
 	}
 	sc->accepted_mono = daemon_mono_ns();
+	sc->accepted_turn = uv_now(d->loop);
 	c->d = d;
 	c->need = FR_WIRE_HEADER_SIZE;
 	uv_tcp_init(d->loop, &c->tcp);
@@ -829,7 +912,6 @@ static void server_accept(struct flightrecd *d)
 	err = uv_accept((uv_stream_t *)&d->server, (uv_stream_t *)&c->tcp);
 	if (!err) {
 		conn_set_peer(c);
-		ratelog_offender_addr(c->peer, sc->addr, sizeof(sc->addr));
 		err = server_count_pending(d, c);
 	}
 	if (!err) {
@@ -941,7 +1023,8 @@ static void on_connection(uv_stream_t *s, int status)
 	pthread_mutex_lock(&d->lock);
 	if (d->stopping)
 		server_refuse(d, false);
-	else if (d->nconns >= d->cfg.max_connections)
+	else if (d->nconns >= d->cfg.max_connections &&
+		 !server_evict_pending(d, "--max-connections are open"))
 		server_refuse(d, true);
 	else
 		server_accept(d);

@@ -1278,6 +1278,18 @@ int fr_wire_job_key_parse(const char *s, size_t len, uint8_t key[FR_WIRE_JOB_KEY
 	return -EINVAL;
 }
 
+void fr_wire_job_key_hex(const uint8_t key[FR_WIRE_JOB_KEY_SIZE],
+			 char hex[FR_WIRE_JOB_KEY_HEX + 1])
+{
+	static const char digits[] = "0123456789abcdef";
+
+	for (size_t i = 0; i < FR_WIRE_JOB_KEY_SIZE; i++) {
+		hex[2 * i] = digits[key[i] >> 4];
+		hex[2 * i + 1] = digits[key[i] & 0xf];
+	}
+	hex[FR_WIRE_JOB_KEY_HEX] = '\0';
+}
+
 int fr_wire_job_key_read(const char *path, uint8_t key[FR_WIRE_JOB_KEY_SIZE], const char **why,
 			 bool *others_can_read)
 {

@@ -469,6 +469,13 @@ int fr_wire_job_key_parse(const char *s, size_t len, uint8_t key[FR_WIRE_JOB_KEY
 			  const char **why);
 
 /*
+ * Writes a job key as fr_wire_job_key_parse() reads it: FR_WIRE_JOB_KEY_HEX
+ * lowercase hex digits and a NUL. The caller wipes `hex`.
+ */
+void fr_wire_job_key_hex(const uint8_t key[FR_WIRE_JOB_KEY_SIZE],
+			 char hex[FR_WIRE_JOB_KEY_HEX + 1]);
+
+/*
  * Reads a job key file (FLIGHTREC_JOB_KEY_FILE): the key in hex, optionally
  * followed by one newline, read as fr_read_small_file() reads. Returns 0,
  * or a negative errno: -EINVAL with `*why` naming what is wrong (not a

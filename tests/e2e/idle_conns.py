@@ -6,9 +6,11 @@ HELLO-deadline tests. None of them ever sends a byte.
       opens N connections (from SOURCE, an address of this host, if given)
       and waits up to WAIT seconds; prints "closed K after S" where K is how
       many the daemon closed and S the seconds until the last of those.
-  idle_conns.py flood PORT N
+  idle_conns.py flood PORT N [SOURCE...]
       keeps N connections open, opening a new one for each the daemon
-      closes, until killed; prints "flooding" once N were opened.
+      closes, until killed; prints "flooding" once N were opened. With
+      SOURCEs, the connections come from each in turn (as many addresses
+      of 127.0.0.0/8 as a local user likes).
 """
 
 import select
@@ -54,16 +56,20 @@ def count(port, n, wait, source):
     print("closed %d after %.1f" % (closed, last), flush=True)
 
 
-def flood(port, n):
-    live = set(connect(port) for _ in range(n))
+def flood(port, n, sources):
+    sources = sources or [None]
+    live = {}
+    for i in range(n):
+        src = sources[i % len(sources)]
+        live[connect(port, src)] = src
     print("flooding", flush=True)
     while True:
         r, _, _ = select.select(list(live), [], [], 0.5)
         for s in r:
             if closed_by_peer(s):
-                live.discard(s)
+                src = live.pop(s)
                 s.close()
-                live.add(connect(port))
+                live[connect(port, src)] = src
 
 
 def main():
@@ -72,7 +78,7 @@ def main():
         count(port, int(sys.argv[3]), float(sys.argv[4]),
               sys.argv[5] if len(sys.argv) > 5 else None)
     elif mode == "flood":
-        flood(port, int(sys.argv[3]))
+        flood(port, int(sys.argv[3]), sys.argv[4:])
     else:
         sys.exit("usage: idle_conns.py count|flood PORT N ...")
 

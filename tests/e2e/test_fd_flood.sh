@@ -8,7 +8,11 @@
 #     manifest.json and every rank's dump;
 #   - /healthz answers meanwhile, and the log stays small (no line per
 #     refused connection);
-#   - SIGTERM ends the daemon within seconds, flood or not.
+#   - SIGTERM ends the daemon within seconds, flood or not;
+#   - and within its stop deadline (10 s) even when its event loop is
+#     blocked and never runs the signal's callback: here the reader of its
+#     stderr stops reading (a stalled journald), so the loop blocks in
+#     write() once the pipe is full.
 . "$(dirname "$0")/lib.sh"
 
 IDLE=$ROOT/tests/e2e/idle_conns.py
@@ -56,3 +60,66 @@ wait_for 12 sh -c "! kill -0 $DAEMON_PID 2>/dev/null" ||
 DAEMON_PID=
 grep -q "^flightrecd: stopped" "$T/daemon.log" || fail "the daemon did not stop cleanly"
 echo "PASS descriptor flood: incident written, /healthz up, log $size bytes, stopped in $((SECONDS - start)) s"
+
+# The loop blocked: a fresh daemon whose stderr goes to a one-page pipe
+# whose reader stops reading. Frames of unknown types, each logged once (a
+# new limit and offender pair), fill the pipe, and the loop blocks writing
+# the next line. SIGTERM must still end it within the deadline, through
+# the SIGALRM that the signal handler itself arms.
+mkfifo "$T/log.fifo"
+python3 "$ROOT/tests/e2e/log_pipe.py" "$T/log.fifo" "$T/stalled.log" "$T/stall" &
+track_pid $!
+rm -f "$T/ports.json"
+"$BUILD_DIR/bin/flightrecd" --listen 127.0.0.1:0 --http 127.0.0.1:0 --dump-dir "$T/incidents2" \
+	--ports-file "$T/ports.json" >/dev/null 2>"$T/log.fifo" &
+DAEMON_PID=$!
+wait_for 10 test -s "$T/ports.json" || fail "the second daemon did not write its ports file"
+LISTEN_PORT=$(jq -r .listen "$T/ports.json")
+HTTP=http://127.0.0.1:$(jq -r .http "$T/ports.json")
+touch "$T/stall"
+wait_for 5 grep -q "stopped reading" "$T/stalled.log" || fail "the log reader did not stall"
+python3 - "$LISTEN_PORT" <<'PY' &
+import socket, struct, sys, time
+port = int(sys.argv[1])
+for t in range(1000, 1400):
+    try:
+        s = socket.create_connection(("127.0.0.1", port), timeout=1)
+        s.sendall(struct.pack("<IHHII", 0x43455246, 1, t, 0, 0))
+        s.close()
+    except OSError:
+        time.sleep(0.05)
+PY
+track_pid $!
+# The loop's thread (the process's first) is then blocked in write(2) on
+# stderr: /proc/PID/syscall names the system call it sleeps in and its
+# first argument. (/healthz cannot tell: the loop blocks holding the lock.)
+case $(uname -m) in
+x86_64) write_nr=1 ;;
+aarch64) write_nr=64 ;;
+*) write_nr= ;;
+esac
+loop_in_write() {
+	local nr fd rest
+	read -r nr fd rest <"/proc/$DAEMON_PID/syscall" 2>/dev/null || return 1
+	[ "$nr" = "$write_nr" ] && [ "$fd" = 0x2 ]
+}
+if [ -n "$write_nr" ]; then
+	wait_for 20 loop_in_write ||
+		fail "the event loop did not block on the stalled log: $(cat /proc/$DAEMON_PID/syscall)"
+	# Still blocked a moment later: not a write that was about to return.
+	wait_for 3 sh -c "[ \$((\$SECONDS - $SECONDS)) -ge 1 ]"
+	loop_in_write || fail "the event loop was not blocked on the stalled log"
+else
+	# Elsewhere: /healthz stops answering 200 (stale, or waiting on the lock).
+	wait_for 20 sh -c "! curl -sf -o /dev/null --max-time 1 $HTTP/healthz" ||
+		fail "the event loop did not block on the stalled log"
+fi
+kill -TERM "$DAEMON_PID"
+start=$SECONDS
+wait_for 15 sh -c "! kill -0 $DAEMON_PID 2>/dev/null" ||
+	fail "the daemon with a blocked loop did not end within 15 s of SIGTERM (stop deadline 10 s)"
+wait "$DAEMON_PID"
+rc=$?
+DAEMON_PID=
+[ "$rc" -eq 1 ] || fail "the daemon with a blocked loop exited $rc, want 1 (the stop deadline's exit)"
+echo "PASS stop deadline: a daemon whose loop was blocked ended $((SECONDS - start)) s after SIGTERM"

@@ -43,6 +43,9 @@ track_pid $!
 exec {ctl}>"$T/a.ctl"
 wait_for 10 grep -q connected "$T/a.out" || fail "the agent did not connect: $(cat "$T/a.out")"
 wait_for 5 ranks_connected 1 || fail "the rank is not connected"
+# This checks that something does NOT happen, so it has to let time pass:
+# a fixed wait of twice --hello-timeout (4 s), written as a bounded wait on
+# the clock. Nothing to poll for could end it sooner.
 start=$SECONDS
 wait_for 5 sh -c "[ \$((\$SECONDS - $start)) -ge 4 ]"
 ranks_connected 1 || fail "a rank that said HELLO was closed by the HELLO deadline"

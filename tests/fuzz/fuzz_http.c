@@ -52,43 +52,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 #define FUZZ_JOB "j1"
 #define FUZZ_TOKEN "fuzz-http-token-0123456789abcdef"
 
-/* main.c's functions, which the daemon's modules call. */
+/* main.c's functions, which the daemon's modules call: its log and its stop. */
 void daemon_log(const char *fmt, ...)
 {
 	(void)fmt;
-}
-
-static uint64_t clock_ns(clockid_t id)
-{
-	struct timespec ts;
-
-	clock_gettime(id, &ts);
-	return (uint64_t)ts.tv_sec * NS_PER_S + (uint64_t)ts.tv_nsec;
-}
-
-uint64_t daemon_now_ns(void)
-{
-	return clock_ns(CLOCK_REALTIME);
-}
-
-uint64_t daemon_mono_ns(void)
-{
-	return clock_ns(CLOCK_MONOTONIC);
-}
-
-int daemon_format_addr(const struct sockaddr *sa, char *buf, size_t cap)
-{
-	char ip[INET6_ADDRSTRLEN] = "?";
-
-	if (sa->sa_family == AF_INET)
-		inet_ntop(AF_INET, &((const struct sockaddr_in *)sa)->sin_addr, ip, sizeof(ip));
-	snprintf(buf, cap, "%s:%u", ip, ntohs(((const struct sockaddr_in *)sa)->sin_port));
-	return 0;
-}
-
-void daemon_set_port(struct sockaddr_storage *ss, uint16_t port)
-{
-	((struct sockaddr_in *)ss)->sin_port = htons(port);
 }
 
 void daemon_stop(struct flightrecd *d)

@@ -1925,6 +1925,25 @@ static int parse_key(const char *s, size_t len, uint8_t key[FR_WIRE_JOB_KEY_SIZE
 	return rc;
 }
 
+/* The hex a key is printed as (flightrecd --job-key, fr-analyze's bearer)
+ * is the documented example's, lowercase, and parses back to the key. */
+static void test_job_key_hex(void **state)
+{
+	struct fr_token t;
+	uint8_t key[FR_WIRE_JOB_KEY_SIZE], back[FR_WIRE_JOB_KEY_SIZE];
+	char hex[FR_WIRE_JOB_KEY_HEX + 1];
+	const char *why;
+
+	(void)state;
+	set_token(&t, "flightrec-example-token-0123456789");
+	assert_int_equal(fr_wire_job_key(&t, "job-42", key), 0);
+	memset(hex, 'x', sizeof(hex));
+	fr_wire_job_key_hex(key, hex);
+	assert_string_equal(hex, example_job_key_hex);
+	assert_int_equal(fr_wire_job_key_parse(hex, strlen(hex), back, &why), 0);
+	assert_memory_equal(back, key, sizeof(key));
+}
+
 static void test_job_key_parse(void **state)
 {
 	char text[FR_WIRE_JOB_KEY_HEX + 2];
@@ -2315,6 +2334,7 @@ int main(void)
 		cmocka_unit_test(test_auth_proof_binds),
 		cmocka_unit_test(test_job_key_proof),
 		cmocka_unit_test(test_job_key_one_job),
+		cmocka_unit_test(test_job_key_hex),
 		cmocka_unit_test(test_job_key_parse),
 		cmocka_unit_test(test_job_key_read),
 		cmocka_unit_test(test_read_small_file),
