@@ -75,17 +75,20 @@ static bool same_address(const struct http_conn *a, const struct http_conn *b)
 
 /*
  * The connection waiting longest for its request, of `like`'s address
- * when `like` is not NULL, other than `self`; NULL when every one is busy.
+ * when `like` is not NULL, other than `self`; with `grace`, only one
+ * waiting for longer than HTTP_EVICT_GRACE_MS. NULL when there is none.
  */
 static struct http_conn *oldest_waiting(const struct http_conn *self,
-					const struct http_conn *like)
+					const struct http_conn *like, bool grace)
 {
+	uint64_t young = daemon_mono_ns() - (uint64_t)HTTP_EVICT_GRACE_MS * 1000000u;
 	struct http_conn *best = NULL;
 
 	for (size_t i = 0; i < HTTP_CONN_SLOTS; i++) {
 		struct http_conn *c = &tab.conns[i];
 
-		if (!c->used || c->doomed || c->in_request || c == self)
+		if (!c->used || c->doomed || c->in_request || c == self ||
+		    (grace && c->waiting_since > young))
 			continue;
 		if (like && !same_address(c, like))
 			continue;
@@ -147,14 +150,16 @@ static void conn_started(struct MHD_Connection *mc, void **socket_context)
 	/* The newcomer counts among its address's waiting ones: over the cap,
 	 * another of them waits, the oldest of which makes room. */
 	if (same_waiting > HTTP_CONN_PER_ADDRESS) {
-		victim = oldest_waiting(c, c);
+		victim = oldest_waiting(c, c, true);
 		if (victim) {
 			doom(victim);
 			open--;
 		}
 	}
 	if (open > HTTP_CONN_OPEN_MAX) {
-		victim = oldest_waiting(c, NULL);
+		victim = oldest_waiting(c, NULL, true);
+		if (!victim)
+			victim = oldest_waiting(c, NULL, false);
 		doom(victim ? victim : c);
 	}
 	pthread_mutex_unlock(&tab.lock);

@@ -42,6 +42,14 @@
 #define HTTP_ANSWER_DEADLINE_S 5
 #define HTTP_ANSWER_MIN_RATE (1024u * 1024u)
 #define HTTP_CONN_PER_ADDRESS 16
+/*
+ * A connection younger than this is never closed to make room for its
+ * address's newcomers, and is the last choice when the whole table is
+ * full: a client sends its request at once, and a flood from its address
+ * must not close it before the request is read (a prober's /healthz on a
+ * loaded machine). A slow client is old by the time it matters.
+ */
+#define HTTP_EVICT_GRACE_MS 500
 #define HTTP_API_BUSY_MAX 64
 /* Connections counted at once: the API's, and /healthz's reserve. */
 #define HTTP_CONN_OPEN_MAX (HTTP_API_BUSY_MAX + 8)
