@@ -52,6 +52,27 @@ def recv_exact(sock, n):
     return data
 
 
+def read_frame(sock):
+    """The next frame's type and payload."""
+    head = recv_exact(sock, 16)
+    _, _, kind, length, _ = struct.unpack("<IHHII", head)
+    return kind, recv_exact(sock, length)
+
+
+def print_errors(sock):
+    """Prints "error CODE MESSAGE" for each ERROR frame until the
+    connection closes (or its timeout passes)."""
+    try:
+        while True:
+            kind, body = read_frame(sock)
+            if kind == ERROR:
+                code, mlen = struct.unpack("<HH", body[:4])
+                print("error %d %s" % (code, body[4:4 + mlen].decode(errors="replace")),
+                      flush=True)
+    except (OSError, ConnectionError):
+        pass
+
+
 def hello_payload(job, rank, world):
     return (s(job) + struct.pack("<III", rank, world, os.getpid()) + s("abuse-host") +
             struct.pack("<IQ", 2000, START_NS) + s("fake MPI 1.0"))

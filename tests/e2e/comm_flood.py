@@ -16,9 +16,8 @@ import os
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import struct  # noqa: E402
 
-from abuse_agent import COMM, ERROR, frame, open_agent, recv_exact, s  # noqa: E402
+from abuse_agent import COMM, frame, open_agent, print_errors, s  # noqa: E402
 
 
 def main():
@@ -42,17 +41,7 @@ def main():
     except OSError:
         pass
     print("sent %d" % sent, flush=True)
-    try:
-        while True:
-            head = recv_exact(sock, 16)
-            _, _, kind, length, _ = struct.unpack("<IHHII", head)
-            body = recv_exact(sock, length)
-            if kind == ERROR:
-                code, mlen = struct.unpack("<HH", body[:4])
-                print("error %d %s" % (code, body[4:4 + mlen].decode(errors="replace")),
-                      flush=True)
-    except (OSError, ConnectionError):
-        pass
+    print_errors(sock)
     print("closed", flush=True)
 
 

@@ -17,17 +17,11 @@ import struct
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from abuse_agent import (COMM, ERROR, frame, open_agent, progress,  # noqa: E402
-                         recv_exact, s)
+from abuse_agent import (COMM, frame, open_agent, print_errors, progress,  # noqa: E402
+                         read_frame, s)
 
 DUMP_REQUEST, DUMP_DATA = 5, 6
 PIECE = 256 << 10
-
-
-def read_frame(sock):
-    head = recv_exact(sock, 16)
-    _, _, kind, length, _ = struct.unpack("<IHHII", head)
-    return kind, recv_exact(sock, length)
 
 
 def main():
@@ -68,15 +62,7 @@ def main():
     print("uploaded", flush=True)
     for sock in socks:
         sock.settimeout(1)
-        try:
-            while True:
-                kind, body = read_frame(sock)
-                if kind == ERROR:
-                    code, mlen = struct.unpack("<HH", body[:4])
-                    print("error %d %s" % (code, body[4:4 + mlen].decode(errors="replace")),
-                          flush=True)
-        except (OSError, ConnectionError):
-            pass
+        print_errors(sock)
     print("done", flush=True)
 
 
