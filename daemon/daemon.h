@@ -181,6 +181,30 @@ struct job_rank {
 };
 
 /*
+ * A communicator's member list, shared by reference count: the registry's
+ * job_comm holds one reference and every live view that took the list
+ * holds another, so that a view costs one reference per communicator, never
+ * a copy of its members. Only the loop changes a list, under the daemon's
+ * lock, and only while it holds the one reference: a merge that would
+ * change a list a view holds changes a copy instead (copy-on-write). Views
+ * take references under the lock and drop them wherever they are freed
+ * (HTTP threads, without the lock): hence the atomic count.
+ *
+ * The memory budget (BUDGET_MEMBERS, and the job's half) counts the list
+ * the registry holds, from its allocation until the registry lets go of
+ * it (the list started afresh, copied on write, or the job forgotten). A
+ * list a view still holds after that is no longer counted: it lives only
+ * as long as that view, one HTTP request on one of the HTTP threads, a
+ * watchdog check on the loop, or an incident's manifest being written, so
+ * that at most one uncounted copy per view exists, never one per report.
+ */
+struct member_list {
+	atomic_uint refs;
+	uint32_t size;
+	uint32_t v[];               /* global ranks; FR_RANK_UNKNOWN where no report knows */
+};
+
+/*
  * A communicator as the job knows it: the member lists of its members' COMM
  * frames merged entry by entry (an NCCL rank knows only its own entry).
  * The first report fixes the size, the description and each entry's value;
@@ -190,7 +214,7 @@ struct job_comm {
 	char id[FR_COMM_ID_MAX + 1];
 	char desc[FR_COMM_DESC_MAX + 1];
 	uint32_t size;
-	uint32_t *members;          /* global ranks, owned; FR_RANK_UNKNOWN where no report knows */
+	struct member_list *members; /* a reference, NULL until the first report is kept */
 	uint32_t nunknown;          /* entries of members still FR_RANK_UNKNOWN */
 	/* Bumped when the list starts afresh; a rank_comm of an older epoch
 	 * contributed to a list that is gone. */
@@ -371,7 +395,7 @@ struct live_comm {
 	char id[FR_COMM_ID_MAX + 1];
 	char desc[FR_COMM_DESC_MAX + 1];
 	uint32_t size;
-	uint32_t *members;          /* owned; NULL when the job holds none */
+	struct member_list *members; /* a reference; NULL when the job holds none */
 };
 
 /* What a live view tells of a rank beyond its trace. */
@@ -385,11 +409,13 @@ struct live_rank {
 
 /*
  * The live view of a job: one trace per rank, as the correlator reads
- * them, and a copy of the job's communicators. Each communicator's member
- * list is copied once, here, and borrowed by every rank's trace, so that a
- * view of N ranks costs N traces and one list per communicator, never N
- * lists per communicator. A view is a snapshot: it holds no pointer into
- * the registry, so it may be read and freed without the daemon's lock.
+ * them, and the job's communicators. Each communicator's member list is a
+ * reference to the registry's (struct member_list), taken once, here, and
+ * borrowed by every rank's trace, so that a view of N ranks costs N traces
+ * and one reference per communicator, never a copy of a list. A view is a
+ * snapshot: the lists it holds never change (the registry copies a list a
+ * view holds before changing it), and it holds no other pointer into the
+ * registry, so it may be read and freed without the daemon's lock.
  */
 struct live_view {
 	size_t n;

@@ -446,7 +446,7 @@ static void write_communicators(FILE *f, const struct live_view *lv)
 		for (uint32_t k = 0; jc->members && k < jc->size; k++) {
 			char num[16];
 			char *p = num + sizeof(num);
-			uint32_t v = jc->members[k];
+			uint32_t v = jc->members->v[k];
 
 			*--p = '\0';
 			if (v == FR_RANK_UNKNOWN) {

@@ -173,12 +173,65 @@ static void rank_free(struct job_rank *r)
 	free(r);
 }
 
-/* Frees a communicator's member list and gives back its memory budget. */
+/* Bytes a member list of `size` entries counts for in the memory budget. */
+static uint64_t member_list_bytes(uint32_t size)
+{
+	return (uint64_t)size * sizeof(uint32_t);
+}
+
+/*
+ * A new member list of `size` entries, not filled, with one reference (the
+ * caller's). NULL when out of memory.
+ */
+static struct member_list *member_list_new(uint32_t size)
+{
+	struct member_list *l = malloc(sizeof(*l) + member_list_bytes(size));
+
+	if (!l)
+		return NULL;
+	atomic_init(&l->refs, 1);
+	l->size = size;
+	return l;
+}
+
+static struct member_list *member_list_ref(struct member_list *l)
+{
+	atomic_fetch_add(&l->refs, 1);
+	return l;
+}
+
+/*
+ * Drops a reference; the last one frees the list. Any thread: a view's
+ * references are dropped without the lock. The release ordering of the
+ * decrement makes a reader's last look at the list happen before the
+ * loop, seeing one reference left, writes to it.
+ */
+static void member_list_unref(struct member_list *l)
+{
+	if (l && atomic_fetch_sub_explicit(&l->refs, 1, memory_order_acq_rel) == 1)
+		free(l);
+}
+
+/*
+ * Whether a live view holds the list too. Views take references only
+ * under the lock, which the caller holds: a list not shared now stays so
+ * until the caller lets go of the lock.
+ */
+static bool member_list_shared(struct member_list *l)
+{
+	return atomic_load_explicit(&l->refs, memory_order_acquire) > 1;
+}
+
+/*
+ * The registry lets go of a communicator's member list and gives back its
+ * memory budget; a view that holds it keeps it, uncounted, until it is
+ * freed (struct member_list says why that is bounded).
+ */
 static void job_comm_free_members(struct job *job, struct job_comm *jc)
 {
 	if (jc->members)
-		budget_release_job(job, BUDGET_MEMBERS, (uint64_t)jc->size * sizeof(*jc->members));
-	free(jc->members);
+		budget_release_job(job, BUDGET_MEMBERS, member_list_bytes(jc->members->size));
+	member_list_unref(jc->members);
 	jc->members = NULL;
 }
 
@@ -605,30 +658,37 @@ static struct job_comm *job_comm_get(struct job *job, const char *id, bool *full
 /*
  * Starts a communicator's list afresh from one report (desc cleaned).
  * Returns 0, -ENOMEM, or -EDQUOT when the list would take the job or the
- * daemon over the memory budget.
+ * daemon over the memory budget; on an error the list it would replace is
+ * kept as it was (stale: the next report tries again).
  */
 static int job_comm_reset(struct job *job, struct job_comm *jc, const struct fr_msg_comm *m,
 			  const char *desc)
 {
-	uint64_t bytes = (uint64_t)m->size * sizeof(uint32_t);
-	uint32_t *members;
+	uint64_t bytes = member_list_bytes(m->size);
+	uint64_t old = jc->members ? member_list_bytes(jc->members->size) : 0;
+	struct member_list *members;
 
-	/* The list it replaces is given back first: a rank's new run may
-	 * reuse what its old one held. */
-	job_comm_free_members(job, jc);
-	if (!budget_charge_job(job, BUDGET_MEMBERS, bytes))
+	/* Only what the new list holds beyond the one it replaces is charged
+	 * before the replacement: a rank's new run may reuse what its old one
+	 * held, and a refusal leaves the old list in place. */
+	if (bytes > old && !budget_charge_job(job, BUDGET_MEMBERS, bytes - old))
 		return -EDQUOT;
-	members = malloc(bytes);
+	members = member_list_new(m->size);
 	if (!members) {
-		budget_release_job(job, BUDGET_MEMBERS, bytes);
+		if (bytes > old)
+			budget_release_job(job, BUDGET_MEMBERS, bytes - old);
 		return -ENOMEM;
 	}
-	memcpy(members, m->members, bytes);
+	if (old > bytes)
+		budget_release_job(job, BUDGET_MEMBERS, old - bytes);
+	/* The old list's charge is now the new one's. */
+	member_list_unref(jc->members);
+	memcpy(members->v, m->members, bytes);
 	jc->members = members;
 	jc->size = m->size;
 	jc->nunknown = 0;
 	for (uint32_t i = 0; i < m->size; i++)
-		if (members[i] == FR_RANK_UNKNOWN)
+		if (members->v[i] == FR_RANK_UNKNOWN)
 			jc->nunknown++;
 	snprintf(jc->desc, sizeof(jc->desc), "%s", desc);
 	jc->epoch++;
@@ -639,40 +699,73 @@ static int job_comm_reset(struct job *job, struct job_comm *jc, const struct fr_
 }
 
 /*
+ * Makes the communicator's list the registry's alone before it is changed
+ * (copy-on-write): a view holding it keeps the list it took, unchanged.
+ * The copy takes over the list's charge in the memory budget; the list the
+ * views keep is no longer counted (struct member_list). Returns 0 or
+ * -ENOMEM, the list untouched.
+ */
+static int job_comm_unshare(struct job_comm *jc)
+{
+	struct member_list *copy;
+
+	if (!member_list_shared(jc->members))
+		return 0;
+	copy = member_list_new(jc->members->size);
+	if (!copy)
+		return -ENOMEM;
+	memcpy(copy->v, jc->members->v, member_list_bytes(copy->size));
+	member_list_unref(jc->members);
+	jc->members = copy;
+	return 0;
+}
+
+/*
  * Merges rank `from`'s report into the communicator's list: it fills the
  * entries still unknown. Where it knows another value than the list's,
  * the first value stays: the list is what every rank's live view and the
- * verdicts use, and it must not flip with each report. Returns false when
- * the report gives another size, and is therefore ignored.
+ * verdicts use, and it must not flip with each report. Returns 0, -ERANGE
+ * when the report gives another size (and is therefore ignored), or
+ * -ENOMEM when the list, held by a view, could not be copied to change.
  */
-static bool job_comm_merge(const struct job *job, struct job_comm *jc, uint32_t from,
-			   const struct fr_msg_comm *m)
+static int job_comm_merge(const struct job *job, struct job_comm *jc, uint32_t from,
+			  const struct fr_msg_comm *m)
 {
+	uint32_t *list = jc->members->v;
+	bool fills = false;
+
 	if (m->size != jc->size) {
 		if (!jc->size_conflict_logged) {
 			jc->size_conflict_logged = true;
 			daemon_log("job %s communicator %s: rank %" PRIu32 " reports %" PRIu32 " members where an earlier report gave %" PRIu32 "; ignoring its report (logged once per communicator)",
 				   job->id, jc->id, from, m->size, jc->size);
 		}
-		return false;
+		return -ERANGE;
 	}
+	/* Copied only when the report fills an entry: most reports of a list
+	 * complete (every MPI rank's) change nothing. */
+	for (uint32_t i = 0; i < m->size && !fills && jc->nunknown; i++)
+		fills = m->members[i] != FR_RANK_UNKNOWN && list[i] == FR_RANK_UNKNOWN;
+	if (fills && job_comm_unshare(jc))
+		return -ENOMEM;
+	list = jc->members->v;
 	for (uint32_t i = 0; i < m->size; i++) {
 		uint32_t v = m->members[i];
 
-		if (v == FR_RANK_UNKNOWN || v == jc->members[i])
+		if (v == FR_RANK_UNKNOWN || v == list[i])
 			continue;
-		if (jc->members[i] == FR_RANK_UNKNOWN) {
-			jc->members[i] = v;
+		if (list[i] == FR_RANK_UNKNOWN) {
+			list[i] = v;
 			jc->nunknown--;
 			continue;
 		}
 		if (!jc->member_conflict_logged) {
 			jc->member_conflict_logged = true;
 			daemon_log("job %s communicator %s: rank %" PRIu32 " reports member %" PRIu32 " as global rank %" PRIu32 " where an earlier report gave %" PRIu32 "; keeping %" PRIu32 " (logged once per communicator)",
-				   job->id, jc->id, from, i, v, jc->members[i], jc->members[i]);
+				   job->id, jc->id, from, i, v, list[i], list[i]);
 		}
 	}
-	return true;
+	return 0;
 }
 
 int registry_comm(struct conn *c, const struct fr_msg_comm *m, const char **why)
@@ -716,8 +809,13 @@ int registry_comm(struct conn *c, const struct fr_msg_comm *m, const char **why)
 		}
 		if (err)
 			goto out_nomem;
-	} else if (!job_comm_merge(c->job, jc, r->rank, m)) {
-		return 0;
+	} else {
+		int err = job_comm_merge(c->job, jc, r->rank, m);
+
+		if (err == -ERANGE)
+			return 0;
+		if (err)
+			goto out_nomem;
 	}
 	rc = rank_comm_get(r, id);
 	if (!rc)
@@ -739,7 +837,7 @@ int32_t registry_comm_member(const struct job *job, const char *comm, int32_t in
 
 	if (!jc || !jc->members || in_comm < 0 || (uint32_t)in_comm >= jc->size)
 		return -1;
-	m = jc->members[in_comm];
+	m = jc->members->v[in_comm];
 	return m == FR_RANK_UNKNOWN || m >= job->world_size ? -1 : (int32_t)m;
 }
 
@@ -759,7 +857,7 @@ bool registry_comm_has_member(const struct job *job, const struct job_comm *jc, 
 	if (jc->size == job->world_size)
 		return true;
 	for (uint32_t i = 0; i < jc->size; i++)
-		if (jc->members[i] == rank)
+		if (jc->members->v[i] == rank)
 			return true;
 	return false;
 }
@@ -954,15 +1052,15 @@ static uint32_t trace_comm_rank(const struct job_rank *r, const struct rank_comm
 	if (rc->member_known && rc->epoch == jc->epoch && rc->rank < jc->size)
 		return rc->rank;
 	for (uint32_t i = 0; i < jc->size; i++)
-		if (jc->members[i] == r->rank)
+		if (jc->members->v[i] == r->rank)
 			return i;
 	return 0;
 }
 
 /*
  * Copies a rank's communicators into its trace; their member lists are
- * borrowed from the view's copies (`comms`, one per communicator of the
- * job).
+ * borrowed from the view's references (`comms`, one per communicator of
+ * the job).
  */
 static int trace_add_comms(const struct job *job, const struct job_rank *r,
 			   const struct live_comm *comms, struct fr_trace *t)
@@ -986,7 +1084,7 @@ static int trace_add_comms(const struct job *job, const struct job_rank *r,
 		snprintf(fc->desc, sizeof(fc->desc), "%s", jc->desc);
 		fc->rank = trace_comm_rank(r, rc, jc);
 		fc->size = jc->size;
-		fc->members = comms[jc - job->comms].members;
+		fc->members = comms[jc - job->comms].members->v;
 	}
 	return 0;
 }
@@ -1058,13 +1156,13 @@ void live_view_free(struct live_view *lv)
 	for (size_t i = 0; i < lv->n; i++) {
 		struct fr_trace *t = &lv->traces[i];
 
-		/* The lists are the view's, freed once below. */
+		/* The lists are the view's references, dropped once below. */
 		for (size_t k = 0; k < t->ncomms; k++)
 			t->comms[k].members = NULL;
 		fr_trace_free(t);
 	}
-	for (size_t i = 0; i < lv->ncomms; i++)
-		free(lv->comms[i].members);
+	for (size_t i = 0; lv->comms && i < lv->ncomms; i++)
+		member_list_unref(lv->comms[i].members);
 	free(lv->comms);
 	free(lv->traces);
 	free(lv->ptrs);
@@ -1072,7 +1170,10 @@ void live_view_free(struct live_view *lv)
 	memset(lv, 0, sizeof(*lv));
 }
 
-/* Copies every communicator of the job, its member list once. */
+/*
+ * Copies every communicator of the job, with a reference to its member
+ * list: O(communicators) under the lock, whatever the lists' lengths.
+ */
 static int live_view_copy_comms(const struct job *job, struct live_view *lv)
 {
 	lv->comms = calloc(job->ncomms ? job->ncomms : 1, sizeof(*lv->comms));
@@ -1086,12 +1187,8 @@ static int live_view_copy_comms(const struct job *job, struct live_view *lv)
 		memcpy(lc->id, jc->id, sizeof(lc->id));
 		memcpy(lc->desc, jc->desc, sizeof(lc->desc));
 		lc->size = jc->size;
-		if (!jc->members)
-			continue;
-		lc->members = malloc((jc->size ? jc->size : 1) * sizeof(*lc->members));
-		if (!lc->members)
-			return -ENOMEM;
-		memcpy(lc->members, jc->members, jc->size * sizeof(*lc->members));
+		if (jc->members)
+			lc->members = member_list_ref(jc->members);
 	}
 	return 0;
 }
