@@ -274,6 +274,12 @@ struct job {
 	bool incident_budget_set;
 	double incident_budget;
 	uint64_t incident_budget_mono;
+	/* The job's key (flightrecd --job-key), made from the token when the
+	 * job was created and again when the token changed, so that GET
+	 * /v1/jobs with a job key compares keys, one HMAC per job per token at
+	 * most (registry_job_key_is()). key_gen 0: none made yet. */
+	uint8_t key[FR_WIRE_JOB_KEY_SIZE];
+	uint64_t key_gen;
 };
 
 /* Dump bytes arriving from one connection for the incident being collected. */
@@ -579,6 +585,14 @@ int registry_live_view(const struct flightrecd *d, const struct job *job, bool a
 int registry_manifest_view(const struct flightrecd *d, const struct job *job,
 			   struct live_view *lv);
 void live_view_free(struct live_view *lv);
+/*
+ * Whether `key` is the job's key under the daemon's token (false without
+ * one), compared in constant time. The key is kept with the job, made again
+ * only when the token changed (SIGHUP). The caller holds the lock; the HTTP
+ * threads call it too, and it may refresh the job's kept key.
+ */
+bool registry_job_key_is(struct flightrecd *d, struct job *job,
+			 const uint8_t key[FR_WIRE_JOB_KEY_SIZE]);
 /* The verdict of a view; needs no lock (the view is a copy). */
 int registry_live_verdict(const struct live_view *lv, struct fr_verdict *v);
 void registry_free(struct flightrecd *d);

@@ -328,23 +328,34 @@ static json_t *job_summary_finish(struct job_summary *js)
 
 /*
  * GET /v1/jobs; with `own_key` (a bearer token that is not the daemon's),
- * only the jobs whose key it is, and 401 when it opens none.
+ * only the jobs whose key it is, and 401 when it opens none. The key is
+ * parsed once, before the lock (a value that is no key is refused without
+ * it), and compared with each job's kept key: no HMAC per job under the
+ * lock, whoever asks.
  */
 static enum MHD_Result handle_jobs(struct flightrecd *d, struct MHD_Connection *mc,
 				   const char *own_key)
 {
-	json_t *jobs = json_array();
-	struct job_summary *sums;
+	uint8_t key[FR_WIRE_JOB_KEY_SIZE];
+	struct job_summary *sums = NULL;
+	json_t *jobs;
 	size_t n = 0;
 
+	if (own_key && !access_job_key_parse(own_key, key)) {
+		atomic_fetch_add(&http_auth_failures, 1);
+		return http_error(mc, MHD_HTTP_UNAUTHORIZED,
+				  "a valid bearer token is required: the daemon's token or a job's key");
+	}
+	jobs = json_array();
 	pthread_mutex_lock(&d->lock);
 	sums = calloc(d->njobs ? d->njobs : 1, sizeof(*sums));
-	for (const struct job *job = d->jobs; sums && job && n < d->njobs; job = job->next) {
-		if (own_key && !access_job_key_ok(own_key, &d->cfg.token, job->id))
+	for (struct job *job = d->jobs; sums && job && n < d->njobs; job = job->next) {
+		if (own_key && !registry_job_key_is(d, job, key))
 			continue;
 		job_summary_take(d, job, &sums[n++]);
 	}
 	pthread_mutex_unlock(&d->lock);
+	explicit_bzero(key, sizeof(key));
 	/* The verdicts, the work that grows with the jobs' size, without the lock. */
 	for (size_t i = 0; i < n; i++) {
 		json_t *o = job_summary_finish(&sums[i]);

@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "../protocol/hash.h"
+#include "../protocol/sha256.h"
 
 #define NS_PER_MS 1000000ull
 
@@ -260,6 +261,7 @@ static void job_free(struct job *job)
 {
 	assert(!job->active);
 	job_reset(job);
+	explicit_bzero(job->key, sizeof(job->key));
 	free(job->records);
 	free(job);
 }
@@ -322,6 +324,40 @@ void registry_forget_idle(struct flightrecd *d, uint64_t now_mono)
 	}
 }
 
+/*
+ * The token the jobs' kept keys were made from, and its generation, bumped
+ * when the daemon's token is seen to have changed (guarded by the lock).
+ */
+static struct fr_token keys_token;
+static uint64_t keys_gen = 1;
+
+/* Follows the daemon's token; a change makes every kept key stale. */
+static void keys_follow_token(const struct fr_token *t)
+{
+	if (keys_token.len == t->len && fr_ct_equal(keys_token.bytes, t->bytes, t->len))
+		return;
+	keys_token = *t;
+	keys_gen++;
+}
+
+/* Makes the job's key from the token in effect, unless it is made already. */
+static void job_key_refresh(struct flightrecd *d, struct job *job)
+{
+	keys_follow_token(&d->cfg.token);
+	if (job->key_gen == keys_gen)
+		return;
+	job->key_gen = 0;
+	if (d->cfg.token.len && fr_wire_job_key(&d->cfg.token, job->id, job->key) == 0)
+		job->key_gen = keys_gen;
+}
+
+bool registry_job_key_is(struct flightrecd *d, struct job *job,
+			 const uint8_t key[FR_WIRE_JOB_KEY_SIZE])
+{
+	job_key_refresh(d, job);
+	return job->key_gen != 0 && fr_ct_equal(job->key, key, FR_WIRE_JOB_KEY_SIZE);
+}
+
 static struct job *registry_job_create(struct flightrecd *d, const char *id, uint32_t world,
 				       const char **why)
 {
@@ -337,6 +373,7 @@ static struct job *registry_job_create(struct flightrecd *d, const char *id, uin
 		return NULL;
 	}
 	snprintf(job->id, sizeof(job->id), "%s", id);
+	job_key_refresh(d, job);
 	job->world_size = world;
 	job->idle_since_mono = daemon_mono_ns();
 	job->next = d->jobs;
