@@ -431,6 +431,9 @@ struct live_view {
 	uint32_t world_size;
 	size_t ncomms;
 	struct live_comm *comms;    /* the job's communicators, in the job's order */
+	/* Bytes charged to the memory budget (BUDGET_VIEWS) for an HTTP
+	 * request's view, given back when it is freed; 0 for the loop's. */
+	uint64_t charged;
 };
 
 /* main.c */
@@ -518,6 +521,7 @@ enum budget_kind {
 	BUDGET_MEMBERS,             /* communicators' member lists */
 	BUDGET_UPLOADS,             /* incident dumps being received */
 	BUDGET_LIVE,                /* live looks' dumps, arriving or held */
+	BUDGET_VIEWS,               /* HTTP requests' live views: traces, not member lists */
 	BUDGET_KINDS,
 };
 /* The smallest default budget, whatever the machine's memory. */
@@ -581,6 +585,17 @@ uint32_t registry_ranks_connected(const struct flightrecd *d);
 /* Live traces of the known ranks, or with `all` of ranks 0..world_size-1. */
 int registry_live_view(const struct flightrecd *d, const struct job *job, bool all,
 		       struct live_view *lv);
+/*
+ * The live view of the known ranks for an HTTP request: what its traces
+ * hold (about a kilobyte per rank, more with many communicators or
+ * operations in flight; the member lists are shared, not copied) is charged
+ * to the memory budget until live_view_free(), since requests on every
+ * HTTP thread may hold one at once. -EDQUOT when the budget refuses it
+ * (the request is answered 503), -ENOMEM. The loop's own views (the
+ * watchdog's, an incident's), one at a time, are not charged.
+ */
+int registry_request_view(const struct flightrecd *d, const struct job *job,
+			  struct live_view *lv);
 /* Live traces of ranks 0..world_size-1, for an incident's manifest. */
 int registry_manifest_view(const struct flightrecd *d, const struct job *job,
 			   struct live_view *lv);
@@ -593,7 +608,7 @@ void live_view_free(struct live_view *lv);
  */
 bool registry_job_key_is(struct flightrecd *d, struct job *job,
 			 const uint8_t key[FR_WIRE_JOB_KEY_SIZE]);
-/* The verdict of a view; needs no lock (the view is a copy). */
+/* The verdict of a view; needs no lock (the view is a snapshot). */
 int registry_live_verdict(const struct live_view *lv, struct fr_verdict *v);
 void registry_free(struct flightrecd *d);
 

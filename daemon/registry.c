@@ -1200,6 +1200,8 @@ void live_view_free(struct live_view *lv)
 	}
 	for (size_t i = 0; lv->comms && i < lv->ncomms; i++)
 		member_list_unref(lv->comms[i].members);
+	if (lv->charged)
+		budget_release(BUDGET_VIEWS, lv->charged);
 	free(lv->comms);
 	free(lv->traces);
 	free(lv->ptrs);
@@ -1230,8 +1232,30 @@ static int live_view_copy_comms(const struct job *job, struct live_view *lv)
 	return 0;
 }
 
+/*
+ * What a view of `n` ranks of the job holds, about: its tables, each known
+ * rank's communicators and operations in flight (with their strings), and
+ * the communicators' entries. Member lists are shared, not counted here.
+ */
+static uint64_t live_view_bytes(const struct job *job, size_t n)
+{
+	uint64_t bytes = (uint64_t)n * (sizeof(struct fr_trace) + sizeof(struct fr_trace *) +
+					sizeof(struct live_rank)) +
+			 (uint64_t)job->ncomms * sizeof(struct live_comm);
+
+	for (uint32_t i = 0; i < job->nslots; i++) {
+		const struct job_rank *r = job->ranks[i];
+
+		if (r)
+			bytes += (uint64_t)r->ncomms * sizeof(struct fr_comm) +
+				 (uint64_t)r->nops * (sizeof(struct fr_op) + sizeof(r->ops->w.comm) +
+						      sizeof(r->ops->w.dtype));
+	}
+	return bytes;
+}
+
 static int live_view_build(const struct flightrecd *d, const struct job *job, bool all,
-			   struct live_view *lv)
+			   bool charge, struct live_view *lv)
 {
 	uint64_t now = daemon_now_ns();
 	uint64_t now_mono = daemon_mono_ns();
@@ -1240,6 +1264,13 @@ static int live_view_build(const struct flightrecd *d, const struct job *job, bo
 	int err = 0;
 
 	memset(lv, 0, sizeof(*lv));
+	if (charge) {
+		uint64_t bytes = live_view_bytes(job, n);
+
+		if (!budget_charge(BUDGET_VIEWS, bytes))
+			return -EDQUOT;
+		lv->charged = bytes;
+	}
 	lv->traces = calloc(n ? n : 1, sizeof(*lv->traces));
 	lv->ptrs = calloc(n ? n : 1, sizeof(*lv->ptrs));
 	lv->ranks = calloc(n ? n : 1, sizeof(*lv->ranks));
@@ -1282,13 +1313,19 @@ static int live_view_build(const struct flightrecd *d, const struct job *job, bo
 int registry_live_view(const struct flightrecd *d, const struct job *job, bool all,
 		       struct live_view *lv)
 {
-	return live_view_build(d, job, all, lv);
+	return live_view_build(d, job, all, false, lv);
+}
+
+int registry_request_view(const struct flightrecd *d, const struct job *job,
+			  struct live_view *lv)
+{
+	return live_view_build(d, job, false, true, lv);
 }
 
 int registry_manifest_view(const struct flightrecd *d, const struct job *job,
 			   struct live_view *lv)
 {
-	return live_view_build(d, job, true, lv);
+	return live_view_build(d, job, true, false, lv);
 }
 
 int registry_live_verdict(const struct live_view *lv, struct fr_verdict *v)
