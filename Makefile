@@ -48,7 +48,7 @@ DAEMON := $(BUILD)/bin/flightrecd
 CLI := $(BUILD)/bin/fr-analyze
 
 UNIT_TESTS := $(addprefix $(BUILD)/tests/,test_ring test_handles test_wire test_dump test_correlate \
-	test_pickle test_pytorch test_value test_route test_ratelog test_access test_addr)
+	test_pickle test_pytorch test_value test_route test_ratelog test_access test_addr test_registry)
 MPI_PROGS := $(addprefix $(BUILD)/tests/,mpi_hang mpi_overhead dlopen_mpi mpi_hang_plugin.so)
 # The CPU stand-in for NCCL and the CUDA runtime, and the NCCL test program.
 NCCL_FAKE := $(BUILD)/tests/nccl/nccl_hang
@@ -131,6 +131,10 @@ $(BUILD)/tests/test_ratelog: $(call obj,tests/unit/test_ratelog.c daemon/ratelog
 $(BUILD)/tests/test_addr: $(call obj,tests/unit/test_addr.c daemon/addr.c)
 $(BUILD)/tests/test_access: $(call obj,tests/unit/test_access.c daemon/access.c daemon/route.c) \
 	$(CORE_LIB)
+$(BUILD)/tests/test_registry: $(call obj,tests/unit/test_registry.c daemon/registry.c \
+	daemon/budget.c) $(CORE_LIB)
+# Counts the job keys registry.c makes (HMACs).
+$(BUILD)/tests/test_registry: LDFLAGS += -Wl,--wrap=fr_wire_job_key
 $(UNIT_TESTS):
 	@mkdir -p $(dir $@)
 	@$(if $(Q),echo "  LD      $@")

@@ -164,18 +164,24 @@ static const char *bearer_value(const char *authorization)
 	return v;
 }
 
+bool access_job_key_parse(const char *authorization, uint8_t key[FR_WIRE_JOB_KEY_SIZE])
+{
+	const char *v = bearer_value(authorization);
+	const char *why;
+
+	return v && fr_wire_job_key_parse(v, strlen(v), key, &why) == 0;
+}
+
 bool access_job_key_ok(const char *authorization, const struct fr_token *token,
 		       const char *job)
 {
-	const char *v = bearer_value(authorization);
 	uint8_t want[FR_WIRE_JOB_KEY_SIZE];
 	uint8_t got[FR_WIRE_JOB_KEY_SIZE];
-	const char *why;
 	bool ok;
 
-	if (!v || !token->len || !job[0])
+	if (!token->len || !job[0])
 		return false;
-	if (fr_wire_job_key_parse(v, strlen(v), got, &why))
+	if (!access_job_key_parse(authorization, got))
 		return false;
 	ok = fr_wire_job_key(token, job, want) == 0 && fr_ct_equal(want, got, sizeof(want));
 	explicit_bzero(want, sizeof(want));

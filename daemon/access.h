@@ -79,6 +79,13 @@ void access_decide(const struct access_request *req, const struct access_policy 
 bool access_host_allowed(const char *host, const struct access_policy *pol);
 
 /*
+ * Whether `authorization` is "Bearer " followed by a job key in hex (either
+ * case); if so, the key in `key`. Parsed once per request, so that a
+ * caller comparing it with many jobs' keys parses nothing more.
+ */
+bool access_job_key_parse(const char *authorization, uint8_t key[FR_WIRE_JOB_KEY_SIZE]);
+
+/*
  * Whether `authorization` is "Bearer " followed by the key of job `job`
  * made from `token`, in hex (either case). False without a token.
  */

@@ -1,11 +1,18 @@
 /*
  * The daemon's memory budget (--max-memory): the bytes peers can make it
  * hold, counted by kind (communicators' member lists, incident uploads,
- * live looks) in total, and per job for what a job holds (its member lists
- * and its ranks' uploads), so that a job can take at most half of it and
- * never starve the others. What would go over is refused, the newest
- * offender, never what is held already: the daemon stays up whatever peers
- * send.
+ * live looks, HTTP requests' live views) in total, and per job for what a
+ * job holds (its member lists and its ranks' uploads), so that a job can
+ * take at most half of it and never starve the others. What would go over
+ * is refused, the newest offender, never what is held already: the daemon
+ * stays up whatever peers send.
+ *
+ * A member list is counted once, as the registry's, however many live
+ * views share it (registry.c): from its allocation until the registry lets
+ * go of it. A view that still holds it then keeps it for one request at
+ * most, uncounted (struct member_list in daemon.h says why that is
+ * bounded). What a view adds of its own, its ranks' traces, is counted as
+ * BUDGET_VIEWS while an HTTP request holds it.
  *
  * Counters are atomic: live looks' buffers are freed in HTTP threads. The
  * per-job counts live in struct job, under the daemon's lock.

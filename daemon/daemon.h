@@ -182,6 +182,30 @@ struct job_rank {
 };
 
 /*
+ * A communicator's member list, shared by reference count: the registry's
+ * job_comm holds one reference and every live view that took the list
+ * holds another, so that a view costs one reference per communicator, never
+ * a copy of its members. Only the loop changes a list, under the daemon's
+ * lock, and only while it holds the one reference: a merge that would
+ * change a list a view holds changes a copy instead (copy-on-write). Views
+ * take references under the lock and drop them wherever they are freed
+ * (HTTP threads, without the lock): hence the atomic count.
+ *
+ * The memory budget (BUDGET_MEMBERS, and the job's half) counts the list
+ * the registry holds, from its allocation until the registry lets go of
+ * it (the list started afresh, copied on write, or the job forgotten). A
+ * list a view still holds after that is no longer counted: it lives only
+ * as long as that view, one HTTP request on one of the HTTP threads, a
+ * watchdog check on the loop, or an incident's manifest being written, so
+ * that at most one uncounted copy per view exists, never one per report.
+ */
+struct member_list {
+	atomic_uint refs;
+	uint32_t size;
+	uint32_t v[];               /* global ranks; FR_RANK_UNKNOWN where no report knows */
+};
+
+/*
  * A communicator as the job knows it: the member lists of its members' COMM
  * frames merged entry by entry (an NCCL rank knows only its own entry).
  * The first report fixes the size, the description and each entry's value;
@@ -191,7 +215,7 @@ struct job_comm {
 	char id[FR_COMM_ID_MAX + 1];
 	char desc[FR_COMM_DESC_MAX + 1];
 	uint32_t size;
-	uint32_t *members;          /* global ranks, owned; FR_RANK_UNKNOWN where no report knows */
+	struct member_list *members; /* a reference, NULL until the first report is kept */
 	uint32_t nunknown;          /* entries of members still FR_RANK_UNKNOWN */
 	/* Bumped when the list starts afresh; a rank_comm of an older epoch
 	 * contributed to a list that is gone. */
@@ -251,6 +275,12 @@ struct job {
 	bool incident_budget_set;
 	double incident_budget;
 	uint64_t incident_budget_mono;
+	/* The job's key (flightrecd --job-key), made from the token when the
+	 * job was created and again when the token changed, so that GET
+	 * /v1/jobs with a job key compares keys, one HMAC per job per token at
+	 * most (registry_job_key_is()). key_gen 0: none made yet. */
+	uint8_t key[FR_WIRE_JOB_KEY_SIZE];
+	uint64_t key_gen;
 };
 
 /* Dump bytes arriving from one connection for the incident being collected. */
@@ -373,7 +403,7 @@ struct live_comm {
 	char id[FR_COMM_ID_MAX + 1];
 	char desc[FR_COMM_DESC_MAX + 1];
 	uint32_t size;
-	uint32_t *members;          /* owned; NULL when the job holds none */
+	struct member_list *members; /* a reference; NULL when the job holds none */
 };
 
 /* What a live view tells of a rank beyond its trace. */
@@ -387,11 +417,13 @@ struct live_rank {
 
 /*
  * The live view of a job: one trace per rank, as the correlator reads
- * them, and a copy of the job's communicators. Each communicator's member
- * list is copied once, here, and borrowed by every rank's trace, so that a
- * view of N ranks costs N traces and one list per communicator, never N
- * lists per communicator. A view is a snapshot: it holds no pointer into
- * the registry, so it may be read and freed without the daemon's lock.
+ * them, and the job's communicators. Each communicator's member list is a
+ * reference to the registry's (struct member_list), taken once, here, and
+ * borrowed by every rank's trace, so that a view of N ranks costs N traces
+ * and one reference per communicator, never a copy of a list. A view is a
+ * snapshot: the lists it holds never change (the registry copies a list a
+ * view holds before changing it), and it holds no other pointer into the
+ * registry, so it may be read and freed without the daemon's lock.
  */
 struct live_view {
 	size_t n;
@@ -401,6 +433,9 @@ struct live_view {
 	uint32_t world_size;
 	size_t ncomms;
 	struct live_comm *comms;    /* the job's communicators, in the job's order */
+	/* Bytes charged to the memory budget (BUDGET_VIEWS) for an HTTP
+	 * request's view, given back when it is freed; 0 for the loop's. */
+	uint64_t charged;
 };
 
 /* main.c */
@@ -496,6 +531,7 @@ enum budget_kind {
 	BUDGET_MEMBERS,             /* communicators' member lists */
 	BUDGET_UPLOADS,             /* incident dumps being received */
 	BUDGET_LIVE,                /* live looks' dumps, arriving or held */
+	BUDGET_VIEWS,               /* HTTP requests' live views: traces, not member lists */
 	BUDGET_KINDS,
 };
 /* The smallest default budget, whatever the machine's memory. */
@@ -559,11 +595,30 @@ uint32_t registry_ranks_connected(const struct flightrecd *d);
 /* Live traces of the known ranks, or with `all` of ranks 0..world_size-1. */
 int registry_live_view(const struct flightrecd *d, const struct job *job, bool all,
 		       struct live_view *lv);
+/*
+ * The live view of the known ranks for an HTTP request: what its traces
+ * hold (about a kilobyte per rank, more with many communicators or
+ * operations in flight; the member lists are shared, not copied) is charged
+ * to the memory budget until live_view_free(), since requests on every
+ * HTTP thread may hold one at once. -EDQUOT when the budget refuses it
+ * (the request is answered 503), -ENOMEM. The loop's own views (the
+ * watchdog's, an incident's), one at a time, are not charged.
+ */
+int registry_request_view(const struct flightrecd *d, const struct job *job,
+			  struct live_view *lv);
 /* Live traces of ranks 0..world_size-1, for an incident's manifest. */
 int registry_manifest_view(const struct flightrecd *d, const struct job *job,
 			   struct live_view *lv);
 void live_view_free(struct live_view *lv);
-/* The verdict of a view; needs no lock (the view is a copy). */
+/*
+ * Whether `key` is the job's key under the daemon's token (false without
+ * one), compared in constant time. The key is kept with the job, made again
+ * only when the token changed (SIGHUP). The caller holds the lock; the HTTP
+ * threads call it too, and it may refresh the job's kept key.
+ */
+bool registry_job_key_is(struct flightrecd *d, struct job *job,
+			 const uint8_t key[FR_WIRE_JOB_KEY_SIZE]);
+/* The verdict of a view; needs no lock (the view is a snapshot). */
 int registry_live_verdict(const struct live_view *lv, struct fr_verdict *v);
 void registry_free(struct flightrecd *d);
 

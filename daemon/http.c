@@ -253,18 +253,22 @@ static void write_metrics(struct flightrecd *d, FILE *f)
 	       "Open agent connections that have not said HELLO yet.", d->npending);
 	metric(f, "memory_max_bytes", "gauge", "The memory budget, --max-memory.", budget_max());
 	metric(f, "memory_bytes", "gauge",
-	       "Bytes of the memory budget held: member lists, incident uploads and live looks.",
-	       budget_used(BUDGET_MEMBERS) + budget_used(BUDGET_UPLOADS) + budget_used(BUDGET_LIVE));
+	       "Bytes of the memory budget held: member lists, incident uploads, live looks and live views.",
+	       budget_used(BUDGET_MEMBERS) + budget_used(BUDGET_UPLOADS) + budget_used(BUDGET_LIVE) +
+		       budget_used(BUDGET_VIEWS));
 	metric(f, "memory_member_lists_bytes", "gauge", "Bytes of communicators' member lists held.",
 	       budget_used(BUDGET_MEMBERS));
 	metric(f, "memory_uploads_bytes", "gauge", "Bytes of incident dumps being received.",
 	       budget_used(BUDGET_UPLOADS));
 	metric(f, "memory_live_bytes", "gauge", "Bytes of live looks' dumps held.",
 	       budget_used(BUDGET_LIVE));
+	metric(f, "memory_views_bytes", "gauge",
+	       "Bytes of live views HTTP requests hold (their ranks' traces; member lists are shared).",
+	       budget_used(BUDGET_VIEWS));
 	metric(f, "memory_refused_total", "counter",
-	       "Member lists, dump uploads and live looks refused over --max-memory (or a job over half of it).",
+	       "Member lists, dump uploads, live looks and live views refused over --max-memory (or a job over half of it).",
 	       budget_refused(BUDGET_MEMBERS) + budget_refused(BUDGET_UPLOADS) +
-		       budget_refused(BUDGET_LIVE));
+		       budget_refused(BUDGET_LIVE) + budget_refused(BUDGET_VIEWS));
 	metric(f, "accept_errors_total", "counter",
 	       "Agent connections the daemon could not accept (out of file descriptors).",
 	       m->accept_errors);
@@ -308,21 +312,25 @@ static enum MHD_Result handle_metrics(struct flightrecd *d, struct MHD_Connectio
 	return http_reply(mc, MHD_HTTP_OK, "text/plain; version=0.0.4", body, len);
 }
 
+/* What a request whose live view the memory budget refused is answered. */
+#define HTTP_VIEW_REFUSED "the daemon's memory budget (--max-memory) is full: try again later"
+
 /*
- * A job of GET /v1/jobs: its counts are read under the lock with a copy of
- * its live view (`lv`, 0 when none could be made); the verdict is added
- * from the copy once the lock is released.
+ * A job of GET /v1/jobs: its counts are read under the lock with its live
+ * view (`lv`, a snapshot that shares the member lists: no work that grows
+ * with them under the lock; `view_err` 0 when it could be made); the
+ * verdict is added from the view once the lock is released.
  */
 struct job_summary {
 	json_t *o;
-	bool have_view;
+	int view_err;
 	struct live_view lv;
 };
 
 static void job_summary_take(const struct flightrecd *d, const struct job *job,
 			     struct job_summary *js)
 {
-	js->have_view = registry_live_view(d, job, false, &js->lv) == 0;
+	js->view_err = registry_request_view(d, job, &js->lv);
 	js->o = json_pack("{s:s, s:I, s:I, s:s, s:I}", "job", job->id, "world_size",
 			  (json_int_t)job->world_size, "ranks_connected",
 			  (json_int_t)job->nconnected, "status", registry_job_status(job),
@@ -334,7 +342,7 @@ static json_t *job_summary_finish(struct job_summary *js)
 	struct fr_verdict v = { 0 };
 	const char *verdict = "unknown";
 
-	if (js->have_view) {
+	if (!js->view_err) {
 		if (registry_live_verdict(&js->lv, &v) == 0) {
 			verdict = fr_verdict_name(v.kind);
 			fr_verdict_free(&v);
@@ -348,23 +356,36 @@ static json_t *job_summary_finish(struct job_summary *js)
 
 /*
  * GET /v1/jobs; with `own_key` (a bearer token that is not the daemon's),
- * only the jobs whose key it is, and 401 when it opens none.
+ * only the jobs whose key it is, and 401 when it opens none. The key is
+ * parsed once, before the lock (a value that is no key is refused without
+ * it), and compared with each job's kept key: no HMAC per job under the
+ * lock, whoever asks.
  */
 static enum MHD_Result handle_jobs(struct flightrecd *d, struct MHD_Connection *mc,
 				   const char *own_key)
 {
-	json_t *jobs = json_array();
-	struct job_summary *sums;
+	uint8_t key[FR_WIRE_JOB_KEY_SIZE];
+	struct job_summary *sums = NULL;
+	bool refused = false;
+	json_t *jobs;
 	size_t n = 0;
 
+	if (own_key && !access_job_key_parse(own_key, key)) {
+		atomic_fetch_add(&http_auth_failures, 1);
+		return http_error(mc, MHD_HTTP_UNAUTHORIZED,
+				  "a valid bearer token is required: the daemon's token or a job's key");
+	}
+	jobs = json_array();
 	pthread_mutex_lock(&d->lock);
 	sums = calloc(d->njobs ? d->njobs : 1, sizeof(*sums));
-	for (const struct job *job = d->jobs; sums && job && n < d->njobs; job = job->next) {
-		if (own_key && !access_job_key_ok(own_key, &d->cfg.token, job->id))
+	for (struct job *job = d->jobs; sums && job && n < d->njobs; job = job->next) {
+		if (own_key && !registry_job_key_is(d, job, key))
 			continue;
-		job_summary_take(d, job, &sums[n++]);
+		job_summary_take(d, job, &sums[n]);
+		refused |= sums[n++].view_err == -EDQUOT;
 	}
 	pthread_mutex_unlock(&d->lock);
+	explicit_bzero(key, sizeof(key));
 	/* The verdicts, the work that grows with the jobs' size, without the lock. */
 	for (size_t i = 0; i < n; i++) {
 		json_t *o = job_summary_finish(&sums[i]);
@@ -378,6 +399,13 @@ static enum MHD_Result handle_jobs(struct flightrecd *d, struct MHD_Connection *
 	if (!sums) {
 		json_decref(jobs);
 		return http_error(mc, MHD_HTTP_INTERNAL_SERVER_ERROR, "out of memory");
+	}
+	/* A verdict left out would read as "unknown": say why instead. */
+	if (refused) {
+		json_decref(jobs);
+		return http_reply_json_with(mc, MHD_HTTP_SERVICE_UNAVAILABLE,
+					    json_pack("{s:s}", "error", HTTP_VIEW_REFUSED),
+					    MHD_HTTP_HEADER_RETRY_AFTER, "1");
 	}
 	if (own_key && !n) {
 		json_decref(jobs);
@@ -466,7 +494,7 @@ static void write_communicators(FILE *f, const struct live_view *lv)
 		for (uint32_t k = 0; jc->members && k < jc->size; k++) {
 			char num[16];
 			char *p = num + sizeof(num);
-			uint32_t v = jc->members[k];
+			uint32_t v = jc->members->v[k];
 
 			*--p = '\0';
 			if (v == FR_RANK_UNKNOWN) {
@@ -527,7 +555,7 @@ static int job_detail_text(json_t *doc, const struct live_view *lv, char **body,
 
 /*
  * GET /v1/jobs/<job> from `head` (job, world_size, status, incidents: read
- * under the lock, bounded in size) and the job's live view, a copy: the
+ * under the lock, bounded in size) and the job's live view, a snapshot: the
  * verdict, the ranks and the member lists, whose size grows with the job's,
  * are made into JSON after the lock is released, so that a big job's answer
  * never stalls the event loop or /healthz. Takes `head`; frees the view.
@@ -573,12 +601,13 @@ static enum MHD_Result handle_job(struct flightrecd *d, struct MHD_Connection *m
 	json_t *doc = NULL;
 	char *body;
 	size_t len;
+	int err = 0;
 
 	pthread_mutex_lock(&d->lock);
 	job = registry_job_find(d, id);
 	if (job && incidents) {
 		doc = json_pack("{s:o}", "incidents", incident_records_json(d, job));
-	} else if (job && registry_live_view(d, job, false, &lv) == 0) {
+	} else if (job && (err = registry_request_view(d, job, &lv)) == 0) {
 		have_view = true;
 		/* Keys in the order the answer always had them. */
 		doc = json_pack("{s:s, s:I, s:s, s:n, s:n, s:n, s:o}", "job", job->id,
@@ -594,6 +623,10 @@ static enum MHD_Result handle_job(struct flightrecd *d, struct MHD_Connection *m
 	}
 	if (!job)
 		return http_error(mc, MHD_HTTP_NOT_FOUND, "no such job");
+	if (err == -EDQUOT)
+		return http_reply_json_with(mc, MHD_HTTP_SERVICE_UNAVAILABLE,
+					    json_pack("{s:s}", "error", HTTP_VIEW_REFUSED),
+					    MHD_HTTP_HEADER_RETRY_AFTER, "1");
 	if (!doc)
 		return http_error(mc, MHD_HTTP_INTERNAL_SERVER_ERROR, "out of memory");
 	return http_reply_json(mc, MHD_HTTP_OK, doc);
@@ -634,9 +667,13 @@ static enum MHD_Result handle_analysis(struct flightrecd *d, struct MHD_Connecti
 		pthread_mutex_unlock(&d->lock);
 		return http_error(mc, MHD_HTTP_NOT_FOUND, "no such job");
 	}
-	err = registry_live_view(d, job, false, &lv);
-	/* The view is a copy: the verdict and its text are made without the lock. */
+	err = registry_request_view(d, job, &lv);
+	/* The view is a snapshot: the verdict and its text are made without the lock. */
 	pthread_mutex_unlock(&d->lock);
+	if (err == -EDQUOT)
+		return http_reply_json_with(mc, MHD_HTTP_SERVICE_UNAVAILABLE,
+					    json_pack("{s:s}", "error", HTTP_VIEW_REFUSED),
+					    MHD_HTTP_HEADER_RETRY_AFTER, "1");
 	if (!err) {
 		err = registry_live_verdict(&lv, &v);
 		if (!err && text) {

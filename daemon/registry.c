@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "../protocol/hash.h"
+#include "../protocol/sha256.h"
 
 #define NS_PER_MS 1000000ull
 
@@ -173,12 +174,65 @@ static void rank_free(struct job_rank *r)
 	free(r);
 }
 
-/* Frees a communicator's member list and gives back its memory budget. */
+/* Bytes a member list of `size` entries counts for in the memory budget. */
+static uint64_t member_list_bytes(uint32_t size)
+{
+	return (uint64_t)size * sizeof(uint32_t);
+}
+
+/*
+ * A new member list of `size` entries, not filled, with one reference (the
+ * caller's). NULL when out of memory.
+ */
+static struct member_list *member_list_new(uint32_t size)
+{
+	struct member_list *l = malloc(sizeof(*l) + member_list_bytes(size));
+
+	if (!l)
+		return NULL;
+	atomic_init(&l->refs, 1);
+	l->size = size;
+	return l;
+}
+
+static struct member_list *member_list_ref(struct member_list *l)
+{
+	atomic_fetch_add(&l->refs, 1);
+	return l;
+}
+
+/*
+ * Drops a reference; the last one frees the list. Any thread: a view's
+ * references are dropped without the lock. The release ordering of the
+ * decrement makes a reader's last look at the list happen before the
+ * loop, seeing one reference left, writes to it.
+ */
+static void member_list_unref(struct member_list *l)
+{
+	if (l && atomic_fetch_sub_explicit(&l->refs, 1, memory_order_acq_rel) == 1)
+		free(l);
+}
+
+/*
+ * Whether a live view holds the list too. Views take references only
+ * under the lock, which the caller holds: a list not shared now stays so
+ * until the caller lets go of the lock.
+ */
+static bool member_list_shared(struct member_list *l)
+{
+	return atomic_load_explicit(&l->refs, memory_order_acquire) > 1;
+}
+
+/*
+ * The registry lets go of a communicator's member list and gives back its
+ * memory budget; a view that holds it keeps it, uncounted, until it is
+ * freed (struct member_list says why that is bounded).
+ */
 static void job_comm_free_members(struct job *job, struct job_comm *jc)
 {
 	if (jc->members)
-		budget_release_job(job, BUDGET_MEMBERS, (uint64_t)jc->size * sizeof(*jc->members));
-	free(jc->members);
+		budget_release_job(job, BUDGET_MEMBERS, member_list_bytes(jc->members->size));
+	member_list_unref(jc->members);
 	jc->members = NULL;
 }
 
@@ -207,6 +261,7 @@ static void job_free(struct job *job)
 {
 	assert(!job->active);
 	job_reset(job);
+	explicit_bzero(job->key, sizeof(job->key));
 	free(job->records);
 	free(job);
 }
@@ -269,6 +324,40 @@ void registry_forget_idle(struct flightrecd *d, uint64_t now_mono)
 	}
 }
 
+/*
+ * The token the jobs' kept keys were made from, and its generation, bumped
+ * when the daemon's token is seen to have changed (guarded by the lock).
+ */
+static struct fr_token keys_token;
+static uint64_t keys_gen = 1;
+
+/* Follows the daemon's token; a change makes every kept key stale. */
+static void keys_follow_token(const struct fr_token *t)
+{
+	if (keys_token.len == t->len && fr_ct_equal(keys_token.bytes, t->bytes, t->len))
+		return;
+	keys_token = *t;
+	keys_gen++;
+}
+
+/* Makes the job's key from the token in effect, unless it is made already. */
+static void job_key_refresh(struct flightrecd *d, struct job *job)
+{
+	keys_follow_token(&d->cfg.token);
+	if (job->key_gen == keys_gen)
+		return;
+	job->key_gen = 0;
+	if (d->cfg.token.len && fr_wire_job_key(&d->cfg.token, job->id, job->key) == 0)
+		job->key_gen = keys_gen;
+}
+
+bool registry_job_key_is(struct flightrecd *d, struct job *job,
+			 const uint8_t key[FR_WIRE_JOB_KEY_SIZE])
+{
+	job_key_refresh(d, job);
+	return job->key_gen != 0 && fr_ct_equal(job->key, key, FR_WIRE_JOB_KEY_SIZE);
+}
+
 static struct job *registry_job_create(struct flightrecd *d, const char *id, uint32_t world,
 				       const char **why)
 {
@@ -284,6 +373,7 @@ static struct job *registry_job_create(struct flightrecd *d, const char *id, uin
 		return NULL;
 	}
 	snprintf(job->id, sizeof(job->id), "%s", id);
+	job_key_refresh(d, job);
 	job->world_size = world;
 	job->idle_since_mono = daemon_mono_ns();
 	job->next = d->jobs;
@@ -605,30 +695,37 @@ static struct job_comm *job_comm_get(struct job *job, const char *id, bool *full
 /*
  * Starts a communicator's list afresh from one report (desc cleaned).
  * Returns 0, -ENOMEM, or -EDQUOT when the list would take the job or the
- * daemon over the memory budget.
+ * daemon over the memory budget; on an error the list it would replace is
+ * kept as it was (stale: the next report tries again).
  */
 static int job_comm_reset(struct job *job, struct job_comm *jc, const struct fr_msg_comm *m,
 			  const char *desc)
 {
-	uint64_t bytes = (uint64_t)m->size * sizeof(uint32_t);
-	uint32_t *members;
+	uint64_t bytes = member_list_bytes(m->size);
+	uint64_t old = jc->members ? member_list_bytes(jc->members->size) : 0;
+	struct member_list *members;
 
-	/* The list it replaces is given back first: a rank's new run may
-	 * reuse what its old one held. */
-	job_comm_free_members(job, jc);
-	if (!budget_charge_job(job, BUDGET_MEMBERS, bytes))
+	/* Only what the new list holds beyond the one it replaces is charged
+	 * before the replacement: a rank's new run may reuse what its old one
+	 * held, and a refusal leaves the old list in place. */
+	if (bytes > old && !budget_charge_job(job, BUDGET_MEMBERS, bytes - old))
 		return -EDQUOT;
-	members = malloc(bytes);
+	members = member_list_new(m->size);
 	if (!members) {
-		budget_release_job(job, BUDGET_MEMBERS, bytes);
+		if (bytes > old)
+			budget_release_job(job, BUDGET_MEMBERS, bytes - old);
 		return -ENOMEM;
 	}
-	memcpy(members, m->members, bytes);
+	if (old > bytes)
+		budget_release_job(job, BUDGET_MEMBERS, old - bytes);
+	/* The old list's charge is now the new one's. */
+	member_list_unref(jc->members);
+	memcpy(members->v, m->members, bytes);
 	jc->members = members;
 	jc->size = m->size;
 	jc->nunknown = 0;
 	for (uint32_t i = 0; i < m->size; i++)
-		if (members[i] == FR_RANK_UNKNOWN)
+		if (members->v[i] == FR_RANK_UNKNOWN)
 			jc->nunknown++;
 	snprintf(jc->desc, sizeof(jc->desc), "%s", desc);
 	jc->epoch++;
@@ -639,40 +736,73 @@ static int job_comm_reset(struct job *job, struct job_comm *jc, const struct fr_
 }
 
 /*
+ * Makes the communicator's list the registry's alone before it is changed
+ * (copy-on-write): a view holding it keeps the list it took, unchanged.
+ * The copy takes over the list's charge in the memory budget; the list the
+ * views keep is no longer counted (struct member_list). Returns 0 or
+ * -ENOMEM, the list untouched.
+ */
+static int job_comm_unshare(struct job_comm *jc)
+{
+	struct member_list *copy;
+
+	if (!member_list_shared(jc->members))
+		return 0;
+	copy = member_list_new(jc->members->size);
+	if (!copy)
+		return -ENOMEM;
+	memcpy(copy->v, jc->members->v, member_list_bytes(copy->size));
+	member_list_unref(jc->members);
+	jc->members = copy;
+	return 0;
+}
+
+/*
  * Merges rank `from`'s report into the communicator's list: it fills the
  * entries still unknown. Where it knows another value than the list's,
  * the first value stays: the list is what every rank's live view and the
- * verdicts use, and it must not flip with each report. Returns false when
- * the report gives another size, and is therefore ignored.
+ * verdicts use, and it must not flip with each report. Returns 0, -ERANGE
+ * when the report gives another size (and is therefore ignored), or
+ * -ENOMEM when the list, held by a view, could not be copied to change.
  */
-static bool job_comm_merge(const struct job *job, struct job_comm *jc, uint32_t from,
-			   const struct fr_msg_comm *m)
+static int job_comm_merge(const struct job *job, struct job_comm *jc, uint32_t from,
+			  const struct fr_msg_comm *m)
 {
+	uint32_t *list = jc->members->v;
+	bool fills = false;
+
 	if (m->size != jc->size) {
 		if (!jc->size_conflict_logged) {
 			jc->size_conflict_logged = true;
 			daemon_log("job %s communicator %s: rank %" PRIu32 " reports %" PRIu32 " members where an earlier report gave %" PRIu32 "; ignoring its report (logged once per communicator)",
 				   job->id, jc->id, from, m->size, jc->size);
 		}
-		return false;
+		return -ERANGE;
 	}
+	/* Copied only when the report fills an entry: most reports of a list
+	 * complete (every MPI rank's) change nothing. */
+	for (uint32_t i = 0; i < m->size && !fills && jc->nunknown; i++)
+		fills = m->members[i] != FR_RANK_UNKNOWN && list[i] == FR_RANK_UNKNOWN;
+	if (fills && job_comm_unshare(jc))
+		return -ENOMEM;
+	list = jc->members->v;
 	for (uint32_t i = 0; i < m->size; i++) {
 		uint32_t v = m->members[i];
 
-		if (v == FR_RANK_UNKNOWN || v == jc->members[i])
+		if (v == FR_RANK_UNKNOWN || v == list[i])
 			continue;
-		if (jc->members[i] == FR_RANK_UNKNOWN) {
-			jc->members[i] = v;
+		if (list[i] == FR_RANK_UNKNOWN) {
+			list[i] = v;
 			jc->nunknown--;
 			continue;
 		}
 		if (!jc->member_conflict_logged) {
 			jc->member_conflict_logged = true;
 			daemon_log("job %s communicator %s: rank %" PRIu32 " reports member %" PRIu32 " as global rank %" PRIu32 " where an earlier report gave %" PRIu32 "; keeping %" PRIu32 " (logged once per communicator)",
-				   job->id, jc->id, from, i, v, jc->members[i], jc->members[i]);
+				   job->id, jc->id, from, i, v, list[i], list[i]);
 		}
 	}
-	return true;
+	return 0;
 }
 
 int registry_comm(struct conn *c, const struct fr_msg_comm *m, const char **why)
@@ -716,8 +846,13 @@ int registry_comm(struct conn *c, const struct fr_msg_comm *m, const char **why)
 		}
 		if (err)
 			goto out_nomem;
-	} else if (!job_comm_merge(c->job, jc, r->rank, m)) {
-		return 0;
+	} else {
+		int err = job_comm_merge(c->job, jc, r->rank, m);
+
+		if (err == -ERANGE)
+			return 0;
+		if (err)
+			goto out_nomem;
 	}
 	rc = rank_comm_get(r, id);
 	if (!rc)
@@ -739,7 +874,7 @@ int32_t registry_comm_member(const struct job *job, const char *comm, int32_t in
 
 	if (!jc || !jc->members || in_comm < 0 || (uint32_t)in_comm >= jc->size)
 		return -1;
-	m = jc->members[in_comm];
+	m = jc->members->v[in_comm];
 	return m == FR_RANK_UNKNOWN || m >= job->world_size ? -1 : (int32_t)m;
 }
 
@@ -759,7 +894,7 @@ bool registry_comm_has_member(const struct job *job, const struct job_comm *jc, 
 	if (jc->size == job->world_size)
 		return true;
 	for (uint32_t i = 0; i < jc->size; i++)
-		if (jc->members[i] == rank)
+		if (jc->members->v[i] == rank)
 			return true;
 	return false;
 }
@@ -954,15 +1089,15 @@ static uint32_t trace_comm_rank(const struct job_rank *r, const struct rank_comm
 	if (rc->member_known && rc->epoch == jc->epoch && rc->rank < jc->size)
 		return rc->rank;
 	for (uint32_t i = 0; i < jc->size; i++)
-		if (jc->members[i] == r->rank)
+		if (jc->members->v[i] == r->rank)
 			return i;
 	return 0;
 }
 
 /*
  * Copies a rank's communicators into its trace; their member lists are
- * borrowed from the view's copies (`comms`, one per communicator of the
- * job).
+ * borrowed from the view's references (`comms`, one per communicator of
+ * the job).
  */
 static int trace_add_comms(const struct job *job, const struct job_rank *r,
 			   const struct live_comm *comms, struct fr_trace *t)
@@ -986,7 +1121,7 @@ static int trace_add_comms(const struct job *job, const struct job_rank *r,
 		snprintf(fc->desc, sizeof(fc->desc), "%s", jc->desc);
 		fc->rank = trace_comm_rank(r, rc, jc);
 		fc->size = jc->size;
-		fc->members = comms[jc - job->comms].members;
+		fc->members = comms[jc - job->comms].members->v;
 	}
 	return 0;
 }
@@ -1058,13 +1193,15 @@ void live_view_free(struct live_view *lv)
 	for (size_t i = 0; i < lv->n; i++) {
 		struct fr_trace *t = &lv->traces[i];
 
-		/* The lists are the view's, freed once below. */
+		/* The lists are the view's references, dropped once below. */
 		for (size_t k = 0; k < t->ncomms; k++)
 			t->comms[k].members = NULL;
 		fr_trace_free(t);
 	}
-	for (size_t i = 0; i < lv->ncomms; i++)
-		free(lv->comms[i].members);
+	for (size_t i = 0; lv->comms && i < lv->ncomms; i++)
+		member_list_unref(lv->comms[i].members);
+	if (lv->charged)
+		budget_release(BUDGET_VIEWS, lv->charged);
 	free(lv->comms);
 	free(lv->traces);
 	free(lv->ptrs);
@@ -1072,7 +1209,10 @@ void live_view_free(struct live_view *lv)
 	memset(lv, 0, sizeof(*lv));
 }
 
-/* Copies every communicator of the job, its member list once. */
+/*
+ * Copies every communicator of the job, with a reference to its member
+ * list: O(communicators) under the lock, whatever the lists' lengths.
+ */
 static int live_view_copy_comms(const struct job *job, struct live_view *lv)
 {
 	lv->comms = calloc(job->ncomms ? job->ncomms : 1, sizeof(*lv->comms));
@@ -1086,18 +1226,36 @@ static int live_view_copy_comms(const struct job *job, struct live_view *lv)
 		memcpy(lc->id, jc->id, sizeof(lc->id));
 		memcpy(lc->desc, jc->desc, sizeof(lc->desc));
 		lc->size = jc->size;
-		if (!jc->members)
-			continue;
-		lc->members = malloc((jc->size ? jc->size : 1) * sizeof(*lc->members));
-		if (!lc->members)
-			return -ENOMEM;
-		memcpy(lc->members, jc->members, jc->size * sizeof(*lc->members));
+		if (jc->members)
+			lc->members = member_list_ref(jc->members);
 	}
 	return 0;
 }
 
+/*
+ * What a view of `n` ranks of the job holds, about: its tables, each known
+ * rank's communicators and operations in flight (with their strings), and
+ * the communicators' entries. Member lists are shared, not counted here.
+ */
+static uint64_t live_view_bytes(const struct job *job, size_t n)
+{
+	uint64_t bytes = (uint64_t)n * (sizeof(struct fr_trace) + sizeof(struct fr_trace *) +
+					sizeof(struct live_rank)) +
+			 (uint64_t)job->ncomms * sizeof(struct live_comm);
+
+	for (uint32_t i = 0; i < job->nslots; i++) {
+		const struct job_rank *r = job->ranks[i];
+
+		if (r)
+			bytes += (uint64_t)r->ncomms * sizeof(struct fr_comm) +
+				 (uint64_t)r->nops * (sizeof(struct fr_op) + sizeof(r->ops->w.comm) +
+						      sizeof(r->ops->w.dtype));
+	}
+	return bytes;
+}
+
 static int live_view_build(const struct flightrecd *d, const struct job *job, bool all,
-			   struct live_view *lv)
+			   bool charge, struct live_view *lv)
 {
 	uint64_t now = daemon_now_ns();
 	uint64_t now_mono = daemon_mono_ns();
@@ -1106,6 +1264,13 @@ static int live_view_build(const struct flightrecd *d, const struct job *job, bo
 	int err = 0;
 
 	memset(lv, 0, sizeof(*lv));
+	if (charge) {
+		uint64_t bytes = live_view_bytes(job, n);
+
+		if (!budget_charge(BUDGET_VIEWS, bytes))
+			return -EDQUOT;
+		lv->charged = bytes;
+	}
 	lv->traces = calloc(n ? n : 1, sizeof(*lv->traces));
 	lv->ptrs = calloc(n ? n : 1, sizeof(*lv->ptrs));
 	lv->ranks = calloc(n ? n : 1, sizeof(*lv->ranks));
@@ -1148,13 +1313,19 @@ static int live_view_build(const struct flightrecd *d, const struct job *job, bo
 int registry_live_view(const struct flightrecd *d, const struct job *job, bool all,
 		       struct live_view *lv)
 {
-	return live_view_build(d, job, all, lv);
+	return live_view_build(d, job, all, false, lv);
+}
+
+int registry_request_view(const struct flightrecd *d, const struct job *job,
+			  struct live_view *lv)
+{
+	return live_view_build(d, job, false, true, lv);
 }
 
 int registry_manifest_view(const struct flightrecd *d, const struct job *job,
 			   struct live_view *lv)
 {
-	return live_view_build(d, job, true, lv);
+	return live_view_build(d, job, true, false, lv);
 }
 
 int registry_live_verdict(const struct live_view *lv, struct fr_verdict *v)

@@ -2,7 +2,8 @@
 # A read of a big job does not stall the daemon (issue 16, item 6): one rank
 # of a 65536-rank job reports 256 communicators of 65536 members (64 MiB of
 # member lists). GET /v1/jobs/<job> turns them into about 100 MB of JSON;
-# the daemon's lock is held only to copy them, so that the event loop keeps
+# the daemon's lock is held only to take a view of them (a reference to each
+# list since finding 2 of the review, a copy before), so that the event loop keeps
 # ticking and /healthz answers 200 all the while (it said 503, and took 5 s
 # to answer, while the lock was held for the whole answer), and the answer
 # costs the daemon a few times its size in memory, not ten. Four such GETs

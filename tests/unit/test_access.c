@@ -190,6 +190,25 @@ static void test_token(void **state)
 	assert_true(access_job_key_ok(a, &token, "ja"));
 	assert_false(access_job_key_ok(a, &token, "jb"));
 	assert_false(access_job_key_ok(a, &none, "ja"));
+	/* Parsed once for GET /v1/jobs: a key in either case, nothing else. */
+	{
+		uint8_t want[FR_WIRE_JOB_KEY_SIZE];
+		uint8_t got[FR_WIRE_JOB_KEY_SIZE];
+		char upper[sizeof(a)];
+
+		assert_int_equal(fr_wire_job_key(&token, "ja", want), 0);
+		assert_true(access_job_key_parse(a, got));
+		assert_memory_equal(got, want, sizeof(want));
+		for (size_t i = 0; i < sizeof(a); i++)
+			upper[i] = i >= 7 && a[i] >= 'a' && a[i] <= 'f' ? (char)(a[i] - 32) : a[i];
+		assert_true(access_job_key_parse(upper, got));
+		assert_memory_equal(got, want, sizeof(want));
+		assert_false(access_job_key_parse(NULL, got));
+		assert_false(access_job_key_parse("Bearer unit-test-token-0123456789", got));
+		assert_false(access_job_key_parse("Basic 00", got));
+		upper[strlen(upper) - 1] = '\0';
+		assert_false(access_job_key_parse(upper, got));
+	}
 }
 
 static void test_allowed_hosts_check(void **state)
