@@ -73,6 +73,14 @@ def print_errors(sock):
         pass
 
 
+def read_token(path):
+    """The token in file `path`, or None for "-" (no token)."""
+    if path == "-":
+        return None
+    with open(path, "rb") as f:
+        return f.read().strip()
+
+
 def hello_payload(job, rank, world):
     return (s(job) + struct.pack("<III", rank, world, os.getpid()) + s("abuse-host") +
             struct.pack("<IQ", 2000, START_NS) + s("fake MPI 1.0"))

@@ -17,16 +17,13 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from abuse_agent import COMM, frame, open_agent, print_errors, s  # noqa: E402
+from abuse_agent import COMM, frame, open_agent, print_errors, read_token, s  # noqa: E402
 
 
 def main():
     port, token_file, job = int(sys.argv[1]), sys.argv[2], sys.argv[3]
     world, k, size = int(sys.argv[4]), int(sys.argv[5]), int(sys.argv[6])
-    token = None
-    if token_file != "-":
-        with open(token_file, "rb") as f:
-            token = f.read().strip()
+    token = read_token(token_file)
     sock = open_agent(port, token, job, 0, world)
     sock.settimeout(None)
     members = array.array("I", range(size))

@@ -13,19 +13,15 @@ daemon, as a new run of the job would be.
 
 import array
 import os
-import struct
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from abuse_agent import COMM, ERROR, frame, open_agent, recv_exact, s  # noqa: E402
+from abuse_agent import COMM, frame, open_agent, print_errors, read_token, s  # noqa: E402
 
 
 def main():
     port, token_file, job, world = int(sys.argv[1]), sys.argv[2], sys.argv[3], int(sys.argv[4])
-    token = None
-    if token_file != "-":
-        with open(token_file, "rb") as f:
-            token = f.read().strip()
+    token = read_token(token_file)
     sock = open_agent(port, token, job, 0, world)
     sock.settimeout(None)
     sent = 0
@@ -42,17 +38,7 @@ def main():
     except OSError:
         pass
     print("sent %d" % sent, flush=True)
-    try:
-        while True:
-            head = recv_exact(sock, 16)
-            _, _, kind, length, _ = struct.unpack("<IHHII", head)
-            body = recv_exact(sock, length)
-            if kind == ERROR:
-                code, mlen = struct.unpack("<HH", body[:4])
-                print("error %d %s" % (code, body[4:4 + mlen].decode(errors="replace")),
-                      flush=True)
-    except (OSError, ConnectionError):
-        pass
+    print_errors(sock)
     print("closed", flush=True)
 
 

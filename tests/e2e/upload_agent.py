@@ -18,7 +18,7 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from abuse_agent import (COMM, frame, open_agent, print_errors, progress,  # noqa: E402
-                         read_frame, s)
+                         read_frame, read_token, s)
 
 DUMP_REQUEST, DUMP_DATA = 5, 6
 PIECE = 256 << 10
@@ -27,10 +27,7 @@ PIECE = 256 << 10
 def main():
     port, token_file, job = int(sys.argv[1]), sys.argv[2], sys.argv[3]
     world, total = int(sys.argv[4]), int(sys.argv[5])
-    token = None
-    if token_file != "-":
-        with open(token_file, "rb") as f:
-            token = f.read().strip()
+    token = read_token(token_file)
     members = b"".join(struct.pack("<I", i) for i in range(world))
     socks = []
     for rank in range(world):
