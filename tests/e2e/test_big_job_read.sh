@@ -23,7 +23,10 @@ wait_for 30 sh -c "curl -s '$HTTP/v1/jobs/$JOB/analysis' >/dev/null && [ \$(curl
 
 hwm() { awk '/^VmHWM/ {print $2}' "/proc/$DAEMON_PID/status"; }
 peak=$(hwm)
-curl -s -o "$T/job.json" -w '%{http_code}' --max-time 60 "$HTTP/v1/jobs/$JOB" >"$T/get.code" &
+# Read at 40 MB/s: the GET lasts a few seconds however fast the machine,
+# so that the polls below overlap it (the daemon's answer deadline allows
+# 1 MiB/s).
+curl -s -o "$T/job.json" -w '%{http_code}' --max-time 60 --limit-rate 40M "$HTTP/v1/jobs/$JOB" >"$T/get.code" &
 get=$!
 track_pid "$get"
 polls=0 worst=0
@@ -54,7 +57,8 @@ grep -q '"c255"' "$T/job.json" && grep -q '65534, *65535\]' "$T/job.json" ||
 # most one GET is refused (503, at once), the others are answered whole.
 gets=
 for i in 1 2 3 4; do
-	curl -s -o /dev/null -w '%{http_code} %{size_download}\n' --max-time 60 "$HTTP/v1/jobs/$JOB" >"$T/get$i.code" &
+	curl -s -o /dev/null -w '%{http_code} %{size_download}\n' --max-time 60 --limit-rate 40M \
+		"$HTTP/v1/jobs/$JOB" >"$T/get$i.code" &
 	gets="$gets $!"
 	track_pid $!
 done
