@@ -1,6 +1,6 @@
 /*
- * The agent's core, shared by every hook family (hooks_mpi.c today, NCCL
- * next): the process identity and settings, the communicator table, the
+ * The agent's core, shared by every hook family (hooks_mpi.c and
+ * hooks_nccl.c): the process identity and settings, the communicator table, the
  * recording calls a hook makes around the real operation, and the life cycle
  * (start when a communication library initialises, stop at finalise, go
  * quiet in a forked child).

@@ -29,6 +29,15 @@ static inline uint64_t fr_now_ns(void)
 	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
+/* Monotonic milliseconds, for the link thread's timers and budgets. */
+static inline uint64_t fr_mono_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+}
+
 extern bool fr_clock_use_tsc;
 
 /* A timestamp for the ring. Hot path. */

@@ -232,11 +232,6 @@ static int send_frame(uint8_t *buf, size_t len, enum send_kind kind)
 		rc_;                                                           \
 	})
 
-static uint64_t mono_ms(void)
-{
-	return uv_hrtime() / 1000000u;
-}
-
 /* ---- what is sent ---- */
 
 static void build_hello(struct fr_msg_hello *h)
@@ -529,7 +524,7 @@ static void on_defer(uv_timer_t *t);
 static void serve_dumps(void)
 {
 	static const uint64_t interval[2] = { DUMP_INTERVAL_MS, LIVE_INTERVAL_MS };
-	uint64_t now = mono_ms(), wait = UINT64_MAX;
+	uint64_t now = fr_mono_ms(), wait = UINT64_MAX;
 
 	if (L.dump_queued || L.state != LINK_UP)
 		return; /* on_written or the next connection calls again */
@@ -545,7 +540,7 @@ static void serve_dumps(void)
 			dump(p->incident, p->reason, true);
 			if (L.dump_queued)
 				return;
-			now = mono_ms();
+			now = fr_mono_ms();
 			continue;
 		}
 		wait = due - now < wait ? due - now : wait;
@@ -862,7 +857,7 @@ static void link_up(void)
 	announce_comms();
 	send_progress(true);
 	send_heartbeat();
-	L.last_heartbeat_ms = mono_ms();
+	L.last_heartbeat_ms = fr_mono_ms();
 	if (L.goodbye_on_connect) {
 		L.goodbye_on_connect = false;
 		uv_timer_stop(&L.tick);
@@ -1118,7 +1113,7 @@ static void local_watchdog(void)
 
 static void on_tick(uv_timer_t *t)
 {
-	uint64_t now = mono_ms();
+	uint64_t now = fr_mono_ms();
 
 	(void)t;
 	fr_clock_recalibrate();

@@ -34,6 +34,7 @@
 #include <unistd.h>
 #include <unwind.h>
 
+#include "clock.h"
 #include "dumper.h"
 #include "symbols.h"
 
@@ -65,14 +66,6 @@ static struct {
 	pid_t target;            /* atomic */
 	struct raw_stack stack;  /* written by the claiming handler */
 } req;
-
-static uint64_t mono_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
-}
 
 static pid_t my_tid(void)
 {
@@ -297,12 +290,12 @@ int fr_stacks_collect(struct fr_trace *t, int signo)
 			unwind_self(&st, NULL);
 		} else if (ask && budget_ms > 0 && !blocks_signal(tid, signo) &&
 			   (ask = signal_ours(signo))) {
-			uint64_t t0 = mono_ms();
+			uint64_t t0 = fr_mono_ms();
 			int wait = budget_ms < ANSWER_WAIT_MS ? budget_ms : ANSWER_WAIT_MS;
 
 			if (!ask_thread(tid, signo, wait, &st))
 				st.n = 0;
-			budget_ms -= (int)(mono_ms() - t0);
+			budget_ms -= (int)(fr_mono_ms() - t0);
 		}
 		rc = name_frames(th, &st);
 		if (rc)

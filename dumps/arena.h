@@ -20,8 +20,6 @@ struct fr_arena;
 
 /* NULL when out of memory. */
 struct fr_arena *fr_arena_new(void);
-/* Releases the arena and every block it handed out. NULL is ignored. */
-void fr_arena_free(struct fr_arena *a);
 
 /*
  * Makes `block` (NULL for a new one, else the open block, of which `used`

@@ -147,15 +147,6 @@ struct fr_val *fr_val_int(struct fr_doc *d, int64_t i)
 	return v;
 }
 
-struct fr_val *fr_val_real(struct fr_doc *d, double r)
-{
-	struct fr_val *v = val_new(d, FR_VAL_REAL);
-
-	if (v)
-		v->u.r = r;
-	return v;
-}
-
 struct fr_val *fr_val_string(struct fr_doc *d, const char *s, size_t n)
 {
 	struct fr_val *v;

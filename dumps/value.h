@@ -70,7 +70,6 @@ void *fr_doc_alloc(struct fr_doc *d, size_t size);
 struct fr_val *fr_val_null(struct fr_doc *d);
 struct fr_val *fr_val_bool(struct fr_doc *d, bool b);
 struct fr_val *fr_val_int(struct fr_doc *d, int64_t i);
-struct fr_val *fr_val_real(struct fr_doc *d, double r);
 struct fr_val *fr_val_string(struct fr_doc *d, const char *s, size_t n);
 struct fr_val *fr_val_array(struct fr_doc *d);
 struct fr_val *fr_val_object(struct fr_doc *d);

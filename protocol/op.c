@@ -61,10 +61,3 @@ const char *fr_state_name(unsigned state)
 	return state_names[state];
 }
 
-int fr_state_from_name(const char *name)
-{
-	for (unsigned i = 0; i < FR_STATE__COUNT; i++)
-		if (strcmp(state_names[i], name) == 0)
-			return (int)i;
-	return -1;
-}

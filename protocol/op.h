@@ -73,7 +73,5 @@ bool fr_op_is_collective(unsigned type);
 bool fr_op_is_rooted(unsigned type);
 
 const char *fr_state_name(unsigned state);
-/* Returns -1 when the name is not a known state. */
-int fr_state_from_name(const char *name);
 
 #endif
