@@ -9,6 +9,7 @@
  * itself.
  */
 #include "agent.h"
+#include "link.h"
 
 #include <errno.h>
 #include <pthread.h>

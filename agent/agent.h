@@ -162,13 +162,4 @@ void fr_op_complete(const struct fr_ticket *t);
 /* Same, from a ring record id alone (non-blocking completions). */
 void fr_op_complete_record(uint64_t record, uint16_t comm, uint64_t seq, bool collective);
 
-/* Link thread (link.c). */
-int fr_link_start(void);
-void fr_link_stop(void);
-/* Asks the link thread to write a local dump (and upload it if connected). */
-int fr_link_request_dump(const char *reason);
-/* In a forked child: closes the parent's connection and loop descriptors
- * and forgets the link thread (which does not exist in the child). */
-void fr_link_forget_in_child(void);
-
 #endif

@@ -9,6 +9,7 @@
 
 #include "../dumps/dump.h"
 #include "agent.h"
+#include "stacks.h"
 
 /* Fills op, of trace t, from its record; -ENOMEM when it cannot. */
 static int op_from_record(struct fr_trace *t, struct fr_op *op, const struct fr_rec *rec,

@@ -59,12 +59,4 @@ int fr_dumper_serialize(const char *incident, const char *reason,
 int fr_dumper_save(const char *incident, const char *buf, size_t len, bool asked, char *path,
 		   size_t pathlen, char *err, size_t errlen);
 
-/*
- * The stacks of every thread of this process (stacks.c): the calling
- * thread's directly, the others' by a signal whose handler unwinds them.
- * Threads that do not answer within a short bound are listed without
- * frames. Returns 0 or -ENOMEM.
- */
-int fr_stacks_collect(struct fr_trace *t, int signo);
-
 #endif

@@ -33,7 +33,7 @@
  * incident is kept (the first is usually the root cause) and the newest
  * live look (its client is the one still waiting).
  */
-#include "agent.h"
+#include "link.h"
 
 #include <errno.h>
 #include <netdb.h>
@@ -48,6 +48,7 @@
 #include <uv.h>
 
 #include "../protocol/hash.h"
+#include "agent.h"
 #include "dumper.h"
 #include "gpu.h"
 

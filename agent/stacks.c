@@ -22,6 +22,8 @@
  * then on no thread is asked (said once on stderr) and dumps list threads
  * without frames, except the dumping thread's own.
  */
+#include "stacks.h"
+
 #include <dirent.h>
 #include <errno.h>
 #include <signal.h>
