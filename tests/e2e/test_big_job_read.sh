@@ -22,13 +22,18 @@ wait_for 30 sh -c "curl -s '$HTTP/v1/jobs/$JOB/analysis' >/dev/null && [ \$(curl
 	fail "the daemon did not take the 256 communicators"
 
 hwm() { awk '/^VmHWM/ {print $2}' "/proc/$DAEMON_PID/status"; }
+fds() { ls "/proc/$DAEMON_PID/fd" | wc -l; }
 peak=$(hwm)
+fds0=$(fds)
 # Read at 40 MB/s: the GET lasts a few seconds however fast the machine,
 # so that the polls below overlap it (the daemon's answer deadline allows
 # 1 MiB/s).
 curl -s -o "$T/job.json" -w '%{http_code}' --max-time 60 --limit-rate 40M "$HTTP/v1/jobs/$JOB" >"$T/get.code" &
 get=$!
 track_pid "$get"
+# As below: polls start once the daemon has accepted the GET's connection.
+wait_for 10 sh -c "[ \$(ls /proc/$DAEMON_PID/fd | wc -l) -ge $((fds0 + 1)) ]" ||
+	fail "the daemon did not accept the GET's connection"
 polls=0 worst=0
 while kill -0 "$get" 2>/dev/null; do
 	start=$(date +%s%N)
@@ -55,6 +60,12 @@ grep -q '"c255"' "$T/job.json" && grep -q '65534, *65535\]' "$T/job.json" ||
 	fail "the answer lacks the last communicator or a whole member list"
 # Four big GETs at once: /healthz answers within 1 s all the while, at
 # most one GET is refused (503, at once), the others are answered whole.
+# The polls start once the daemon has accepted the four connections: a
+# /healthz connection accepted by an HTTP thread in the same turn as a big
+# GET waits for that GET's answer to be built (libmicrohttpd serves a
+# connection on the thread that accepted it), a race this test does not
+# measure.
+fds0=$(fds)
 gets=
 for i in 1 2 3 4; do
 	curl -s -o /dev/null -w '%{http_code} %{size_download}\n' --max-time 60 --limit-rate 40M \
@@ -62,6 +73,8 @@ for i in 1 2 3 4; do
 	gets="$gets $!"
 	track_pid $!
 done
+wait_for 10 sh -c "[ \$(ls /proc/$DAEMON_PID/fd | wc -l) -ge $((fds0 + 4)) ]" ||
+	fail "the daemon did not accept the four GETs' connections"
 any_alive() { for p; do kill -0 "$p" 2>/dev/null && return 0; done; return 1; }
 polls4=0 worst4=0
 while any_alive $gets; do
