@@ -17,6 +17,7 @@
       N times: connect and wait until the daemon closes the connection.
 """
 
+import array
 import hashlib
 import hmac
 import os
@@ -71,6 +72,15 @@ def print_errors(sock):
                       flush=True)
     except (OSError, ConnectionError):
         pass
+
+
+def comm_body(size):
+    """A COMM payload's member list after its strings: my rank 0, SIZE
+    members, global ranks 0..SIZE-1 (4 * SIZE bytes)."""
+    members = array.array("I", range(size))
+    if sys.byteorder != "little":
+        members.byteswap()
+    return (0).to_bytes(4, "little") + size.to_bytes(4, "little") + members.tobytes()
 
 
 def read_token(path):

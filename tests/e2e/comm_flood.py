@@ -11,13 +11,12 @@ daemon closes it.
   comm_flood.py PORT TOKEN_FILE JOB WORLD K SIZE
 """
 
-import array
 import os
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from abuse_agent import COMM, frame, open_agent, print_errors, read_token, s  # noqa: E402
+from abuse_agent import COMM, comm_body, frame, open_agent, print_errors, read_token, s  # noqa: E402
 
 
 def main():
@@ -26,10 +25,7 @@ def main():
     token = read_token(token_file)
     sock = open_agent(port, token, job, 0, world)
     sock.settimeout(None)
-    members = array.array("I", range(size))
-    if sys.byteorder != "little":
-        members.byteswap()
-    body = (0).to_bytes(4, "little") + size.to_bytes(4, "little") + members.tobytes()
+    body = comm_body(size)
     sent = 0
     try:
         for i in range(k):

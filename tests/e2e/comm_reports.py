@@ -11,12 +11,11 @@ daemon, as a new run of the job would be.
   comm_reports.py PORT TOKEN_FILE JOB WORLD [ID:SIZE ...]
 """
 
-import array
 import os
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from abuse_agent import COMM, frame, open_agent, print_errors, read_token, s  # noqa: E402
+from abuse_agent import COMM, comm_body, frame, open_agent, print_errors, read_token, s  # noqa: E402
 
 
 def main():
@@ -29,11 +28,7 @@ def main():
         for arg in sys.argv[5:]:
             cid, size = arg.rsplit(":", 1)
             size = int(size)
-            members = array.array("I", range(size))
-            if sys.byteorder != "little":
-                members.byteswap()
-            body = (0).to_bytes(4, "little") + size.to_bytes(4, "little") + members.tobytes()
-            sock.sendall(frame(COMM, s(cid) + s("report") + body))
+            sock.sendall(frame(COMM, s(cid) + s("report") + comm_body(size)))
             sent += 1
     except OSError:
         pass

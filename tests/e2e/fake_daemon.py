@@ -40,6 +40,9 @@ import sys
 import threading
 import time
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from abuse_agent import recv_exact  # noqa: E402
+
 MAGIC = 0x43455246
 DUMP_REQUEST, DUMP_DATA, CHALLENGE, AUTH, ERROR, DAEMON_PROOF = 5, 6, 8, 9, 10, 12
 HELLO = 1
@@ -56,16 +59,6 @@ def frame(kind, payload, version=1):
 
 def say(text):
     print(text, flush=True)
-
-
-def recv_exact(conn, n):
-    data = b""
-    while len(data) < n:
-        part = conn.recv(n - len(data))
-        if not part:
-            raise OSError("closed")
-        data += part
-    return data
 
 
 def read_frame(conn):
