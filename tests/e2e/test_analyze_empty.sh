@@ -31,7 +31,9 @@ has() {
 
 # --- Every rank frozen: a manifest and no dump. ---
 start_daemon --timeout 60 --heartbeat-timeout 2 --dump-deadline 2
-start_job 4 --scenario freeze --culprit -1 --at 4
+# 100 ms steps: the ranks' agents have reported their communicators (the
+# link thread sends every 100 ms) well before they all stop, at step 20.
+start_job 4 --scenario freeze --culprit -1 --at 20 --step-ms 100
 wait_incident 40
 stop_job
 expect '.reason == "heartbeat"' "$INCIDENT/manifest.json"
