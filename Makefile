@@ -34,8 +34,9 @@ Q := @
 endif
 
 # Code shared by the agent, the daemon and fr-analyze: compiled once.
-CORE_SRC := protocol/op.c protocol/wire.c dumps/arena.c dumps/trace.c dumps/value.c dumps/dump.c dumps/correlate.c \
-	dumps/pickle.c dumps/pytorch.c
+# An archive: each program links only the objects it calls into (the agent
+# takes the dump writer, never the readers).
+CORE_SRC := $(wildcard protocol/*.c dumps/*.c)
 AGENT_SRC := $(wildcard agent/*.c)
 DAEMON_SRC := $(wildcard daemon/*.c)
 CLI_SRC := $(wildcard cli/*.c)
