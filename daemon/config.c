@@ -263,28 +263,21 @@ static void addr_needs_restart(const char *name, const struct sockaddr_storage *
 		needs_restart(name, a, b);
 }
 
-/* Applies one reloadable setting to both the live and the configured copy. */
-#define RELOAD_SECONDS(d, next, field, name)                                              \
+/* Applies one reloadable setting to both the live and the configured copy;
+ * FMT prints one value of it. */
+#define RELOAD(d, next, field, name, fmt)                                                   \
 	do {                                                                               \
 		if ((d)->configured.field != (next)->field) {                              \
-			daemon_log("reload: " name " %g s -> %g s", (d)->configured.field, \
-				   (next)->field);                                         \
-			(d)->configured.field = (next)->field;                             \
-			(d)->cfg.field = (next)->field;                                    \
-			changed++;                                                         \
-		}                                                                          \
-	} while (0)
-
-#define RELOAD_COUNT(d, next, field, name)                                                \
-	do {                                                                               \
-		if ((d)->configured.field != (next)->field) {                              \
-			daemon_log("reload: " name " %" PRIu32 " -> %" PRIu32,              \
+			daemon_log("reload: " name " " fmt " -> " fmt,                     \
 				   (d)->configured.field, (next)->field);                  \
 			(d)->configured.field = (next)->field;                             \
 			(d)->cfg.field = (next)->field;                                    \
 			changed++;                                                         \
 		}                                                                          \
 	} while (0)
+#define RELOAD_SECONDS(d, next, field, name) RELOAD(d, next, field, name, "%g s")
+#define RELOAD_COUNT(d, next, field, name) RELOAD(d, next, field, name, "%" PRIu32)
+#define RELOAD_BYTES(d, next, field, name) RELOAD(d, next, field, name, "%" PRIu64)
 
 int config_apply_reload(struct flightrecd *d, const struct daemon_config *next)
 {
@@ -313,12 +306,7 @@ int config_apply_reload(struct flightrecd *d, const struct daemon_config *next)
 	RELOAD_SECONDS(d, next, heartbeat_timeout_s, "heartbeat-timeout");
 	/* An incident being collected keeps the deadline it opened with. */
 	RELOAD_SECONDS(d, next, dump_deadline_s, "dump-deadline");
-	if (was->max_dump_size != next->max_dump_size) {
-		daemon_log("reload: max-dump-size %" PRIu64 " -> %" PRIu64, was->max_dump_size,
-			   next->max_dump_size);
-		was->max_dump_size = d->cfg.max_dump_size = next->max_dump_size;
-		changed++;
-	}
+	RELOAD_BYTES(d, next, max_dump_size, "max-dump-size");
 	if (was->max_connections != next->max_connections) {
 		daemon_log("reload: max-connections %" PRIu32 " -> %" PRIu32
 			   "%s", was->max_connections, next->max_connections,
@@ -339,14 +327,10 @@ int config_apply_reload(struct flightrecd *d, const struct daemon_config *next)
 	RELOAD_COUNT(d, next, max_incidents_per_hour, "max-incidents-per-hour");
 	/* Applies at the next sweep, to connections already waiting too. */
 	RELOAD_SECONDS(d, next, hello_timeout_s, "hello-timeout");
-	if (was->max_memory != next->max_memory) {
-		/* What is held stays; new charges are held to the new budget. */
-		daemon_log("reload: max-memory %" PRIu64 " -> %" PRIu64, was->max_memory,
-			   next->max_memory);
-		was->max_memory = d->cfg.max_memory = next->max_memory;
+	/* What is held stays; new charges are held to the new budget. */
+	if (was->max_memory != next->max_memory)
 		budget_set_max(next->max_memory);
-		changed++;
-	}
+	RELOAD_BYTES(d, next, max_memory, "max-memory");
 	/* Connections over a lowered limit stay until they say HELLO or time out. */
 	RELOAD_COUNT(d, next, max_pending_per_address, "max-pending-per-address");
 	if (!changed)

@@ -135,12 +135,18 @@ max-connections = 8
 max-job-connections = 2
 max-frame-size = 262229
 max-incidents-per-hour = 3600
+max-dump-size = 1048576
+max-memory = 536870912
 EOF
 kill -HUP "$DAEMON_PID"
 wait_for 10 grep -q "reload: max-incidents-per-hour 2 -> 3600" "$T/daemon.log" ||
 	fail "the reload did not apply max-incidents-per-hour"
 grep -q "reload: max-job-connections 1 -> 2" "$T/daemon.log" ||
 	fail "the reload did not apply max-job-connections"
+grep -q "reload: max-dump-size 67108864 -> 1048576" "$T/daemon.log" ||
+	fail "the reload did not apply max-dump-size"
+grep -Eq "reload: max-memory [0-9]+ -> 536870912" "$T/daemon.log" ||
+	fail "the reload did not apply max-memory"
 # 3600 an hour refills one a second.
 wait_for 10 post_is "$JC" 202 || fail "POST after the reload: $(cat "$T/post.json")"
 hold HA1 "$JA" 1 2
