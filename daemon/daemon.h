@@ -438,8 +438,10 @@ struct live_view {
 	uint64_t charged;
 };
 
-/* main.c */
+/* log.c: one line on stderr, "flightrecd: " and the formatted text. */
 void daemon_log(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+/* main.c */
 void daemon_stop(struct flightrecd *d);
 
 /* clock.c: wall-clock and monotonic time, in nanoseconds. */
