@@ -47,6 +47,7 @@
 #include <unistd.h>
 #include <uv.h>
 
+#include "../protocol/auth.h"
 #include "../protocol/frame.h"
 #include "../protocol/hash.h"
 #include "agent.h"

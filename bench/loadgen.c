@@ -52,6 +52,7 @@
 
 #include "../dumps/dump.h"
 #include "../dumps/trace.h"
+#include "../protocol/auth.h"
 #include "../protocol/frame.h"
 #include "../protocol/wire.h"
 

@@ -25,6 +25,7 @@
 #include <jansson.h>
 #include <uv.h>
 
+#include "../protocol/auth.h"
 #include "../protocol/wire.h"
 #include "../dumps/trace.h"
 #include "../dumps/correlate.h"

@@ -33,6 +33,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "auth.h"
 #include "frame.h"
 #include "wire.h"
 
