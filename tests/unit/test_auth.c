@@ -24,6 +24,7 @@
 #include "auth.h"
 #include "sha256.h"
 #include "wire.h"
+#include "wire_samples.h"
 
 static int all_zero(const void *p, size_t n)
 {
@@ -33,35 +34,6 @@ static int all_zero(const void *p, size_t n)
 		if (c[i])
 			return 0;
 	return 1;
-}
-
-/*
- * test_wire.c's samples, which the proofs are made of: PROTOCOL.md's
- * worked example is the proof of this HELLO for this CHALLENGE.
- */
-static void sample_hello(struct fr_msg_hello *m)
-{
-	memset(m, 0, sizeof(*m));
-	strcpy(m->job, "job-42");
-	m->rank = 3;
-	m->world_size = 8;
-	m->pid = 123456;
-	strcpy(m->host, "node-a.cluster");
-	m->ring_capacity = 2000;
-	m->start_ns = 0x0102030405060708ull;
-	strcpy(m->comm_lib, "Open MPI v4.1.4");
-}
-
-static void sample_challenge(struct fr_msg_challenge *m)
-{
-	for (unsigned i = 0; i < FR_WIRE_NONCE_SIZE; i++)
-		m->nonce[i] = (uint8_t)i;
-}
-
-static void sample_daemon_challenge(struct fr_msg_daemon_challenge *m)
-{
-	for (unsigned i = 0; i < FR_WIRE_NONCE_SIZE; i++)
-		m->nonce[i] = (uint8_t)(0x80 + i);
 }
 
 /* SHA-256 and HMAC-SHA256 */

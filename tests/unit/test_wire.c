@@ -28,6 +28,7 @@
 
 #include "op.h"
 #include "wire.h"
+#include "wire_samples.h"
 
 /* The version that defined HELLO to BYE, and CHALLENGE, AUTH and ERROR. */
 #define V1 1
@@ -141,19 +142,6 @@ static struct fr_wire_inflight sample_inflight[] = {
 
 static const uint8_t sample_dump[] = "{\"format\": \"flightrec-dump\"}";
 
-static void sample_hello(struct fr_msg_hello *m)
-{
-	memset(m, 0, sizeof(*m));
-	strcpy(m->job, "job-42");
-	m->rank = 3;
-	m->world_size = 8;
-	m->pid = 123456;
-	strcpy(m->host, "node-a.cluster");
-	m->ring_capacity = 2000;
-	m->start_ns = 0x0102030405060708ull;
-	strcpy(m->comm_lib, "Open MPI v4.1.4");
-}
-
 static void sample_comm(struct fr_msg_comm *m)
 {
 	memset(m, 0, sizeof(*m));
@@ -200,22 +188,10 @@ static void sample_bye(struct fr_msg_bye *m)
 	m->reserved = 0;
 }
 
-static void sample_challenge(struct fr_msg_challenge *m)
-{
-	for (unsigned i = 0; i < FR_WIRE_NONCE_SIZE; i++)
-		m->nonce[i] = (uint8_t)i;
-}
-
 static void sample_auth(struct fr_msg_auth *m)
 {
 	for (unsigned i = 0; i < FR_WIRE_PROOF_SIZE; i++)
 		m->proof[i] = (uint8_t)(0xff - i);
-}
-
-static void sample_daemon_challenge(struct fr_msg_daemon_challenge *m)
-{
-	for (unsigned i = 0; i < FR_WIRE_NONCE_SIZE; i++)
-		m->nonce[i] = (uint8_t)(0x80 + i);
 }
 
 static void sample_daemon_proof(struct fr_msg_daemon_proof *m)
