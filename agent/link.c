@@ -47,6 +47,8 @@
 #include <unistd.h>
 #include <uv.h>
 
+#include "../protocol/auth.h"
+#include "../protocol/frame.h"
 #include "../protocol/hash.h"
 #include "agent.h"
 #include "dumper.h"
@@ -812,14 +814,14 @@ static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
 		return;
 	}
 	L.rlen += (size_t)nread;
-	while (L.rlen - off >= FR_WIRE_HEADER_SIZE) {
-		struct fr_wire_header h;
-		int rc = fr_wire_header_decode(L.rbuf + off, L.rlen - off, &h);
+	for (;;) {
+		struct fr_wire_frame f;
+		int rc = fr_frame_next(L.rbuf + off, L.rlen - off, FR_WIRE_MAX_PAYLOAD, &f);
 
-		if (rc == 0 && L.rlen - off < FR_WIRE_HEADER_SIZE + (size_t)h.length)
+		if (rc == -EAGAIN)
 			break;
 		if (rc == 0)
-			rc = handle_frame(&h, L.rbuf + off + FR_WIRE_HEADER_SIZE);
+			rc = handle_frame(&f.h, f.payload);
 		if (rc > 0) {
 			disconnect();
 			return;
@@ -830,7 +832,7 @@ static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
 			disconnect();
 			return;
 		}
-		off += FR_WIRE_HEADER_SIZE + h.length;
+		off += f.size;
 	}
 	memmove(L.rbuf, L.rbuf + off, L.rlen - off);
 	L.rlen -= off;

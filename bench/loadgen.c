@@ -52,6 +52,8 @@
 
 #include "../dumps/dump.h"
 #include "../dumps/trace.h"
+#include "../protocol/auth.h"
+#include "../protocol/frame.h"
 #include "../protocol/wire.h"
 
 #define PROG "loadgen"
@@ -824,21 +826,20 @@ static void on_readable(struct rank *r)
 		}
 		r->ilen += (size_t)n;
 		for (;;) {
-			struct fr_wire_header h;
-			int rc = fr_wire_header_decode(r->in + off, r->ilen - off, &h);
+			struct fr_wire_frame f;
+			int rc = fr_frame_next(r->in + off, r->ilen - off,
+					       sizeof(r->in) - FR_WIRE_HEADER_SIZE, &f);
 
 			if (rc == -EAGAIN)
 				break;
-			if (rc < 0 || FR_WIRE_HEADER_SIZE + h.length > sizeof(r->in)) {
+			if (rc < 0) {
 				drop(r, "bad frame from the daemon");
 				return;
 			}
-			if (r->ilen - off < FR_WIRE_HEADER_SIZE + h.length)
-				break;
-			on_frame(r, &h, r->in + off + FR_WIRE_HEADER_SIZE);
+			on_frame(r, &f.h, f.payload);
 			if (r->fd < 0)
 				return;
-			off += FR_WIRE_HEADER_SIZE + h.length;
+			off += f.size;
 		}
 		memmove(r->in, r->in + off, r->ilen - off);
 		r->ilen -= off;

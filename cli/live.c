@@ -32,6 +32,7 @@
 #include <jansson.h>
 
 #include "../include/flightrec.h"
+#include "../protocol/auth.h"
 
 #define VERDICT_HEADER "X-Flightrec-Verdict"
 #define JOBS_PREFIX "/v1/jobs/"

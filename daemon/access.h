@@ -31,6 +31,7 @@
 #include <stddef.h>
 #include <sys/socket.h>
 
+#include "../protocol/auth.h"
 #include "route.h"
 
 /* The header a live look needs without a token (any non-empty value). */

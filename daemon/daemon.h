@@ -25,6 +25,7 @@
 #include <jansson.h>
 #include <uv.h>
 
+#include "../protocol/auth.h"
 #include "../protocol/wire.h"
 #include "../dumps/trace.h"
 #include "../dumps/correlate.h"
@@ -438,8 +439,10 @@ struct live_view {
 	uint64_t charged;
 };
 
-/* main.c */
+/* log.c: one line on stderr, "flightrecd: " and the formatted text. */
 void daemon_log(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+/* main.c */
 void daemon_stop(struct flightrecd *d);
 
 /* clock.c: wall-clock and monotonic time, in nanoseconds. */

@@ -1,6 +1,6 @@
 /*
  * flightrecd: options (the command line over the --config file), startup,
- * the ports file, signals (SIGTERM/SIGINT stop, SIGHUP reloads) and logging.
+ * the ports file and signals (SIGTERM/SIGINT stop, SIGHUP reloads).
  */
 #include "daemon.h"
 #include "access.h"
@@ -13,7 +13,6 @@
 #include <math.h>
 #include <poll.h>
 #include <signal.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -159,18 +158,6 @@ static void usage(FILE *out)
 		"\n"
 		"Every limit is counted in /metrics and logged once per offender (address,\n"
 		"or job and rank) a minute, with how many times it was hit meanwhile.\n");
-}
-
-void daemon_log(const char *fmt, ...)
-{
-	char line[2048];
-	va_list ap;
-
-	va_start(ap, fmt);
-	vsnprintf(line, sizeof(line), fmt, ap);
-	va_end(ap);
-	/* One write per line, so lines from the HTTP thread never interleave. */
-	fprintf(stderr, "flightrecd: %s\n", line);
 }
 
 /* Parses "1.2.3.4:N" or "[::1]:N" (literal addresses only). */

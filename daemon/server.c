@@ -28,6 +28,8 @@
  */
 #include "daemon.h"
 
+#include "../protocol/frame.h"
+
 #include <errno.h>
 #include <inttypes.h>
 #include <stddef.h>
@@ -650,23 +652,6 @@ static void conn_dispatch(struct conn *c, const struct fr_wire_header *h, const 
 }
 
 /*
- * The message type of a header that failed to decode, for the log line; 0
- * when the bytes do not even start like a frame.
- */
-static unsigned raw_type(const uint8_t *buf, size_t len)
-{
-	uint32_t magic;
-
-	if (len < 8)
-		return 0;
-	magic = (uint32_t)buf[0] | (uint32_t)buf[1] << 8 | (uint32_t)buf[2] << 16 |
-		(uint32_t)buf[3] << 24;
-	if (magic != FR_WIRE_MAGIC)
-		return 0;
-	return (unsigned)buf[6] | (unsigned)buf[7] << 8;
-}
-
-/*
  * Whether a header may start a connection: AUTH or DAEMON_CHALLENGE of its
  * exact size (from a connection that was challenged), or HELLO no longer
  * than the largest one. Otherwise closes the connection and returns false.
@@ -703,42 +688,40 @@ static void conn_process(struct conn *c)
 
 	c->need = FR_WIRE_HEADER_SIZE;
 	while (!c->closing) {
-		struct fr_wire_header h;
-		size_t avail = c->len - off;
-		size_t frame;
+		struct fr_wire_frame f;
 		int err;
 
-		err = fr_wire_header_decode(c->buf + off, avail, &h);
-		if (err == -EAGAIN)
+		err = fr_frame_next(c->buf + off, c->len - off, c->d->cfg.max_frame_size, &f);
+		if (err == -EAGAIN && !f.have_header)
 			break;
-		if (err) {
+		if (err && err != -EAGAIN && err != -EFBIG) {
 			/* Longer than the protocol allows: over any --max-frame-size. */
 			if (err == -EMSGSIZE)
 				c->d->m.frames_oversized++;
-			conn_reject_err(c, raw_type(c->buf + off, avail), err);
+			/* The type is named only when the bytes start like a frame. */
+			conn_reject_err(c, f.h.magic == FR_WIRE_MAGIC ? f.h.type : 0, err);
 			return;
 		}
 		/* Before HELLO, refuse from the header what could never be one,
 		 * rather than buffer up to a megabyte of it. */
-		if (!c->said_hello && !conn_first_frame_ok(c, &h))
+		if (!c->said_hello && !conn_first_frame_ok(c, &f.h))
 			return;
-		if (h.length > c->d->cfg.max_frame_size) {
+		if (err == -EFBIG) {
 			char why[96];
 
 			snprintf(why, sizeof(why),
-				 "frame of %" PRIu32 " bytes over --max-frame-size %" PRIu32, h.length,
+				 "frame of %" PRIu32 " bytes over --max-frame-size %" PRIu32, f.h.length,
 				 c->d->cfg.max_frame_size);
 			c->d->m.frames_oversized++;
-			conn_reject(c, h.type, why);
+			conn_reject(c, f.h.type, why);
 			return;
 		}
-		frame = FR_WIRE_HEADER_SIZE + (size_t)h.length;
-		if (avail < frame) {
-			c->need = frame;
+		if (err == -EAGAIN) {
+			c->need = f.size;
 			break;
 		}
-		conn_dispatch(c, &h, c->buf + off + FR_WIRE_HEADER_SIZE);
-		off += frame;
+		conn_dispatch(c, &f.h, f.payload);
+		off += f.size;
 	}
 	if (c->closing)
 		return;

@@ -4,7 +4,7 @@
  *
  * Header-only (static inline), so that every part that includes it gets
  * its own copy without a source file to list in the Makefile. Written from
- * the standards; tests/unit/test_wire.c checks it against the FIPS 180-4
+ * the standards; tests/unit/test_auth.c checks it against the FIPS 180-4
  * examples and the RFC 4231 test cases.
  *
  * Nothing here is secret-dependent in its timing except through the data's

@@ -52,7 +52,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 #define FUZZ_JOB "j1"
 #define FUZZ_TOKEN "fuzz-http-token-0123456789abcdef"
 
-/* main.c's functions, which the daemon's modules call: its log and its stop. */
+/* What the daemon's modules call in main.c and log.c: its stop, and its log,
+ * silent here. */
 void daemon_log(const char *fmt, ...)
 {
 	(void)fmt;

@@ -2,9 +2,9 @@
  * libFuzzer target for the frame decoder (protocol/wire.h).
  *
  * The input is a byte stream as a peer would send it: frames back to back.
- * Each frame goes through fr_wire_header_decode() as the daemon's and the
- * agent's read loops do, then through the payload decoder of its type: of
- * every type in FR_WIRE_MESSAGES, those the daemon decodes from agents and
+ * Each frame is found by fr_frame_next() (protocol/frame.h), as the
+ * daemon's and the agent's read loops find theirs, then goes through the
+ * payload decoder of its type: of every type in FR_WIRE_MESSAGES, those the daemon decodes from agents and
  * those the agent decodes from the daemon alike. The cases are generated
  * from that table, so a message added to it is fuzzed without a change
  * here. The stream stops at the first header that is refused or at a frame
@@ -33,6 +33,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "auth.h"
+#include "frame.h"
 #include "wire.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
@@ -276,35 +278,41 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	size_t off = 0;
 
 	while (off < size) {
-		struct fr_wire_header h;
-		size_t avail = size - off, flen;
+		struct fr_wire_frame f;
+		size_t avail = size - off;
 		uint8_t *frame;
 		int rc;
 
-		rc = fr_wire_header_decode(data + off, avail, &h);
-		if (rc == -EAGAIN) {
-			FUZZ_CHECK(avail < FR_WIRE_HEADER_SIZE);
-			FUZZ_CHECK(all_zero(&h, sizeof(h)));
+		rc = fr_frame_next(data + off, avail, FR_WIRE_MAX_PAYLOAD, &f);
+		FUZZ_CHECK(rc == 0 || rc == -EAGAIN || rc == -EPROTO || rc == -EPROTONOSUPPORT ||
+			   rc == -EMSGSIZE || rc == -EBADMSG);
+		FUZZ_CHECK(f.have_header == (avail >= FR_WIRE_HEADER_SIZE));
+		if (!f.have_header) {
+			FUZZ_CHECK(rc == -EAGAIN && f.size == FR_WIRE_HEADER_SIZE);
+			FUZZ_CHECK(all_zero(&f.h, sizeof(f.h)) && !f.payload);
 			break;
 		}
-		FUZZ_CHECK(rc == 0 || rc == -EPROTO || rc == -EPROTONOSUPPORT ||
-			   rc == -EMSGSIZE || rc == -EBADMSG);
-		if (rc)
+		if (rc && rc != -EAGAIN)
 			break;
-		FUZZ_CHECK(h.magic == FR_WIRE_MAGIC && h.version >= FUZZ_VERSION_MIN &&
-			   h.version <= FR_WIRE_VERSION && h.flags == 0 &&
-			   h.length <= FR_WIRE_MAX_PAYLOAD && fr_msg_name(h.type));
-		if (avail - FR_WIRE_HEADER_SIZE < h.length)
+		FUZZ_CHECK(f.h.magic == FR_WIRE_MAGIC && f.h.version >= FUZZ_VERSION_MIN &&
+			   f.h.version <= FR_WIRE_VERSION && f.h.flags == 0 &&
+			   f.h.length <= FR_WIRE_MAX_PAYLOAD && fr_msg_name(f.h.type));
+		FUZZ_CHECK(f.size == FR_WIRE_HEADER_SIZE + (size_t)f.h.length);
+		/* Incomplete exactly when the payload is cut short. */
+		FUZZ_CHECK((rc == -EAGAIN) == (avail < f.size));
+		if (rc == -EAGAIN) {
+			FUZZ_CHECK(!f.payload);
 			break;
+		}
+		FUZZ_CHECK(f.payload == data + off + FR_WIRE_HEADER_SIZE);
 
 		/* The frame in a buffer of its own, exactly as long as it. */
-		flen = FR_WIRE_HEADER_SIZE + (size_t)h.length;
-		frame = malloc(flen);
+		frame = malloc(f.size);
 		FUZZ_CHECK(frame);
-		memcpy(frame, data + off, flen);
-		decode_frame(h.type, frame, flen);
+		memcpy(frame, data + off, f.size);
+		decode_frame(f.h.type, frame, f.size);
 		free(frame);
-		off += flen;
+		off += f.size;
 	}
 	return 0;
 }
