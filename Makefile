@@ -49,7 +49,8 @@ DAEMON := $(BUILD)/bin/flightrecd
 CLI := $(BUILD)/bin/fr-analyze
 
 UNIT_TESTS := $(addprefix $(BUILD)/tests/,test_ring test_handles test_wire test_dump test_correlate \
-	test_pickle test_pytorch test_value test_route test_ratelog test_access test_addr test_registry)
+	test_pickle test_pytorch test_value test_route test_ratelog test_access test_addr test_registry \
+	test_evidence)
 MPI_PROGS := $(addprefix $(BUILD)/tests/,mpi_hang mpi_overhead dlopen_mpi mpi_hang_plugin.so)
 # The CPU stand-in for NCCL and the CUDA runtime, and the NCCL test program.
 NCCL_FAKE := $(BUILD)/tests/nccl/nccl_hang
@@ -123,6 +124,7 @@ $(BUILD)/tests/test_ring: $(call obj,tests/unit/test_ring.c agent/ring.c)
 $(BUILD)/tests/test_handles: $(call obj,tests/unit/test_handles.c agent/handles.c)
 $(BUILD)/tests/test_wire: $(call obj,tests/unit/test_wire.c) $(CORE_LIB)
 $(BUILD)/tests/test_dump: $(call obj,tests/unit/test_dump.c) $(CORE_LIB)
+$(BUILD)/tests/test_evidence: $(call obj,tests/unit/test_evidence.c) $(CORE_LIB)
 $(BUILD)/tests/test_correlate: $(call obj,tests/unit/test_correlate.c) $(CORE_LIB)
 $(BUILD)/tests/test_pickle: $(call obj,tests/unit/test_pickle.c) $(CORE_LIB)
 $(BUILD)/tests/test_pytorch: $(call obj,tests/unit/test_pytorch.c) $(CORE_LIB)
