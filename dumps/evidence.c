@@ -882,20 +882,30 @@ static int say_known_comms(struct fr_evidence *ev, const char *id)
 	return -ENOENT;
 }
 
+/* Whether member list `p` is one of the manifest's table (a 2.x
+ * manifest's views share them), not a list of its own. */
+static bool in_table(const struct fr_evidence *ev, const uint32_t *p)
+{
+	const uint32_t *table = ev->have_manifest ? ev->manifest.members : NULL;
+
+	return table && p >= table && p < table + ev->manifest.nmembers;
+}
+
 /*
  * Keeps communicator `id` and the operations on it in `t`, and no other
  * communicator or operation, so that the engine correlates that
- * communicator alone. The member lists dropped are freed; the arrays keep
- * their allocation, which fr_trace_free() releases as before.
+ * communicator alone. The member lists dropped are freed, but for those
+ * of the manifest's table (fr_manifest_free() frees it whole); the arrays
+ * keep their allocation, which fr_trace_free() releases as before.
  */
-static void trace_keep_comm(struct fr_trace *t, const char *id)
+static void trace_keep_comm(const struct fr_evidence *ev, struct fr_trace *t, const char *id)
 {
 	size_t n = 0;
 
 	for (size_t i = 0; i < t->ncomms; i++) {
 		if (strcmp(t->comms[i].id, id) == 0)
 			t->comms[n++] = t->comms[i];
-		else
+		else if (!in_table(ev, t->comms[i].members))
 			free(t->comms[i].members);
 	}
 	t->ncomms = n;
@@ -915,7 +925,7 @@ int fr_evidence_keep_comm(struct fr_evidence *ev, const char *id)
 	if (!named)
 		return say_known_comms(ev, id);
 	for (size_t i = 0; i < evidence_count(ev); i++)
-		trace_keep_comm(evidence_trace(ev, i), id);
+		trace_keep_comm(ev, evidence_trace(ev, i), id);
 	return 0;
 }
 

@@ -469,6 +469,28 @@ static void test_keep_comm(void **state)
 	fr_evidence_free(&ev);
 }
 
+/* A 2.x manifest's live views share the member lists of its table: the
+ * lists of the communicators dropped are not theirs to free. */
+static void test_keep_comm_manifest_2(void **state)
+{
+	struct fr_evidence ev = { 0 };
+
+	(void)state;
+	copy_data("manifests/two-comms-2.0.json", "manifest.json");
+	assert_int_equal(fr_evidence_load_dir(&ev, dir), 0);
+	assert_int_equal(ev.ntraces, 4);
+	assert_int_equal(fr_evidence_keep_comm(&ev, "world"), 0);
+	for (size_t i = 0; i < ev.ntraces; i++) {
+		const struct fr_comm *c = fr_trace_comm(ev.traces[i], "world");
+
+		assert_int_equal(ev.traces[i]->ncomms, 1);
+		assert_non_null(c);
+		assert_int_equal(c->size, 4);
+		assert_int_equal(c->members[3], 3);
+	}
+	fr_evidence_free(&ev);
+}
+
 static void test_keep_unknown_comm(void **state)
 {
 	struct fr_evidence ev = { 0 };
@@ -540,6 +562,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_manifest_alone, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_bad_manifest, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_keep_comm, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_keep_comm_manifest_2, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_keep_unknown_comm, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_member_conflict, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_split_groups, setup, teardown),
