@@ -605,6 +605,39 @@ static int analyze_live(const char *url, bool json, bool filters, int npaths)
 	return rc == 0 ? EXIT_VERDICT_OK : EXIT_PROBLEM;
 }
 
+/*
+ * PATH: the verdict on the incident directory `dir`, or the evidence of
+ * global rank `*rank` (--rank; NULL without), of communicator `comm`
+ * alone (--comm; NULL without). Returns an exit status.
+ */
+static int analyze_dir(const char *dir, bool json, const uint32_t *rank, const char *comm)
+{
+	/*
+	 * Static, so that what it holds at exit is still reachable: the
+	 * evidence of a large incident is hundreds of megabytes in thousands
+	 * of blocks, and the exit returns them at once, where freeing them one
+	 * by one cost a tenth of a second of unmapping.
+	 */
+	static struct fr_evidence ev;
+	struct stat st;
+
+	if (stat(dir, &st) < 0) {
+		fprintf(stderr, PROG ": %s: %s\n", dir, strerror(errno));
+		return EXIT_UNUSABLE;
+	}
+	if (!S_ISDIR(st.st_mode)) {
+		fprintf(stderr, PROG ": %s: not a directory (give the incident directory "
+			"that holds the rank-*.json dumps)\n", dir);
+		return EXIT_UNUSABLE;
+	}
+	if (fr_evidence_load_dir(&ev, dir) < 0 || (comm && fr_evidence_keep_comm(&ev, comm) < 0))
+		return unusable(&ev);
+	print_warnings(&ev);
+	if (rank)
+		return show_rank(&ev, *rank, json, comm);
+	return report(&ev, json);
+}
+
 int main(int argc, char **argv)
 {
 	static const struct option opts[] = {
@@ -616,14 +649,6 @@ int main(int argc, char **argv)
 		{ "version", no_argument, NULL, 'V' },
 		{ NULL, 0, NULL, 0 },
 	};
-	/*
-	 * Static, so that what it holds at exit is still reachable: the
-	 * evidence of a large incident is hundreds of megabytes in thousands
-	 * of blocks, and the exit returns them at once, where freeing them one
-	 * by one cost a tenth of a second of unmapping.
-	 */
-	static struct fr_evidence ev;
-	struct stat st;
 	const char *comm = NULL;
 	const char *live = NULL;
 	bool json = false;
@@ -632,10 +657,11 @@ int main(int argc, char **argv)
 	int c;
 
 	/*
-	 * Each reading thread parses file after file into scratch memory of the
-	 * same sizes (a pickle's objects, tens of MiB): kept by malloc between
-	 * files, it is faulted in once, where returning it to the kernel after
-	 * each file made every file fault it in again (three times the time).
+	 * Each reading thread (dumps/evidence.c) parses file after file into
+	 * scratch memory of the same sizes (a pickle's objects, tens of MiB):
+	 * kept by malloc between files, it is faulted in once, where returning
+	 * it to the kernel after each file made every file fault it in again
+	 * (three times the time).
 	 */
 	mallopt(M_MMAP_THRESHOLD, 32 << 20);
 	mallopt(M_TRIM_THRESHOLD, 1 << 30);
@@ -685,21 +711,5 @@ int main(int argc, char **argv)
 			argc - optind ? "one PATH only" : "missing PATH (an incident directory)");
 		return EXIT_UNUSABLE;
 	}
-	if (stat(argv[optind], &st) < 0) {
-		fprintf(stderr, PROG ": %s: %s\n", argv[optind], strerror(errno));
-		return EXIT_UNUSABLE;
-	}
-	if (!S_ISDIR(st.st_mode)) {
-		fprintf(stderr, PROG ": %s: not a directory (give the incident directory "
-			"that holds the rank-*.json dumps)\n", argv[optind]);
-		return EXIT_UNUSABLE;
-	}
-
-	if (fr_evidence_load_dir(&ev, argv[optind]) < 0 ||
-	    (comm && fr_evidence_keep_comm(&ev, comm) < 0))
-		return unusable(&ev);
-	print_warnings(&ev);
-	if (by_rank)
-		return show_rank(&ev, rank, json, comm);
-	return report(&ev, json);
+	return analyze_dir(argv[optind], json, by_rank ? &rank : NULL, comm);
 }

@@ -154,7 +154,8 @@ static uint64_t mtime_ns(const struct stat *st)
  * rewriting it under us) raises SIGBUS at the first access past its new
  * end; the handler jumps back to the reader of that file, which reports it
  * and goes on with the others. What the interrupted parse had allocated
- * is lost, once, in a process about to exit.
+ * is lost: once per file cut short, which is rare and leaves a reader
+ * such as fr-analyze, about to exit, no worse off.
  */
 static __thread sigjmp_buf *bus_jump;
 
@@ -345,7 +346,8 @@ static void *reader(void *arg)
 }
 
 /* Reads the n files, each thread's operations into an arena of `arenas`. */
-static void read_all(struct dump_file *files, size_t n, struct fr_arena *arenas[FR_EVIDENCE_READERS_MAX])
+static void read_all(struct dump_file *files, size_t n,
+		     struct fr_arena *arenas[FR_EVIDENCE_READERS_MAX])
 {
 	pthread_t tids[FR_EVIDENCE_READERS_MAX - 1];
 	struct reader readers[FR_EVIDENCE_READERS_MAX];
