@@ -48,8 +48,9 @@ AGENT_LIB := $(BUILD)/lib/libflightrec.so
 DAEMON := $(BUILD)/bin/flightrecd
 CLI := $(BUILD)/bin/fr-analyze
 
-UNIT_TESTS := $(addprefix $(BUILD)/tests/,test_ring test_handles test_wire test_frame test_auth test_dump test_correlate \
-	test_pickle test_pytorch test_value test_route test_ratelog test_access test_addr test_registry)
+# Every tests/unit/test_*.c is a unit test: its object and the core
+# archive, plus what its line below adds.
+UNIT_TESTS := $(patsubst tests/unit/%.c,$(BUILD)/tests/%,$(wildcard tests/unit/test_*.c))
 MPI_PROGS := $(addprefix $(BUILD)/tests/,mpi_hang mpi_overhead dlopen_mpi mpi_hang_plugin.so)
 # The CPU stand-in for NCCL and the CUDA runtime, and the NCCL test program.
 NCCL_FAKE := $(BUILD)/tests/nccl/nccl_hang
@@ -119,29 +120,21 @@ $(CLI): $(call obj,$(CLI_SRC)) $(CORE_LIB)
 
 # ---- tests ----
 
-$(BUILD)/tests/test_ring: $(call obj,tests/unit/test_ring.c agent/ring.c)
-$(BUILD)/tests/test_handles: $(call obj,tests/unit/test_handles.c agent/handles.c)
-$(BUILD)/tests/test_wire: $(call obj,tests/unit/test_wire.c) $(CORE_LIB)
-$(BUILD)/tests/test_frame: $(call obj,tests/unit/test_frame.c) $(CORE_LIB)
-$(BUILD)/tests/test_auth: $(call obj,tests/unit/test_auth.c) $(CORE_LIB)
-$(BUILD)/tests/test_dump: $(call obj,tests/unit/test_dump.c) $(CORE_LIB)
-$(BUILD)/tests/test_correlate: $(call obj,tests/unit/test_correlate.c) $(CORE_LIB)
-$(BUILD)/tests/test_pickle: $(call obj,tests/unit/test_pickle.c) $(CORE_LIB)
-$(BUILD)/tests/test_pytorch: $(call obj,tests/unit/test_pytorch.c) $(CORE_LIB)
-$(BUILD)/tests/test_value: $(call obj,tests/unit/test_value.c) $(CORE_LIB)
-$(BUILD)/tests/test_route: $(call obj,tests/unit/test_route.c daemon/route.c) $(CORE_LIB)
-$(BUILD)/tests/test_ratelog: $(call obj,tests/unit/test_ratelog.c daemon/ratelog.c)
-$(BUILD)/tests/test_addr: $(call obj,tests/unit/test_addr.c daemon/addr.c)
-$(BUILD)/tests/test_access: $(call obj,tests/unit/test_access.c daemon/access.c daemon/route.c) \
-	$(CORE_LIB)
-$(BUILD)/tests/test_registry: $(call obj,tests/unit/test_registry.c daemon/registry.c \
-	daemon/budget.c) $(CORE_LIB)
+$(UNIT_TESTS): $(BUILD)/tests/%: $(BUILD)/obj/tests/unit/%.o $(CORE_LIB)
+$(BUILD)/tests/test_ring: $(call obj,agent/ring.c)
+$(BUILD)/tests/test_handles: $(call obj,agent/handles.c)
+$(BUILD)/tests/test_route: $(call obj,daemon/route.c)
+$(BUILD)/tests/test_ratelog: $(call obj,daemon/ratelog.c)
+$(BUILD)/tests/test_addr: $(call obj,daemon/addr.c)
+$(BUILD)/tests/test_access: $(call obj,daemon/access.c daemon/route.c)
+$(BUILD)/tests/test_registry: $(call obj,daemon/registry.c daemon/budget.c)
 # Counts the job keys registry.c makes (HMACs).
 $(BUILD)/tests/test_registry: LDFLAGS += -Wl,--wrap=fr_wire_job_key
 $(UNIT_TESTS):
 	@mkdir -p $(dir $@)
 	@$(if $(Q),echo "  LD      $@")
-	$(Q)$(CC) $(LDFLAGS) -o $@ $^ $$($(PKG_CONFIG) --libs cmocka jansson) -lpthread -lm
+	$(Q)$(CC) $(LDFLAGS) -o $@ $(filter-out %.a,$^) $(filter %.a,$^) \
+		$$($(PKG_CONFIG) --libs cmocka jansson) -lpthread -lm
 
 # An application that sleeps, for what the agent may do to it (test_agent_trust).
 MPI_PROGS += $(BUILD)/tests/mpi_sleeper

@@ -4,33 +4,22 @@
  * engine the daemon uses live, and says which rank the job is stuck on and
  * why, for a person or as JSON.
  */
-#include <dirent.h>
 #include <errno.h>
-#include <fcntl.h>
-#include <fnmatch.h>
 #include <getopt.h>
 #include <inttypes.h>
 #include <malloc.h>
-#include <pthread.h>
-#include <setjmp.h>
-#include <signal.h>
-#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
 #include <sys/stat.h>
 #include <time.h>
-#include <unistd.h>
 
 #include <jansson.h>
 
-#include "../dumps/arena.h"
 #include "../dumps/correlate.h"
 #include "../dumps/dump.h"
-#include "../dumps/pickle.h"
-#include "../dumps/pytorch.h"
+#include "../dumps/evidence.h"
 #include "../include/flightrec.h"
 #include "live.h"
 
@@ -110,707 +99,38 @@ static const char usage_text[] =
 	"cannot be reached or does not answer in time, or knows no such job.\n"
 	"A --comm that no evidence names is bad usage (2).\n";
 
-/* Dump files are read by a pool of at most this many threads, one a CPU. */
-#define READERS_MAX 16
-
-/* Everything read from the directory: owned traces and the manifest. */
-struct evidence {
-	struct fr_trace **dumps;   /* each owned */
-	char **paths;              /* the file each dump came from, owned */
-	size_t ndumps;
-	size_t cap;
-	bool have_manifest;
-	struct fr_manifest manifest;
-	char *manifest_path;       /* owned, when have_manifest */
-	bool bad_manifest;         /* manifest.json is there, but unusable */
-	size_t nbad;               /* dump files left out */
-	/* Where the dumps' operations are, one arena per reading thread
-	 * (NULL where one could not be made: malloc then). */
-	struct fr_arena *arenas[READERS_MAX];
-};
-
-static char *join(const char *dir, const char *name)
-{
-	size_t dl = strlen(dir);
-	bool slash = dl && dir[dl - 1] == '/';
-	char *p = malloc(dl + strlen(name) + 2);
-
-	if (p)
-		sprintf(p, "%s%s%s", dir, slash ? "" : "/", name);
-	return p;
-}
-
-/* Adds a dump that was read; takes ownership of `t` and `path`. */
-static int evidence_add(struct evidence *ev, struct fr_trace *t, char *path)
-{
-	if (ev->ndumps == ev->cap) {
-		size_t ncap = ev->cap ? ev->cap * 2 : 64;
-		struct fr_trace **d = realloc(ev->dumps, ncap * sizeof(*d));
-		char **p;
-
-		if (!d)
-			return -ENOMEM;
-		ev->dumps = d;
-		p = realloc(ev->paths, ncap * sizeof(*p));
-		if (!p)
-			return -ENOMEM;
-		ev->paths = p;
-		ev->cap = ncap;
-	}
-	ev->dumps[ev->ndumps] = t;
-	ev->paths[ev->ndumps] = path;
-	ev->ndumps++;
-	return 0;
-}
-
-/* How a file is read: as a dump by its name (rank-*.json), a dump only if
- * its content says so (other *.json: our "format" or a PyTorch dump), or a
- * PyTorch dump only (a name ending with the rank, pickle or JSON). */
-enum file_kind { FILE_DUMP, FILE_SNIFF_JSON, FILE_SNIFF_PYTORCH };
-
-/* A dump file to read, and what became of it. */
-struct dump_file {
-	char *path;            /* owned */
-	enum file_kind kind;
-	bool named_rank;       /* the name ends with a rank (PyTorch's naming) */
-	uint32_t rank;         /* that rank */
-	int rc;                /* 0 read, 1 not a dump, else a negative errno */
-	struct fr_trace *t;    /* owned once read */
-	char err[512];
-};
-
 /*
- * Parsing dominates the time to analyze a large job (a 1024-rank incident
- * is over a gigabyte of JSON), so the files are read by a pool of threads
- * that share no state.
+ * Prints the warnings of `ev` not printed yet, one a line, as every
+ * message of ours: after the program's name.
  */
-struct pool {
-	struct dump_file *files;
-	size_t n;
-	atomic_size_t next;
-};
-
-static uint64_t mtime_ns(const struct stat *st)
+static void print_warnings(const struct fr_evidence *ev)
 {
-	return (uint64_t)st->st_mtim.tv_sec * 1000000000u + (uint64_t)st->st_mtim.tv_nsec;
+	static size_t shown;
+
+	for (; shown < ev->nwarnings; shown++)
+		fprintf(stderr, PROG ": %s\n", ev->warnings[shown].text);
 }
 
-/*
- * Files are mapped, not read: copying a gigabyte out of the page cache
- * cost a quarter of the time. A file cut short while mapped (someone
- * rewriting it under us) raises SIGBUS at the first access past its new
- * end; the handler jumps back to the reader of that file, which reports it
- * and goes on with the others. What the interrupted parse had allocated
- * is lost, once, in a process about to exit.
- */
-static __thread sigjmp_buf *bus_jump;
-
-static void on_sigbus(int sig)
+/* The warnings so far, then why `ev` cannot be judged; the exit status. */
+static int unusable(const struct fr_evidence *ev)
 {
-	if (bus_jump)
-		siglongjmp(*bus_jump, 1);
-	/* Not a mapped dump: die of it as if there were no handler. */
-	signal(sig, SIG_DFL);
-}
-
-static void catch_sigbus(void)
-{
-	struct sigaction sa;
-
-	memset(&sa, 0, sizeof(sa));
-	sa.sa_handler = on_sigbus;
-	sigemptyset(&sa.sa_mask);
-	sigaction(SIGBUS, &sa, NULL);
-}
-
-/* The bytes of open file `fd` (of `size` bytes), or "" for an empty one;
- * NULL with errno set when it cannot be mapped. */
-static const char *map_file(int fd, size_t size)
-{
-	void *p;
-
-	if (size == 0)
-		return "";
-	p = mmap(NULL, size, PROT_READ, MAP_PRIVATE, fd, 0);
-	return p == MAP_FAILED ? NULL : p;
-}
-
-static void unmap_file(const char *p, size_t size)
-{
-	if (size)
-		munmap((void *)p, size);
-}
-
-/*
- * Reads a *.json file not named rank-*.json into f->t when it is a dump:
- * only its content says so, our "format" or PyTorch's dump shape. Anything
- * else in the directory (notes, other tools' output, files too big to be a
- * dump, text that is not JSON) is passed over in silence (1). The file is
- * parsed once, and the parsed document is what the dump is read from.
- */
-static int read_sniffed_json(struct dump_file *f, const char *buf, size_t len,
-			     const struct stat *st)
-{
-	struct fr_doc *d = fr_doc_new();
-	struct fr_val *root;
-	const char *format;
-	int rc;
-
-	if (!d)
-		return -ENOMEM;
-	rc = fr_json_parse(d, buf, len, &root, NULL, 0);
-	if (rc) {
-		rc = rc == -ENOMEM ? rc : 1;
-		goto out_free;
-	}
-	rc = 1;
-	format = fr_val_str(fr_val_get(root, "format"));
-	if (format && strcmp(format, FR_DUMP_FORMAT) == 0) {
-		rc = fr_dump_from_val(root, f->path, f->t, f->err, sizeof(f->err));
-	} else if (fr_pytorch_is_dump(root) && f->named_rank) {
-		rc = fr_pytorch_from_val(d, root, f->path, f->rank, mtime_ns(st), f->t, f->err,
-					 sizeof(f->err));
-	} else if (fr_pytorch_is_dump(root)) {
-		snprintf(f->err, sizeof(f->err), "%s: a PyTorch Flight Recorder dump, but its "
-			 "name does not end with the rank it belongs to", f->path);
-		rc = -EPROTO;
-	}
-out_free:
-	fr_doc_free(d);
-	return rc;
-}
-
-/* Reads a file whose name ends with a rank as a PyTorch dump, pickle or
- * JSON; anything else is passed over (1). */
-static int read_sniffed_pytorch(struct dump_file *f, const char *buf, size_t len,
-				const struct stat *st)
-{
-	/* Look before reading it all: a core file may end with a number too. */
-	if (len < 2 || (!fr_pickle_sniff(buf, len) && buf[0] != '{'))
-		return 1;
-	return fr_pytorch_parse(buf, len, f->path, f->rank, mtime_ns(st), f->t, f->err,
-				sizeof(f->err));
-}
-
-/* Parses file f, mapped at buf, as its kind says. */
-static int parse_mapped(struct dump_file *f, const char *buf, size_t len, const struct stat *st)
-{
-	sigjmp_buf jump;
-	int rc;
-
-	if (sigsetjmp(jump, 1)) {
-		bus_jump = NULL;
-		fr_trace_free(f->t);
-		snprintf(f->err, sizeof(f->err), "%s: the file was cut short while being read",
-			 f->path);
-		return -EIO;
-	}
-	bus_jump = &jump;
-	if (f->kind == FILE_DUMP)
-		rc = fr_dump_parse(buf, len, f->path, f->t, f->err, sizeof(f->err));
-	else if (f->kind == FILE_SNIFF_JSON)
-		rc = read_sniffed_json(f, buf, len, st);
-	else
-		rc = read_sniffed_pytorch(f, buf, len, st);
-	bus_jump = NULL;
-	return rc;
-}
-
-/*
- * Reads file f: a dump by its name (errors are reported), or one whose
- * content must say it is one (a file that cannot be read, or is too large
- * for a dump, is passed over: 1). A directory is passed over whatever its
- * name. A symbolic link, a FIFO or a device is refused and reported, by
- * any name (fr_dump_open()): it cannot be a dump the daemon or an agent
- * wrote, and a FIFO swapped in would otherwise block the reader for good.
- */
-static int read_file(struct dump_file *f)
-{
-	bool sniff = f->kind != FILE_DUMP;
-	const char *buf;
-	struct stat st;
-	size_t len;
-	int fd, rc;
-
-	fd = fr_dump_open(f->path, &st, f->err, sizeof(f->err));
-	if (fd == -EISDIR)
-		return 1;
-	if (fd < 0)
-		return sniff && fd != -ELOOP && fd != -EINVAL ? 1 : fd;
-	if ((uint64_t)st.st_size > FR_DUMP_FILE_MAX) {
-		close(fd);
-		if (sniff)
-			return 1;
-		snprintf(f->err, sizeof(f->err), "%s: larger than a dump may be (1 GiB)", f->path);
-		return -EFBIG;
-	}
-	len = (size_t)st.st_size;
-	buf = map_file(fd, len);
-	close(fd);
-	if (!buf) {
-		rc = errno;
-		snprintf(f->err, sizeof(f->err), "%s: cannot map: %s", f->path, strerror(rc));
-		return sniff ? 1 : -rc;
-	}
-	rc = parse_mapped(f, buf, len, &st);
-	unmap_file(buf, len);
-	return rc;
-}
-
-static void read_one(struct dump_file *f)
-{
-	f->t = calloc(1, sizeof(*f->t));
-	if (!f->t) {
-		f->rc = -ENOMEM;
-		return;
-	}
-	f->rc = read_file(f);
-	fr_trace_seal_ops(f->t);
-	if (f->rc) {
-		free(f->t);
-		f->t = NULL;
-	}
-}
-
-/* One reading thread: the pool it takes files from, its own arena. */
-struct reader {
-	struct pool *pool;
-	struct fr_arena *arena;
-};
-
-static void *reader(void *arg)
-{
-	struct reader *r = arg;
-	struct pool *p = r->pool;
-	size_t i;
-
-	fr_trace_use_arena(r->arena);
-	while ((i = atomic_fetch_add(&p->next, 1)) < p->n)
-		read_one(&p->files[i]);
-	fr_trace_use_arena(NULL);
-	return NULL;
-}
-
-/* Reads the n files, each thread's operations into an arena of `arenas`. */
-static void read_all(struct dump_file *files, size_t n, struct fr_arena *arenas[READERS_MAX])
-{
-	pthread_t tids[READERS_MAX - 1];
-	struct reader readers[READERS_MAX];
-	struct pool p = { files, n, 0 };
-	long cpus = sysconf(_SC_NPROCESSORS_ONLN);
-	size_t want = cpus > 1 ? (size_t)cpus : 1;
-	size_t started = 0;
-
-	/* No file (a manifest alone, an empty directory): no reader to run,
-	 * and readers[0] below would be one that was never set up. */
-	if (!n)
-		return;
-	if (want > READERS_MAX)
-		want = READERS_MAX;
-	catch_sigbus();
-	if (want > n)
-		want = n;
-	for (size_t i = 0; i < want; i++) {
-		readers[i].pool = &p;
-		readers[i].arena = arenas[i] = fr_arena_new();
-	}
-	/* A thread that cannot start leaves its share to the others. */
-	while (started + 1 < want &&
-	       pthread_create(&tids[started], NULL, reader, &readers[started + 1]) == 0)
-		started++;
-	reader(&readers[0]);
-	for (size_t i = 0; i < started; i++)
-		pthread_join(tids[i], NULL);
-}
-
-static int cmp_names(const struct dirent **a, const struct dirent **b)
-{
-	return strcmp((*a)->d_name, (*b)->d_name);
-}
-
-/*
- * Reads the directory's dumps and manifest into `ev`. Returns 0, or an exit
- * status after printing why. Warnings come in file-name order.
- */
-static int read_dir(const char *dir, struct evidence *ev)
-{
-	struct dirent **names = NULL;
-	struct dump_file *files;
-	size_t nfiles = 0;
-	int n = scandir(dir, &names, NULL, cmp_names);
-	int status = 0;
-
-	if (n < 0) {
-		fprintf(stderr, PROG ": %s: %s\n", dir, strerror(errno));
-		return EXIT_UNUSABLE;
-	}
-	files = calloc(n ? (size_t)n : 1, sizeof(*files));
-	if (!files) {
-		status = EXIT_UNUSABLE;
-		goto out_nomem;
-	}
-	/*
-	 * What each name is, is looked at only on the descriptor each file is
-	 * read from (fr_dump_open()), not here: a file looked at here could
-	 * be another (a FIFO, a link) by the time it is opened.
-	 */
-	for (int i = 0; i < n; i++) {
-		const char *name = names[i]->d_name;
-		bool json = fnmatch("*.json", name, 0) == 0;
-		struct dump_file *f = &files[nfiles];
-		char *path;
-
-		f->named_rank = fr_pytorch_rank_from_name(name, &f->rank);
-		/* A directory is nothing to read, whatever its name. */
-		if (name[0] == '.' || (!json && !f->named_rank) || names[i]->d_type == DT_DIR)
-			continue;
-		path = join(dir, name);
-		if (!path) {
-			status = EXIT_UNUSABLE;
-			goto out_nomem;
-		}
-		if (strcmp(name, "manifest.json") == 0) {
-			char err[512];
-			int rc = fr_manifest_read_file(path, &ev->manifest, err, sizeof(err));
-
-			if (rc == 0) {
-				ev->have_manifest = true;
-				ev->manifest_path = path;
-				continue;
-			} else if (rc == -ENOMEM) {
-				free(path);
-				status = EXIT_UNUSABLE;
-				goto out_nomem;
-			} else if (rc != -EISDIR) {
-				fprintf(stderr, PROG ": %s; going on without the manifest\n",
-					err[0] ? err : path);
-				ev->bad_manifest = true;
-			}
-		} else {
-			f->path = path;
-			f->kind = fnmatch("rank-*.json", name, 0) == 0 ? FILE_DUMP :
-				  json ? FILE_SNIFF_JSON : FILE_SNIFF_PYTORCH;
-			nfiles++;
-			continue;
-		}
-		free(path);
-	}
-
-	read_all(files, nfiles, ev->arenas);
-	for (size_t i = 0; i < nfiles; i++) {
-		struct dump_file *f = &files[i];
-
-		if (f->rc == -ENOMEM && !status) {
-			status = EXIT_UNUSABLE;
-			fprintf(stderr, PROG ": out of memory\n");
-		} else if (f->rc < 0 && f->rc != -ENOMEM) {
-			fprintf(stderr, PROG ": %s; leaving this file out\n",
-				f->err[0] ? f->err : f->path);
-			ev->nbad++;
-		} else if (f->rc == 0 && !status) {
-			if (evidence_add(ev, f->t, f->path) < 0) {
-				status = EXIT_UNUSABLE;
-				fprintf(stderr, PROG ": out of memory\n");
-				continue;
-			}
-			f->t = NULL;
-			f->path = NULL;
-		}
-	}
-	goto out_free;
-
-out_nomem:
-	fprintf(stderr, PROG ": out of memory\n");
-out_free:
-	for (size_t i = 0; files && i < nfiles; i++) {
-		if (files[i].t) {
-			fr_trace_free(files[i].t);
-			free(files[i].t);
-		}
-		free(files[i].path);
-	}
-	free(files);
-	for (int i = 0; i < n; i++)
-		free(names[i]);
-	free(names);
-	return status;
-}
-
-static int cmp_u32(const void *a, const void *b)
-{
-	uint32_t x = *(const uint32_t *)a;
-	uint32_t y = *(const uint32_t *)b;
-
-	return x < y ? -1 : x > y;
-}
-
-/*
- * The job's world size: the manifest's when there is one (the daemon took
- * it from every rank's hello), else the one most dumps state, the larger on
- * a tie. One stray file (from another run, or corrupt) that claims a bigger
- * world must not stretch the job to it. Returns 0 when out of memory.
- */
-static uint32_t agreed_world(const struct evidence *ev)
-{
-	uint32_t *ws;
-	uint32_t best = 0;
-	size_t bestn = 0;
-
-	if (ev->have_manifest)
-		return ev->manifest.world_size;
-	ws = malloc((ev->ndumps ? ev->ndumps : 1) * sizeof(*ws));
-	if (!ws)
-		return 0;
-	for (size_t i = 0; i < ev->ndumps; i++)
-		ws[i] = ev->dumps[i]->world_size;
-	qsort(ws, ev->ndumps, sizeof(*ws), cmp_u32);
-	for (size_t i = 0, j; i < ev->ndumps; i = j) {
-		for (j = i; j < ev->ndumps && ws[j] == ws[i]; j++)
-			;
-		/* Ascending: on a tie the later, larger size wins. */
-		if (j - i >= bestn) {
-			bestn = j - i;
-			best = ws[i];
-		}
-	}
-	free(ws);
-	return best;
-}
-
-/*
- * Whether trace `t` names a rank outside a world of `world` ranks (as its
- * own rank or as a member of a communicator); if so, says which in buf.
- * Such evidence is from another job or corrupt, and the engine would size
- * its arrays by it.
- */
-static bool outside_world(const struct fr_trace *t, uint32_t world, char *buf, size_t cap)
-{
-	if (t->rank >= world) {
-		snprintf(buf, cap, "rank %" PRIu32 " is outside the world of %" PRIu32 " ranks",
-			 t->rank, world);
-		return true;
-	}
-	for (size_t i = 0; i < t->ncomms; i++) {
-		const struct fr_comm *c = &t->comms[i];
-
-		for (uint32_t k = 0; c->members && k < c->size; k++) {
-			/* An NCCL rank's dump knows only its own entry. */
-			if (c->members[k] < world || c->members[k] == FR_RANK_UNKNOWN)
-				continue;
-			snprintf(buf, cap, "communicator %s lists rank %" PRIu32 ", outside the "
-				 "world of %" PRIu32 " ranks", c->id, c->members[k], world);
-			return true;
-		}
-	}
-	return false;
-}
-
-/*
- * One piece of evidence per rank: its dump, else the manifest's live view.
- * Evidence outside the job's world is left out with a warning. Fills a
- * newly allocated array (the caller frees the array only; traces stay owned
- * by `ev`). Returns 0, or an exit status after printing why.
- */
-static int assemble(struct evidence *ev, const struct fr_trace ***out, size_t *nout,
-		    uint32_t *world)
-{
-	const struct fr_trace **traces = NULL;
-	bool *keep = NULL;
-	size_t n = 0;
-	size_t nmax = ev->ndumps + (ev->have_manifest ? ev->manifest.nranks : 0);
-	uint32_t w = agreed_world(ev);
-	char why[256];
-
-	traces = calloc(nmax ? nmax : 1, sizeof(*traces));
-	keep = calloc(ev->ndumps ? ev->ndumps : 1, sizeof(*keep));
-	if (!traces || !keep || !w) {
-		fprintf(stderr, PROG ": out of memory\n");
-		goto out_unusable;
-	}
-	for (size_t i = 0; i < ev->ndumps; i++) {
-		const struct fr_trace *t = ev->dumps[i];
-
-		if (outside_world(t, w, why, sizeof(why))) {
-			fprintf(stderr, PROG ": %s: %s%s; leaving this file out\n", ev->paths[i],
-				why, ev->have_manifest ? " (the manifest's)" : "");
-			continue;
-		}
-		keep[i] = true;
-		if (t->world_size != w)
-			fprintf(stderr, PROG ": %s: world_size %" PRIu32 " is not the job's %"
-				PRIu32 "\n", ev->paths[i], t->world_size, w);
-		if (ev->have_manifest && t->job[0] && ev->manifest.job[0] &&
-		    strcmp(t->job, ev->manifest.job) != 0)
-			fprintf(stderr, PROG ": %s: job \"%s\" is not the manifest's \"%s\"\n",
-				ev->paths[i], t->job, ev->manifest.job);
-	}
-	/* Two files for one rank mean a mixed-up directory. */
-	for (size_t i = 0; i < ev->ndumps; i++) {
-		for (size_t k = 0; keep[i] && k < i; k++) {
-			if (keep[k] && ev->dumps[k]->rank == ev->dumps[i]->rank) {
-				fprintf(stderr, PROG ": %s: rank %" PRIu32 " is dumped twice (also "
-					"in %s)\n", ev->paths[i], ev->dumps[i]->rank, ev->paths[k]);
-				goto out_unusable;
-			}
-		}
-		if (keep[i])
-			traces[n++] = ev->dumps[i];
-	}
-	for (size_t i = 0; ev->have_manifest && i < ev->manifest.nranks; i++) {
-		struct fr_trace *live = &ev->manifest.ranks[i];
-		bool dumped = false;
-
-		if (outside_world(live, w, why, sizeof(why))) {
-			fprintf(stderr, PROG ": %s: ranks[%zu]: %s; leaving it out\n",
-				ev->manifest_path, i, why);
-			continue;
-		}
-		for (size_t k = 0; k < ev->ndumps && !dumped; k++)
-			dumped = keep[k] && ev->dumps[k]->rank == live->rank;
-		if (dumped)
-			continue;
-		/* It answered, but its file is gone or unreadable: what remains
-		 * is the daemon's view of it, without stacks. */
-		if (live->status == FR_RANK_DUMPED)
-			live->status = FR_RANK_LIVE;
-		traces[n++] = live;
-	}
-	if (!n) {
-		fprintf(stderr, PROG ": no usable dump (every one was left out, see above)\n");
-		goto out_unusable;
-	}
-	free(keep);
-	*out = traces;
-	*nout = n;
-	*world = w;
-	return 0;
-
-out_unusable:
-	free(keep);
-	free(traces);
+	print_warnings(ev);
+	fprintf(stderr, PROG ": %s\n", ev->error ? ev->error : "out of memory");
 	return EXIT_UNUSABLE;
 }
 
-/* One rank's list of one communicator, for warn_member_conflicts(). */
-struct comm_ref {
-	const char *id;
-	uint32_t rank;
-	const struct fr_comm *c;
-};
-
-static int cmp_comm_ref(const void *a, const void *b)
+/* The verdict on `ev`, for a person or as JSON. Returns an exit status. */
+static int report(struct fr_evidence *ev, bool json)
 {
-	const struct comm_ref *x = a;
-	const struct comm_ref *y = b;
-	int c = strcmp(x->id, y->id);
-
-	if (c)
-		return c;
-	return (x->rank > y->rank) - (x->rank < y->rank);
-}
-
-/*
- * Warns about one communicator's lists (`refs`, ascending ranks): a size or
- * a known entry that differs from what a lower rank said. The engine merges
- * them the same way, lowest rank first, filling entries unknown so far, and
- * keeps the first value; a person should know that the dumps disagree,
- * which usually means two runs' dumps in one directory. Returns false when
- * out of memory.
- */
-static bool warn_comm_conflict(const struct comm_ref *refs, size_t n)
-{
-	const struct fr_comm *first = refs[0].c;
-	uint32_t *val = malloc(first->size * sizeof(*val));
-	uint32_t *from = malloc(first->size * sizeof(*from));
-	bool warned = false;
-
-	if (!val || !from) {
-		free(val);
-		free(from);
-		return false;
-	}
-	memcpy(val, first->members, first->size * sizeof(*val));
-	for (uint32_t k = 0; k < first->size; k++)
-		from[k] = refs[0].rank;
-	for (size_t i = 1; i < n && !warned; i++) {
-		const struct fr_comm *c = refs[i].c;
-
-		if (c->size != first->size) {
-			fprintf(stderr, PROG ": communicator %s: rank %" PRIu32 "'s evidence lists %"
-				PRIu32 " members where rank %" PRIu32 "'s lists %" PRIu32
-				"; using rank %" PRIu32 "'s\n", refs[0].id, refs[i].rank, c->size,
-				refs[0].rank, first->size, refs[0].rank);
-			warned = true;
-			continue;
-		}
-		for (uint32_t k = 0; k < c->size && !warned; k++) {
-			if (c->members[k] == FR_RANK_UNKNOWN || c->members[k] == val[k])
-				continue;
-			if (val[k] == FR_RANK_UNKNOWN) {
-				val[k] = c->members[k];
-				from[k] = refs[i].rank;
-				continue;
-			}
-			fprintf(stderr, PROG ": communicator %s: rank %" PRIu32 "'s evidence has "
-				"global rank %" PRIu32 " as member %" PRIu32 " where rank %" PRIu32
-				"'s has %" PRIu32 "; using rank %" PRIu32 "'s\n", refs[0].id,
-				refs[i].rank, c->members[k], k, from[k], val[k], from[k]);
-			warned = true;
-		}
-	}
-	free(val);
-	free(from);
-	return true;
-}
-
-/*
- * The correlation engine merges each communicator's member lists across
- * ranks (an NCCL rank's dump knows only its own entry); this says, one line
- * per communicator, where the lists disagree. Out of memory only costs the
- * warnings.
- */
-static void warn_member_conflicts(const struct fr_trace *const *traces, size_t n)
-{
-	struct comm_ref *refs;
-	size_t nrefs = 0;
-	size_t total = 0;
-
-	for (size_t i = 0; i < n; i++)
-		if (traces[i]->status != FR_RANK_MISSING)
-			total += traces[i]->ncomms;
-	if (!total)
-		return;
-	refs = malloc(total * sizeof(*refs));
-	if (!refs)
-		return;
-	for (size_t i = 0; i < n; i++) {
-		const struct fr_trace *t = traces[i];
-
-		for (size_t j = 0; t->status != FR_RANK_MISSING && j < t->ncomms; j++) {
-			/* A list without members says nothing to disagree with. */
-			if (!t->comms[j].members || !t->comms[j].size)
-				continue;
-			refs[nrefs++] = (struct comm_ref){ t->comms[j].id, t->rank, &t->comms[j] };
-		}
-	}
-	qsort(refs, nrefs, sizeof(*refs), cmp_comm_ref);
-	for (size_t i = 0, j; i < nrefs; i = j) {
-		for (j = i + 1; j < nrefs && strcmp(refs[j].id, refs[i].id) == 0; j++)
-			;
-		if (j - i > 1 && !warn_comm_conflict(&refs[i], j - i))
-			break;
-	}
-	free(refs);
-}
-
-static int report(const struct fr_trace *const *traces, size_t n, uint32_t world, bool json)
-{
+	const struct fr_trace *const *traces = ev->traces;
+	size_t n = ev->ntraces;
 	struct fr_verdict v;
 	int status;
 	int rc;
 
-	warn_member_conflicts(traces, n);
-	rc = fr_correlate(traces, n, world, &v);
+	fr_evidence_check_members(ev);
+	print_warnings(ev);
+	rc = fr_correlate(traces, n, ev->world_size, &v);
 	if (rc < 0) {
 		fprintf(stderr, PROG ": correlating: %s\n", strerror(-rc));
 		return EXIT_UNUSABLE;
@@ -842,125 +162,6 @@ static int report(const struct fr_trace *const *traces, size_t n, uint32_t world
 		return EXIT_UNUSABLE;
 	}
 	return status;
-}
-
-/* ---- --comm: one communicator only ---- */
-
-/* How many known ids the reply to an unknown --comm lists. */
-#define KNOWN_COMMS_SHOWN 10
-
-/* Every trace of `ev`, dumps first, then the manifest's live views. */
-static size_t evidence_count(const struct evidence *ev)
-{
-	return ev->ndumps + (ev->have_manifest ? ev->manifest.nranks : 0);
-}
-
-static struct fr_trace *evidence_trace(struct evidence *ev, size_t i)
-{
-	return i < ev->ndumps ? ev->dumps[i] : &ev->manifest.ranks[i - ev->ndumps];
-}
-
-/* Whether `t` names communicator `id`, in its list or in an operation. */
-static bool trace_names_comm(const struct fr_trace *t, const char *id)
-{
-	if (fr_trace_comm(t, id))
-		return true;
-	for (size_t i = 0; i < t->nops; i++)
-		if (strcmp(t->ops[i].comm, id) == 0)
-			return true;
-	return false;
-}
-
-static int cmp_str(const void *a, const void *b)
-{
-	return strcmp(*(const char *const *)a, *(const char *const *)b);
-}
-
-/*
- * The reply to a --comm that no evidence names: the ids the evidence does
- * name, sorted, the first KNOWN_COMMS_SHOWN and how many more, so that a
- * typo or a PyTorch group number is easy to put right. Out of memory only
- * costs the list.
- */
-static void say_known_comms(struct evidence *ev, const char *id, const char *dir)
-{
-	const char **ids;
-	size_t total = 0, n = 0, uniq = 0;
-
-	fprintf(stderr, PROG ": %s: no evidence names communicator \"%s\"", dir, id);
-	for (size_t i = 0; i < evidence_count(ev); i++)
-		total += evidence_trace(ev, i)->ncomms + evidence_trace(ev, i)->nops;
-	ids = malloc((total ? total : 1) * sizeof(*ids));
-	if (!ids) {
-		fputc('\n', stderr);
-		return;
-	}
-	for (size_t i = 0; i < evidence_count(ev); i++) {
-		const struct fr_trace *t = evidence_trace(ev, i);
-
-		for (size_t j = 0; j < t->ncomms; j++)
-			ids[n++] = t->comms[j].id;
-		/* Runs of operations on one communicator are the rule: keep
-		 * one of each run. */
-		for (size_t j = 0; j < t->nops; j++)
-			if (t->ops[j].comm[0] && (!j || strcmp(t->ops[j].comm, t->ops[j - 1].comm)))
-				ids[n++] = t->ops[j].comm;
-	}
-	qsort(ids, n, sizeof(*ids), cmp_str);
-	for (size_t i = 0; i < n; i++)
-		if (!uniq || strcmp(ids[i], ids[uniq - 1]) != 0)
-			ids[uniq++] = ids[i];
-	if (!uniq)
-		fprintf(stderr, " (it names no communicator at all)");
-	for (size_t i = 0; i < uniq && i < KNOWN_COMMS_SHOWN; i++)
-		fprintf(stderr, "%s%s", i ? ", " : "; known communicators: ", ids[i]);
-	if (uniq > KNOWN_COMMS_SHOWN)
-		fprintf(stderr, ", and %zu more", uniq - KNOWN_COMMS_SHOWN);
-	fputc('\n', stderr);
-	free(ids);
-}
-
-/*
- * Keeps communicator `id` and the operations on it in `t`, and no other
- * communicator or operation, so that the engine correlates that
- * communicator alone. The member lists dropped are freed; the arrays keep
- * their allocation, which fr_trace_free() releases as before.
- */
-static void trace_keep_comm(struct fr_trace *t, const char *id)
-{
-	size_t n = 0;
-
-	for (size_t i = 0; i < t->ncomms; i++) {
-		if (strcmp(t->comms[i].id, id) == 0)
-			t->comms[n++] = t->comms[i];
-		else
-			free(t->comms[i].members);
-	}
-	t->ncomms = n;
-	n = 0;
-	for (size_t i = 0; i < t->nops; i++)
-		if (strcmp(t->ops[i].comm, id) == 0)
-			t->ops[n++] = t->ops[i];
-	t->nops = n;
-}
-
-/*
- * --comm: restricts every trace of `ev` to communicator `id`. Returns 0, or
- * an exit status after saying that no evidence names it.
- */
-static int restrict_to_comm(struct evidence *ev, const char *id, const char *dir)
-{
-	bool named = false;
-
-	for (size_t i = 0; i < evidence_count(ev) && !named; i++)
-		named = trace_names_comm(evidence_trace(ev, i), id);
-	if (!named) {
-		say_known_comms(ev, id, dir);
-		return EXIT_UNUSABLE;
-	}
-	for (size_t i = 0; i < evidence_count(ev); i++)
-		trace_keep_comm(evidence_trace(ev, i), id);
-	return 0;
 }
 
 /* ---- --rank: one rank's evidence ---- */
@@ -1324,14 +525,16 @@ static void print_rank_head(FILE *out, const struct fr_trace *t, const char *fro
 }
 
 /*
- * --rank: prints the evidence of global rank `rank` among `traces` (one per
- * rank, assembled from `ev`), for a person or as a dump object. `comm` is
- * --comm's communicator or NULL. Returns an exit status.
+ * --rank: prints the evidence `ev` has of global rank `rank`, for a person
+ * or as a dump object. `comm` is --comm's communicator or NULL. Returns an
+ * exit status.
  */
-static int show_rank(const struct evidence *ev, const struct fr_trace *const *traces,
-		     size_t n, uint32_t world, uint32_t rank, bool json, const char *dir,
-		     const char *comm)
+static int show_rank(const struct fr_evidence *ev, uint32_t rank, bool json, const char *comm)
 {
+	const struct fr_trace *const *traces = ev->traces;
+	size_t n = ev->ntraces;
+	uint32_t world = ev->world_size;
+	const char *dir = ev->dir;
 	const struct fr_trace *t = NULL;
 	struct rank_view view;
 	const char *from;
@@ -1352,10 +555,7 @@ static int show_rank(const struct evidence *ev, const struct fr_trace *const *tr
 				", and no view of it in the manifest" : "");
 		return EXIT_UNUSABLE;
 	}
-	from = ev->manifest_path;
-	for (size_t i = 0; i < ev->ndumps; i++)
-		if (ev->dumps[i] == t)
-			from = ev->paths[i];
+	from = fr_evidence_source(ev, t);
 	if (json) {
 		json_t *o = fr_dump_to_json(t);
 
@@ -1405,6 +605,39 @@ static int analyze_live(const char *url, bool json, bool filters, int npaths)
 	return rc == 0 ? EXIT_VERDICT_OK : EXIT_PROBLEM;
 }
 
+/*
+ * PATH: the verdict on the incident directory `dir`, or the evidence of
+ * global rank `*rank` (--rank; NULL without), of communicator `comm`
+ * alone (--comm; NULL without). Returns an exit status.
+ */
+static int analyze_dir(const char *dir, bool json, const uint32_t *rank, const char *comm)
+{
+	/*
+	 * Static, so that what it holds at exit is still reachable: the
+	 * evidence of a large incident is hundreds of megabytes in thousands
+	 * of blocks, and the exit returns them at once, where freeing them one
+	 * by one cost a tenth of a second of unmapping.
+	 */
+	static struct fr_evidence ev;
+	struct stat st;
+
+	if (stat(dir, &st) < 0) {
+		fprintf(stderr, PROG ": %s: %s\n", dir, strerror(errno));
+		return EXIT_UNUSABLE;
+	}
+	if (!S_ISDIR(st.st_mode)) {
+		fprintf(stderr, PROG ": %s: not a directory (give the incident directory "
+			"that holds the rank-*.json dumps)\n", dir);
+		return EXIT_UNUSABLE;
+	}
+	if (fr_evidence_load_dir(&ev, dir) < 0 || (comm && fr_evidence_keep_comm(&ev, comm) < 0))
+		return unusable(&ev);
+	print_warnings(&ev);
+	if (rank)
+		return show_rank(&ev, *rank, json, comm);
+	return report(&ev, json);
+}
+
 int main(int argc, char **argv)
 {
 	static const struct option opts[] = {
@@ -1416,25 +649,19 @@ int main(int argc, char **argv)
 		{ "version", no_argument, NULL, 'V' },
 		{ NULL, 0, NULL, 0 },
 	};
-	/* Static, so that what it holds at exit is still reachable (below). */
-	static struct evidence ev;
-	const struct fr_trace **traces = NULL;
-	size_t ntraces = 0;
-	uint32_t world = 0;
-	struct stat st;
 	const char *comm = NULL;
 	const char *live = NULL;
 	bool json = false;
 	bool by_rank = false;
 	uint32_t rank = 0;
-	int status;
 	int c;
 
 	/*
-	 * Each reading thread parses file after file into scratch memory of the
-	 * same sizes (a pickle's objects, tens of MiB): kept by malloc between
-	 * files, it is faulted in once, where returning it to the kernel after
-	 * each file made every file fault it in again (three times the time).
+	 * Each reading thread (dumps/evidence.c) parses file after file into
+	 * scratch memory of the same sizes (a pickle's objects, tens of MiB):
+	 * kept by malloc between files, it is faulted in once, where returning
+	 * it to the kernel after each file made every file fault it in again
+	 * (three times the time).
 	 */
 	mallopt(M_MMAP_THRESHOLD, 32 << 20);
 	mallopt(M_TRIM_THRESHOLD, 1 << 30);
@@ -1484,56 +711,5 @@ int main(int argc, char **argv)
 			argc - optind ? "one PATH only" : "missing PATH (an incident directory)");
 		return EXIT_UNUSABLE;
 	}
-	if (stat(argv[optind], &st) < 0) {
-		fprintf(stderr, PROG ": %s: %s\n", argv[optind], strerror(errno));
-		return EXIT_UNUSABLE;
-	}
-	if (!S_ISDIR(st.st_mode)) {
-		fprintf(stderr, PROG ": %s: not a directory (give the incident directory "
-			"that holds the rank-*.json dumps)\n", argv[optind]);
-		return EXIT_UNUSABLE;
-	}
-
-	memset(&ev, 0, sizeof(ev));
-	status = read_dir(argv[optind], &ev);
-	if (status)
-		goto out_free;
-	if (!ev.ndumps && !(ev.have_manifest && ev.manifest.nranks)) {
-		fprintf(stderr, PROG ": %s: no usable dump (%s%s)\n", argv[optind],
-			ev.nbad ? "every dump file was left out, see above" :
-				  "no rank-*.json or flightrec dump in it",
-			ev.bad_manifest ? ", and its manifest.json is unusable, see above" :
-			ev.have_manifest ? ", and its manifest.json lists no rank" : "");
-		status = EXIT_UNUSABLE;
-		goto out_free;
-	}
-	if (!ev.ndumps)
-		fprintf(stderr, PROG ": %s: no rank dumped; judging from the daemon's live view "
-			"in manifest.json only\n", argv[optind]);
-	status = assemble(&ev, &traces, &ntraces, &world);
-	if (status)
-		goto out_free;
-	/* (The traces are ev's, to change: assemble() only picked them.) */
-	if (fr_traces_split_comms((struct fr_trace *const *)traces, ntraces, stderr, PROG) < 0) {
-		fprintf(stderr, PROG ": out of memory\n");
-		status = EXIT_UNUSABLE;
-		goto out_free;
-	}
-	if (comm) {
-		status = restrict_to_comm(&ev, comm, argv[optind]);
-		if (status)
-			goto out_free;
-	}
-	if (by_rank)
-		status = show_rank(&ev, traces, ntraces, world, rank, json, argv[optind], comm);
-	else
-		status = report(traces, ntraces, world, json);
-out_free:
-	/*
-	 * The evidence of a large incident is hundreds of megabytes in
-	 * thousands of blocks: the exit returns them at once, where freeing
-	 * them one by one cost a tenth of a second of unmapping.
-	 */
-	free(traces);
-	return status;
+	return analyze_dir(argv[optind], json, by_rank ? &rank : NULL, comm);
 }

@@ -57,6 +57,16 @@ struct fr_arena *fr_arena_new(void)
 	return calloc(1, sizeof(struct fr_arena));
 }
 
+void fr_arena_free(struct fr_arena *a)
+{
+	if (!a)
+		return;
+	for (size_t i = 0; i < a->nchunks; i++)
+		munmap(a->chunks[i].base, a->chunks[i].size);
+	free(a->chunks);
+	free(a);
+}
+
 void *fr_arena_grow(struct fr_arena *a, void *block, size_t used, size_t size)
 {
 	char *start = block ? (char *)block : a->top;

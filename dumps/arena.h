@@ -20,6 +20,8 @@ struct fr_arena;
 
 /* NULL when out of memory. */
 struct fr_arena *fr_arena_new(void);
+/* Returns every block of `a` (NULL: nothing) to the kernel. */
+void fr_arena_free(struct fr_arena *a);
 
 /*
  * Makes `block` (NULL for a new one, else the open block, of which `used`
