@@ -49,7 +49,7 @@ DAEMON := $(BUILD)/bin/flightrecd
 CLI := $(BUILD)/bin/fr-analyze
 
 UNIT_TESTS := $(addprefix $(BUILD)/tests/,test_ring test_handles test_wire test_dump test_correlate \
-	test_pickle test_pytorch test_value test_route test_ratelog test_access test_addr test_registry)
+	test_pickle test_pytorch test_value test_route test_ratelog test_access test_addr test_registry test_upload)
 MPI_PROGS := $(addprefix $(BUILD)/tests/,mpi_hang mpi_overhead dlopen_mpi mpi_hang_plugin.so)
 # The CPU stand-in for NCCL and the CUDA runtime, and the NCCL test program.
 NCCL_FAKE := $(BUILD)/tests/nccl/nccl_hang
@@ -130,6 +130,7 @@ $(BUILD)/tests/test_value: $(call obj,tests/unit/test_value.c) $(CORE_LIB)
 $(BUILD)/tests/test_route: $(call obj,tests/unit/test_route.c daemon/route.c) $(CORE_LIB)
 $(BUILD)/tests/test_ratelog: $(call obj,tests/unit/test_ratelog.c daemon/ratelog.c)
 $(BUILD)/tests/test_addr: $(call obj,tests/unit/test_addr.c daemon/addr.c)
+$(BUILD)/tests/test_upload: $(call obj,tests/unit/test_upload.c daemon/upload.c)
 $(BUILD)/tests/test_access: $(call obj,tests/unit/test_access.c daemon/access.c daemon/route.c) \
 	$(CORE_LIB)
 $(BUILD)/tests/test_registry: $(call obj,tests/unit/test_registry.c daemon/registry.c \

@@ -55,6 +55,7 @@ struct MHD_Daemon;
 struct option;
 struct conn;
 struct incident;
+struct probe_conn;
 
 /*
  * What the command line and the --config file set. Reloading the file
@@ -283,32 +284,64 @@ struct job {
 	uint64_t key_gen;
 };
 
-/* Dump bytes arriving from one connection for the incident being collected. */
+/*
+ * upload.c: a dump arriving in DUMP_DATA pieces, put back together; the one
+ * reassembler of incidents and live looks. Its owner says what a dump may
+ * cost (the limit, the charge to the memory budget) and what is done with
+ * it once whole.
+ */
 struct upload {
-	bool active;
-	char incident[FR_INCIDENT_MAX + 1];
+	bool active;                /* between upload_begin() and its end */
+	char id[FR_INCIDENT_MAX + 1]; /* the incident or live look it answers */
 	uint8_t *data;              /* grows with the pieces received */
 	size_t cap;
 	uint64_t total;
 	uint64_t received;
-	/* An incident upload's buffer is charged to the memory budget, and to
-	 * the job it is for, as it grows. */
-	struct job *job;
+	/* Bytes the owner charged to the memory budget for it, which the
+	 * owner gives back: upload_reset() does not. */
 	uint64_t charged;
 };
 
 /* An upload's first buffer; it doubles as pieces arrive. */
 #define UPLOAD_MIN_CAP (64u << 10)
+
+enum upload_step {
+	UPLOAD_ERROR = -1,          /* `why` says what is wrong; the owner resets it */
+	UPLOAD_MORE,
+	UPLOAD_COMPLETE,            /* upload_take() hands the bytes over */
+};
+
 /*
- * incident.c, for incidents and live looks: makes room in `up` for `len`
- * more bytes, doubling its buffer, never past the dump's total (which the
- * caller held to its limits when the upload began), so that announcing a
- * large total costs a peer nothing until the bytes arrive. Returns 0 or
- * -ENOMEM.
+ * What the owner pays before the buffer grows by `grow` bytes (0 when the
+ * piece fits) for a piece of `len` bytes: returns false, with the reason
+ * in `why`, to refuse the piece. Whatever it charged it adds to
+ * up->charged.
  */
-int upload_grow(struct upload *up, uint32_t len);
-/* The buffer size upload_grow() would give `up` for `len` more bytes. */
-size_t upload_grown_cap(const struct upload *up, uint32_t len);
+typedef bool upload_charge_fn(void *ctx, struct upload *up, uint64_t grow, uint32_t len,
+			      char *why, size_t cap);
+
+/*
+ * Starts a reset upload of dump `id`, of `total` bytes, at most `max`
+ * (`limit` names that limit in the refusal). Nothing is allocated: the
+ * buffer grows as the pieces arrive, never past `total`, so that
+ * announcing a large total costs a peer nothing. Returns 0, -EPROTO for an
+ * empty dump or -EMSGSIZE, with the reason in `why`.
+ */
+int upload_begin(struct upload *up, const char *id, uint64_t total, uint64_t max,
+		 const char *limit, char *why, size_t cap);
+/*
+ * Adds piece `m` (its id is the owner's to check), which must follow the
+ * bytes received: a gap, an overlap, a changed total, a piece past the end
+ * or of a dump never started is an error naming which. `charge` (NULL:
+ * none) is called once the piece is found in order, before the buffer
+ * grows.
+ */
+enum upload_step upload_append(struct upload *up, const struct fr_msg_dump_data *m,
+			       upload_charge_fn *charge, void *ctx, char *why, size_t cap);
+/* Hands a complete dump's bytes (the caller owns them) and resets `up`. */
+uint8_t *upload_take(struct upload *up, size_t *len);
+/* Frees what `up` holds and makes it ready for upload_begin(). */
+void upload_reset(struct upload *up);
 
 /* One agent connection. */
 struct conn {
@@ -330,19 +363,9 @@ struct conn {
 	bool said_hello;
 	struct job *job;
 	uint32_t rank;
-	struct upload up;
-	/*
-	 * probe.c: the live look asked of this agent and not answered yet
-	 * (one at a time, so that a rank that cannot answer collects no queue
-	 * of requests), and the dump arriving for it. Only a dump with the id
-	 * asked (`live_id`) is taken: an agent cannot upload a look nobody
-	 * asked for. `live_pending` counts the probes' slots waiting on it.
-	 */
-	bool live_asked;
-	uint64_t live_asked_mono;
-	char live_id[FR_INCIDENT_MAX + 1];
-	size_t live_pending;
-	struct upload live_up;
+	/* probe.c's state of the live looks asked of this agent; NULL before
+	 * the first. Owned by probe.c, freed when the connection closes. */
+	struct probe_conn *live;
 };
 
 /* The service manager's notify socket ($NOTIFY_SOCKET), when there is one. */
@@ -554,7 +577,6 @@ void server_close_all(struct flightrecd *d);
 /* Closes an agent connection; the caller holds the lock. */
 void conn_close(struct conn *c);
 int conn_send_dump_request(struct conn *c, const char *incident, const char *reason);
-void conn_drop_upload(struct conn *c);
 
 /*
  * registry.c: frame handlers return 0 or a negative errno and name why.

@@ -36,7 +36,7 @@
  * held in memory are bounded by PROBE_MEMORY_MAX in all.
  *
  * Agents are not trusted with that memory: a connection's upload is taken
- * only under the id it was asked for (c->live_id), a look's dump may be
+ * only under the id it was asked for (struct probe_conn), a look's dump may be
  * no larger than its scope needs (upload_max()), its bytes count as they
  * arrive, and a look that times out lets its partial dump go. The HTTP
  * threads (several) share only what `live.lock` guards and the published
@@ -162,6 +162,21 @@ struct live_req {
 	unsigned status;            /* 200: `res` holds the answers */
 	char error[192];
 	struct result *res;         /* a reference */
+};
+
+/*
+ * A connection's part in live looks, from the first look asked of it until
+ * it closes (probe_conn_closed()): the look asked of the agent and not
+ * answered yet (one at a time, so that a rank that cannot answer collects
+ * no queue of requests), and the dump arriving for it. Only a dump with
+ * the id asked is taken: an agent cannot upload a look nobody asked for.
+ */
+struct probe_conn {
+	bool asked;
+	uint64_t asked_mono;
+	char id[FR_INCIDENT_MAX + 1];
+	size_t pending;             /* the probes' slots waiting on it */
+	struct upload up;
 };
 
 struct probe {
@@ -443,11 +458,13 @@ static void upload_drop(struct upload *up);
  */
 static void conn_live_expire(struct conn *c)
 {
-	if (c->live_pending || !c->live_up.active)
+	struct probe_conn *pc = c->live;
+
+	if (pc->pending || !pc->up.active)
 		return;
-	upload_drop(&c->live_up);
-	c->live_asked = false;
-	c->live_id[0] = '\0';
+	upload_drop(&pc->up);
+	pc->asked = false;
+	pc->id[0] = '\0';
 }
 
 /*
@@ -476,7 +493,7 @@ static void probes_settle(struct conn *c, enum slot_answer answer, struct blob *
 				continue;
 			s->answer = answer;
 			s->conn = NULL;
-			sc->live_pending--;
+			sc->live->pending--;
 			if (answer == SLOT_TIMEOUT)
 				conn_live_expire(sc);
 			if (answer == SLOT_ANSWERED) {
@@ -503,10 +520,11 @@ static void probes_settle(struct conn *c, enum slot_answer answer, struct blob *
  */
 static int conn_ask(struct conn *c, struct need need, uint64_t now)
 {
+	struct probe_conn *pc = c->live;
 	char id[FR_INCIDENT_MAX + 1];
 	int err;
 
-	if (c->live_asked && now - c->live_asked_mono < PROBE_REASK_NS)
+	if (pc->asked && now - pc->asked_mono < PROBE_REASK_NS)
 		return 0;
 	err = fr_wire_live_id(id, sizeof(id), need.scope, need.last, ++live.seq);
 	if (!err)
@@ -515,10 +533,10 @@ static int conn_ask(struct conn *c, struct need need, uint64_t now)
 		return err;
 	atomic_fetch_add_explicit(&live.n_dump_requests, 1, memory_order_relaxed);
 	/* A dump still arriving for an earlier id is not what is asked now. */
-	upload_drop(&c->live_up);
-	c->live_asked = true;
-	c->live_asked_mono = now;
-	snprintf(c->live_id, sizeof(c->live_id), "%s", id);
+	upload_drop(&pc->up);
+	pc->asked = true;
+	pc->asked_mono = now;
+	snprintf(pc->id, sizeof(pc->id), "%s", id);
 	return 0;
 }
 
@@ -581,16 +599,21 @@ static void probe_begin(struct job *job, uint32_t rank, struct need need, struct
 			continue;
 		s = &res->slots[res->n++];
 		s->rank = r->rank;
-		s->conn = r->conn;
-		s->answer = SLOT_PENDING;
 		snprintf(s->host, sizeof(s->host), "%s", r->host);
 		s->pid = r->pid;
+		if (!r->conn->live && !(r->conn->live = calloc(1, sizeof(*r->conn->live)))) {
+			s->answer = SLOT_FAILED;
+			snprintf(s->why, sizeof(s->why), "out of memory");
+			continue;
+		}
+		s->conn = r->conn;
+		s->answer = SLOT_PENDING;
 		p->pending++;
-		r->conn->live_pending++;
+		r->conn->live->pending++;
 		if (conn_ask(r->conn, res->need, now)) {
 			s->answer = SLOT_FAILED;
 			s->conn = NULL;
-			r->conn->live_pending--;
+			r->conn->live->pending--;
 			snprintf(s->why, sizeof(s->why), "the request could not be sent");
 			p->pending--;
 		}
@@ -697,20 +720,21 @@ static void timer_update(void)
 /* The bytes an upload received are what it holds against PROBE_MEMORY_MAX. */
 static void upload_drop(struct upload *up)
 {
-	if (up->active) {
-		atomic_fetch_sub(&live.bytes, up->received);
-		budget_release(BUDGET_LIVE, up->received);
-	}
-	free(up->data);
-	memset(up, 0, sizeof(*up));
+	atomic_fetch_sub(&live.bytes, up->charged);
+	budget_release(BUDGET_LIVE, up->charged);
+	upload_reset(up);
 }
 
 /* The connection's live look failed: every probe waiting on it hears why. */
 static void conn_live_failed(struct conn *c, enum slot_answer answer, const char *why)
 {
-	upload_drop(&c->live_up);
-	c->live_asked = false;
-	c->live_id[0] = '\0';
+	struct probe_conn *pc = c->live;
+
+	if (!pc)
+		return;
+	upload_drop(&pc->up);
+	pc->asked = false;
+	pc->id[0] = '\0';
 	probes_settle(c, answer, NULL, NO_NEED, why, 0);
 }
 
@@ -745,32 +769,28 @@ static uint64_t upload_max(const struct conn *c, const char *id, const char **wh
 }
 
 /*
- * The first piece: the dump's size must fit the limits. Nothing is booked
- * for the announced total: the pieces count against PROBE_MEMORY_MAX as
- * they arrive, so that announcing a large dump costs a peer nothing.
+ * Charges a piece's bytes as they arrive, against PROBE_MEMORY_MAX and
+ * the daemon's memory budget: nothing is booked for the announced total,
+ * so that announcing a large dump costs a peer nothing.
  */
-static int upload_begin(struct conn *c, const struct fr_msg_dump_data *m)
+static bool upload_charge(void *ctx, struct upload *up, uint64_t grow, uint32_t len, char *why,
+			  size_t cap)
 {
-	struct upload *up = &c->live_up;
-	const char *what = "";
-	uint64_t max = upload_max(c, m->incident, &what);
-	char why[160];
-
-	upload_drop(up);
-	if (m->total == 0) {
-		conn_live_failed(c, SLOT_FAILED, "the agent could not build its dump");
-		return -EPROTO;
+	(void)ctx;
+	(void)grow;
+	if (atomic_fetch_add(&live.bytes, len) + len > PROBE_MEMORY_MAX) {
+		atomic_fetch_sub(&live.bytes, len);
+		snprintf(why, cap, "live looks hold too much memory now; try again in a few seconds");
+		return false;
 	}
-	if (m->total > max) {
-		snprintf(why, sizeof(why), "its dump of %" PRIu64 " bytes is over %s (%" PRIu64 " bytes)",
-			 m->total, what, max);
-		conn_live_failed(c, SLOT_FAILED, why);
-		return -EMSGSIZE;
+	/* The daemon's budget, shared with member lists and incident uploads. */
+	if (!budget_charge(BUDGET_LIVE, len)) {
+		atomic_fetch_sub(&live.bytes, len);
+		snprintf(why, cap, "over the daemon's memory budget (--max-memory); try again later");
+		return false;
 	}
-	up->active = true;
-	up->total = m->total;
-	snprintf(up->incident, sizeof(up->incident), "%s", m->incident);
-	return 0;
+	up->charged += len;
+	return true;
 }
 
 /*
@@ -780,7 +800,7 @@ static int upload_begin(struct conn *c, const struct fr_msg_dump_data *m)
  */
 static void upload_finish(struct conn *c)
 {
-	struct upload *up = &c->live_up;
+	struct upload *up = &c->live->up;
 	struct blob *b = malloc(sizeof(*b));
 	struct need got;
 
@@ -788,14 +808,13 @@ static void upload_finish(struct conn *c)
 		conn_live_failed(c, SLOT_FAILED, "out of memory");
 		return;
 	}
-	/* The bytes move from the upload to the blob, and stay counted. */
+	/* The bytes move from the upload to the blob, and stay counted: every
+	 * byte received was charged (upload_charge()). */
 	atomic_init(&b->refs, 1);
-	b->len = (size_t)up->total;
-	b->data = up->data;
-	got.scope = fr_wire_live_scope(up->incident, &got.last);
-	memset(up, 0, sizeof(*up));
-	c->live_asked = false;
-	c->live_id[0] = '\0';
+	got.scope = fr_wire_live_scope(up->id, &got.last);
+	b->data = upload_take(up, &b->len);
+	c->live->asked = false;
+	c->live->id[0] = '\0';
 	probes_settle(c, SLOT_ANSWERED, b, got, NULL, 0);
 	blob_put(b);
 	conn_ask_waiting(c, daemon_mono_ns());
@@ -816,8 +835,10 @@ static void probe_ignore(const struct conn *c, const struct fr_msg_dump_data *m)
 
 void probe_dump_data(struct conn *c, const struct fr_msg_dump_data *m)
 {
-	struct upload *up = &c->live_up;
-	char why[160];
+	struct probe_conn *pc = c->live;
+	struct upload *up;
+	const char *what = "";
+	char why[256];
 
 	if (!c->job)
 		return;
@@ -825,53 +846,45 @@ void probe_dump_data(struct conn *c, const struct fr_msg_dump_data *m)
 	 * Only the look asked of this connection, by its id: an upload nobody
 	 * asked for would hold memory every look shares.
 	 */
-	if (m->offset == 0 && (!c->live_asked || strcmp(m->incident, c->live_id) != 0)) {
+	if (m->offset == 0 && (!pc || !pc->asked || strcmp(m->incident, pc->id) != 0)) {
 		probe_ignore(c, m);
 		return;
 	}
-	if (m->offset == 0 && upload_begin(c, m))
+	if (!pc)
 		return;
+	up = &pc->up;
+	if (m->offset == 0) {
+		uint64_t max = upload_max(c, m->incident, &what);
+
+		upload_drop(up);
+		if (upload_begin(up, m->incident, m->total, max, what, why, sizeof(why))) {
+			conn_live_failed(c, SLOT_FAILED, why);
+			return;
+		}
+	}
 	/* A piece of a look already given up on (refused, or superseded). */
-	if (!up->active || strcmp(up->incident, m->incident) != 0)
+	if (!up->active || strcmp(up->id, m->incident) != 0)
 		return;
-	if (m->offset != up->received || m->total != up->total ||
-	    m->len > up->total - up->received) {
-		snprintf(why, sizeof(why),
-			 "piece at offset %" PRIu64 " of %" PRIu64 " out of order (expected offset %" PRIu64 ")",
-			 m->offset, m->total, up->received);
+	switch (upload_append(up, m, upload_charge, NULL, why, sizeof(why))) {
+	case UPLOAD_ERROR:
 		conn_live_failed(c, SLOT_FAILED, why);
 		return;
-	}
-	if (atomic_fetch_add(&live.bytes, m->len) + m->len > PROBE_MEMORY_MAX) {
-		atomic_fetch_sub(&live.bytes, m->len);
-		conn_live_failed(c, SLOT_FAILED,
-				 "live looks hold too much memory now; try again in a few seconds");
-		return;
-	}
-	/* The daemon's budget, shared with member lists and incident uploads. */
-	if (!budget_charge(BUDGET_LIVE, m->len)) {
-		atomic_fetch_sub(&live.bytes, m->len);
-		conn_live_failed(c, SLOT_FAILED,
-				 "over the daemon's memory budget (--max-memory); try again later");
-		return;
-	}
-	if (upload_grow(up, m->len)) {
-		atomic_fetch_sub(&live.bytes, m->len);
-		budget_release(BUDGET_LIVE, m->len);
-		conn_live_failed(c, SLOT_FAILED, "out of memory");
-		return;
-	}
-	if (m->len)
-		memcpy(up->data + up->received, m->data, m->len);
-	up->received += m->len;
-	atomic_fetch_add_explicit(&live.n_bytes, m->len, memory_order_relaxed);
-	if (up->received == up->total)
+	case UPLOAD_COMPLETE:
+		atomic_fetch_add_explicit(&live.n_bytes, m->len, memory_order_relaxed);
 		upload_finish(c);
+		return;
+	case UPLOAD_MORE:
+		atomic_fetch_add_explicit(&live.n_bytes, m->len, memory_order_relaxed);
+		return;
+	}
 }
 
 void probe_conn_closed(struct conn *c)
 {
 	conn_live_failed(c, c->d->stopping ? SLOT_STOPPING : SLOT_CLOSED, NULL);
+	/* No slot waits on it any more: what it held goes with it. */
+	free(c->live);
+	c->live = NULL;
 }
 
 /* ---- the HTTP thread ---- */

@@ -200,7 +200,6 @@ static void on_conn_closed(uv_handle_t *h)
 		c->next->prev = c->prev;
 	d->nconns--;
 	pthread_mutex_unlock(&d->lock);
-	free(c->up.data);
 	free(c->buf);
 	free(server_conn(c));
 }
@@ -260,13 +259,6 @@ static bool server_evict_pending(struct flightrecd *d, const char *why)
 	return true;
 }
 
-void conn_drop_upload(struct conn *c)
-{
-	budget_release_job(c->up.job, BUDGET_UPLOADS, c->up.charged);
-	free(c->up.data);
-	memset(&c->up, 0, sizeof(c->up));
-}
-
 void conn_close(struct conn *c)
 {
 	if (c->closing)
@@ -274,7 +266,6 @@ void conn_close(struct conn *c)
 	c->closing = true;
 	conn_hello_settled(c);
 	registry_conn_lost(c->d, c);
-	conn_drop_upload(c);
 	probe_conn_closed(c);
 	uv_read_stop((uv_stream_t *)&c->tcp);
 	uv_close((uv_handle_t *)&c->tcp, on_conn_closed);
