@@ -722,6 +722,55 @@ struct MHD_Connection;
 int http_reply_doc(struct MHD_Connection *mc, unsigned status, json_t *doc);
 
 /*
+ * handover.c: the one hand-over of an HTTP request to the event loop (a
+ * manual dump, a live look). The HTTP thread suspends the request and
+ * queues it; one uv_async wakes the loop, which calls its `take` under the
+ * daemon's lock; whoever answers it later, or at once, calls
+ * handover_finish(), which resumes it, and libmicrohttpd calls the handler
+ * again to reply. No HTTP thread waits on the loop. A request embeds
+ * struct handover as its first member; `take` and `free` are its owner's.
+ */
+struct handover {
+	struct handover *prev, *next;   /* every request between suspension and completion */
+	struct handover *next_queued;   /* the queue to the loop */
+	struct MHD_Connection *mc;
+	/* On the loop, under the daemon's lock: answers the request, now or
+	 * later, with handover_finish(). */
+	void (*take)(struct flightrecd *d, struct handover *h, uint64_t now_mono);
+	/* Frees the request once libmicrohttpd is done with it (any thread). */
+	void (*free)(struct handover *h);
+	/* The answer: set before the request is resumed. */
+	bool done;
+	unsigned status;
+	char error[192];
+};
+/* Starts the hand-over (its uv_async); before the HTTP threads exist. */
+int handover_start(struct flightrecd *d);
+/*
+ * Suspends the request of `mc` and queues `h` for the loop; the caller
+ * sets *req_cls to `h` and returns MHD_YES. -ESHUTDOWN when the loop takes
+ * no more requests (the daemon is stopping): nothing was done.
+ */
+int handover_submit(struct handover *h, struct MHD_Connection *mc);
+/* Answers `h` (error: NULL for none) and resumes its request. Any thread. */
+void handover_finish(struct handover *h, unsigned status, const char *error);
+/*
+ * The handler's call for a request it may have handed over: the request
+ * if `req_cls` is one (`done`: it was answered), else NULL.
+ */
+struct handover *handover_resumed(void *req_cls, bool *done);
+/* libmicrohttpd's completion callback's part: frees `req_cls` if it is a request handed over. */
+void handover_completed(void *req_cls);
+/* http_quiesce()'s part: no request is handed to the loop any more. */
+void handover_quiesce(void);
+/*
+ * After the loop stopped, before MHD_stop_daemon(): answers every request
+ * still waiting with 503 "the daemon is stopping", lets the answers go out
+ * (bounded), and closes the uv_async.
+ */
+void handover_stop(struct flightrecd *d);
+
+/*
  * probe.c: live looks at ranks for the debug server (GET
  * /v1/jobs/<job>/ranks/<rank>/stacks and .../trace, /v1/jobs/<job>/stacks).
  * A probe asks one rank, or every connected rank of a job, for a dump with
@@ -729,8 +778,8 @@ int http_reply_doc(struct MHD_Connection *mc, unsigned status, json_t *doc);
  * needs (live-stacks-<n>, live-trace<N>-<n>), collects the answers in
  * memory and completes when every rank asked answered, went away, or
  * PROBE_TIMEOUT_NS passed. The event loop owns the probes; the HTTP thread
- * hands requests over and suspends them (libmicrohttpd), the loop resumes
- * them, and the HTTP thread parses the dumps and answers. Requests for the
+ * hands requests over (handover.c), the loop answers them, and the HTTP
+ * thread parses the dumps and replies. Requests for the
  * same rank or job share a probe that asks for at least what they need,
  * and a result younger than PROBE_FRESH_NS that holds it answers without
  * asking again.
@@ -738,13 +787,11 @@ int http_reply_doc(struct MHD_Connection *mc, unsigned status, json_t *doc);
 #define PROBE_TIMEOUT_NS (5ull * NS_PER_S)
 #define PROBE_FRESH_NS (1ull * NS_PER_S)
 struct MHD_Connection;
-/* Starts the hand-over to the loop; before the HTTP thread exists. */
+/* Starts the probes' timer; before the HTTP threads exist. */
 int probe_start(struct flightrecd *d);
-/* http_quiesce()'s part: no request is handed to the loop any more. */
-void probe_quiesce(void);
 /*
- * Resumes every suspended request with "the daemon is stopping" and
- * forgets every probe; before MHD_stop_daemon(), after the loop stopped.
+ * Forgets every probe and result; after handover_stop() answered the
+ * requests waiting on them, before MHD_stop_daemon().
  */
 void probe_stop(struct flightrecd *d);
 struct route;
@@ -756,11 +803,6 @@ struct route;
  */
 int probe_http(struct flightrecd *d, struct MHD_Connection *mc, const struct route *r,
 	       void **req_cls);
-/*
- * libmicrohttpd's completion callback's part: frees the request if
- * `req_cls` is one of the live looks' (anything else is left alone).
- */
-void probe_http_completed(void *req_cls);
 /* DUMP_DATA whose id has FR_WIRE_LIVE_PREFIX; the caller holds the lock. */
 void probe_dump_data(struct conn *c, const struct fr_msg_dump_data *m);
 /* The connection closes: its live look fails. The caller holds the lock. */

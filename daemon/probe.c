@@ -10,9 +10,9 @@
  * whose id starts with FR_WIRE_LIVE_PREFIX, answered with DUMP_DATA as for
  * an incident, kept in memory only.
  *
- * Three parties. The HTTP thread checks the request, suspends it
- * (libmicrohttpd's suspend/resume) and hands it to the event loop through
- * `live.async`; it never waits for a rank, so /healthz keeps answering.
+ * Three parties. The HTTP thread checks the request and hands it to the
+ * event loop (handover.c: suspended, queued, resumed once answered); it
+ * never waits for a rank, so /healthz keeps answering.
  * The loop, which owns the agents' connections, runs probes: a probe asks
  * one rank or every connected rank of a job, collects the answers, and
  * completes when all answered, went away or PROBE_TIMEOUT_NS passed; it
@@ -39,8 +39,8 @@
  * only under the id it was asked for (struct probe_conn), a look's dump may be
  * no larger than its scope needs (upload_max()), its bytes count as they
  * arrive, and a look that times out lets its partial dump go. The HTTP
- * threads (several) share only what `live.lock` guards and the published
- * results, which no one changes.
+ * threads (several) share only the requests handed over (handover.c) and
+ * the published results, which no one changes.
  */
 #include "daemon.h"
 #include "route.h"
@@ -65,8 +65,6 @@
 /* A connection that has not answered its live look in this long is asked
  * again (its answer was lost); until then, every look waits for it. */
 #define PROBE_REASK_NS (30ull * NS_PER_S)
-/* How long a stopping daemon lets the requests it resumed be answered. */
-#define PROBE_STOP_GRACE_S 1
 /* Dump bytes held by live looks at once: arriving, and in results. */
 #define PROBE_MEMORY_MAX (1ull << 30)
 /*
@@ -148,20 +146,15 @@ struct result {
 	struct slot *slots;         /* ranks ascending */
 };
 
-/* A request suspended for a live look. */
+/* A request handed to the loop (handover.c) for a live look. */
 struct live_req {
-	struct live_req *prev, *next;   /* live.reqs */
-	struct live_req *next_wait;     /* live.queue, then its probe's waiters */
-	struct MHD_Connection *mc;
+	struct handover h;          /* h.status 200: `res` holds the answers */
+	struct live_req *next_wait; /* its probe's waiters */
 	enum route_kind kind;
 	char job[FR_JOB_MAX + 1];
 	uint32_t rank;
 	uint32_t last;
-	/* Set under live.lock by whoever ends the wait, before resuming. */
-	bool done;
-	unsigned status;            /* 200: `res` holds the answers */
-	char error[192];
-	struct result *res;         /* a reference */
+	struct result *res;         /* a reference, set before it is answered */
 };
 
 /*
@@ -189,17 +182,6 @@ struct probe {
 
 /* One daemon per process, like the loop it belongs to. */
 static struct {
-	/*
-	 * Guards `ready`, `reqs`, `queue` and the requests' answers. Taken
-	 * after the daemon's lock, never before it, and never held while
-	 * resuming a request (libmicrohttpd takes its own lock then).
-	 */
-	pthread_mutex_t lock;
-	pthread_cond_t gone;        /* a request was freed */
-	bool ready;                 /* the loop takes requests */
-	struct live_req *reqs;      /* every request between suspension and completion */
-	struct live_req *queue;     /* handed over, not taken by the loop yet (LIFO) */
-	uv_async_t async;
 	uv_timer_t timer;
 	bool handles_open;
 	/* Loop only. */
@@ -213,10 +195,7 @@ static struct {
 	/* Any thread: what /metrics counts (struct probe_metrics). */
 	atomic_uint_fast64_t n_requests, n_shared, n_dump_requests, n_timeouts, n_bytes;
 	atomic_uint_fast64_t n_ignored;
-} live = {
-	.lock = PTHREAD_MUTEX_INITIALIZER,
-	.gone = PTHREAD_COND_INITIALIZER,
-};
+} live;
 
 /* ---- what a look needs ---- */
 
@@ -347,16 +326,8 @@ static unsigned target_check(struct flightrecd *d, const char *id, uint32_t rank
 static void req_finish(struct live_req *lr, unsigned status, const char *error,
 		       struct result *res)
 {
-	struct MHD_Connection *mc;
-
-	pthread_mutex_lock(&live.lock);
-	lr->done = true;
-	lr->status = status;
-	snprintf(lr->error, sizeof(lr->error), "%s", error ? error : "");
 	lr->res = result_get(res);
-	mc = lr->mc;
-	pthread_mutex_unlock(&live.lock);
-	MHD_resume_connection(mc);
+	handover_finish(&lr->h, status, error);
 }
 
 static void timer_update(void);
@@ -628,8 +599,9 @@ static void probe_begin(struct job *job, uint32_t rank, struct need need, struct
 }
 
 /* Takes a handed-over request: answers it, or makes it wait on a probe. */
-static void req_take(struct flightrecd *d, struct live_req *lr, uint64_t now)
+static void req_take(struct flightrecd *d, struct handover *h, uint64_t now)
 {
+	struct live_req *lr = (struct live_req *)h;
 	uint32_t rank = lr->kind == ROUTE_JOB_STACKS ? FR_RANK_UNKNOWN : lr->rank;
 	struct need need = req_need(lr->kind, lr->last);
 	char err[192];
@@ -669,24 +641,6 @@ static void req_take(struct flightrecd *d, struct live_req *lr, uint64_t now)
 	}
 	job = registry_job_find(d, lr->job);
 	probe_begin(job, rank, need, lr, now);
-}
-
-static void on_async(uv_async_t *a)
-{
-	struct flightrecd *d = a->data;
-	struct live_req *queue, *lr, *next;
-	uint64_t now = daemon_mono_ns();
-
-	pthread_mutex_lock(&d->lock);
-	pthread_mutex_lock(&live.lock);
-	queue = live.queue;
-	live.queue = NULL;
-	pthread_mutex_unlock(&live.lock);
-	for (lr = queue; lr; lr = next) {
-		next = lr->next_wait;
-		req_take(d, lr, now);
-	}
-	pthread_mutex_unlock(&d->lock);
 }
 
 static void on_tick(uv_timer_t *t)
@@ -1206,28 +1160,23 @@ out_free:
 }
 
 /* The second call, once the loop resumed the request. */
-static int answer(struct MHD_Connection *mc, struct live_req *lr)
+static int answer(struct MHD_Connection *mc, struct live_req *lr, bool done)
 {
-	bool done;
-
-	pthread_mutex_lock(&live.lock);
-	done = lr->done;
-	pthread_mutex_unlock(&live.lock);
 	if (!done)
 		return reply_error(mc, MHD_HTTP_INTERNAL_SERVER_ERROR, "resumed before its answer");
-	if (lr->status != MHD_HTTP_OK)
-		return reply_error(mc, lr->status, lr->error);
+	if (lr->h.status != MHD_HTTP_OK)
+		return reply_error(mc, lr->h.status, lr->h.error);
 	if (lr->kind == ROUTE_JOB_STACKS)
 		return answer_job(mc, lr);
 	return answer_rank(mc, lr);
 }
 
-static struct live_req *req_find(void *p)
+static void req_free(struct handover *h)
 {
-	for (struct live_req *lr = live.reqs; lr; lr = lr->next)
-		if (lr == p)
-			return lr;
-	return NULL;
+	struct live_req *lr = (struct live_req *)h;
+
+	result_put(lr->res);
+	free(lr);
 }
 
 int probe_http(struct flightrecd *d, struct MHD_Connection *mc, const struct route *r,
@@ -1238,14 +1187,13 @@ int probe_http(struct flightrecd *d, struct MHD_Connection *mc, const struct rou
 	struct live_req *lr;
 	char err[192];
 	unsigned status;
+	bool done;
 
 	if (*req_cls) {
-		pthread_mutex_lock(&live.lock);
-		lr = req_find(*req_cls);
-		pthread_mutex_unlock(&live.lock);
+		lr = (struct live_req *)handover_resumed(*req_cls, &done);
 		if (!lr)
 			return reply_error(mc, MHD_HTTP_INTERNAL_SERVER_ERROR, "lost request");
-		return answer(mc, lr);
+		return answer(mc, lr, done);
 	}
 	atomic_fetch_add_explicit(&live.n_requests, 1, memory_order_relaxed);
 	if (r->kind == ROUTE_RANK_TRACE &&
@@ -1263,53 +1211,18 @@ int probe_http(struct flightrecd *d, struct MHD_Connection *mc, const struct rou
 	lr = calloc(1, sizeof(*lr));
 	if (!lr)
 		return reply_error(mc, MHD_HTTP_INTERNAL_SERVER_ERROR, "out of memory");
-	lr->mc = mc;
+	lr->h.take = req_take;
+	lr->h.free = req_free;
 	lr->kind = r->kind;
 	snprintf(lr->job, sizeof(lr->job), "%s", r->job);
 	lr->rank = rank;
 	lr->last = last;
-	pthread_mutex_lock(&live.lock);
-	if (!live.ready) {
-		pthread_mutex_unlock(&live.lock);
+	if (handover_submit(&lr->h, mc)) {
 		free(lr);
 		return reply_error(mc, MHD_HTTP_SERVICE_UNAVAILABLE, "the daemon is stopping");
 	}
-	/* Suspended before the loop can see it: the loop may resume it at
-	 * once, and resuming a connection not suspended is undefined. */
-	MHD_suspend_connection(mc);
-	lr->next = live.reqs;
-	if (live.reqs)
-		live.reqs->prev = lr;
-	live.reqs = lr;
-	lr->next_wait = live.queue;
-	live.queue = lr;
-	/* Under the lock: probe_quiesce() may be about to close the handle. */
-	uv_async_send(&live.async);
-	pthread_mutex_unlock(&live.lock);
 	*req_cls = lr;
 	return MHD_YES;
-}
-
-void probe_http_completed(void *req_cls)
-{
-	struct live_req *lr;
-
-	pthread_mutex_lock(&live.lock);
-	lr = req_find(req_cls);
-	if (lr) {
-		if (lr->prev)
-			lr->prev->next = lr->next;
-		else
-			live.reqs = lr->next;
-		if (lr->next)
-			lr->next->prev = lr->prev;
-		pthread_cond_broadcast(&live.gone);
-	}
-	pthread_mutex_unlock(&live.lock);
-	if (!lr)
-		return;
-	result_put(lr->res);
-	free(lr);
 }
 
 void probe_metrics(struct probe_metrics *out)
@@ -1327,64 +1240,17 @@ void probe_metrics(struct probe_metrics *out)
 
 int probe_start(struct flightrecd *d)
 {
-	if (uv_async_init(d->loop, &live.async, on_async))
-		return -1;
 	uv_timer_init(d->loop, &live.timer);
-	live.async.data = d;
 	live.timer.data = d;
 	/* Never what keeps the loop running. */
-	uv_unref((uv_handle_t *)&live.async);
 	uv_unref((uv_handle_t *)&live.timer);
 	live.handles_open = true;
-	pthread_mutex_lock(&live.lock);
-	live.ready = true;
-	pthread_mutex_unlock(&live.lock);
 	return 0;
-}
-
-void probe_quiesce(void)
-{
-	pthread_mutex_lock(&live.lock);
-	live.ready = false;
-	pthread_mutex_unlock(&live.lock);
 }
 
 void probe_stop(struct flightrecd *d)
 {
-	struct live_req *resume = NULL, *lr, *next;
-	struct timespec deadline;
-	bool closed = false;
-	int err = 0;
-
-	/*
-	 * The loop no longer runs: every request still waiting is answered
-	 * now, and libmicrohttpd may only stop with none suspended.
-	 */
-	pthread_mutex_lock(&live.lock);
-	live.ready = false;
-	for (lr = live.reqs; lr; lr = lr->next) {
-		if (lr->done)
-			continue;
-		lr->done = true;
-		lr->status = MHD_HTTP_SERVICE_UNAVAILABLE;
-		snprintf(lr->error, sizeof(lr->error), "the daemon is stopping");
-		lr->next_wait = resume;
-		resume = lr;
-	}
-	live.queue = NULL;
-	pthread_mutex_unlock(&live.lock);
-	for (lr = resume; lr; lr = next) {
-		next = lr->next_wait;
-		MHD_resume_connection(lr->mc);
-	}
-	/* Answers being made (the loop resumed them last) go out, bounded. */
-	clock_gettime(CLOCK_REALTIME, &deadline);
-	deadline.tv_sec += PROBE_STOP_GRACE_S;
-	pthread_mutex_lock(&live.lock);
-	while (live.reqs && err == 0)
-		err = pthread_cond_timedwait(&live.gone, &live.lock, &deadline);
-	pthread_mutex_unlock(&live.lock);
-	/* Probes left (their waiters were just answered) and the cache. */
+	/* Probes left (their waiters were answered by handover_stop()) and the cache. */
 	while (live.probes) {
 		struct probe *p = live.probes;
 
@@ -1400,15 +1266,9 @@ void probe_stop(struct flightrecd *d)
 	if (live.handles_open) {
 		live.handles_open = false;
 		live.ticking = false;
-		if (!uv_is_closing((uv_handle_t *)&live.async)) {
-			uv_close((uv_handle_t *)&live.async, NULL);
-			closed = true;
-		}
 		if (!uv_is_closing((uv_handle_t *)&live.timer)) {
 			uv_close((uv_handle_t *)&live.timer, NULL);
-			closed = true;
-		}
-		if (closed)
 			uv_run(d->loop, UV_RUN_NOWAIT);
+		}
 	}
 }
