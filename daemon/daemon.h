@@ -55,7 +55,7 @@ struct MHD_Daemon;
 struct option;
 struct conn;
 struct incident;
-struct probe_conn;
+struct look_conn;
 
 /*
  * What the command line and the --config file set. Reloading the file
@@ -363,9 +363,9 @@ struct conn {
 	bool said_hello;
 	struct job *job;
 	uint32_t rank;
-	/* probe.c's state of the live looks asked of this agent; NULL before
-	 * the first. Owned by probe.c, freed when the connection closes. */
-	struct probe_conn *live;
+	/* look.c's state of the live looks asked of this agent; NULL before
+	 * the first. Owned by look.c, freed when the connection closes. */
+	struct look_conn *live;
 };
 
 /* The service manager's notify socket ($NOTIFY_SOCKET), when there is one. */
@@ -771,29 +771,29 @@ void handover_quiesce(void);
 void handover_stop(struct flightrecd *d);
 
 /*
- * probe.c: live looks at ranks for the debug server (GET
+ * look.c: live looks at ranks for the debug server (GET
  * /v1/jobs/<job>/ranks/<rank>/stacks and .../trace, /v1/jobs/<job>/stacks).
- * A probe asks one rank, or every connected rank of a job, for a dump with
+ * A look asks one rank, or every connected rank of a job, for a dump with
  * a DUMP_REQUEST whose id has FR_WIRE_LIVE_PREFIX and the scope the look
  * needs (live-stacks-<n>, live-trace<N>-<n>), collects the answers in
  * memory and completes when every rank asked answered, went away, or
- * PROBE_TIMEOUT_NS passed. The event loop owns the probes; the HTTP thread
+ * LOOK_TIMEOUT_NS passed. The event loop owns the looks; the HTTP thread
  * hands requests over (handover.c), the loop answers them, and the HTTP
  * thread parses the dumps and replies. Requests for the
- * same rank or job share a probe that asks for at least what they need,
- * and a result younger than PROBE_FRESH_NS that holds it answers without
+ * same rank or job share a look that asks for at least what they need,
+ * and a result younger than LOOK_FRESH_NS that holds it answers without
  * asking again.
  */
-#define PROBE_TIMEOUT_NS (5ull * NS_PER_S)
-#define PROBE_FRESH_NS (1ull * NS_PER_S)
+#define LOOK_TIMEOUT_NS (5ull * NS_PER_S)
+#define LOOK_FRESH_NS (1ull * NS_PER_S)
 struct MHD_Connection;
-/* Starts the probes' timer; before the HTTP threads exist. */
-int probe_start(struct flightrecd *d);
+/* Starts the looks' timer; before the HTTP threads exist. */
+int look_start(struct flightrecd *d);
 /*
- * Forgets every probe and result; after handover_stop() answered the
+ * Forgets every look and result; after handover_stop() answered the
  * requests waiting on them, before MHD_stop_daemon().
  */
-void probe_stop(struct flightrecd *d);
+void look_stop(struct flightrecd *d);
 struct route;
 /*
  * The HTTP handler of the three routes: answers at once (a bad request, an
@@ -801,23 +801,23 @@ struct route;
  * Called again for the same request once the loop resumed it, with the
  * *req_cls it set. Returns an enum MHD_Result.
  */
-int probe_http(struct flightrecd *d, struct MHD_Connection *mc, const struct route *r,
-	       void **req_cls);
+int look_http(struct flightrecd *d, struct MHD_Connection *mc, const struct route *r,
+	      void **req_cls);
 /* DUMP_DATA whose id has FR_WIRE_LIVE_PREFIX; the caller holds the lock. */
-void probe_dump_data(struct conn *c, const struct fr_msg_dump_data *m);
+void look_dump_data(struct conn *c, const struct fr_msg_dump_data *m);
 /* The connection closes: its live look fails. The caller holds the lock. */
-void probe_conn_closed(struct conn *c);
+void look_conn_closed(struct conn *c);
 /* What /metrics says of live looks; any thread, no lock. */
-struct probe_metrics {
+struct look_metrics {
 	uint64_t requests;          /* HTTP requests for live looks */
-	uint64_t shared;            /* of those, answered by another's probe or a fresh result */
+	uint64_t shared;            /* of those, answered by another's look or a fresh result */
 	uint64_t dump_requests;     /* DUMP_REQUESTs sent for them */
-	uint64_t timeouts;          /* ranks that did not answer one in PROBE_TIMEOUT_NS */
+	uint64_t timeouts;          /* ranks that did not answer one in LOOK_TIMEOUT_NS */
 	uint64_t bytes;             /* dump bytes received for them */
 	uint64_t bytes_held;        /* dump bytes arriving or held now */
 	uint64_t ignored;           /* live uploads nobody asked for, ignored */
 };
-void probe_metrics(struct probe_metrics *out);
+void look_metrics(struct look_metrics *out);
 
 /*
  * http_incidents.c: an incident directory's files for the HTTP API, read

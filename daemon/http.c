@@ -179,7 +179,7 @@ static uint64_t incidents_open(const struct flightrecd *d)
 static void write_metrics(struct flightrecd *d, FILE *f)
 {
 	const struct daemon_metrics *m = &d->m;
-	struct probe_metrics pm;
+	struct look_metrics pm;
 
 	metric(f, "up", "gauge", "Whether the daemon is running.", 1);
 	metric(f, "connections", "gauge", "Open agent connections.", d->nconns);
@@ -262,7 +262,7 @@ static void write_metrics(struct flightrecd *d, FILE *f)
 	metric(f, "incident_write_errors_total", "counter",
 	       "Incident files or directories that could not be written.",
 	       m->incident_write_errors);
-	probe_metrics(&pm);
+	look_metrics(&pm);
 	metric(f, "live_requests_total", "counter",
 	       "HTTP requests for live looks (stacks and traces of running ranks).", pm.requests);
 	metric(f, "live_shared_total", "counter",
@@ -983,7 +983,7 @@ static bool announces_body(struct MHD_Connection *mc)
 /*
  * Whether a request's handler may work long on its HTTP thread: those that
  * build a job's live view (its size grows with the job's). A live look's
- * work is bounded by PROBE_MEMORY_MAX, and it and the manual dump are
+ * work is bounded by LOOK_MEMORY_MAX, and it and the manual dump are
  * suspended while the loop works on them (handover.c).
  */
 static bool route_heavy(enum route_kind kind)
@@ -1042,7 +1042,7 @@ static enum MHD_Result route_answer(struct flightrecd *d, struct MHD_Connection 
 	case ROUTE_RANK_STACKS:
 	case ROUTE_RANK_TRACE:
 	case ROUTE_JOB_STACKS:
-		return (enum MHD_Result)probe_http(d, mc, r, req_cls);
+		return (enum MHD_Result)look_http(d, mc, r, req_cls);
 	default:
 		return http_error(mc, MHD_HTTP_NOT_FOUND, r->error ? r->error : "not found");
 	}
@@ -1134,7 +1134,7 @@ static void on_completed(void *cls, struct MHD_Connection *mc, void **req_cls,
 int http_start(struct flightrecd *d)
 {
 	const struct sockaddr *sa = (const struct sockaddr *)&d->cfg.http_addr;
-	/* Live looks suspend their request while a rank answers (probe.c). */
+	/* Live looks suspend their request while a rank answers (look.c). */
 	unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_AUTO | MHD_USE_ERROR_LOG |
 			 MHD_ALLOW_SUSPEND_RESUME;
 	const union MHD_DaemonInfo *info;
@@ -1148,7 +1148,7 @@ int http_start(struct flightrecd *d)
 		daemon_log("cannot start the HTTP API's link to the event loop");
 		return -1;
 	}
-	if (probe_start(d)) {
+	if (look_start(d)) {
 		daemon_log("cannot start the live looks' timer");
 		return -1;
 	}
@@ -1190,7 +1190,7 @@ void http_stop(struct flightrecd *d)
 	/* libmicrohttpd must not stop with a request suspended: those still
 	 * waiting on the loop, which no longer runs, are answered first. */
 	handover_stop(d);
-	probe_stop(d);
+	look_stop(d);
 	if (d->http)
 		MHD_stop_daemon(d->http);
 	d->http = NULL;

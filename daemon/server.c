@@ -266,7 +266,7 @@ void conn_close(struct conn *c)
 	c->closing = true;
 	conn_hello_settled(c);
 	registry_conn_lost(c->d, c);
-	probe_conn_closed(c);
+	look_conn_closed(c);
 	uv_read_stop((uv_stream_t *)&c->tcp);
 	uv_close((uv_handle_t *)&c->tcp, on_conn_closed);
 }
@@ -608,10 +608,10 @@ static void conn_dispatch(struct conn *c, const struct fr_wire_header *h, const 
 		struct fr_msg_dump_data m;
 
 		err = fr_wire_dump_data_decode(p, h->length, &m);
-		/* A live look's dump goes to the probes, never to an incident. */
+		/* A live look's dump goes to the live looks, never to an incident. */
 		if (!err && strncmp(m.incident, FR_WIRE_LIVE_PREFIX,
 				    sizeof(FR_WIRE_LIVE_PREFIX) - 1) == 0)
-			probe_dump_data(c, &m);
+			look_dump_data(c, &m);
 		else if (!err)
 			incident_dump_data(c, &m);
 		break;

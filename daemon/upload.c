@@ -4,7 +4,7 @@
  * checks that every piece follows the last one of the same dump and lies
  * inside it, grows the buffer as the bytes arrive, and says when the dump
  * is whole. What a dump may cost, and what is done with it, is its owner's
- * policy (incident.c, probe.c): the owner gives the limit at the first
+ * policy (incident.c, look.c): the owner gives the limit at the first
  * piece and a charge to pay before the buffer grows.
  */
 #include "daemon.h"
