@@ -56,6 +56,7 @@ struct MHD_Daemon;
 struct option;
 struct conn;
 struct incident;
+struct look_conn;
 
 /*
  * What the command line and the --config file set. Reloading the file
@@ -284,32 +285,64 @@ struct job {
 	uint64_t key_gen;
 };
 
-/* Dump bytes arriving from one connection for the incident being collected. */
+/*
+ * upload.c: a dump arriving in DUMP_DATA pieces, put back together; the one
+ * reassembler of incidents and live looks. Its owner says what a dump may
+ * cost (the limit, the charge to the memory budget) and what is done with
+ * it once whole.
+ */
 struct upload {
-	bool active;
-	char incident[FR_INCIDENT_MAX + 1];
+	bool active;                /* between upload_begin() and its end */
+	char id[FR_INCIDENT_MAX + 1]; /* the incident or live look it answers */
 	uint8_t *data;              /* grows with the pieces received */
 	size_t cap;
 	uint64_t total;
 	uint64_t received;
-	/* An incident upload's buffer is charged to the memory budget, and to
-	 * the job it is for, as it grows. */
-	struct job *job;
+	/* Bytes the owner charged to the memory budget for it, which the
+	 * owner gives back: upload_reset() does not. */
 	uint64_t charged;
 };
 
 /* An upload's first buffer; it doubles as pieces arrive. */
 #define UPLOAD_MIN_CAP (64u << 10)
+
+enum upload_step {
+	UPLOAD_ERROR = -1,          /* `why` says what is wrong; the owner resets it */
+	UPLOAD_MORE,
+	UPLOAD_COMPLETE,            /* upload_take() hands the bytes over */
+};
+
 /*
- * incident.c, for incidents and live looks: makes room in `up` for `len`
- * more bytes, doubling its buffer, never past the dump's total (which the
- * caller held to its limits when the upload began), so that announcing a
- * large total costs a peer nothing until the bytes arrive. Returns 0 or
- * -ENOMEM.
+ * What the owner pays before the buffer grows by `grow` bytes (0 when the
+ * piece fits) for a piece of `len` bytes: returns false, with the reason
+ * in `why`, to refuse the piece. Whatever it charged it adds to
+ * up->charged.
  */
-int upload_grow(struct upload *up, uint32_t len);
-/* The buffer size upload_grow() would give `up` for `len` more bytes. */
-size_t upload_grown_cap(const struct upload *up, uint32_t len);
+typedef bool upload_charge_fn(void *ctx, struct upload *up, uint64_t grow, uint32_t len,
+			      char *why, size_t cap);
+
+/*
+ * Starts a reset upload of dump `id`, of `total` bytes, at most `max`
+ * (`limit` names that limit in the refusal). Nothing is allocated: the
+ * buffer grows as the pieces arrive, never past `total`, so that
+ * announcing a large total costs a peer nothing. Returns 0, -EPROTO for an
+ * empty dump or -EMSGSIZE, with the reason in `why`.
+ */
+int upload_begin(struct upload *up, const char *id, uint64_t total, uint64_t max,
+		 const char *limit, char *why, size_t cap);
+/*
+ * Adds piece `m` (its id is the owner's to check), which must follow the
+ * bytes received: a gap, an overlap, a changed total, a piece past the end
+ * or of a dump never started is an error naming which. `charge` (NULL:
+ * none) is called once the piece is found in order, before the buffer
+ * grows.
+ */
+enum upload_step upload_append(struct upload *up, const struct fr_msg_dump_data *m,
+			       upload_charge_fn *charge, void *ctx, char *why, size_t cap);
+/* Hands a complete dump's bytes (the caller owns them) and resets `up`. */
+uint8_t *upload_take(struct upload *up, size_t *len);
+/* Frees what `up` holds and makes it ready for upload_begin(). */
+void upload_reset(struct upload *up);
 
 /* One agent connection. */
 struct conn {
@@ -331,19 +364,9 @@ struct conn {
 	bool said_hello;
 	struct job *job;
 	uint32_t rank;
-	struct upload up;
-	/*
-	 * probe.c: the live look asked of this agent and not answered yet
-	 * (one at a time, so that a rank that cannot answer collects no queue
-	 * of requests), and the dump arriving for it. Only a dump with the id
-	 * asked (`live_id`) is taken: an agent cannot upload a look nobody
-	 * asked for. `live_pending` counts the probes' slots waiting on it.
-	 */
-	bool live_asked;
-	uint64_t live_asked_mono;
-	char live_id[FR_INCIDENT_MAX + 1];
-	size_t live_pending;
-	struct upload live_up;
+	/* look.c's state of the live looks asked of this agent; NULL before
+	 * the first. Owned by look.c, freed when the connection closes. */
+	struct look_conn *live;
 };
 
 /* The service manager's notify socket ($NOTIFY_SOCKET), when there is one. */
@@ -557,7 +580,6 @@ void server_close_all(struct flightrecd *d);
 /* Closes an agent connection; the caller holds the lock. */
 void conn_close(struct conn *c);
 int conn_send_dump_request(struct conn *c, const char *incident, const char *reason);
-void conn_drop_upload(struct conn *c);
 
 /*
  * registry.c: frame handlers return 0 or a negative errno and name why.
@@ -703,31 +725,78 @@ struct MHD_Connection;
 int http_reply_doc(struct MHD_Connection *mc, unsigned status, json_t *doc);
 
 /*
- * probe.c: live looks at ranks for the debug server (GET
+ * handover.c: the one hand-over of an HTTP request to the event loop (a
+ * manual dump, a live look). The HTTP thread suspends the request and
+ * queues it; one uv_async wakes the loop, which calls its `take` under the
+ * daemon's lock; whoever answers it later, or at once, calls
+ * handover_finish(), which resumes it, and libmicrohttpd calls the handler
+ * again to reply. No HTTP thread waits on the loop. A request embeds
+ * struct handover as its first member; `take` and `free` are its owner's.
+ */
+struct handover {
+	struct handover *prev, *next;   /* every request between suspension and completion */
+	struct handover *next_queued;   /* the queue to the loop */
+	struct MHD_Connection *mc;
+	/* On the loop, under the daemon's lock: answers the request, now or
+	 * later, with handover_finish(). */
+	void (*take)(struct flightrecd *d, struct handover *h, uint64_t now_mono);
+	/* Frees the request once libmicrohttpd is done with it (any thread). */
+	void (*free)(struct handover *h);
+	/* The answer: set before the request is resumed. */
+	bool done;
+	unsigned status;
+	char error[192];
+};
+/* Starts the hand-over (its uv_async); before the HTTP threads exist. */
+int handover_start(struct flightrecd *d);
+/*
+ * Suspends the request of `mc` and queues `h` for the loop; the caller
+ * sets *req_cls to `h` and returns MHD_YES. -ESHUTDOWN when the loop takes
+ * no more requests (the daemon is stopping): nothing was done.
+ */
+int handover_submit(struct handover *h, struct MHD_Connection *mc);
+/* Answers `h` (error: NULL for none) and resumes its request. Any thread. */
+void handover_finish(struct handover *h, unsigned status, const char *error);
+/*
+ * The handler's call for a request it may have handed over: the request
+ * if `req_cls` is one (`done`: it was answered), else NULL.
+ */
+struct handover *handover_resumed(void *req_cls, bool *done);
+/* libmicrohttpd's completion callback's part: frees `req_cls` if it is a request handed over. */
+void handover_completed(void *req_cls);
+/* http_quiesce()'s part: no request is handed to the loop any more. */
+void handover_quiesce(void);
+/*
+ * After the loop stopped, before MHD_stop_daemon(): answers every request
+ * still waiting with 503 "the daemon is stopping", lets the answers go out
+ * (bounded), and closes the uv_async.
+ */
+void handover_stop(struct flightrecd *d);
+
+/*
+ * look.c: live looks at ranks for the debug server (GET
  * /v1/jobs/<job>/ranks/<rank>/stacks and .../trace, /v1/jobs/<job>/stacks).
- * A probe asks one rank, or every connected rank of a job, for a dump with
+ * A look asks one rank, or every connected rank of a job, for a dump with
  * a DUMP_REQUEST whose id has FR_WIRE_LIVE_PREFIX and the scope the look
  * needs (live-stacks-<n>, live-trace<N>-<n>), collects the answers in
  * memory and completes when every rank asked answered, went away, or
- * PROBE_TIMEOUT_NS passed. The event loop owns the probes; the HTTP thread
- * hands requests over and suspends them (libmicrohttpd), the loop resumes
- * them, and the HTTP thread parses the dumps and answers. Requests for the
- * same rank or job share a probe that asks for at least what they need,
- * and a result younger than PROBE_FRESH_NS that holds it answers without
+ * LOOK_TIMEOUT_NS passed. The event loop owns the looks; the HTTP thread
+ * hands requests over (handover.c), the loop answers them, and the HTTP
+ * thread parses the dumps and replies. Requests for the
+ * same rank or job share a look that asks for at least what they need,
+ * and a result younger than LOOK_FRESH_NS that holds it answers without
  * asking again.
  */
-#define PROBE_TIMEOUT_NS (5ull * NS_PER_S)
-#define PROBE_FRESH_NS (1ull * NS_PER_S)
+#define LOOK_TIMEOUT_NS (5ull * NS_PER_S)
+#define LOOK_FRESH_NS (1ull * NS_PER_S)
 struct MHD_Connection;
-/* Starts the hand-over to the loop; before the HTTP thread exists. */
-int probe_start(struct flightrecd *d);
-/* http_quiesce()'s part: no request is handed to the loop any more. */
-void probe_quiesce(void);
+/* Starts the looks' timer; before the HTTP threads exist. */
+int look_start(struct flightrecd *d);
 /*
- * Resumes every suspended request with "the daemon is stopping" and
- * forgets every probe; before MHD_stop_daemon(), after the loop stopped.
+ * Forgets every look and result; after handover_stop() answered the
+ * requests waiting on them, before MHD_stop_daemon().
  */
-void probe_stop(struct flightrecd *d);
+void look_stop(struct flightrecd *d);
 struct route;
 /*
  * The HTTP handler of the three routes: answers at once (a bad request, an
@@ -735,28 +804,23 @@ struct route;
  * Called again for the same request once the loop resumed it, with the
  * *req_cls it set. Returns an enum MHD_Result.
  */
-int probe_http(struct flightrecd *d, struct MHD_Connection *mc, const struct route *r,
-	       void **req_cls);
-/*
- * libmicrohttpd's completion callback's part: frees the request if
- * `req_cls` is one of the live looks' (anything else is left alone).
- */
-void probe_http_completed(void *req_cls);
+int look_http(struct flightrecd *d, struct MHD_Connection *mc, const struct route *r,
+	      void **req_cls);
 /* DUMP_DATA whose id has FR_WIRE_LIVE_PREFIX; the caller holds the lock. */
-void probe_dump_data(struct conn *c, const struct fr_msg_dump_data *m);
+void look_dump_data(struct conn *c, const struct fr_msg_dump_data *m);
 /* The connection closes: its live look fails. The caller holds the lock. */
-void probe_conn_closed(struct conn *c);
+void look_conn_closed(struct conn *c);
 /* What /metrics says of live looks; any thread, no lock. */
-struct probe_metrics {
+struct look_metrics {
 	uint64_t requests;          /* HTTP requests for live looks */
-	uint64_t shared;            /* of those, answered by another's probe or a fresh result */
+	uint64_t shared;            /* of those, answered by another's look or a fresh result */
 	uint64_t dump_requests;     /* DUMP_REQUESTs sent for them */
-	uint64_t timeouts;          /* ranks that did not answer one in PROBE_TIMEOUT_NS */
+	uint64_t timeouts;          /* ranks that did not answer one in LOOK_TIMEOUT_NS */
 	uint64_t bytes;             /* dump bytes received for them */
 	uint64_t bytes_held;        /* dump bytes arriving or held now */
 	uint64_t ignored;           /* live uploads nobody asked for, ignored */
 };
-void probe_metrics(struct probe_metrics *out);
+void look_metrics(struct look_metrics *out);
 
 /*
  * http_incidents.c: an incident directory's files for the HTTP API, read

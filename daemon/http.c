@@ -12,7 +12,8 @@
  * The one request that acts, POST /v1/jobs/<job>/dump (a manual incident),
  * needs the daemon's token as a bearer token. It is carried out on the
  * event loop, which owns the state and the agents' connections: the
- * handler hands it over (uv_async) and waits, bounded, for the answer.
+ * handler hands it over (handover.c) and replies once the loop answered,
+ * without waiting for it.
  */
 #include "daemon.h"
 #include "access.h"
@@ -27,7 +28,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
-#include <time.h>
 
 #include <microhttpd.h>
 
@@ -35,47 +35,31 @@
 #define HTTP_CONNECTION_TIMEOUT_S 10
 /*
  * HTTP threads: a request that takes long to answer (a live look's dumps
- * parsed, a manual dump waiting on the loop) holds one of them, and
- * /healthz is answered by another.
+ * parsed, a big job's view) holds one of them, and /healthz is answered
+ * by another.
  */
 #define HTTP_THREADS 4
 /*
  * Requests whose handler works long on its HTTP thread (a big job's view
- * made into JSON, a manual dump waiting for the loop): at most this many
+ * made into JSON): at most this many
  * at once, the others get 503, so that one thread is always free to
  * accept and answer /healthz. libmicrohttpd's pool has each thread accept
  * and serve its own connections: with all four in such handlers (four
  * GETs of a big job), /healthz waited in the listen backlog for seconds.
  */
 #define HTTP_HEAVY_MAX (HTTP_THREADS - 1)
-/* How long a manual dump request waits for the event loop to open it. */
-#define DUMP_CALL_TIMEOUT_S 5
-
 /*
- * A manual dump request handed from the HTTP thread to the event loop, one
- * at a time; everything but `async` is guarded by `lock`. One daemon per
- * process, like the loop it belongs to.
+ * A manual dump request handed to the event loop (handover.c), and what
+ * the loop answered: h.status and h.error, and for 202 the incident.
  */
-static struct {
-	pthread_mutex_t lock;
-	pthread_cond_t cond;
-	uv_async_t async;
-	bool ready;                 /* async is initialised and open */
-	bool busy;                  /* a request is being carried out */
-	uint64_t asked;             /* requests handed over ... */
-	uint64_t answered;          /* ... and answered (the loop is done with it) */
+struct dump_req {
+	struct handover h;
 	char job[FR_JOB_MAX + 1];
 	char client[INET6_ADDRSTRLEN + 8]; /* who asked, for the log */
-	/* The answer. */
-	unsigned status;
 	char incident[FR_INCIDENT_MAX + 1];
 	char path[1024];
 	uint32_t requested;
 	uint64_t retry_after_s;     /* 429: when the job may open an incident */
-	char error[160];
-} dump_call = {
-	.lock = PTHREAD_MUTEX_INITIALIZER,
-	.cond = PTHREAD_COND_INITIALIZER,
 };
 
 /* What a request that passed the first call keeps between calls. */
@@ -195,7 +179,7 @@ static uint64_t incidents_open(const struct flightrecd *d)
 static void write_metrics(struct flightrecd *d, FILE *f)
 {
 	const struct daemon_metrics *m = &d->m;
-	struct probe_metrics pm;
+	struct look_metrics pm;
 
 	metric(f, "up", "gauge", "Whether the daemon is running.", 1);
 	metric(f, "connections", "gauge", "Open agent connections.", d->nconns);
@@ -278,7 +262,7 @@ static void write_metrics(struct flightrecd *d, FILE *f)
 	metric(f, "incident_write_errors_total", "counter",
 	       "Incident files or directories that could not be written.",
 	       m->incident_write_errors);
-	probe_metrics(&pm);
+	look_metrics(&pm);
 	metric(f, "live_requests_total", "counter",
 	       "HTTP requests for live looks (stacks and traces of running ranks).", pm.requests);
 	metric(f, "live_shared_total", "counter",
@@ -796,24 +780,22 @@ static enum MHD_Result handle_incident_file(struct flightrecd *d, struct MHD_Con
 /*
  * Carries out a manual dump request on the event loop: opens an incident
  * for the job as the watchdog would, with reason "manual" and no trigger
- * rank, and answers through dump_call. The watchdog's memory of the last
+ * rank, and answers the request. The watchdog's memory of the last
  * stuck state it reported is left as it was, so that a manual incident
  * neither hides a hang from it nor makes it report one twice.
  */
-static void dump_call_run(struct flightrecd *d, const char *id, const char *client)
+static void dump_take(struct flightrecd *d, struct handover *h, uint64_t now_mono)
 {
+	struct dump_req *dr = (struct dump_req *)h;
+	const char *id = dr->job;
 	struct incident_trigger t = { .reason = "manual", .rank = -1 };
 	struct fr_verdict v = { 0 };
 	struct live_view lv;
 	struct job *job;
 	unsigned status = MHD_HTTP_ACCEPTED;
-	char error[sizeof(dump_call.error)] = "";
-	char incident[FR_INCIDENT_MAX + 1] = "";
-	char path[sizeof(dump_call.path)] = "";
-	uint32_t requested = 0;
+	char error[sizeof(h->error)] = "";
 	uint64_t retry_after = 0;
 
-	pthread_mutex_lock(&d->lock);
 	job = registry_job_find(d, id);
 	if (d->stopping) {
 		status = MHD_HTTP_SERVICE_UNAVAILABLE;
@@ -828,7 +810,7 @@ static void dump_call_run(struct flightrecd *d, const char *id, const char *clie
 	} else if (!job->nconnected) {
 		status = MHD_HTTP_CONFLICT;
 		snprintf(error, sizeof(error), "no rank of the job is connected");
-	} else if (!incident_rate_allows(d, job, daemon_mono_ns(), &retry_after)) {
+	} else if (!incident_rate_allows(d, job, now_mono, &retry_after)) {
 		/* A script asking in a loop must not fill the disk either. */
 		incident_suppress(d, job, "manual", retry_after);
 		status = MHD_HTTP_TOO_MANY_REQUESTS;
@@ -865,46 +847,21 @@ static void dump_call_run(struct flightrecd *d, const char *id, const char *clie
 		} else {
 			const struct incident_record *rec = &job->records[job->nrecords - 1];
 
-			snprintf(incident, sizeof(incident), "%s", rec->id);
-			snprintf(path, sizeof(path), "%s/%s/%s", d->cfg.dump_dir, job->id, rec->id);
-			requested = rec->requested;
+			snprintf(dr->incident, sizeof(dr->incident), "%s", rec->id);
+			snprintf(dr->path, sizeof(dr->path), "%s/%s/%s", d->cfg.dump_dir, job->id,
+				 rec->id);
+			dr->requested = rec->requested;
 			daemon_log("incident %s of job %s was asked for over HTTP by %s", rec->id,
-				   job->id, client);
+				   job->id, dr->client);
 		}
 	}
-	pthread_mutex_unlock(&d->lock);
-
-	pthread_mutex_lock(&dump_call.lock);
-	dump_call.status = status;
-	memcpy(dump_call.error, error, sizeof(error));
-	memcpy(dump_call.incident, incident, sizeof(incident));
-	memcpy(dump_call.path, path, sizeof(path));
-	dump_call.requested = requested;
-	dump_call.retry_after_s = retry_after;
-	dump_call.answered = dump_call.asked;
-	pthread_cond_broadcast(&dump_call.cond);
-	pthread_mutex_unlock(&dump_call.lock);
+	dr->retry_after_s = retry_after;
+	handover_finish(h, status, error[0] ? error : NULL);
 }
 
-static void on_dump_call(uv_async_t *a)
+static void dump_free(struct handover *h)
 {
-	char job[FR_JOB_MAX + 1];
-	char client[sizeof(dump_call.client)];
-	bool pending;
-
-	pthread_mutex_lock(&dump_call.lock);
-	pending = dump_call.answered != dump_call.asked;
-	memcpy(job, dump_call.job, sizeof(job));
-	memcpy(client, dump_call.client, sizeof(client));
-	pthread_mutex_unlock(&dump_call.lock);
-	if (pending)
-		dump_call_run(a->data, job, client);
-}
-
-/* Waits until `t` (CLOCK_REALTIME, as pthread_cond_timedwait wants). */
-static int dump_call_wait(const struct timespec *t)
-{
-	return pthread_cond_timedwait(&dump_call.cond, &dump_call.lock, t);
+	free(h);
 }
 
 /*
@@ -921,67 +878,57 @@ static enum MHD_Result dump_reply_limited(struct MHD_Connection *mc, json_t *doc
 				    MHD_HTTP_HEADER_RETRY_AFTER, retry);
 }
 
-/* Hands a validated job id to the loop and answers with what it did. */
-static enum MHD_Result handle_dump(struct MHD_Connection *mc, const char *id)
+/*
+ * Hands a validated job id to the loop, and once the loop answered (the
+ * handler's next call, the same *req_cls), replies with what it did.
+ */
+static enum MHD_Result handle_dump(struct MHD_Connection *mc, const char *id, void **req_cls)
 {
-	struct timespec deadline;
-	uint64_t mine;
 	const union MHD_ConnectionInfo *info;
-	uint64_t retry_after;
+	struct dump_req *dr;
 	unsigned status;
-	size_t n;
 	json_t *doc;
-	int err = 0;
+	bool done;
+	size_t n;
 
-	clock_gettime(CLOCK_REALTIME, &deadline);
-	deadline.tv_sec += DUMP_CALL_TIMEOUT_S;
-	pthread_mutex_lock(&dump_call.lock);
-	while (dump_call.ready && dump_call.busy && err == 0)
-		err = dump_call_wait(&deadline);
-	if (!dump_call.ready || err) {
-		pthread_mutex_unlock(&dump_call.lock);
-		return http_error(mc, MHD_HTTP_SERVICE_UNAVAILABLE, "the daemon is busy or stopping");
+	dr = (struct dump_req *)handover_resumed(*req_cls, &done);
+	if (!dr) {
+		dr = calloc(1, sizeof(*dr));
+		if (!dr)
+			return http_error(mc, MHD_HTTP_INTERNAL_SERVER_ERROR, "out of memory");
+		dr->h.take = dump_take;
+		dr->h.free = dump_free;
+		/* A valid name: at most FR_JOB_MAX bytes. */
+		n = strnlen(id, FR_JOB_MAX);
+		memcpy(dr->job, id, n);
+		dr->job[n] = '\0';
+		info = MHD_get_connection_info(mc, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
+		if (!info || !info->client_addr ||
+		    daemon_format_addr(info->client_addr, dr->client, sizeof(dr->client)))
+			snprintf(dr->client, sizeof(dr->client), "an unknown client");
+		if (handover_submit(&dr->h, mc)) {
+			free(dr);
+			return http_error(mc, MHD_HTTP_SERVICE_UNAVAILABLE,
+					  "the daemon is busy or stopping");
+		}
+		*req_cls = dr;
+		return MHD_YES;
 	}
-	dump_call.busy = true;
-	mine = ++dump_call.asked;
-	/* A valid name: at most FR_JOB_MAX bytes. */
-	n = strnlen(id, FR_JOB_MAX);
-	memcpy(dump_call.job, id, n);
-	dump_call.job[n] = '\0';
-	info = MHD_get_connection_info(mc, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
-	if (!info || !info->client_addr ||
-	    daemon_format_addr(info->client_addr, dump_call.client, sizeof(dump_call.client)))
-		snprintf(dump_call.client, sizeof(dump_call.client), "an unknown client");
-	uv_async_send(&dump_call.async);
-	while (dump_call.ready && dump_call.answered != mine && err == 0)
-		err = dump_call_wait(&deadline);
-	if (dump_call.answered != mine) {
-		/* The loop may still carry it out: the answer is lost, not the dump. */
-		dump_call.answered = mine;
-		dump_call.busy = false;
-		pthread_cond_broadcast(&dump_call.cond);
-		pthread_mutex_unlock(&dump_call.lock);
-		return http_error(mc, MHD_HTTP_SERVICE_UNAVAILABLE,
-				  "the event loop did not answer in time");
-	}
-	status = dump_call.status;
+	if (!done)
+		return http_error(mc, MHD_HTTP_INTERNAL_SERVER_ERROR, "resumed before its answer");
+	status = dr->h.status;
 	if (status == MHD_HTTP_ACCEPTED)
-		doc = json_pack("{s:s, s:s, s:s, s:I}", "job", id, "incident", dump_call.incident,
-				"path", dump_call.path, "ranks_requested",
-				(json_int_t)dump_call.requested);
+		doc = json_pack("{s:s, s:s, s:s, s:I}", "job", dr->job, "incident", dr->incident,
+				"path", dr->path, "ranks_requested", (json_int_t)dr->requested);
 	else if (status == MHD_HTTP_TOO_MANY_REQUESTS)
-		doc = json_pack("{s:s, s:I}", "error", dump_call.error, "retry_after_s",
-				(json_int_t)dump_call.retry_after_s);
+		doc = json_pack("{s:s, s:I}", "error", dr->h.error, "retry_after_s",
+				(json_int_t)dr->retry_after_s);
 	else
-		doc = json_pack("{s:s}", "error", dump_call.error);
-	retry_after = dump_call.retry_after_s;
-	dump_call.busy = false;
-	pthread_cond_broadcast(&dump_call.cond);
-	pthread_mutex_unlock(&dump_call.lock);
+		doc = json_pack("{s:s}", "error", dr->h.error);
 	if (!doc)
 		return MHD_NO;
 	if (status == MHD_HTTP_TOO_MANY_REQUESTS)
-		return dump_reply_limited(mc, doc, retry_after);
+		return dump_reply_limited(mc, doc, dr->retry_after_s);
 	return http_reply_json(mc, status, doc);
 }
 
@@ -1035,14 +982,13 @@ static bool announces_body(struct MHD_Connection *mc)
 
 /*
  * Whether a request's handler may work long on its HTTP thread: those that
- * build a job's live view (its size grows with the job's) and the manual
- * dump (it waits for the event loop). A live look's work is bounded by
- * PROBE_MEMORY_MAX and it is suspended while it waits.
+ * build a job's live view (its size grows with the job's). A live look's
+ * work is bounded by LOOK_MEMORY_MAX, and it and the manual dump are
+ * suspended while the loop works on them (handover.c).
  */
 static bool route_heavy(enum route_kind kind)
 {
-	return kind == ROUTE_JOBS || kind == ROUTE_JOB || kind == ROUTE_JOB_ANALYSIS ||
-	       kind == ROUTE_JOB_DUMP;
+	return kind == ROUTE_JOBS || kind == ROUTE_JOB || kind == ROUTE_JOB_ANALYSIS;
 }
 
 /* Takes one of the HTTP_HEAVY_MAX places; false when all are taken. */
@@ -1086,7 +1032,7 @@ static enum MHD_Result route_answer(struct flightrecd *d, struct MHD_Connection 
 	case ROUTE_JOB_INCIDENTS:
 		return handle_job(d, mc, r->job, true);
 	case ROUTE_JOB_DUMP:
-		return handle_dump(mc, r->job);
+		return handle_dump(mc, r->job, req_cls);
 	case ROUTE_JOB_ANALYSIS:
 		return handle_analysis(d, mc, r->job);
 	case ROUTE_INCIDENT:
@@ -1096,7 +1042,7 @@ static enum MHD_Result route_answer(struct flightrecd *d, struct MHD_Connection 
 	case ROUTE_RANK_STACKS:
 	case ROUTE_RANK_TRACE:
 	case ROUTE_JOB_STACKS:
-		return (enum MHD_Result)probe_http(d, mc, r, req_cls);
+		return (enum MHD_Result)look_http(d, mc, r, req_cls);
 	default:
 		return http_error(mc, MHD_HTTP_NOT_FOUND, r->error ? r->error : "not found");
 	}
@@ -1174,7 +1120,7 @@ static void on_mhd_log(void *cls, const char *fmt, va_list ap)
 	ratelog("http", kind, "http: %s", msg);
 }
 
-/* A request is over (answered, or its client gone): a live look's is freed. */
+/* A request is over (answered, or its client gone): one handed to the loop is freed. */
 static void on_completed(void *cls, struct MHD_Connection *mc, void **req_cls,
 			 enum MHD_RequestTerminationCode toe)
 {
@@ -1182,13 +1128,13 @@ static void on_completed(void *cls, struct MHD_Connection *mc, void **req_cls,
 	(void)toe;
 	http_conns_request_end(mc);
 	if (*req_cls && *req_cls != &request_seen)
-		probe_http_completed(*req_cls);
+		handover_completed(*req_cls);
 }
 
 int http_start(struct flightrecd *d)
 {
 	const struct sockaddr *sa = (const struct sockaddr *)&d->cfg.http_addr;
-	/* Live looks suspend their request while a rank answers (probe.c). */
+	/* Live looks suspend their request while a rank answers (look.c). */
 	unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_AUTO | MHD_USE_ERROR_LOG |
 			 MHD_ALLOW_SUSPEND_RESUME;
 	const union MHD_DaemonInfo *info;
@@ -1198,18 +1144,12 @@ int http_start(struct flightrecd *d)
 		flags |= MHD_USE_IPv6;
 	daemon_format_addr(sa, addr, sizeof(addr));
 	/* Before the HTTP thread exists: it may hand requests over at once. */
-	if (uv_async_init(d->loop, &dump_call.async, on_dump_call)) {
+	if (handover_start(d)) {
 		daemon_log("cannot start the HTTP API's link to the event loop");
 		return -1;
 	}
-	dump_call.async.data = d;
-	/* Never what keeps the loop running; http_stop() closes it. */
-	uv_unref((uv_handle_t *)&dump_call.async);
-	pthread_mutex_lock(&dump_call.lock);
-	dump_call.ready = true;
-	pthread_mutex_unlock(&dump_call.lock);
-	if (probe_start(d)) {
-		daemon_log("cannot start the live looks' link to the event loop");
+	if (look_start(d)) {
+		daemon_log("cannot start the live looks' timer");
 		return -1;
 	}
 	if (http_conns_start()) {
@@ -1240,41 +1180,19 @@ int http_start(struct flightrecd *d)
 	return 0;
 }
 
-static void on_async_closed(uv_handle_t *h)
-{
-	(void)h;
-}
-
 void http_quiesce(void)
 {
-	/* Under the lock, so that no HTTP thread is between its check of
-	 * `ready` and its uv_async_send(). */
-	pthread_mutex_lock(&dump_call.lock);
-	dump_call.ready = false;
-	pthread_cond_broadcast(&dump_call.cond);
-	pthread_mutex_unlock(&dump_call.lock);
-	probe_quiesce();
+	handover_quiesce();
 }
 
 void http_stop(struct flightrecd *d)
 {
-	bool was_ready;
-
-	/* A request waiting on the loop, which no longer runs, gives up now. */
-	pthread_mutex_lock(&dump_call.lock);
-	was_ready = dump_call.ready;
-	dump_call.ready = false;
-	pthread_cond_broadcast(&dump_call.cond);
-	pthread_mutex_unlock(&dump_call.lock);
-	/* libmicrohttpd must not stop with a request suspended: the live looks
-	 * still waiting are resumed (and answered) first. */
-	probe_stop(d);
+	/* libmicrohttpd must not stop with a request suspended: those still
+	 * waiting on the loop, which no longer runs, are answered first. */
+	handover_stop(d);
+	look_stop(d);
 	if (d->http)
 		MHD_stop_daemon(d->http);
 	d->http = NULL;
 	http_conns_stop();
-	if (was_ready && !uv_is_closing((uv_handle_t *)&dump_call.async)) {
-		uv_close((uv_handle_t *)&dump_call.async, on_async_closed);
-		uv_run(d->loop, UV_RUN_NOWAIT);
-	}
 }

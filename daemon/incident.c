@@ -55,6 +55,10 @@ struct incident_rank {
 	bool dumped;        /* sent a valid dump */
 	bool written;       /* rank-N.json is on disk */
 	char *error;        /* owned; why the dump is invalid or was not written */
+	/* Its dump arriving, while the answer is pending; NULL before the
+	 * first piece. Its buffer is charged to the memory budget, and to the
+	 * job, as it grows. */
+	struct upload *up;
 };
 
 struct incident {
@@ -149,10 +153,23 @@ static void incident_update_record(struct incident *inc)
 	incident_count(inc, &rec->answered, &rec->requested);
 }
 
+/* Lets a rank's dump arriving go, with the memory budget's charge for it. */
+static void rank_drop_upload(struct incident *inc, struct incident_rank *ir)
+{
+	if (!ir->up)
+		return;
+	budget_release_job(inc->job, BUDGET_UPLOADS, ir->up->charged);
+	upload_reset(ir->up);
+	free(ir->up);
+	ir->up = NULL;
+}
+
 static void incident_free(struct incident *inc)
 {
-	for (uint32_t i = 0; inc->ranks && i < inc->world_size; i++)
+	for (uint32_t i = 0; inc->ranks && i < inc->world_size; i++) {
+		rank_drop_upload(inc, &inc->ranks[i]);
 		free(inc->ranks[i].error);
+	}
 	free(inc->ranks);
 	json_decref(inc->verdict);
 	live_view_free(&inc->snapshot);
@@ -421,6 +438,8 @@ void incident_rank_joined(struct incident *inc, struct conn *c)
 	a = inc->ranks[c->rank].answer;
 	if (a == ANSWER_RECEIVED || a == ANSWER_INVALID || a == ANSWER_WRITING)
 		return;
+	/* A new connection of the rank sends its dump from the start. */
+	rank_drop_upload(inc, &inc->ranks[c->rank]);
 	incident_request(inc, c);
 	incident_update_record(inc);
 }
@@ -435,6 +454,7 @@ void incident_rank_left(struct incident *inc, uint32_t rank, bool finished)
 	if (ir->answer != ANSWER_PENDING)
 		return;
 	ir->answer = finished ? ANSWER_FINISHED : ANSWER_DISCONNECTED;
+	rank_drop_upload(inc, ir);
 	incident_check_done(inc);
 }
 
@@ -457,14 +477,14 @@ static void incident_give_up(struct incident *inc, uint32_t rank)
 		return;
 	if (!c) {
 		ir->answer = ANSWER_DISCONNECTED;
+		rank_drop_upload(inc, ir);
 		return;
 	}
 	ir->answer = ANSWER_UNRESPONSIVE;
-	if (c->up.active && strcmp(c->up.incident, inc->id) == 0) {
+	if (ir->up && ir->up->active)
 		rank_set_error(ir, "upload incomplete: %" PRIu64 " of %" PRIu64 " bytes received",
-			       c->up.received, c->up.total);
-		conn_drop_upload(c);
-	}
+			       ir->up->received, ir->up->total);
+	rank_drop_upload(inc, ir);
 }
 
 static void incident_finish(struct incident *inc);
@@ -687,29 +707,29 @@ static void dump_after(uv_work_t *req, int status)
 }
 
 /* The last piece arrived: validate and write the dump off the loop. */
-static void upload_complete(struct incident *inc, struct conn *c)
+static void upload_complete(struct incident *inc, uint32_t rank)
 {
-	struct incident_rank *ir = &inc->ranks[c->rank];
+	struct incident_rank *ir = &inc->ranks[rank];
 	struct dump_write *w = calloc(1, sizeof(*w));
 
 	if (!w) {
 		ir->answer = ANSWER_INVALID;
 		rank_set_error(ir, "out of memory");
-		conn_drop_upload(c);
+		rank_drop_upload(inc, ir);
 		incident_check_done(inc);
 		return;
 	}
 	w->req.data = w;
 	w->inc = inc;
-	w->rank = c->rank;
+	w->rank = rank;
 	snprintf(w->job, sizeof(w->job), "%s", inc->job->id);
-	snprintf(w->path, sizeof(w->path), "%s/rank-%" PRIu32 ".json", inc->dir, c->rank);
-	w->data = c->up.data;
-	w->len = (size_t)c->up.total;
+	snprintf(w->path, sizeof(w->path), "%s/rank-%" PRIu32 ".json", inc->dir, rank);
 	/* The budget's charge goes with the bytes, until they are written. */
-	w->charged_job = c->up.job;
-	w->charged = c->up.charged;
-	memset(&c->up, 0, sizeof(c->up));
+	w->charged_job = inc->job;
+	w->charged = ir->up->charged;
+	w->data = upload_take(ir->up, &w->len);
+	free(ir->up);
+	ir->up = NULL;
 	ir->answer = ANSWER_WRITING;
 	inc->writes++;
 	inc->d->m.dumps_received++;
@@ -719,153 +739,99 @@ static void upload_complete(struct incident *inc, struct conn *c)
 	}
 }
 
-static void upload_reject(struct incident *inc, struct conn *c, const char *fmt, ...)
-	__attribute__((format(printf, 3, 4)));
-
-/* Refuses a rank's upload: its answer becomes invalid, the connection stays. */
-static void upload_reject(struct incident *inc, struct conn *c, const char *fmt, ...)
+/* Refuses a rank's upload for `why`: its answer becomes invalid, the connection stays. */
+static void upload_reject(struct incident *inc, uint32_t rank, const char *why)
 {
-	struct incident_rank *ir = &inc->ranks[c->rank];
-	char msg[256];
-	va_list ap;
+	struct incident_rank *ir = &inc->ranks[rank];
 
-	va_start(ap, fmt);
-	vsnprintf(msg, sizeof(msg), fmt, ap);
-	va_end(ap);
 	inc->d->m.dumps_rejected++;
 	ir->answer = ANSWER_INVALID;
-	rank_set_error(ir, "%s", msg);
+	rank_set_error(ir, "%s", why);
 	/* Once per job a minute: every rank of a job may send one too big. */
 	ratelog("dump upload", inc->job->id,
 		"rejected the dump of job %s rank %" PRIu32 " for incident %s: %s", inc->job->id,
-		c->rank, inc->id, msg);
-	conn_drop_upload(c);
+		rank, inc->id, why);
+	rank_drop_upload(inc, ir);
 	incident_update_record(inc);
 	incident_check_done(inc);
 }
 
-static int upload_start(struct incident *inc, struct conn *c, const struct fr_msg_dump_data *m)
-{
-	uint64_t max = inc->d->cfg.max_dump_size;
-
-	conn_drop_upload(c);
-	if (m->total == 0) {
-		upload_reject(inc, c, "empty dump");
-		return -EPROTO;
-	}
-	if (m->total > max) {
-		upload_reject(inc, c, "dump of %" PRIu64 " bytes is over --max-dump-size %" PRIu64,
-			      m->total, max);
-		return -EMSGSIZE;
-	}
-	/* No buffer yet: it grows with what actually arrives (upload_grow()),
-	 * so that announcing a large total costs a peer nothing. */
-	c->up.active = true;
-	c->up.total = m->total;
-	c->up.job = inc->job;
-	snprintf(c->up.incident, sizeof(c->up.incident), "%s", inc->id);
-	return 0;
-}
-
-size_t upload_grown_cap(const struct upload *up, uint32_t len)
-{
-	size_t need = (size_t)up->received + len;
-	size_t cap = up->cap ? up->cap : UPLOAD_MIN_CAP;
-
-	if (need <= up->cap)
-		return up->cap;
-	while (cap < need)
-		cap *= 2;
-	if (cap > up->total)
-		cap = (size_t)up->total;
-	return cap;
-}
-
-/* Declared in daemon.h: live looks' uploads (probe.c) grow the same way. */
-int upload_grow(struct upload *up, uint32_t len)
-{
-	size_t cap = upload_grown_cap(up, len);
-	uint8_t *data;
-
-	if (cap == up->cap)
-		return 0;
-	data = realloc(up->data, cap);
-	if (!data)
-		return -ENOMEM;
-	up->data = data;
-	up->cap = cap;
-	return 0;
-}
-
 /*
- * Charges the memory budget for what upload_grow() is about to add to the
- * connection's buffer. Over the budget (the daemon's, or half of it for
- * the job), the upload is refused: the rank's dump is recorded as refused
- * with the reason, the memory held by others stays, and the connection
- * stays too (the daemon asked for this dump: the rank is no offender).
+ * Charges the memory budget for what the upload's buffer is about to
+ * grow by. Over the budget (the daemon's, or half of it for the job), the
+ * upload is refused: the rank's dump is recorded as refused with the
+ * reason, the memory held by others stays, and the connection stays too
+ * (the daemon asked for this dump: the rank is no offender).
  */
-static bool incident_upload_charge(struct conn *c, uint32_t len)
+static bool upload_charge(void *ctx, struct upload *up, uint64_t grow, uint32_t len, char *why,
+			  size_t cap)
 {
-	struct upload *up = &c->up;
-	uint64_t more = upload_grown_cap(up, len) - up->cap;
-	struct incident *inc = c->job->active;
+	struct incident *inc = ctx;
 
-	if (!more || budget_charge_job(up->job, BUDGET_UPLOADS, more)) {
-		up->charged += more;
+	(void)len;
+	if (!grow || budget_charge_job(inc->job, BUDGET_UPLOADS, grow)) {
+		up->charged += grow;
 		return true;
 	}
-	upload_reject(inc, c,
-		      "over the daemon's memory budget (--max-memory %" PRIu64
-		      "): %" PRIu64 " more bytes of a dump of %" PRIu64 " refused",
-		      budget_max(), more, up->total);
+	snprintf(why, cap,
+		 "over the daemon's memory budget (--max-memory %" PRIu64 "): %" PRIu64
+		 " more bytes of a dump of %" PRIu64 " refused",
+		 budget_max(), grow, up->total);
 	return false;
 }
 
-static void dump_ignore(struct conn *c, const struct fr_msg_dump_data *m)
+/*
+ * The first piece of a rank's dump: whatever arrived before is let go,
+ * and the dump's size must fit --max-dump-size.
+ */
+static int upload_start(struct incident *inc, uint32_t rank, const struct fr_msg_dump_data *m)
 {
-	if (c->up.active && strcmp(c->up.incident, m->incident) == 0)
-		conn_drop_upload(c);
-	if (m->offset == 0)
-		daemon_log("ignoring a dump from job %s rank %" PRIu32 " for incident %s: not being collected from it",
-			   c->job->id, c->rank, m->incident);
+	struct incident_rank *ir = &inc->ranks[rank];
+	char why[256];
+	int err;
+
+	rank_drop_upload(inc, ir);
+	ir->up = calloc(1, sizeof(*ir->up));
+	if (!ir->up) {
+		upload_reject(inc, rank, "out of memory");
+		return -ENOMEM;
+	}
+	err = upload_begin(ir->up, inc->id, m->total, inc->d->cfg.max_dump_size,
+			   "--max-dump-size", why, sizeof(why));
+	if (err)
+		upload_reject(inc, rank, why);
+	return err;
 }
 
 void incident_dump_data(struct conn *c, const struct fr_msg_dump_data *m)
 {
 	struct incident *inc = c->job ? c->job->active : NULL;
-	struct upload *up = &c->up;
+	struct upload none = { 0 };
+	struct incident_rank *ir;
+	char why[256];
 
 	if (!c->job)
 		return;
 	if (!incident_collecting(inc) || strcmp(inc->id, m->incident) != 0 ||
 	    c->rank >= inc->world_size || inc->ranks[c->rank].answer != ANSWER_PENDING) {
-		dump_ignore(c, m);
+		if (m->offset == 0)
+			daemon_log("ignoring a dump from job %s rank %" PRIu32 " for incident %s: not being collected from it",
+				   c->job->id, c->rank, m->incident);
 		return;
 	}
-	if (m->offset == 0 && upload_start(inc, c, m))
+	ir = &inc->ranks[c->rank];
+	if (m->offset == 0 && upload_start(inc, c->rank, m))
 		return;
-	if (!up->active) {
-		upload_reject(inc, c, "piece at offset %" PRIu64 " of a dump never started", m->offset);
-		return;
+	switch (upload_append(ir->up ? ir->up : &none, m, upload_charge, inc, why, sizeof(why))) {
+	case UPLOAD_ERROR:
+		upload_reject(inc, c->rank, why);
+		break;
+	case UPLOAD_COMPLETE:
+		upload_complete(inc, c->rank);
+		break;
+	case UPLOAD_MORE:
+		break;
 	}
-	if (m->offset != up->received || m->total != up->total ||
-	    m->len > up->total - up->received) {
-		upload_reject(inc, c, "piece of %" PRIu32 " bytes at offset %" PRIu64 " of %" PRIu64 " out of order (expected offset %" PRIu64 " of %" PRIu64 ")",
-			      m->len, m->offset, m->total, up->received, up->total);
-		return;
-	}
-	if (!incident_upload_charge(c, m->len))
-		return;
-	if (upload_grow(up, m->len)) {
-		upload_reject(inc, c, "out of memory for %" PRIu64 " bytes of a dump of %" PRIu64,
-			      up->received + m->len, up->total);
-		return;
-	}
-	if (m->len)
-		memcpy(up->data + up->received, m->data, m->len);
-	up->received += m->len;
-	if (up->received == up->total)
-		upload_complete(inc, c);
 }
 
 json_t *incident_records_json(const struct flightrecd *d, const struct job *job)

@@ -202,7 +202,6 @@ static void on_conn_closed(uv_handle_t *h)
 		c->next->prev = c->prev;
 	d->nconns--;
 	pthread_mutex_unlock(&d->lock);
-	free(c->up.data);
 	free(c->buf);
 	free(server_conn(c));
 }
@@ -262,13 +261,6 @@ static bool server_evict_pending(struct flightrecd *d, const char *why)
 	return true;
 }
 
-void conn_drop_upload(struct conn *c)
-{
-	budget_release_job(c->up.job, BUDGET_UPLOADS, c->up.charged);
-	free(c->up.data);
-	memset(&c->up, 0, sizeof(c->up));
-}
-
 void conn_close(struct conn *c)
 {
 	if (c->closing)
@@ -276,8 +268,7 @@ void conn_close(struct conn *c)
 	c->closing = true;
 	conn_hello_settled(c);
 	registry_conn_lost(c->d, c);
-	conn_drop_upload(c);
-	probe_conn_closed(c);
+	look_conn_closed(c);
 	uv_read_stop((uv_stream_t *)&c->tcp);
 	uv_close((uv_handle_t *)&c->tcp, on_conn_closed);
 }
@@ -619,10 +610,10 @@ static void conn_dispatch(struct conn *c, const struct fr_wire_header *h, const 
 		struct fr_msg_dump_data m;
 
 		err = fr_wire_dump_data_decode(p, h->length, &m);
-		/* A live look's dump goes to the probes, never to an incident. */
+		/* A live look's dump goes to the live looks, never to an incident. */
 		if (!err && strncmp(m.incident, FR_WIRE_LIVE_PREFIX,
 				    sizeof(FR_WIRE_LIVE_PREFIX) - 1) == 0)
-			probe_dump_data(c, &m);
+			look_dump_data(c, &m);
 		else if (!err)
 			incident_dump_data(c, &m);
 		break;

@@ -10,12 +10,12 @@
  * whose id starts with FR_WIRE_LIVE_PREFIX, answered with DUMP_DATA as for
  * an incident, kept in memory only.
  *
- * Three parties. The HTTP thread checks the request, suspends it
- * (libmicrohttpd's suspend/resume) and hands it to the event loop through
- * `live.async`; it never waits for a rank, so /healthz keeps answering.
- * The loop, which owns the agents' connections, runs probes: a probe asks
+ * Three parties. The HTTP thread checks the request and hands it to the
+ * event loop (handover.c: suspended, queued, resumed once answered); it
+ * never waits for a rank, so /healthz keeps answering.
+ * The loop, which owns the agents' connections, runs looks: a look asks
  * one rank or every connected rank of a job, collects the answers, and
- * completes when all answered, went away or PROBE_TIMEOUT_NS passed; it
+ * completes when all answered, went away or LOOK_TIMEOUT_NS passed; it
  * then publishes a result and resumes the requests waiting on it. Called
  * again for each resumed request, the HTTP thread parses the dumps and
  * answers.
@@ -26,21 +26,21 @@
  * connection nor the HTTP thread handles a whole dump for it.
  *
  * Many viewers must not multiply stack captures in the job: requests for
- * one rank or one job share a probe when it asks for at least what they
- * need, a result younger than PROBE_FRESH_NS that holds what they need
+ * one rank or one job share a look when it asks for at least what they
+ * need, a result younger than LOOK_FRESH_NS that holds what they need
  * answers without asking again, a connection is asked one live look at a
- * time (the others wait for its answer), and at most PROBE_MAX probes run.
- * A look at stacks and a trace look of the same rank are separate probes:
+ * time (the others wait for its answer), and at most LOOK_MAX looks run.
+ * A look at stacks and a trace look of the same rank are separate looks:
  * on one connection the second is asked once the first is answered, and
  * whatever waits then is asked in one request (need_union()). The dumps
- * held in memory are bounded by PROBE_MEMORY_MAX in all.
+ * held in memory are bounded by LOOK_MEMORY_MAX in all.
  *
  * Agents are not trusted with that memory: a connection's upload is taken
- * only under the id it was asked for (c->live_id), a look's dump may be
+ * only under the id it was asked for (struct look_conn), a look's dump may be
  * no larger than its scope needs (upload_max()), its bytes count as they
  * arrive, and a look that times out lets its partial dump go. The HTTP
- * threads (several) share only what `live.lock` guards and the published
- * results, which no one changes.
+ * threads (several) share only the requests handed over (handover.c) and
+ * the published results, which no one changes.
  */
 #include "daemon.h"
 #include "route.h"
@@ -56,28 +56,26 @@
 
 #include "../dumps/dump.h"
 
-/* Probes running at once; one more request for another target is refused. */
-#define PROBE_MAX 16
-/* Results kept to answer requests within PROBE_FRESH_NS of their end. */
-#define PROBE_CACHE 16
+/* Looks running at once; one more request for another target is refused. */
+#define LOOK_MAX 16
+/* Results kept to answer requests within LOOK_FRESH_NS of their end. */
+#define LOOK_CACHE 16
 /* How often deadlines and the cache are checked while there are any. */
-#define PROBE_TICK_MS 100
+#define LOOK_TICK_MS 100
 /* A connection that has not answered its live look in this long is asked
  * again (its answer was lost); until then, every look waits for it. */
-#define PROBE_REASK_NS (30ull * NS_PER_S)
-/* How long a stopping daemon lets the requests it resumed be answered. */
-#define PROBE_STOP_GRACE_S 1
+#define LOOK_REASK_NS (30ull * NS_PER_S)
 /* Dump bytes held by live looks at once: arriving, and in results. */
-#define PROBE_MEMORY_MAX (1ull << 30)
+#define LOOK_MEMORY_MAX (1ull << 30)
 /*
  * The largest dump a look of each scope takes, far below --max-dump-size:
  * a rank's stacks, or N ring entries and the communicators. A whole dump
  * (an agent that predates scopes) may be as large as an incident's.
  */
-#define PROBE_STACKS_MAX (4ull << 20)
-#define PROBE_TRACE_ENTRY_MAX 2048ull
-#define PROBE_TRACE_BASE_MAX (1ull << 20)
-#define PROBE_REASON "live look (HTTP debug server)"
+#define LOOK_STACKS_MAX (4ull << 20)
+#define LOOK_TRACE_ENTRY_MAX 2048ull
+#define LOOK_TRACE_BASE_MAX (1ull << 20)
+#define LOOK_REASON "live look (HTTP debug server)"
 /* GET .../trace?last=N */
 #define TRACE_LAST_DEFAULT 50
 #define TRACE_LAST_MAX FR_WIRE_LIVE_TRACE_MAX
@@ -134,7 +132,7 @@ struct slot {
 };
 
 /*
- * A probe's answers. Filled by the loop while the probe runs; once
+ * A look's answers. Filled by the loop while the look runs; once
  * published (done), never changed again and read by the HTTP thread.
  */
 struct result {
@@ -142,30 +140,40 @@ struct result {
 	char job[FR_JOB_MAX + 1];
 	uint32_t world_size;
 	uint32_t rank;              /* FR_RANK_UNKNOWN: every connected rank */
-	struct need need;           /* what its probe asked each rank for */
+	struct need need;           /* what its look asked each rank for */
 	uint64_t done_mono;
 	size_t n;
 	struct slot *slots;         /* ranks ascending */
 };
 
-/* A request suspended for a live look. */
+/* A request handed to the loop (handover.c) for a live look. */
 struct live_req {
-	struct live_req *prev, *next;   /* live.reqs */
-	struct live_req *next_wait;     /* live.queue, then its probe's waiters */
-	struct MHD_Connection *mc;
+	struct handover h;          /* h.status 200: `res` holds the answers */
+	struct live_req *next_wait; /* its look's waiters */
 	enum route_kind kind;
 	char job[FR_JOB_MAX + 1];
 	uint32_t rank;
 	uint32_t last;
-	/* Set under live.lock by whoever ends the wait, before resuming. */
-	bool done;
-	unsigned status;            /* 200: `res` holds the answers */
-	char error[192];
-	struct result *res;         /* a reference */
+	struct result *res;         /* a reference, set before it is answered */
 };
 
-struct probe {
-	struct probe *next;
+/*
+ * A connection's part in live looks, from the first look asked of it until
+ * it closes (look_conn_closed()): the look asked of the agent and not
+ * answered yet (one at a time, so that a rank that cannot answer collects
+ * no queue of requests), and the dump arriving for it. Only a dump with
+ * the id asked is taken: an agent cannot upload a look nobody asked for.
+ */
+struct look_conn {
+	bool asked;
+	uint64_t asked_mono;
+	char id[FR_INCIDENT_MAX + 1];
+	size_t pending;             /* the looks' slots waiting on it */
+	struct upload up;
+};
+
+struct look {
+	struct look *next;
 	struct result *res;         /* being filled */
 	size_t pending;
 	uint64_t deadline_mono;
@@ -174,34 +182,20 @@ struct probe {
 
 /* One daemon per process, like the loop it belongs to. */
 static struct {
-	/*
-	 * Guards `ready`, `reqs`, `queue` and the requests' answers. Taken
-	 * after the daemon's lock, never before it, and never held while
-	 * resuming a request (libmicrohttpd takes its own lock then).
-	 */
-	pthread_mutex_t lock;
-	pthread_cond_t gone;        /* a request was freed */
-	bool ready;                 /* the loop takes requests */
-	struct live_req *reqs;      /* every request between suspension and completion */
-	struct live_req *queue;     /* handed over, not taken by the loop yet (LIFO) */
-	uv_async_t async;
 	uv_timer_t timer;
 	bool handles_open;
 	/* Loop only. */
 	bool ticking;
-	struct probe *probes;
-	size_t nprobes;
-	struct result *cache[PROBE_CACHE];
+	struct look *looks;
+	size_t nlooks;
+	struct result *cache[LOOK_CACHE];
 	uint64_t seq;               /* the n of "live-stacks-n" and the others */
 	/* Any thread: bytes of dumps arriving or held. */
 	atomic_uint_fast64_t bytes;
-	/* Any thread: what /metrics counts (struct probe_metrics). */
+	/* Any thread: what /metrics counts (struct look_metrics). */
 	atomic_uint_fast64_t n_requests, n_shared, n_dump_requests, n_timeouts, n_bytes;
 	atomic_uint_fast64_t n_ignored;
-} live = {
-	.lock = PTHREAD_MUTEX_INITIALIZER,
-	.gone = PTHREAD_COND_INITIALIZER,
-};
+} live;
 
 /* ---- what a look needs ---- */
 
@@ -332,26 +326,18 @@ static unsigned target_check(struct flightrecd *d, const char *id, uint32_t rank
 static void req_finish(struct live_req *lr, unsigned status, const char *error,
 		       struct result *res)
 {
-	struct MHD_Connection *mc;
-
-	pthread_mutex_lock(&live.lock);
-	lr->done = true;
-	lr->status = status;
-	snprintf(lr->error, sizeof(lr->error), "%s", error ? error : "");
 	lr->res = result_get(res);
-	mc = lr->mc;
-	pthread_mutex_unlock(&live.lock);
-	MHD_resume_connection(mc);
+	handover_finish(&lr->h, status, error);
 }
 
 static void timer_update(void);
 
-/* Keeps a published result for PROBE_FRESH_NS, in place of an older one. */
+/* Keeps a published result for LOOK_FRESH_NS, in place of an older one. */
 static void cache_put(struct result *res)
 {
 	size_t victim = 0;
 
-	for (size_t i = 0; i < PROBE_CACHE; i++) {
+	for (size_t i = 0; i < LOOK_CACHE; i++) {
 		struct result *c = live.cache[i];
 
 		if (!c || (strcmp(c->job, res->job) == 0 && c->rank == res->rank)) {
@@ -373,11 +359,11 @@ static void cache_put(struct result *res)
  */
 static struct result *cache_find(const char *id, uint32_t rank, struct need need, uint64_t now)
 {
-	for (size_t i = 0; i < PROBE_CACHE; i++) {
+	for (size_t i = 0; i < LOOK_CACHE; i++) {
 		struct result *c = live.cache[i];
 		const struct slot *s;
 
-		if (!c || now - c->done_mono >= PROBE_FRESH_NS || strcmp(c->job, id) != 0)
+		if (!c || now - c->done_mono >= LOOK_FRESH_NS || strcmp(c->job, id) != 0)
 			continue;
 		if (rank == FR_RANK_UNKNOWN) {
 			if (c->rank == FR_RANK_UNKNOWN && need_covers(c->need, need))
@@ -393,8 +379,8 @@ static struct result *cache_find(const char *id, uint32_t rank, struct need need
 
 static void cache_expire(uint64_t now)
 {
-	for (size_t i = 0; i < PROBE_CACHE; i++) {
-		if (live.cache[i] && now - live.cache[i]->done_mono >= PROBE_FRESH_NS) {
+	for (size_t i = 0; i < LOOK_CACHE; i++) {
+		if (live.cache[i] && now - live.cache[i]->done_mono >= LOOK_FRESH_NS) {
 			result_put(live.cache[i]);
 			live.cache[i] = NULL;
 		}
@@ -403,22 +389,22 @@ static void cache_expire(uint64_t now)
 
 static bool cache_empty(void)
 {
-	for (size_t i = 0; i < PROBE_CACHE; i++)
+	for (size_t i = 0; i < LOOK_CACHE; i++)
 		if (live.cache[i])
 			return false;
 	return true;
 }
 
-/* Publishes the probe's result, answers its waiters and frees it. */
-static void probe_complete(struct probe *p)
+/* Publishes the look's result, answers its waiters and frees it. */
+static void look_complete(struct look *p)
 {
-	struct probe **pp;
+	struct look **pp;
 	struct live_req *lr, *next;
 
-	for (pp = &live.probes; *pp != p; pp = &(*pp)->next)
+	for (pp = &live.looks; *pp != p; pp = &(*pp)->next)
 		;
 	*pp = p->next;
-	live.nprobes--;
+	live.nlooks--;
 	p->res->done_mono = daemon_mono_ns();
 	for (size_t i = 0; i < p->res->n; i++)
 		p->res->slots[i].conn = NULL;
@@ -438,30 +424,32 @@ static void upload_drop(struct upload *up);
  * Nothing waits on `c`'s look any more, which timed out: the dump still
  * arriving for it, if any, is dropped with the memory it held, and the
  * connection may be asked again (it was answering, so it is alive). A
- * connection that sent nothing stays asked until PROBE_REASK_NS, so that
+ * connection that sent nothing stays asked until LOOK_REASK_NS, so that
  * a rank that cannot answer collects no queue of requests.
  */
 static void conn_live_expire(struct conn *c)
 {
-	if (c->live_pending || !c->live_up.active)
+	struct look_conn *pc = c->live;
+
+	if (pc->pending || !pc->up.active)
 		return;
-	upload_drop(&c->live_up);
-	c->live_asked = false;
-	c->live_id[0] = '\0';
+	upload_drop(&pc->up);
+	pc->asked = false;
+	pc->id[0] = '\0';
 }
 
 /*
  * Settles every pending slot waiting on `c` (NULL: every pending slot of
- * probes past `now`'s deadline) and completes the probes left with none.
- * With SLOT_ANSWERED, only the slots whose probe needs no more than `got`
+ * looks past `now`'s deadline) and completes the looks left with none.
+ * With SLOT_ANSWERED, only the slots whose look needs no more than `got`
  * (what dump `b` holds) are settled; the others go on waiting.
  */
-static void probes_settle(struct conn *c, enum slot_answer answer, struct blob *b,
-			  struct need got, const char *why, uint64_t now)
+static void looks_settle(struct conn *c, enum slot_answer answer, struct blob *b,
+			 struct need got, const char *why, uint64_t now)
 {
-	struct probe *p, *next;
+	struct look *p, *next;
 
-	for (p = live.probes; p; p = next) {
+	for (p = live.looks; p; p = next) {
 		next = p->next;
 		if (!c && now < p->deadline_mono)
 			continue;
@@ -476,7 +464,7 @@ static void probes_settle(struct conn *c, enum slot_answer answer, struct blob *
 				continue;
 			s->answer = answer;
 			s->conn = NULL;
-			sc->live_pending--;
+			sc->live->pending--;
 			if (answer == SLOT_TIMEOUT)
 				conn_live_expire(sc);
 			if (answer == SLOT_ANSWERED) {
@@ -491,34 +479,35 @@ static void probes_settle(struct conn *c, enum slot_answer answer, struct blob *
 			p->pending--;
 		}
 		if (!p->pending)
-			probe_complete(p);
+			look_complete(p);
 	}
 }
 
 /*
  * Asks `c` for a live look that covers `need`, unless one it was asked
- * recently is still unanswered: its answer serves every probe waiting on
+ * recently is still unanswered: its answer serves every look waiting on
  * the connection that it covers, and conn_ask_waiting() then asks for what
  * the others need.
  */
 static int conn_ask(struct conn *c, struct need need, uint64_t now)
 {
+	struct look_conn *pc = c->live;
 	char id[FR_INCIDENT_MAX + 1];
 	int err;
 
-	if (c->live_asked && now - c->live_asked_mono < PROBE_REASK_NS)
+	if (pc->asked && now - pc->asked_mono < LOOK_REASK_NS)
 		return 0;
 	err = fr_wire_live_id(id, sizeof(id), need.scope, need.last, ++live.seq);
 	if (!err)
-		err = conn_send_dump_request(c, id, PROBE_REASON);
+		err = conn_send_dump_request(c, id, LOOK_REASON);
 	if (err)
 		return err;
 	atomic_fetch_add_explicit(&live.n_dump_requests, 1, memory_order_relaxed);
 	/* A dump still arriving for an earlier id is not what is asked now. */
-	upload_drop(&c->live_up);
-	c->live_asked = true;
-	c->live_asked_mono = now;
-	snprintf(c->live_id, sizeof(c->live_id), "%s", id);
+	upload_drop(&pc->up);
+	pc->asked = true;
+	pc->asked_mono = now;
+	snprintf(pc->id, sizeof(pc->id), "%s", id);
 	return 0;
 }
 
@@ -531,7 +520,7 @@ static void conn_ask_waiting(struct conn *c, uint64_t now)
 {
 	struct need need = NO_NEED;
 
-	for (struct probe *p = live.probes; p; p = p->next) {
+	for (struct look *p = live.looks; p; p = p->next) {
 		for (size_t i = 0; i < p->res->n; i++) {
 			const struct slot *s = &p->res->slots[i];
 
@@ -543,17 +532,17 @@ static void conn_ask_waiting(struct conn *c, uint64_t now)
 		}
 	}
 	if (need.scope != FR_WIRE_LIVE_NONE && conn_ask(c, need, now))
-		probes_settle(c, SLOT_FAILED, NULL, need, "the request could not be sent", 0);
+		looks_settle(c, SLOT_FAILED, NULL, need, "the request could not be sent", 0);
 }
 
 /*
- * Starts a probe of `rank` of `job` (FR_RANK_UNKNOWN: every connected
+ * Starts a look of `rank` of `job` (FR_RANK_UNKNOWN: every connected
  * rank) for what `need` says, with `lr` as its first waiter.
  */
-static void probe_begin(struct job *job, uint32_t rank, struct need need, struct live_req *lr,
-			uint64_t now)
+static void look_begin(struct job *job, uint32_t rank, struct need need, struct live_req *lr,
+		       uint64_t now)
 {
-	struct probe *p = calloc(1, sizeof(*p));
+	struct look *p = calloc(1, sizeof(*p));
 	struct result *res = calloc(1, sizeof(*res));
 	size_t cap = rank == FR_RANK_UNKNOWN ? job->nconnected : 1;
 
@@ -569,7 +558,7 @@ static void probe_begin(struct job *job, uint32_t rank, struct need need, struct
 	res->rank = rank;
 	res->need = need;
 	p->res = res;
-	p->deadline_mono = now + PROBE_TIMEOUT_NS;
+	p->deadline_mono = now + LOOK_TIMEOUT_NS;
 	p->waiters = lr;
 	lr->next_wait = NULL;
 	for (uint32_t i = 0; i < job->nslots && res->n < cap; i++) {
@@ -581,32 +570,38 @@ static void probe_begin(struct job *job, uint32_t rank, struct need need, struct
 			continue;
 		s = &res->slots[res->n++];
 		s->rank = r->rank;
-		s->conn = r->conn;
-		s->answer = SLOT_PENDING;
 		snprintf(s->host, sizeof(s->host), "%s", r->host);
 		s->pid = r->pid;
+		if (!r->conn->live && !(r->conn->live = calloc(1, sizeof(*r->conn->live)))) {
+			s->answer = SLOT_FAILED;
+			snprintf(s->why, sizeof(s->why), "out of memory");
+			continue;
+		}
+		s->conn = r->conn;
+		s->answer = SLOT_PENDING;
 		p->pending++;
-		r->conn->live_pending++;
+		r->conn->live->pending++;
 		if (conn_ask(r->conn, res->need, now)) {
 			s->answer = SLOT_FAILED;
 			s->conn = NULL;
-			r->conn->live_pending--;
+			r->conn->live->pending--;
 			snprintf(s->why, sizeof(s->why), "the request could not be sent");
 			p->pending--;
 		}
 	}
-	p->next = live.probes;
-	live.probes = p;
-	live.nprobes++;
+	p->next = live.looks;
+	live.looks = p;
+	live.nlooks++;
 	if (!p->pending)
-		probe_complete(p);
+		look_complete(p);
 	else
 		timer_update();
 }
 
-/* Takes a handed-over request: answers it, or makes it wait on a probe. */
-static void req_take(struct flightrecd *d, struct live_req *lr, uint64_t now)
+/* Takes a handed-over request: answers it, or makes it wait on a look. */
+static void req_take(struct flightrecd *d, struct handover *h, uint64_t now)
 {
+	struct live_req *lr = (struct live_req *)h;
 	uint32_t rank = lr->kind == ROUTE_JOB_STACKS ? FR_RANK_UNKNOWN : lr->rank;
 	struct need need = req_need(lr->kind, lr->last);
 	char err[192];
@@ -630,7 +625,7 @@ static void req_take(struct flightrecd *d, struct live_req *lr, uint64_t now)
 		req_finish(lr, MHD_HTTP_OK, NULL, res);
 		return;
 	}
-	for (struct probe *p = live.probes; p; p = p->next) {
+	for (struct look *p = live.looks; p; p = p->next) {
 		if (p->res->rank == rank && strcmp(p->res->job, lr->job) == 0 &&
 		    need_covers(p->res->need, need)) {
 			atomic_fetch_add_explicit(&live.n_shared, 1, memory_order_relaxed);
@@ -639,31 +634,13 @@ static void req_take(struct flightrecd *d, struct live_req *lr, uint64_t now)
 			return;
 		}
 	}
-	if (live.nprobes >= PROBE_MAX) {
+	if (live.nlooks >= LOOK_MAX) {
 		req_finish(lr, MHD_HTTP_SERVICE_UNAVAILABLE,
 			   "too many live looks in progress; try again in a few seconds", NULL);
 		return;
 	}
 	job = registry_job_find(d, lr->job);
-	probe_begin(job, rank, need, lr, now);
-}
-
-static void on_async(uv_async_t *a)
-{
-	struct flightrecd *d = a->data;
-	struct live_req *queue, *lr, *next;
-	uint64_t now = daemon_mono_ns();
-
-	pthread_mutex_lock(&d->lock);
-	pthread_mutex_lock(&live.lock);
-	queue = live.queue;
-	live.queue = NULL;
-	pthread_mutex_unlock(&live.lock);
-	for (lr = queue; lr; lr = next) {
-		next = lr->next_wait;
-		req_take(d, lr, now);
-	}
-	pthread_mutex_unlock(&d->lock);
+	look_begin(job, rank, need, lr, now);
 }
 
 static void on_tick(uv_timer_t *t)
@@ -672,7 +649,7 @@ static void on_tick(uv_timer_t *t)
 	uint64_t now = daemon_mono_ns();
 
 	pthread_mutex_lock(&d->lock);
-	probes_settle(NULL, SLOT_TIMEOUT, NULL, NO_NEED, NULL, now);
+	looks_settle(NULL, SLOT_TIMEOUT, NULL, NO_NEED, NULL, now);
 	cache_expire(now);
 	timer_update();
 	pthread_mutex_unlock(&d->lock);
@@ -681,37 +658,38 @@ static void on_tick(uv_timer_t *t)
 /* The timer runs while there is a deadline to watch or a result to expire. */
 static void timer_update(void)
 {
-	bool want = live.handles_open && (live.probes || !cache_empty());
+	bool want = live.handles_open && (live.looks || !cache_empty());
 
 	if (want == live.ticking)
 		return;
 	live.ticking = want;
 	if (want)
-		uv_timer_start(&live.timer, on_tick, PROBE_TICK_MS, PROBE_TICK_MS);
+		uv_timer_start(&live.timer, on_tick, LOOK_TICK_MS, LOOK_TICK_MS);
 	else
 		uv_timer_stop(&live.timer);
 }
 
 /* ---- the loop: dumps arriving ---- */
 
-/* The bytes an upload received are what it holds against PROBE_MEMORY_MAX. */
+/* The bytes an upload received are what it holds against LOOK_MEMORY_MAX. */
 static void upload_drop(struct upload *up)
 {
-	if (up->active) {
-		atomic_fetch_sub(&live.bytes, up->received);
-		budget_release(BUDGET_LIVE, up->received);
-	}
-	free(up->data);
-	memset(up, 0, sizeof(*up));
+	atomic_fetch_sub(&live.bytes, up->charged);
+	budget_release(BUDGET_LIVE, up->charged);
+	upload_reset(up);
 }
 
-/* The connection's live look failed: every probe waiting on it hears why. */
+/* The connection's live look failed: every look waiting on it hears why. */
 static void conn_live_failed(struct conn *c, enum slot_answer answer, const char *why)
 {
-	upload_drop(&c->live_up);
-	c->live_asked = false;
-	c->live_id[0] = '\0';
-	probes_settle(c, answer, NULL, NO_NEED, why, 0);
+	struct look_conn *pc = c->live;
+
+	if (!pc)
+		return;
+	upload_drop(&pc->up);
+	pc->asked = false;
+	pc->id[0] = '\0';
+	looks_settle(c, answer, NULL, NO_NEED, why, 0);
 }
 
 /*
@@ -726,11 +704,11 @@ static uint64_t upload_max(const struct conn *c, const char *id, const char **wh
 
 	switch (fr_wire_live_scope(id, &last)) {
 	case FR_WIRE_LIVE_STACKS:
-		scoped = PROBE_STACKS_MAX;
+		scoped = LOOK_STACKS_MAX;
 		*what = "the limit of a look at stacks";
 		break;
 	case FR_WIRE_LIVE_TRACE:
-		scoped = PROBE_TRACE_BASE_MAX + PROBE_TRACE_ENTRY_MAX * last;
+		scoped = LOOK_TRACE_BASE_MAX + LOOK_TRACE_ENTRY_MAX * last;
 		*what = "the limit of a trace look of that many entries";
 		break;
 	default:
@@ -745,42 +723,38 @@ static uint64_t upload_max(const struct conn *c, const char *id, const char **wh
 }
 
 /*
- * The first piece: the dump's size must fit the limits. Nothing is booked
- * for the announced total: the pieces count against PROBE_MEMORY_MAX as
- * they arrive, so that announcing a large dump costs a peer nothing.
+ * Charges a piece's bytes as they arrive, against LOOK_MEMORY_MAX and
+ * the daemon's memory budget: nothing is booked for the announced total,
+ * so that announcing a large dump costs a peer nothing.
  */
-static int upload_begin(struct conn *c, const struct fr_msg_dump_data *m)
+static bool upload_charge(void *ctx, struct upload *up, uint64_t grow, uint32_t len, char *why,
+			  size_t cap)
 {
-	struct upload *up = &c->live_up;
-	const char *what = "";
-	uint64_t max = upload_max(c, m->incident, &what);
-	char why[160];
-
-	upload_drop(up);
-	if (m->total == 0) {
-		conn_live_failed(c, SLOT_FAILED, "the agent could not build its dump");
-		return -EPROTO;
+	(void)ctx;
+	(void)grow;
+	if (atomic_fetch_add(&live.bytes, len) + len > LOOK_MEMORY_MAX) {
+		atomic_fetch_sub(&live.bytes, len);
+		snprintf(why, cap, "live looks hold too much memory now; try again in a few seconds");
+		return false;
 	}
-	if (m->total > max) {
-		snprintf(why, sizeof(why), "its dump of %" PRIu64 " bytes is over %s (%" PRIu64 " bytes)",
-			 m->total, what, max);
-		conn_live_failed(c, SLOT_FAILED, why);
-		return -EMSGSIZE;
+	/* The daemon's budget, shared with member lists and incident uploads. */
+	if (!budget_charge(BUDGET_LIVE, len)) {
+		atomic_fetch_sub(&live.bytes, len);
+		snprintf(why, cap, "over the daemon's memory budget (--max-memory); try again later");
+		return false;
 	}
-	up->active = true;
-	up->total = m->total;
-	snprintf(up->incident, sizeof(up->incident), "%s", m->incident);
-	return 0;
+	up->charged += len;
+	return true;
 }
 
 /*
- * The last piece: the dump goes to every probe waiting on the connection
+ * The last piece: the dump goes to every look waiting on the connection
  * that needs no more than its id asked for (an agent that predates scopes
  * sends more, never less), and what the others need is asked next.
  */
 static void upload_finish(struct conn *c)
 {
-	struct upload *up = &c->live_up;
+	struct upload *up = &c->live->up;
 	struct blob *b = malloc(sizeof(*b));
 	struct need got;
 
@@ -788,21 +762,20 @@ static void upload_finish(struct conn *c)
 		conn_live_failed(c, SLOT_FAILED, "out of memory");
 		return;
 	}
-	/* The bytes move from the upload to the blob, and stay counted. */
+	/* The bytes move from the upload to the blob, and stay counted: every
+	 * byte received was charged (upload_charge()). */
 	atomic_init(&b->refs, 1);
-	b->len = (size_t)up->total;
-	b->data = up->data;
-	got.scope = fr_wire_live_scope(up->incident, &got.last);
-	memset(up, 0, sizeof(*up));
-	c->live_asked = false;
-	c->live_id[0] = '\0';
-	probes_settle(c, SLOT_ANSWERED, b, got, NULL, 0);
+	got.scope = fr_wire_live_scope(up->id, &got.last);
+	b->data = upload_take(up, &b->len);
+	c->live->asked = false;
+	c->live->id[0] = '\0';
+	looks_settle(c, SLOT_ANSWERED, b, got, NULL, 0);
 	blob_put(b);
 	conn_ask_waiting(c, daemon_mono_ns());
 }
 
 /* Counts, and logs once a minute per peer, an upload nobody asked for. */
-static void probe_ignore(const struct conn *c, const struct fr_msg_dump_data *m)
+static void look_ignore(const struct conn *c, const struct fr_msg_dump_data *m)
 {
 	char offender[INET6_ADDRSTRLEN + 8];
 
@@ -814,10 +787,12 @@ static void probe_ignore(const struct conn *c, const struct fr_msg_dump_data *m)
 		c->rank, c->job->id, c->peer, m->total);
 }
 
-void probe_dump_data(struct conn *c, const struct fr_msg_dump_data *m)
+void look_dump_data(struct conn *c, const struct fr_msg_dump_data *m)
 {
-	struct upload *up = &c->live_up;
-	char why[160];
+	struct look_conn *pc = c->live;
+	struct upload *up;
+	const char *what = "";
+	char why[256];
 
 	if (!c->job)
 		return;
@@ -825,53 +800,45 @@ void probe_dump_data(struct conn *c, const struct fr_msg_dump_data *m)
 	 * Only the look asked of this connection, by its id: an upload nobody
 	 * asked for would hold memory every look shares.
 	 */
-	if (m->offset == 0 && (!c->live_asked || strcmp(m->incident, c->live_id) != 0)) {
-		probe_ignore(c, m);
+	if (m->offset == 0 && (!pc || !pc->asked || strcmp(m->incident, pc->id) != 0)) {
+		look_ignore(c, m);
 		return;
 	}
-	if (m->offset == 0 && upload_begin(c, m))
+	if (!pc)
 		return;
+	up = &pc->up;
+	if (m->offset == 0) {
+		uint64_t max = upload_max(c, m->incident, &what);
+
+		upload_drop(up);
+		if (upload_begin(up, m->incident, m->total, max, what, why, sizeof(why))) {
+			conn_live_failed(c, SLOT_FAILED, why);
+			return;
+		}
+	}
 	/* A piece of a look already given up on (refused, or superseded). */
-	if (!up->active || strcmp(up->incident, m->incident) != 0)
+	if (!up->active || strcmp(up->id, m->incident) != 0)
 		return;
-	if (m->offset != up->received || m->total != up->total ||
-	    m->len > up->total - up->received) {
-		snprintf(why, sizeof(why),
-			 "piece at offset %" PRIu64 " of %" PRIu64 " out of order (expected offset %" PRIu64 ")",
-			 m->offset, m->total, up->received);
+	switch (upload_append(up, m, upload_charge, NULL, why, sizeof(why))) {
+	case UPLOAD_ERROR:
 		conn_live_failed(c, SLOT_FAILED, why);
 		return;
-	}
-	if (atomic_fetch_add(&live.bytes, m->len) + m->len > PROBE_MEMORY_MAX) {
-		atomic_fetch_sub(&live.bytes, m->len);
-		conn_live_failed(c, SLOT_FAILED,
-				 "live looks hold too much memory now; try again in a few seconds");
-		return;
-	}
-	/* The daemon's budget, shared with member lists and incident uploads. */
-	if (!budget_charge(BUDGET_LIVE, m->len)) {
-		atomic_fetch_sub(&live.bytes, m->len);
-		conn_live_failed(c, SLOT_FAILED,
-				 "over the daemon's memory budget (--max-memory); try again later");
-		return;
-	}
-	if (upload_grow(up, m->len)) {
-		atomic_fetch_sub(&live.bytes, m->len);
-		budget_release(BUDGET_LIVE, m->len);
-		conn_live_failed(c, SLOT_FAILED, "out of memory");
-		return;
-	}
-	if (m->len)
-		memcpy(up->data + up->received, m->data, m->len);
-	up->received += m->len;
-	atomic_fetch_add_explicit(&live.n_bytes, m->len, memory_order_relaxed);
-	if (up->received == up->total)
+	case UPLOAD_COMPLETE:
+		atomic_fetch_add_explicit(&live.n_bytes, m->len, memory_order_relaxed);
 		upload_finish(c);
+		return;
+	case UPLOAD_MORE:
+		atomic_fetch_add_explicit(&live.n_bytes, m->len, memory_order_relaxed);
+		return;
+	}
 }
 
-void probe_conn_closed(struct conn *c)
+void look_conn_closed(struct conn *c)
 {
 	conn_live_failed(c, c->d->stopping ? SLOT_STOPPING : SLOT_CLOSED, NULL);
+	/* No slot waits on it any more: what it held goes with it. */
+	free(c->live);
+	c->live = NULL;
 }
 
 /* ---- the HTTP thread ---- */
@@ -968,7 +935,7 @@ static unsigned slot_trace(const struct result *res, const struct slot *s, struc
 		break;
 	case SLOT_TIMEOUT:
 		snprintf(err, cap, "rank %" PRIu32 " of job %s did not answer within %llu s",
-			 s->rank, res->job, (unsigned long long)(PROBE_TIMEOUT_NS / NS_PER_S));
+			 s->rank, res->job, (unsigned long long)(LOOK_TIMEOUT_NS / NS_PER_S));
 		return MHD_HTTP_GATEWAY_TIMEOUT;
 	case SLOT_CLOSED:
 		snprintf(err, cap, "rank %" PRIu32 " of job %s disconnected before it answered",
@@ -1193,46 +1160,40 @@ out_free:
 }
 
 /* The second call, once the loop resumed the request. */
-static int answer(struct MHD_Connection *mc, struct live_req *lr)
+static int answer(struct MHD_Connection *mc, struct live_req *lr, bool done)
 {
-	bool done;
-
-	pthread_mutex_lock(&live.lock);
-	done = lr->done;
-	pthread_mutex_unlock(&live.lock);
 	if (!done)
 		return reply_error(mc, MHD_HTTP_INTERNAL_SERVER_ERROR, "resumed before its answer");
-	if (lr->status != MHD_HTTP_OK)
-		return reply_error(mc, lr->status, lr->error);
+	if (lr->h.status != MHD_HTTP_OK)
+		return reply_error(mc, lr->h.status, lr->h.error);
 	if (lr->kind == ROUTE_JOB_STACKS)
 		return answer_job(mc, lr);
 	return answer_rank(mc, lr);
 }
 
-static struct live_req *req_find(void *p)
+static void req_free(struct handover *h)
 {
-	for (struct live_req *lr = live.reqs; lr; lr = lr->next)
-		if (lr == p)
-			return lr;
-	return NULL;
+	struct live_req *lr = (struct live_req *)h;
+
+	result_put(lr->res);
+	free(lr);
 }
 
-int probe_http(struct flightrecd *d, struct MHD_Connection *mc, const struct route *r,
-	       void **req_cls)
+int look_http(struct flightrecd *d, struct MHD_Connection *mc, const struct route *r,
+	      void **req_cls)
 {
 	uint32_t rank = r->kind == ROUTE_JOB_STACKS ? FR_RANK_UNKNOWN : r->rank;
 	uint32_t last = 0;
 	struct live_req *lr;
 	char err[192];
 	unsigned status;
+	bool done;
 
 	if (*req_cls) {
-		pthread_mutex_lock(&live.lock);
-		lr = req_find(*req_cls);
-		pthread_mutex_unlock(&live.lock);
+		lr = (struct live_req *)handover_resumed(*req_cls, &done);
 		if (!lr)
 			return reply_error(mc, MHD_HTTP_INTERNAL_SERVER_ERROR, "lost request");
-		return answer(mc, lr);
+		return answer(mc, lr, done);
 	}
 	atomic_fetch_add_explicit(&live.n_requests, 1, memory_order_relaxed);
 	if (r->kind == ROUTE_RANK_TRACE &&
@@ -1250,56 +1211,21 @@ int probe_http(struct flightrecd *d, struct MHD_Connection *mc, const struct rou
 	lr = calloc(1, sizeof(*lr));
 	if (!lr)
 		return reply_error(mc, MHD_HTTP_INTERNAL_SERVER_ERROR, "out of memory");
-	lr->mc = mc;
+	lr->h.take = req_take;
+	lr->h.free = req_free;
 	lr->kind = r->kind;
 	snprintf(lr->job, sizeof(lr->job), "%s", r->job);
 	lr->rank = rank;
 	lr->last = last;
-	pthread_mutex_lock(&live.lock);
-	if (!live.ready) {
-		pthread_mutex_unlock(&live.lock);
+	if (handover_submit(&lr->h, mc)) {
 		free(lr);
 		return reply_error(mc, MHD_HTTP_SERVICE_UNAVAILABLE, "the daemon is stopping");
 	}
-	/* Suspended before the loop can see it: the loop may resume it at
-	 * once, and resuming a connection not suspended is undefined. */
-	MHD_suspend_connection(mc);
-	lr->next = live.reqs;
-	if (live.reqs)
-		live.reqs->prev = lr;
-	live.reqs = lr;
-	lr->next_wait = live.queue;
-	live.queue = lr;
-	/* Under the lock: probe_quiesce() may be about to close the handle. */
-	uv_async_send(&live.async);
-	pthread_mutex_unlock(&live.lock);
 	*req_cls = lr;
 	return MHD_YES;
 }
 
-void probe_http_completed(void *req_cls)
-{
-	struct live_req *lr;
-
-	pthread_mutex_lock(&live.lock);
-	lr = req_find(req_cls);
-	if (lr) {
-		if (lr->prev)
-			lr->prev->next = lr->next;
-		else
-			live.reqs = lr->next;
-		if (lr->next)
-			lr->next->prev = lr->prev;
-		pthread_cond_broadcast(&live.gone);
-	}
-	pthread_mutex_unlock(&live.lock);
-	if (!lr)
-		return;
-	result_put(lr->res);
-	free(lr);
-}
-
-void probe_metrics(struct probe_metrics *out)
+void look_metrics(struct look_metrics *out)
 {
 	out->requests = atomic_load_explicit(&live.n_requests, memory_order_relaxed);
 	out->shared = atomic_load_explicit(&live.n_shared, memory_order_relaxed);
@@ -1312,90 +1238,37 @@ void probe_metrics(struct probe_metrics *out)
 
 /* ---- start and stop ---- */
 
-int probe_start(struct flightrecd *d)
+int look_start(struct flightrecd *d)
 {
-	if (uv_async_init(d->loop, &live.async, on_async))
-		return -1;
 	uv_timer_init(d->loop, &live.timer);
-	live.async.data = d;
 	live.timer.data = d;
 	/* Never what keeps the loop running. */
-	uv_unref((uv_handle_t *)&live.async);
 	uv_unref((uv_handle_t *)&live.timer);
 	live.handles_open = true;
-	pthread_mutex_lock(&live.lock);
-	live.ready = true;
-	pthread_mutex_unlock(&live.lock);
 	return 0;
 }
 
-void probe_quiesce(void)
+void look_stop(struct flightrecd *d)
 {
-	pthread_mutex_lock(&live.lock);
-	live.ready = false;
-	pthread_mutex_unlock(&live.lock);
-}
+	/* Looks left (their waiters were answered by handover_stop()) and the cache. */
+	while (live.looks) {
+		struct look *p = live.looks;
 
-void probe_stop(struct flightrecd *d)
-{
-	struct live_req *resume = NULL, *lr, *next;
-	struct timespec deadline;
-	bool closed = false;
-	int err = 0;
-
-	/*
-	 * The loop no longer runs: every request still waiting is answered
-	 * now, and libmicrohttpd may only stop with none suspended.
-	 */
-	pthread_mutex_lock(&live.lock);
-	live.ready = false;
-	for (lr = live.reqs; lr; lr = lr->next) {
-		if (lr->done)
-			continue;
-		lr->done = true;
-		lr->status = MHD_HTTP_SERVICE_UNAVAILABLE;
-		snprintf(lr->error, sizeof(lr->error), "the daemon is stopping");
-		lr->next_wait = resume;
-		resume = lr;
-	}
-	live.queue = NULL;
-	pthread_mutex_unlock(&live.lock);
-	for (lr = resume; lr; lr = next) {
-		next = lr->next_wait;
-		MHD_resume_connection(lr->mc);
-	}
-	/* Answers being made (the loop resumed them last) go out, bounded. */
-	clock_gettime(CLOCK_REALTIME, &deadline);
-	deadline.tv_sec += PROBE_STOP_GRACE_S;
-	pthread_mutex_lock(&live.lock);
-	while (live.reqs && err == 0)
-		err = pthread_cond_timedwait(&live.gone, &live.lock, &deadline);
-	pthread_mutex_unlock(&live.lock);
-	/* Probes left (their waiters were just answered) and the cache. */
-	while (live.probes) {
-		struct probe *p = live.probes;
-
-		live.probes = p->next;
+		live.looks = p->next;
 		result_put(p->res);
 		free(p);
 	}
-	live.nprobes = 0;
-	for (size_t i = 0; i < PROBE_CACHE; i++) {
+	live.nlooks = 0;
+	for (size_t i = 0; i < LOOK_CACHE; i++) {
 		result_put(live.cache[i]);
 		live.cache[i] = NULL;
 	}
 	if (live.handles_open) {
 		live.handles_open = false;
 		live.ticking = false;
-		if (!uv_is_closing((uv_handle_t *)&live.async)) {
-			uv_close((uv_handle_t *)&live.async, NULL);
-			closed = true;
-		}
 		if (!uv_is_closing((uv_handle_t *)&live.timer)) {
 			uv_close((uv_handle_t *)&live.timer, NULL);
-			closed = true;
-		}
-		if (closed)
 			uv_run(d->loop, UV_RUN_NOWAIT);
+		}
 	}
 }
