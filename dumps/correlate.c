@@ -43,7 +43,7 @@ const char *fr_reason_name(unsigned r)
 /* ---- verdict assembly ---- */
 
 void fr_corr_culprit_fill(const struct ctx *cx, struct fr_culprit *cu, uint32_t rank,
-			 enum fr_reason reason, const char *comm)
+			  enum fr_reason reason, const char *comm)
 {
 	const struct fr_trace *t = cx->by_rank[rank];
 
@@ -84,8 +84,7 @@ int fr_corr_verdict_set_comm(struct fr_verdict *v, const struct cinfo *c)
 }
 
 /* "rank 3 (node7, pid 4242)", or "ranks 1,3" for several. */
-void fr_corr_who_text(char *buf, size_t cap, const struct ctx *cx, const uint32_t *ranks,
-		     size_t n)
+void fr_corr_who_text(char *buf, size_t cap, const struct ctx *cx, const uint32_t *ranks, size_t n)
 {
 	char r[256];
 
@@ -116,7 +115,7 @@ void fr_corr_waited_text(struct line *l, const uint32_t *ranks, size_t n, double
 		return;
 	fr_corr_duration_text(d, sizeof(d), s);
 	fr_corr_line_add(l, "%s %s %s waited %s", n == 1 ? "rank" : "ranks",
-		 fr_corr_ranks_text(r, sizeof(r), ranks, n), n == 1 ? "has" : "have", d);
+			 fr_corr_ranks_text(r, sizeof(r), ranks, n), n == 1 ? "has" : "have", d);
 }
 
 /* "all_reduce #11 on world [0-5]" */
@@ -143,12 +142,12 @@ static void summary_ok(const struct ctx *cx, struct fr_verdict *v)
 				posted++;
 	if (posted)
 		fr_corr_line_add(&l, "no hang: no rank waits in an operation, %zu non-blocking %s "
-			 "posted and not waited on (%zu of %" PRIu32 " ranks with evidence",
-			 posted, posted == 1 ? "one is" : "ones are", v->nranks_with_evidence,
-			 cx->world);
+				 "posted and not waited on (%zu of %" PRIu32 " ranks with evidence",
+				 posted, posted == 1 ? "one is" : "ones are",
+				 v->nranks_with_evidence, cx->world);
 	else
 		fr_corr_line_add(&l, "no hang: no rank has an operation in flight (%zu of %" PRIu32
-			 " ranks with evidence", v->nranks_with_evidence, cx->world);
+				 " ranks with evidence", v->nranks_with_evidence, cx->world);
 	for (uint32_t r = 0; none && r < cx->world; r++)
 		if (!cx->by_rank[r] || cx->by_rank[r]->status == FR_RANK_MISSING)
 			none[n++] = r;
@@ -156,7 +155,7 @@ static void summary_ok(const struct ctx *cx, struct fr_verdict *v)
 		char rt[256];
 
 		fr_corr_line_add(&l, "; none from %s %s", n == 1 ? "rank" : "ranks",
-			 fr_corr_ranks_text(rt, sizeof(rt), none, n));
+				 fr_corr_ranks_text(rt, sizeof(rt), none, n));
 	}
 	fr_corr_line_add(&l, ")");
 	free(none);
@@ -332,7 +331,8 @@ int fr_correlate(const struct fr_trace *const *traces, size_t ntraces, uint32_t 
 	rc = verdict_of(&cx, v);
 	if (rc < 0)
 		goto out_free;
-	rc = find_alignment(&cx, v->has_op ? fr_corr_comm_find(&cx, v->op.comm) : NONE, &v->aligned);
+	rc = find_alignment(&cx, v->has_op ? fr_corr_comm_find(&cx, v->op.comm) : NONE,
+			    &v->aligned);
 	if (rc == 0)
 		rc = own_strings(v);
 out_free:
@@ -372,13 +372,15 @@ static void silent_text(struct line *l, const struct fr_culprit *cu, size_t ncu,
 		fr_corr_line_add(l, "; ");
 	if (n == 1 && one->host[0] && one->pid)
 		fr_corr_line_add(l, "rank %" PRIu32 " (%s, pid %" PRIu32 ")", one->rank, one->host,
-			 one->pid);
+				 one->pid);
 	else
-		fr_corr_line_add(l, "%s %s", n == 1 ? "rank" : "ranks", fr_corr_ranks_text(rt, sizeof(rt), r, n));
+		fr_corr_line_add(l, "%s %s", n == 1 ? "rank" : "ranks",
+				 fr_corr_ranks_text(rt, sizeof(rt), r, n));
 	if (reason == FR_REASON_UNRESPONSIVE)
 		fr_corr_line_add(l, " %s unresponsive", n == 1 ? "is" : "are");
 	else
-		fr_corr_line_add(l, " lost %s connection without finalising", n == 1 ? "its" : "their");
+		fr_corr_line_add(l, " lost %s connection without finalising",
+				 n == 1 ? "its" : "their");
 }
 
 int fr_verdict_name_silent(struct fr_verdict *v, const struct fr_trace *const *traces,
@@ -444,9 +446,9 @@ int fr_verdict_name_silent(struct fr_verdict *v, const struct fr_trace *const *t
 	v->nculprits = n;
 	silent_text(&l, cu, n, FR_REASON_UNRESPONSIVE, r);
 	silent_text(&l, cu, n, FR_REASON_DISCONNECTED, r);
-	fr_corr_line_add(&l, "; no rank dumped, and the daemon's live view has no operation in flight "
-		 "(%zu of %" PRIu32 " ranks with evidence)", v->nranks_with_evidence,
-		 v->world_size);
+	fr_corr_line_add(&l, "; no rank dumped, and the daemon's live view has no operation in "
+			 "flight (%zu of %" PRIu32 " ranks with evidence)", v->nranks_with_evidence,
+			 v->world_size);
 	free(r);
 	return 1;
 }

@@ -333,8 +333,9 @@ static int group_add(struct ctx *cx, uint32_t comm, uint32_t rank, const struct 
 	/* Past the highest seq made on it, the group is new: the first rank
 	 * to reach a collective makes it without a fruitless lookup. */
 	if (gi == NONE || cx->groups[gi].comm != comm || cx->groups[gi].seq != op->seq)
-		gi = c->newest_group != NONE && op->seq > c->seq_hi ? NONE :
-									   fr_corr_group_find(cx, comm, op->seq);
+		gi = c->newest_group != NONE && op->seq > c->seq_hi ?
+			     NONE :
+			     fr_corr_group_find(cx, comm, op->seq);
 	if (gi == NONE && (gi = group_new(cx, comm, op->seq)) == NONE)
 		return -ENOMEM;
 	rc->last_gi = gi;
@@ -561,7 +562,7 @@ static int stream_rehash(struct ctx *cx)
 
 /* The stream (ci, owner, peer, type), NONE when there is none. */
 uint32_t fr_corr_stream_find(const struct ctx *cx, uint32_t ci, uint32_t owner, uint32_t peer,
-			    uint8_t type)
+			     uint8_t type)
 {
 	size_t s = stream_slot(cx, ci, owner, peer, type);
 
@@ -656,7 +657,7 @@ static void streams_check(struct ctx *cx)
 }
 
 int fr_corr_ctx_build(struct ctx *cx, const struct fr_trace *const *traces, size_t ntraces,
-		     uint32_t world_size)
+		      uint32_t world_size)
 {
 	size_t total_ops = 0, most_ops = 0;
 	size_t total_infl = 0;

@@ -390,8 +390,7 @@ void fr_corr_culprit_fill(const struct ctx *cx, struct fr_culprit *cu, uint32_t 
 			  enum fr_reason reason, const char *comm);
 int fr_corr_cmp_culprit(const void *a, const void *b);
 int fr_corr_verdict_set_comm(struct fr_verdict *v, const struct cinfo *c);
-void fr_corr_who_text(char *buf, size_t cap, const struct ctx *cx, const uint32_t *ranks,
-		      size_t n);
+void fr_corr_who_text(char *buf, size_t cap, const struct ctx *cx, const uint32_t *ranks, size_t n);
 void fr_corr_waited_text(struct line *l, const uint32_t *ranks, size_t n, double s);
 void fr_corr_where_text(char *buf, size_t cap, const struct fr_verdict *v);
 
@@ -412,11 +411,10 @@ struct fr_op fr_corr_op_named(const struct ctx *cx, const struct fr_op *op);
 
 /* mismatch.c */
 uint32_t fr_corr_find_mismatch(const struct ctx *cx, bool strict);
-int fr_corr_verdict_mismatch(const struct ctx *cx, uint32_t gi, bool strict,
-			     struct fr_verdict *v);
+int fr_corr_verdict_mismatch(const struct ctx *cx, uint32_t gi, bool strict, struct fr_verdict *v);
 bool fr_corr_find_p2p_mismatch(const struct ctx *cx, bool inflight, struct p2p_pair *out);
-int fr_corr_verdict_p2p_mismatch(const struct ctx *cx, const struct p2p_pair *p,
-				 bool inflight, struct fr_verdict *v);
+int fr_corr_verdict_p2p_mismatch(const struct ctx *cx, const struct p2p_pair *p, bool inflight,
+				 struct fr_verdict *v);
 
 /* hang.c */
 int fr_corr_hang(struct ctx *cx, struct fr_verdict *v);

@@ -24,8 +24,8 @@ static void summary_deadlock(const struct ctx *cx, struct fr_verdict *v, const u
 		struct fr_op named = fr_corr_op_named(cx, k->op);
 
 		fr_corr_op_head(head, sizeof(head), &named);
-		fr_corr_line_add(&l, "%srank %" PRIu32 " waits in %s on %s", i ? "; " : "", cycle[i],
-			 head, k->comm_id);
+		fr_corr_line_add(&l, "%srank %" PRIu32 " waits in %s on %s", i ? "; " : "",
+				 cycle[i], head, k->comm_id);
 		/* A p2p op names its peer already. */
 		if (k->group != NONE)
 			fr_corr_line_add(&l, " for rank %" PRIu32, cycle[(i + 1) % n]);

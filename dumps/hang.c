@@ -514,12 +514,13 @@ static void summary_behind(const struct ctx *cx, const struct cand *k,
 		return;
 	if (p2p_reached(cx, cu->rank, k->owner, k->op, &reached) && reached)
 		fr_corr_line_add(l, " (its last %s rank %" PRIu32 " is #%" PRIu64 ")",
-			 k->op->type == FR_OP_SEND ? "receive from" : "send to", k->owner, reached);
+				 k->op->type == FR_OP_SEND ? "receive from" : "send to", k->owner,
+				 reached);
 	if (!cu->has_op)
 		return;
 	fr_corr_op_head(head, sizeof(head), &cu->op);
-	fr_corr_line_add(l, " and waits instead in %s, which rank %" PRIu32 ", held in its %s, has not "
-		 "entered", head, k->owner, fr_op_name(k->op->type));
+	fr_corr_line_add(l, " and waits instead in %s, which rank %" PRIu32 ", held in its %s, "
+			 "has not entered", head, k->owner, fr_op_name(k->op->type));
 }
 
 static void summary_hang(const struct ctx *cx, const struct cand *k, struct fr_verdict *v,
@@ -545,20 +546,21 @@ static void summary_hang(const struct ctx *cx, const struct cand *k, struct fr_v
 	if (v->culprits[0].reason == FR_REASON_STUCK_IN_OP) {
 		if (k->group != NONE)
 			fr_corr_line_add(&l, "every %smember %s %s and it does not complete%s",
-				 comm_ranks_known(v) < v->comm_size ? "known " : "",
-				 v->op.gpu ? "enqueued" : "entered", where,
-				 v->op.gpu ? " on the GPU" : "");
+					 comm_ranks_known(v) < v->comm_size ? "known " : "",
+					 v->op.gpu ? "enqueued" : "entered", where,
+					 v->op.gpu ? " on the GPU" : "");
 		else if (k->partner != NONE)
-			fr_corr_line_add(&l, "ranks %" PRIu32 " and %" PRIu32 " both posted %s and it "
-				 "does not complete", k->owner, k->partner, where);
+			fr_corr_line_add(&l, "ranks %" PRIu32 " and %" PRIu32 " both posted %s "
+					 "and it does not complete", k->owner, k->partner, where);
 		else if (peer_unnamed(&v->op))
-			fr_corr_line_add(&l, "rank %" PRIu32 " waits in %s; no evidence names that rank, "
-				 "so whether it posted the matching %s is not known", k->owner,
-				 where, v->op.type == FR_OP_SEND ? "receive" :
-				 v->op.type == FR_OP_RECV ? "send" : "operation");
+			fr_corr_line_add(&l, "rank %" PRIu32 " waits in %s; no evidence names "
+					 "that rank, so whether it posted the matching %s is not "
+					 "known", k->owner, where,
+					 v->op.type == FR_OP_SEND ? "receive" :
+					 v->op.type == FR_OP_RECV ? "send" : "operation");
 		else
 			fr_corr_line_add(&l, "rank %" PRIu32 " waits in %s and no rank is known to "
-				 "match it", k->owner, where);
+					 "match it", k->owner, where);
 		fr_corr_line_add(&l, "; ");
 		fr_corr_waited_text(&l, v->waiting, v->nwaiting, v->waited_s);
 		goto out;
@@ -570,9 +572,10 @@ static void summary_hang(const struct ctx *cx, const struct cand *k, struct fr_v
 		if (k->group != NONE)
 			fr_corr_line_add(&l, "%s never entered %s", who, where);
 		else
-			fr_corr_line_add(&l, "%s never posted the %s matching rank %" PRIu32 "'s %s",
-				 who, v->op.type == FR_OP_SEND ? "receive" :
-				 v->op.type == FR_OP_RECV ? "send" : "operation", k->owner, where);
+			fr_corr_line_add(&l, "%s never posted the %s matching rank %" PRIu32
+					 "'s %s", who, v->op.type == FR_OP_SEND ? "receive" :
+					 v->op.type == FR_OP_RECV ? "send" : "operation", k->owner,
+					 where);
 		if (k->group == NONE)
 			summary_behind(cx, k, v, &l);
 		fr_corr_line_add(&l, "; ");
@@ -593,13 +596,15 @@ static void summary_hang(const struct ctx *cx, const struct cand *k, struct fr_v
 			if (!n)
 				continue;
 			fr_corr_who_text(who, sizeof(who), cx, r, n);
-			fr_corr_line_add(&l, "%s%s %s", first ? "" : " and ", who, kind_phrase(kind, n > 1));
+			fr_corr_line_add(&l, "%s%s %s", first ? "" : " and ", who,
+					 kind_phrase(kind, n > 1));
 			first = false;
 		}
 		fr_corr_duration_text(d, sizeof(d), v->waited_s);
 		fr_corr_line_add(&l, " while %s %s %s in %s (longest wait %s)",
-			 nopw == 1 ? "rank" : "ranks", fr_corr_ranks_text(rt, sizeof(rt), opw, nopw),
-			 nopw == 1 ? "waits" : "wait", where, d);
+				 nopw == 1 ? "rank" : "ranks",
+				 fr_corr_ranks_text(rt, sizeof(rt), opw, nopw),
+				 nopw == 1 ? "waits" : "wait", where, d);
 	}
 out:
 	free(r);
@@ -620,7 +625,8 @@ static void culprit_behind(const struct ctx *cx, struct fr_culprit *cu, const st
 		const struct fr_op *o = &t->ops[j];
 
 		if (o->state == FR_STATE_COMPLETED && o->type == want &&
-		    strcmp(o->comm, k->op->comm) == 0 && fr_corr_op_peer(cx, o) == (int32_t)k->owner) {
+		    strcmp(o->comm, k->op->comm) == 0 &&
+		    fr_corr_op_peer(cx, o) == (int32_t)k->owner) {
 			cu->has_last_completed = true;
 			cu->last_completed = fr_corr_op_named(cx, o);
 			break;
@@ -718,16 +724,16 @@ int fr_corr_verdict_from_cand(struct ctx *cx, const struct cand *k, struct fr_ve
 			for (uint32_t i = 0; i < c->n + c->nextra; i++)
 				if (cinfo_member(c, i) < cx->world)
 					fr_corr_culprit_fill(cx, &v->culprits[v->nculprits++],
-						     cinfo_member(c, i), FR_REASON_STUCK_IN_OP,
-						     k->comm_id);
+							     cinfo_member(c, i),
+							     FR_REASON_STUCK_IN_OP, k->comm_id);
 			if (culprits_in_group(cx, &cx->groups[k->group], v) < 0)
 				goto out_free;
 		} else {
 			fr_corr_culprit_fill(cx, &v->culprits[v->nculprits++], k->owner,
-				     FR_REASON_STUCK_IN_OP, k->comm_id);
+					     FR_REASON_STUCK_IN_OP, k->comm_id);
 			if (k->partner != NONE)
 				fr_corr_culprit_fill(cx, &v->culprits[v->nculprits++], k->partner,
-					     FR_REASON_STUCK_IN_OP, k->comm_id);
+						     FR_REASON_STUCK_IN_OP, k->comm_id);
 		}
 	}
 	qsort(v->culprits, v->nculprits, sizeof(*v->culprits), fr_corr_cmp_culprit);

@@ -159,8 +159,9 @@ int fr_corr_verdict_mismatch(const struct ctx *cx, uint32_t gi, bool strict, str
 		}
 		fr_corr_op_details(det, sizeof(det), &v->op);
 		fr_corr_line_add(&l, " on %s where %s %s called %s (%s)", c->id,
-			 nsame == 1 ? "rank" : "ranks", fr_corr_ranks_text(rt, sizeof(rt), same, nsame),
-			 fr_op_name(v->op.type), det);
+				 nsame == 1 ? "rank" : "ranks",
+				 fr_corr_ranks_text(rt, sizeof(rt), same, nsame),
+				 fr_op_name(v->op.type), det);
 		if (!strict)
 			fr_corr_line_add(&l, "; it completed all the same (no hang)");
 		if (v->nwaiting) {
@@ -252,7 +253,7 @@ bool fr_corr_find_p2p_mismatch(const struct ctx *cx, bool inflight, struct p2p_p
  * the send.
  */
 int fr_corr_verdict_p2p_mismatch(const struct ctx *cx, const struct p2p_pair *p, bool inflight,
-				struct fr_verdict *v)
+				 struct fr_verdict *v)
 {
 	const struct fr_op *ops[2] = { p->send, p->recv };
 	const uint32_t ranks[2] = { p->from, p->to };
@@ -290,9 +291,9 @@ int fr_corr_verdict_p2p_mismatch(const struct ctx *cx, const struct p2p_pair *p,
 	qsort(v->culprits, v->nculprits, sizeof(*v->culprits), fr_corr_cmp_culprit);
 	qsort(v->waiting, v->nwaiting, sizeof(*v->waiting), fr_corr_cmp_u32);
 	fr_corr_op_head(head, sizeof(head), &v->op);
-	fr_corr_line_add(&l, "%s on %s does not match its receive: %s sends %" PRIu64 " bytes (%s), "
-		 "%s receives %" PRIu64 " bytes (%s)", head, cx->comms[p->ci].id, who[0],
-		 p->send->bytes, det[0], who[1], p->recv->bytes, det[1]);
+	fr_corr_line_add(&l, "%s on %s does not match its receive: %s sends %" PRIu64 " bytes "
+			 "(%s), %s receives %" PRIu64 " bytes (%s)", head, cx->comms[p->ci].id,
+			 who[0], p->send->bytes, det[0], who[1], p->recv->bytes, det[1]);
 	if (!inflight)
 		fr_corr_line_add(&l, "; it completed all the same (no hang)");
 	if (v->nwaiting) {

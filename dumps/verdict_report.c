@@ -174,10 +174,12 @@ static void print_waiting(FILE *out, const struct fr_verdict *v,
 		if (it[i].op) {
 			fr_corr_op_head(head, sizeof(head), &it[i].named);
 			fprintf(out, "  %s %s: in %s on %s, up to %s\n", n == 1 ? "rank" : "ranks",
-				fr_corr_ranks_text(rt, sizeof(rt), r, n), head, it[i].named.comm, d);
+				fr_corr_ranks_text(rt, sizeof(rt), r, n), head, it[i].named.comm,
+				d);
 		} else {
 			fprintf(out, "  %s %s: (no operation in its evidence)\n",
-				n == 1 ? "rank" : "ranks", fr_corr_ranks_text(rt, sizeof(rt), r, n));
+				n == 1 ? "rank" : "ranks",
+				fr_corr_ranks_text(rt, sizeof(rt), r, n));
 		}
 		i = j;
 	}
@@ -577,7 +579,8 @@ void fr_verdict_print(FILE *out, const struct fr_verdict *v,
 				   is_p2p(&v->op) ? "Operation (the send): " :
 				   "Operation (majority): ", &v->op);
 		fprintf(out, "Communicator: %s, %" PRIu32 " ranks [%s]\n", v->op.comm,
-			v->comm_size, fr_corr_members_text(rt, sizeof(rt), v->comm_ranks, v->comm_size));
+			v->comm_size,
+			fr_corr_members_text(rt, sizeof(rt), v->comm_ranks, v->comm_size));
 	}
 	if (v->nwaiting)
 		print_waiting(out, v, traces, ntraces, idx);
@@ -597,8 +600,9 @@ void fr_verdict_print(FILE *out, const struct fr_verdict *v,
 				if (idx[i] && (int)idx[i]->status == s)
 					r[n++] = i;
 			if (n)
-				fprintf(out, "  no dump, %s: %s %s\n", fr_rank_status_name((unsigned)s),
-					n == 1 ? "rank" : "ranks", fr_corr_ranks_text(rt, sizeof(rt), r, n));
+				fprintf(out, "  no dump, %s: %s %s\n",
+					fr_rank_status_name((unsigned)s), n == 1 ? "rank" : "ranks",
+					fr_corr_ranks_text(rt, sizeof(rt), r, n));
 		}
 	}
 

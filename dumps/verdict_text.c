@@ -174,7 +174,7 @@ void fr_corr_op_details(char *buf, size_t cap, const struct fr_op *op)
 		fr_corr_line_add(&l, ", root %" PRId32, op->root);
 	else if (!is_p2p(op) && fr_op_is_rooted(op->type) && op->peer_in_comm >= 0)
 		fr_corr_line_add(&l, ", root: communicator rank %" PRId32 " (global rank unknown)",
-			 op->peer_in_comm);
+				 op->peer_in_comm);
 	if (op->redop[0])
 		fr_corr_line_add(&l, ", %s", op->redop);
 	if (op->size_ratio == FR_SIZE_RATIO_UNEVEN)
@@ -184,6 +184,6 @@ void fr_corr_op_details(char *buf, size_t cap, const struct fr_op *op)
 	else if (op->size_ratio)
 		fr_corr_line_add(&l, op->type == FR_OP_ALL_GATHER ? ", output %" PRIu32 "x input" :
 							    ", input %" PRIu32 "x output",
-			 op->size_ratio);
+				 op->size_ratio);
 }
 
