@@ -151,23 +151,37 @@ static int slots_init(uint32_t **slots, size_t *cap, size_t expect)
 	return 0;
 }
 
+/*
+ * Replaces a table with an empty one sized for n entries (a quarter full
+ * at most), to be filled again; on failure the old one stays.
+ */
+static int slots_renew(uint32_t **slots, size_t *cap, size_t n)
+{
+	uint32_t *old = *slots;
+
+	if (slots_init(slots, cap, n * 2) < 0) {
+		*slots = old;
+		return -ENOMEM;
+	}
+	free(old);
+	return 0;
+}
+
+/* Puts index i at slot s, or at the first free slot after it. */
+static void slot_put(uint32_t *slots, size_t cap, size_t s, uint32_t i)
+{
+	while (slots[s] != NONE)
+		s = (s + 1) & (cap - 1);
+	slots[s] = i;
+}
+
 static int comm_rehash(struct ctx *cx)
 {
-	uint32_t *slots;
-	size_t cap;
-
-	if (slots_init(&slots, &cap, cx->ncomms * 2) < 0)
+	if (slots_renew(&cx->cslots, &cx->cslots_cap, cx->ncomms) < 0)
 		return -ENOMEM;
-	for (size_t i = 0; i < cx->ncomms; i++) {
-		size_t s = hash_str(cx->comms[i].id) & (cap - 1);
-
-		while (slots[s] != NONE)
-			s = (s + 1) & (cap - 1);
-		slots[s] = (uint32_t)i;
-	}
-	free(cx->cslots);
-	cx->cslots = slots;
-	cx->cslots_cap = cap;
+	for (size_t i = 0; i < cx->ncomms; i++)
+		slot_put(cx->cslots, cx->cslots_cap, hash_str(cx->comms[i].id) & (cx->cslots_cap - 1),
+			 (uint32_t)i);
 	return 0;
 }
 
@@ -200,20 +214,11 @@ static size_t group_slot(const struct ctx *cx, uint32_t comm, uint64_t seq)
 
 static int group_rehash(struct ctx *cx)
 {
-	uint32_t *old = cx->gslots;
-
-	if (slots_init(&cx->gslots, &cx->gslots_cap, cx->ngroups * 2) < 0) {
-		cx->gslots = old;
+	if (slots_renew(&cx->gslots, &cx->gslots_cap, cx->ngroups) < 0)
 		return -ENOMEM;
-	}
-	free(old);
-	for (size_t i = 0; i < cx->ngroups; i++) {
-		size_t s = group_slot(cx, cx->groups[i].comm, cx->groups[i].seq);
-
-		while (cx->gslots[s] != NONE)
-			s = (s + 1) & (cx->gslots_cap - 1);
-		cx->gslots[s] = (uint32_t)i;
-	}
+	for (size_t i = 0; i < cx->ngroups; i++)
+		slot_put(cx->gslots, cx->gslots_cap,
+			 group_slot(cx, cx->groups[i].comm, cx->groups[i].seq), (uint32_t)i);
 	return 0;
 }
 
@@ -308,11 +313,7 @@ static uint32_t group_new(struct ctx *cx, uint32_t comm, uint64_t seq)
 		if (group_rehash(cx) < 0)
 			return NONE;
 	} else {
-		size_t s = group_slot(cx, comm, seq);
-
-		while (cx->gslots[s] != NONE)
-			s = (s + 1) & (cx->gslots_cap - 1);
-		cx->gslots[s] = gi;
+		slot_put(cx->gslots, cx->gslots_cap, group_slot(cx, comm, seq), gi);
 	}
 	return gi;
 }
@@ -542,20 +543,13 @@ static size_t stream_slot(const struct ctx *cx, uint32_t ci, uint32_t owner, uin
 
 static int stream_rehash(struct ctx *cx)
 {
-	uint32_t *old = cx->sslots;
-
-	if (slots_init(&cx->sslots, &cx->sslots_cap, cx->nstreams * 2) < 0) {
-		cx->sslots = old;
+	if (slots_renew(&cx->sslots, &cx->sslots_cap, cx->nstreams) < 0)
 		return -ENOMEM;
-	}
-	free(old);
 	for (size_t i = 0; i < cx->nstreams; i++) {
 		const struct stream *st = &cx->streams[i];
-		size_t s = stream_slot(cx, st->ci, st->owner, st->peer, st->type);
 
-		while (cx->sslots[s] != NONE)
-			s = (s + 1) & (cx->sslots_cap - 1);
-		cx->sslots[s] = (uint32_t)i;
+		slot_put(cx->sslots, cx->sslots_cap,
+			 stream_slot(cx, st->ci, st->owner, st->peer, st->type), (uint32_t)i);
 	}
 	return 0;
 }
@@ -596,8 +590,6 @@ static int stream_add(struct ctx *cx, uint32_t r, uint32_t ci, const struct fr_o
 		return 0;
 	si = fr_corr_stream_find(cx, ci, r, (uint32_t)peer, (uint8_t)op->type);
 	if (si == NONE) {
-		size_t s;
-
 		if (grow_array((void **)&cx->streams, &cx->streams_cap, cx->nstreams + 1,
 			       sizeof(*st)) < 0)
 			return -ENOMEM;
@@ -613,10 +605,8 @@ static int stream_add(struct ctx *cx, uint32_t r, uint32_t ci, const struct fr_o
 			if (stream_rehash(cx) < 0)
 				return -ENOMEM;
 		} else {
-			for (s = stream_slot(cx, ci, r, (uint32_t)peer, (uint8_t)op->type);
-			     cx->sslots[s] != NONE; s = (s + 1) & (cx->sslots_cap - 1))
-				;
-			cx->sslots[s] = si;
+			slot_put(cx->sslots, cx->sslots_cap,
+				 stream_slot(cx, ci, r, (uint32_t)peer, (uint8_t)op->type), si);
 		}
 	}
 	*out = si;
