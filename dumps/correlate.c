@@ -462,4 +462,3 @@ void fr_verdict_free(struct fr_verdict *v)
 	fr_strs_free(v->strs);
 	memset(v, 0, sizeof(*v));
 }
-

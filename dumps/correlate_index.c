@@ -857,4 +857,3 @@ struct fr_op fr_corr_op_named(const struct ctx *cx, const struct fr_op *op)
 		o.root = member_of(cx, op->comm, op->peer_in_comm);
 	return o;
 }
-

@@ -43,65 +43,6 @@ struct line {
 	size_t len;
 };
 
-static inline double ns_to_s(uint64_t ns)
-{
-	return (double)ns / 1e9;
-}
-
-static inline bool is_p2p(const struct fr_op *op)
-{
-	return op->is_p2p || op->type == FR_OP_SEND || op->type == FR_OP_RECV ||
-	       op->type == FR_OP_SENDRECV;
-}
-
-/*
- * Whether `op` holds its rank up: in flight and either blocking, or
- * non-blocking with the rank now blocked in a Wait on it. A non-blocking
- * operation merely posted does not stop its rank from running on, so a rank
- * with nothing else in flight does not wait (and may be what others wait
- * for).
- */
-static inline bool op_blocks(const struct fr_op *op)
-{
-	return op->state == FR_STATE_ENTERED && (!op->nonblocking || op->waited);
-}
-
-/*
- * How long `op` has held its rank up by the trace's time: from the start of
- * the Wait for a waited non-blocking operation, else from entering it.
- */
-static inline uint64_t op_wait_ns(const struct fr_trace *t, const struct fr_op *op)
-{
-	uint64_t since = op->t_started_ns ? op->t_started_ns : op->t_entered_ns;
-
-	return t->time_ns > since ? t->time_ns - since : 0;
-}
-
-/*
- * A p2p operation addressed to one member whose global rank is not named
- * (an NCCL rank records only its rank in the communicator). It waits on
- * that one member, not on any: it is no receive from any source. Asked of
- * an op as recorded, before fr_corr_op_named() looked the member up, it says only
- * that its rank could not name it.
- */
-static inline bool peer_unnamed(const struct fr_op *op)
-{
-	return is_p2p(op) && op->peer < 0 && op->peer_in_comm >= 0;
-}
-
-/*
- * strcmp() == 0 for the short names compared once per entry (datatypes,
- * reductions, communicator ids), without a call.
- */
-static inline bool same_str(const char *a, const char *b)
-{
-	while (*a && *a == *b) {
-		a++;
-		b++;
-	}
-	return *a == *b;
-}
-
 /*
  * What ranks must agree on to have called the same thing, copied out of an
  * operation: a collective's group keeps its reference's by value, so that
@@ -332,6 +273,74 @@ struct ctx {
 	uint32_t *mark;
 };
 
+/* A send and the receive paired with it by seq (see mismatch.c). */
+struct p2p_pair {
+	const struct fr_op *send;
+	const struct fr_op *recv;
+	uint32_t from;
+	uint32_t to;
+	uint32_t ci;
+};
+
+static inline double ns_to_s(uint64_t ns)
+{
+	return (double)ns / 1e9;
+}
+
+static inline bool is_p2p(const struct fr_op *op)
+{
+	return op->is_p2p || op->type == FR_OP_SEND || op->type == FR_OP_RECV ||
+	       op->type == FR_OP_SENDRECV;
+}
+
+/*
+ * Whether `op` holds its rank up: in flight and either blocking, or
+ * non-blocking with the rank now blocked in a Wait on it. A non-blocking
+ * operation merely posted does not stop its rank from running on, so a rank
+ * with nothing else in flight does not wait (and may be what others wait
+ * for).
+ */
+static inline bool op_blocks(const struct fr_op *op)
+{
+	return op->state == FR_STATE_ENTERED && (!op->nonblocking || op->waited);
+}
+
+/*
+ * How long `op` has held its rank up by the trace's time: from the start of
+ * the Wait for a waited non-blocking operation, else from entering it.
+ */
+static inline uint64_t op_wait_ns(const struct fr_trace *t, const struct fr_op *op)
+{
+	uint64_t since = op->t_started_ns ? op->t_started_ns : op->t_entered_ns;
+
+	return t->time_ns > since ? t->time_ns - since : 0;
+}
+
+/*
+ * A p2p operation addressed to one member whose global rank is not named
+ * (an NCCL rank records only its rank in the communicator). It waits on
+ * that one member, not on any: it is no receive from any source. Asked of
+ * an op as recorded, before fr_corr_op_named() looked the member up, it says only
+ * that its rank could not name it.
+ */
+static inline bool peer_unnamed(const struct fr_op *op)
+{
+	return is_p2p(op) && op->peer < 0 && op->peer_in_comm >= 0;
+}
+
+/*
+ * strcmp() == 0 for the short names compared once per entry (datatypes,
+ * reductions, communicator ids), without a call.
+ */
+static inline bool same_str(const char *a, const char *b)
+{
+	while (*a && *a == *b) {
+		a++;
+		b++;
+	}
+	return *a == *b;
+}
+
 /* A 64-bit mixer (splitmix64's finaliser) for the hash tables and sets. */
 static inline uint64_t mix64(uint64_t x)
 {
@@ -370,15 +379,6 @@ static inline bool status_good(const struct fr_trace *t)
 {
 	return t && (t->status == FR_RANK_DUMPED || t->status == FR_RANK_LIVE);
 }
-
-/* A send and the receive paired with it by seq (see mismatch.c). */
-struct p2p_pair {
-	const struct fr_op *send;
-	const struct fr_op *recv;
-	uint32_t from;
-	uint32_t to;
-	uint32_t ci;
-};
 
 /* How many reasons FR_REASONS lists. */
 #define FR_R_COUNT(e, n) +1

@@ -175,4 +175,3 @@ out_free:
 	free(hop);
 	return rc;
 }
-

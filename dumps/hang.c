@@ -775,4 +775,3 @@ int fr_corr_hang(struct ctx *cx, struct fr_verdict *v)
 		return fr_corr_verdict_deadlock(cx, best, v);
 	return fr_corr_verdict_from_cand(cx, best, v);
 }
-

@@ -180,7 +180,6 @@ out_free:
 
 /* ---- point-to-point messages that do not fit ---- */
 
-
 /*
  * Whether send #k from a to b and b's receive #k from a disagree on the
  * message. NCCL (and PyTorch over it) matches a pair's messages in order
@@ -302,4 +301,3 @@ int fr_corr_verdict_p2p_mismatch(const struct ctx *cx, const struct p2p_pair *p,
 	}
 	return 0;
 }
-

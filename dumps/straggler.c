@@ -171,4 +171,3 @@ void fr_corr_straggler_text(char *buf, size_t cap, const struct fr_straggler *st
 		 " collectives on %s, by %s (median)", st->rank, st->late_count, st->matched,
 		 st->comm, d);
 }
-

@@ -200,4 +200,3 @@ out_free:
 	json_decref(o);
 	return NULL;
 }
-

@@ -628,4 +628,3 @@ void fr_verdict_print(FILE *out, const struct fr_verdict *v,
 	free(r);
 	free(idx);
 }
-

@@ -186,4 +186,3 @@ void fr_corr_op_details(char *buf, size_t cap, const struct fr_op *op)
 							    ", input %" PRIu32 "x output",
 				 op->size_ratio);
 }
-
