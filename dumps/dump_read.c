@@ -735,7 +735,7 @@ struct entry_slot {
 };
 
 /* Makes s->v an array of its first n items. */
-static inline void slot_array(struct entry_slot *s, uint32_t n)
+static inline __attribute__((always_inline)) void slot_array(struct entry_slot *s, uint32_t n)
 {
 	s->v.type = FR_VAL_ARRAY;
 	s->v.n = n;
@@ -744,7 +744,7 @@ static inline void slot_array(struct entry_slot *s, uint32_t n)
 	s->items[1] = &s->item[1];
 }
 
-static inline const char *w_int(const char *p, const char *end, struct fr_val *v)
+static inline __attribute__((always_inline)) const char *w_int(const char *p, const char *end, struct fr_val *v)
 {
 	uint64_t u;
 
@@ -756,7 +756,7 @@ static inline const char *w_int(const char *p, const char *end, struct fr_val *v
 }
 
 /* A string from p, just past its opening quote, to past its closing one. */
-static inline const char *w_str(const char *p, const char *end, struct fr_val *v)
+static inline __attribute__((always_inline)) const char *w_str(const char *p, const char *end, struct fr_val *v)
 {
 	size_t n;
 	const char *q = fr_json_plain_string(p, end, &n);
@@ -783,17 +783,17 @@ static inline const char *w_str(const char *p, const char *end, struct fr_val *v
 #define OPEN_flag ""
 #define OPEN_rank ""
 
-static inline const char *scan_u64(const char *p, const char *end, struct entry_slot *s)
+static inline __attribute__((always_inline)) const char *scan_u64(const char *p, const char *end, struct entry_slot *s)
 {
 	return w_int(p, end, &s->v);
 }
 
-static inline const char *scan_str(const char *p, const char *end, struct entry_slot *s)
+static inline __attribute__((always_inline)) const char *scan_str(const char *p, const char *end, struct entry_slot *s)
 {
 	return w_str(p, end, &s->v);
 }
 
-static inline const char *scan_pair(const char *p, const char *end, struct entry_slot *s)
+static inline __attribute__((always_inline)) const char *scan_pair(const char *p, const char *end, struct entry_slot *s)
 {
 	if (!(p = w_str(p, end, &s->item[0])) || !(p = W_LIT(p, end, ",\"")) ||
 	    !(p = w_str(p, end, &s->item[1])))
@@ -802,7 +802,7 @@ static inline const char *scan_pair(const char *p, const char *end, struct entry
 	return W_LIT(p, end, "]");
 }
 
-static inline const char *scan_sizes(const char *p, const char *end, struct entry_slot *s)
+static inline __attribute__((always_inline)) const char *scan_sizes(const char *p, const char *end, struct entry_slot *s)
 {
 	if (!(p = w_int(p, end, &s->item[1])))
 		return NULL;
@@ -814,7 +814,7 @@ static inline const char *scan_sizes(const char *p, const char *end, struct entr
 	return W_LIT(p, end, "]]");
 }
 
-static inline const char *scan_strs(const char *p, const char *end, struct entry_slot *s)
+static inline __attribute__((always_inline)) const char *scan_strs(const char *p, const char *end, struct entry_slot *s)
 {
 	if (!(p = w_str(p, end, &s->item[0])))
 		return NULL;
@@ -822,7 +822,7 @@ static inline const char *scan_strs(const char *p, const char *end, struct entry
 	return W_LIT(p, end, "]");
 }
 
-static inline const char *scan_time(const char *p, const char *end, struct entry_slot *s)
+static inline __attribute__((always_inline)) const char *scan_time(const char *p, const char *end, struct entry_slot *s)
 {
 	const char *q = W_LIT(p, end, "null");
 
@@ -832,7 +832,7 @@ static inline const char *scan_time(const char *p, const char *end, struct entry
 	return q;
 }
 
-static inline const char *scan_flag(const char *p, const char *end, struct entry_slot *s)
+static inline __attribute__((always_inline)) const char *scan_flag(const char *p, const char *end, struct entry_slot *s)
 {
 	const char *q;
 
@@ -844,7 +844,7 @@ static inline const char *scan_flag(const char *p, const char *end, struct entry
 	return q;
 }
 
-static inline const char *scan_rank(const char *p, const char *end, struct entry_slot *s)
+static inline __attribute__((always_inline)) const char *scan_rank(const char *p, const char *end, struct entry_slot *s)
 {
 	if (end - p >= 3 && p[0] == '-' && p[1] == '1' && !fr_is_digit(p[2])) {
 		s->v.type = FR_VAL_INT;

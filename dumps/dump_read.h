@@ -63,18 +63,18 @@ __attribute__((cold)) int fr_rd_long(const struct rd *rd, const struct fr_val *v
  * They are inline, called a dozen times for each of two million entries;
  * their messages are made out of line.
  */
-static inline bool present(const struct fr_val *v)
+static inline __attribute__((always_inline)) bool present(const struct fr_val *v)
 {
 	return v && v->type != FR_VAL_NULL;
 }
 
-static inline int want(const struct rd *rd, const struct fr_val *v, const char *at,
+static inline __attribute__((always_inline)) int want(const struct rd *rd, const struct fr_val *v, const char *at,
 		       const char *key, bool required, const char *what)
 {
 	return required && !present(v) ? fr_rd_missing(rd, at, key, what) : 0;
 }
 
-static inline int get_u64(const struct rd *rd, const struct fr_val *v, const char *at,
+static inline __attribute__((always_inline)) int get_u64(const struct rd *rd, const struct fr_val *v, const char *at,
 			  const char *key, bool required, uint64_t max, uint64_t *out)
 {
 	if (!present(v))
@@ -87,7 +87,7 @@ static inline int get_u64(const struct rd *rd, const struct fr_val *v, const cha
 	return 0;
 }
 
-static inline int get_u32(const struct rd *rd, const struct fr_val *v, const char *at, const char *key,
+static inline __attribute__((always_inline)) int get_u32(const struct rd *rd, const struct fr_val *v, const char *at, const char *key,
 		   bool required, uint32_t *out)
 {
 	uint64_t x = *out;
@@ -102,7 +102,7 @@ static inline int get_u32(const struct rd *rd, const struct fr_val *v, const cha
  * A rank or -1 for none: a global one (peer, root) or one in a communicator
  * (peer_in_comm). Absent or null means none.
  */
-static inline int get_rank_or_none(const struct rd *rd, const struct fr_val *v, const char *at,
+static inline __attribute__((always_inline)) int get_rank_or_none(const struct rd *rd, const struct fr_val *v, const char *at,
 				   const char *key, int32_t *out)
 {
 	*out = -1;
@@ -116,7 +116,7 @@ static inline int get_rank_or_none(const struct rd *rd, const struct fr_val *v, 
 	return 0;
 }
 
-static inline int get_bool(const struct rd *rd, const struct fr_val *v, const char *at,
+static inline __attribute__((always_inline)) int get_bool(const struct rd *rd, const struct fr_val *v, const char *at,
 			   const char *key, bool required, bool *out)
 {
 	if (!present(v))
@@ -129,7 +129,7 @@ static inline int get_bool(const struct rd *rd, const struct fr_val *v, const ch
 
 /* Whether v is a string shorter than `cap` bytes (its terminator
  * included), to be used in place: a value's string ends with its only NUL. */
-static inline int str_check(const struct rd *rd, const struct fr_val *v, const char *at,
+static inline __attribute__((always_inline)) int str_check(const struct rd *rd, const struct fr_val *v, const char *at,
 			    const char *key, size_t cap)
 {
 	if (!fr_val_is(v, FR_VAL_STRING))
@@ -161,7 +161,7 @@ static inline int get_str(const struct rd *rd, const struct fr_val *v, const cha
 
 /* String v, of at most `max` bytes, as trace t's copy (fr_trace_strn) into
  * *dst. */
-static inline int str_keep(const struct rd *rd, const struct fr_val *v, const char *at,
+static inline __attribute__((always_inline)) int str_keep(const struct rd *rd, const struct fr_val *v, const char *at,
 			   const char *key, size_t max, struct fr_trace *t, const char **dst)
 {
 	int rc = str_check(rd, v, at, key, max + 1);
@@ -173,7 +173,7 @@ static inline int str_keep(const struct rd *rd, const struct fr_val *v, const ch
 	return 0;
 }
 
-static inline int get_str_keep(const struct rd *rd, const struct fr_val *v, const char *at,
+static inline __attribute__((always_inline)) int get_str_keep(const struct rd *rd, const struct fr_val *v, const char *at,
 			       const char *key, bool required, size_t max, struct fr_trace *t,
 			       const char **dst)
 {
