@@ -110,7 +110,7 @@ const char *fr_rd_path(char *buf, const char *at, const char *key)
 }
 
 int fr_rd_missing(const struct rd *rd, const char *at,
-							  const char *key, const char *what)
+		  const char *key, const char *what)
 {
 	char p[AT_MAX];
 
@@ -118,37 +118,37 @@ int fr_rd_missing(const struct rd *rd, const char *at,
 }
 
 int fr_rd_type(const struct rd *rd, const struct fr_val *v,
-						       const char *at, const char *key,
-						       const char *what)
+	       const char *at, const char *key,
+	       const char *what)
 {
 	char p[AT_MAX];
 
 	return fr_rd_fail(rd, -EPROTO, "%s: expected %s, got %s", fr_rd_path(p, at, key), what,
-		    fr_val_type_name(v));
+			  fr_val_type_name(v));
 }
 
 int fr_rd_range(const struct rd *rd, const char *at,
-							const char *key, int64_t i, int64_t lo,
-							uint64_t hi)
+		const char *key, int64_t i, int64_t lo,
+		uint64_t hi)
 {
 	char p[AT_MAX];
 
 	return fr_rd_fail(rd, -EPROTO, "%s: %" PRId64 " is out of range (%" PRId64 "..%" PRIu64 ")",
-		    fr_rd_path(p, at, key), i, lo, hi);
+			  fr_rd_path(p, at, key), i, lo, hi);
 }
 
 int fr_rd_long(const struct rd *rd, const struct fr_val *v,
-						       const char *at, const char *key, size_t max)
+	       const char *at, const char *key, size_t max)
 {
 	char p[AT_MAX];
 
 	return fr_rd_fail(rd, -EPROTO, "%s: %" PRIu32 " bytes long, longer than the limit of %zu",
-		    fr_rd_path(p, at, key), v->n, max);
+			  fr_rd_path(p, at, key), v->n, max);
 }
 
 int fr_rd_container(const struct rd *rd, const struct fr_val *obj, const char *at,
-			 const char *key, bool required, enum fr_val_type type,
-			 const struct fr_val **out)
+		    const char *key, bool required, enum fr_val_type type,
+		    const struct fr_val **out)
 {
 	char p[AT_MAX];
 	const char *what = type == FR_VAL_OBJECT ? "an object" : "an array";
@@ -160,7 +160,7 @@ int fr_rd_container(const struct rd *rd, const struct fr_val *obj, const char *a
 		return rc;
 	if (v->type != type)
 		return fr_rd_fail(rd, -EPROTO, "%s: expected %s, got %s", fr_rd_path(p, at, key), what,
-			    fr_val_type_name(v));
+				  fr_val_type_name(v));
 	*out = v;
 	return 0;
 }
@@ -171,7 +171,7 @@ static const struct doc_kind dump_kind = {
 
 
 int fr_rd_header(const struct rd *rd, const struct fr_val *root, const char *at,
-			const struct doc_kind *k, unsigned long *major)
+		 const struct doc_kind *k, unsigned long *major)
 {
 	char p[AT_MAX];
 	char reads[48];
@@ -181,37 +181,37 @@ int fr_rd_header(const struct rd *rd, const struct fr_val *root, const char *at,
 
 	if (!fr_val_is(root, FR_VAL_OBJECT))
 		return fr_rd_fail(rd, -EPROTO, "%s%snot a flightrec %s (%s, not an object)", at,
-			    *at ? ": " : "", k->kind, fr_val_type_name(root));
+				  *at ? ": " : "", k->kind, fr_val_type_name(root));
 	f = fr_val_get(root, "format");
 	if (!fr_val_is(f, FR_VAL_STRING))
 		return fr_rd_fail(rd, -EPROTO, "%s%snot a flightrec %s (no \"format\": \"%s\")", at,
-			    *at ? ": " : "", k->kind, k->format);
+				  *at ? ": " : "", k->kind, k->format);
 	if (strcmp(f->u.s, k->format) != 0)
 		return fr_rd_fail(rd, -EPROTO, "%s%snot a flightrec %s (format is \"%.64s\", not \"%s\")",
-			    at, *at ? ": " : "", k->kind, f->u.s, k->format);
+				  at, *at ? ": " : "", k->kind, f->u.s, k->format);
 
 	v = fr_val_get(root, "version");
 	if (!v)
 		return fr_rd_fail(rd, -EPROTO, "%s: missing (expected a string such as \"%s\")",
-			    fr_rd_path(p, at, "version"), k->version);
+				  fr_rd_path(p, at, "version"), k->version);
 	if (!fr_val_is(v, FR_VAL_STRING))
 		return fr_rd_fail(rd, -EPROTO, "%s: expected a string such as \"%s\", got %s",
-			    fr_rd_path(p, at, "version"), k->version, fr_val_type_name(v));
+				  fr_rd_path(p, at, "version"), k->version, fr_val_type_name(v));
 	s = v->u.s;
 	errno = 0;
 	*major = strtoul(s, &end, 10);
 	if (end == s || *end != '.' || end[1] < '0' || end[1] > '9' || errno || s[0] < '0' ||
 	    s[0] > '9')
 		return fr_rd_fail(rd, -EPROTO, "%s: \"%.32s\" is not of the form MAJOR.MINOR",
-			    fr_rd_path(p, at, "version"), s);
+				  fr_rd_path(p, at, "version"), s);
 	if (*major < k->oldest || *major > k->newest) {
 		if (k->oldest == k->newest)
 			snprintf(reads, sizeof(reads), "%lu.x", k->newest);
 		else
 			snprintf(reads, sizeof(reads), "%lu.x to %lu.x", k->oldest, k->newest);
 		return fr_rd_fail(rd, -EPROTONOSUPPORT,
-			    "%s%s%s format version %.32s is not supported (this build reads %s)",
-			    at, *at ? ": " : "", k->kind, s, reads);
+				  "%s%s%s format version %.32s is not supported (this build reads %s)",
+				  at, *at ? ": " : "", k->kind, s, reads);
 	}
 	return 0;
 }
@@ -222,7 +222,7 @@ int fr_rd_world(const struct rd *rd, const char *at, uint32_t world_size)
 
 	if (world_size == 0 || world_size > DUMP_WORLD_MAX)
 		return fr_rd_fail(rd, -EPROTO, "%s: %" PRIu32 " is not a valid world size (1..%u)",
-			    fr_rd_path(p, at, "world_size"), world_size, DUMP_WORLD_MAX);
+				  fr_rd_path(p, at, "world_size"), world_size, DUMP_WORLD_MAX);
 	return 0;
 }
 
@@ -357,20 +357,20 @@ static int count_from_sizes(const struct rd *rd, const struct fr_val *sizes, con
 		return 0;
 	if (sizes->type != FR_VAL_ARRAY)
 		return fr_rd_fail(rd, -EPROTO, "%s: expected an array, got %s",
-			    fr_rd_path(p, at, key), fr_val_type_name(sizes));
+				  fr_rd_path(p, at, key), fr_val_type_name(sizes));
 	if (sizes->n == 0)
 		return 0;
 	shape = sizes->u.items[0];
 	if (shape->type != FR_VAL_ARRAY)
 		return fr_rd_fail(rd, -EPROTO, "%s[0]: expected an array, got %s",
-			    fr_rd_path(p, at, key), fr_val_type_name(shape));
+				  fr_rd_path(p, at, key), fr_val_type_name(shape));
 	for (uint32_t i = 0; i < shape->n; i++) {
 		const struct fr_val *dim = shape->u.items[i];
 		uint64_t d;
 
 		if (dim->type != FR_VAL_INT || dim->u.i < 0)
 			return fr_rd_fail(rd, -EPROTO, "%s[0][%" PRIu32 "]: expected a non-negative integer",
-				    fr_rd_path(p, at, key), i);
+					  fr_rd_path(p, at, key), i);
 		d = (uint64_t)dim->u.i;
 		n = d && n > UINT64_MAX / d ? UINT64_MAX : n * d;
 	}
@@ -485,8 +485,8 @@ static int read_entry(const struct rd *rd, entry_fields f, const char *at, struc
 			break;
 	if (state == (int)(sizeof(states) / sizeof(states[0])))
 		return fr_rd_fail(rd, -EPROTO,
-			    "%s: unknown state \"%.*s\" (expected entered, completed, scheduled or started)",
-			    fr_rd_path(p, at, "state"), (int)v->n, v->u.s);
+				  "%s: unknown state \"%.*s\" (expected entered, completed, scheduled or started)",
+				  fr_rd_path(p, at, "state"), (int)v->n, v->u.s);
 	op->state = states[state].state;
 	running = states[state].running;
 	op->gpu = states[state].gpu;
@@ -510,7 +510,7 @@ static int read_entry(const struct rd *rd, entry_fields f, const char *at, struc
 	/* As on the wire: only a non-blocking operation is waited on. */
 	if (op->waited && !op->nonblocking)
 		return fr_rd_fail(rd, -EPROTO, "%s: true for an operation that is not nonblocking",
-			    fr_rd_path(p, at, "waited"));
+				  fr_rd_path(p, at, "waited"));
 	/*
 	 * An entry without "nonblocking" comes from PyTorch, whose operations
 	 * all block the rank from the moment they start; its start time is
@@ -546,7 +546,7 @@ static int read_entry(const struct rd *rd, entry_fields f, const char *at, struc
 	} else if (present(v = f[EF_INPUT_DTYPES])) {
 		if (v->type != FR_VAL_ARRAY)
 			return fr_rd_fail(rd, -EPROTO, "%s: expected an array, got %s",
-				    fr_rd_path(p, at, "input_dtypes"), fr_val_type_name(v));
+					  fr_rd_path(p, at, "input_dtypes"), fr_val_type_name(v));
 		if (v->n > 0)
 			rc = str_keep(rd, v->u.items[0], at, "input_dtypes[0]", FR_DTYPE_MAX, t,
 				      &op->dtype);
@@ -601,7 +601,7 @@ static int read_entry_val(const struct rd *rd, struct fr_val_keymap *map,
 
 	if (e->type != FR_VAL_OBJECT)
 		return fr_rd_fail(rd, -EPROTO, "%s[%zu]: expected an object, got %s",
-			    fr_rd_path(p, at, "entries"), i, fr_val_type_name(e));
+				  fr_rd_path(p, at, "entries"), i, fr_val_type_name(e));
 	/* The last of two members of one name wins, as in a Python dict;
 	 * the JSON parser refuses them. */
 	fr_val_fields(map, e, entry_keys, EF__COUNT, f);
@@ -682,7 +682,7 @@ static int keep_type_error(struct entries_reader *er, struct fr_json_in *in, con
 
 	if (!rc)
 		er->rc = fr_rd_fail(&keep, -EPROTO, "%s: expected %s, got %s", at, what,
-			      fr_val_type_name(v));
+				    fr_val_type_name(v));
 	return rc;
 }
 
@@ -713,7 +713,7 @@ static int keep_type_error(struct entries_reader *er, struct fr_json_in *in, con
  * zero). What follows it is checked by the literal after it: a fraction or
  * an exponent makes that fail. */
 static inline __attribute__((always_inline)) const char *w_u64(const char *p, const char *end,
-								    uint64_t *out)
+							       uint64_t *out)
 {
 	bool overflow;
 	const char *q = fr_scan_digits(p, end, out, &overflow);
@@ -744,7 +744,8 @@ static inline __attribute__((always_inline)) void slot_array(struct entry_slot *
 	s->items[1] = &s->item[1];
 }
 
-static inline __attribute__((always_inline)) const char *w_int(const char *p, const char *end, struct fr_val *v)
+static inline __attribute__((always_inline)) const char *
+w_int(const char *p, const char *end, struct fr_val *v)
 {
 	uint64_t u;
 
@@ -756,7 +757,8 @@ static inline __attribute__((always_inline)) const char *w_int(const char *p, co
 }
 
 /* A string from p, just past its opening quote, to past its closing one. */
-static inline __attribute__((always_inline)) const char *w_str(const char *p, const char *end, struct fr_val *v)
+static inline __attribute__((always_inline)) const char *
+w_str(const char *p, const char *end, struct fr_val *v)
 {
 	size_t n;
 	const char *q = fr_json_plain_string(p, end, &n);
@@ -783,17 +785,20 @@ static inline __attribute__((always_inline)) const char *w_str(const char *p, co
 #define OPEN_flag ""
 #define OPEN_rank ""
 
-static inline __attribute__((always_inline)) const char *scan_u64(const char *p, const char *end, struct entry_slot *s)
+static inline __attribute__((always_inline)) const char *
+scan_u64(const char *p, const char *end, struct entry_slot *s)
 {
 	return w_int(p, end, &s->v);
 }
 
-static inline __attribute__((always_inline)) const char *scan_str(const char *p, const char *end, struct entry_slot *s)
+static inline __attribute__((always_inline)) const char *
+scan_str(const char *p, const char *end, struct entry_slot *s)
 {
 	return w_str(p, end, &s->v);
 }
 
-static inline __attribute__((always_inline)) const char *scan_pair(const char *p, const char *end, struct entry_slot *s)
+static inline __attribute__((always_inline)) const char *
+scan_pair(const char *p, const char *end, struct entry_slot *s)
 {
 	if (!(p = w_str(p, end, &s->item[0])) || !(p = W_LIT(p, end, ",\"")) ||
 	    !(p = w_str(p, end, &s->item[1])))
@@ -802,7 +807,8 @@ static inline __attribute__((always_inline)) const char *scan_pair(const char *p
 	return W_LIT(p, end, "]");
 }
 
-static inline __attribute__((always_inline)) const char *scan_sizes(const char *p, const char *end, struct entry_slot *s)
+static inline __attribute__((always_inline)) const char *
+scan_sizes(const char *p, const char *end, struct entry_slot *s)
 {
 	if (!(p = w_int(p, end, &s->item[1])))
 		return NULL;
@@ -814,7 +820,8 @@ static inline __attribute__((always_inline)) const char *scan_sizes(const char *
 	return W_LIT(p, end, "]]");
 }
 
-static inline __attribute__((always_inline)) const char *scan_strs(const char *p, const char *end, struct entry_slot *s)
+static inline __attribute__((always_inline)) const char *
+scan_strs(const char *p, const char *end, struct entry_slot *s)
 {
 	if (!(p = w_str(p, end, &s->item[0])))
 		return NULL;
@@ -822,7 +829,8 @@ static inline __attribute__((always_inline)) const char *scan_strs(const char *p
 	return W_LIT(p, end, "]");
 }
 
-static inline __attribute__((always_inline)) const char *scan_time(const char *p, const char *end, struct entry_slot *s)
+static inline __attribute__((always_inline)) const char *
+scan_time(const char *p, const char *end, struct entry_slot *s)
 {
 	const char *q = W_LIT(p, end, "null");
 
@@ -832,7 +840,8 @@ static inline __attribute__((always_inline)) const char *scan_time(const char *p
 	return q;
 }
 
-static inline __attribute__((always_inline)) const char *scan_flag(const char *p, const char *end, struct entry_slot *s)
+static inline __attribute__((always_inline)) const char *
+scan_flag(const char *p, const char *end, struct entry_slot *s)
 {
 	const char *q;
 
@@ -844,7 +853,8 @@ static inline __attribute__((always_inline)) const char *scan_flag(const char *p
 	return q;
 }
 
-static inline __attribute__((always_inline)) const char *scan_rank(const char *p, const char *end, struct entry_slot *s)
+static inline __attribute__((always_inline)) const char *
+scan_rank(const char *p, const char *end, struct entry_slot *s)
 {
 	if (end - p >= 3 && p[0] == '-' && p[1] == '1' && !fr_is_digit(p[2])) {
 		s->v.type = FR_VAL_INT;
@@ -1013,7 +1023,7 @@ static int read_entries_json(struct fr_json_in *in, void *arg)
 }
 
 int fr_rd_members(const struct rd *rd, const struct fr_val *v, const char *where,
-			uint32_t **out, size_t *n)
+		  uint32_t **out, size_t *n)
 {
 	size_t cap;
 	uint32_t *m;
@@ -1023,7 +1033,7 @@ int fr_rd_members(const struct rd *rd, const struct fr_val *v, const char *where
 	*n = 0;
 	if (!fr_val_is(v, FR_VAL_ARRAY) && !fr_val_is(v, FR_VAL_STRING))
 		return fr_rd_fail(rd, -EPROTO, "%s: expected an array, got %s", where,
-			    fr_val_type_name(v));
+				  fr_val_type_name(v));
 	cap = v->type == FR_VAL_ARRAY ? v->n : v->n / 2 + 1;
 	m = calloc(cap ? cap : 1, sizeof(*m));
 	if (!m)
@@ -1035,12 +1045,12 @@ int fr_rd_members(const struct rd *rd, const struct fr_val *v, const char *where
 			if (r->type != FR_VAL_INT) {
 				free(m);
 				return fr_rd_fail(rd, -EPROTO, "%s[%zu]: expected an integer, got %s",
-					    where, i, fr_val_type_name(r));
+						  where, i, fr_val_type_name(r));
 			}
 			if (r->u.i < -1 || r->u.i >= UINT32_MAX) {
 				free(m);
 				return fr_rd_fail(rd, -EPROTO, "%s[%zu]: %" PRId64 " is not a rank", where,
-					    i, r->u.i);
+						  i, r->u.i);
 			}
 			m[i] = r->u.i == -1 ? FR_RANK_UNKNOWN : (uint32_t)r->u.i;
 		}
@@ -1106,7 +1116,7 @@ static int read_comm(const struct rd *rd, const struct fr_val *pc, const char *a
 
 	if (!fr_val_is(pc, FR_VAL_OBJECT))
 		return fr_rd_fail(rd, -EPROTO, "%s: expected an object, got %s", at,
-			    fr_val_type_name(pc));
+				  fr_val_type_name(pc));
 	v = fr_val_get(pc, "ranks");
 	if ((rc = GET_STR(rd, pc, at, "desc", false, c->desc)) ||
 	    (rc = want(rd, v, at, "ranks", true, "an array")) ||
@@ -1123,15 +1133,15 @@ static int read_comm(const struct rd *rd, const struct fr_val *pc, const char *a
 		c->members = NULL;
 	} else if (n != size) {
 		return fr_rd_fail(rd, -EPROTO, "%s: lists %zu ranks but size is %" PRIu64,
-			    fr_rd_path(p, at, "ranks"), n, size);
+				  fr_rd_path(p, at, "ranks"), n, size);
 	}
 	for (size_t i = 0; i < n; i++) {
 		if (c->members[i] == FR_RANK_UNKNOWN)
 			continue;
 		if (c->members[i] >= t->world_size)
 			return fr_rd_fail(rd, -EPROTO, "%s[%zu]: rank %" PRIu32
-				    " is not below world_size %" PRIu32,
-				    fr_rd_path(p, at, "ranks"), i, c->members[i], t->world_size);
+					  " is not below world_size %" PRIu32,
+					  fr_rd_path(p, at, "ranks"), i, c->members[i], t->world_size);
 		/* PyTorch does not write our rank in the group; find it. */
 		if (c->members[i] == t->rank)
 			c->rank = (uint32_t)i;
@@ -1141,7 +1151,7 @@ static int read_comm(const struct rd *rd, const struct fr_val *pc, const char *a
 		return rc;
 	if (c->size && c->rank >= c->size)
 		return fr_rd_fail(rd, -EPROTO, "%s: %" PRIu32 " is not below size %" PRIu32,
-			    fr_rd_path(p, at, "rank"), c->rank, c->size);
+				  fr_rd_path(p, at, "rank"), c->rank, c->size);
 	return 0;
 }
 
@@ -1165,7 +1175,7 @@ static int read_comms(const struct rd *rd, const struct fr_val *root, const char
 		fr_rd_at(cat, "%s.%s", fr_rd_path(p, at, "pg_config"), id->u.s);
 		if (id->n > FR_COMM_ID_MAX)
 			return fr_rd_fail(rd, -EPROTO, "%s: process group id longer than %d bytes",
-				    cat, FR_COMM_ID_MAX);
+					  cat, FR_COMM_ID_MAX);
 		if (fr_trace_comm(t, id->u.s))
 			return fr_rd_fail(rd, -EPROTO, "%s: the same process group twice", cat);
 		c = fr_trace_add_comm(t, &cap);
@@ -1191,7 +1201,7 @@ static int read_comms(const struct rd *rd, const struct fr_val *root, const char
 			return fr_rd_fail(rd, -EPROTO, "%s: no such process group in pg_config", cat);
 		if (!fr_val_is(ps, FR_VAL_OBJECT))
 			return fr_rd_fail(rd, -EPROTO, "%s: expected an object, got %s", cat,
-				    fr_val_type_name(ps));
+					  fr_val_type_name(ps));
 		if ((rc = get_u64(rd, fr_val_get(ps, "last_enqueued_collective"), cat,
 				  "last_enqueued_collective", true, INT64_MAX, &c->last_entered)) ||
 		    (rc = get_u64(rd, fr_val_get(ps, "last_completed_collective"), cat,
@@ -1212,12 +1222,12 @@ static int read_frame(const struct rd *rd, const struct fr_val *fo, const char *
 
 	if (!fr_val_is(fo, FR_VAL_OBJECT))
 		return fr_rd_fail(rd, -EPROTO, "%s: expected an object, got %s", at,
-			    fr_val_type_name(fo));
+				  fr_val_type_name(fo));
 	v = fr_val_get(fo, "name");
 	if (present(v)) {
 		if (v->type != FR_VAL_STRING)
 			return fr_rd_fail(rd, -EPROTO, "%s: expected a string or null, got %s",
-				    fr_rd_path(p, at, "name"), fr_val_type_name(v));
+					  fr_rd_path(p, at, "name"), fr_val_type_name(v));
 		f->name = strdup(v->u.s);
 		if (!f->name)
 			return fr_rd_nomem(rd);
@@ -1242,7 +1252,7 @@ static int read_frame(const struct rd *rd, const struct fr_val *fo, const char *
 
 out_bad_ip:
 	return fr_rd_fail(rd, -EPROTO, "%s: expected a hex string such as \"0x4005d6\"",
-		    fr_rd_path(p, at, "ip"));
+			  fr_rd_path(p, at, "ip"));
 }
 
 static int read_threads(const struct rd *rd, const struct fr_val *root, const char *at,
@@ -1267,7 +1277,7 @@ static int read_threads(const struct rd *rd, const struct fr_val *root, const ch
 		fr_rd_at(tat, "%s[%" PRIu32 "]", fr_rd_path(p, at, "threads"), i);
 		if (!fr_val_is(to, FR_VAL_OBJECT))
 			return fr_rd_fail(rd, -EPROTO, "%s: expected an object, got %s", tat,
-				    fr_val_type_name(to));
+					  fr_val_type_name(to));
 		if ((rc = get_u32(rd, fr_val_get(to, "tid"), tat, "tid", true, &th->tid)) ||
 		    (rc = GET_STR(rd, to, tat, "name", false, th->name)) ||
 		    (rc = get_bool(rd, fr_val_get(to, "current"), tat, "current", false,
@@ -1290,8 +1300,8 @@ static int read_threads(const struct rd *rd, const struct fr_val *root, const ch
 }
 
 int fr_rd_trace(const struct rd *rd, const struct fr_val *root, const char *at,
-		      const struct entries_reader *er, const struct comm_table *tab,
-		      struct fr_trace *t)
+		const struct entries_reader *er, const struct comm_table *tab,
+		struct fr_trace *t)
 {
 	char p[AT_MAX];
 	char status[32];
@@ -1320,13 +1330,13 @@ int fr_rd_trace(const struct rd *rd, const struct fr_val *root, const char *at,
 	st = fr_rank_status_from_name(status);
 	if (st < 0)
 		return fr_rd_fail(rd, -EPROTO, "%s: unknown rank status \"%s\"", fr_rd_path(p, at, "status"),
-			    status);
+				  status);
 	t->status = (enum fr_rank_status)st;
 	if ((rc = fr_rd_world(rd, at, t->world_size)))
 		return rc;
 	if (t->rank >= t->world_size)
 		return fr_rd_fail(rd, -EPROTO, "%s: %" PRIu32 " is not below world_size %" PRIu32,
-			    fr_rd_path(p, at, "rank"), t->rank, t->world_size);
+				  fr_rd_path(p, at, "rank"), t->rank, t->world_size);
 
 	if ((rc = read_comms(rd, root, at, tab, t)))
 		return rc;
@@ -1521,7 +1531,7 @@ static int read_fd(const struct rd *rd, int fd, size_t size_hint, char **buf, si
 
 			if (n > FR_DUMP_FILE_MAX)
 				return fr_rd_fail(rd, -EFBIG, "more than the limit of %llu bytes",
-					    FR_DUMP_FILE_MAX);
+						  FR_DUMP_FILE_MAX);
 			nb = realloc(*buf, ncap);
 			if (!nb)
 				return fr_rd_nomem(rd);
@@ -1575,10 +1585,10 @@ int fr_dump_open(const char *path, struct stat *st, char *err, size_t errlen)
 		if ((rc == -ELOOP || rc == -ENXIO) && lstat(path, &lst) == 0) {
 			if (S_ISLNK(lst.st_mode))
 				return fr_rd_fail(&rd, -ELOOP, "a symbolic link, not followed (put the "
-					    "file itself in the directory)");
+						  "file itself in the directory)");
 			if (!S_ISREG(lst.st_mode) && !S_ISDIR(lst.st_mode))
 				return fr_rd_fail(&rd, -EINVAL, "%s, not a regular file",
-					    file_type_name(lst.st_mode));
+						  file_type_name(lst.st_mode));
 		}
 		return fr_rd_fail(&rd, rc, "cannot open: %s", strerror(-rc));
 	}
@@ -1599,20 +1609,25 @@ int fr_dump_open(const char *path, struct stat *st, char *err, size_t errlen)
 	return fd;
 }
 
-int fr_rd_slurp(const struct rd *rd, const char *path_, char **buf, size_t *cap, size_t *len)
+int fr_rd_slurp(const char *path_, char **buf, size_t *len, char *err, size_t errlen)
 {
+	struct rd rd = { path_, err, errlen, NULL, NULL };
 	struct stat st;
+	size_t cap = 0;
 	int fd, rc;
 
+	*buf = NULL;
 	*len = 0;
-	fd = fr_dump_open(path_, &st, rd->err, rd->errlen);
+	if (err && errlen)
+		err[0] = '\0';
+	fd = fr_dump_open(path_, &st, err, errlen);
 	if (fd < 0)
 		return fd;
 	if ((uint64_t)st.st_size > FR_DUMP_FILE_MAX) {
-		rc = fr_rd_fail(rd, -EFBIG, "%lld bytes, more than the limit of %llu",
-			  (long long)st.st_size, FR_DUMP_FILE_MAX);
+		rc = fr_rd_fail(&rd, -EFBIG, "%lld bytes, more than the limit of %llu",
+				(long long)st.st_size, FR_DUMP_FILE_MAX);
 	} else {
-		rc = read_fd(rd, fd, (size_t)st.st_size, buf, cap, len);
+		rc = read_fd(&rd, fd, (size_t)st.st_size, buf, &cap, len);
 	}
 	close(fd);
 	return rc;
@@ -1620,19 +1635,14 @@ int fr_rd_slurp(const struct rd *rd, const char *path_, char **buf, size_t *cap,
 
 int fr_dump_read_file(const char *path_, struct fr_trace *t, char *err, size_t errlen)
 {
-	struct rd rd = { path_, err, errlen, NULL, NULL };
-	char *buf = NULL;
-	size_t cap = 0, len;
+	char *buf;
+	size_t len;
 	int rc;
 
 	memset(t, 0, sizeof(*t));
-	if (err && errlen)
-		err[0] = '\0';
-	rc = fr_rd_slurp(&rd, path_, &buf, &cap, &len);
+	rc = fr_rd_slurp(path_, &buf, &len, err, errlen);
 	if (!rc)
 		rc = fr_dump_parse(buf, len, path_, t, err, errlen);
 	free(buf);
 	return rc;
 }
-
-

@@ -68,14 +68,16 @@ static inline __attribute__((always_inline)) bool present(const struct fr_val *v
 	return v && v->type != FR_VAL_NULL;
 }
 
-static inline __attribute__((always_inline)) int want(const struct rd *rd, const struct fr_val *v, const char *at,
-		       const char *key, bool required, const char *what)
+static inline __attribute__((always_inline)) int
+want(const struct rd *rd, const struct fr_val *v, const char *at, const char *key, bool required,
+     const char *what)
 {
 	return required && !present(v) ? fr_rd_missing(rd, at, key, what) : 0;
 }
 
-static inline __attribute__((always_inline)) int get_u64(const struct rd *rd, const struct fr_val *v, const char *at,
-			  const char *key, bool required, uint64_t max, uint64_t *out)
+static inline __attribute__((always_inline)) int
+get_u64(const struct rd *rd, const struct fr_val *v, const char *at, const char *key, bool required,
+	uint64_t max, uint64_t *out)
 {
 	if (!present(v))
 		return want(rd, v, at, key, required, "an integer");
@@ -87,8 +89,9 @@ static inline __attribute__((always_inline)) int get_u64(const struct rd *rd, co
 	return 0;
 }
 
-static inline __attribute__((always_inline)) int get_u32(const struct rd *rd, const struct fr_val *v, const char *at, const char *key,
-		   bool required, uint32_t *out)
+static inline __attribute__((always_inline)) int
+get_u32(const struct rd *rd, const struct fr_val *v, const char *at, const char *key, bool required,
+	uint32_t *out)
 {
 	uint64_t x = *out;
 	int rc = get_u64(rd, v, at, key, required, UINT32_MAX, &x);
@@ -102,8 +105,9 @@ static inline __attribute__((always_inline)) int get_u32(const struct rd *rd, co
  * A rank or -1 for none: a global one (peer, root) or one in a communicator
  * (peer_in_comm). Absent or null means none.
  */
-static inline __attribute__((always_inline)) int get_rank_or_none(const struct rd *rd, const struct fr_val *v, const char *at,
-				   const char *key, int32_t *out)
+static inline __attribute__((always_inline)) int
+get_rank_or_none(const struct rd *rd, const struct fr_val *v, const char *at, const char *key,
+		 int32_t *out)
 {
 	*out = -1;
 	if (!present(v))
@@ -116,8 +120,9 @@ static inline __attribute__((always_inline)) int get_rank_or_none(const struct r
 	return 0;
 }
 
-static inline __attribute__((always_inline)) int get_bool(const struct rd *rd, const struct fr_val *v, const char *at,
-			   const char *key, bool required, bool *out)
+static inline __attribute__((always_inline)) int
+get_bool(const struct rd *rd, const struct fr_val *v, const char *at, const char *key,
+	 bool required, bool *out)
 {
 	if (!present(v))
 		return want(rd, v, at, key, required, "true or false");
@@ -129,8 +134,8 @@ static inline __attribute__((always_inline)) int get_bool(const struct rd *rd, c
 
 /* Whether v is a string shorter than `cap` bytes (its terminator
  * included), to be used in place: a value's string ends with its only NUL. */
-static inline __attribute__((always_inline)) int str_check(const struct rd *rd, const struct fr_val *v, const char *at,
-			    const char *key, size_t cap)
+static inline __attribute__((always_inline)) int
+str_check(const struct rd *rd, const struct fr_val *v, const char *at, const char *key, size_t cap)
 {
 	if (!fr_val_is(v, FR_VAL_STRING))
 		return fr_rd_type(rd, v, at, key, "a string");
@@ -151,8 +156,8 @@ static inline int str_into(const struct rd *rd, const struct fr_val *v, const ch
 	return rc;
 }
 
-static inline int get_str(const struct rd *rd, const struct fr_val *v, const char *at, const char *key,
-		   bool required, char *dst, size_t cap)
+static inline int get_str(const struct rd *rd, const struct fr_val *v, const char *at,
+			  const char *key, bool required, char *dst, size_t cap)
 {
 	if (!present(v))
 		return want(rd, v, at, key, required, "a string");
@@ -161,8 +166,9 @@ static inline int get_str(const struct rd *rd, const struct fr_val *v, const cha
 
 /* String v, of at most `max` bytes, as trace t's copy (fr_trace_strn) into
  * *dst. */
-static inline __attribute__((always_inline)) int str_keep(const struct rd *rd, const struct fr_val *v, const char *at,
-			   const char *key, size_t max, struct fr_trace *t, const char **dst)
+static inline __attribute__((always_inline)) int
+str_keep(const struct rd *rd, const struct fr_val *v, const char *at, const char *key, size_t max,
+	 struct fr_trace *t, const char **dst)
 {
 	int rc = str_check(rd, v, at, key, max + 1);
 
@@ -173,9 +179,9 @@ static inline __attribute__((always_inline)) int str_keep(const struct rd *rd, c
 	return 0;
 }
 
-static inline __attribute__((always_inline)) int get_str_keep(const struct rd *rd, const struct fr_val *v, const char *at,
-			       const char *key, bool required, size_t max, struct fr_trace *t,
-			       const char **dst)
+static inline __attribute__((always_inline)) int
+get_str_keep(const struct rd *rd, const struct fr_val *v, const char *at, const char *key,
+	     bool required, size_t max, struct fr_trace *t, const char **dst)
 {
 	if (!present(v))
 		return want(rd, v, at, key, required, "a string");
@@ -251,10 +257,10 @@ int fr_rd_comm_ref(const struct rd *rd, const struct fr_val *pc, const char *at,
 int fr_rd_json_error(const struct rd *rd, int rc, const char *why);
 
 /*
- * Reads file `path` (opened by fr_dump_open()) into *buf, which holds *cap
- * bytes and grows as needed (NULL and 0 to start): *len bytes of it. The
- * buffer stays the caller's, also on failure.
+ * Reads file `path` (opened by fr_dump_open()) whole into a newly
+ * allocated buffer at *buf, *len bytes of it, which the caller frees (also
+ * on failure). Clears err, and names `path` in it on failure.
  */
-int fr_rd_slurp(const struct rd *rd, const char *path, char **buf, size_t *cap, size_t *len);
+int fr_rd_slurp(const char *path, char **buf, size_t *len, char *err, size_t errlen);
 
 #endif

@@ -200,8 +200,8 @@ static const struct table_comm *table_find(const struct comm_table *tab, const c
 }
 
 int fr_rd_comm_ref(const struct rd *rd, const struct fr_val *pc, const char *at,
-			 const struct comm_table *tab, const struct fr_trace *t,
-			 struct fr_comm *c)
+		   const struct comm_table *tab, const struct fr_trace *t,
+		   struct fr_comm *c)
 {
 	char p[AT_MAX];
 	const struct table_comm *tc = table_find(tab, c->id);
@@ -215,8 +215,8 @@ int fr_rd_comm_ref(const struct rd *rd, const struct fr_val *pc, const char *at,
 	c->members = tc->c.members;
 	if (tc->top > t->world_size)
 		return fr_rd_fail(rd, -EPROTO, "%s: communicators.%s lists rank %" PRIu32
-			    ", not below world_size %" PRIu32, at, c->id, tc->top - 1,
-			    t->world_size);
+				  ", not below world_size %" PRIu32, at, c->id, tc->top - 1,
+				  t->world_size);
 	for (uint32_t i = 0; !present(rank) && c->members && i < c->size; i++) {
 		if (c->members[i] == t->rank) {
 			c->rank = i;
@@ -227,7 +227,7 @@ int fr_rd_comm_ref(const struct rd *rd, const struct fr_val *pc, const char *at,
 		return rc;
 	if (c->size && c->rank >= c->size)
 		return fr_rd_fail(rd, -EPROTO, "%s: %" PRIu32 " is not below size %" PRIu32,
-			    fr_rd_path(p, at, "rank"), c->rank, c->size);
+				  fr_rd_path(p, at, "rank"), c->rank, c->size);
 	return 0;
 }
 
@@ -270,19 +270,19 @@ static int read_comm_table(const struct rd *rd, const struct fr_val *root,
 		fr_rd_at(at, "communicators.%s", id->u.s);
 		if (id->n > FR_COMM_ID_MAX)
 			return fr_rd_fail(rd, -EPROTO, "%s: communicator id longer than %d bytes", at,
-				    FR_COMM_ID_MAX);
+					  FR_COMM_ID_MAX);
 		memcpy(tc->c.id, id->u.s, id->n + 1);
 		tab->n = i + 1;
 		if (!fr_val_is(e, FR_VAL_OBJECT))
 			return fr_rd_fail(rd, -EPROTO, "%s: expected an object, got %s", at,
-				    fr_val_type_name(e));
+					  fr_val_type_name(e));
 		v = fr_val_get(e, "ranks");
 		if ((rc = GET_STR(rd, e, at, "desc", false, tc->c.desc)) ||
 		    (rc = want(rd, v, at, "ranks", true, "an array")))
 			return rc;
 		if (!fr_val_is(v, FR_VAL_ARRAY))
 			return fr_rd_fail(rd, -EPROTO, "%s: expected an array, got %s",
-				    fr_rd_path(p, at, "ranks"), fr_val_type_name(v));
+					  fr_rd_path(p, at, "ranks"), fr_val_type_name(v));
 		if ((rc = fr_rd_members(rd, v, fr_rd_path(p, at, "ranks"), &members, &n)))
 			return rc;
 		memcpy(m->members + used, members, n * sizeof(*members));
@@ -292,7 +292,7 @@ static int read_comm_table(const struct rd *rd, const struct fr_val *root,
 			return rc;
 		if (n && n != size)
 			return fr_rd_fail(rd, -EPROTO, "%s: lists %zu ranks but size is %" PRIu64,
-				    fr_rd_path(p, at, "ranks"), n, size);
+					  fr_rd_path(p, at, "ranks"), n, size);
 		tc->c.size = (uint32_t)size;
 		/* An empty list: the daemon knew only the size. */
 		tc->c.members = n ? m->members + used : NULL;
@@ -303,8 +303,8 @@ static int read_comm_table(const struct rd *rd, const struct fr_val *root,
 				continue;
 			if (r >= m->world_size)
 				return fr_rd_fail(rd, -EPROTO, "%s[%zu]: rank %" PRIu32
-					    " is not below world_size %" PRIu32,
-					    fr_rd_path(p, at, "ranks"), k, r, m->world_size);
+						  " is not below world_size %" PRIu32,
+						  fr_rd_path(p, at, "ranks"), k, r, m->world_size);
 			if (r >= tc->top)
 				tc->top = r + 1;
 		}
@@ -314,7 +314,7 @@ static int read_comm_table(const struct rd *rd, const struct fr_val *root,
 	for (size_t i = 1; i < tab->n; i++)
 		if (strcmp(tab->comms[i - 1].c.id, tab->comms[i].c.id) == 0)
 			return fr_rd_fail(rd, -EPROTO, "communicators.%s: the same communicator twice",
-				    tab->comms[i].c.id);
+					  tab->comms[i].c.id);
 	return 0;
 }
 
@@ -353,7 +353,7 @@ static int read_manifest(const struct rd *rd, const struct fr_val *root, struct 
 		m->nranks = i + 1;
 		fr_rd_at(at, "ranks[%" PRIu32 "]", i);
 		rc = fr_rd_trace(rd, ranks->u.items[i], at, NULL, major >= 2 ? &tab : NULL,
-				&m->ranks[i]);
+				 &m->ranks[i]);
 		if (rc)
 			break;
 	}
@@ -392,14 +392,12 @@ int fr_manifest_parse(const char *buf, size_t len, const char *name, struct fr_m
 int fr_manifest_read_file(const char *path_, struct fr_manifest *m, char *err, size_t errlen)
 {
 	struct rd rd = { path_, err, errlen, NULL, NULL };
-	char *buf = NULL;
-	size_t cap = 0, len;
+	char *buf;
+	size_t len;
 	int rc;
 
 	memset(m, 0, sizeof(*m));
-	if (err && errlen)
-		err[0] = '\0';
-	rc = fr_rd_slurp(&rd, path_, &buf, &cap, &len);
+	rc = fr_rd_slurp(path_, &buf, &len, err, errlen);
 	if (!rc && !len)
 		rc = fr_rd_fail(&rd, -EPROTO, "an empty file");
 	if (!rc)
@@ -407,4 +405,3 @@ int fr_manifest_read_file(const char *path_, struct fr_manifest *m, char *err, s
 	free(buf);
 	return rc;
 }
-

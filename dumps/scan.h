@@ -59,7 +59,8 @@ static inline __attribute__((always_inline)) bool fr_same_bytes(const char *a, c
  * x ^ that byte repeated, and a byte past 0x7f has its top bit set; a false
  * hit only ever follows a true one, so the lowest is the first.
  */
-static inline __attribute__((always_inline)) const char *fr_json_plain_end(const char *p, const char *end)
+static inline __attribute__((always_inline)) const char *
+fr_json_plain_end(const char *p, const char *end)
 {
 #if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
 	while (end - p >= 8) {
