@@ -409,7 +409,8 @@ static const struct {
 	{ "started", 7, FR_STATE_ENTERED, true, true, true },
 };
 
-static int read_entry(const struct rd *rd, entry_fields f, const char *at, struct fr_trace *t,
+static inline __attribute__((always_inline)) int
+read_entry(const struct rd *rd, entry_fields f, const char *at, struct fr_trace *t,
 		      struct fr_op *op)
 {
 	char p[AT_MAX];
