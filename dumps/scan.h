@@ -1,8 +1,9 @@
 /*
  * Scanning bytes eight at a time, for the JSON parser (value.c) and for the
- * readers that scan a writer's own text themselves (dump.c's entries):
+ * reader that scans our writer's own text itself (dump_read.c's entries):
  * comparing short strings, finding where a string's plain text ends,
- * reading digits. Bytes are read little-endian; elsewhere one at a time.
+ * reading digits; one set of helpers for both. Bytes are read
+ * little-endian; elsewhere one at a time.
  */
 #ifndef FR_SCAN_H
 #define FR_SCAN_H
@@ -58,7 +59,8 @@ static inline __attribute__((always_inline)) bool fr_same_bytes(const char *a, c
  * x ^ that byte repeated, and a byte past 0x7f has its top bit set; a false
  * hit only ever follows a true one, so the lowest is the first.
  */
-static inline const char *fr_json_plain_end(const char *p, const char *end)
+static inline __attribute__((always_inline)) const char *
+fr_json_plain_end(const char *p, const char *end)
 {
 #if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
 	while (end - p >= 8) {
@@ -80,6 +82,21 @@ static inline const char *fr_json_plain_end(const char *p, const char *end)
 	return p;
 }
 
+/*
+ * A JSON string from p, just past its opening quote, when it needs no
+ * decoding: its *n bytes from p, the plain text (in any case); returns
+ * where it ends, past its closing quote, or NULL when the plain text ends
+ * otherwise (an escape, a byte to check, the end of the text).
+ */
+static inline __attribute__((always_inline)) const char *
+fr_json_plain_string(const char *p, const char *end, size_t *n)
+{
+	const char *q = fr_json_plain_end(p, end);
+
+	*n = (size_t)(q - p);
+	return q < end && *q == '"' ? q + 1 : NULL;
+}
+
 static inline bool fr_is_digit(char c)
 {
 	return c >= '0' && c <= '9';
@@ -93,7 +110,7 @@ static inline bool fr_is_digit(char c)
  * between bytes only comes from a byte that is not a digit, and only
  * changes bytes after it.
  */
-static inline unsigned fr_digits_in(const char *p, uint64_t *x)
+static inline __attribute__((always_inline)) unsigned fr_digits_in(const char *p, uint64_t *x)
 {
 #if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
 	uint64_t t, y;
@@ -114,7 +131,7 @@ static inline unsigned fr_digits_in(const char *p, uint64_t *x)
 
 /* The value of the first n (1 to 8) digits of x, as fr_digits_in() read
  * it: pairs, quads and halves combined by multiplies. */
-static inline uint64_t fr_digits_value(uint64_t x, unsigned n)
+static inline __attribute__((always_inline)) uint64_t fr_digits_value(uint64_t x, unsigned n)
 {
 #if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
 	uint64_t v = x - FR_ONES * '0';
@@ -133,6 +150,57 @@ static inline uint64_t fr_digits_value(uint64_t x, unsigned n)
 		v = v * 10 + (uint64_t)(b[i] - '0');
 	return v;
 #endif
+}
+
+/*
+ * The run of ASCII digits at p (before end), read as an unsigned integer:
+ * where it ends, its value at *u, and *overflow set when that does not fit
+ * in 64 bits (*u then the value of its first digits). Nineteen digits
+ * always fit: they go eight at a time where the text has room to read
+ * them so (times in nanoseconds have nineteen), and only longer runs are
+ * checked, so that the common case costs no division.
+ */
+static inline __attribute__((always_inline)) const char *
+fr_scan_digits(const char *p, const char *end, uint64_t *u, bool *overflow)
+{
+	static const uint64_t pow10[9] = {
+		1, 10, 100, 1000, 10000, 100000, 1000000, 10000000, 100000000,
+	};
+	const char *digits = p;
+	uint64_t v = 0, x;
+	unsigned n;
+
+	*overflow = false;
+	if (end - p >= 24) {
+		if ((n = fr_digits_in(p, &x)) < 8) {
+			*u = n ? fr_digits_value(x, n) : 0;
+			return p + n;
+		}
+		v = fr_digits_value(x, 8);
+		p += 8;
+		if ((n = fr_digits_in(p, &x)))
+			v = v * pow10[n] + fr_digits_value(x, n);
+		p += n;
+		if (n < 8) {
+			*u = v;
+			return p;
+		}
+		/* Sixteen: three more fit; a longer run goes on below. */
+		if ((n = fr_digits_in(p, &x)) <= 3) {
+			*u = n ? v * pow10[n] + fr_digits_value(x, n) : v;
+			return p + n;
+		}
+	}
+	for (; p < end && fr_is_digit(*p); p++) {
+		unsigned d = (unsigned)(*p - '0');
+
+		if (p - digits >= 19 && v > (UINT64_MAX - d) / 10)
+			*overflow = true;
+		else
+			v = v * 10 + d;
+	}
+	*u = v;
+	return p;
 }
 
 #endif

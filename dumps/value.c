@@ -590,20 +590,20 @@ static int string_slow(struct fr_json_in *ps, const char *q, struct fr_val *out)
 /* A string; ps->p is just past its opening quote. */
 static int string(struct fr_json_in *ps, struct fr_val *out)
 {
-	const char *q = fr_json_plain_end(ps->p, ps->end);
+	const char *s = ps->p;
+	size_t n;
+	const char *q = fr_json_plain_string(s, ps->end, &n);
 
-	if (q < ps->end && *q == '"') {
-		const char *s = ps->p;
-
-		ps->p = q + 1;
-		return set_string(ps->d, out, s, (size_t)(q - s));
+	if (q) {
+		ps->p = q;
+		return set_string(ps->d, out, s, n);
 	}
-	return string_slow(ps, q, out);
+	return string_slow(ps, s + n, out);
 }
 
 static int number(struct fr_json_in *ps, struct fr_val *out)
 {
-	const char *start = ps->p, *q = ps->p, *digits;
+	const char *start = ps->p, *q = ps->p;
 	bool neg = false, real = false;
 	uint64_t u = 0;
 	bool overflow = false;
@@ -616,26 +616,7 @@ static int number(struct fr_json_in *ps, struct fr_val *out)
 		return perr(ps, start, "invalid number");
 	if (*q == '0' && q + 1 < ps->end && q[1] >= '0' && q[1] <= '9')
 		return perr(ps, start, "invalid number (a leading zero)");
-	digits = q;
-	/* Nineteen digits always fit in 64 bits; only longer runs are
-	 * checked, so that the common case costs no division. Times in
-	 * nanoseconds have nineteen: they go eight at a time. */
-	while (ps->end - q >= 8 && q - digits <= 11) {
-		uint64_t eight;
-
-		if (fr_digits_in(q, &eight) < 8)
-			break;
-		u = u * 100000000u + fr_digits_value(eight, 8);
-		q += 8;
-	}
-	for (; q < ps->end && *q >= '0' && *q <= '9'; q++) {
-		unsigned dgt = (unsigned)(*q - '0');
-
-		if (q - digits >= 19 && u > (UINT64_MAX - dgt) / 10)
-			overflow = true;
-		else
-			u = u * 10 + dgt;
-	}
+	q = fr_scan_digits(q, ps->end, &u, &overflow);
 	if (q < ps->end && *q == '.') {
 		real = true;
 		q++;

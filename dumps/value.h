@@ -2,7 +2,7 @@
  * Documents read by fr-analyze and the daemon: a tree of plain values (null,
  * booleans, 64-bit integers, reals, strings, arrays, objects), built by the
  * JSON parser below or by the pickle reader (pickle.h), and read by the
- * dump readers (dump.c, pytorch.c).
+ * dump readers (dump_read.c, manifest.c, pytorch.c).
  *
  * Every value of a document lives in the document's arena and is freed with
  * it, at once: reading a 2048-entry dump makes some 150 000 values, and one

@@ -1,0 +1,70 @@
+/*
+ * The fields of a dump's entry (dumps/FORMAT.md), declared once, for the
+ * writer (dump_write.c) and both readers (dump_read.c): internal to dumps/.
+ */
+#ifndef FR_ENTRY_H
+#define FR_ENTRY_H
+
+/*
+ * One row a field, in the order our writer writes them, which is the order
+ * the readers expect them in; then three of PyTorch's that only a visitor
+ * reads (fr_dump_entry). The columns:
+ *
+ *   id     the field's name in enum entry_field (EF_<id>);
+ *   key    its JSON key;
+ *   drop   the reader has no use for it;
+ *   shape  how our writer writes it: put_<shape>() in dump_write.c writes
+ *          it, scan_<shape>() in dump_read.c reads it back from the text;
+ *   value  what the writer writes, an expression of the operation `op` and
+ *          of what entry_json() works out before: `desc` (its
+ *          communicator's description, a JSON string), `profiling`
+ *          ("mpi:all_reduce"), `opname`.
+ *
+ * The shapes: u64 an integer from 0; str a string; pair ["comm", "desc"];
+ * sizes [[count]]; strs ["dtype"]; time an integer, or null for 0; flag
+ * true or false; rank an integer from -1; if_true written (true) only when
+ * true; ratio written only when not 0; none never written.
+ */
+#define ENTRY_FIELDS(X)                                                          \
+	X(RECORD_ID, "record_id", 0, u64, op->record_id)                          \
+	X(PG_ID, "pg_id", 0, str, op->comm)                                       \
+	X(PROCESS_GROUP, "process_group", 0, pair, op->comm, desc)                \
+	X(COLL_SEQ, "collective_seq_id", 0, u64, op->is_p2p ? 0 : op->seq)        \
+	X(P2P_SEQ, "p2p_seq_id", 0, u64, op->is_p2p ? op->seq : 0)                \
+	X(OP_ID, "op_id", 1, u64, op->record_id)                                  \
+	X(PROFILING_NAME, "profiling_name", 0, str, profiling)                    \
+	X(CREATED, "time_created_ns", 0, u64, op->t_entered_ns)                   \
+	/* Sizes and dtypes again, for PyTorch's tools: ours are below. */        \
+	X(INPUT_SIZES, "input_sizes", 0, sizes, op->count)                        \
+	X(INPUT_DTYPES, "input_dtypes", 0, strs, op->dtype)                       \
+	X(OUTPUT_SIZES, "output_sizes", 0, sizes, output_count(op))               \
+	X(OUTPUT_DTYPES, "output_dtypes", 1, strs, op->dtype)                     \
+	X(STATE, "state", 0, str, state_text(op))                                 \
+	X(STARTED, "time_discovered_started_ns", 0, time, op->t_started_ns)       \
+	X(COMPLETED, "time_discovered_completed_ns", 0, time, op->t_completed_ns) \
+	X(RETIRED, "retired", 1, flag, op->state == FR_STATE_COMPLETED)           \
+	X(IS_P2P, "is_p2p", 0, flag, op->is_p2p)                                  \
+	X(OP, "op", 0, str, opname)                                               \
+	X(NONBLOCKING, "nonblocking", 0, flag, op->nonblocking)                   \
+	X(WAITED, "waited", 0, flag, op->waited)                                  \
+	X(CAPTURED, "captured", 0, if_true, op->captured)                         \
+	X(SIZE_RATIO, "size_ratio", 0, ratio, op->size_ratio)                     \
+	X(PEER, "peer", 0, rank, op->peer)                                        \
+	X(ROOT, "root", 0, rank, op->root)                                        \
+	X(PEER_IN_COMM, "peer_in_comm", 0, rank, op->peer_in_comm)                \
+	X(COUNT, "count", 0, u64, op->count)                                      \
+	X(BYTES, "bytes", 0, u64, op->bytes)                                      \
+	X(DTYPE, "dtype", 0, str, op->dtype)                                      \
+	X(REDOP, "redop", 0, str, op->redop)                                      \
+	X(TIMEOUT, "timeout_ms", 1, none, 0)                                      \
+	X(FRAMES, "frames", 1, none, 0)                                           \
+	X(THREAD_NAME, "thread_name", 1, none, 0)
+
+enum entry_field {
+#define EF_ENUM(id, key, drop, shape, ...) EF_##id,
+	ENTRY_FIELDS(EF_ENUM)
+#undef EF_ENUM
+	EF__COUNT
+};
+
+#endif
