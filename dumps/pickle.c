@@ -25,6 +25,7 @@
  * keeps as short and as predictable as it can.
  */
 #include "pickle.h"
+#include "pickle_text.h"
 #include "value.h"
 
 #include <errno.h>
@@ -173,24 +174,6 @@ struct box {
 	struct fr_val *room[2];
 };
 
-/*
- * A string the decoder made, with what it needs of it as a dict key kept
- * just before its value. A dict has one member per key, and a pickle may
- * write one text as several strs (Python memoizes by identity, not by
- * text), so each text used as a key is named by one of its strings, the
- * canon, found once per string in a hash table; the canon remembers the
- * dict (by serial) and member that last took the text, so that a key set
- * again is found in constant time.
- */
-struct text {
-	struct text *canon;	/* NULL until the string is a key */
-	uint64_t hash;		/* of the text, once it is a key */
-	uint32_t stamp;		/* for a canon: the serial of the last dict to take it */
-	uint32_t pos;		/* ... and the member that holds it there */
-	struct fr_val v;
-	char s[];
-};
-
 static inline struct box *box_of(struct fr_val *v)
 {
 	return (struct box *)((char *)v - offsetof(struct box, v));
@@ -247,9 +230,7 @@ struct unpickler {
 	 * itself many times, would otherwise turn a small input into a large
 	 * allocation.
 	 */
-	size_t key_budget;
-	char *scratch;		/* the text of such a key, being written */
-	size_t scratch_len, scratch_cap;
+	struct fr_pickle_keytext keys;
 
 	/*
 	 * The largest size (see struct box) of a container. Sharing through
@@ -259,9 +240,7 @@ struct unpickler {
 	 */
 	uint64_t size_max;
 
-	/* The canons (struct text), by hash: open addressing, at most half full. */
-	struct text **canons;
-	size_t ncanons, canons_cap;
+	struct fr_pickle_canons canons;
 
 	/* Items read by a hook (fr_pickle_load_with(), "Items read by a hook"). */
 	struct fr_pickle_hook *hook;
@@ -279,9 +258,6 @@ struct unpickler {
 	size_t errlen;
 	int errnum;
 };
-
-/* Decimal digits of the largest int accepted: 8 * FR_PICKLE_LONG_MAX * log10(2). */
-#define LONG_DIGITS_MAX 2467
 
 /* Values written out allowed per input byte, and in any case. */
 #define SIZE_RATIO 64
@@ -302,7 +278,7 @@ struct unpickler {
 
 /*
  * Probes of the canon table beyond which the canons are found by sorting
- * instead (see intern()); a build may set it lower to test that path.
+ * instead (see fill_dict()); a build may set it lower to test that path.
  */
 #ifndef PROBE_MAX
 #define PROBE_MAX 64
@@ -497,7 +473,7 @@ static inline struct fr_val *const_no(struct unpickler *u)
 
 /*
  * A new string of n bytes, its text not set (but its NUL is). The rest of
- * the 8-byte word the NUL is in is zero, so that text_hash() may read the
+ * the 8-byte word the NUL is in is zero, so that fr_pickle_text_hash() may read the
  * text a word at a time.
  */
 static struct text *text_new(struct unpickler *u, size_t n)
@@ -698,110 +674,17 @@ static inline __attribute__((always_inline)) int memo_put(struct unpickler *u, u
 /* Scalars                                                             */
 /* ------------------------------------------------------------------ */
 
-/* Length of the valid UTF-8 sequence at p, or 0 when there is none. */
-static size_t utf8_seq(const unsigned char *p, size_t n)
-{
-	unsigned c = p[0];
-
-	if (c < 0x80)
-		return 1;
-	if (c < 0xc2)
-		return 0;
-	if (c < 0xe0)
-		return n >= 2 && (p[1] & 0xc0) == 0x80 ? 2 : 0;
-	if (c < 0xf0) {
-		if (n < 3 || (p[1] & 0xc0) != 0x80 || (p[2] & 0xc0) != 0x80)
-			return 0;
-		/* Overlong forms and UTF-16 surrogates are not UTF-8. */
-		if ((c == 0xe0 && p[1] < 0xa0) || (c == 0xed && p[1] >= 0xa0))
-			return 0;
-		return 3;
-	}
-	if (c < 0xf5) {
-		if (n < 4 || (p[1] & 0xc0) != 0x80 || (p[2] & 0xc0) != 0x80 ||
-		    (p[3] & 0xc0) != 0x80)
-			return 0;
-		if ((c == 0xf0 && p[1] < 0x90) || (c == 0xf4 && p[1] >= 0x90))
-			return 0;
-		return 4;
-	}
-	return 0;
-}
-
-/* Whether p[0..n) is UTF-8 without NUL, as a value's string must be. */
-static bool text_valid(const unsigned char *p, size_t n)
-{
-	const uint64_t ones = 0x0101010101010101ull, highs = 0x8080808080808080ull;
-	size_t i = 0, k;
-	uint64_t w;
-
-	while (i < n) {
-		/*
-		 * Names in dumps are ASCII: take them eight bytes at a time.
-		 * A byte of w - ones has its high bit set only where w has a
-		 * byte of 0 or one over 0x80 (or after such a byte).
-		 */
-		if (n - i >= 8) {
-			memcpy(&w, p + i, 8);
-			if (!((w | (w - ones)) & highs)) {
-				i += 8;
-				continue;
-			}
-		}
-		if (p[i] && p[i] < 0x80) {
-			i++;
-			continue;
-		}
-		k = p[i] ? utf8_seq(p + i, n - i) : 0;
-		if (!k)
-			return false;
-		i += k;
-	}
-	return true;
-}
-
-/*
- * Writes into o (when not NULL) the text of p[0..n) with each byte outside
- * a valid sequence, and each NUL, replaced by U+FFFD, except that an
- * encoded surrogate (what Python's surrogatepass writes for a lone
- * surrogate) becomes one U+FFFD for its three bytes. Returns its length.
- */
-static size_t repair(const unsigned char *p, size_t n, char *o)
-{
-	size_t i = 0, k, len = 0;
-
-	while (i < n) {
-		k = p[i] ? utf8_seq(p + i, n - i) : 0;
-		if (k) {
-			if (o)
-				memcpy(o + len, p + i, k);
-			len += k;
-			i += k;
-			continue;
-		}
-		if (p[i] == 0xed && n - i >= 3 && p[i + 1] >= 0xa0 && p[i + 1] <= 0xbf &&
-		    (p[i + 2] & 0xc0) == 0x80)
-			i += 3;
-		else
-			i++;
-		if (o)
-			memcpy(o + len, "\xef\xbf\xbd", 3);
-		len += 3;
-	}
-	return len;
-}
-
 /* A str from its UTF-8 bytes. */
 static struct fr_val *text(struct unpickler *u, const unsigned char *p, size_t n)
 {
 	struct text *t;
 
-	if (text_valid(p, n))
+	if (fr_pickle_utf8_valid(p, n))
 		return string(u, (const char *)p, n);
-	t = text_new(u, repair(p, n, NULL));
+	t = text_new(u, fr_pickle_utf8_repair(p, n, NULL));
 	if (!t)
 		return NULL;
-	repair(p, n, t->s);
+	fr_pickle_utf8_repair(p, n, t->s);
 	return &t->v;
 }
 
@@ -835,59 +718,6 @@ static struct fr_val *real(struct unpickler *u, double d)
 		v->u.r = d;
 	return v;
 }
-
-/*
- * An int from n > 8 bytes of little-endian two's complement that does not
- * fit int64, as decimal text: the magnitude in 32-bit limbs, divided by 10^9
- * until nothing is left.
- */
-static struct fr_val *long_text(struct unpickler *u, const unsigned char *p, size_t n)
-{
-	uint32_t limb[FR_PICKLE_LONG_MAX / 4];
-	char digits[LONG_DIGITS_MAX + 16];
-	char *d = digits + sizeof(digits);
-	bool neg = p[n - 1] & 0x80;
-	size_t nl = (n + 3) / 4, i;
-	uint64_t carry = 1, cur;
-	uint32_t rem;
-	int k;
-
-	for (i = 0; i < nl; i++)
-		limb[i] = 0;
-	for (i = 0; i < nl * 4; i++) {
-		uint32_t byte = i < n ? p[i] : neg ? 0xff : 0;
-
-		limb[i / 4] |= byte << (8 * (i % 4));
-	}
-	if (neg) {
-		for (i = 0; i < nl; i++) {
-			cur = (uint64_t)(uint32_t)~limb[i] + carry;
-			limb[i] = (uint32_t)cur;
-			carry = cur >> 32;
-		}
-	}
-	while (nl && !limb[nl - 1])
-		nl--;
-	while (nl) {
-		rem = 0;
-		for (i = nl; i--;) {
-			cur = (uint64_t)rem << 32 | limb[i];
-			limb[i] = (uint32_t)(cur / 1000000000u);
-			rem = (uint32_t)(cur % 1000000000u);
-		}
-		while (nl && !limb[nl - 1])
-			nl--;
-		/* Nine digits per division, except no leading zeros in the last. */
-		for (k = 0; k < 9 && (nl || rem); k++) {
-			*--d = (char)('0' + rem % 10);
-			rem /= 10;
-		}
-	}
-	if (neg)
-		*--d = '-';
-	return string(u, d, digits + sizeof(digits) - d);
-}
-
 /* An int from LONG1 or LONG4 bytes. */
 static struct fr_val *long_bytes(struct unpickler *u, const unsigned char *p, size_t n)
 {
@@ -902,8 +732,12 @@ static struct fr_val *long_bytes(struct unpickler *u, const unsigned char *p, si
 		fill = p[7] & 0x80 ? 0xff : 0;
 		for (i = 8; i < n && p[i] == fill; i++)
 			;
-		if (i < n)
-			return long_text(u, p, n);
+		if (i < n) {
+			char digits[FR_PICKLE_DECIMAL_BUF];
+			const char *d = fr_pickle_long_decimal(p, n, digits, &i);
+
+			return string(u, d, i);
+		}
 		n = 8;
 	}
 	for (i = n; i--;)
@@ -922,7 +756,7 @@ static struct fr_val *decimal(struct unpickler *u, const char *s, size_t n)
 	bool neg = false, over = false;
 	uint64_t v = 0, limit, digit;
 	size_t i = 0, first;
-	char buf[LONG_DIGITS_MAX + 2];
+	char buf[FR_PICKLE_DECIMAL_MAX + 2];
 
 	if (n && (s[0] == '-' || s[0] == '+')) {
 		neg = s[0] == '-';
@@ -944,9 +778,9 @@ static struct fr_val *decimal(struct unpickler *u, const char *s, size_t n)
 	}
 	if (!over)
 		return integer(u, neg ? (int64_t)(0 - v) : (int64_t)v);
-	if (n - first > LONG_DIGITS_MAX) {
+	if (n - first > FR_PICKLE_DECIMAL_MAX) {
 		fail(u, EPROTO, "%s of %zu digits is longer than %d digits",
-		     cur_op(u), n - first, LONG_DIGITS_MAX);
+		     cur_op(u), n - first, FR_PICKLE_DECIMAL_MAX);
 		return NULL;
 	}
 	i = 0;
@@ -1097,161 +931,6 @@ static int fail_key_budget(struct unpickler *u)
 		    "(a long key used many times)", KEY_BUDGET_RATIO);
 }
 
-/* Appends to the key text being written, within the key budget. */
-static int emit(struct unpickler *u, const char *p, size_t n)
-{
-	if (n > u->key_budget - u->scratch_len)
-		return fail_key_budget(u);
-	if (n > u->scratch_cap - u->scratch_len) {
-		size_t cap = u->scratch_cap ? u->scratch_cap : 256;
-		char *s;
-
-		while (cap - u->scratch_len < n)
-			cap *= 2;
-		s = realloc(u->scratch, cap);
-		if (!s)
-			return fail_nomem(u);
-		u->scratch = s;
-		u->scratch_cap = cap;
-	}
-	memcpy(u->scratch + u->scratch_len, p, n);
-	u->scratch_len += n;
-	return 0;
-}
-
-/* A string in JSON, as Python's json.dumps(ensure_ascii=False) writes it. */
-static int emit_json_string(struct unpickler *u, const char *s, size_t n)
-{
-	static const char digits[] = "0123456789abcdef";
-	size_t i, from = 0;
-	char esc[6];
-
-	if (emit(u, "\"", 1))
-		return -1;
-	for (i = 0; i < n; i++) {
-		unsigned char c = (unsigned char)s[i];
-		size_t k = 2;
-
-		if (c >= 0x20 && c != '"' && c != '\\')
-			continue;
-		esc[0] = '\\';
-		switch (c) {
-		case '"': esc[1] = '"'; break;
-		case '\\': esc[1] = '\\'; break;
-		case '\b': esc[1] = 'b'; break;
-		case '\f': esc[1] = 'f'; break;
-		case '\n': esc[1] = 'n'; break;
-		case '\r': esc[1] = 'r'; break;
-		case '\t': esc[1] = 't'; break;
-		default:
-			memcpy(esc + 1, "u00", 3);
-			esc[4] = digits[c >> 4];
-			esc[5] = digits[c & 15];
-			k = 6;
-			break;
-		}
-		if (emit(u, s + from, i - from) || emit(u, esc, k))
-			return -1;
-		from = i + 1;
-	}
-	return emit(u, s + from, n - from) || emit(u, "\"", 1);
-}
-
-/* The shortest text that reads back as d, with ".0" on whole numbers as Python writes them. */
-static size_t real_text(double d, char *buf, size_t cap)
-{
-	int prec, n = 0;
-
-	for (prec = 15; prec <= 17; prec++) {
-		n = snprintf(buf, cap, "%.*g", prec, d);
-		if (strtod(buf, NULL) == d)
-			break;
-	}
-	if (n > 0 && (size_t)n + 2 < cap && !strpbrk(buf, ".e")) {
-		memcpy(buf + n, ".0", 3);
-		n += 2;
-	}
-	return n > 0 ? (size_t)n : 0;
-}
-
-/* The JSON text of a scalar that is not a str into buf (of 40 bytes); its length. */
-static size_t scalar_text(const struct fr_val *v, char *buf, size_t cap)
-{
-	switch ((enum fr_val_type)v->type) {
-	case FR_VAL_INT:
-		return (size_t)snprintf(buf, cap, "%" PRId64, v->u.i);
-	case FR_VAL_REAL:
-		return real_text(v->u.r, buf, cap);
-	case FR_VAL_BOOL:
-		memcpy(buf, v->u.b ? "true" : "false", v->u.b ? 5 : 6);
-		return v->u.b ? 4 : 5;
-	default:
-		memcpy(buf, "null", 5);
-		return 4;
-	}
-}
-
-/*
- * Writes the JSON text of container `root` (a tuple or frozenset key) into
- * the scratch buffer, with ", " and ": " between items as Python's json
- * module does. A stack of the containers open, bounded by the depth limit,
- * stands for recursion.
- */
-static int emit_json(struct unpickler *u, struct fr_val *root)
-{
-	struct {
-		const struct fr_val *c;
-		uint32_t i;
-	} open[FR_PICKLE_DEPTH_MAX + 1];
-	const struct fr_val *v;
-	size_t depth = 0, n;
-	char buf[40];
-
-	open[depth].c = root;
-	open[depth++].i = 0;
-	if (emit(u, root->type == FR_VAL_OBJECT ? "{" : "[", 1))
-		return -1;
-	while (depth) {
-		const struct fr_val *c = open[depth - 1].c;
-		uint32_t i = open[depth - 1].i++;
-
-		if (i == c->n) {
-			depth--;
-			if (emit(u, c->type == FR_VAL_OBJECT ? "}" : "]", 1))
-				return -1;
-			continue;
-		}
-		if (i && emit(u, ", ", 2))
-			return -1;
-		if (c->type == FR_VAL_OBJECT) {
-			v = c->u.items[2 * i];
-			if (emit_json_string(u, v->u.s, v->n) || emit(u, ": ", 2))
-				return -1;
-			v = c->u.items[2 * i + 1];
-		} else {
-			v = c->u.items[i];
-		}
-		if (v->type == FR_VAL_STRING) {
-			if (emit_json_string(u, v->u.s, v->n))
-				return -1;
-		} else if (v->type == FR_VAL_ARRAY || v->type == FR_VAL_OBJECT) {
-			/* Every container is at most FR_PICKLE_DEPTH_MAX high. */
-			if (depth > FR_PICKLE_DEPTH_MAX)
-				return fail(u, EPROTO, "containers nested deeper than %d levels",
-					    FR_PICKLE_DEPTH_MAX);
-			open[depth].c = v;
-			open[depth++].i = 0;
-			if (emit(u, v->type == FR_VAL_OBJECT ? "{" : "[", 1))
-				return -1;
-		} else {
-			n = scalar_text(v, buf, sizeof(buf));
-			if (emit(u, buf, n))
-				return -1;
-		}
-	}
-	return 0;
-}
-
 /*
  * The key under which a dict stores `key`, an item of the stack: a str as
  * it is, anything else as a new string of its JSON text; NULL (and an
@@ -1261,26 +940,35 @@ static struct fr_val *key_of(struct unpickler *u, struct fr_val *key)
 {
 	char buf[40];
 	size_t n;
+	int rc;
 
 	if (key->type == FR_VAL_STRING)
 		return key;
 	if (is_box(key)) {
 		if (hashable(u, key))
 			return NULL;
-		u->scratch_len = 0;
-		if (emit_json(u, key))
+		u->keys.len = 0;
+		rc = fr_pickle_key_json(&u->keys, key);
+		if (rc == -ENOMEM)
+			fail_nomem(u);
+		else if (rc == -ELOOP)
+			fail(u, EPROTO, "containers nested deeper than %d levels",
+			     FR_PICKLE_DEPTH_MAX);
+		else if (rc)
+			fail_key_budget(u);
+		if (rc)
 			return NULL;
-		n = u->scratch_len;
+		n = u->keys.len;
 	} else {
-		n = scalar_text(key, buf, sizeof(buf));
+		n = fr_pickle_scalar_json(key, buf, sizeof(buf));
 	}
 	/* The NUL counts too: a budget of 0 stops a flood of empty tuples. */
-	if (n >= u->key_budget) {
+	if (n >= u->keys.budget) {
 		fail_key_budget(u);
 		return NULL;
 	}
-	u->key_budget -= n + 1;
-	return string(u, is_box(key) ? u->scratch : buf, n);
+	u->keys.budget -= n + 1;
+	return string(u, is_box(key) ? u->keys.s : buf, n);
 }
 
 /* ------------------------------------------------------------------ */
@@ -1288,127 +976,14 @@ static struct fr_val *key_of(struct unpickler *u, struct fr_val *key)
 /* ------------------------------------------------------------------ */
 
 /*
- * A hash of a key's text, which the canon table and the sort compare
- * first: a word at a time, the last one padded with zeros (text_new()).
- */
-static uint64_t text_hash(const struct text *t)
-{
-	const char *s = t->s;
-	uint64_t h = 0x9e3779b97f4a7c15ull ^ t->v.n, w;
-	size_t words = t->v.n / 8 + 1, i;
-
-	for (i = 0; i < words; i++, s += 8) {
-		memcpy(&w, s, 8);
-		h = (h ^ w) * 0xbf58476d1ce4e5b9ull;
-		h ^= h >> 31;
-	}
-	h ^= h >> 32;
-	h *= 0x94d049bb133111ebull;
-	return h ^ (h >> 29);
-}
-
-static inline bool same_text(const struct text *a, const struct text *b)
-{
-	return a->hash == b->hash && a->v.n == b->v.n && memcmp(a->s, b->s, a->v.n) == 0;
-}
-
-/*
- * Puts canon t into the table; 1 when that takes more than PROBE_MAX
- * probes.
- */
-static int canon_insert(struct text **table, size_t cap, struct text *t)
-{
-	size_t i = t->hash & (cap - 1), probes;
-
-	for (probes = 0; table[i]; probes++) {
-		if (probes == PROBE_MAX)
-			return 1;
-		i = (i + 1) & (cap - 1);
-	}
-	table[i] = t;
-	return 0;
-}
-
-/*
- * Sets t->canon to the string of the table with t's text, or to t itself
- * when it is the first. Returns 0, -1 on an error, or 1 when the table's
- * probes run past PROBE_MAX (many texts with colliding hashes, which only
- * a pickle made for it has).
+ * Sets t->canon (fr_pickle_intern()): 0, -1 on an error, or 1 when the
+ * table's probes run past PROBE_MAX.
  */
 static int intern(struct unpickler *u, struct text *t)
 {
-	size_t i, probes;
+	int rc = fr_pickle_intern(&u->canons, t);
 
-	if (2 * (u->ncanons + 1) > u->canons_cap) {
-		size_t cap = u->canons_cap ? 2 * u->canons_cap : 64;
-		struct text **table;
-
-		if (cap > SIZE_MAX / sizeof(*table) || !(table = calloc(cap, sizeof(*table))))
-			return fail_nomem(u);
-		for (i = 0; i < u->canons_cap; i++) {
-			if (u->canons[i] && canon_insert(table, cap, u->canons[i])) {
-				free(table);
-				return 1;
-			}
-		}
-		free(u->canons);
-		u->canons = table;
-		u->canons_cap = cap;
-	}
-	t->hash = text_hash(t);
-	i = t->hash & (u->canons_cap - 1);
-	for (probes = 0; u->canons[i]; probes++) {
-		if (same_text(u->canons[i], t)) {
-			t->canon = u->canons[i];
-			return 0;
-		}
-		if (probes == PROBE_MAX)
-			return 1;
-		i = (i + 1) & (u->canons_cap - 1);
-	}
-	u->canons[i] = t;
-	u->ncanons++;
-	t->canon = t;
-	return 0;
-}
-
-static int text_cmp(const struct text *a, const struct text *b)
-{
-	if (a->hash != b->hash)
-		return a->hash < b->hash ? -1 : 1;
-	if (a->v.n != b->v.n)
-		return a->v.n < b->v.n ? -1 : 1;
-	return memcmp(a->s, b->s, a->v.n);
-}
-
-/*
- * Sorts a[0..n) by text_cmp, bottom-up merge sort with tmp of n. A merge
- * charges each comparison to the string it outputs, whose length bounds
- * the memcmp, so each of the log n passes costs at most the total length:
- * shared long keys that differ only at the end cannot make it quadratic.
- */
-static void sort_texts(struct text **a, struct text **tmp, size_t n)
-{
-	struct text **src = a, **dst = tmp, **t;
-	size_t w, lo, mid, hi, i, j, k;
-
-	for (w = 1; w < n; w *= 2) {
-		for (lo = 0; lo < n; lo += 2 * w) {
-			mid = lo + w < n ? lo + w : n;
-			hi = lo + 2 * w < n ? lo + 2 * w : n;
-			for (i = lo, j = mid, k = lo; k < hi; k++) {
-				if (i < mid && (j == hi || text_cmp(src[i], src[j]) <= 0))
-					dst[k] = src[i++];
-				else
-					dst[k] = src[j++];
-			}
-		}
-		t = src;
-		src = dst;
-		dst = t;
-	}
-	if (src != a)
-		memcpy(a, src, n * sizeof(*a));
+	return rc < 0 ? fail_nomem(u) : rc;
 }
 
 /*
@@ -1418,7 +993,7 @@ static void sort_texts(struct text **a, struct text **tmp, size_t n)
 static int intern_by_sorting(struct unpickler *u)
 {
 	struct text **all = NULL, **tmp;
-	size_t n = 0, cap = 0, i, j, k;
+	size_t n = 0, cap = 0, i;
 	struct box *b;
 	int rc = -1;
 
@@ -1437,21 +1012,15 @@ static int intern_by_sorting(struct unpickler *u)
 			}
 			t->v.mark = 1;
 			if (!t->canon)
-				t->hash = text_hash(t);
+				t->hash = fr_pickle_text_hash(t);
 			all[n++] = t;
 		}
 	}
 	tmp = n ? malloc(n * sizeof(*tmp)) : NULL;
 	if (n && !tmp)
 		goto out_unmark;
-	sort_texts(all, tmp, n);
+	fr_pickle_intern_sorted(all, tmp, n);
 	free(tmp);
-	for (i = 0; i < n; i = j) {
-		for (j = i; j < n && same_text(all[i], all[j]); j++)
-			;
-		for (k = i; k < j; k++)
-			all[k]->canon = all[i];
-	}
 	rc = 0;
 out_unmark:
 	for (i = 0; i < n; i++)
@@ -2784,15 +2353,16 @@ static int load(struct fr_doc *d, const void *buf, size_t len, struct fr_pickle_
 		.err = err,
 		.errlen = errlen,
 		.hook = hook,
+		.canons.probe_max = PROBE_MAX,
 	};
 
 	*out = NULL;
 	if (err && errlen)
 		err[0] = '\0';
 	if (len > (SIZE_MAX - KEY_BUDGET_MIN) / KEY_BUDGET_RATIO)
-		u.key_budget = SIZE_MAX;
+		u.keys.budget = SIZE_MAX;
 	else
-		u.key_budget = len * KEY_BUDGET_RATIO + KEY_BUDGET_MIN;
+		u.keys.budget = len * KEY_BUDGET_RATIO + KEY_BUDGET_MIN;
 	if (len > ((1ull << 62) - SIZE_MIN) / SIZE_RATIO)
 		u.size_max = 1ull << 62;
 	else
@@ -2838,8 +2408,8 @@ out:
 	free(u.stack);
 	free(u.marks);
 	free(u.memo);
-	free(u.scratch);
-	free(u.canons);
+	free(u.keys.s);
+	free(u.canons.slot);
 	free(u.model);
 	if (*out)
 		return 0;
