@@ -47,8 +47,14 @@ _Static_assert(FR_PICKLE_DEPTH_MAX == FR_VAL_DEPTH_MAX,
  * reader does with it, the form of its argument and what it means. Both
  * machines (run() and hook_item()) are made from this table: each reads an
  * opcode's argument by the form's ARG_ macro (below, shared) and acts on
- * it by its own ACT_ macro, with the kind of container and the count of
- * stack items, 0 for all those above the topmost MARK, that the act takes.
+ * it by its own act macro (RUN_, ITEM_), with the kind of container and
+ * the count of stack items, 0 for all those above the topmost MARK, that
+ * the act takes. The last column is Y for the opcodes hook_item() follows,
+ * those picklers write into a hook's items; at the others it gives the
+ * item up at once. Its table sends those to one place and it makes no
+ * handler for them: with one of its own for each, GCC's register
+ * allocator kept the input position on the stack, which cost every
+ * opcode of an item a store and a load (some 8% of a load's time).
  *
  * OK opcodes are decoded; DENY opcodes name, call or build objects (or
  * fetch them from outside the pickle) and are refused as such; NOSUP
@@ -56,78 +62,78 @@ _Static_assert(FR_PICKLE_DEPTH_MAX == FR_VAL_DEPTH_MAX,
  * write (protocol 0 text, Python 2 str) and are refused as unsupported.
  * Protocol 0's INT, LONG, GET and PUT, being cheap, are read.
  */
-#define PICKLE_OPS(X)                                              \
-	X(MARK, 0x28, OK, NONE, MARK, 0, 0)                        \
-	X(STOP, 0x2e, OK, NONE, STOP, 0, 0)                        \
-	X(POP, 0x30, OK, NONE, POP, 0, 0)                          \
-	X(POP_MARK, 0x31, OK, NONE, POP_MARK, 0, 0)                \
-	X(DUP, 0x32, OK, NONE, DUP, 0, 0)                          \
-	X(FLOAT, 0x46, NOSUP, NONE, REFUSE, 0, 0)                  \
-	X(INT, 0x49, OK, LINE, INT_TEXT, 0, 0)                     \
-	X(BININT, 0x4a, OK, I32, INT, 0, 0)                        \
-	X(BININT1, 0x4b, OK, U8, INT, 0, 0)                        \
-	X(LONG, 0x4c, OK, LINE, LONG_TEXT, 0, 0)                   \
-	X(BININT2, 0x4d, OK, U16, INT, 0, 0)                       \
-	X(NONE, 0x4e, OK, NONE, CONST, none, 0)                    \
-	X(PERSID, 0x50, DENY, NONE, REFUSE, 0, 0)                  \
-	X(BINPERSID, 0x51, DENY, NONE, REFUSE, 0, 0)               \
-	X(REDUCE, 0x52, DENY, NONE, REFUSE, 0, 0)                  \
-	X(STRING, 0x53, NOSUP, NONE, REFUSE, 0, 0)                 \
-	X(BINSTRING, 0x54, NOSUP, NONE, REFUSE, 0, 0)              \
-	X(SHORT_BINSTRING, 0x55, NOSUP, NONE, REFUSE, 0, 0)        \
-	X(UNICODE, 0x56, NOSUP, NONE, REFUSE, 0, 0)                \
-	X(BINUNICODE, 0x58, OK, BYTES4, STR, 0, 0)                 \
-	X(APPEND, 0x61, OK, NONE, ADD, LIST, 1)                    \
-	X(BUILD, 0x62, DENY, NONE, REFUSE, 0, 0)                   \
-	X(GLOBAL, 0x63, DENY, NONE, REFUSE, 0, 0)                  \
-	X(DICT, 0x64, OK, NONE, BUILD, DICT, 0)                    \
-	X(EMPTY_DICT, 0x7d, OK, NONE, EMPTY, DICT, 0)              \
-	X(APPENDS, 0x65, OK, NONE, ADD, LIST, 0)                   \
-	X(GET, 0x67, OK, LINE_KEY, GET, 0, 0)                      \
-	X(BINGET, 0x68, OK, U8, GET, 0, 0)                         \
-	X(INST, 0x69, DENY, NONE, REFUSE, 0, 0)                    \
-	X(LONG_BINGET, 0x6a, OK, U32, GET, 0, 0)                   \
-	X(LIST, 0x6c, OK, NONE, BUILD, LIST, 0)                    \
-	X(EMPTY_LIST, 0x5d, OK, NONE, EMPTY, LIST, 0)              \
-	X(OBJ, 0x6f, DENY, NONE, REFUSE, 0, 0)                     \
-	X(PUT, 0x70, OK, LINE_KEY, PUT, 0, 0)                      \
-	X(BINPUT, 0x71, OK, U8, PUT, 0, 0)                         \
-	X(LONG_BINPUT, 0x72, OK, U32, PUT, 0, 0)                   \
-	X(SETITEM, 0x73, OK, NONE, ADD, DICT, 2)                   \
-	X(TUPLE, 0x74, OK, NONE, BUILD, TUPLE, 0)                  \
-	X(EMPTY_TUPLE, 0x29, OK, NONE, EMPTY, TUPLE, 0)            \
-	X(SETITEMS, 0x75, OK, NONE, ADD, DICT, 0)                  \
-	X(BINFLOAT, 0x47, OK, F64, REAL, 0, 0)                     \
-	X(PROTO, 0x80, OK, U8, PROTO, 0, 0)                        \
-	X(NEWOBJ, 0x81, DENY, NONE, REFUSE, 0, 0)                  \
-	X(EXT1, 0x82, DENY, NONE, REFUSE, 0, 0)                    \
-	X(EXT2, 0x83, DENY, NONE, REFUSE, 0, 0)                    \
-	X(EXT4, 0x84, DENY, NONE, REFUSE, 0, 0)                    \
-	X(TUPLE1, 0x85, OK, NONE, BUILD, TUPLE, 1)                 \
-	X(TUPLE2, 0x86, OK, NONE, BUILD, TUPLE, 2)                 \
-	X(TUPLE3, 0x87, OK, NONE, BUILD, TUPLE, 3)                 \
-	X(NEWTRUE, 0x88, OK, NONE, CONST, yes, 0)                  \
-	X(NEWFALSE, 0x89, OK, NONE, CONST, no, 0)                  \
-	X(LONG1, 0x8a, OK, BYTES1, LONG, 0, 0)                     \
-	X(LONG4, 0x8b, OK, U32, LONG4, 0, 0)                       \
-	X(BINBYTES, 0x42, OK, BYTES4, BYTES, 0, 0)                 \
-	X(SHORT_BINBYTES, 0x43, OK, BYTES1, BYTES, 0, 0)           \
-	X(SHORT_BINUNICODE, 0x8c, OK, BYTES1, STR, 0, 0)           \
-	X(BINUNICODE8, 0x8d, OK, BYTES8, STR, 0, 0)                \
-	X(BINBYTES8, 0x8e, OK, BYTES8, BYTES, 0, 0)                \
-	X(EMPTY_SET, 0x8f, OK, NONE, EMPTY, SET, 0)                \
-	X(ADDITEMS, 0x90, OK, NONE, ADD, SET, 0)                   \
-	X(FROZENSET, 0x91, OK, NONE, BUILD, FROZENSET, 0)          \
-	X(NEWOBJ_EX, 0x92, DENY, NONE, REFUSE, 0, 0)               \
-	X(STACK_GLOBAL, 0x93, DENY, NONE, REFUSE, 0, 0)            \
-	X(MEMOIZE, 0x94, OK, NEXT_KEY, PUT, 0, 0)                  \
-	X(FRAME, 0x95, OK, LEN8, FRAME, 0, 0)                      \
-	X(BYTEARRAY8, 0x96, OK, BYTES8, BYTES, 0, 0)               \
-	X(NEXT_BUFFER, 0x97, DENY, NONE, REFUSE, 0, 0)             \
-	X(READONLY_BUFFER, 0x98, DENY, NONE, REFUSE, 0, 0)
+#define PICKLE_OPS(X)                                                   \
+	X(MARK, 0x28, OK, NONE, MARK, 0, 0, Y)                          \
+	X(STOP, 0x2e, OK, NONE, STOP, 0, 0, N)                          \
+	X(POP, 0x30, OK, NONE, POP, 0, 0, N)                            \
+	X(POP_MARK, 0x31, OK, NONE, POP_MARK, 0, 0, N)                  \
+	X(DUP, 0x32, OK, NONE, DUP, 0, 0, N)                            \
+	X(FLOAT, 0x46, NOSUP, NONE, REFUSE, 0, 0, N)                    \
+	X(INT, 0x49, OK, LINE, INT_TEXT, 0, 0, N)                       \
+	X(BININT, 0x4a, OK, I32, INT, 0, 0, Y)                          \
+	X(BININT1, 0x4b, OK, U8, INT, 0, 0, Y)                          \
+	X(LONG, 0x4c, OK, LINE, LONG_TEXT, 0, 0, N)                     \
+	X(BININT2, 0x4d, OK, U16, INT, 0, 0, Y)                         \
+	X(NONE, 0x4e, OK, NONE, CONST, none, 0, Y)                      \
+	X(PERSID, 0x50, DENY, NONE, REFUSE, 0, 0, N)                    \
+	X(BINPERSID, 0x51, DENY, NONE, REFUSE, 0, 0, N)                 \
+	X(REDUCE, 0x52, DENY, NONE, REFUSE, 0, 0, N)                    \
+	X(STRING, 0x53, NOSUP, NONE, REFUSE, 0, 0, N)                   \
+	X(BINSTRING, 0x54, NOSUP, NONE, REFUSE, 0, 0, N)                \
+	X(SHORT_BINSTRING, 0x55, NOSUP, NONE, REFUSE, 0, 0, N)          \
+	X(UNICODE, 0x56, NOSUP, NONE, REFUSE, 0, 0, N)                  \
+	X(BINUNICODE, 0x58, OK, BYTES4, STR, 0, 0, Y)                   \
+	X(APPEND, 0x61, OK, NONE, ADD, LIST, 1, Y)                      \
+	X(BUILD, 0x62, DENY, NONE, REFUSE, 0, 0, N)                     \
+	X(GLOBAL, 0x63, DENY, NONE, REFUSE, 0, 0, N)                    \
+	X(DICT, 0x64, OK, NONE, BUILD, DICT, 0, N)                      \
+	X(EMPTY_DICT, 0x7d, OK, NONE, EMPTY, DICT, 0, Y)                \
+	X(APPENDS, 0x65, OK, NONE, ADD, LIST, 0, Y)                     \
+	X(GET, 0x67, OK, LINE_KEY, GET, 0, 0, N)                        \
+	X(BINGET, 0x68, OK, U8, GET, 0, 0, Y)                           \
+	X(INST, 0x69, DENY, NONE, REFUSE, 0, 0, N)                      \
+	X(LONG_BINGET, 0x6a, OK, U32, GET, 0, 0, Y)                     \
+	X(LIST, 0x6c, OK, NONE, BUILD, LIST, 0, Y)                      \
+	X(EMPTY_LIST, 0x5d, OK, NONE, EMPTY, LIST, 0, Y)                \
+	X(OBJ, 0x6f, DENY, NONE, REFUSE, 0, 0, N)                       \
+	X(PUT, 0x70, OK, LINE_KEY, PUT, 0, 0, N)                        \
+	X(BINPUT, 0x71, OK, U8, PUT, 0, 0, Y)                           \
+	X(LONG_BINPUT, 0x72, OK, U32, PUT, 0, 0, Y)                     \
+	X(SETITEM, 0x73, OK, NONE, ADD, DICT, 2, Y)                     \
+	X(TUPLE, 0x74, OK, NONE, BUILD, TUPLE, 0, Y)                    \
+	X(EMPTY_TUPLE, 0x29, OK, NONE, EMPTY, TUPLE, 0, Y)              \
+	X(SETITEMS, 0x75, OK, NONE, ADD, DICT, 0, Y)                    \
+	X(BINFLOAT, 0x47, OK, F64, REAL, 0, 0, Y)                       \
+	X(PROTO, 0x80, OK, U8, PROTO, 0, 0, N)                          \
+	X(NEWOBJ, 0x81, DENY, NONE, REFUSE, 0, 0, N)                    \
+	X(EXT1, 0x82, DENY, NONE, REFUSE, 0, 0, N)                      \
+	X(EXT2, 0x83, DENY, NONE, REFUSE, 0, 0, N)                      \
+	X(EXT4, 0x84, DENY, NONE, REFUSE, 0, 0, N)                      \
+	X(TUPLE1, 0x85, OK, NONE, BUILD, TUPLE, 1, Y)                   \
+	X(TUPLE2, 0x86, OK, NONE, BUILD, TUPLE, 2, Y)                   \
+	X(TUPLE3, 0x87, OK, NONE, BUILD, TUPLE, 3, Y)                   \
+	X(NEWTRUE, 0x88, OK, NONE, CONST, yes, 0, Y)                    \
+	X(NEWFALSE, 0x89, OK, NONE, CONST, no, 0, Y)                    \
+	X(LONG1, 0x8a, OK, BYTES1, LONG, 0, 0, Y)                       \
+	X(LONG4, 0x8b, OK, U32, LONG4, 0, 0, N)                         \
+	X(BINBYTES, 0x42, OK, BYTES4, BYTES, 0, 0, N)                   \
+	X(SHORT_BINBYTES, 0x43, OK, BYTES1, BYTES, 0, 0, N)             \
+	X(SHORT_BINUNICODE, 0x8c, OK, BYTES1, STR, 0, 0, Y)             \
+	X(BINUNICODE8, 0x8d, OK, BYTES8, STR, 0, 0, Y)                  \
+	X(BINBYTES8, 0x8e, OK, BYTES8, BYTES, 0, 0, N)                  \
+	X(EMPTY_SET, 0x8f, OK, NONE, EMPTY, SET, 0, N)                  \
+	X(ADDITEMS, 0x90, OK, NONE, ADD, SET, 0, N)                     \
+	X(FROZENSET, 0x91, OK, NONE, BUILD, FROZENSET, 0, N)            \
+	X(NEWOBJ_EX, 0x92, DENY, NONE, REFUSE, 0, 0, N)                 \
+	X(STACK_GLOBAL, 0x93, DENY, NONE, REFUSE, 0, 0, N)              \
+	X(MEMOIZE, 0x94, OK, NEXT_KEY, PUT, 0, 0, Y)                    \
+	X(FRAME, 0x95, OK, LEN8, FRAME, 0, 0, Y)                        \
+	X(BYTEARRAY8, 0x96, OK, BYTES8, BYTES, 0, 0, N)                 \
+	X(NEXT_BUFFER, 0x97, DENY, NONE, REFUSE, 0, 0, N)               \
+	X(READONLY_BUFFER, 0x98, DENY, NONE, REFUSE, 0, 0, N)
 
 enum op {
-#define OP_ENUM(name, byte, class, form, act, kind, k) OP_##name = byte,
+#define OP_ENUM(name, byte, class, form, act, kind, k, hook) OP_##name = byte,
 	PICKLE_OPS(OP_ENUM)
 #undef OP_ENUM
 };
@@ -136,13 +142,13 @@ enum op {
 enum op_class { UNKNOWN, OK, DENY, NOSUP };
 
 static const char *const op_names[256] = {
-#define OP_NAME(name, byte, class, form, act, kind, k) [byte] = #name,
+#define OP_NAME(name, byte, class, form, act, kind, k, hook) [byte] = #name,
 	PICKLE_OPS(OP_NAME)
 #undef OP_NAME
 };
 
 static const unsigned char op_classes[256] = {
-#define OP_CLASS(name, byte, class, form, act, kind, k) [byte] = class,
+#define OP_CLASS(name, byte, class, form, act, kind, k, hook) [byte] = class,
 	PICKLE_OPS(OP_CLASS)
 #undef OP_CLASS
 };
@@ -1408,17 +1414,24 @@ static int dedupe(struct unpickler *u)
  * The handlers of each machine, one per opcode of PICKLE_OPS: its
  * argument read by the form, then the machine's act (RUN_ for run(), ITEM_
  * for hook_item()), which ends in a jump: to the next opcode's handler
- * (NEXT), or to a tail that several opcodes share.
+ * (NEXT), or to a tail that several opcodes share. hook_item() has
+ * handlers only for the opcodes marked Y; the others' bytes go straight
+ * to its `off`.
  */
-#define RUN_HANDLER(name, byte, class, form, act, kind, k)	\
+#define HANDLER(mach, name, form, act, kind, k)			\
 	op_##name:						\
 		ARG_##form();					\
-		RUN_##act(kind, k);
-#define ITEM_HANDLER(name, byte, class, form, act, kind, k)	\
-	op_##name:						\
-		ARG_##form();					\
-		ITEM_##act(kind, k);
-#define HANDLER_ADDRESS(name, byte, class, form, act, kind, k) [byte] = &&op_##name,
+		mach##_##act(kind, k);
+#define RUN_HANDLER(name, byte, class, form, act, kind, k, hook)	\
+	HANDLER(RUN, name, form, act, kind, k)
+#define HANDLER_ADDRESS(name, byte, class, form, act, kind, k, hook) [byte] = &&op_##name,
+#define ITEM_HANDLER(name, byte, class, form, act, kind, k, hook)	\
+	ITEM_HANDLER_##hook(name, form, act, kind, k)
+#define ITEM_HANDLER_Y(name, form, act, kind, k) HANDLER(ITEM, name, form, act, kind, k)
+#define ITEM_HANDLER_N(name, form, act, kind, k)
+#define ITEM_ADDRESS(name, byte, class, form, act, kind, k, hook) ITEM_ADDRESS_##hook(name, byte)
+#define ITEM_ADDRESS_Y(name, byte) [byte] = &&op_##name,
+#define ITEM_ADDRESS_N(name, byte)
 
 /* ------------------------------------------------------------------ */
 /* Items read by a hook                                                */
@@ -1691,7 +1704,7 @@ static const unsigned char *hook_item(struct unpickler *u, const unsigned char *
 #pragma GCC diagnostic ignored "-Woverride-init"
 	static const void *const handlers[256] = {
 		[0 ... 255] = &&off,
-		PICKLE_OPS(HANDLER_ADDRESS)
+		PICKLE_OPS(ITEM_ADDRESS)
 	};
 #pragma GCC diagnostic pop
 	const unsigned char *const start = ip, *const end = u->buf + u->len, *op = ip;
@@ -1720,9 +1733,6 @@ static const unsigned char *hook_item(struct unpickler *u, const unsigned char *
 		if (__builtin_expect((size_t)(k) > (size_t)(end - ip), 0)) \
 			goto off;					\
 	} while (0)
-/* Protocol 0's text, which picklers do not write into items. */
-#define ARG_LINE() goto off
-#define ARG_LINE_KEY() goto off
 #define ARG_NEXT_KEY() (arg = nmemo)
 /* Pushes x, a value of the document (NULL: its maker failed). */
 #define HPUSH(x_)							\
@@ -1756,8 +1766,11 @@ static const unsigned char *hook_item(struct unpickler *u, const unsigned char *
 		NEXT;							\
 	} while (0)
 
-/* The acts of PICKLE_OPS. */
-#define ITEM_REFUSE(kind, k) goto off
+/* The acts of the opcodes PICKLE_OPS marks Y. Those on containers
+ * follow only some kinds: marking Y an opcode on another fails here. */
+#define ITEM_KINDS(kind, k1, k2, k3)					\
+	_Static_assert(BOX_##kind == (k1) || BOX_##kind == (k2) ||	\
+		       BOX_##kind == (k3), "hook_item() follows " #kind)
 #define ITEM_GET(kind, k)						\
 	do {								\
 		if (__builtin_expect(arg >= nmemo || !memo[arg], 0))	\
@@ -1783,9 +1796,6 @@ static const unsigned char *hook_item(struct unpickler *u, const unsigned char *
 		NUMBER(le_signed(p, n, end));				\
 		NEXT;							\
 	} while (0)
-#define ITEM_LONG4(kind, k) goto off
-#define ITEM_INT_TEXT(kind, k) goto off
-#define ITEM_LONG_TEXT(kind, k) goto off
 #define ITEM_REAL(kind, k)						\
 	do {								\
 		HPUSH(real(u, d));					\
@@ -1798,11 +1808,11 @@ static const unsigned char *hook_item(struct unpickler *u, const unsigned char *
 		HPUSH(text(u, p, n));					\
 		NEXT;							\
 	} while (0)
-#define ITEM_BYTES(kind, k) goto off
 /* A list of the item in scratch memory; a tuple or a dict (a frame) in
  * the document, since items share them through the memo. */
 #define ITEM_EMPTY(kind, k)						\
 	do {								\
+		ITEM_KINDS(kind, BOX_LIST, BOX_TUPLE, BOX_DICT);	\
 		if (BOX_##kind == BOX_LIST) {				\
 			if (sn == HOOK_STACK || !(h = hval_new(hs, &a, BOX_LIST))) \
 				goto off;				\
@@ -1813,18 +1823,14 @@ static const unsigned char *hook_item(struct unpickler *u, const unsigned char *
 			at = sn;					\
 			goto tuple;					\
 		}							\
-		if (BOX_##kind == BOX_DICT) {				\
-			HPUSH(new_box(u, BOX_DICT));			\
-			NEXT;						\
-		}							\
-		goto off;						\
+		HPUSH(new_box(u, BOX_DICT));				\
+		NEXT;							\
 	} while (0)
 /* k items (0: those above the MARK) into a list or a dict: the item
  * itself, below everything, takes SETITEM(S) too. */
 #define ITEM_ADD(kind, k)						\
 	do {								\
-		if (BOX_##kind == BOX_SET)				\
-			goto off;					\
+		ITEM_KINDS(kind, BOX_LIST, BOX_DICT, BOX_DICT);	\
 		if (k) {						\
 			fence = FENCE();				\
 			if (sn < fence + (k) + (BOX_##kind == BOX_LIST)) \
@@ -1842,8 +1848,7 @@ static const unsigned char *hook_item(struct unpickler *u, const unsigned char *
 	} while (0)
 #define ITEM_BUILD(kind, k)						\
 	do {								\
-		if (BOX_##kind != BOX_LIST && BOX_##kind != BOX_TUPLE)	\
-			goto off;					\
+		ITEM_KINDS(kind, BOX_LIST, BOX_TUPLE, BOX_TUPLE);	\
 		if (k) {						\
 			if (sn < FENCE() + (k))			\
 				goto off;				\
@@ -1864,12 +1869,7 @@ static const unsigned char *hook_item(struct unpickler *u, const unsigned char *
 		hs->marks[nm++] = sn;					\
 		NEXT;							\
 	} while (0)
-#define ITEM_POP(kind, k) goto off
-#define ITEM_POP_MARK(kind, k) goto off
-#define ITEM_DUP(kind, k) goto off
-#define ITEM_PROTO(kind, k) goto off
 #define ITEM_FRAME(kind, k) NEXT_OR_BETWEEN
-#define ITEM_STOP(kind, k) goto off
 
 between:
 	/* Nothing on the stack, no MARK: more members, or the item's end,
@@ -2001,8 +2001,6 @@ off:
 #undef NUMBER
 #undef HPUSH
 #undef ARG_NEXT_KEY
-#undef ARG_LINE_KEY
-#undef ARG_LINE
 #undef ENSURE
 }
 
