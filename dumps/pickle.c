@@ -25,6 +25,7 @@
  * keeps as short and as predictable as it can.
  */
 #include "pickle.h"
+#include "pickle_text.h"
 #include "value.h"
 
 #include <errno.h>
@@ -42,85 +43,97 @@ _Static_assert(FR_PICKLE_DEPTH_MAX == FR_VAL_DEPTH_MAX,
 
 
 /*
- * Every opcode of protocols 0 to 5, once: its name, its byte and what this
- * reader does with it. OK opcodes are decoded; DENY opcodes name, call or
- * build objects (or fetch them from outside the pickle) and are refused as
- * such; NOSUP opcodes carry plain data in forms that protocol 2 to 5
- * picklers do not write (protocol 0 text, Python 2 str) and are refused as
- * unsupported. Protocol 0's INT, LONG, GET and PUT, being cheap, are read.
+ * Every opcode of protocols 0 to 5, once: its name and byte, what this
+ * reader does with it, the form of its argument and what it means. Both
+ * machines (run() and hook_item()) are made from this table: each reads an
+ * opcode's argument by the form's ARG_ macro (below, shared) and acts on
+ * it by its own act macro (RUN_, ITEM_), with the kind of container and
+ * the count of stack items, 0 for all those above the topmost MARK, that
+ * the act takes. The last column is Y for the opcodes hook_item() follows,
+ * those picklers write into a hook's items; at the others it gives the
+ * item up at once. Its table sends those to one place and it makes no
+ * handler for them: with one of its own for each, GCC's register
+ * allocator kept the input position on the stack, which cost every
+ * opcode of an item a store and a load (some 8% of a load's time).
+ *
+ * OK opcodes are decoded; DENY opcodes name, call or build objects (or
+ * fetch them from outside the pickle) and are refused as such; NOSUP
+ * opcodes carry plain data in forms that protocol 2 to 5 picklers do not
+ * write (protocol 0 text, Python 2 str) and are refused as unsupported.
+ * Protocol 0's INT, LONG, GET and PUT, being cheap, are read.
  */
-#define PICKLE_OPS(X)                       \
-	X(MARK, 0x28, OK)                   \
-	X(STOP, 0x2e, OK)                   \
-	X(POP, 0x30, OK)                    \
-	X(POP_MARK, 0x31, OK)               \
-	X(DUP, 0x32, OK)                    \
-	X(FLOAT, 0x46, NOSUP)               \
-	X(INT, 0x49, OK)                    \
-	X(BININT, 0x4a, OK)                 \
-	X(BININT1, 0x4b, OK)                \
-	X(LONG, 0x4c, OK)                   \
-	X(BININT2, 0x4d, OK)                \
-	X(NONE, 0x4e, OK)                   \
-	X(PERSID, 0x50, DENY)               \
-	X(BINPERSID, 0x51, DENY)            \
-	X(REDUCE, 0x52, DENY)               \
-	X(STRING, 0x53, NOSUP)              \
-	X(BINSTRING, 0x54, NOSUP)           \
-	X(SHORT_BINSTRING, 0x55, NOSUP)     \
-	X(UNICODE, 0x56, NOSUP)             \
-	X(BINUNICODE, 0x58, OK)             \
-	X(APPEND, 0x61, OK)                 \
-	X(BUILD, 0x62, DENY)                \
-	X(GLOBAL, 0x63, DENY)               \
-	X(DICT, 0x64, OK)                   \
-	X(EMPTY_DICT, 0x7d, OK)             \
-	X(APPENDS, 0x65, OK)                \
-	X(GET, 0x67, OK)                    \
-	X(BINGET, 0x68, OK)                 \
-	X(INST, 0x69, DENY)                 \
-	X(LONG_BINGET, 0x6a, OK)            \
-	X(LIST, 0x6c, OK)                   \
-	X(EMPTY_LIST, 0x5d, OK)             \
-	X(OBJ, 0x6f, DENY)                  \
-	X(PUT, 0x70, OK)                    \
-	X(BINPUT, 0x71, OK)                 \
-	X(LONG_BINPUT, 0x72, OK)            \
-	X(SETITEM, 0x73, OK)                \
-	X(TUPLE, 0x74, OK)                  \
-	X(EMPTY_TUPLE, 0x29, OK)            \
-	X(SETITEMS, 0x75, OK)               \
-	X(BINFLOAT, 0x47, OK)               \
-	X(PROTO, 0x80, OK)                  \
-	X(NEWOBJ, 0x81, DENY)               \
-	X(EXT1, 0x82, DENY)                 \
-	X(EXT2, 0x83, DENY)                 \
-	X(EXT4, 0x84, DENY)                 \
-	X(TUPLE1, 0x85, OK)                 \
-	X(TUPLE2, 0x86, OK)                 \
-	X(TUPLE3, 0x87, OK)                 \
-	X(NEWTRUE, 0x88, OK)                \
-	X(NEWFALSE, 0x89, OK)               \
-	X(LONG1, 0x8a, OK)                  \
-	X(LONG4, 0x8b, OK)                  \
-	X(BINBYTES, 0x42, OK)               \
-	X(SHORT_BINBYTES, 0x43, OK)         \
-	X(SHORT_BINUNICODE, 0x8c, OK)       \
-	X(BINUNICODE8, 0x8d, OK)            \
-	X(BINBYTES8, 0x8e, OK)              \
-	X(EMPTY_SET, 0x8f, OK)              \
-	X(ADDITEMS, 0x90, OK)               \
-	X(FROZENSET, 0x91, OK)              \
-	X(NEWOBJ_EX, 0x92, DENY)            \
-	X(STACK_GLOBAL, 0x93, DENY)         \
-	X(MEMOIZE, 0x94, OK)                \
-	X(FRAME, 0x95, OK)                  \
-	X(BYTEARRAY8, 0x96, OK)             \
-	X(NEXT_BUFFER, 0x97, DENY)          \
-	X(READONLY_BUFFER, 0x98, DENY)
+#define PICKLE_OPS(X)                                                   \
+	X(MARK, 0x28, OK, NONE, MARK, 0, 0, Y)                          \
+	X(STOP, 0x2e, OK, NONE, STOP, 0, 0, N)                          \
+	X(POP, 0x30, OK, NONE, POP, 0, 0, N)                            \
+	X(POP_MARK, 0x31, OK, NONE, POP_MARK, 0, 0, N)                  \
+	X(DUP, 0x32, OK, NONE, DUP, 0, 0, N)                            \
+	X(FLOAT, 0x46, NOSUP, NONE, REFUSE, 0, 0, N)                    \
+	X(INT, 0x49, OK, LINE, INT_TEXT, 0, 0, N)                       \
+	X(BININT, 0x4a, OK, I32, INT, 0, 0, Y)                          \
+	X(BININT1, 0x4b, OK, U8, INT, 0, 0, Y)                          \
+	X(LONG, 0x4c, OK, LINE, LONG_TEXT, 0, 0, N)                     \
+	X(BININT2, 0x4d, OK, U16, INT, 0, 0, Y)                         \
+	X(NONE, 0x4e, OK, NONE, CONST, none, 0, Y)                      \
+	X(PERSID, 0x50, DENY, NONE, REFUSE, 0, 0, N)                    \
+	X(BINPERSID, 0x51, DENY, NONE, REFUSE, 0, 0, N)                 \
+	X(REDUCE, 0x52, DENY, NONE, REFUSE, 0, 0, N)                    \
+	X(STRING, 0x53, NOSUP, NONE, REFUSE, 0, 0, N)                   \
+	X(BINSTRING, 0x54, NOSUP, NONE, REFUSE, 0, 0, N)                \
+	X(SHORT_BINSTRING, 0x55, NOSUP, NONE, REFUSE, 0, 0, N)          \
+	X(UNICODE, 0x56, NOSUP, NONE, REFUSE, 0, 0, N)                  \
+	X(BINUNICODE, 0x58, OK, BYTES4, STR, 0, 0, Y)                   \
+	X(APPEND, 0x61, OK, NONE, ADD, LIST, 1, Y)                      \
+	X(BUILD, 0x62, DENY, NONE, REFUSE, 0, 0, N)                     \
+	X(GLOBAL, 0x63, DENY, NONE, REFUSE, 0, 0, N)                    \
+	X(DICT, 0x64, OK, NONE, BUILD, DICT, 0, N)                      \
+	X(EMPTY_DICT, 0x7d, OK, NONE, EMPTY, DICT, 0, Y)                \
+	X(APPENDS, 0x65, OK, NONE, ADD, LIST, 0, Y)                     \
+	X(GET, 0x67, OK, LINE_KEY, GET, 0, 0, N)                        \
+	X(BINGET, 0x68, OK, U8, GET, 0, 0, Y)                           \
+	X(INST, 0x69, DENY, NONE, REFUSE, 0, 0, N)                      \
+	X(LONG_BINGET, 0x6a, OK, U32, GET, 0, 0, Y)                     \
+	X(LIST, 0x6c, OK, NONE, BUILD, LIST, 0, Y)                      \
+	X(EMPTY_LIST, 0x5d, OK, NONE, EMPTY, LIST, 0, Y)                \
+	X(OBJ, 0x6f, DENY, NONE, REFUSE, 0, 0, N)                       \
+	X(PUT, 0x70, OK, LINE_KEY, PUT, 0, 0, N)                        \
+	X(BINPUT, 0x71, OK, U8, PUT, 0, 0, Y)                           \
+	X(LONG_BINPUT, 0x72, OK, U32, PUT, 0, 0, Y)                     \
+	X(SETITEM, 0x73, OK, NONE, ADD, DICT, 2, Y)                     \
+	X(TUPLE, 0x74, OK, NONE, BUILD, TUPLE, 0, Y)                    \
+	X(EMPTY_TUPLE, 0x29, OK, NONE, EMPTY, TUPLE, 0, Y)              \
+	X(SETITEMS, 0x75, OK, NONE, ADD, DICT, 0, Y)                    \
+	X(BINFLOAT, 0x47, OK, F64, REAL, 0, 0, Y)                       \
+	X(PROTO, 0x80, OK, U8, PROTO, 0, 0, N)                          \
+	X(NEWOBJ, 0x81, DENY, NONE, REFUSE, 0, 0, N)                    \
+	X(EXT1, 0x82, DENY, NONE, REFUSE, 0, 0, N)                      \
+	X(EXT2, 0x83, DENY, NONE, REFUSE, 0, 0, N)                      \
+	X(EXT4, 0x84, DENY, NONE, REFUSE, 0, 0, N)                      \
+	X(TUPLE1, 0x85, OK, NONE, BUILD, TUPLE, 1, Y)                   \
+	X(TUPLE2, 0x86, OK, NONE, BUILD, TUPLE, 2, Y)                   \
+	X(TUPLE3, 0x87, OK, NONE, BUILD, TUPLE, 3, Y)                   \
+	X(NEWTRUE, 0x88, OK, NONE, CONST, yes, 0, Y)                    \
+	X(NEWFALSE, 0x89, OK, NONE, CONST, no, 0, Y)                    \
+	X(LONG1, 0x8a, OK, BYTES1, LONG, 0, 0, Y)                       \
+	X(LONG4, 0x8b, OK, U32, LONG4, 0, 0, N)                         \
+	X(BINBYTES, 0x42, OK, BYTES4, BYTES, 0, 0, N)                   \
+	X(SHORT_BINBYTES, 0x43, OK, BYTES1, BYTES, 0, 0, N)             \
+	X(SHORT_BINUNICODE, 0x8c, OK, BYTES1, STR, 0, 0, Y)             \
+	X(BINUNICODE8, 0x8d, OK, BYTES8, STR, 0, 0, Y)                  \
+	X(BINBYTES8, 0x8e, OK, BYTES8, BYTES, 0, 0, N)                  \
+	X(EMPTY_SET, 0x8f, OK, NONE, EMPTY, SET, 0, N)                  \
+	X(ADDITEMS, 0x90, OK, NONE, ADD, SET, 0, N)                     \
+	X(FROZENSET, 0x91, OK, NONE, BUILD, FROZENSET, 0, N)            \
+	X(NEWOBJ_EX, 0x92, DENY, NONE, REFUSE, 0, 0, N)                 \
+	X(STACK_GLOBAL, 0x93, DENY, NONE, REFUSE, 0, 0, N)              \
+	X(MEMOIZE, 0x94, OK, NEXT_KEY, PUT, 0, 0, Y)                    \
+	X(FRAME, 0x95, OK, LEN8, FRAME, 0, 0, Y)                        \
+	X(BYTEARRAY8, 0x96, OK, BYTES8, BYTES, 0, 0, N)                 \
+	X(NEXT_BUFFER, 0x97, DENY, NONE, REFUSE, 0, 0, N)               \
+	X(READONLY_BUFFER, 0x98, DENY, NONE, REFUSE, 0, 0, N)
 
 enum op {
-#define OP_ENUM(name, byte, class) OP_##name = byte,
+#define OP_ENUM(name, byte, class, form, act, kind, k, hook) OP_##name = byte,
 	PICKLE_OPS(OP_ENUM)
 #undef OP_ENUM
 };
@@ -129,13 +142,13 @@ enum op {
 enum op_class { UNKNOWN, OK, DENY, NOSUP };
 
 static const char *const op_names[256] = {
-#define OP_NAME(name, byte, class) [byte] = #name,
+#define OP_NAME(name, byte, class, form, act, kind, k, hook) [byte] = #name,
 	PICKLE_OPS(OP_NAME)
 #undef OP_NAME
 };
 
 static const unsigned char op_classes[256] = {
-#define OP_CLASS(name, byte, class) [byte] = class,
+#define OP_CLASS(name, byte, class, form, act, kind, k, hook) [byte] = class,
 	PICKLE_OPS(OP_CLASS)
 #undef OP_CLASS
 };
@@ -165,24 +178,6 @@ struct box {
 	struct fr_val v;
 	/* Room for the first items: most lists of a dump hold one or two. */
 	struct fr_val *room[2];
-};
-
-/*
- * A string the decoder made, with what it needs of it as a dict key kept
- * just before its value. A dict has one member per key, and a pickle may
- * write one text as several strs (Python memoizes by identity, not by
- * text), so each text used as a key is named by one of its strings, the
- * canon, found once per string in a hash table; the canon remembers the
- * dict (by serial) and member that last took the text, so that a key set
- * again is found in constant time.
- */
-struct text {
-	struct text *canon;	/* NULL until the string is a key */
-	uint64_t hash;		/* of the text, once it is a key */
-	uint32_t stamp;		/* for a canon: the serial of the last dict to take it */
-	uint32_t pos;		/* ... and the member that holds it there */
-	struct fr_val v;
-	char s[];
 };
 
 static inline struct box *box_of(struct fr_val *v)
@@ -241,9 +236,7 @@ struct unpickler {
 	 * itself many times, would otherwise turn a small input into a large
 	 * allocation.
 	 */
-	size_t key_budget;
-	char *scratch;		/* the text of such a key, being written */
-	size_t scratch_len, scratch_cap;
+	struct fr_pickle_keytext keys;
 
 	/*
 	 * The largest size (see struct box) of a container. Sharing through
@@ -253,9 +246,7 @@ struct unpickler {
 	 */
 	uint64_t size_max;
 
-	/* The canons (struct text), by hash: open addressing, at most half full. */
-	struct text **canons;
-	size_t ncanons, canons_cap;
+	struct fr_pickle_canons canons;
 
 	/* Items read by a hook (fr_pickle_load_with(), "Items read by a hook"). */
 	struct fr_pickle_hook *hook;
@@ -273,9 +264,6 @@ struct unpickler {
 	size_t errlen;
 	int errnum;
 };
-
-/* Decimal digits of the largest int accepted: 8 * FR_PICKLE_LONG_MAX * log10(2). */
-#define LONG_DIGITS_MAX 2467
 
 /* Values written out allowed per input byte, and in any case. */
 #define SIZE_RATIO 64
@@ -296,7 +284,7 @@ struct unpickler {
 
 /*
  * Probes of the canon table beyond which the canons are found by sorting
- * instead (see intern()); a build may set it lower to test that path.
+ * instead (see fill_dict()); a build may set it lower to test that path.
  */
 #ifndef PROBE_MAX
 #define PROBE_MAX 64
@@ -474,9 +462,24 @@ static inline struct fr_val *constant(struct unpickler *u, struct fr_val **c,
 	return *c;
 }
 
+static inline struct fr_val *const_none(struct unpickler *u)
+{
+	return constant(u, &u->none, FR_VAL_NULL, false);
+}
+
+static inline struct fr_val *const_yes(struct unpickler *u)
+{
+	return constant(u, &u->yes, FR_VAL_BOOL, true);
+}
+
+static inline struct fr_val *const_no(struct unpickler *u)
+{
+	return constant(u, &u->no, FR_VAL_BOOL, false);
+}
+
 /*
  * A new string of n bytes, its text not set (but its NUL is). The rest of
- * the 8-byte word the NUL is in is zero, so that text_hash() may read the
+ * the 8-byte word the NUL is in is zero, so that fr_pickle_text_hash() may read the
  * text a word at a time.
  */
 static struct text *text_new(struct unpickler *u, size_t n)
@@ -677,110 +680,17 @@ static inline __attribute__((always_inline)) int memo_put(struct unpickler *u, u
 /* Scalars                                                             */
 /* ------------------------------------------------------------------ */
 
-/* Length of the valid UTF-8 sequence at p, or 0 when there is none. */
-static size_t utf8_seq(const unsigned char *p, size_t n)
-{
-	unsigned c = p[0];
-
-	if (c < 0x80)
-		return 1;
-	if (c < 0xc2)
-		return 0;
-	if (c < 0xe0)
-		return n >= 2 && (p[1] & 0xc0) == 0x80 ? 2 : 0;
-	if (c < 0xf0) {
-		if (n < 3 || (p[1] & 0xc0) != 0x80 || (p[2] & 0xc0) != 0x80)
-			return 0;
-		/* Overlong forms and UTF-16 surrogates are not UTF-8. */
-		if ((c == 0xe0 && p[1] < 0xa0) || (c == 0xed && p[1] >= 0xa0))
-			return 0;
-		return 3;
-	}
-	if (c < 0xf5) {
-		if (n < 4 || (p[1] & 0xc0) != 0x80 || (p[2] & 0xc0) != 0x80 ||
-		    (p[3] & 0xc0) != 0x80)
-			return 0;
-		if ((c == 0xf0 && p[1] < 0x90) || (c == 0xf4 && p[1] >= 0x90))
-			return 0;
-		return 4;
-	}
-	return 0;
-}
-
-/* Whether p[0..n) is UTF-8 without NUL, as a value's string must be. */
-static bool text_valid(const unsigned char *p, size_t n)
-{
-	const uint64_t ones = 0x0101010101010101ull, highs = 0x8080808080808080ull;
-	size_t i = 0, k;
-	uint64_t w;
-
-	while (i < n) {
-		/*
-		 * Names in dumps are ASCII: take them eight bytes at a time.
-		 * A byte of w - ones has its high bit set only where w has a
-		 * byte of 0 or one over 0x80 (or after such a byte).
-		 */
-		if (n - i >= 8) {
-			memcpy(&w, p + i, 8);
-			if (!((w | (w - ones)) & highs)) {
-				i += 8;
-				continue;
-			}
-		}
-		if (p[i] && p[i] < 0x80) {
-			i++;
-			continue;
-		}
-		k = p[i] ? utf8_seq(p + i, n - i) : 0;
-		if (!k)
-			return false;
-		i += k;
-	}
-	return true;
-}
-
-/*
- * Writes into o (when not NULL) the text of p[0..n) with each byte outside
- * a valid sequence, and each NUL, replaced by U+FFFD, except that an
- * encoded surrogate (what Python's surrogatepass writes for a lone
- * surrogate) becomes one U+FFFD for its three bytes. Returns its length.
- */
-static size_t repair(const unsigned char *p, size_t n, char *o)
-{
-	size_t i = 0, k, len = 0;
-
-	while (i < n) {
-		k = p[i] ? utf8_seq(p + i, n - i) : 0;
-		if (k) {
-			if (o)
-				memcpy(o + len, p + i, k);
-			len += k;
-			i += k;
-			continue;
-		}
-		if (p[i] == 0xed && n - i >= 3 && p[i + 1] >= 0xa0 && p[i + 1] <= 0xbf &&
-		    (p[i + 2] & 0xc0) == 0x80)
-			i += 3;
-		else
-			i++;
-		if (o)
-			memcpy(o + len, "\xef\xbf\xbd", 3);
-		len += 3;
-	}
-	return len;
-}
-
 /* A str from its UTF-8 bytes. */
 static struct fr_val *text(struct unpickler *u, const unsigned char *p, size_t n)
 {
 	struct text *t;
 
-	if (text_valid(p, n))
+	if (fr_pickle_utf8_valid(p, n))
 		return string(u, (const char *)p, n);
-	t = text_new(u, repair(p, n, NULL));
+	t = text_new(u, fr_pickle_utf8_repair(p, n, NULL));
 	if (!t)
 		return NULL;
-	repair(p, n, t->s);
+	fr_pickle_utf8_repair(p, n, t->s);
 	return &t->v;
 }
 
@@ -814,59 +724,6 @@ static struct fr_val *real(struct unpickler *u, double d)
 		v->u.r = d;
 	return v;
 }
-
-/*
- * An int from n > 8 bytes of little-endian two's complement that does not
- * fit int64, as decimal text: the magnitude in 32-bit limbs, divided by 10^9
- * until nothing is left.
- */
-static struct fr_val *long_text(struct unpickler *u, const unsigned char *p, size_t n)
-{
-	uint32_t limb[FR_PICKLE_LONG_MAX / 4];
-	char digits[LONG_DIGITS_MAX + 16];
-	char *d = digits + sizeof(digits);
-	bool neg = p[n - 1] & 0x80;
-	size_t nl = (n + 3) / 4, i;
-	uint64_t carry = 1, cur;
-	uint32_t rem;
-	int k;
-
-	for (i = 0; i < nl; i++)
-		limb[i] = 0;
-	for (i = 0; i < nl * 4; i++) {
-		uint32_t byte = i < n ? p[i] : neg ? 0xff : 0;
-
-		limb[i / 4] |= byte << (8 * (i % 4));
-	}
-	if (neg) {
-		for (i = 0; i < nl; i++) {
-			cur = (uint64_t)(uint32_t)~limb[i] + carry;
-			limb[i] = (uint32_t)cur;
-			carry = cur >> 32;
-		}
-	}
-	while (nl && !limb[nl - 1])
-		nl--;
-	while (nl) {
-		rem = 0;
-		for (i = nl; i--;) {
-			cur = (uint64_t)rem << 32 | limb[i];
-			limb[i] = (uint32_t)(cur / 1000000000u);
-			rem = (uint32_t)(cur % 1000000000u);
-		}
-		while (nl && !limb[nl - 1])
-			nl--;
-		/* Nine digits per division, except no leading zeros in the last. */
-		for (k = 0; k < 9 && (nl || rem); k++) {
-			*--d = (char)('0' + rem % 10);
-			rem /= 10;
-		}
-	}
-	if (neg)
-		*--d = '-';
-	return string(u, d, digits + sizeof(digits) - d);
-}
-
 /* An int from LONG1 or LONG4 bytes. */
 static struct fr_val *long_bytes(struct unpickler *u, const unsigned char *p, size_t n)
 {
@@ -881,8 +738,12 @@ static struct fr_val *long_bytes(struct unpickler *u, const unsigned char *p, si
 		fill = p[7] & 0x80 ? 0xff : 0;
 		for (i = 8; i < n && p[i] == fill; i++)
 			;
-		if (i < n)
-			return long_text(u, p, n);
+		if (i < n) {
+			char digits[FR_PICKLE_DECIMAL_BUF];
+			const char *d = fr_pickle_long_decimal(p, n, digits, &i);
+
+			return string(u, d, i);
+		}
 		n = 8;
 	}
 	for (i = n; i--;)
@@ -901,7 +762,7 @@ static struct fr_val *decimal(struct unpickler *u, const char *s, size_t n)
 	bool neg = false, over = false;
 	uint64_t v = 0, limit, digit;
 	size_t i = 0, first;
-	char buf[LONG_DIGITS_MAX + 2];
+	char buf[FR_PICKLE_DECIMAL_MAX + 2];
 
 	if (n && (s[0] == '-' || s[0] == '+')) {
 		neg = s[0] == '-';
@@ -923,9 +784,9 @@ static struct fr_val *decimal(struct unpickler *u, const char *s, size_t n)
 	}
 	if (!over)
 		return integer(u, neg ? (int64_t)(0 - v) : (int64_t)v);
-	if (n - first > LONG_DIGITS_MAX) {
+	if (n - first > FR_PICKLE_DECIMAL_MAX) {
 		fail(u, EPROTO, "%s of %zu digits is longer than %d digits",
-		     cur_op(u), n - first, LONG_DIGITS_MAX);
+		     cur_op(u), n - first, FR_PICKLE_DECIMAL_MAX);
 		return NULL;
 	}
 	i = 0;
@@ -1076,161 +937,6 @@ static int fail_key_budget(struct unpickler *u)
 		    "(a long key used many times)", KEY_BUDGET_RATIO);
 }
 
-/* Appends to the key text being written, within the key budget. */
-static int emit(struct unpickler *u, const char *p, size_t n)
-{
-	if (n > u->key_budget - u->scratch_len)
-		return fail_key_budget(u);
-	if (n > u->scratch_cap - u->scratch_len) {
-		size_t cap = u->scratch_cap ? u->scratch_cap : 256;
-		char *s;
-
-		while (cap - u->scratch_len < n)
-			cap *= 2;
-		s = realloc(u->scratch, cap);
-		if (!s)
-			return fail_nomem(u);
-		u->scratch = s;
-		u->scratch_cap = cap;
-	}
-	memcpy(u->scratch + u->scratch_len, p, n);
-	u->scratch_len += n;
-	return 0;
-}
-
-/* A string in JSON, as Python's json.dumps(ensure_ascii=False) writes it. */
-static int emit_json_string(struct unpickler *u, const char *s, size_t n)
-{
-	static const char digits[] = "0123456789abcdef";
-	size_t i, from = 0;
-	char esc[6];
-
-	if (emit(u, "\"", 1))
-		return -1;
-	for (i = 0; i < n; i++) {
-		unsigned char c = (unsigned char)s[i];
-		size_t k = 2;
-
-		if (c >= 0x20 && c != '"' && c != '\\')
-			continue;
-		esc[0] = '\\';
-		switch (c) {
-		case '"': esc[1] = '"'; break;
-		case '\\': esc[1] = '\\'; break;
-		case '\b': esc[1] = 'b'; break;
-		case '\f': esc[1] = 'f'; break;
-		case '\n': esc[1] = 'n'; break;
-		case '\r': esc[1] = 'r'; break;
-		case '\t': esc[1] = 't'; break;
-		default:
-			memcpy(esc + 1, "u00", 3);
-			esc[4] = digits[c >> 4];
-			esc[5] = digits[c & 15];
-			k = 6;
-			break;
-		}
-		if (emit(u, s + from, i - from) || emit(u, esc, k))
-			return -1;
-		from = i + 1;
-	}
-	return emit(u, s + from, n - from) || emit(u, "\"", 1);
-}
-
-/* The shortest text that reads back as d, with ".0" on whole numbers as Python writes them. */
-static size_t real_text(double d, char *buf, size_t cap)
-{
-	int prec, n = 0;
-
-	for (prec = 15; prec <= 17; prec++) {
-		n = snprintf(buf, cap, "%.*g", prec, d);
-		if (strtod(buf, NULL) == d)
-			break;
-	}
-	if (n > 0 && (size_t)n + 2 < cap && !strpbrk(buf, ".e")) {
-		memcpy(buf + n, ".0", 3);
-		n += 2;
-	}
-	return n > 0 ? (size_t)n : 0;
-}
-
-/* The JSON text of a scalar that is not a str into buf (of 40 bytes); its length. */
-static size_t scalar_text(const struct fr_val *v, char *buf, size_t cap)
-{
-	switch ((enum fr_val_type)v->type) {
-	case FR_VAL_INT:
-		return (size_t)snprintf(buf, cap, "%" PRId64, v->u.i);
-	case FR_VAL_REAL:
-		return real_text(v->u.r, buf, cap);
-	case FR_VAL_BOOL:
-		memcpy(buf, v->u.b ? "true" : "false", v->u.b ? 5 : 6);
-		return v->u.b ? 4 : 5;
-	default:
-		memcpy(buf, "null", 5);
-		return 4;
-	}
-}
-
-/*
- * Writes the JSON text of container `root` (a tuple or frozenset key) into
- * the scratch buffer, with ", " and ": " between items as Python's json
- * module does. A stack of the containers open, bounded by the depth limit,
- * stands for recursion.
- */
-static int emit_json(struct unpickler *u, struct fr_val *root)
-{
-	struct {
-		const struct fr_val *c;
-		uint32_t i;
-	} open[FR_PICKLE_DEPTH_MAX + 1];
-	const struct fr_val *v;
-	size_t depth = 0, n;
-	char buf[40];
-
-	open[depth].c = root;
-	open[depth++].i = 0;
-	if (emit(u, root->type == FR_VAL_OBJECT ? "{" : "[", 1))
-		return -1;
-	while (depth) {
-		const struct fr_val *c = open[depth - 1].c;
-		uint32_t i = open[depth - 1].i++;
-
-		if (i == c->n) {
-			depth--;
-			if (emit(u, c->type == FR_VAL_OBJECT ? "}" : "]", 1))
-				return -1;
-			continue;
-		}
-		if (i && emit(u, ", ", 2))
-			return -1;
-		if (c->type == FR_VAL_OBJECT) {
-			v = c->u.items[2 * i];
-			if (emit_json_string(u, v->u.s, v->n) || emit(u, ": ", 2))
-				return -1;
-			v = c->u.items[2 * i + 1];
-		} else {
-			v = c->u.items[i];
-		}
-		if (v->type == FR_VAL_STRING) {
-			if (emit_json_string(u, v->u.s, v->n))
-				return -1;
-		} else if (v->type == FR_VAL_ARRAY || v->type == FR_VAL_OBJECT) {
-			/* Every container is at most FR_PICKLE_DEPTH_MAX high. */
-			if (depth > FR_PICKLE_DEPTH_MAX)
-				return fail(u, EPROTO, "containers nested deeper than %d levels",
-					    FR_PICKLE_DEPTH_MAX);
-			open[depth].c = v;
-			open[depth++].i = 0;
-			if (emit(u, v->type == FR_VAL_OBJECT ? "{" : "[", 1))
-				return -1;
-		} else {
-			n = scalar_text(v, buf, sizeof(buf));
-			if (emit(u, buf, n))
-				return -1;
-		}
-	}
-	return 0;
-}
-
 /*
  * The key under which a dict stores `key`, an item of the stack: a str as
  * it is, anything else as a new string of its JSON text; NULL (and an
@@ -1240,26 +946,35 @@ static struct fr_val *key_of(struct unpickler *u, struct fr_val *key)
 {
 	char buf[40];
 	size_t n;
+	int rc;
 
 	if (key->type == FR_VAL_STRING)
 		return key;
 	if (is_box(key)) {
 		if (hashable(u, key))
 			return NULL;
-		u->scratch_len = 0;
-		if (emit_json(u, key))
+		u->keys.len = 0;
+		rc = fr_pickle_key_json(&u->keys, key);
+		if (rc == -ENOMEM)
+			fail_nomem(u);
+		else if (rc == -ELOOP)
+			fail(u, EPROTO, "containers nested deeper than %d levels",
+			     FR_PICKLE_DEPTH_MAX);
+		else if (rc)
+			fail_key_budget(u);
+		if (rc)
 			return NULL;
-		n = u->scratch_len;
+		n = u->keys.len;
 	} else {
-		n = scalar_text(key, buf, sizeof(buf));
+		n = fr_pickle_scalar_json(key, buf, sizeof(buf));
 	}
 	/* The NUL counts too: a budget of 0 stops a flood of empty tuples. */
-	if (n >= u->key_budget) {
+	if (n >= u->keys.budget) {
 		fail_key_budget(u);
 		return NULL;
 	}
-	u->key_budget -= n + 1;
-	return string(u, is_box(key) ? u->scratch : buf, n);
+	u->keys.budget -= n + 1;
+	return string(u, is_box(key) ? u->keys.s : buf, n);
 }
 
 /* ------------------------------------------------------------------ */
@@ -1267,127 +982,14 @@ static struct fr_val *key_of(struct unpickler *u, struct fr_val *key)
 /* ------------------------------------------------------------------ */
 
 /*
- * A hash of a key's text, which the canon table and the sort compare
- * first: a word at a time, the last one padded with zeros (text_new()).
- */
-static uint64_t text_hash(const struct text *t)
-{
-	const char *s = t->s;
-	uint64_t h = 0x9e3779b97f4a7c15ull ^ t->v.n, w;
-	size_t words = t->v.n / 8 + 1, i;
-
-	for (i = 0; i < words; i++, s += 8) {
-		memcpy(&w, s, 8);
-		h = (h ^ w) * 0xbf58476d1ce4e5b9ull;
-		h ^= h >> 31;
-	}
-	h ^= h >> 32;
-	h *= 0x94d049bb133111ebull;
-	return h ^ (h >> 29);
-}
-
-static inline bool same_text(const struct text *a, const struct text *b)
-{
-	return a->hash == b->hash && a->v.n == b->v.n && memcmp(a->s, b->s, a->v.n) == 0;
-}
-
-/*
- * Puts canon t into the table; 1 when that takes more than PROBE_MAX
- * probes.
- */
-static int canon_insert(struct text **table, size_t cap, struct text *t)
-{
-	size_t i = t->hash & (cap - 1), probes;
-
-	for (probes = 0; table[i]; probes++) {
-		if (probes == PROBE_MAX)
-			return 1;
-		i = (i + 1) & (cap - 1);
-	}
-	table[i] = t;
-	return 0;
-}
-
-/*
- * Sets t->canon to the string of the table with t's text, or to t itself
- * when it is the first. Returns 0, -1 on an error, or 1 when the table's
- * probes run past PROBE_MAX (many texts with colliding hashes, which only
- * a pickle made for it has).
+ * Sets t->canon (fr_pickle_intern()): 0, -1 on an error, or 1 when the
+ * table's probes run past PROBE_MAX.
  */
 static int intern(struct unpickler *u, struct text *t)
 {
-	size_t i, probes;
+	int rc = fr_pickle_intern(&u->canons, t);
 
-	if (2 * (u->ncanons + 1) > u->canons_cap) {
-		size_t cap = u->canons_cap ? 2 * u->canons_cap : 64;
-		struct text **table;
-
-		if (cap > SIZE_MAX / sizeof(*table) || !(table = calloc(cap, sizeof(*table))))
-			return fail_nomem(u);
-		for (i = 0; i < u->canons_cap; i++) {
-			if (u->canons[i] && canon_insert(table, cap, u->canons[i])) {
-				free(table);
-				return 1;
-			}
-		}
-		free(u->canons);
-		u->canons = table;
-		u->canons_cap = cap;
-	}
-	t->hash = text_hash(t);
-	i = t->hash & (u->canons_cap - 1);
-	for (probes = 0; u->canons[i]; probes++) {
-		if (same_text(u->canons[i], t)) {
-			t->canon = u->canons[i];
-			return 0;
-		}
-		if (probes == PROBE_MAX)
-			return 1;
-		i = (i + 1) & (u->canons_cap - 1);
-	}
-	u->canons[i] = t;
-	u->ncanons++;
-	t->canon = t;
-	return 0;
-}
-
-static int text_cmp(const struct text *a, const struct text *b)
-{
-	if (a->hash != b->hash)
-		return a->hash < b->hash ? -1 : 1;
-	if (a->v.n != b->v.n)
-		return a->v.n < b->v.n ? -1 : 1;
-	return memcmp(a->s, b->s, a->v.n);
-}
-
-/*
- * Sorts a[0..n) by text_cmp, bottom-up merge sort with tmp of n. A merge
- * charges each comparison to the string it outputs, whose length bounds
- * the memcmp, so each of the log n passes costs at most the total length:
- * shared long keys that differ only at the end cannot make it quadratic.
- */
-static void sort_texts(struct text **a, struct text **tmp, size_t n)
-{
-	struct text **src = a, **dst = tmp, **t;
-	size_t w, lo, mid, hi, i, j, k;
-
-	for (w = 1; w < n; w *= 2) {
-		for (lo = 0; lo < n; lo += 2 * w) {
-			mid = lo + w < n ? lo + w : n;
-			hi = lo + 2 * w < n ? lo + 2 * w : n;
-			for (i = lo, j = mid, k = lo; k < hi; k++) {
-				if (i < mid && (j == hi || text_cmp(src[i], src[j]) <= 0))
-					dst[k] = src[i++];
-				else
-					dst[k] = src[j++];
-			}
-		}
-		t = src;
-		src = dst;
-		dst = t;
-	}
-	if (src != a)
-		memcpy(a, src, n * sizeof(*a));
+	return rc < 0 ? fail_nomem(u) : rc;
 }
 
 /*
@@ -1397,7 +999,7 @@ static void sort_texts(struct text **a, struct text **tmp, size_t n)
 static int intern_by_sorting(struct unpickler *u)
 {
 	struct text **all = NULL, **tmp;
-	size_t n = 0, cap = 0, i, j, k;
+	size_t n = 0, cap = 0, i;
 	struct box *b;
 	int rc = -1;
 
@@ -1416,21 +1018,15 @@ static int intern_by_sorting(struct unpickler *u)
 			}
 			t->v.mark = 1;
 			if (!t->canon)
-				t->hash = text_hash(t);
+				t->hash = fr_pickle_text_hash(t);
 			all[n++] = t;
 		}
 	}
 	tmp = n ? malloc(n * sizeof(*tmp)) : NULL;
 	if (n && !tmp)
 		goto out_unmark;
-	sort_texts(all, tmp, n);
+	fr_pickle_intern_sorted(all, tmp, n);
 	free(tmp);
-	for (i = 0; i < n; i = j) {
-		for (j = i; j < n && same_text(all[i], all[j]); j++)
-			;
-		for (k = i; k < j; k++)
-			all[k]->canon = all[i];
-	}
 	rc = 0;
 out_unmark:
 	for (i = 0; i < n; i++)
@@ -1737,6 +1333,107 @@ static int dedupe(struct unpickler *u)
 }
 
 /* ------------------------------------------------------------------ */
+/* Opcode arguments                                                    */
+/* ------------------------------------------------------------------ */
+
+/*
+ * How each form of argument in PICKLE_OPS is read, for both machines: at
+ * ip, into `arg` (a number, signed ones as their two's complement), `d` (a
+ * float) or p and n (bytes), ip past it. ENSURE(k) is the machine's: it
+ * leaves the handler when fewer than k bytes are left. The forms of
+ * protocol 0's text (LINE, LINE_KEY) and NEXT_KEY (the memo's next key)
+ * are each machine's own.
+ */
+#define ARG_NONE()
+#define ARG_U8()						\
+	do {							\
+		ENSURE(1);					\
+		arg = ip[0];					\
+		ip += 1;					\
+	} while (0)
+#define ARG_U16()						\
+	do {							\
+		ENSURE(2);					\
+		arg = (uint64_t)(ip[0] | ip[1] << 8);		\
+		ip += 2;					\
+	} while (0)
+#define ARG_I32()						\
+	do {							\
+		ENSURE(4);					\
+		arg = (uint64_t)(int64_t)(int32_t)le32(ip);	\
+		ip += 4;					\
+	} while (0)
+#define ARG_U32()						\
+	do {							\
+		ENSURE(4);					\
+		arg = le32(ip);					\
+		ip += 4;					\
+	} while (0)
+#define ARG_F64()						\
+	do {							\
+		ENSURE(8);					\
+		d = be_double(ip);				\
+		ip += 8;					\
+	} while (0)
+/* A length of 8 bytes, and that many bytes left after it (FRAME's). */
+#define ARG_LEN8()						\
+	do {							\
+		ENSURE(8);					\
+		arg = le64(ip);					\
+		ip += 8;					\
+		ENSURE(arg);					\
+	} while (0)
+/* Bytes after a length of 1, 4 or 8 bytes. */
+#define ARG_BYTES1()						\
+	do {							\
+		ENSURE(1);					\
+		n = *ip++;					\
+		ARG_TAKE_N();					\
+	} while (0)
+#define ARG_BYTES4()						\
+	do {							\
+		ENSURE(4);					\
+		n = le32(ip);					\
+		ip += 4;					\
+		ARG_TAKE_N();					\
+	} while (0)
+#define ARG_BYTES8()						\
+	do {							\
+		ARG_LEN8();					\
+		n = (size_t)arg;				\
+		ARG_TAKE_N();					\
+	} while (0)
+#define ARG_TAKE_N()						\
+	do {							\
+		ENSURE(n);					\
+		p = ip;						\
+		ip += n;					\
+	} while (0)
+
+/*
+ * The handlers of each machine, one per opcode of PICKLE_OPS: its
+ * argument read by the form, then the machine's act (RUN_ for run(), ITEM_
+ * for hook_item()), which ends in a jump: to the next opcode's handler
+ * (NEXT), or to a tail that several opcodes share. hook_item() has
+ * handlers only for the opcodes marked Y; the others' bytes go straight
+ * to its `off`.
+ */
+#define HANDLER(mach, name, form, act, kind, k)			\
+	op_##name:						\
+		ARG_##form();					\
+		mach##_##act(kind, k);
+#define RUN_HANDLER(name, byte, class, form, act, kind, k, hook)	\
+	HANDLER(RUN, name, form, act, kind, k)
+#define HANDLER_ADDRESS(name, byte, class, form, act, kind, k, hook) [byte] = &&op_##name,
+#define ITEM_HANDLER(name, byte, class, form, act, kind, k, hook)	\
+	ITEM_HANDLER_##hook(name, form, act, kind, k)
+#define ITEM_HANDLER_Y(name, form, act, kind, k) HANDLER(ITEM, name, form, act, kind, k)
+#define ITEM_HANDLER_N(name, form, act, kind, k)
+#define ITEM_ADDRESS(name, byte, class, form, act, kind, k, hook) ITEM_ADDRESS_##hook(name, byte)
+#define ITEM_ADDRESS_Y(name, byte) [byte] = &&op_##name,
+#define ITEM_ADDRESS_N(name, byte)
+
+/* ------------------------------------------------------------------ */
 /* Items read by a hook                                                */
 /* ------------------------------------------------------------------ */
 
@@ -1997,38 +1694,32 @@ static int hook_fill_dict(struct unpickler *u, struct hook_scratch *hs, size_t n
  * list going in by `form`, and passes it to the hook. Returns where the
  * main machine goes on (past the item's APPEND for HOOK_APPENDED), ip
  * itself to have the main machine read the item, or NULL on an error.
- * Like run(), a handler per opcode, each jumping to the next one's.
+ * Like run(), a handler per opcode of PICKLE_OPS, each jumping to the next
+ * one's; an act this machine does not follow gives up (`off`).
  */
 static const unsigned char *hook_item(struct unpickler *u, const unsigned char *ip,
 				      enum hook_form form)
 {
-#define HOOK_OP(name) [OP_##name] = &&h_##name
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Woverride-init"
 	static const void *const handlers[256] = {
 		[0 ... 255] = &&off,
-		HOOK_OP(BINGET), HOOK_OP(LONG_BINGET), HOOK_OP(BINPUT), HOOK_OP(LONG_BINPUT),
-		HOOK_OP(MEMOIZE), HOOK_OP(NONE), HOOK_OP(NEWTRUE), HOOK_OP(NEWFALSE),
-		HOOK_OP(BININT), HOOK_OP(BININT1), HOOK_OP(BININT2), HOOK_OP(LONG1),
-		HOOK_OP(BINFLOAT), HOOK_OP(SHORT_BINUNICODE), HOOK_OP(BINUNICODE),
-		HOOK_OP(BINUNICODE8), HOOK_OP(EMPTY_LIST), HOOK_OP(EMPTY_TUPLE),
-		HOOK_OP(EMPTY_DICT), HOOK_OP(MARK), HOOK_OP(APPEND), HOOK_OP(APPENDS),
-		HOOK_OP(LIST), HOOK_OP(TUPLE), HOOK_OP(TUPLE1), HOOK_OP(TUPLE2), HOOK_OP(TUPLE3),
-		HOOK_OP(SETITEM), HOOK_OP(SETITEMS), HOOK_OP(FRAME),
+		PICKLE_OPS(ITEM_ADDRESS)
 	};
 #pragma GCC diagnostic pop
-#undef HOOK_OP
 	const unsigned char *const start = ip, *const end = u->buf + u->len, *op = ip;
+	const unsigned char *p = NULL;
 	struct box *list = box_of(u->hook_list);
 	struct hook_scratch *hs = u->hs;
 	struct fr_val **stack, **memo = u->memo;
-	size_t nmemo = u->nmemo, nmemo_at_start = nmemo, sn = 0, nm = 0, np = 0, n, at, fence, k;
+	size_t nmemo = u->nmemo, nmemo_at_start = nmemo, sn = 0, nm = 0, np = 0, n = 0;
+	size_t at = 0, fence = 0;
 	uint32_t ndicts = u->ndicts, height = 1;
-	uint64_t size = 1, idx;
+	uint64_t size = 1, arg = 0;
 	struct hacc a = { 0, 0, 0 };
 	struct fr_val *v;
 	struct hval *h;
-	unsigned char c;
+	double d = 0;
 	int rc;
 
 	if (!hs && !(hs = u->hs = malloc(sizeof(*hs))))
@@ -2037,11 +1728,12 @@ static const unsigned char *hook_item(struct unpickler *u, const unsigned char *
 	stack = hs->stack;
 
 /* k bytes of argument, or give up (the main machine says what is wrong). */
-#define NEED(k_)							\
+#define ENSURE(k)							\
 	do {								\
-		if (__builtin_expect((size_t)(k_) > (size_t)(end - ip), 0)) \
+		if (__builtin_expect((size_t)(k) > (size_t)(end - ip), 0)) \
 			goto off;					\
 	} while (0)
+#define ARG_NEXT_KEY() (arg = nmemo)
 /* Pushes x, a value of the document (NULL: its maker failed). */
 #define HPUSH(x_)							\
 	do {								\
@@ -2064,57 +1756,144 @@ static const unsigned char *hook_item(struct unpickler *u, const unsigned char *
 		if (__builtin_expect(ip == end, 0))			\
 			goto off;					\
 		op = ip;						\
-		c = *ip++;						\
-		goto *handlers[c];					\
+		goto *handlers[*ip++];					\
 	} while (0)
+/* Where the stack is empty and no MARK open: perhaps the item's end. */
+#define NEXT_OR_BETWEEN							\
+	do {								\
+		if (!sn && !nm)						\
+			goto between;					\
+		NEXT;							\
+	} while (0)
+
+/* The acts of the opcodes PICKLE_OPS marks Y. Those on containers
+ * follow only some kinds: marking Y an opcode on another fails here. */
+#define ITEM_KINDS(kind, k1, k2, k3)					\
+	_Static_assert(BOX_##kind == (k1) || BOX_##kind == (k2) ||	\
+		       BOX_##kind == (k3), "hook_item() follows " #kind)
+#define ITEM_GET(kind, k)						\
+	do {								\
+		if (__builtin_expect(arg >= nmemo || !memo[arg], 0))	\
+			goto off;					\
+		HPUSH(memo[arg]);					\
+		NEXT;							\
+	} while (0)
+#define ITEM_PUT(kind, k) goto put
+#define ITEM_CONST(kind, k)						\
+	do {								\
+		HPUSH(const_##kind(u));					\
+		NEXT;							\
+	} while (0)
+#define ITEM_INT(kind, k)						\
+	do {								\
+		NUMBER((int64_t)arg);					\
+		NEXT;							\
+	} while (0)
+#define ITEM_LONG(kind, k)						\
+	do {								\
+		if (!n || n > 8)					\
+			goto off;					\
+		NUMBER(le_signed(p, n, end));				\
+		NEXT;							\
+	} while (0)
+#define ITEM_REAL(kind, k)						\
+	do {								\
+		HPUSH(real(u, d));					\
+		NEXT;							\
+	} while (0)
+#define ITEM_STR(kind, k)						\
+	do {								\
+		if (n >= UINT32_MAX)					\
+			goto off;					\
+		HPUSH(text(u, p, n));					\
+		NEXT;							\
+	} while (0)
+/* A list of the item in scratch memory; a tuple or a dict (a frame) in
+ * the document, since items share them through the memo. */
+#define ITEM_EMPTY(kind, k)						\
+	do {								\
+		ITEM_KINDS(kind, BOX_LIST, BOX_TUPLE, BOX_DICT);	\
+		if (BOX_##kind == BOX_LIST) {				\
+			if (sn == HOOK_STACK || !(h = hval_new(hs, &a, BOX_LIST))) \
+				goto off;				\
+			stack[sn++] = &h->v;				\
+			NEXT;						\
+		}							\
+		if (BOX_##kind == BOX_TUPLE) {				\
+			at = sn;					\
+			goto tuple;					\
+		}							\
+		HPUSH(new_box(u, BOX_DICT));				\
+		NEXT;							\
+	} while (0)
+/* k items (0: those above the MARK) into a list or a dict: the item
+ * itself, below everything, takes SETITEM(S) too. */
+#define ITEM_ADD(kind, k)						\
+	do {								\
+		ITEM_KINDS(kind, BOX_LIST, BOX_DICT, BOX_DICT);	\
+		if (k) {						\
+			fence = FENCE();				\
+			if (sn < fence + (k) + (BOX_##kind == BOX_LIST)) \
+				goto off;				\
+			at = sn - (k);					\
+		} else {						\
+			if (!nm)					\
+				goto off;				\
+			at = hs->marks[--nm];				\
+			fence = FENCE();				\
+		}							\
+		if (BOX_##kind == BOX_LIST)				\
+			goto append;					\
+		goto setitems;						\
+	} while (0)
+#define ITEM_BUILD(kind, k)						\
+	do {								\
+		ITEM_KINDS(kind, BOX_LIST, BOX_TUPLE, BOX_TUPLE);	\
+		if (k) {						\
+			if (sn < FENCE() + (k))			\
+				goto off;				\
+			at = sn - (k);					\
+		} else {						\
+			if (!nm)					\
+				goto off;				\
+			at = hs->marks[--nm];				\
+		}							\
+		if (BOX_##kind == BOX_LIST)				\
+			goto list;					\
+		goto tuple;						\
+	} while (0)
+#define ITEM_MARK(kind, k)						\
+	do {								\
+		if (nm == HOOK_MARKS)					\
+			goto off;					\
+		hs->marks[nm++] = sn;					\
+		NEXT;							\
+	} while (0)
+#define ITEM_FRAME(kind, k) NEXT_OR_BETWEEN
 
 between:
 	/* Nothing on the stack, no MARK: more members, or the item's end,
 	 * where the next one or the list's end begins. */
 	if (ip == end)
 		goto off;
-	c = *ip;
-	if (c == OP_EMPTY_DICT || c == OP_APPENDS) {
+	if (*ip == OP_EMPTY_DICT || *ip == OP_APPENDS) {
 		if (form != HOOK_MARKED)
 			goto off;
 		goto done;
 	}
-	if (c == OP_APPEND) {
+	if (*ip == OP_APPEND) {
 		if (form != HOOK_APPENDED || list->sealed)
 			goto off;
 		ip++;
 		goto done;
 	}
 	NEXT;
+	PICKLE_OPS(ITEM_HANDLER)
 
-h_BINGET:
-	NEED(1);
-	idx = *ip++;
-	goto get;
-h_LONG_BINGET:
-	NEED(4);
-	idx = le32(ip);
-	ip += 4;
-get:
-	if (__builtin_expect(idx >= nmemo || !memo[idx], 0))
-		goto off;
-	HPUSH(memo[idx]);
-	NEXT;
-h_BINPUT:
-	NEED(1);
-	idx = *ip++;
-	goto put;
-h_LONG_BINPUT:
-	NEED(4);
-	idx = le32(ip);
-	ip += 4;
-	goto put;
-h_MEMOIZE:
-	idx = nmemo;
 put:
 	/* Only under a new key: forgotten if the main machine reads the
 	 * item again. */
-	if (idx != nmemo)
+	if (arg != nmemo)
 		goto off;
 	if (sn > FENCE())
 		v = is_hval(hs, stack[sn - 1]) ? NULL : stack[sn - 1];
@@ -2122,133 +1901,27 @@ put:
 		v = NULL; /* the item's own */
 	else
 		goto off;
-	if (memo_set(u, idx, v))
+	if (memo_set(u, arg, v))
 		return NULL;
 	memo = u->memo;
 	nmemo = u->nmemo;
-	if (!sn && !nm)
-		goto between;
-	NEXT;
-h_NONE:
-	HPUSH(constant(u, &u->none, FR_VAL_NULL, false));
-	NEXT;
-h_NEWTRUE:
-	HPUSH(constant(u, &u->yes, FR_VAL_BOOL, true));
-	NEXT;
-h_NEWFALSE:
-	HPUSH(constant(u, &u->no, FR_VAL_BOOL, false));
-	NEXT;
-h_BININT:
-	NEED(4);
-	NUMBER((int32_t)le32(ip));
-	ip += 4;
-	NEXT;
-h_BININT1:
-	NEED(1);
-	NUMBER(ip[0]);
-	ip += 1;
-	NEXT;
-h_BININT2:
-	NEED(2);
-	NUMBER(ip[0] | ip[1] << 8);
-	ip += 2;
-	NEXT;
-h_LONG1:
-	NEED(1);
-	n = ip[0];
-	if (!n || n > 8)
-		goto off;
-	NEED(1 + n);
-	NUMBER(le_signed(ip + 1, n, end));
-	ip += 1 + n;
-	NEXT;
-h_BINFLOAT:
-	NEED(8);
-	HPUSH(real(u, be_double(ip)));
-	ip += 8;
-	NEXT;
-h_SHORT_BINUNICODE:
-	NEED(1);
-	n = *ip++;
-	goto str;
-h_BINUNICODE:
-	NEED(4);
-	n = le32(ip);
-	ip += 4;
-	goto str;
-h_BINUNICODE8:
-	NEED(8);
-	idx = le64(ip);
-	ip += 8;
-	NEED(idx);
-	n = (size_t)idx;
-str:
-	NEED(n);
-	if (n >= UINT32_MAX)
-		goto off;
-	HPUSH(text(u, ip, n));
-	ip += n;
-	NEXT;
-h_EMPTY_LIST:
-	if (sn == HOOK_STACK || !(h = hval_new(hs, &a, BOX_LIST)))
-		goto off;
-	stack[sn++] = &h->v;
-	NEXT;
-h_EMPTY_TUPLE:
-	at = sn;
-	goto tuple;
-h_EMPTY_DICT: {
-	/* A dict in the item, as a frame: made in the document. */
-	struct box *b = box_new(u, BOX_DICT);
-
-	HPUSH(b ? &b->v : NULL);
-	NEXT;
-}
-h_MARK:
-	if (nm == HOOK_MARKS)
-		goto off;
-	hs->marks[nm++] = sn;
-	NEXT;
-h_APPEND:
-	if (sn < FENCE() + 2)
-		goto off;
-	at = sn - 1;
-	goto append;
-h_APPENDS:
-	if (!nm)
-		goto off;
-	at = hs->marks[--nm];
-	if (at <= FENCE())
-		goto off;
+	NEXT_OR_BETWEEN;
 append:
+	if (at <= fence)
+		goto off;
 	v = stack[at - 1];
 	if (!is_hval(hs, v) || ((struct hval *)v)->kind != BOX_LIST ||
 	    !hval_fill(u, hs, &a, (struct hval *)v, &stack[at], sn - at))
 		goto off;
 	sn = at;
 	NEXT;
-h_LIST:
-	if (!nm)
-		goto off;
-	at = hs->marks[--nm];
+list:
 	if (at == HOOK_STACK || !(h = hval_new(hs, &a, BOX_LIST)) ||
 	    !hval_fill(u, hs, &a, h, &stack[at], sn - at))
 		goto off;
 	sn = at;
 	stack[sn++] = &h->v;
 	NEXT;
-h_TUPLE:
-	if (!nm)
-		goto off;
-	at = hs->marks[--nm];
-	goto tuple;
-h_TUPLE1:
-h_TUPLE2:
-h_TUPLE3:
-	k = (size_t)(c - OP_TUPLE1) + 1;
-	if (sn - FENCE() < k)
-		goto off;
-	at = sn - k;
 tuple: {
 	/* Made in the document: items share tuples through the memo. */
 	struct box *b;
@@ -2266,22 +1939,11 @@ tuple: {
 	stack[sn++] = &b->v;
 	NEXT;
 }
-h_SETITEM:
-	fence = FENCE();
-	if (sn < fence + 2)
-		goto off;
-	at = sn - 2;
-	goto setitems;
-h_SETITEMS:
-	if (!nm)
-		goto off;
-	at = hs->marks[--nm];
-	fence = FENCE();
 setitems:
-	k = sn - at;
+	n = sn - at;
 	if (at > fence) {
 		/* Into a dict the item made. */
-		rc = hook_fill_dict(u, hs, a.nh, ndicts, stack[at - 1], &stack[at], k);
+		rc = hook_fill_dict(u, hs, a.nh, ndicts, stack[at - 1], &stack[at], n);
 		if (rc < 0)
 			return NULL;
 		if (!rc)
@@ -2290,9 +1952,9 @@ setitems:
 		NEXT;
 	}
 	/* Into the item itself, below everything. */
-	if (at || nm || k % 2 || k > 2 * HOOK_PAIRS - np)
+	if (at || nm || n % 2 || n > 2 * HOOK_PAIRS - np)
 		goto off;
-	for (size_t i = 0; i < k; i += 2) {
+	for (size_t i = 0; i < n; i += 2) {
 		struct fr_val *key = stack[i], *val = stack[i + 1];
 
 		if (is_hval(hs, key) || key->type != FR_VAL_STRING ||
@@ -2303,19 +1965,6 @@ setitems:
 	}
 	sn = 0;
 	goto between;
-h_FRAME:
-	NEED(8);
-	idx = le64(ip);
-	ip += 8;
-	NEED(idx);
-	if (!sn && !nm)
-		goto between;
-	NEXT;
-#undef NEXT
-#undef FENCE
-#undef NUMBER
-#undef HPUSH
-#undef NEED
 
 done:
 	/* The item into the list, as fill_array() and adopt() would put it. */
@@ -2346,6 +1995,13 @@ done:
 off:
 	u->nmemo = nmemo_at_start;
 	return start;
+#undef NEXT_OR_BETWEEN
+#undef NEXT
+#undef FENCE
+#undef NUMBER
+#undef HPUSH
+#undef ARG_NEXT_KEY
+#undef ENSURE
 }
 
 /* ------------------------------------------------------------------ */
@@ -2367,11 +2023,6 @@ static int refuse(struct unpickler *u, unsigned char c)
 	}
 }
 
-/* The handler of each opcode, from PICKLE_OPS: refused unless run() reads it. */
-#define HANDLER_OK(name) &&op_##name
-#define HANDLER_DENY(name) &&refused
-#define HANDLER_NOSUP(name) &&refused
-
 /*
  * The pickle machine, up to STOP. Every handler ends by jumping to the next
  * opcode's handler (NEXT) instead of going back to one switch: a jump of
@@ -2385,21 +2036,20 @@ static int refuse(struct unpickler *u, unsigned char c)
  */
 static int run(struct unpickler *u)
 {
-#define OP_HANDLER(name, byte, class) [byte] = HANDLER_##class(name),
 	/* Bytes that are no opcode first, then the table over them. */
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Woverride-init"
 	static const void *const handlers[256] = {
 		[0 ... 255] = &&refused,
-		PICKLE_OPS(OP_HANDLER)
+		PICKLE_OPS(HANDLER_ADDRESS)
 	};
 #pragma GCC diagnostic pop
-#undef OP_HANDLER
 	const unsigned char *ip = u->buf + u->pos, *const end = u->buf + u->len;
-	size_t sn = u->nstack, n, at = 0;
-	const unsigned char *p;
-	const char *s;
-	uint64_t idx;
+	size_t sn = u->nstack, n = 0, at = 0;
+	const unsigned char *p = NULL;
+	const char *s = NULL;
+	uint64_t arg = 0;
+	double d = 0;
 	unsigned char c;
 
 #define SYNC() (u->pos = (size_t)(ip - u->buf))
@@ -2420,10 +2070,30 @@ static int run(struct unpickler *u)
 			u->stack[sn++] = v_;				\
 		}							\
 	} while (0)
-/* Checks that n bytes of argument are left. */
-#define HAVE(n)								\
-	(__builtin_expect((size_t)(n) > (size_t)(end - ip), 0) ?	\
-	 fail_truncated(u, (n), (size_t)(end - ip)) : 0)
+/* Checks that k bytes of argument are left. */
+#define ENSURE(k)							\
+	do {								\
+		if (__builtin_expect((size_t)(k) > (size_t)(end - ip), 0)) { \
+			fail_truncated(u, (k), (size_t)(end - ip));	\
+			return -1;					\
+		}							\
+	} while (0)
+/* Protocol 0's argument: the text up to the next newline, or a memo key in it. */
+#define ARG_LINE()							\
+	do {								\
+		SYNC();							\
+		if (take_line(u, &s, &n))				\
+			return -1;					\
+		LOAD();							\
+	} while (0)
+#define ARG_LINE_KEY()							\
+	do {								\
+		SYNC();							\
+		if (take_line_key(u, &arg))				\
+			return -1;					\
+		LOAD();							\
+	} while (0)
+#define ARG_NEXT_KEY() (arg = u->nmemo)
 /* Reads the PUT that may follow (put_after()). */
 #define PUT_AFTER()							\
 	do {								\
@@ -2442,239 +2112,163 @@ static int run(struct unpickler *u)
 		c = *ip++;						\
 		goto *handlers[c];					\
 	} while (0)
+/* Runs a helper that works on u->nstack, not on sn. */
+#define ON_STACK(call)							\
+	do {								\
+		SP_SYNC();						\
+		if (call)						\
+			return -1;					\
+		SP_LOAD();						\
+	} while (0)
+
+/* The acts of PICKLE_OPS. */
+#define RUN_REFUSE(kind, k) goto refused
+#define RUN_GET(kind, k)						\
+	do {								\
+		if (__builtin_expect(arg >= u->nmemo, 0))		\
+			return fail(u, EPROTO, "memo key %" PRIu64 " is not set", arg); \
+		PUSH(u->memo[arg]);					\
+		NEXT;							\
+	} while (0)
+#define RUN_PUT(kind, k)						\
+	do {								\
+		ON_STACK(memo_put(u, arg));				\
+		NEXT;							\
+	} while (0)
+#define RUN_CONST(kind, k)						\
+	do {								\
+		PUSH(const_##kind(u));					\
+		NEXT;							\
+	} while (0)
+#define RUN_INT(kind, k)						\
+	do {								\
+		PUSH(integer(u, (int64_t)arg));				\
+		NEXT;							\
+	} while (0)
+/* Times in ns and thread ids: 8 bytes or fewer, an int64. */
+#define RUN_LONG(kind, k)						\
+	do {								\
+		PUSH(n && n <= 8 ? integer(u, le_signed(p, n, end)) : long_bytes(u, p, n)); \
+		NEXT;							\
+	} while (0)
+#define RUN_LONG4(kind, k) goto long4
+#define RUN_INT_TEXT(kind, k) goto int_text
+#define RUN_LONG_TEXT(kind, k) goto long_text
+#define RUN_REAL(kind, k)						\
+	do {								\
+		PUSH(real(u, d));					\
+		NEXT;							\
+	} while (0)
+#define RUN_STR(kind, k)						\
+	do {								\
+		PUSH(text(u, p, n));					\
+		PUT_AFTER();						\
+		NEXT;							\
+	} while (0)
+#define RUN_BYTES(kind, k)						\
+	do {								\
+		PUSH(hex(u, p, n));					\
+		PUT_AFTER();						\
+		NEXT;							\
+	} while (0)
+#define RUN_EMPTY(kind, k)						\
+	do {								\
+		if (BOX_##kind == BOX_DICT)				\
+			HOOK_ITEM();					\
+		PUSH(new_box(u, BOX_##kind));				\
+		PUT_AFTER();						\
+		NEXT;							\
+	} while (0)
+/* An EMPTY_DICT that may begin an item of the hook's list: hook_item()
+ * reads it, or leaves it (and ip) to this machine. */
+#define HOOK_ITEM()							\
+	do {								\
+		if (__builtin_expect(u->hook != NULL, 0) && sn) {	\
+			enum hook_form form = hook_place(u, sn);	\
+									\
+			if (form != HOOK_NONE) {			\
+				SP_SYNC();				\
+				if (!(p = hook_item(u, ip, form)))	\
+					return -1;			\
+				SP_LOAD();				\
+				if (p != ip) {				\
+					ip = p;				\
+					NEXT;				\
+				}					\
+			}						\
+		}							\
+	} while (0)
+/* APPEND(S), SETITEM(S), ADDITEMS: k items (0: those above the MARK)
+ * into the container below them. */
+#define RUN_ADD(kind, k)						\
+	do {								\
+		if (k)							\
+			ON_STACK(need(u, (k) + 1) ||			\
+				 add_to(u, BOX_##kind, u->nstack - (k))); \
+		else							\
+			ON_STACK(pop_mark(u, &at) || add_to(u, BOX_##kind, at)); \
+		NEXT;							\
+	} while (0)
+/* TUPLE1 to 3, TUPLE, LIST, DICT, FROZENSET: a new container of k items
+ * (0: those above the MARK). */
+#define RUN_BUILD(kind, k)						\
+	do {								\
+		if (k)							\
+			ON_STACK(need(u, k) || build(u, BOX_##kind, u->nstack - (k))); \
+		else							\
+			ON_STACK(pop_mark(u, &at) || build(u, BOX_##kind, at)); \
+		PUT_AFTER();						\
+		NEXT;							\
+	} while (0)
+#define RUN_MARK(kind, k) goto mark
+#define RUN_POP(kind, k) goto pop
+#define RUN_POP_MARK(kind, k)						\
+	do {								\
+		ON_STACK(pop_mark(u, &at));				\
+		sn = at;						\
+		NEXT;							\
+	} while (0)
+#define RUN_DUP(kind, k)						\
+	do {								\
+		ON_STACK(need(u, 1) || push(u, u->stack[u->nstack - 1])); \
+		NEXT;							\
+	} while (0)
+#define RUN_PROTO(kind, k)						\
+	do {								\
+		if (arg > 5)						\
+			return fail(u, EPROTO, "protocol %u unknown", (unsigned)arg); \
+		NEXT;							\
+	} while (0)
+/* Frames only help a streaming reader: their length is checked, and on. */
+#define RUN_FRAME(kind, k) NEXT
+#define RUN_STOP(kind, k) goto stop
 
 	NEXT;
+	PICKLE_OPS(RUN_HANDLER)
 
-op_BINGET:
-	if (HAVE(1))
-		return -1;
-	idx = ip[0];
-	ip += 1;
-	goto get;
-op_LONG_BINGET:
-	if (HAVE(4))
-		return -1;
-	idx = le32(ip);
-	ip += 4;
-get:
-	if (__builtin_expect(idx >= u->nmemo, 0))
-		return fail(u, EPROTO, "memo key %" PRIu64 " is not set", idx);
-	PUSH(u->memo[idx]);
-	NEXT;
-op_GET:
-	SYNC();
-	if (take_line_key(u, &idx))
-		return -1;
-	LOAD();
-	goto get;
-op_MEMOIZE:
-	SP_SYNC();
-	if (memo_put(u, u->nmemo))
-		return -1;
-	SP_LOAD();
-	NEXT;
-op_BINPUT:
-	SP_SYNC();
-	if (HAVE(1) || memo_put(u, ip[0]))
-		return -1;
-	ip += 1;
-	SP_LOAD();
-	NEXT;
-op_LONG_BINPUT:
-	SP_SYNC();
-	if (HAVE(4) || memo_put(u, le32(ip)))
-		return -1;
-	ip += 4;
-	SP_LOAD();
-	NEXT;
-op_PUT:
-	SP_SYNC();
-	SYNC();
-	if (take_line_key(u, &idx) || memo_put(u, idx))
-		return -1;
-	LOAD();
-	SP_LOAD();
-	NEXT;
-
-op_NONE:
-	PUSH(constant(u, &u->none, FR_VAL_NULL, false));
-	NEXT;
-op_NEWTRUE:
-	PUSH(constant(u, &u->yes, FR_VAL_BOOL, true));
-	NEXT;
-op_NEWFALSE:
-	PUSH(constant(u, &u->no, FR_VAL_BOOL, false));
-	NEXT;
-op_BININT:
-	if (HAVE(4))
-		return -1;
-	PUSH(integer(u, (int32_t)le32(ip)));
-	ip += 4;
-	NEXT;
-op_BININT1:
-	if (HAVE(1))
-		return -1;
-	PUSH(integer(u, ip[0]));
-	ip += 1;
-	NEXT;
-op_BININT2:
-	if (HAVE(2))
-		return -1;
-	PUSH(integer(u, ip[0] | ip[1] << 8));
-	ip += 2;
-	NEXT;
-op_LONG1:
-	if (HAVE(1))
-		return -1;
-	n = *ip++;
-	if (HAVE(n))
-		return -1;
-	p = ip;
-	ip += n;
-	/* Times in ns and thread ids: 8 bytes or fewer, an int64. */
-	if (n && n <= 8) {
-		PUSH(integer(u, le_signed(p, n, end)));
-		NEXT;
-	}
-	PUSH(long_bytes(u, p, n));
-	NEXT;
-op_LONG4:
-	SP_SYNC();
-	if (HAVE(4))
-		return -1;
-	if ((int32_t)le32(ip) < 0)
+long4:
+	if ((int32_t)arg < 0)
 		return fail(u, EPROTO, "LONG4 with a negative length");
-	n = le32(ip);
-	ip += 4;
+	n = (size_t)arg;
 	if (n > FR_PICKLE_LONG_MAX)
 		return fail(u, EPROTO, "LONG4 of %zu bytes is longer than %d bytes",
 			    n, FR_PICKLE_LONG_MAX);
-	if (HAVE(n) || push(u, long_bytes(u, ip, n)))
-		return -1;
-	ip += n;
-	SP_LOAD();
+	ARG_TAKE_N();
+	PUSH(long_bytes(u, p, n));
 	NEXT;
-op_INT:
-	SP_SYNC();
-	SYNC();
-	if (take_line(u, &s, &n))
-		return -1;
-	LOAD();
+int_text:
 	/* Protocol 0 writes bools as INT 01 and 00. */
-	if (n == 2 && s[0] == '0' && (s[1] == '0' || s[1] == '1')) {
-		if (push(u, s[1] == '1' ? constant(u, &u->yes, FR_VAL_BOOL, true) :
-				constant(u, &u->no, FR_VAL_BOOL, false)))
-			return -1;
-	} else if (push(u, decimal(u, s, n))) {
-		return -1;
-	}
-	SP_LOAD();
+	if (n == 2 && s[0] == '0' && (s[1] == '0' || s[1] == '1'))
+		PUSH(s[1] == '1' ? const_yes(u) : const_no(u));
+	else
+		PUSH(decimal(u, s, n));
 	NEXT;
-op_LONG:
-	SP_SYNC();
-	SYNC();
-	if (take_line(u, &s, &n))
-		return -1;
-	LOAD();
+long_text:
 	if (n && s[n - 1] == 'L')
 		n--;
-	if (push(u, decimal(u, s, n)))
-		return -1;
-	SP_LOAD();
+	PUSH(decimal(u, s, n));
 	NEXT;
-op_BINFLOAT:
-	if (HAVE(8))
-		return -1;
-	p = ip;
-	ip += 8;
-	PUSH(real(u, be_double(p)));
-	NEXT;
-op_SHORT_BINUNICODE:
-	if (HAVE(1))
-		return -1;
-	n = *ip++;
-	goto text_n;
-op_BINUNICODE:
-	if (HAVE(4))
-		return -1;
-	n = le32(ip);
-	ip += 4;
-	goto text_n;
-op_BINUNICODE8:
-	if (HAVE(8))
-		return -1;
-	idx = le64(ip);
-	ip += 8;
-	if (HAVE(idx))
-		return -1;
-	n = (size_t)idx;
-text_n:
-	if (HAVE(n))
-		return -1;
-	PUSH(text(u, ip, n));
-	ip += n;
-	PUT_AFTER();
-	NEXT;
-op_SHORT_BINBYTES:
-	if (HAVE(1))
-		return -1;
-	n = *ip++;
-	goto bytes_n;
-op_BINBYTES:
-	if (HAVE(4))
-		return -1;
-	n = le32(ip);
-	ip += 4;
-	goto bytes_n;
-op_BINBYTES8:
-op_BYTEARRAY8:
-	if (HAVE(8))
-		return -1;
-	idx = le64(ip);
-	ip += 8;
-	if (HAVE(idx))
-		return -1;
-	n = (size_t)idx;
-bytes_n:
-	if (HAVE(n))
-		return -1;
-	PUSH(hex(u, ip, n));
-	ip += n;
-	PUT_AFTER();
-	NEXT;
-
-op_EMPTY_LIST:
-	PUSH(new_box(u, BOX_LIST));
-	PUT_AFTER();
-	NEXT;
-op_EMPTY_DICT:
-	if (__builtin_expect(u->hook != NULL, 0) && sn) {
-		enum hook_form form = hook_place(u, sn);
-
-		if (form != HOOK_NONE) {
-			SP_SYNC();
-			if (!(p = hook_item(u, ip, form)))
-				return -1;
-			SP_LOAD();
-			if (p != ip) {
-				ip = p;
-				NEXT;
-			}
-		}
-	}
-	PUSH(new_box(u, BOX_DICT));
-	PUT_AFTER();
-	NEXT;
-op_EMPTY_TUPLE:
-	PUSH(new_box(u, BOX_TUPLE));
-	PUT_AFTER();
-	NEXT;
-op_EMPTY_SET:
-	PUSH(new_box(u, BOX_SET));
-	PUT_AFTER();
-	NEXT;
-
-op_MARK:
+mark:
 	if (sn > UINT32_MAX)
 		return fail(u, EPROTO, "stack deeper than %u items", UINT32_MAX);
 	if (__builtin_expect(u->nmarks == u->marks_cap, 0)) {
@@ -2686,7 +2280,7 @@ op_MARK:
 	}
 	u->marks[u->nmarks++] = (uint32_t)sn;
 	NEXT;
-op_POP:
+pop:
 	SP_SYNC();
 	if (u->nstack > fence(u))
 		u->nstack--;
@@ -2698,117 +2292,7 @@ op_POP:
 		return need(u, 1);
 	SP_LOAD();
 	NEXT;
-op_POP_MARK:
-	SP_SYNC();
-	if (pop_mark(u, &at))
-		return -1;
-	u->nstack = at;
-	SP_LOAD();
-	NEXT;
-op_DUP:
-	SP_SYNC();
-	if (need(u, 1) || push(u, u->stack[u->nstack - 1]))
-		return -1;
-	SP_LOAD();
-	NEXT;
-
-op_APPEND:
-	SP_SYNC();
-	if (need(u, 2) || add_to(u, BOX_LIST, u->nstack - 1))
-		return -1;
-	SP_LOAD();
-	NEXT;
-op_SETITEM:
-	SP_SYNC();
-	if (need(u, 3) || add_to(u, BOX_DICT, u->nstack - 2))
-		return -1;
-	SP_LOAD();
-	NEXT;
-op_APPENDS:
-	SP_SYNC();
-	if (pop_mark(u, &at) || add_to(u, BOX_LIST, at))
-		return -1;
-	SP_LOAD();
-	NEXT;
-op_SETITEMS:
-	SP_SYNC();
-	if (pop_mark(u, &at) || add_to(u, BOX_DICT, at))
-		return -1;
-	SP_LOAD();
-	NEXT;
-op_ADDITEMS:
-	SP_SYNC();
-	if (pop_mark(u, &at) || add_to(u, BOX_SET, at))
-		return -1;
-	SP_LOAD();
-	NEXT;
-op_TUPLE1:
-	SP_SYNC();
-	if (need(u, 1) || build(u, BOX_TUPLE, u->nstack - 1))
-		return -1;
-	SP_LOAD();
-	PUT_AFTER();
-	NEXT;
-op_TUPLE2:
-	SP_SYNC();
-	if (need(u, 2) || build(u, BOX_TUPLE, u->nstack - 2))
-		return -1;
-	SP_LOAD();
-	PUT_AFTER();
-	NEXT;
-op_TUPLE3:
-	SP_SYNC();
-	if (need(u, 3) || build(u, BOX_TUPLE, u->nstack - 3))
-		return -1;
-	SP_LOAD();
-	PUT_AFTER();
-	NEXT;
-op_TUPLE:
-	SP_SYNC();
-	if (pop_mark(u, &at) || build(u, BOX_TUPLE, at))
-		return -1;
-	SP_LOAD();
-	PUT_AFTER();
-	NEXT;
-op_LIST:
-	SP_SYNC();
-	if (pop_mark(u, &at) || build(u, BOX_LIST, at))
-		return -1;
-	SP_LOAD();
-	PUT_AFTER();
-	NEXT;
-op_DICT:
-	SP_SYNC();
-	if (pop_mark(u, &at) || build(u, BOX_DICT, at))
-		return -1;
-	SP_LOAD();
-	PUT_AFTER();
-	NEXT;
-op_FROZENSET:
-	SP_SYNC();
-	if (pop_mark(u, &at) || build(u, BOX_FROZENSET, at))
-		return -1;
-	SP_LOAD();
-	PUT_AFTER();
-	NEXT;
-
-op_PROTO:
-	if (HAVE(1))
-		return -1;
-	if (ip[0] > 5)
-		return fail(u, EPROTO, "protocol %u unknown", ip[0]);
-	ip += 1;
-	NEXT;
-op_FRAME:
-	/* Frames only help a streaming reader; check the length and go on. */
-	if (HAVE(8))
-		return -1;
-	idx = le64(ip);
-	ip += 8;
-	if (HAVE(idx))
-		return -1;
-	NEXT;
-op_STOP:
+stop:
 	SP_SYNC();
 	if (u->nmarks)
 		return fail(u, EPROTO, "STOP with %zu MARK%s open",
@@ -2823,12 +2307,16 @@ op_STOP:
 	return 0;
 refused:
 	return refuse(u, c);
+#undef ON_STACK
 #undef NEXT
 #undef PUT_AFTER
+#undef ARG_NEXT_KEY
+#undef ARG_LINE_KEY
+#undef ARG_LINE
+#undef ENSURE
 #undef PUSH
 #undef SP_LOAD
 #undef SP_SYNC
-#undef HAVE
 #undef LOAD
 #undef SYNC
 }
@@ -2863,15 +2351,16 @@ static int load(struct fr_doc *d, const void *buf, size_t len, struct fr_pickle_
 		.err = err,
 		.errlen = errlen,
 		.hook = hook,
+		.canons.probe_max = PROBE_MAX,
 	};
 
 	*out = NULL;
 	if (err && errlen)
 		err[0] = '\0';
 	if (len > (SIZE_MAX - KEY_BUDGET_MIN) / KEY_BUDGET_RATIO)
-		u.key_budget = SIZE_MAX;
+		u.keys.budget = SIZE_MAX;
 	else
-		u.key_budget = len * KEY_BUDGET_RATIO + KEY_BUDGET_MIN;
+		u.keys.budget = len * KEY_BUDGET_RATIO + KEY_BUDGET_MIN;
 	if (len > ((1ull << 62) - SIZE_MIN) / SIZE_RATIO)
 		u.size_max = 1ull << 62;
 	else
@@ -2917,8 +2406,8 @@ out:
 	free(u.stack);
 	free(u.marks);
 	free(u.memo);
-	free(u.scratch);
-	free(u.canons);
+	free(u.keys.s);
+	free(u.canons.slot);
 	free(u.model);
 	if (*out)
 		return 0;
