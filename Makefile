@@ -169,7 +169,17 @@ $(NCCL_FAKE): tests/nccl/build.sh $(wildcard tests/nccl/*.c) tests/planted.h \
 		$(if $(SANITIZE),-fsanitize=$(SANITIZE) -fno-omit-frame-pointer)" \
 		tests/nccl/build.sh $(dir $@)
 
-unit: $(UNIT_TESTS) $(CLI)
+# Every daemon header compiles on its own: it includes what it needs and
+# forward-declares what it only points at, so that a module includes just
+# the headers it uses.
+HEADER_CHECKS := $(patsubst %.h,$(BUILD)/obj/%.h.ok,$(wildcard daemon/*.h))
+$(BUILD)/obj/%.h.ok: %.h
+	@mkdir -p $(dir $@)
+	@$(if $(Q),echo "  HDR     $<")
+	$(Q)echo '#include "$(CURDIR)/$<"' | $(CC) $(ALL_CFLAGS) -fsyntax-only -MF $@.d -MT $@ \
+		-x c - && touch $@
+
+unit: $(UNIT_TESTS) $(CLI) $(HEADER_CHECKS)
 	$(Q)tests/run-unit $(UNIT_TESTS)
 
 e2e: all $(MPI_PROGS) $(NCCL_FAKE)
@@ -181,7 +191,7 @@ e2e: all $(MPI_PROGS) $(NCCL_FAKE)
 # clang it skips them (tests/fuzz/run exits 77), make fuzz fails.
 FUZZ_SECONDS ?= 15
 
-test: all $(UNIT_TESTS) $(MPI_PROGS) $(NCCL_FAKE)
+test: all $(UNIT_TESTS) $(HEADER_CHECKS) $(MPI_PROGS) $(NCCL_FAKE)
 	$(Q)tests/run-unit $(UNIT_TESTS)
 	$(Q)BUILD=$(BUILD) tests/e2e/run
 	$(Q)BUILD=$(BUILD) tests/fuzz/run $(if $(filter 0,$(FUZZ_SECONDS)),--replay,$(FUZZ_SECONDS)) \

@@ -3,9 +3,11 @@
  * "[::1]:N" in log lines and the ports file, and the key under which a
  * peer's connections are counted against the per-address limits.
  */
-#include "daemon.h"
+#include "addr.h"
 
+#include <arpa/inet.h>
 #include <errno.h>
+#include <netinet/in.h>
 #include <stdio.h>
 #include <string.h>
 

@@ -10,14 +10,15 @@
  * A member list is counted once, as the registry's, however many live
  * views share it (registry.c): from its allocation until the registry lets
  * go of it. A view that still holds it then keeps it for one request at
- * most, uncounted (struct member_list in daemon.h says why that is
+ * most, uncounted (struct member_list in registry.h says why that is
  * bounded). What a view adds of its own, its ranks' traces, is counted as
  * BUDGET_VIEWS while an HTTP request holds it.
  *
  * Counters are atomic: live looks' buffers are freed in HTTP threads. The
  * per-job counts live in struct job, under the daemon's lock.
  */
-#include "daemon.h"
+#include "budget.h"
+#include "registry.h"
 
 #include <stdatomic.h>
 #include <unistd.h>

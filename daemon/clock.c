@@ -3,7 +3,7 @@
  * rank's last contact, an incident's name) and monotonic time for every
  * deadline, which must not jump when the wall clock is set.
  */
-#include "daemon.h"
+#include "clock.h"
 
 #include <time.h>
 

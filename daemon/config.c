@@ -17,8 +17,12 @@
  * token file keeps its path but its contents are read again on every
  * reload (server_reload_token()), so that a token can be rotated.
  */
+#include "config.h"
 #include "daemon.h"
+#include "addr.h"
+#include "budget.h"
 #include "http_conns.h"
+#include "log.h"
 
 #include <errno.h>
 #include <getopt.h>

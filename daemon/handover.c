@@ -8,7 +8,9 @@
  * (handover_finish()), which resumes it; libmicrohttpd then calls the
  * handler again, which replies with what the loop left.
  */
+#include "handover.h"
 #include "daemon.h"
+#include "clock.h"
 
 #include <errno.h>
 #include <stdio.h>

@@ -15,10 +15,23 @@
  * handler hands it over (handover.c) and replies once the loop answered,
  * without waiting for it.
  */
+#include "http.h"
 #include "daemon.h"
 #include "access.h"
+#include "addr.h"
+#include "budget.h"
+#include "clock.h"
+#include "handover.h"
 #include "http_conns.h"
+#include "http_incidents.h"
+#include "incident.h"
+#include "log.h"
+#include "look.h"
+#include "ratelog.h"
+#include "registry.h"
 #include "route.h"
+#include "web.h"
+#include "../dumps/correlate.h"
 #include "../dumps/dump.h"
 
 #include <errno.h>

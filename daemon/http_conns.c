@@ -1,5 +1,5 @@
 #include "http_conns.h"
-#include "daemon.h"
+#include "clock.h"
 
 #include <errno.h>
 #include <pthread.h>

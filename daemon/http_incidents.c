@@ -12,7 +12,7 @@
  * there are served: rank-<N>.json and manifest.json, regular files no
  * larger than --max-dump-size.
  */
-#include "daemon.h"
+#include "http_incidents.h"
 
 #include <dirent.h>
 #include <errno.h>

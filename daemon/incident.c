@@ -9,7 +9,15 @@
  * Validation and file writes run on the libuv thread pool, so a big dump
  * never stalls the loop; the manifest waits for them.
  */
+#include "incident.h"
 #include "daemon.h"
+#include "budget.h"
+#include "clock.h"
+#include "log.h"
+#include "ratelog.h"
+#include "registry.h"
+#include "server.h"
+#include "upload.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -21,6 +29,7 @@
 #include <sys/stat.h>
 #include <time.h>
 
+#include "../dumps/correlate.h"
 #include "../dumps/dump.h"
 
 /* How long to wait before trying again when an incident could not be opened. */

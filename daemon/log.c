@@ -3,7 +3,7 @@
  * whoever started flightrecd) keeps. Every module logs through it, so it
  * lives apart from main.c, which the fuzz targets replace.
  */
-#include "daemon.h"
+#include "log.h"
 
 #include <stdarg.h>
 #include <stdio.h>

@@ -42,8 +42,17 @@
  * threads (several) share only the requests handed over (handover.c) and
  * the published results, which no one changes.
  */
+#include "look.h"
 #include "daemon.h"
+#include "budget.h"
+#include "clock.h"
+#include "handover.h"
+#include "http.h"
+#include "ratelog.h"
+#include "registry.h"
 #include "route.h"
+#include "server.h"
+#include "upload.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -54,6 +63,7 @@
 
 #include <microhttpd.h>
 
+#include "../dumps/correlate.h"
 #include "../dumps/dump.h"
 
 /* Looks running at once; one more request for another target is refused. */

@@ -4,6 +4,17 @@
  */
 #include "daemon.h"
 #include "access.h"
+#include "addr.h"
+#include "budget.h"
+#include "clock.h"
+#include "config.h"
+#include "http.h"
+#include "incident.h"
+#include "log.h"
+#include "notify.h"
+#include "registry.h"
+#include "server.h"
+#include "watchdog.h"
 
 #include <assert.h>
 #include <errno.h>
@@ -19,6 +30,7 @@
 #include <unistd.h>
 
 #include "../dumps/dump.h"
+#include "../include/flightrec.h"
 
 #define DEFAULT_LISTEN "127.0.0.1:7420"
 #define DEFAULT_HTTP "127.0.0.1:7421"

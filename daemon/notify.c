@@ -10,7 +10,9 @@
  * send is logged once and never stops the daemon: a service manager that
  * cannot be told is no reason to stop diagnosing hangs.
  */
+#include "notify.h"
 #include "daemon.h"
+#include "log.h"
 
 #include <errno.h>
 #include <fcntl.h>

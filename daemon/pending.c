@@ -9,7 +9,7 @@
  * The event loop alone calls these, under the daemon's lock. One table per
  * process, as there is one daemon.
  */
-#include "daemon.h"
+#include "pending.h"
 
 #include <errno.h>
 #include <stdlib.h>

@@ -11,10 +11,14 @@
  * takes a free slot near its hash, else the one used longest ago there,
  * whose held-back count is logged first so that no count is lost.
  */
-#include "daemon.h"
+#include "ratelog.h"
+#include "clock.h"
+#include "log.h"
 
 #include <inttypes.h>
+#include <pthread.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
 

@@ -4,7 +4,14 @@
  * agents' frames. It also builds the live view of a job as traces, which the
  * correlator turns into the live verdict.
  */
+#include "registry.h"
 #include "daemon.h"
+#include "budget.h"
+#include "clock.h"
+#include "incident.h"
+#include "log.h"
+#include "ratelog.h"
+#include "server.h"
 
 #include <assert.h>
 #include <errno.h>
@@ -16,6 +23,8 @@
 
 #include "../protocol/hash.h"
 #include "../protocol/sha256.h"
+#include "../dumps/correlate.h"
+#include "../dumps/trace.h"
 
 #define NS_PER_MS 1000000ull
 

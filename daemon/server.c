@@ -26,7 +26,16 @@
  * is never closed for a newcomer. accept() failing (no descriptor left)
  * is logged once a minute, never once per attempt.
  */
+#include "server.h"
 #include "daemon.h"
+#include "addr.h"
+#include "clock.h"
+#include "incident.h"
+#include "log.h"
+#include "look.h"
+#include "pending.h"
+#include "ratelog.h"
+#include "registry.h"
 
 #include "../protocol/frame.h"
 

@@ -7,7 +7,7 @@
  * policy (incident.c, look.c): the owner gives the limit at the first
  * piece and a charge to pay before the buffer grows.
  */
-#include "daemon.h"
+#include "upload.h"
 
 #include <assert.h>
 #include <errno.h>

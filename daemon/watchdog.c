@@ -5,13 +5,20 @@
  * and opens an incident for it unless the last incident was already about
  * the same stuck state. It also ends incidents whose dump deadline passed.
  */
+#include "watchdog.h"
 #include "daemon.h"
+#include "clock.h"
+#include "incident.h"
+#include "log.h"
+#include "ratelog.h"
+#include "registry.h"
 
 #include <inttypes.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "../protocol/hash.h"
+#include "../dumps/correlate.h"
 
 /* After a check found the same stuck state again, wait this long to recheck. */
 #define WATCHDOG_RECHECK_NS NS_PER_S

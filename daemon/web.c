@@ -6,7 +6,7 @@
  * Content-Security-Policy that holds it to that: it may talk to this daemon
  * only.
  */
-#include "daemon.h"
+#include "web.h"
 #include "http_conns.h"
 
 #include <microhttpd.h>

@@ -23,6 +23,11 @@
  * of its own for the requests handed to it.
  */
 #include "../../daemon/daemon.h"
+#include "../../daemon/clock.h"
+#include "../../daemon/http.h"
+#include "../../daemon/log.h"
+#include "../../daemon/registry.h"
+#include "../../daemon/server.h"
 
 #include <microhttpd.h>
 

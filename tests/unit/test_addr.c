@@ -6,14 +6,17 @@
  */
 #include <setjmp.h>
 #include <stdarg.h>
+#include <arpa/inet.h>
 #include <errno.h>
+#include <netinet/in.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <string.h>
+#include <sys/un.h>
 
 #include <cmocka.h>
 
-#include "../../daemon/daemon.h"
+#include "../../daemon/addr.h"
 
 static void key_of(const char *ip, uint16_t port, char *out, size_t cap)
 {

@@ -14,7 +14,9 @@
 
 #include <cmocka.h>
 
-#include "../../daemon/daemon.h"
+#include "../../daemon/clock.h"
+#include "../../daemon/log.h"
+#include "../../daemon/ratelog.h"
 
 #define S NS_PER_S
 #define MAX_LINES 20000

@@ -19,6 +19,14 @@
 #include <cmocka.h>
 
 #include "../../daemon/daemon.h"
+#include "../../daemon/budget.h"
+#include "../../daemon/clock.h"
+#include "../../daemon/incident.h"
+#include "../../daemon/log.h"
+#include "../../daemon/ratelog.h"
+#include "../../daemon/registry.h"
+#include "../../daemon/server.h"
+#include "trace.h"
 
 void daemon_log(const char *fmt, ...)
 {

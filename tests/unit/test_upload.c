@@ -16,7 +16,7 @@
 
 #include <cmocka.h>
 
-#include "../../daemon/daemon.h"
+#include "../../daemon/upload.h"
 
 #define TOTAL (200u << 10)
 

@@ -1,0 +1,46 @@
+/* The agent-facing TCP server and its connections (server.c). */
+#ifndef FR_DAEMON_SERVER_H
+#define FR_DAEMON_SERVER_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <netinet/in.h>
+#include <uv.h>
+
+struct flightrecd;
+struct job;
+struct look_conn;
+
+/* One agent connection. */
+struct conn {
+	uv_tcp_t tcp;
+	struct flightrecd *d;
+	struct conn *prev;
+	struct conn *next;
+	char peer[INET6_ADDRSTRLEN + 8];
+	bool closing;
+	/* Closed by the daemon over a refused frame, which its log line told:
+	 * the disconnect that follows is not news. */
+	bool rejected;
+	/* Frame reassembly: bytes received and not consumed yet. */
+	uint8_t *buf;
+	size_t len;
+	size_t cap;
+	size_t need;                /* bytes the frame being read needs */
+	/* Set by an accepted HELLO; cleared when another connection takes over. */
+	bool said_hello;
+	struct job *job;
+	uint32_t rank;
+	/* look.c's state of the live looks asked of this agent; NULL before
+	 * the first. Owned by look.c, freed when the connection closes. */
+	struct look_conn *live;
+};
+
+int server_start(struct flightrecd *d);
+void server_close_all(struct flightrecd *d);
+/* Closes an agent connection; the caller holds the lock. */
+void conn_close(struct conn *c);
+int conn_send_dump_request(struct conn *c, const char *incident, const char *reason);
+
+#endif
