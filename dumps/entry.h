@@ -17,7 +17,7 @@
  *          it, scan_<shape>() in dump_read.c reads it back from the text;
  *   into   where that reader (written_entry()) puts the value, typed: a
  *          member of the operation `op`, or of `w`, the values it keeps
- *          for the rules of an entry (w.unused: none);
+ *          for the rules of an entry (w.unused: read and dropped);
  *   value  what the writer writes, an expression of the operation `op` and
  *          of what entry_json() works out before: `desc` (its
  *          communicator's description, a JSON string), `profiling`
