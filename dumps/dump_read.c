@@ -1,9 +1,10 @@
 /*
  * Reading dumps (dump.h, format in dumps/FORMAT.md): from a tree of values
  * (value.h) or straight from JSON text, whose entries, when our writer
- * wrote them, skip the tree (written_entry()). Both ways check an entry
- * with read_entry(). The getters and the reading of a dump object are
- * shared with the manifest's reader (dump_read.h).
+ * wrote them, skip the tree (written_entry()). Both ways hold an entry to
+ * the same rules (entry_type() and the others before read_entry()). The
+ * getters and the reading of a dump object are shared with the manifest's
+ * reader (dump_read.h).
  */
 #include "dump.h"
 #include "dump_read.h"
@@ -251,8 +252,8 @@ static const struct {
 };
 
 /*
- * The `n` bytes at s, fewer than 64, as a C string in buf. read_entry()
- * reads strings by length: those of written_entry() are views of the
+ * The `n` bytes at s, fewer than 64, as a C string in buf. The rules of an
+ * entry take strings by length: those of written_entry() are views of the
  * text, not NUL-terminated.
  */
 static const char *name_str(char buf[64], const char *s, size_t n)
@@ -409,8 +410,64 @@ static const struct {
 	{ "started", 7, FR_STATE_ENTERED, true, true, true },
 };
 
-static inline __attribute__((always_inline)) int
-read_entry(const struct rd *rd, entry_fields f, const char *at, struct fr_trace *t,
+/*
+ * The rules of an entry, over its values once parsed into their types:
+ * integers, and strings as pointer and length. read_entry() applies each
+ * to the values of a tree as it gets them, saying which one an entry
+ * breaks; written_entry() applies them to what it scans from our writer's
+ * text, most as it scans each value, the others once it has them all. So
+ * the two accept the same entries, as the same operations. The strings an
+ * entry keeps have limits of their own: FR_COMM_ID_MAX, FR_DTYPE_MAX and
+ * FR_REDOP_MAX bytes.
+ */
+#define ENTRY_INT_MAX INT64_MAX    /* an integer field: 0 to this */
+#define ENTRY_RANK_MAX INT32_MAX   /* a rank: -1 (none) to this */
+#define ENTRY_RATIO_MAX UINT32_MAX /* size_ratio: 0 to this */
+#define ENTRY_NAME_MAX 63          /* bytes of a name looked up: op, profiling_name */
+
+/* The type of the operation named s[0..n) (at most ENTRY_NAME_MAX bytes)
+ * by "op" or, from PyTorch, by `profiling` "profiling_name"; through
+ * names' cache (NULL: none). */
+static inline __attribute__((always_inline)) enum fr_op_type
+entry_type(struct name_cache *names, const char *s, size_t n, bool profiling)
+{
+	struct name_slots *slots = !names ? NULL : profiling ? &names->profiling : &names->op;
+	const struct name_slot *slot = slot_find(slots, s, n);
+	enum fr_op_type type;
+	char buf[ENTRY_NAME_MAX + 1];
+
+	if (slot)
+		return (enum fr_op_type)slot->value;
+	name_str(buf, s, n);
+	type = profiling ? type_from_profiling_name(buf) : fr_op_from_name(buf);
+	slot_keep(slots, s, n, type);
+	return type;
+}
+
+/* The state named s[0..n) into op, and whether it blocks its rank into
+ * *running; false when no state has that name. */
+static inline __attribute__((always_inline)) bool
+entry_state(struct fr_op *op, const char *s, size_t n, bool *running)
+{
+	for (size_t k = 0; k < sizeof(states) / sizeof(states[0]); k++) {
+		if (states[k].len == n && fr_same_bytes(s, states[k].name, n)) {
+			op->state = states[k].state;
+			*running = states[k].running;
+			op->gpu = states[k].gpu;
+			op->started = states[k].started;
+			return true;
+		}
+	}
+	return false;
+}
+
+/* As on the wire: only a non-blocking operation is waited on. */
+static inline __attribute__((always_inline)) bool entry_waited_ok(const struct fr_op *op)
+{
+	return !op->waited || op->nonblocking;
+}
+
+static int read_entry(const struct rd *rd, entry_fields f, const char *at, struct fr_trace *t,
 		      struct fr_op *op)
 {
 	char p[AT_MAX];
@@ -419,12 +476,12 @@ read_entry(const struct rd *rd, entry_fields f, const char *at, struct fr_trace 
 	struct name_slots *slots;
 	const struct name_slot *slot;
 	const struct fr_val *v, *pg;
+	uint64_t ratio;
 	uint64_t coll_seq = 0, p2p_seq = 0;
 	bool running;
-	int state;
 	int rc;
 
-	rc = get_u64(rd, FIELD(f, RECORD_ID), true, INT64_MAX, &op->record_id);
+	rc = get_u64(rd, FIELD(f, RECORD_ID), true, ENTRY_INT_MAX, &op->record_id);
 	if (rc)
 		return rc;
 
@@ -447,60 +504,41 @@ read_entry(const struct rd *rd, entry_fields f, const char *at, struct fr_trace 
 		return rc;
 	}
 
-	if ((rc = get_u64(rd, FIELD(f, COLL_SEQ), true, INT64_MAX, &coll_seq)) ||
-	    (rc = get_u64(rd, FIELD(f, P2P_SEQ), true, INT64_MAX, &p2p_seq)))
+	if ((rc = get_u64(rd, FIELD(f, COLL_SEQ), true, ENTRY_INT_MAX, &coll_seq)) ||
+	    (rc = get_u64(rd, FIELD(f, P2P_SEQ), true, ENTRY_INT_MAX, &p2p_seq)))
 		return rc;
 
 	/* Names are looked up where they are, strings of the document. */
 	if (present(v = f[EF_OP])) {
-		slots = names ? &names->op : NULL;
-		if ((rc = str_check(rd, FIELD(f, OP), sizeof(slot->name))))
+		if ((rc = str_check(rd, FIELD(f, OP), ENTRY_NAME_MAX + 1)))
 			return rc;
-		if ((slot = slot_find(slots, v->u.s, v->n))) {
-			op->type = (enum fr_op_type)slot->value;
-		} else {
-			op->type = fr_op_from_name(name_str(buf, v->u.s, v->n));
-			slot_keep(slots, v->u.s, v->n, op->type);
-		}
+		op->type = entry_type(names, v->u.s, v->n, false);
 	} else {
 		v = f[EF_PROFILING_NAME];
-		slots = names ? &names->profiling : NULL;
 		if ((rc = want(rd, FIELD(f, PROFILING_NAME), true, "a string")))
 			return rc;
-		if ((rc = str_check(rd, FIELD(f, PROFILING_NAME), sizeof(slot->name))))
+		if ((rc = str_check(rd, FIELD(f, PROFILING_NAME), ENTRY_NAME_MAX + 1)))
 			return rc;
-		if ((slot = slot_find(slots, v->u.s, v->n))) {
-			op->type = (enum fr_op_type)slot->value;
-		} else {
-			op->type = type_from_profiling_name(name_str(buf, v->u.s, v->n));
-			slot_keep(slots, v->u.s, v->n, op->type);
-		}
+		op->type = entry_type(names, v->u.s, v->n, true);
 	}
 
 	v = f[EF_STATE];
 	if ((rc = want(rd, FIELD(f, STATE), true, "a string")) ||
-	    (rc = str_check(rd, FIELD(f, STATE), sizeof(slot->name))))
+	    (rc = str_check(rd, FIELD(f, STATE), ENTRY_NAME_MAX + 1)))
 		return rc;
-	for (state = 0; state < (int)(sizeof(states) / sizeof(states[0])); state++)
-		if (states[state].len == v->n && fr_same_bytes(v->u.s, states[state].name, v->n))
-			break;
-	if (state == (int)(sizeof(states) / sizeof(states[0])))
+	if (!entry_state(op, v->u.s, v->n, &running))
 		return fr_rd_fail(rd, -EPROTO,
 				  "%s: unknown state \"%.*s\" (expected entered, completed, scheduled or started)",
 				  fr_rd_path(p, at, "state"), (int)v->n, v->u.s);
-	op->state = states[state].state;
-	running = states[state].running;
-	op->gpu = states[state].gpu;
-	op->started = states[state].started;
 
 	op->is_p2p = !fr_op_is_collective(op->type) && op->type != FR_OP_UNKNOWN;
 	if ((rc = get_bool(rd, FIELD(f, IS_P2P), false, &op->is_p2p)))
 		return rc;
 	op->seq = op->is_p2p ? p2p_seq : coll_seq;
 
-	if ((rc = get_u64(rd, FIELD(f, CREATED), true, INT64_MAX, &op->t_entered_ns)) ||
-	    (rc = get_u64(rd, FIELD(f, STARTED), false, INT64_MAX, &op->t_started_ns)) ||
-	    (rc = get_u64(rd, FIELD(f, COMPLETED), false, INT64_MAX, &op->t_completed_ns)) ||
+	if ((rc = get_u64(rd, FIELD(f, CREATED), true, ENTRY_INT_MAX, &op->t_entered_ns)) ||
+	    (rc = get_u64(rd, FIELD(f, STARTED), false, ENTRY_INT_MAX, &op->t_started_ns)) ||
+	    (rc = get_u64(rd, FIELD(f, COMPLETED), false, ENTRY_INT_MAX, &op->t_completed_ns)) ||
 	    (rc = get_bool(rd, FIELD(f, NONBLOCKING), false, &op->nonblocking)) ||
 	    (rc = get_bool(rd, FIELD(f, WAITED), false, &op->waited)) ||
 	    (rc = get_bool(rd, FIELD(f, CAPTURED), false, &op->captured)) ||
@@ -508,8 +546,7 @@ read_entry(const struct rd *rd, entry_fields f, const char *at, struct fr_trace 
 	    (rc = get_rank_or_none(rd, FIELD(f, ROOT), &op->root)) ||
 	    (rc = get_rank_or_none(rd, FIELD(f, PEER_IN_COMM), &op->peer_in_comm)))
 		return rc;
-	/* As on the wire: only a non-blocking operation is waited on. */
-	if (op->waited && !op->nonblocking)
+	if (!entry_waited_ok(op))
 		return fr_rd_fail(rd, -EPROTO, "%s: true for an operation that is not nonblocking",
 				  fr_rd_path(p, at, "waited"));
 	/*
@@ -526,7 +563,7 @@ read_entry(const struct rd *rd, entry_fields f, const char *at, struct fr_trace 
 		op->peer_in_comm = peer_from_profiling_name(f[EF_PROFILING_NAME]);
 
 	if (f[EF_COUNT]) {
-		rc = get_u64(rd, FIELD(f, COUNT), false, INT64_MAX, &op->count);
+		rc = get_u64(rd, FIELD(f, COUNT), false, ENTRY_INT_MAX, &op->count);
 	} else if (!(rc = count_from_sizes(rd, f[EF_INPUT_SIZES], at, "input_sizes",
 					  &op->count)) &&
 		   (op->type == FR_OP_ALL_GATHER || op->type == FR_OP_REDUCE_SCATTER)) {
@@ -537,10 +574,14 @@ read_entry(const struct rd *rd, entry_fields f, const char *at, struct fr_trace 
 		op->size_ratio = op->type == FR_OP_ALL_GATHER ? size_ratio(out, op->count) :
 								 size_ratio(op->count, out);
 	}
-	if (rc || (rc = get_u64(rd, FIELD(f, BYTES), false, INT64_MAX, &op->bytes)))
+	if (rc || (rc = get_u64(rd, FIELD(f, BYTES), false, ENTRY_INT_MAX, &op->bytes)))
 		return rc;
-	if (f[EF_SIZE_RATIO] && (rc = get_u32(rd, FIELD(f, SIZE_RATIO), false, &op->size_ratio)))
-		return rc;
+	if (f[EF_SIZE_RATIO]) {
+		ratio = op->size_ratio;
+		if ((rc = get_u64(rd, FIELD(f, SIZE_RATIO), false, ENTRY_RATIO_MAX, &ratio)))
+			return rc;
+		op->size_ratio = (uint32_t)ratio;
+	}
 
 	if (f[EF_DTYPE]) {
 		rc = get_str_keep(rd, FIELD(f, DTYPE), false, FR_DTYPE_MAX, t, &op->dtype);
@@ -692,15 +733,14 @@ static int keep_type_error(struct entries_reader *er, struct fr_json_in *in, con
  * field of entry.h in its order and shape, "captured" and "size_ratio"
  * only when written, strings of printable ASCII without escapes, integers
  * without sign (but -1 for a rank), fraction or exponent. written_entry()
- * reads such an entry straight from the text into the values read_entry()
- * takes, with no key looked up and nothing allocated, and read_entry()
- * checks and keeps them as it does any entry's. At anything else (another
- * writer's entry, white space, an escape, an older format's keys) it gives
- * up, as it does when read_entry() refuses the entry, and the entry is
- * read again from its start by fr_json_object() and read_entry(), which
- * accept or refuse it with their usual message: the shortcut accepts what
- * they accept, as the same operation. It reads our dumps about twice as
- * fast as they do.
+ * reads such an entry straight from the text into the operation, with no
+ * value built and no key looked up, and puts what it read to the rules of
+ * an entry that read_entry() applies. At anything else (another writer's
+ * entry, white space, an escape, an older format's keys) it gives up, as
+ * it does when a rule refuses the entry, and the entry is read again from
+ * its start by fr_json_object() and read_entry(), which accept or refuse
+ * it with their usual message: the shortcut accepts what they accept, as
+ * the same operation. It reads our dumps about twice as fast as they do.
  */
 
 /* p past the literal `s`, or NULL when the text there is another. Its
@@ -710,72 +750,40 @@ static int keep_type_error(struct entries_reader *er, struct fr_json_in *in, con
 		 (p) + sizeof(s) - 1 :                                           \
 		 NULL)
 
-/* An integer from 0 to INT64_MAX as the JSON parser reads it (no leading
- * zero). What follows it is checked by the literal after it: a fraction or
- * an exponent makes that fail. */
+/* An integer from 0 to ENTRY_INT_MAX as the JSON parser reads it (no
+ * leading zero). What follows it is checked by the literal after it: a
+ * fraction or an exponent makes that fail. */
 static inline __attribute__((always_inline)) const char *w_u64(const char *p, const char *end,
 							       uint64_t *out)
 {
 	bool overflow;
 	const char *q = fr_scan_digits(p, end, out, &overflow);
 
-	if (q == p || (q - p > 1 && *p == '0') || overflow || *out > INT64_MAX)
+	if (q == p || (q - p > 1 && *p == '0') || overflow || *out > ENTRY_INT_MAX)
 		return NULL;
 	return q;
 }
 
-/*
- * One field as written_entry() reads it: its value, and the items of an
- * array, for read_entry(). A string is a view of the text, ended by its
- * closing quote rather than a NUL: read_entry() reads strings by length.
- */
-struct entry_slot {
-	struct fr_val v;
-	struct fr_val item[2];
-	struct fr_val *items[2];
+/* A string of the text, from its opening quote to its closing one, not
+ * NUL-terminated: the rules take strings by length. */
+struct text {
+	const char *s;
+	size_t n;
 };
 
-/* Makes s->v an array of its first n items. */
-static inline __attribute__((always_inline)) void slot_array(struct entry_slot *s, uint32_t n)
-{
-	s->v.type = FR_VAL_ARRAY;
-	s->v.n = n;
-	s->v.u.items = s->items;
-	s->items[0] = &s->item[0];
-	s->items[1] = &s->item[1];
-}
-
-static inline __attribute__((always_inline)) const char *
-w_int(const char *p, const char *end, struct fr_val *v)
-{
-	uint64_t u;
-
-	if (!(p = w_u64(p, end, &u)))
-		return NULL;
-	v->type = FR_VAL_INT;
-	v->u.i = (int64_t)u;
-	return p;
-}
-
-/* A string from p, just past its opening quote, to past its closing one. */
-static inline __attribute__((always_inline)) const char *
-w_str(const char *p, const char *end, struct fr_val *v)
-{
-	size_t n;
-	const char *q = fr_json_plain_string(p, end, &n);
-
-	if (!q)
-		return NULL;
-	v->type = FR_VAL_STRING;
-	v->n = (uint32_t)n;
-	v->u.s = p;
-	return q;
-}
+/* What written_entry() scans that is not the operation's own (entry.h's
+ * `into`): the values the rules take, and what it only skips. */
+struct written {
+	struct text pg_id, pg[2], profiling, dtypes, state, op, dtype, redop;
+	uint64_t coll_seq, p2p_seq, unused;
+	bool retired;
+};
 
 /*
- * The readers of the shapes of entry.h, into slot s: where the value ends,
- * or NULL when it is not of that shape. Each starts past its key's literal,
- * which takes the opening of a string or an array (OPEN_<shape>).
+ * The readers of the shapes of entry.h, each into the type of its value:
+ * where the value ends, or NULL when it is not of that shape or a rule of
+ * its type refuses it. Each starts past its key's literal, which takes the
+ * opening of a string or an array (OPEN_<shape>).
  */
 #define OPEN_u64 ""
 #define OPEN_str "\""
@@ -787,96 +795,108 @@ w_str(const char *p, const char *end, struct fr_val *v)
 #define OPEN_rank ""
 
 static inline __attribute__((always_inline)) const char *
-scan_u64(const char *p, const char *end, struct entry_slot *s)
+scan_u64(const char *p, const char *end, uint64_t *out)
 {
-	return w_int(p, end, &s->v);
+	return w_u64(p, end, out);
+}
+
+/* From p, just past the opening quote, to past the closing one. */
+static inline __attribute__((always_inline)) const char *
+scan_str(const char *p, const char *end, struct text *out)
+{
+	const char *q = fr_json_plain_string(p, end, &out->n);
+
+	out->s = p;
+	return q;
 }
 
 static inline __attribute__((always_inline)) const char *
-scan_str(const char *p, const char *end, struct entry_slot *s)
+scan_pair(const char *p, const char *end, struct text (*out)[2])
 {
-	return w_str(p, end, &s->v);
-}
-
-static inline __attribute__((always_inline)) const char *
-scan_pair(const char *p, const char *end, struct entry_slot *s)
-{
-	if (!(p = w_str(p, end, &s->item[0])) || !(p = W_LIT(p, end, ",\"")) ||
-	    !(p = w_str(p, end, &s->item[1])))
+	if (!(p = scan_str(p, end, &(*out)[0])) || !(p = W_LIT(p, end, ",\"")) ||
+	    !(p = scan_str(p, end, &(*out)[1])))
 		return NULL;
-	slot_array(s, 2);
 	return W_LIT(p, end, "]");
 }
 
 static inline __attribute__((always_inline)) const char *
-scan_sizes(const char *p, const char *end, struct entry_slot *s)
+scan_sizes(const char *p, const char *end, uint64_t *out)
 {
-	if (!(p = w_int(p, end, &s->item[1])))
+	if (!(p = w_u64(p, end, out)))
 		return NULL;
-	/* [[n]]: the inner array is item 0, its one item item 1. */
-	slot_array(s, 1);
-	s->item[0].type = FR_VAL_ARRAY;
-	s->item[0].n = 1;
-	s->item[0].u.items = &s->items[1];
 	return W_LIT(p, end, "]]");
 }
 
 static inline __attribute__((always_inline)) const char *
-scan_strs(const char *p, const char *end, struct entry_slot *s)
+scan_strs(const char *p, const char *end, struct text *out)
 {
-	if (!(p = w_str(p, end, &s->item[0])))
+	if (!(p = scan_str(p, end, out)))
 		return NULL;
-	slot_array(s, 1);
 	return W_LIT(p, end, "]");
 }
 
+/* null for none: 0, as get_u64() leaves an absent time. */
 static inline __attribute__((always_inline)) const char *
-scan_time(const char *p, const char *end, struct entry_slot *s)
+scan_time(const char *p, const char *end, uint64_t *out)
 {
 	const char *q = W_LIT(p, end, "null");
 
 	if (!q)
-		return w_int(p, end, &s->v);
-	s->v.type = FR_VAL_NULL;
+		return w_u64(p, end, out);
+	*out = 0;
 	return q;
 }
 
 static inline __attribute__((always_inline)) const char *
-scan_flag(const char *p, const char *end, struct entry_slot *s)
+scan_flag(const char *p, const char *end, bool *out)
 {
 	const char *q;
 
 	if ((q = W_LIT(p, end, "true")))
-		s->v.u.b = true;
+		*out = true;
 	else if ((q = W_LIT(p, end, "false")))
-		s->v.u.b = false;
-	s->v.type = FR_VAL_BOOL;
+		*out = false;
 	return q;
 }
 
 static inline __attribute__((always_inline)) const char *
-scan_rank(const char *p, const char *end, struct entry_slot *s)
+scan_rank(const char *p, const char *end, int32_t *out)
 {
+	uint64_t u;
+
 	if (end - p >= 3 && p[0] == '-' && p[1] == '1' && !fr_is_digit(p[2])) {
-		s->v.type = FR_VAL_INT;
-		s->v.u.i = -1;
+		*out = -1;
 		return p + 2;
 	}
-	return w_int(p, end, &s->v);
+	if (!(p = w_u64(p, end, &u)) || u > ENTRY_RANK_MAX)
+		return NULL;
+	*out = (int32_t)u;
+	return p;
+}
+
+static inline __attribute__((always_inline)) const char *
+scan_ratio(const char *p, const char *end, uint32_t *out)
+{
+	uint64_t u;
+
+	if (!(p = w_u64(p, end, &u)) || u > ENTRY_RATIO_MAX)
+		return NULL;
+	*out = (uint32_t)u;
+	return p;
 }
 
 /*
  * The entry at p, of our writer's shape, into op (as fr_op_init() made it)
- * of trace t; where it ends, or NULL (op then half-filled) when it is not
- * of that shape or read_entry() refuses it.
+ * of trace t, its values scanned straight into their places (entry.h's
+ * `into`) and put to the rules of an entry; where it ends, or NULL (op
+ * then half-filled) when it is not of that shape or breaks a rule.
  */
 static const char *written_entry(const struct rd *rd, struct fr_trace *t, const char *p,
 				 const char *end, struct fr_op *op)
 {
-	struct rd quiet = { rd->name, NULL, 0, rd->names, NULL };
-	struct entry_slot s[EF__COUNT];
-	entry_fields f;
+	struct written w;
 	const char *q;
+	bool running;
 	char sep = '{';
 
 /* Each step moves p on, or gives up. */
@@ -886,36 +906,33 @@ static const char *written_entry(const struct rd *rd, struct fr_trace *t, const 
 			return NULL; \
 	} while (0)
 /* A field that is always written: after the '{' for the first, a ','. */
-#define SCAN(id, key, shape)                                                           \
-	do {                                                                           \
-		if (p >= end || *p != sep)                                             \
-			return NULL;                                                   \
-		sep = ',';                                                             \
-		W(W_LIT(p + 1, end, "\"" key "\":" OPEN_##shape));                     \
-		W(scan_##shape(p, end, &s[EF_##id]));                                  \
-		f[EF_##id] = &s[EF_##id].v;                                            \
+#define SCAN(key, shape, into)                                           \
+	do {                                                             \
+		if (p >= end || *p != sep)                               \
+			return NULL;                                     \
+		sep = ',';                                               \
+		W(W_LIT(p + 1, end, "\"" key "\":" OPEN_##shape));       \
+		W(scan_##shape(p, end, &(into)));                        \
 	} while (0);
-/* A field written only when it says something. */
-#define SCAN_OPTIONAL(id, key, shape)                                                  \
-	do {                                                                           \
-		f[EF_##id] = NULL;                                                     \
-		if (p < end && *p == ',' && (q = W_LIT(p + 1, end, "\"" key "\":"))) { \
-			W(scan_##shape(q, end, &s[EF_##id]));                          \
-			f[EF_##id] = &s[EF_##id].v;                                    \
-		}                                                                      \
+/* A field written only when it says something: else as fr_op_init() left
+ * it. */
+#define SCAN_OPTIONAL(key, shape, into)                                        \
+	do {                                                                   \
+		if (p < end && *p == ',' && (q = W_LIT(p + 1, end, "\"" key "\":"))) \
+			W(scan_##shape(q, end, &(into)));                      \
 	} while (0);
-#define SCAN_u64(id, key) SCAN(id, key, u64)
-#define SCAN_str(id, key) SCAN(id, key, str)
-#define SCAN_pair(id, key) SCAN(id, key, pair)
-#define SCAN_sizes(id, key) SCAN(id, key, sizes)
-#define SCAN_strs(id, key) SCAN(id, key, strs)
-#define SCAN_time(id, key) SCAN(id, key, time)
-#define SCAN_flag(id, key) SCAN(id, key, flag)
-#define SCAN_rank(id, key) SCAN(id, key, rank)
-#define SCAN_if_true(id, key) SCAN_OPTIONAL(id, key, flag)
-#define SCAN_ratio(id, key) SCAN_OPTIONAL(id, key, u64)
-#define SCAN_none(id, key) f[EF_##id] = NULL;
-#define EF_SCAN(id, key, drop, shape, ...) SCAN_##shape(id, key)
+#define SCAN_u64(key, into) SCAN(key, u64, into)
+#define SCAN_str(key, into) SCAN(key, str, into)
+#define SCAN_pair(key, into) SCAN(key, pair, into)
+#define SCAN_sizes(key, into) SCAN(key, sizes, into)
+#define SCAN_strs(key, into) SCAN(key, strs, into)
+#define SCAN_time(key, into) SCAN(key, time, into)
+#define SCAN_flag(key, into) SCAN(key, flag, into)
+#define SCAN_rank(key, into) SCAN(key, rank, into)
+#define SCAN_if_true(key, into) SCAN_OPTIONAL(key, flag, into)
+#define SCAN_ratio(key, into) SCAN_OPTIONAL(key, ratio, into)
+#define SCAN_none(key, into)
+#define EF_SCAN(id, key, drop, shape, into, ...) SCAN_##shape(key, into)
 	ENTRY_FIELDS(EF_SCAN)
 	W(W_LIT(p, end, "}"));
 #undef EF_SCAN
@@ -933,7 +950,19 @@ static const char *written_entry(const struct rd *rd, struct fr_trace *t, const 
 #undef SCAN_OPTIONAL
 #undef SCAN
 #undef W
-	return read_entry(&quiet, f, "", t, op) ? NULL : p;
+
+	/* The rules, of what the shapes do not settle. */
+	if (w.op.n > ENTRY_NAME_MAX || !entry_state(op, w.state.s, w.state.n, &running) ||
+	    !entry_waited_ok(op) || w.pg[0].n > FR_COMM_ID_MAX || w.dtype.n > FR_DTYPE_MAX ||
+	    w.redop.n > FR_REDOP_MAX)
+		return NULL;
+	op->type = entry_type(rd->names, w.op.s, w.op.n, false);
+	op->seq = op->is_p2p ? w.p2p_seq : w.coll_seq;
+	if (!(op->comm = fr_trace_strn(t, w.pg[0].s, w.pg[0].n)) ||
+	    !(op->dtype = fr_trace_strn(t, w.dtype.s, w.dtype.n)) ||
+	    !(op->redop = fr_trace_strn(t, w.redop.s, w.redop.n)))
+		return NULL;
+	return p;
 }
 
 /*

@@ -124,7 +124,7 @@ static json_t *entry_json(const struct fr_trace *t, const struct fr_op *op)
 		json_decref(e);
 		return NULL;
 	}
-#define EF_PUT(id, key, drop, shape, ...) bad |= put_##shape(e, key, __VA_ARGS__);
+#define EF_PUT(id, key, drop, shape, into, ...) bad |= put_##shape(e, key, __VA_ARGS__);
 	ENTRY_FIELDS(EF_PUT)
 #undef EF_PUT
 	if (bad) {
