@@ -82,25 +82,50 @@ struct daemon_config {
 	struct fr_token token;      /* read from token_file by server_start(), again on SIGHUP (main.c) */
 };
 
-/* Monotonic counters exported by /metrics (guarded by the daemon's lock). */
+/*
+ * The daemon's counters, guarded by its lock: X(field, name, help), where
+ * /metrics calls the counter flightrec_<name> and explains it with help.
+ */
+#define DAEMON_COUNTERS(X)                                                                        \
+	X(frames_received, "frames_received_total", "Agent frames accepted.")                     \
+	X(frames_rejected, "frames_rejected_total",                                               \
+	  "Agent frames rejected (the connection was closed).")                                   \
+	X(connections_rejected, "connections_rejected_total",                                     \
+	  "Agent connections refused: over --max-connections, or claiming a rank another live "  \
+	  "process holds.")                                                                       \
+	X(auth_failures, "auth_failures_total",                                                   \
+	  "Agent connections refused for a missing or wrong proof of the token.")                 \
+	X(comms_dropped, "comms_dropped_total",                                                   \
+	  "Communicators ignored because their job had too many.")                                \
+	X(incidents, "incidents_total", "Incidents opened.")                                      \
+	X(dumps_received, "dumps_received_total", "Complete dumps received.")                     \
+	X(dumps_invalid, "dumps_invalid_total", "Complete dumps that failed validation.")         \
+	X(dumps_rejected, "dumps_rejected_total", "Dump uploads refused (too big or out of order).") \
+	X(incident_write_errors, "incident_write_errors_total",                                   \
+	  "Incident files or directories that could not be written.")                             \
+	X(job_connections_rejected, "job_connections_rejected_total",                             \
+	  "Agent connections refused over --max-job-connections (also in "                        \
+	  "connections_rejected_total).")                                                         \
+	X(frames_oversized, "frames_oversized_total",                                             \
+	  "Agent frames over --max-frame-size (also in frames_rejected_total).")                  \
+	X(incidents_suppressed, "incidents_suppressed_total",                                     \
+	  "Incidents not opened, manual ones included: over --max-incidents-per-hour.")           \
+	X(hello_timeouts, "hello_timeouts_total",                                                 \
+	  "Agent connections closed for saying no HELLO within --hello-timeout (without a token; " \
+	  "with one they count as auth failures).")                                               \
+	X(pending_rejected, "pending_rejected_total",                                             \
+	  "Agent connections refused over --max-pending-per-address (also in "                    \
+	  "connections_rejected_total).")                                                         \
+	X(pending_evicted, "pending_evicted_total",                                               \
+	  "Agent connections without HELLO closed for a newer one, at --max-connections or at "  \
+	  "the cap of connections without HELLO (half of it).")                                   \
+	X(accept_errors, "accept_errors_total",                                                   \
+	  "Agent connections the daemon could not accept (out of file descriptors).")
+
 struct daemon_metrics {
-	uint64_t frames_received;
-	uint64_t frames_rejected;
-	uint64_t connections_rejected;
-	uint64_t auth_failures;      /* agent connections without a valid proof */
-	uint64_t comms_dropped;
-	uint64_t incidents;
-	uint64_t dumps_received;
-	uint64_t dumps_invalid;
-	uint64_t dumps_rejected;
-	uint64_t incident_write_errors;
-	uint64_t job_connections_rejected; /* over --max-job-connections */
-	uint64_t frames_oversized;         /* over --max-frame-size */
-	uint64_t incidents_suppressed;     /* over --max-incidents-per-hour */
-	uint64_t hello_timeouts;           /* closed for no HELLO within --hello-timeout */
-	uint64_t pending_rejected;         /* over --max-pending-per-address */
-	uint64_t pending_evicted;          /* closed without HELLO for a newer connection */
-	uint64_t accept_errors;            /* accept() failed (out of descriptors) */
+#define DAEMON_COUNTER_FIELD(field, name, help) uint64_t field;
+	DAEMON_COUNTERS(DAEMON_COUNTER_FIELD)
+#undef DAEMON_COUNTER_FIELD
 };
 
 struct flightrecd {

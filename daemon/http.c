@@ -189,26 +189,20 @@ static uint64_t incidents_open(const struct flightrecd *d)
 	return n;
 }
 
+/* The daemon's own metrics, then its counters and the live looks'. */
 static void write_metrics(struct flightrecd *d, FILE *f)
 {
 	const struct daemon_metrics *m = &d->m;
-	struct look_metrics pm;
+	struct look_metrics lm;
 
 	metric(f, "up", "gauge", "Whether the daemon is running.", 1);
 	metric(f, "connections", "gauge", "Open agent connections.", d->nconns);
 	metric(f, "ranks_connected", "gauge", "Ranks with a live connection.",
 	       registry_ranks_connected(d));
 	metric(f, "jobs", "gauge", "Jobs the daemon knows.", d->njobs);
-	metric(f, "frames_received_total", "counter", "Agent frames accepted.",
-	       m->frames_received);
-	metric(f, "frames_rejected_total", "counter",
-	       "Agent frames rejected (the connection was closed).", m->frames_rejected);
-	metric(f, "connections_rejected_total", "counter",
-	       "Agent connections refused: over --max-connections, or claiming a rank another live process holds.",
-	       m->connections_rejected);
-	metric(f, "auth_failures_total", "counter",
-	       "Agent connections refused for a missing or wrong proof of the token.",
-	       m->auth_failures);
+	metric(f, "incidents_open", "gauge", "Incidents being collected.", incidents_open(d));
+	metric(f, "connections_pending", "gauge",
+	       "Open agent connections that have not said HELLO yet.", d->npending);
 	metric(f, "http_auth_failures_total", "counter",
 	       "HTTP requests refused for a missing or wrong bearer token.",
 	       atomic_load(&http_auth_failures));
@@ -218,36 +212,6 @@ static void write_metrics(struct flightrecd *d, FILE *f)
 	metric(f, "http_busy_total", "counter",
 	       "HTTP requests answered 503 because 64 others, 16 others from the same address, or 3 big ones were being answered.",
 	       http_conns_busy_refused() + atomic_load(&heavy_refused));
-	metric(f, "comms_dropped_total", "counter",
-	       "Communicators ignored because their job had too many.", m->comms_dropped);
-	metric(f, "incidents_total", "counter", "Incidents opened.", m->incidents);
-	metric(f, "incidents_open", "gauge", "Incidents being collected.", incidents_open(d));
-	metric(f, "dumps_received_total", "counter", "Complete dumps received.",
-	       m->dumps_received);
-	metric(f, "dumps_invalid_total", "counter", "Complete dumps that failed validation.",
-	       m->dumps_invalid);
-	metric(f, "dumps_rejected_total", "counter",
-	       "Dump uploads refused (too big or out of order).", m->dumps_rejected);
-	metric(f, "job_connections_rejected_total", "counter",
-	       "Agent connections refused over --max-job-connections (also in connections_rejected_total).",
-	       m->job_connections_rejected);
-	metric(f, "frames_oversized_total", "counter",
-	       "Agent frames over --max-frame-size (also in frames_rejected_total).",
-	       m->frames_oversized);
-	metric(f, "incidents_suppressed_total", "counter",
-	       "Incidents not opened, manual ones included: over --max-incidents-per-hour.",
-	       m->incidents_suppressed);
-	metric(f, "hello_timeouts_total", "counter",
-	       "Agent connections closed for saying no HELLO within --hello-timeout (without a token; with one they count as auth failures).",
-	       m->hello_timeouts);
-	metric(f, "pending_rejected_total", "counter",
-	       "Agent connections refused over --max-pending-per-address (also in connections_rejected_total).",
-	       m->pending_rejected);
-	metric(f, "pending_evicted_total", "counter",
-	       "Agent connections without HELLO closed for a newer one, at --max-connections or at the cap of connections without HELLO (half of it).",
-	       m->pending_evicted);
-	metric(f, "connections_pending", "gauge",
-	       "Open agent connections that have not said HELLO yet.", d->npending);
 	metric(f, "memory_max_bytes", "gauge", "The memory budget, --max-memory.", budget_max());
 	metric(f, "memory_bytes", "gauge",
 	       "Bytes of the memory budget held: member lists, incident uploads, live looks and live views.",
@@ -266,29 +230,16 @@ static void write_metrics(struct flightrecd *d, FILE *f)
 	       "Member lists, dump uploads, live looks and live views refused over --max-memory (or a job over half of it).",
 	       budget_refused(BUDGET_MEMBERS) + budget_refused(BUDGET_UPLOADS) +
 		       budget_refused(BUDGET_LIVE) + budget_refused(BUDGET_VIEWS));
-	metric(f, "accept_errors_total", "counter",
-	       "Agent connections the daemon could not accept (out of file descriptors).",
-	       m->accept_errors);
 	metric(f, "log_lines_suppressed_total", "counter",
 	       "Log lines about a limit held back: an offender is logged once a minute.",
 	       ratelog_held_total());
-	metric(f, "incident_write_errors_total", "counter",
-	       "Incident files or directories that could not be written.",
-	       m->incident_write_errors);
-	look_metrics(&pm);
-	metric(f, "live_requests_total", "counter",
-	       "HTTP requests for live looks (stacks and traces of running ranks).", pm.requests);
-	metric(f, "live_shared_total", "counter",
-	       "Live look requests answered by a look already asked or just answered.", pm.shared);
-	metric(f, "live_dump_requests_total", "counter",
-	       "Dump requests sent to agents for live looks.", pm.dump_requests);
-	metric(f, "live_timeouts_total", "counter",
-	       "Ranks that did not answer a live look in time.", pm.timeouts);
-	metric(f, "live_bytes_total", "counter", "Dump bytes received for live looks.",
-	       pm.bytes);
-	metric(f, "live_bytes_held", "gauge", "Dump bytes live looks hold now.", pm.bytes_held);
-	metric(f, "live_uploads_ignored_total", "counter",
-	       "Live look uploads ignored: not the look asked of that connection.", pm.ignored);
+#define COUNTER(field, name, help) metric(f, name, "counter", help, m->field);
+	DAEMON_COUNTERS(COUNTER)
+#undef COUNTER
+	look_metrics(&lm);
+#define LOOK_METRIC(field, name, type, help) metric(f, name, type, help, lm.field);
+	LOOK_METRICS(LOOK_METRIC)
+#undef LOOK_METRIC
 }
 
 static enum MHD_Result handle_metrics(struct flightrecd *d, struct MHD_Connection *mc)

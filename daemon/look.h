@@ -45,15 +45,29 @@ int look_http(struct flightrecd *d, struct MHD_Connection *mc, const struct rout
 void look_dump_data(struct conn *c, const struct fr_msg_dump_data *m);
 /* The connection closes: its live look fails. The caller holds the lock. */
 void look_conn_closed(struct conn *c);
-/* What /metrics says of live looks; any thread, no lock. */
+/*
+ * What /metrics says of live looks: X(field, name, type, help), where
+ * /metrics calls it flightrec_<name>. look_metrics() reads them on any
+ * thread, without the lock.
+ */
+#define LOOK_METRICS(X)                                                                           \
+	X(requests, "live_requests_total", "counter",                                             \
+	  "HTTP requests for live looks (stacks and traces of running ranks).")                   \
+	X(shared, "live_shared_total", "counter",                                                 \
+	  "Live look requests answered by a look already asked or just answered.")                \
+	X(dump_requests, "live_dump_requests_total", "counter",                                   \
+	  "Dump requests sent to agents for live looks.")                                         \
+	X(timeouts, "live_timeouts_total", "counter",                                             \
+	  "Ranks that did not answer a live look in time.")                                       \
+	X(bytes, "live_bytes_total", "counter", "Dump bytes received for live looks.")            \
+	X(bytes_held, "live_bytes_held", "gauge", "Dump bytes live looks hold now.")              \
+	X(ignored, "live_uploads_ignored_total", "counter",                                       \
+	  "Live look uploads ignored: not the look asked of that connection.")
+
 struct look_metrics {
-	uint64_t requests;          /* HTTP requests for live looks */
-	uint64_t shared;            /* of those, answered by another's look or a fresh result */
-	uint64_t dump_requests;     /* DUMP_REQUESTs sent for them */
-	uint64_t timeouts;          /* ranks that did not answer one in LOOK_TIMEOUT_NS */
-	uint64_t bytes;             /* dump bytes received for them */
-	uint64_t bytes_held;        /* dump bytes arriving or held now */
-	uint64_t ignored;           /* live uploads nobody asked for, ignored */
+#define LOOK_METRIC_FIELD(field, name, type, help) uint64_t field;
+	LOOK_METRICS(LOOK_METRIC_FIELD)
+#undef LOOK_METRIC_FIELD
 };
 void look_metrics(struct look_metrics *out);
 
