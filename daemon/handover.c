@@ -11,6 +11,7 @@
 #include "handover.h"
 #include "daemon.h"
 #include "clock.h"
+#include "log.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -86,6 +87,7 @@ int handover_submit(struct handover *h, struct MHD_Connection *mc)
 	}
 	h->mc = mc;
 	h->done = false;
+	h->queued_mono = daemon_mono_ns();
 	/* Suspended before the loop can see it: the loop may resume it at
 	 * once, and resuming a connection not suspended is undefined. */
 	MHD_suspend_connection(mc);
@@ -101,6 +103,37 @@ int handover_submit(struct handover *h, struct MHD_Connection *mc)
 	uv_async_send(&hand.async);
 	pthread_mutex_unlock(&hand.lock);
 	return 0;
+}
+
+void handover_expire(uint64_t now_mono)
+{
+	struct handover *expired = NULL, *h, *next;
+	unsigned n = 0;
+
+	pthread_mutex_lock(&hand.lock);
+	/* Oldest first: the first one young enough ends the search. */
+	while ((h = hand.queue) && now_mono - h->queued_mono >= HANDOVER_TAKE_TIMEOUT_NS) {
+		hand.queue = h->next_queued;
+		h->done = true;
+		h->status = MHD_HTTP_SERVICE_UNAVAILABLE;
+		snprintf(h->error, sizeof(h->error), "the event loop did not answer in time");
+		h->next_queued = expired;
+		expired = h;
+		n++;
+	}
+	if (!hand.queue)
+		hand.queue_tail = &hand.queue;
+	pthread_mutex_unlock(&hand.lock);
+	/* Out of the queue and done: neither the loop nor handover_stop()
+	 * resumes them again. */
+	if (n)
+		daemon_log("http: %u request%s waited %.0f s for the event loop, which did not take "
+			   "them: answered 503", n, n == 1 ? "" : "s",
+			   (double)HANDOVER_TAKE_TIMEOUT_NS / 1e9);
+	for (h = expired; h; h = next) {
+		next = h->next_queued;
+		MHD_resume_connection(h->mc);
+	}
 }
 
 void handover_finish(struct handover *h, unsigned status, const char *error)

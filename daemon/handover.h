@@ -25,6 +25,7 @@ struct handover {
 	void (*take)(struct flightrecd *d, struct handover *h, uint64_t now_mono);
 	/* Frees the request once libmicrohttpd is done with it (any thread). */
 	void (*free)(struct handover *h);
+	uint64_t queued_mono;           /* when it was handed over */
 	/* The answer: set before the request is resumed. */
 	bool done;
 	unsigned status;
@@ -38,6 +39,15 @@ int handover_start(struct flightrecd *d);
  * no more requests (the daemon is stopping): nothing was done.
  */
 int handover_submit(struct handover *h, struct MHD_Connection *mc);
+/*
+ * A request the loop has not taken HANDOVER_TAKE_TIMEOUT_NS after it was
+ * handed over is answered 503 "the event loop did not answer in time":
+ * the loop is stalled, and no request waits on it for ever.
+ * handover_expire() answers those at `now_mono`; http_conns.c's sweeper
+ * calls it. Any thread but the loop.
+ */
+#define HANDOVER_TAKE_TIMEOUT_NS (5ull * 1000000000ull)
+void handover_expire(uint64_t now_mono);
 /* Answers `h` (error: NULL for none) and resumes its request. Any thread. */
 void handover_finish(struct handover *h, unsigned status, const char *error);
 /*

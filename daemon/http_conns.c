@@ -1,5 +1,6 @@
 #include "http_conns.h"
 #include "clock.h"
+#include "handover.h"
 
 #include <errno.h>
 #include <pthread.h>
@@ -283,6 +284,12 @@ static void *sweeper_main(void *arg)
 			else if (c->in_request && c->answer_by && now > c->answer_by)
 				doom_now(c);
 		}
+		/* Requests waiting on a stalled loop are answered too. */
+		pthread_mutex_unlock(&tab.lock);
+		handover_expire(now);
+		pthread_mutex_lock(&tab.lock);
+		if (tab.stop)
+			break;
 		clock_gettime(CLOCK_REALTIME, &until);
 		until.tv_nsec += (long)SWEEP_NS;
 		if (until.tv_nsec >= (long)NS_PER_S) {
