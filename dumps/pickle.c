@@ -1345,70 +1345,40 @@ static int dedupe(struct unpickler *u)
  * are each machine's own.
  */
 #define ARG_NONE()
-#define ARG_U8()						\
+/* A fixed-size argument: k bytes, read by `expr` into `into`. */
+#define ARG_FIXED(into, k, expr)				\
 	do {							\
-		ENSURE(1);					\
-		arg = ip[0];					\
-		ip += 1;					\
+		ENSURE(k);					\
+		into = (expr);					\
+		ip += (k);					\
 	} while (0)
-#define ARG_U16()						\
-	do {							\
-		ENSURE(2);					\
-		arg = (uint64_t)(ip[0] | ip[1] << 8);		\
-		ip += 2;					\
-	} while (0)
-#define ARG_I32()						\
-	do {							\
-		ENSURE(4);					\
-		arg = (uint64_t)(int64_t)(int32_t)le32(ip);	\
-		ip += 4;					\
-	} while (0)
-#define ARG_U32()						\
-	do {							\
-		ENSURE(4);					\
-		arg = le32(ip);					\
-		ip += 4;					\
-	} while (0)
-#define ARG_F64()						\
-	do {							\
-		ENSURE(8);					\
-		d = be_double(ip);				\
-		ip += 8;					\
-	} while (0)
+#define ARG_U8() ARG_FIXED(arg, 1, ip[0])
+#define ARG_U16() ARG_FIXED(arg, 2, (uint64_t)(ip[0] | ip[1] << 8))
+#define ARG_I32() ARG_FIXED(arg, 4, (uint64_t)(int64_t)(int32_t)le32(ip))
+#define ARG_U32() ARG_FIXED(arg, 4, le32(ip))
+#define ARG_F64() ARG_FIXED(d, 8, be_double(ip))
 /* A length of 8 bytes, and that many bytes left after it (FRAME's). */
 #define ARG_LEN8()						\
 	do {							\
-		ENSURE(8);					\
-		arg = le64(ip);					\
-		ip += 8;					\
+		ARG_FIXED(arg, 8, le64(ip));			\
 		ENSURE(arg);					\
 	} while (0)
-/* Bytes after a length of 1, 4 or 8 bytes. */
-#define ARG_BYTES1()						\
-	do {							\
-		ENSURE(1);					\
-		n = *ip++;					\
-		ARG_TAKE_N();					\
-	} while (0)
-#define ARG_BYTES4()						\
-	do {							\
-		ENSURE(4);					\
-		n = le32(ip);					\
-		ip += 4;					\
-		ARG_TAKE_N();					\
-	} while (0)
-#define ARG_BYTES8()						\
-	do {							\
-		ARG_LEN8();					\
-		n = (size_t)arg;				\
-		ARG_TAKE_N();					\
-	} while (0)
+/* n bytes, at p. */
 #define ARG_TAKE_N()						\
 	do {							\
 		ENSURE(n);					\
 		p = ip;						\
 		ip += n;					\
 	} while (0)
+/* Bytes after a length of 1, 4 or 8 bytes. */
+#define ARG_BYTES(k, len)					\
+	do {							\
+		ARG_FIXED(n, k, (size_t)(len));			\
+		ARG_TAKE_N();					\
+	} while (0)
+#define ARG_BYTES1() ARG_BYTES(1, ip[0])
+#define ARG_BYTES4() ARG_BYTES(4, le32(ip))
+#define ARG_BYTES8() ARG_BYTES(8, le64(ip))
 
 /*
  * The handlers of each machine, one per opcode of PICKLE_OPS: its
