@@ -149,7 +149,7 @@ static void summary_ok(const struct ctx *cx, struct fr_verdict *v)
 		fr_corr_line_add(&l, "no hang: no rank has an operation in flight (%zu of %" PRIu32
 				 " ranks with evidence", v->nranks_with_evidence, cx->world);
 	for (uint32_t r = 0; none && r < cx->world; r++)
-		if (!cx->by_rank[r] || cx->by_rank[r]->status == FR_RANK_MISSING)
+		if (!evidence_of(cx, r))
 			none[n++] = r;
 	if (n) {
 		char rt[256];
@@ -326,7 +326,7 @@ int fr_correlate(const struct fr_trace *const *traces, size_t ntraces, uint32_t 
 		goto out_free;
 	v->world_size = cx.world;
 	for (uint32_t r = 0; r < cx.world; r++)
-		if (cx.by_rank[r] && cx.by_rank[r]->status != FR_RANK_MISSING)
+		if (evidence_of(&cx, r))
 			v->nranks_with_evidence++;
 	rc = verdict_of(&cx, v);
 	if (rc < 0)

@@ -696,11 +696,9 @@ int fr_corr_ctx_build(struct ctx *cx, const struct fr_trace *const *traces, size
 
 	/* Membership: every trace's list merged, the lowest rank's first. */
 	for (uint32_t r = 0; r < w; r++) {
-		const struct fr_trace *t = cx->by_rank[r];
+		const struct fr_trace *t = evidence_of(cx, r);
 
-		if (!t || t->status == FR_RANK_MISSING)
-			continue;
-		for (size_t j = 0; j < t->ncomms; j++) {
+		for (size_t j = 0; t && j < t->ncomms; j++) {
 			uint32_t ci = fr_corr_comm_intern(cx, t->comms[j].id);
 
 			if (ci == NONE || comm_merge(&cx->comms[ci], &t->comms[j]) < 0)
@@ -712,11 +710,9 @@ int fr_corr_ctx_build(struct ctx *cx, const struct fr_trace *const *traces, size
 			return -ENOMEM;
 	/* Each member's own view of each communicator, for its last_entered. */
 	for (uint32_t r = 0; r < w; r++) {
-		const struct fr_trace *t = cx->by_rank[r];
+		const struct fr_trace *t = evidence_of(cx, r);
 
-		if (!t || t->status == FR_RANK_MISSING)
-			continue;
-		for (size_t j = 0; j < t->ncomms; j++) {
+		for (size_t j = 0; t && j < t->ncomms; j++) {
 			const struct fr_comm *fc = &t->comms[j];
 			struct cinfo *c = &cx->comms[fr_corr_comm_intern(cx, fc->id)];
 			uint32_t idx = fc->rank;

@@ -380,6 +380,14 @@ static inline bool status_good(const struct fr_trace *t)
 	return t && (t->status == FR_RANK_DUMPED || t->status == FR_RANK_LIVE);
 }
 
+/* Rank r's trace when the rank gave any evidence, else NULL. */
+static inline const struct fr_trace *evidence_of(const struct ctx *cx, uint32_t r)
+{
+	const struct fr_trace *t = cx->by_rank[r];
+
+	return t && t->status != FR_RANK_MISSING ? t : NULL;
+}
+
 /* How many reasons FR_REASONS lists. */
 #define FR_R_COUNT(e, n) +1
 enum { FR_CORR_NREASONS = 0 FR_REASONS(FR_R_COUNT) };
