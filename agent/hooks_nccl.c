@@ -554,85 +554,30 @@ HOOK ncclResult_t ncclCommUserRank(const ncclComm_t comm, int *rank)
 	return FORWARD(CommUserRank, (comm, rank));
 }
 
-HOOK ncclResult_t ncclAllReduce(const void *sendbuff, void *recvbuff, size_t count,
-				ncclDataType_t dt, ncclRedOp_t op, ncclComm_t comm,
-				cudaStream_t stream)
-{
-	COLL(AllReduce, FR_OP_ALL_REDUCE, 0, -1, count, dt, (int)op,
-	     (sendbuff, recvbuff, count, dt, op, comm, stream), stream);
-}
+/*
+ * The collectives and point-to-point calls (FR_NCCL_COLLECTIVES, with the
+ * signatures nccl_abi.h declares), each a hook that records what its
+ * REC_<name> says: the type, the flags, the peer or root, the count, the
+ * datatype and the reduction, from the call's own arguments.
+ */
+#define REC_AllReduce     FR_OP_ALL_REDUCE, 0, -1, count, dt, (int)op
+#define REC_Broadcast     FR_OP_BROADCAST, 0, root, count, dt, -1
+#define REC_Bcast         FR_OP_BROADCAST, 0, root, count, dt, -1
+#define REC_Reduce        FR_OP_REDUCE, 0, root, count, dt, (int)op
+#define REC_AllGather     FR_OP_ALL_GATHER, 0, -1, sendcount, dt, -1
+#define REC_ReduceScatter FR_OP_REDUCE_SCATTER, 0, -1, recvcount, dt, (int)op
+#define REC_AlltoAll      FR_OP_ALL_TO_ALL, 0, -1, count, dt, -1
+#define REC_Gather        FR_OP_GATHER, 0, root, count, dt, -1
+#define REC_Scatter       FR_OP_SCATTER, 0, root, count, dt, -1
+#define REC_Send          FR_OP_SEND, FR_REC_P2P, peer, count, dt, -1
+#define REC_Recv          FR_OP_RECV, FR_REC_P2P, peer, count, dt, -1
 
-HOOK ncclResult_t ncclBroadcast(const void *sendbuff, void *recvbuff, size_t count,
-				ncclDataType_t dt, int root, ncclComm_t comm, cudaStream_t stream)
-{
-	COLL(Broadcast, FR_OP_BROADCAST, 0, root, count, dt, -1,
-	     (sendbuff, recvbuff, count, dt, root, comm, stream), stream);
-}
-
-HOOK ncclResult_t ncclBcast(void *buff, size_t count, ncclDataType_t dt, int root,
-			    ncclComm_t comm, cudaStream_t stream)
-{
-	COLL(Bcast, FR_OP_BROADCAST, 0, root, count, dt, -1,
-	     (buff, count, dt, root, comm, stream), stream);
-}
-
-HOOK ncclResult_t ncclReduce(const void *sendbuff, void *recvbuff, size_t count,
-			     ncclDataType_t dt, ncclRedOp_t op, int root, ncclComm_t comm,
-			     cudaStream_t stream)
-{
-	COLL(Reduce, FR_OP_REDUCE, 0, root, count, dt, (int)op,
-	     (sendbuff, recvbuff, count, dt, op, root, comm, stream), stream);
-}
-
-HOOK ncclResult_t ncclAllGather(const void *sendbuff, void *recvbuff, size_t sendcount,
-				ncclDataType_t dt, ncclComm_t comm, cudaStream_t stream)
-{
-	COLL(AllGather, FR_OP_ALL_GATHER, 0, -1, sendcount, dt, -1,
-	     (sendbuff, recvbuff, sendcount, dt, comm, stream), stream);
-}
-
-HOOK ncclResult_t ncclReduceScatter(const void *sendbuff, void *recvbuff, size_t recvcount,
-				    ncclDataType_t dt, ncclRedOp_t op, ncclComm_t comm,
-				    cudaStream_t stream)
-{
-	COLL(ReduceScatter, FR_OP_REDUCE_SCATTER, 0, -1, recvcount, dt, (int)op,
-	     (sendbuff, recvbuff, recvcount, dt, op, comm, stream), stream);
-}
-
-HOOK ncclResult_t ncclAlltoAll(const void *sendbuff, void *recvbuff, size_t count,
-			       ncclDataType_t dt, ncclComm_t comm, cudaStream_t stream)
-{
-	COLL(AlltoAll, FR_OP_ALL_TO_ALL, 0, -1, count, dt, -1,
-	     (sendbuff, recvbuff, count, dt, comm, stream), stream);
-}
-
-HOOK ncclResult_t ncclGather(const void *sendbuff, void *recvbuff, size_t count,
-			     ncclDataType_t dt, int root, ncclComm_t comm, cudaStream_t stream)
-{
-	COLL(Gather, FR_OP_GATHER, 0, root, count, dt, -1,
-	     (sendbuff, recvbuff, count, dt, root, comm, stream), stream);
-}
-
-HOOK ncclResult_t ncclScatter(const void *sendbuff, void *recvbuff, size_t count,
-			      ncclDataType_t dt, int root, ncclComm_t comm, cudaStream_t stream)
-{
-	COLL(Scatter, FR_OP_SCATTER, 0, root, count, dt, -1,
-	     (sendbuff, recvbuff, count, dt, root, comm, stream), stream);
-}
-
-HOOK ncclResult_t ncclSend(const void *sendbuff, size_t count, ncclDataType_t dt, int peer,
-			   ncclComm_t comm, cudaStream_t stream)
-{
-	COLL(Send, FR_OP_SEND, FR_REC_P2P, peer, count, dt, -1,
-	     (sendbuff, count, dt, peer, comm, stream), stream);
-}
-
-HOOK ncclResult_t ncclRecv(void *recvbuff, size_t count, ncclDataType_t dt, int peer,
-			   ncclComm_t comm, cudaStream_t stream)
-{
-	COLL(Recv, FR_OP_RECV, FR_REC_P2P, peer, count, dt, -1,
-	     (recvbuff, count, dt, peer, comm, stream), stream);
-}
+/* COLL's arguments once REC_<name> has become the six it stands for. */
+#define COLL_EXPANDED(...) COLL(__VA_ARGS__)
+#define COLL_HOOK(name, ret, params, args) \
+	HOOK ret nccl##name params { COLL_EXPANDED(name, REC_##name, args, stream); }
+FR_NCCL_COLLECTIVES(COLL_HOOK)
+#undef COLL_HOOK
 
 HOOK ncclResult_t ncclGroupStart(void)
 {

@@ -59,7 +59,7 @@ typedef enum { ncclSum = 0, ncclProd = 1, ncclMax = 2, ncclMin = 3, ncclAvg = 4,
  * agent interposes, declared once. The hooks (agent/hooks_nccl.c) and the
  * stand-in (tests/nccl/fake_nccl.c) both expand it.
  */
-#define FR_NCCL_API(X)                                                                            \
+#define FR_NCCL_SETUP(X)                                                                          \
 	X(GetVersion, ncclResult_t, (int *version), (version))                                    \
 	X(GetUniqueId, ncclResult_t, (ncclUniqueId *id), (id))                                    \
 	X(CommInitRank, ncclResult_t, (ncclComm_t *comm, int nranks, ncclUniqueId id, int rank),  \
@@ -86,7 +86,10 @@ typedef enum { ncclSum = 0, ncclProd = 1, ncclMax = 2, ncclMin = 3, ncclAvg = 4,
 	X(CommRevoke, ncclResult_t, (ncclComm_t comm, int flags), (comm, flags))                  \
 	X(CommGetAsyncError, ncclResult_t, (ncclComm_t comm, ncclResult_t *err), (comm, err))     \
 	X(CommCount, ncclResult_t, (const ncclComm_t comm, int *count), (comm, count))            \
-	X(CommUserRank, ncclResult_t, (const ncclComm_t comm, int *rank), (comm, rank))           \
+	X(CommUserRank, ncclResult_t, (const ncclComm_t comm, int *rank), (comm, rank))
+
+/* The collectives and point-to-point calls: each a hook that records it. */
+#define FR_NCCL_COLLECTIVES(X)                                                                    \
 	X(AllReduce, ncclResult_t,                                                                \
 	  (const void *sendbuff, void *recvbuff, size_t count, ncclDataType_t dt, ncclRedOp_t op, \
 	   ncclComm_t comm, cudaStream_t stream),                                                 \
@@ -130,9 +133,13 @@ typedef enum { ncclSum = 0, ncclProd = 1, ncclMax = 2, ncclMin = 3, ncclAvg = 4,
 	X(Recv, ncclResult_t,                                                                     \
 	  (void *recvbuff, size_t count, ncclDataType_t dt, int peer, ncclComm_t comm,            \
 	   cudaStream_t stream),                                                                  \
-	  (recvbuff, count, dt, peer, comm, stream))                                              \
+	  (recvbuff, count, dt, peer, comm, stream))
+
+#define FR_NCCL_GROUP(X)                                                                          \
 	X(GroupStart, ncclResult_t, (void), ())                                                   \
 	X(GroupEnd, ncclResult_t, (void), ())
+
+#define FR_NCCL_API(X) FR_NCCL_SETUP(X) FR_NCCL_COLLECTIVES(X) FR_NCCL_GROUP(X)
 
 #define FR_NCCL_DECLARE(name, ret, params, args) ret nccl##name params;
 FR_NCCL_API(FR_NCCL_DECLARE)
