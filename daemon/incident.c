@@ -805,10 +805,14 @@ static int upload_start(struct incident *inc, uint32_t rank, const struct fr_msg
 		upload_reject(inc, rank, "out of memory");
 		return -ENOMEM;
 	}
-	err = upload_begin(ir->up, inc->id, m->total, inc->d->cfg.max_dump_size,
-			   "--max-dump-size", why, sizeof(why));
-	if (err)
+	err = upload_begin(ir->up, inc->id, m->total, inc->d->cfg.max_dump_size);
+	if (err == -EPROTO)
+		upload_reject(inc, rank, "empty dump");
+	else if (err) {
+		snprintf(why, sizeof(why), "dump of %" PRIu64 " bytes is over --max-dump-size %" PRIu64,
+			 m->total, inc->d->cfg.max_dump_size);
 		upload_reject(inc, rank, why);
+	}
 	return err;
 }
 

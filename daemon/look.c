@@ -821,7 +821,15 @@ void look_dump_data(struct conn *c, const struct fr_msg_dump_data *m)
 		uint64_t max = upload_max(c, m->incident, &what);
 
 		upload_drop(up);
-		if (upload_begin(up, m->incident, m->total, max, what, why, sizeof(why))) {
+		switch (upload_begin(up, m->incident, m->total, max)) {
+		case 0:
+			break;
+		case -EPROTO:
+			conn_live_failed(c, SLOT_FAILED, "the agent could not build its dump");
+			return;
+		default:
+			snprintf(why, sizeof(why), "its dump of %" PRIu64 " bytes is over %s (%" PRIu64
+				 " bytes)", m->total, what, max);
 			conn_live_failed(c, SLOT_FAILED, why);
 			return;
 		}

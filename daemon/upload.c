@@ -16,22 +16,14 @@
 #include <stdlib.h>
 #include <string.h>
 
-int upload_begin(struct upload *up, const char *id, uint64_t total, uint64_t max,
-		 const char *limit, char *why, size_t cap)
+int upload_begin(struct upload *up, const char *id, uint64_t total, uint64_t max)
 {
 	assert(!up->active && !up->data);
-	if (total == 0) {
-		/* What an agent sends when it could not build its dump. */
-		snprintf(why, cap, "empty dump (the agent could not build it)");
+	if (total == 0)
 		return -EPROTO;
-	}
-	if (total > max) {
-		snprintf(why, cap, "dump of %" PRIu64 " bytes is over %s (%" PRIu64 " bytes)", total,
-			 limit, max);
+	if (total > max)
 		return -EMSGSIZE;
-	}
-	/* No buffer yet: it grows with what actually arrives, so that
-	 * announcing a large total costs a peer nothing. */
+	/* No buffer yet: it grows with what actually arrives. */
 	up->active = true;
 	up->total = total;
 	snprintf(up->id, sizeof(up->id), "%s", id);

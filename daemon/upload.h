@@ -44,14 +44,13 @@ typedef bool upload_charge_fn(void *ctx, struct upload *up, uint64_t grow, uint3
 			      char *why, size_t cap);
 
 /*
- * Starts a reset upload of dump `id`, of `total` bytes, at most `max`
- * (`limit` names that limit in the refusal). Nothing is allocated: the
- * buffer grows as the pieces arrive, never past `total`, so that
- * announcing a large total costs a peer nothing. Returns 0, -EPROTO for an
- * empty dump or -EMSGSIZE, with the reason in `why`.
+ * Starts a reset upload of dump `id`, of `total` bytes, at most `max`.
+ * Nothing is allocated: the buffer grows as the pieces arrive, never past
+ * `total`, so that announcing a large total costs a peer nothing. Returns
+ * 0, -EPROTO for an empty dump (what an agent sends when it could not
+ * build one) or -EMSGSIZE over `max`; the owner says which in its words.
  */
-int upload_begin(struct upload *up, const char *id, uint64_t total, uint64_t max,
-		 const char *limit, char *why, size_t cap);
+int upload_begin(struct upload *up, const char *id, uint64_t total, uint64_t max);
 /*
  * Adds piece `m` (its id is the owner's to check), which must follow the
  * bytes received: a gap, an overlap, a changed total, a piece past the end
