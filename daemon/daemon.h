@@ -161,7 +161,4 @@ struct flightrecd {
 	uint64_t incident_seq;
 };
 
-/* main.c */
-void daemon_stop(struct flightrecd *d);
-
 #endif

@@ -566,6 +566,8 @@ static void on_tick(uv_timer_t *t)
 	atomic_store(&d->last_tick_ns, daemon_mono_ns());
 }
 
+static void daemon_stop(struct flightrecd *d);
+
 static void on_signal(uv_signal_t *s, int signum)
 {
 	struct flightrecd *d = s->data;
@@ -712,7 +714,7 @@ static void on_handle_closed(uv_handle_t *h)
  * is closed as incomplete (its manifest is written once its pending files
  * are), then every connection and handle is closed, so uv_run() returns.
  */
-void daemon_stop(struct flightrecd *d)
+static void daemon_stop(struct flightrecd *d)
 {
 	if (d->stopping)
 		return;
