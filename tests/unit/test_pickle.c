@@ -36,6 +36,12 @@
  */
 static long fail_in = -1;
 
+/*
+ * ThreadSanitizer's start-up allocates through these before it can follow
+ * a function call: they are left uninstrumented.
+ */
+#define NO_TSAN __attribute__((no_sanitize("thread")))
+
 static void *(*next_malloc)(size_t);
 static void *(*next_calloc)(size_t, size_t);
 static void *(*next_realloc)(void *, size_t);
@@ -48,7 +54,7 @@ static char boot_heap[4096] __attribute__((aligned(16)));
 static size_t boot_used;
 static bool booting;
 
-static void *boot_alloc(size_t n)
+NO_TSAN static void *boot_alloc(size_t n)
 {
 	void *p;
 
@@ -60,7 +66,7 @@ static void *boot_alloc(size_t n)
 	return p;
 }
 
-static bool find_next(void)
+NO_TSAN static bool find_next(void)
 {
 	if (next_malloc && next_calloc && next_realloc)
 		return true;
@@ -74,26 +80,26 @@ static bool find_next(void)
 	return next_malloc && next_calloc && next_realloc;
 }
 
-static bool failing_now(void)
+NO_TSAN static bool failing_now(void)
 {
 	return fail_in >= 0 && fail_in-- == 0;
 }
 
-void *malloc(size_t n)
+NO_TSAN void *malloc(size_t n)
 {
 	if (!find_next())
 		return boot_alloc(n);
 	return failing_now() ? NULL : next_malloc(n);
 }
 
-void *calloc(size_t n, size_t size)
+NO_TSAN void *calloc(size_t n, size_t size)
 {
 	if (!find_next())
 		return size && n > SIZE_MAX / size ? NULL : boot_alloc(n * size);
 	return failing_now() ? NULL : next_calloc(n, size);
 }
 
-void *realloc(void *p, size_t n)
+NO_TSAN void *realloc(void *p, size_t n)
 {
 	if (!find_next())
 		return NULL;
