@@ -7,6 +7,10 @@
 #   netns_up N      N nodes; sets NODE_NAMES, NODE_ADDRS (arrays),
 #                   BRIDGE_ADDR and NETNS_SUBNET, and tears it all down at
 #                   exit (through lib.sh's cleanup), whatever happens
+#   netns_run I COMMAND...
+#                   runs COMMAND on node I (as netns_rsh does, but with its
+#                   words as they are), for a process of the test's own
+#                   there; it is killed at teardown with the rest
 #   netns_mpi SLOTS makes mpirun (start_job) place SLOTS ranks on each node
 #                   and talk over the bridge only
 #
@@ -48,8 +52,10 @@ netns_kill() {
 	return 0
 }
 
-# netns_remove PREFIX: removes the namespaces, veths and bridge of one run
-# and its marker file.
+# netns_remove PREFIX: removes the namespaces, veths and bridge of one run,
+# what Open MPI kept on the shared file systems under its nodes' hostnames
+# (ranks killed before they could remove it: a killed run's), and its
+# marker file.
 netns_remove() {
 	local prefix=$1 ns link
 	for ns in $(ip netns list 2>/dev/null | awk -v p="^${prefix}n[0-9]+$" '$1 ~ p {print $1}'); do
@@ -61,6 +67,7 @@ netns_remove() {
 	for link in $(ip -o link show 2>/dev/null | awk -F': ' -v p="^${prefix}" '{sub(/@.*/, "", $2)} $2 ~ p {print $2}'); do
 		ip link del "$link" 2>/dev/null
 	done
+	rm -rf "${TMPDIR:-/tmp}/ompi.${prefix}n"* /dev/shm/vader_segment."${prefix}n"*
 	rm -f "$NETNS_RUN/$prefix"
 }
 
@@ -137,6 +144,16 @@ netns_up() {
 	done
 	# netns_rsh, which mpirun runs, finds a node's namespace from its address.
 	export NETNS_HOSTS NETNS_SUBNET BRIDGE_ADDR
+}
+
+# netns_run I COMMAND...: COMMAND in node I's network namespace and a UTS
+# namespace with its hostname. Run in the background, $! is the pid of the
+# subshell bash makes for the function, not the command's: find the
+# command with "ip netns pids" (teardown kills it there in any case).
+netns_run() {
+	local node=${NODE_NAMES[$1]}
+	shift
+	ip netns exec "$node" unshare --uts sh -c 'hostname "$1" && shift && exec "$@"' sh "$node" "$@"
 }
 
 # netns_mpi SLOTS: Open MPI settings (as OMPI_MCA_ variables, which mpirun
