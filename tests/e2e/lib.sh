@@ -40,6 +40,13 @@ fail() {
 	exit 1
 }
 
+# skip REASON: the test cannot run here (tests/e2e/run counts it as
+# skipped, not failed, and prints the reason).
+skip() {
+	echo "SKIP: $*"
+	exit 77
+}
+
 # wait_for SECONDS COMMAND...: polls COMMAND every 100 ms until it succeeds.
 wait_for() {
 	local limit=$1 start=$SECONDS
@@ -83,11 +90,22 @@ stop_helpers() {
 	HELPER_PIDS=
 }
 
+# Teardown that a sourced helper file adds (netns.sh's namespaces, bridge
+# and veths): each function runs at exit once the job and the daemon are
+# stopped, the last added first. Add one with on_cleanup FUNCTION.
+CLEANUP_HOOKS=()
+on_cleanup() {
+	CLEANUP_HOOKS=("$1" "${CLEANUP_HOOKS[@]}")
+}
+
 cleanup() {
-	local status=$? report
+	local status=$? report hook
 	stop_helpers
 	stop_job
 	stop_daemon
+	for hook in "${CLEANUP_HOOKS[@]}"; do
+		"$hook"
+	done
 	# A sanitizer report from any process of the test fails it.
 	report=$(grep -h -A 12 -E 'ERROR: (AddressSanitizer|LeakSanitizer)|runtime error:|WARNING: ThreadSanitizer' \
 		"$T"/*.log 2>/dev/null | head -n 40)
