@@ -31,6 +31,16 @@ if [ -n "$sanitizer_rt" ]; then
 	PRELOAD=$sanitizer_rt:$AGENT
 	export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=0}
 fi
+# Which sanitizer the build runs under (address, undefined, thread), or "".
+case $sanitizer_rt in
+*libasan*) SANITIZER=address ;;
+*libtsan*)
+	SANITIZER=thread
+	export TSAN_OPTIONS="${TSAN_OPTIONS:+$TSAN_OPTIONS }suppressions=$ROOT/tests/e2e/tsan.supp"
+	;;
+*libubsan*) SANITIZER=undefined ;;
+*) SANITIZER= ;;
+esac
 
 fail() {
 	echo "FAIL: $*" >&2

@@ -5,6 +5,7 @@
 # the daemon by about a per-rank constant, not by ranks x members (which
 # copied 16 MiB of lists per view here).
 . "$(dirname "$0")/lib.sh"
+[ "$SANITIZER" = thread ] && skip "ThreadSanitizer maps shadow memory in proportion to what the daemon touches: its peak is not the one this test measures"
 # A sanitizer build holds freed memory back for its own checks (ASan's
 # quarantine): not the daemon's peak, which this test measures.
 export ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}quarantine_size_mb=0:thread_local_quarantine_size_kb=0"

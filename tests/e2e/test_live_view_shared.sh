@@ -10,6 +10,7 @@
 # grew it by 300-500 MiB (up to 8 x 64 MiB: with a budget that fills the
 # machine, an OOM kill) and held the lock for each copy.
 . "$(dirname "$0")/lib.sh"
+[ "$SANITIZER" = thread ] && skip "ThreadSanitizer maps shadow memory in proportion to what the daemon touches: its peak is not the one this test measures"
 # A sanitizer build holds freed memory back for its own checks (ASan's
 # quarantine): not the daemon's peak, which this test measures.
 export ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}quarantine_size_mb=0:thread_local_quarantine_size_kb=0"
