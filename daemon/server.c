@@ -846,12 +846,7 @@ static bool stream_peer(uv_stream_t *s, char *peer, size_t peer_cap, char *key, 
  */
 static void server_refuse(struct flightrecd *d, uv_stream_t *listener, bool over_limit)
 {
-	union {
-		uv_handle_t handle;
-		uv_stream_t stream;
-		uv_tcp_t tcp;
-		uv_pipe_t pipe;
-	} *t = malloc(sizeof(*t));
+	union agent_stream *t = malloc(sizeof(*t));
 	char peer[INET6_ADDRSTRLEN + 8];
 	char addr[INET6_ADDRSTRLEN + 8];
 	struct ucred cred;

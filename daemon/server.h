@@ -12,14 +12,17 @@ struct flightrecd;
 struct job;
 struct look_conn;
 
+/* A libuv stream of either kind an agent connects over. */
+union agent_stream {
+	uv_handle_t handle;
+	uv_stream_t stream;
+	uv_tcp_t tcp;             /* --listen */
+	uv_pipe_t pipe;           /* --agent-socket */
+};
+
 /* One agent connection: over TCP (--listen) or the Unix socket (--agent-socket). */
 struct conn {
-	union {
-		uv_handle_t handle;
-		uv_stream_t stream;
-		uv_tcp_t tcp;
-		uv_pipe_t pipe;
-	} sock;
+	union agent_stream sock;
 	struct flightrecd *d;
 	struct conn *prev;
 	struct conn *next;

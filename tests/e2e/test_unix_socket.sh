@@ -55,6 +55,18 @@ start_sleeper() {
 	JOB_PID=$(cat "$T/job.pid")
 }
 
+# daemon_refuses PATH WHY: a daemon given --agent-socket PATH exits at
+# startup (within 10 s), saying "cannot use --agent-socket PATH: WHY".
+daemon_refuses() {
+	local rc
+	timeout 10 "$BIN/flightrecd" --listen 127.0.0.1:0 --http 127.0.0.1:0 --dump-dir "$T/incidents" \
+		--agent-socket "$1" >"$T/refused.log" 2>&1
+	rc=$?
+	[ "$rc" -ne 0 ] && [ "$rc" -ne 124 ] || fail "a daemon ran (exit $rc) with --agent-socket $1 ($2)"
+	grep -qF "cannot use --agent-socket $1: $2" "$T/refused.log" ||
+		fail "the daemon did not say '$2': $(cat "$T/refused.log")"
+}
+
 # 1. The job over the socket.
 start_daemon --timeout 2 --heartbeat-timeout 10 --agent-socket "$SOCK"
 [ -S "$SOCK" ] || fail "no socket at $SOCK"
@@ -116,12 +128,7 @@ grep -q "not connecting to the node daemon's socket $PLANTED: it is owned by uid
 	fail "no refusal of the found socket on stderr: $(cat "$T/sleeper.log")"
 grep -q accepted "$T/planted.log" && fail "an agent connected to the planted socket"
 # The daemon will not take it over either.
-timeout 10 "$BIN/flightrecd" --listen 127.0.0.1:0 --http 127.0.0.1:0 --dump-dir "$T/incidents" \
-	--agent-socket "$PLANTED" >"$T/refused.log" 2>&1
-rc=$?
-[ "$rc" -ne 0 ] && [ "$rc" -ne 124 ] || fail "a daemon ran (exit $rc) on another user's socket"
-grep -q "cannot use --agent-socket $PLANTED: a socket of uid $NOBODY is there, not this daemon's (uid 0); not removing it" "$T/refused.log" ||
-	fail "the daemon did not say why it refused the planted socket: $(cat "$T/refused.log")"
+daemon_refuses "$PLANTED" "a socket of uid $NOBODY is there, not this daemon's (uid 0); not removing it"
 [ -S "$PLANTED" ] || fail "the daemon removed another user's socket"
 stop_helpers
 echo "planted socket refused by the agent (given and found) and by the daemon"
@@ -129,19 +136,9 @@ echo "planted socket refused by the agent (given and found) and by the daemon"
 # 4. A directory anyone may write to, not sticky; then a live daemon's socket.
 mkdir "$T/open"
 chmod 0777 "$T/open"
-timeout 10 "$BIN/flightrecd" --listen 127.0.0.1:0 --http 127.0.0.1:0 --dump-dir "$T/incidents" \
-	--agent-socket "$T/open/agent.sock" >"$T/refused.log" 2>&1
-rc=$?
-[ "$rc" -ne 0 ] && [ "$rc" -ne 124 ] || fail "the daemon ran (exit $rc) with its socket in a world-writable directory"
-grep -q "cannot use --agent-socket $T/open/agent.sock: directory $T/open is writable by its group or others and not sticky" "$T/refused.log" ||
-	fail "the daemon did not name the directory: $(cat "$T/refused.log")"
+daemon_refuses "$T/open/agent.sock" "directory $T/open is writable by its group or others and not sticky"
 [ -e "$T/open/agent.sock" ] && fail "a socket was made in the world-writable directory"
-timeout 10 "$BIN/flightrecd" --listen 127.0.0.1:0 --http 127.0.0.1:0 --dump-dir "$T/incidents" \
-	--agent-socket "$SOCK" >"$T/refused.log" 2>&1
-rc=$?
-[ "$rc" -ne 0 ] && [ "$rc" -ne 124 ] || fail "a second daemon ran (exit $rc) on a live daemon's socket"
-grep -q "cannot use --agent-socket $SOCK: another daemon is listening on it" "$T/refused.log" ||
-	fail "the second daemon did not say why: $(cat "$T/refused.log")"
+daemon_refuses "$SOCK" "another daemon is listening on it"
 [ -S "$SOCK" ] || fail "the refused daemon removed the live daemon's socket"
 echo "daemon refuses a world-writable directory and a live daemon's socket"
 
