@@ -93,12 +93,12 @@
 /*
  * Where the agent looks for its daemon when FLIGHTREC_ADDR is unset: the
  * node daemon's socket (FLIGHTREC_NODE_SOCKET overrides the path, for
- * tests and unusual installs), then TCP loopback.
+ * tests and unusual installs), and nothing else: a TCP port on a shared
+ * node is whoever's binds it first, so the agent goes there only when told.
  */
 #ifndef FR_NODE_SOCKET
 #define FR_NODE_SOCKET "/run/flightrec/agent.sock"
 #endif
-#define FR_DEFAULT_TCP_ADDR "127.0.0.1:7420"
 
 /* LINK_AUTH: connected, waiting for the CHALLENGE before saying anything;
  * LINK_VERIFY: HELLO sent, waiting for the daemon's proof of the token
@@ -1078,14 +1078,14 @@ static int resolve(struct sockaddr_storage *out)
 }
 
 /* A socket that fr_socket_check() refused: said once, then quiet. */
-static void say_socket_refused(const char *path, const char *why, bool falling_back)
+static void say_socket_refused(const char *path, const char *why, bool found)
 {
 	if (L.socket_refusal_said)
 		return;
 	L.socket_refusal_said = true;
-	if (falling_back)
-		fprintf(stderr, "flightrec: rank %u: not connecting to the node daemon's socket %s: it %s; connecting to %s instead\n",
-			fr_agent.id.rank, path, why, FR_DEFAULT_TCP_ADDR);
+	if (found)
+		fprintf(stderr, "flightrec: rank %u: not connecting to the node daemon's socket %s: it %s (anyone could have put it there); recording and dumping locally meanwhile, checking it again before each attempt\n",
+			fr_agent.id.rank, path, why);
 	else
 		fprintf(stderr, "flightrec: rank %u: FLIGHTREC_ADDR=unix:%s: not connecting: the socket %s (anyone could have put it there); recording and dumping locally meanwhile, checking it again before each attempt\n",
 			fr_agent.id.rank, path, why);
@@ -1093,8 +1093,7 @@ static void say_socket_refused(const char *path, const char *why, bool falling_b
 
 /*
  * Where this attempt connects, into L.ep and L.where: FLIGHTREC_ADDR when
- * it is set; else the node daemon's socket when one is there, else TCP
- * loopback. A socket is connected to only when fr_socket_check() trusts
+ * it is set; else the node daemon's socket when one is there. A socket is connected to only when fr_socket_check() trusts
  * it; checked before every attempt (stat()s on the link thread only), so
  * that a daemon started after the job is found. Returns false when there
  * is nowhere to connect this time.
@@ -1102,7 +1101,6 @@ static void say_socket_refused(const char *path, const char *why, bool falling_b
 static bool pick_endpoint(void)
 {
 	char why[PATH_MAX + 128];
-	const char *tcp_why;
 	int rc;
 
 	if (L.addr_given) {
@@ -1123,8 +1121,7 @@ static bool pick_endpoint(void)
 	}
 	if (rc != -ENOENT)
 		say_socket_refused(L.node_socket, why, true);
-	snprintf(L.where, sizeof(L.where), "%s", FR_DEFAULT_TCP_ADDR);
-	return fr_endpoint_parse(FR_DEFAULT_TCP_ADDR, &L.ep, &tcp_why) == 0;
+	return false;
 }
 
 static void start_connect(void)
@@ -1316,8 +1313,7 @@ static void read_endpoint(void)
 			node, FR_UNIX_PATH_MAX - 1);
 	L.addr_given = fr_agent.cfg.addr[0] != '\0';
 	if (!L.addr_given) {
-		snprintf(L.where, sizeof(L.where), "%s%s%s", L.node_socket[0] ? FR_UNIX_PREFIX : "",
-			 L.node_socket, L.node_socket[0] ? " or " FR_DEFAULT_TCP_ADDR : FR_DEFAULT_TCP_ADDR);
+		snprintf(L.where, sizeof(L.where), "%s%s", FR_UNIX_PREFIX, L.node_socket);
 		return;
 	}
 	snprintf(L.where, sizeof(L.where), "%s", fr_agent.cfg.addr);
