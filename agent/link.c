@@ -1,7 +1,12 @@
 /*
  * The link: a background thread with its own libuv loop that connects to
- * the daemon (FLIGHTREC_ADDR), says who this rank is, streams progress when
- * it changes and a heartbeat every second, and answers dump requests.
+ * the daemon (FLIGHTREC_ADDR: TCP or "unix:/path"; unset, the node daemon's
+ * socket when one is there, else TCP loopback), says who this rank is,
+ * streams progress when it changes and a heartbeat every second, and
+ * answers dump requests. A Unix socket is connected to only when its owner
+ * and its directory show that no other user can have put it there
+ * (fr_socket_check()): without a token nothing else would tell a
+ * neighbour's impostor from the daemon.
  *
  * The application never waits for it: hooks only write the ring and a few
  * counters, and this thread polls them every 100 ms. When the daemon is
@@ -36,6 +41,7 @@
 #include "link.h"
 
 #include <errno.h>
+#include <limits.h>
 #include <netdb.h>
 #include <pthread.h>
 #include <signal.h>
@@ -48,6 +54,7 @@
 #include <uv.h>
 
 #include "../protocol/auth.h"
+#include "../protocol/endpoint.h"
 #include "../protocol/frame.h"
 #include "../protocol/hash.h"
 #include "agent.h"
@@ -83,6 +90,15 @@
 #define REFUSED_BACKOFF_MS 30000
 /* What a daemon of protocol 2 answers a frame of version 3 with. */
 #define V2_REFUSAL "Protocol not supported"
+/*
+ * Where the agent looks for its daemon when FLIGHTREC_ADDR is unset: the
+ * node daemon's socket (FLIGHTREC_NODE_SOCKET overrides the path, for
+ * tests and unusual installs), and nothing else: a TCP port on a shared
+ * node is whoever's binds it first, so the agent goes there only when told.
+ */
+#ifndef FR_NODE_SOCKET
+#define FR_NODE_SOCKET "/run/flightrec/agent.sock"
+#endif
 
 /* LINK_AUTH: connected, waiting for the CHALLENGE before saying anything;
  * LINK_VERIFY: HELLO sent, waiting for the daemon's proof of the token
@@ -97,12 +113,25 @@ struct link {
 	uv_timer_t tick;
 	uv_timer_t retry;
 	uv_timer_t challenge;             /* CHALLENGE_WAIT_MS in LINK_AUTH and LINK_VERIFY */
-	uv_tcp_t tcp;
+	/* The connection: TCP, or a Unix socket (ep.is_unix). */
+	union {
+		uv_handle_t handle;
+		uv_stream_t stream;
+		uv_tcp_t tcp;
+		uv_pipe_t pipe;
+	} sock;
 	uv_connect_t connect_req;
 	enum link_state state;
-	bool have_addr;
-	char host[FR_HOST_MAX + 1];
-	char port[8];
+	/* FLIGHTREC_ADDR (`addr_given`), or where this attempt connects when it
+	 * is unset (pick_endpoint()); `where` names it in messages. */
+	bool addr_given;
+	bool addr_bad;                    /* FLIGHTREC_ADDR does not parse: never connects */
+	struct fr_endpoint ep;
+	char where[FR_HOST_MAX + 16];
+	/* The node daemon's socket tried when FLIGHTREC_ADDR is unset
+	 * (FLIGHTREC_NODE_SOCKET, else FR_NODE_SOCKET). */
+	char node_socket[FR_UNIX_PATH_MAX];
+	bool socket_refusal_said;
 	uint64_t backoff_ms;
 	uint64_t last_heartbeat_ms;
 	uint8_t *rbuf;
@@ -177,7 +206,7 @@ struct write_req {
 
 static size_t queued_bytes(void)
 {
-	return uv_stream_get_write_queue_size((uv_stream_t *)&L.tcp);
+	return uv_stream_get_write_queue_size(&L.sock.stream);
 }
 
 static void on_written(uv_write_t *req, int status)
@@ -214,7 +243,7 @@ static int send_frame(uint8_t *buf, size_t len, enum send_kind kind)
 	w->buf = buf;
 	w->dump_bytes = kind == SEND_DUMP ? len : 0;
 	b = uv_buf_init((char *)buf, (unsigned)len);
-	if (uv_write(&w->req, (uv_stream_t *)&L.tcp, &b, 1, on_written) < 0) {
+	if (uv_write(&w->req, &L.sock.stream, &b, 1, on_written) < 0) {
 		free(buf);
 		free(w);
 		return -EIO;
@@ -577,7 +606,7 @@ static void request_dump(const char *incident, const char *reason)
 	if (p->set) {
 		if (!L.said_dropped)
 			fprintf(stderr, "flightrec: rank %u: the daemon at %s asks for dumps faster than one at a time, %d ms apart; answering dump %s (and any such later) with no data\n",
-				fr_agent.id.rank, fr_agent.cfg.addr, DUMP_INTERVAL_MS, declined);
+				fr_agent.id.rank, L.where, DUMP_INTERVAL_MS, declined);
 		L.said_dropped = true;
 		upload(declined, NULL, 0);
 		if (!live)
@@ -655,7 +684,7 @@ static void disconnect(void)
 	uv_timer_stop(&L.defer);
 	if (link_open()) {
 		L.state = LINK_CLOSING;
-		uv_close((uv_handle_t *)&L.tcp, on_closed);
+		uv_close(&L.sock.handle, on_closed);
 	}
 }
 
@@ -694,7 +723,7 @@ static void refuse_unproven(const char *why)
 		return;
 	L.unproven_logged = true;
 	fprintf(stderr, "flightrec: rank %u: the daemon at %s did not prove it holds the token (%s): not connecting to it; recording locally, retrying every 30 s\n",
-		fr_agent.id.rank, fr_agent.cfg.addr, why);
+		fr_agent.id.rank, L.where, why);
 }
 
 /* The daemon's refusal: said once per reason, then the link closes. */
@@ -727,7 +756,7 @@ static void on_refused(const struct fr_msg_error *e)
 		}
 	}
 	fprintf(stderr, "flightrec: rank %u: the daemon at %s refused the connection: %s (code %u)%s\n",
-		fr_agent.id.rank, fr_agent.cfg.addr, msg, e->code,
+		fr_agent.id.rank, L.where, msg, e->code,
 		L.backoff_ms == REFUSED_BACKOFF_MS ? "; recording locally, retrying every 30 s" : "");
 	/* The daemon cannot tell a key of another job from a wrong token. */
 	if (e->code == FR_WIRE_ERR_AUTH_FAILED && L.have_job_key)
@@ -919,7 +948,7 @@ static void on_challenge_timeout(uv_timer_t *t)
 	} else if (L.state == LINK_VERIFY) {
 		if (!L.proof_late_logged && !L.stopping)
 			fprintf(stderr, "flightrec: rank %u: the daemon at %s did not answer in time (no proof of the token within %d s of the HELLO); recording locally, retrying\n",
-				fr_agent.id.rank, fr_agent.cfg.addr, PROOF_WAIT_MS / 1000);
+				fr_agent.id.rank, L.where, PROOF_WAIT_MS / 1000);
 		L.proof_late_logged |= !L.stopping;
 	} else {
 		return;
@@ -935,8 +964,9 @@ static void on_connected(uv_connect_t *req, int status)
 		return;
 	}
 	L.backoff_ms = BACKOFF_MIN_MS;
-	uv_tcp_nodelay(&L.tcp, 1);
-	uv_read_start((uv_stream_t *)&L.tcp, on_alloc, on_read);
+	if (!L.ep.is_unix)
+		uv_tcp_nodelay(&L.sock.tcp, 1);
+	uv_read_start(&L.sock.stream, on_alloc, on_read);
 	if (!L.token.len && !L.have_job_key) {
 		link_up();
 		return;
@@ -957,7 +987,7 @@ static void say_unusable(const char *var, const char *path, const char *why)
 		return;
 	L.token_unusable_said = true;
 	fprintf(stderr, "flightrec: rank %u: %s=%s: %s; not connecting to the daemon at %s until it can be read (recording and dumping locally meanwhile, reading it again before each attempt)\n",
-		fr_agent.id.rank, var, path, why, fr_agent.cfg.addr);
+		fr_agent.id.rank, var, path, why, L.where);
 }
 
 /*
@@ -1021,7 +1051,7 @@ static bool load_token(void)
 	if (L.token_loaded && L.token_unusable_said)
 		fprintf(stderr, "flightrec: rank %u: %s read; connecting to the daemon at %s\n",
 			fr_agent.id.rank, L.key_path[0] ? L.key_path : L.token_path,
-			fr_agent.cfg.addr);
+			L.where);
 	return L.token_loaded;
 }
 
@@ -1035,53 +1065,93 @@ static int resolve(struct sockaddr_storage *out)
 {
 	struct addrinfo hints = { .ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM };
 	struct addrinfo *res = NULL;
-	int port = atoi(L.port);
+	int port = atoi(L.ep.port);
 
-	if (uv_ip4_addr(L.host, port, (struct sockaddr_in *)out) == 0 ||
-	    uv_ip6_addr(L.host, port, (struct sockaddr_in6 *)out) == 0)
+	if (uv_ip4_addr(L.ep.host, port, (struct sockaddr_in *)out) == 0 ||
+	    uv_ip6_addr(L.ep.host, port, (struct sockaddr_in6 *)out) == 0)
 		return 0;
-	if (getaddrinfo(L.host, L.port, &hints, &res) != 0 || !res)
+	if (getaddrinfo(L.ep.host, L.ep.port, &hints, &res) != 0 || !res)
 		return -EHOSTUNREACH;
 	memcpy(out, res->ai_addr, res->ai_addrlen);
 	freeaddrinfo(res);
 	return 0;
 }
 
+/* A socket that fr_socket_check() refused: said once, then quiet. */
+static void say_socket_refused(const char *path, const char *why, bool found)
+{
+	if (L.socket_refusal_said)
+		return;
+	L.socket_refusal_said = true;
+	if (found)
+		fprintf(stderr, "flightrec: rank %u: not connecting to the node daemon's socket %s: it %s (anyone could have put it there); recording and dumping locally meanwhile, checking it again before each attempt\n",
+			fr_agent.id.rank, path, why);
+	else
+		fprintf(stderr, "flightrec: rank %u: FLIGHTREC_ADDR=unix:%s: not connecting: the socket %s (anyone could have put it there); recording and dumping locally meanwhile, checking it again before each attempt\n",
+			fr_agent.id.rank, path, why);
+}
+
+/*
+ * Where this attempt connects, into L.ep and L.where: FLIGHTREC_ADDR when
+ * it is set; else the node daemon's socket when one is there. A socket is connected to only when fr_socket_check() trusts
+ * it; checked before every attempt (stat()s on the link thread only), so
+ * that a daemon started after the job is found. Returns false when there
+ * is nowhere to connect this time.
+ */
+static bool pick_endpoint(void)
+{
+	char why[PATH_MAX + 128];
+	int rc;
+
+	if (L.addr_given) {
+		if (!L.ep.is_unix)
+			return true;
+		rc = fr_socket_check(L.ep.path, geteuid(), why, sizeof(why));
+		if (rc && rc != -ENOENT)
+			say_socket_refused(L.ep.path, why, false);
+		return rc == 0;
+	}
+	rc = L.node_socket[0] ? fr_socket_check(L.node_socket, geteuid(), why, sizeof(why)) :
+				-ENOENT;
+	if (rc == 0) {
+		L.ep.is_unix = true;
+		snprintf(L.ep.path, sizeof(L.ep.path), "%s", L.node_socket);
+		snprintf(L.where, sizeof(L.where), FR_UNIX_PREFIX "%s", L.node_socket);
+		return true;
+	}
+	if (rc != -ENOENT)
+		say_socket_refused(L.node_socket, why, true);
+	return false;
+}
+
 static void start_connect(void)
 {
 	struct sockaddr_storage addr;
 
-	if (!L.have_addr || L.stopping || L.state != LINK_IDLE)
+	if (L.addr_bad || L.stopping || L.state != LINK_IDLE)
 		return;
 	memset(&addr, 0, sizeof(addr));
-	if (!load_token() || resolve(&addr) < 0 || uv_tcp_init(&L.loop, &L.tcp) < 0) {
+	if (!load_token() || !pick_endpoint()) {
+		retry_later();
+		return;
+	}
+	if (L.ep.is_unix) {
+		if (uv_pipe_init(&L.loop, &L.sock.pipe, 0) < 0) {
+			retry_later();
+			return;
+		}
+		L.state = LINK_CONNECTING;
+		/* Fails through on_connected(), never here. */
+		uv_pipe_connect(&L.connect_req, &L.sock.pipe, L.ep.path, on_connected);
+		return;
+	}
+	if (resolve(&addr) < 0 || uv_tcp_init(&L.loop, &L.sock.tcp) < 0) {
 		retry_later();
 		return;
 	}
 	L.state = LINK_CONNECTING;
-	if (uv_tcp_connect(&L.connect_req, &L.tcp, (struct sockaddr *)&addr, on_connected) < 0)
+	if (uv_tcp_connect(&L.connect_req, &L.sock.tcp, (struct sockaddr *)&addr, on_connected) < 0)
 		disconnect();
-}
-
-/* "host:port" or "[v6]:port". */
-static bool parse_addr(const char *addr)
-{
-	const char *colon = strrchr(addr, ':');
-	size_t hlen;
-
-	if (!colon || colon == addr || !colon[1] || strlen(colon + 1) >= sizeof(L.port))
-		return false;
-	hlen = (size_t)(colon - addr);
-	if (addr[0] == '[' && colon[-1] == ']') {
-		addr++;
-		hlen -= 2;
-	}
-	if (hlen == 0 || hlen >= sizeof(L.host))
-		return false;
-	memcpy(L.host, addr, hlen);
-	L.host[hlen] = '\0';
-	snprintf(L.port, sizeof(L.port), "%s", colon + 1);
-	return true;
 }
 
 /* ---- the loop ---- */
@@ -1143,7 +1213,7 @@ static void close_all(void)
 			uv_close(handles[i], NULL);
 	if (link_open()) {
 		L.state = LINK_CLOSING;
-		uv_close((uv_handle_t *)&L.tcp, on_closed);
+		uv_close(&L.sock.handle, on_closed);
 	}
 }
 
@@ -1169,7 +1239,7 @@ static void say_goodbye(void)
 	announce_comms();
 	send_progress(false);
 	SEND_MSG(bye, &bye, SEND_KEEP);
-	if (req && uv_shutdown(req, (uv_stream_t *)&L.tcp, on_shutdown) == 0) {
+	if (req && uv_shutdown(req, &L.sock.stream, on_shutdown) == 0) {
 		/* Bounded: if the daemon does not read, close anyway. */
 		uv_timer_start(&L.tick, on_grace, STOP_GRACE_MS, 0);
 		return;
@@ -1224,6 +1294,36 @@ static void on_wake(uv_async_t *a)
 		begin_stop();
 }
 
+/*
+ * Reads FLIGHTREC_ADDR and FLIGHTREC_NODE_SOCKET (at start, with the
+ * application's other settings). An address that does not parse is said
+ * once and never connected to; the agent still records and dumps locally.
+ */
+static void read_endpoint(void)
+{
+	const char *node = getenv("FLIGHTREC_NODE_SOCKET");
+	const char *why;
+
+	if (!node || !*node)
+		node = FR_NODE_SOCKET;
+	if (strlen(node) < sizeof(L.node_socket) && node[0] == '/')
+		snprintf(L.node_socket, sizeof(L.node_socket), "%s", node);
+	else
+		fprintf(stderr, "flightrec: FLIGHTREC_NODE_SOCKET=%s is not an absolute path of at most %d bytes; not trying a node socket\n",
+			node, FR_UNIX_PATH_MAX - 1);
+	L.addr_given = fr_agent.cfg.addr[0] != '\0';
+	if (!L.addr_given) {
+		snprintf(L.where, sizeof(L.where), "%s%s", FR_UNIX_PREFIX, L.node_socket);
+		return;
+	}
+	snprintf(L.where, sizeof(L.where), "%s", fr_agent.cfg.addr);
+	if (fr_endpoint_parse(fr_agent.cfg.addr, &L.ep, &why) < 0) {
+		L.addr_bad = true;
+		fprintf(stderr, "flightrec: FLIGHTREC_ADDR=%s: %s; not connecting\n",
+			fr_agent.cfg.addr, why);
+	}
+}
+
 static void *link_main(void *arg)
 {
 	(void)arg;
@@ -1244,6 +1344,7 @@ int fr_link_start(void)
 	memset(&L, 0, sizeof(L));
 	pthread_mutex_init(&L.lock, NULL);
 	L.backoff_ms = BACKOFF_MIN_MS;
+	read_endpoint();
 	/* Read here, with the application's other settings; the file itself
 	 * is read on the link thread. */
 	token_path = getenv("FLIGHTREC_TOKEN_FILE");
@@ -1260,12 +1361,6 @@ int fr_link_start(void)
 	if (too_long) {
 		L.path_too_long = true;
 		say_unusable(too_long, "...", "too long a path");
-	}
-	if (fr_agent.cfg.addr[0]) {
-		L.have_addr = parse_addr(fr_agent.cfg.addr);
-		if (!L.have_addr)
-			fprintf(stderr, "flightrec: FLIGHTREC_ADDR=%s is not host:port; not connecting\n",
-				fr_agent.cfg.addr);
 	}
 	rc = uv_loop_init(&L.loop);
 	if (rc < 0)
@@ -1337,7 +1432,7 @@ void fr_link_forget_in_child(void)
 	if (link_open()) {
 		uv_os_fd_t fd;
 
-		if (uv_fileno((uv_handle_t *)&L.tcp, &fd) == 0)
+		if (uv_fileno(&L.sock.handle, &fd) == 0)
 			close(fd);
 	}
 	if (L.running) {

@@ -61,6 +61,7 @@ struct daemon_config {
 	struct sockaddr_storage http_addr;
 	const char *dump_dir;
 	const char *ports_file;     /* NULL: none */
+	const char *agent_socket;   /* --agent-socket: a Unix socket for agents; NULL: none */
 	double timeout_s;           /* an op in flight longer than this is a hang */
 	double heartbeat_timeout_s; /* a rank silent longer than this is unresponsive */
 	double dump_deadline_s;     /* how long an incident waits for dumps */
@@ -140,6 +141,10 @@ struct flightrecd {
 	struct notify notify;
 	uv_loop_t *loop;
 	uv_tcp_t server;
+	/* The --agent-socket listener; `agent_socket_bound` once its file is
+	 * ours to unlink on a clean stop. */
+	uv_pipe_t agent_pipe;
+	bool agent_socket_bound;
 	uv_timer_t tick_timer;
 	uv_timer_t watchdog_timer;
 	uv_signal_t sigterm;

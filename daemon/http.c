@@ -402,12 +402,17 @@ static json_t *rank_json(const struct live_rank *r, const struct fr_trace *t, ui
 			     (double)(now_mono - r->last_seen_mono) / NS_PER_S :
 			     0.0;
 
-	return json_pack("{s:I, s:s, s:I, s:s, s:f, s:I, s:I, s:o, s:o}", "rank",
-			 (json_int_t)t->rank, "host", t->host, "pid", (json_int_t)t->pid, "state",
-			 registry_rank_state_name(r->state), "last_seen_s_ago", ago,
-			 "ring_capacity", (json_int_t)r->ring_capacity, "start_ns",
-			 (json_int_t)r->start_ns, "comms", rank_comms_json(t), "inflight",
-			 inflight_json(t, now));
+	json_t *o = json_pack("{s:I, s:s, s:I, s:s, s:f, s:I, s:I, s:o, s:o}", "rank",
+			      (json_int_t)t->rank, "host", t->host, "pid", (json_int_t)t->pid,
+			      "state", registry_rank_state_name(r->state), "last_seen_s_ago", ago,
+			      "ring_capacity", (json_int_t)r->ring_capacity, "start_ns",
+			      (json_int_t)r->start_ns, "comms", rank_comms_json(t), "inflight",
+			      inflight_json(t, now));
+
+	/* Only a rank on the Unix socket has a uid the kernel vouches for. */
+	if (o && r->has_uid)
+		json_object_set_new(o, "uid", json_integer((json_int_t)r->uid));
+	return o;
 }
 
 /* Writes `s` as a JSON string. */

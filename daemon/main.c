@@ -79,10 +79,12 @@ enum {
 	OPT_MAX_MEMORY,
 	OPT_HTTP_ALLOWED_HOSTS,
 	OPT_INSECURE,
+	OPT_AGENT_SOCKET,
 };
 
 static const struct option long_options[] = {
 	{ "listen", required_argument, NULL, OPT_LISTEN },
+	{ "agent-socket", required_argument, NULL, OPT_AGENT_SOCKET },
 	{ "http", required_argument, NULL, OPT_HTTP },
 	{ "dump-dir", required_argument, NULL, OPT_DUMP_DIR },
 	{ "timeout", required_argument, NULL, OPT_TIMEOUT },
@@ -115,6 +117,13 @@ static void usage(FILE *out)
 		"every rank's dump into an incident directory.\n"
 		"\n"
 		"  --listen ADDR:PORT           agent port (default " DEFAULT_LISTEN ")\n"
+		"  --agent-socket PATH          agents may also connect to a Unix socket at\n"
+		"                               PATH (e.g. /run/flightrec/agent.sock, where\n"
+		"                               agents look when FLIGHTREC_ADDR is unset); its\n"
+		"                               directory must exist, owned by this user or\n"
+		"                               root and not writable by others unless sticky;\n"
+		"                               a stale socket of this user there is replaced;\n"
+		"                               made mode 0666, removed on a clean stop\n"
 		"  --http ADDR:PORT             HTTP API (default " DEFAULT_HTTP ")\n"
 		"  --dump-dir DIR               incident directories (default " DEFAULT_DUMP_DIR ")\n"
 		"  --timeout SECONDS            an operation waiting longer is a hang (default 300)\n"
@@ -297,6 +306,11 @@ static int parse_args(int argc, char **argv, struct daemon_config *cfg)
 		case OPT_LISTEN:
 			if (parse_addr(optarg, &cfg->listen_addr))
 				return bad_option("listen", optarg);
+			break;
+		case OPT_AGENT_SOCKET:
+			if (optarg[0] != '/')
+				return bad_option("agent-socket", optarg);
+			cfg->agent_socket = optarg;
 			break;
 		case OPT_HTTP:
 			if (parse_addr(optarg, &cfg->http_addr))

@@ -180,6 +180,10 @@ void ratelog_offender_addr(const char *peer, char *out, size_t cap)
 	const char *colon = strrchr(peer, ':');
 	size_t n = colon && colon != peer ? (size_t)(colon - peer) : strlen(peer);
 
+	/* A Unix peer "unix:uid=N,pid=M" is its user, whatever its process. */
+	if (strncmp(peer, "unix:", 5) == 0)
+		n = strcspn(peer, ",");
+
 	if (n >= cap)
 		n = cap - 1;
 	memcpy(out, peer, n);

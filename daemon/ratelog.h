@@ -25,8 +25,9 @@ bool ratelog_at(uint64_t now_mono, const char *limit, const char *offender, cons
 void ratelog_sweep(uint64_t now_mono);
 /* Lines held back since startup (/metrics). */
 uint64_t ratelog_held_total(void);
-/* The address of a peer "1.2.3.4:5678" or "[::1]:5678" without its port:
- * an agent reconnecting in a loop is one offender whatever its port. */
+/* The address of a peer "1.2.3.4:5678" or "[::1]:5678" without its port,
+ * a Unix peer "unix:uid=N,pid=M" without its pid: an agent reconnecting in
+ * a loop is one offender whatever its port or process. */
 void ratelog_offender_addr(const char *peer, char *out, size_t cap);
 
 #endif

@@ -576,6 +576,8 @@ int registry_hello(struct flightrecd *d, struct conn *c, const struct fr_msg_hel
 		conn_close(old);
 	}
 	rank_take_hello(job, r, m);
+	r->has_uid = c->has_cred;
+	r->uid = c->uid;
 	r->refusal_logged = false;
 	r->conn = c;
 	job->nconnected++;
@@ -1309,6 +1311,8 @@ static int live_view_build(const struct flightrecd *d, const struct job *job, bo
 			lr->last_seen_mono = r->last_seen_mono;
 			lr->ring_capacity = r->ring_capacity;
 			lr->start_ns = r->start_ns;
+			lr->has_uid = r->has_uid;
+			lr->uid = r->uid;
 			err = rank_trace(d, job, r, now_mono, lv->comms, t);
 		}
 		if (err) {

@@ -80,6 +80,9 @@ struct job_rank {
 	uint64_t disconnected_mono;
 	uint32_t pid;
 	char host[FR_HOST_MAX + 1];
+	/* The uid of a rank connected over the Unix socket (SO_PEERCRED). */
+	bool has_uid;
+	uint32_t uid;
 	char comm_lib[FR_LIBVER_MAX + 1];
 	uint32_t ring_capacity;     /* from HELLO */
 	uint64_t start_ns;          /* agent start, CLOCK_REALTIME, from HELLO */
@@ -208,6 +211,8 @@ struct live_rank {
 	uint64_t last_seen_mono;
 	uint32_t ring_capacity;
 	uint64_t start_ns;
+	bool has_uid;               /* connected over the Unix socket: its uid */
+	uint32_t uid;
 };
 
 /*

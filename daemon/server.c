@@ -1,6 +1,8 @@
 /*
- * The agent-facing TCP server: accepts connections, reassembles frames from
- * each byte stream, decodes them and hands them to the registry and the
+ * The agent-facing server: accepts connections on --listen (TCP) and on
+ * --agent-socket (a Unix socket; agent_socket.c readies its file), handles
+ * both kinds as one uv_stream_t from then on, reassembles frames from each
+ * byte stream, decodes them and hands them to the registry and the
  * incident collector. A connection that sends anything malformed is closed,
  * counted and logged; everyone else keeps being served.
  *
@@ -16,7 +18,8 @@
  * holds: a connection that never says HELLO is closed.
  *
  * Connections that have not said HELLO are also counted per peer address
- * (pending.c; an IPv6 peer by its /64), so that one address cannot hold
+ * (pending.c; an IPv6 peer by its /64, a Unix peer by its uid: it has no
+ * address, and its uid is the kernel's word), so that one address cannot hold
  * the daemon's connections without registering. Many addresses together
  * cannot either: at most half of --max-connections may wait for their
  * HELLO at once, and at --max-connections, or at that half, the
@@ -29,6 +32,7 @@
 #include "server.h"
 #include "daemon.h"
 #include "addr.h"
+#include "agent_socket.h"
 #include "clock.h"
 #include "incident.h"
 #include "log.h"
@@ -46,6 +50,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #define LISTEN_BACKLOG 511
 /* How often connections are checked against --hello-timeout. */
@@ -143,7 +150,7 @@ static void conn_send_error(struct conn *c, uint16_t code, const char *message)
 	if (n < 0)
 		return;
 	buf = uv_buf_init((char *)frame, (unsigned)n);
-	uv_try_write((uv_stream_t *)&c->tcp, &buf, 1);
+	uv_try_write(&c->sock.stream, &buf, 1);
 }
 
 /*
@@ -278,8 +285,8 @@ void conn_close(struct conn *c)
 	conn_hello_settled(c);
 	registry_conn_lost(c->d, c);
 	look_conn_closed(c);
-	uv_read_stop((uv_stream_t *)&c->tcp);
-	uv_close((uv_handle_t *)&c->tcp, on_conn_closed);
+	uv_read_stop(&c->sock.stream);
+	uv_close(&c->sock.handle, on_conn_closed);
 }
 
 static void on_write_done(uv_write_t *req, int status)
@@ -311,7 +318,7 @@ static int conn_write_frame(struct conn *c, struct conn_write *w, int n)
 	}
 	w->conn = c;
 	buf = uv_buf_init((char *)w->frame, (unsigned)n);
-	err = uv_write(&w->req, (uv_stream_t *)&c->tcp, &buf, 1, on_write_done);
+	err = uv_write(&w->req, &c->sock.stream, &buf, 1, on_write_done);
 	if (err) {
 		free(w);
 		return err;
@@ -786,51 +793,90 @@ static void on_rejected_closed(uv_handle_t *h)
 	free(h);
 }
 
+/* A handle of the listener's kind, for a connection it accepts. */
+static int stream_init(struct flightrecd *d, uv_stream_t *listener, uv_stream_t *s)
+{
+	if (listener->type == UV_NAMED_PIPE)
+		return uv_pipe_init(d->loop, (uv_pipe_t *)s, 0);
+	return uv_tcp_init(d->loop, (uv_tcp_t *)s);
+}
+
+/*
+ * Who is at the other end of an accepted stream: `peer` for log lines and
+ * `key`, what the per-address limits count it under. A TCP peer is its
+ * address (the key without the port, daemon_addr_key()); a Unix peer has
+ * none, so it is its credentials, which the kernel vouches for
+ * ("unix:uid=N,pid=M"), counted per user ("unix:uid=N"), so that one user
+ * on the node cannot hold the connections another user's ranks need.
+ * Returns whether `cred` received a Unix peer's credentials. Writes
+ * "unknown peer" when the kernel will not say.
+ */
+static bool stream_peer(uv_stream_t *s, char *peer, size_t peer_cap, char *key, size_t key_cap,
+			struct ucred *cred)
+{
+	struct sockaddr_storage ss;
+	int len = sizeof(ss);
+
+	if (s->type == UV_NAMED_PIPE) {
+		struct ucred uc;
+		socklen_t uclen = sizeof(uc);
+		uv_os_fd_t fd;
+
+		if (uv_fileno((uv_handle_t *)s, &fd) == 0 &&
+		    getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &uc, &uclen) == 0) {
+			snprintf(peer, peer_cap, "unix:uid=%u,pid=%d", (unsigned)uc.uid, (int)uc.pid);
+			snprintf(key, key_cap, "unix:uid=%u", (unsigned)uc.uid);
+			*cred = uc;
+			return true;
+		}
+	} else if (uv_tcp_getpeername((uv_tcp_t *)s, (struct sockaddr *)&ss, &len) == 0 &&
+		   daemon_format_addr((const struct sockaddr *)&ss, peer, peer_cap) == 0 &&
+		   daemon_addr_key((const struct sockaddr *)&ss, key, key_cap) == 0) {
+		return false;
+	}
+	snprintf(peer, peer_cap, "unknown peer");
+	snprintf(key, key_cap, "unknown peer");
+	return false;
+}
+
 /*
  * Accepts and closes a connection that cannot be served, so it does not
  * linger; `over_limit` when it is over --max-connections, which is logged
  * once per peer address a minute.
  */
-static void server_refuse(struct flightrecd *d, bool over_limit)
+static void server_refuse(struct flightrecd *d, uv_stream_t *listener, bool over_limit)
 {
-	uv_tcp_t *t = malloc(sizeof(*t));
-	struct sockaddr_storage ss;
-	int len = sizeof(ss);
+	union agent_stream *t = malloc(sizeof(*t));
 	char peer[INET6_ADDRSTRLEN + 8];
 	char addr[INET6_ADDRSTRLEN + 8];
+	struct ucred cred;
 
 	if (!t)
 		return;
-	uv_tcp_init(d->loop, t);
-	if (uv_accept((uv_stream_t *)&d->server, (uv_stream_t *)t) == 0) {
+	stream_init(d, listener, &t->stream);
+	if (uv_accept(listener, &t->stream) == 0) {
 		d->m.connections_rejected++;
 		if (over_limit) {
-			if (uv_tcp_getpeername(t, (struct sockaddr *)&ss, &len) ||
-			    daemon_format_addr((const struct sockaddr *)&ss, peer, sizeof(peer)) ||
-			    daemon_addr_key((const struct sockaddr *)&ss, addr, sizeof(addr))) {
-				snprintf(peer, sizeof(peer), "unknown peer");
-				snprintf(addr, sizeof(addr), "unknown peer");
-			}
+			stream_peer(&t->stream, peer, sizeof(peer), addr, sizeof(addr), &cred);
 			ratelog("connections", addr,
 				"refusing the connection from %s: %zu agent connections are open, the most --max-connections allows",
 				peer, d->nconns);
 		}
 	}
-	uv_close((uv_handle_t *)t, on_rejected_closed);
+	uv_close(&t->handle, on_rejected_closed);
 }
 
-/* The peer's address and port, and the key it is counted under. */
+/* The peer's address and port (or credentials), and the key it is counted under. */
 static void conn_set_peer(struct conn *c)
 {
 	struct server_conn *sc = server_conn(c);
-	struct sockaddr_storage ss;
-	int len = sizeof(ss);
+	struct ucred cred;
 
-	if (uv_tcp_getpeername(&c->tcp, (struct sockaddr *)&ss, &len) ||
-	    daemon_format_addr((const struct sockaddr *)&ss, c->peer, sizeof(c->peer)) ||
-	    daemon_addr_key((const struct sockaddr *)&ss, sc->addr, sizeof(sc->addr))) {
-		snprintf(c->peer, sizeof(c->peer), "unknown peer");
-		snprintf(sc->addr, sizeof(sc->addr), "unknown peer");
+	c->has_cred = stream_peer(&c->sock.stream, c->peer, sizeof(c->peer), sc->addr,
+				  sizeof(sc->addr), &cred);
+	if (c->has_cred) {
+		c->uid = (uint32_t)cred.uid;
+		c->pid = (uint32_t)cred.pid;
 	}
 }
 
@@ -876,30 +922,31 @@ static int server_count_pending(struct flightrecd *d, struct conn *c)
 	return 0;
 }
 
-static void server_accept(struct flightrecd *d)
+static void server_accept(struct flightrecd *d, uv_stream_t *listener)
 {
 	struct server_conn *sc = calloc(1, sizeof(*sc));
 	struct conn *c = sc ? &sc->conn : NULL;
 	int err;
 
 	if (!c) {
-		server_refuse(d, false);
+		server_refuse(d, listener, false);
 		return;
 	}
 	sc->accepted_mono = daemon_mono_ns();
 	sc->accepted_turn = uv_now(d->loop);
 	c->d = d;
 	c->need = FR_WIRE_HEADER_SIZE;
-	uv_tcp_init(d->loop, &c->tcp);
-	c->tcp.data = c;
-	err = uv_accept((uv_stream_t *)&d->server, (uv_stream_t *)&c->tcp);
+	stream_init(d, listener, &c->sock.stream);
+	c->sock.handle.data = c;
+	err = uv_accept(listener, &c->sock.stream);
 	if (!err) {
 		conn_set_peer(c);
 		err = server_count_pending(d, c);
 	}
 	if (!err) {
-		uv_tcp_nodelay(&c->tcp, 1);
-		err = uv_read_start((uv_stream_t *)&c->tcp, on_alloc, on_read);
+		if (c->sock.stream.type == UV_TCP)
+			uv_tcp_nodelay(&c->sock.tcp, 1);
+		err = uv_read_start(&c->sock.stream, on_alloc, on_read);
 	}
 	c->next = d->conns;
 	if (d->conns)
@@ -911,7 +958,7 @@ static void server_accept(struct flightrecd *d)
 			daemon_log("cannot accept a connection: %s", uv_strerror(err));
 		c->closing = true;
 		conn_hello_settled(c);
-		uv_close((uv_handle_t *)&c->tcp, on_conn_closed);
+		uv_close(&c->sock.handle, on_conn_closed);
 		return;
 	}
 	if (daemon_has_token(d)) {
@@ -1005,13 +1052,44 @@ static void on_connection(uv_stream_t *s, int status)
 	}
 	pthread_mutex_lock(&d->lock);
 	if (d->stopping)
-		server_refuse(d, false);
+		server_refuse(d, s, false);
 	else if (d->nconns >= d->cfg.max_connections &&
 		 !server_evict_pending(d, "--max-connections are open"))
-		server_refuse(d, true);
+		server_refuse(d, s, true);
 	else
-		server_accept(d);
+		server_accept(d, s);
 	pthread_mutex_unlock(&d->lock);
+}
+
+/*
+ * Listens on --agent-socket as well: the same connections, limits and
+ * handshake as --listen, on a socket any user's job may connect to (mode
+ * 0666: the token, when there is one, is what authenticates; without one,
+ * the socket's owner and directory are what agents trust, endpoint.h).
+ */
+static int server_listen_unix(struct flightrecd *d)
+{
+	const char *path = d->cfg.agent_socket;
+	int err;
+
+	if (agent_socket_prepare(path))
+		return -1;
+	uv_pipe_init(d->loop, &d->agent_pipe, 0);
+	d->agent_pipe.data = d;
+	err = uv_pipe_bind(&d->agent_pipe, path);
+	if (!err) {
+		d->agent_socket_bound = true;
+		if (chmod(path, 0666) < 0)
+			err = uv_translate_sys_error(errno);
+	}
+	if (!err)
+		err = uv_listen((uv_stream_t *)&d->agent_pipe, LISTEN_BACKLOG, on_connection);
+	if (err) {
+		daemon_log("cannot listen on --agent-socket %s: %s", path, uv_strerror(err));
+		return -1;
+	}
+	daemon_log("agents may also connect to %s", path);
+	return 0;
 }
 
 int server_start(struct flightrecd *d)
@@ -1039,6 +1117,8 @@ int server_start(struct flightrecd *d)
 				       ((struct sockaddr_in6 *)&ss)->sin6_port :
 				       ((struct sockaddr_in *)&ss)->sin_port);
 	daemon_set_port(&d->cfg.listen_addr, d->listen_port);
+	if (d->cfg.agent_socket && server_listen_unix(d))
+		return -1;
 	uv_timer_init(d->loop, &hello_timer);
 	hello_timer.data = d;
 	/* Never what keeps the loop running. */
@@ -1053,6 +1133,15 @@ void server_close_all(struct flightrecd *d)
 {
 	if (d->server.type == UV_TCP && !uv_is_closing((uv_handle_t *)&d->server))
 		uv_close((uv_handle_t *)&d->server, NULL);
+	if (d->agent_pipe.type == UV_NAMED_PIPE && !uv_is_closing((uv_handle_t *)&d->agent_pipe))
+		uv_close((uv_handle_t *)&d->agent_pipe, NULL);
+	/* Only the file this daemon bound: a refused start leaves another's be. */
+	if (d->agent_socket_bound) {
+		if (unlink(d->cfg.agent_socket) < 0 && errno != ENOENT)
+			daemon_log("cannot remove --agent-socket %s: %s", d->cfg.agent_socket,
+				   strerror(errno));
+		d->agent_socket_bound = false;
+	}
 	if (hello_timer_started && !uv_is_closing((uv_handle_t *)&hello_timer))
 		uv_close((uv_handle_t *)&hello_timer, NULL);
 	for (struct conn *c = d->conns; c; c = c->next)

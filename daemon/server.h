@@ -1,4 +1,4 @@
-/* The agent-facing TCP server and its connections (server.c). */
+/* The agent-facing server (TCP and Unix socket) and its connections (server.c). */
 #ifndef FR_DAEMON_SERVER_H
 #define FR_DAEMON_SERVER_H
 
@@ -12,13 +12,26 @@ struct flightrecd;
 struct job;
 struct look_conn;
 
-/* One agent connection. */
+/* A libuv stream of either kind an agent connects over. */
+union agent_stream {
+	uv_handle_t handle;
+	uv_stream_t stream;
+	uv_tcp_t tcp;             /* --listen */
+	uv_pipe_t pipe;           /* --agent-socket */
+};
+
+/* One agent connection: over TCP (--listen) or the Unix socket (--agent-socket). */
 struct conn {
-	uv_tcp_t tcp;
+	union agent_stream sock;
 	struct flightrecd *d;
 	struct conn *prev;
 	struct conn *next;
+	/* "1.2.3.4:N", "[::1]:N", or "unix:uid=N,pid=M" for a Unix peer. */
 	char peer[INET6_ADDRSTRLEN + 8];
+	/* A Unix peer's credentials (SO_PEERCRED) when it connected. */
+	bool has_cred;
+	uint32_t uid;
+	uint32_t pid;
 	bool closing;
 	/* Closed by the daemon over a refused frame, which its log line told:
 	 * the disconnect that follows is not news. */

@@ -156,6 +156,8 @@ static void test_offender_addr_drops_the_port(void **state)
 	assert_string_equal(out, "10.1.2.3");
 	ratelog_offender_addr("[fe80::1]:7420", out, sizeof(out));
 	assert_string_equal(out, "[fe80::1]");
+	ratelog_offender_addr("unix:uid=1000,pid=4242", out, sizeof(out));
+	assert_string_equal(out, "unix:uid=1000");
 	ratelog_offender_addr("unknown peer", out, sizeof(out));
 	assert_string_equal(out, "unknown peer");
 }
