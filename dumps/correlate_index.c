@@ -648,62 +648,17 @@ static void streams_check(struct ctx *cx)
 }
 
 /*
- * The member lists already read, by address and size: the daemon's live
- * view lends every rank's trace the one list of each communicator, so a
- * list of N members is met N times, and reading it each time would cost N
- * squared.
- */
-struct lists_seen {
-	const struct fr_comm **lists;
-	size_t n;
-	size_t cap;
-	uint32_t *slots;
-	size_t slots_cap;
-};
-
-static size_t list_slot(const struct lists_seen *ls, const struct fr_comm *fc)
-{
-	return mix64((uint64_t)(uintptr_t)fc->members ^ fc->size) & (ls->slots_cap - 1);
-}
-
-/* 1 when fc's list was seen before, else 0 (and it is now), or -ENOMEM. */
-static int list_seen(struct lists_seen *ls, const struct fr_comm *fc)
-{
-	size_t s = list_slot(ls, fc);
-
-	for (; ls->slots[s] != NONE; s = (s + 1) & (ls->slots_cap - 1)) {
-		const struct fr_comm *o = ls->lists[ls->slots[s]];
-
-		if (o->members == fc->members && o->size == fc->size)
-			return 1;
-	}
-	if (grow_array((void **)&ls->lists, &ls->cap, ls->n + 1, sizeof(*ls->lists)) < 0)
-		return -ENOMEM;
-	ls->lists[ls->n] = fc;
-	ls->slots[s] = (uint32_t)ls->n++;
-	if (ls->n * 2 > ls->slots_cap) {
-		if (slots_renew(&ls->slots, &ls->slots_cap, ls->n) < 0)
-			return -ENOMEM;
-		for (size_t i = 0; i < ls->n; i++)
-			slot_put(ls->slots, ls->slots_cap, list_slot(ls, ls->lists[i]),
-				 (uint32_t)i);
-	}
-	return 0;
-}
-
-/*
  * The world: one more than the highest rank any trace is or lists, and at
- * least `world_size`. Each distinct list is read once (struct lists_seen).
+ * least `world_size`. Each distinct list is read once (struct fr_lists).
  */
 static int world_of(const struct fr_trace *const *traces, size_t ntraces, uint32_t world_size,
 		    uint32_t *out)
 {
-	struct lists_seen ls = { 0 };
+	struct fr_lists ls = { 0 };
 	uint32_t w = world_size;
-	int rc;
+	uint64_t *val;
+	int rc = 0;
 
-	if ((rc = slots_init(&ls.slots, &ls.slots_cap, 64)) < 0)
-		return rc;
 	for (size_t i = 0; i < ntraces; i++) {
 		const struct fr_trace *t = traces[i];
 
@@ -716,7 +671,7 @@ static int world_of(const struct fr_trace *const *traces, size_t ntraces, uint32
 
 			if (!fc->members || !fc->size)
 				continue;
-			if ((rc = list_seen(&ls, fc)) < 0)
+			if ((rc = fr_lists_find(&ls, fc, &val)) < 0)
 				goto out_free;
 			for (uint32_t k = 0; !rc && k < fc->size; k++)
 				if (fc->members[k] != NONE && fc->members[k] >= w)
@@ -726,8 +681,7 @@ static int world_of(const struct fr_trace *const *traces, size_t ntraces, uint32
 	rc = 0;
 	*out = w;
 out_free:
-	free(ls.lists);
-	free(ls.slots);
+	fr_lists_free(&ls);
 	return rc;
 }
 
