@@ -106,7 +106,7 @@ static struct fr_op *add_op(struct fr_trace *t, size_t *cap, const char *comm,
 static int make_trace(struct fr_trace *t, uint32_t rank, uint32_t n, uint32_t laggard,
 		      uint32_t *world, uint32_t *node_members)
 {
-	size_t ccap = 0, ocap = 0;
+	size_t ccap = 2, ocap = 0;
 	uint32_t node = rank / NODE;
 	uint32_t nsize = n - node * NODE < NODE ? n - node * NODE : NODE;
 	char nid[32];
@@ -121,6 +121,10 @@ static int make_trace(struct fr_trace *t, uint32_t rank, uint32_t n, uint32_t la
 	snprintf(t->comm_lib, sizeof(t->comm_lib), "Open MPI v4.1.4");
 	t->time_ns = NOW_NS;
 	snprintf(nid, sizeof(nid), "node.%" PRIu32, node);
+	/* Allocated to size, as trace_add_comms() and trace_add_ops() do. */
+	t->comms = malloc(ccap * sizeof(*t->comms));
+	if (!t->comms || (rank != laggard && fr_trace_reserve_ops(t, 2, &ocap) < 0))
+		return -ENOMEM;
 	if (add_comm(t, &ccap, "world", rank, n, world, rank == laggard ? SEQ - 1 : SEQ) < 0 ||
 	    add_comm(t, &ccap, nid, rank % NODE, nsize, node_members + node * NODE, 40) < 0)
 		return -ENOMEM;
