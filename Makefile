@@ -228,8 +228,9 @@ $(BENCH_LOAD): $(call obj,bench/loadgen.c) $(CORE_LIB)
 	$(Q)$(CC) $(LDFLAGS) -o $@ $(call obj,bench/loadgen.c) $(CORE_LIB) \
 		$$($(PKG_CONFIG) --libs jansson) -lpthread -lm
 
-bench: all $(MPI_PROGS) $(NCCL_FAKE) $(BENCH_GEN) $(BENCH_LOAD)
+bench: all $(MPI_PROGS) $(NCCL_FAKE) $(BENCH_GEN) $(BENCH_LOAD) $(BENCH_SCALE)
 	$(Q)BUILD=$(BUILD) bench/run
+	$(Q)$(BENCH_SCALE)
 	$(Q)BUILD=$(BUILD) bench/analyze.sh
 	$(Q)BUILD=$(BUILD) bench/load.sh
 
