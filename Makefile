@@ -211,6 +211,15 @@ $(BENCH_GEN): $(call obj,bench/gen_dumps.c) $(CORE_LIB)
 	$(Q)$(CC) $(LDFLAGS) -o $@ $(call obj,bench/gen_dumps.c) $(CORE_LIB) \
 		$$($(PKG_CONFIG) --libs jansson) -lm
 
+# What one live verdict costs as the job grows: fr_correlate() on the
+# traces of a live view of 4096 to 65536 ranks.
+BENCH_SCALE := $(BUILD)/bench/scale_correlate
+$(BENCH_SCALE): $(call obj,bench/scale_correlate.c) $(CORE_LIB)
+	@mkdir -p $(dir $@)
+	@$(if $(Q),echo "  LD      $@")
+	$(Q)$(CC) $(LDFLAGS) -o $@ $(call obj,bench/scale_correlate.c) $(CORE_LIB) \
+		$$($(PKG_CONFIG) --libs jansson) -lm
+
 # The simulated agents of bench/load.sh: RANKS ranks from one process.
 BENCH_LOAD := $(BUILD)/bench/loadgen
 $(BENCH_LOAD): $(call obj,bench/loadgen.c) $(CORE_LIB)
@@ -219,8 +228,9 @@ $(BENCH_LOAD): $(call obj,bench/loadgen.c) $(CORE_LIB)
 	$(Q)$(CC) $(LDFLAGS) -o $@ $(call obj,bench/loadgen.c) $(CORE_LIB) \
 		$$($(PKG_CONFIG) --libs jansson) -lpthread -lm
 
-bench: all $(MPI_PROGS) $(NCCL_FAKE) $(BENCH_GEN) $(BENCH_LOAD)
+bench: all $(MPI_PROGS) $(NCCL_FAKE) $(BENCH_GEN) $(BENCH_LOAD) $(BENCH_SCALE)
 	$(Q)BUILD=$(BUILD) bench/run
+	$(Q)$(BENCH_SCALE)
 	$(Q)BUILD=$(BUILD) bench/analyze.sh
 	$(Q)BUILD=$(BUILD) bench/load.sh
 

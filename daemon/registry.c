@@ -1113,8 +1113,12 @@ static uint32_t trace_comm_rank(const struct job_rank *r, const struct rank_comm
 static int trace_add_comms(const struct job *job, const struct job_rank *r,
 			   const struct live_comm *comms, struct fr_trace *t)
 {
-	size_t cap = 0;
+	size_t cap = r->ncomms;
 
+	/* Allocated to size: a view holds one trace per rank, and room for
+	 * sixteen communicators (the first growth) was most of its bytes. */
+	if (cap && !(t->comms = malloc(cap * sizeof(*t->comms))))
+		return -ENOMEM;
 	for (size_t i = 0; i < r->ncomms; i++) {
 		const struct rank_comm *rc = &r->comms[i];
 		const struct job_comm *jc = registry_job_comm(job, rc->id);
@@ -1148,6 +1152,9 @@ static int trace_add_ops(const struct job *job, const struct job_rank *r, struct
 {
 	size_t cap = 0;
 
+	/* To size, as trace_add_comms() does. */
+	if (fr_trace_reserve_ops(t, r->nops, &cap) < 0)
+		return -ENOMEM;
 	for (size_t i = 0; i < r->nops; i++) {
 		const struct rank_op *ro = &r->ops[i];
 		struct fr_op *op = fr_trace_add_op(t, &cap);

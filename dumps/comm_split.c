@@ -41,6 +41,20 @@ static uint64_t members_set(const struct fr_comm *c)
 	return h ? h : 1;
 }
 
+/* members_set() of a list hashed before (a manifest lends all its views
+ * one list per communicator), else hashed now. */
+static uint64_t lists_set(struct fr_lists *hashed, const struct fr_comm *c)
+{
+	uint64_t *val;
+	int seen = fr_lists_find(hashed, c, &val);
+
+	if (seen < 0)
+		return members_set(c);
+	if (!seen)
+		*val = members_set(c);
+	return *val;
+}
+
 /* By id, then complete lists by size and set, then the incomplete ones. */
 static int cmp_comm_use(const void *x, const void *y)
 {
@@ -216,6 +230,7 @@ int fr_traces_split_comms(struct fr_trace *const *traces, size_t n, FILE *note,
 			  const char *prog)
 {
 	struct id_set ids = { 0 };
+	struct fr_lists hashed = { 0 };
 	struct comm_use *uses;
 	size_t total = 0;
 	int nsplit = 0, rc = 0;
@@ -234,9 +249,10 @@ int fr_traces_split_comms(struct fr_trace *const *traces, size_t n, FILE *note,
 		for (size_t j = 0; j < traces[i]->ncomms; j++, k++) {
 			struct fr_comm *c = &traces[i]->comms[j];
 
-			uses[k] = (struct comm_use){ traces[i], c, members_set(c) };
+			uses[k] = (struct comm_use){ traces[i], c, lists_set(&hashed, c) };
 		}
 	}
+	fr_lists_free(&hashed);
 	qsort(uses, total, sizeof(*uses), cmp_comm_use);
 	for (size_t k = 0; k < total; k++)
 		memcpy(ids.ids[k], uses[k].c->id, sizeof(ids.ids[k]));

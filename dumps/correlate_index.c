@@ -425,8 +425,9 @@ static int comm_note_user(struct cinfo *c, uint32_t rank)
 static int comm_merge(struct cinfo *c, const struct fr_comm *fc)
 {
 	/* A writer may list a communicator without knowing its members. */
-	if (!fc->members || fc->size == 0)
+	if (!fc->members || fc->size == 0 || fc->members == c->merged_from)
 		return 0;
+	c->merged_from = fc->members;
 	if (!c->merged) {
 		c->merged = malloc(fc->size * sizeof(*c->merged));
 		c->ent = calloc(fc->size, sizeof(*c->ent));
@@ -646,13 +647,17 @@ static void streams_check(struct ctx *cx)
 	}
 }
 
-int fr_corr_ctx_build(struct ctx *cx, const struct fr_trace *const *traces, size_t ntraces,
-		      uint32_t world_size)
+/*
+ * The world: one more than the highest rank any trace is or lists, and at
+ * least `world_size`. Each distinct list is read once (struct fr_lists).
+ */
+static int world_of(const struct fr_trace *const *traces, size_t ntraces, uint32_t world_size,
+		    uint32_t *out)
 {
-	size_t total_ops = 0, most_ops = 0;
-	size_t total_infl = 0;
-	size_t infl_cap = 0;
+	struct fr_lists ls = { 0 };
 	uint32_t w = world_size;
+	uint64_t *val;
+	int rc = 0;
 
 	for (size_t i = 0; i < ntraces; i++) {
 		const struct fr_trace *t = traces[i];
@@ -661,10 +666,40 @@ int fr_corr_ctx_build(struct ctx *cx, const struct fr_trace *const *traces, size
 			continue;
 		if (t->rank >= w)
 			w = t->rank + 1;
-		for (size_t j = 0; j < t->ncomms; j++)
-			for (uint32_t k = 0; t->comms[j].members && k < t->comms[j].size; k++)
-				if (t->comms[j].members[k] != NONE && t->comms[j].members[k] >= w)
-					w = t->comms[j].members[k] + 1;
+		for (size_t j = 0; j < t->ncomms; j++) {
+			const struct fr_comm *fc = &t->comms[j];
+
+			if (!fc->members || !fc->size)
+				continue;
+			if ((rc = fr_lists_find(&ls, fc, &val)) < 0)
+				goto out_free;
+			for (uint32_t k = 0; !rc && k < fc->size; k++)
+				if (fc->members[k] != NONE && fc->members[k] >= w)
+					w = fc->members[k] + 1;
+		}
+	}
+	rc = 0;
+	*out = w;
+out_free:
+	fr_lists_free(&ls);
+	return rc;
+}
+
+int fr_corr_ctx_build(struct ctx *cx, const struct fr_trace *const *traces, size_t ntraces,
+		      uint32_t world_size)
+{
+	size_t total_ops = 0, most_ops = 0;
+	size_t total_infl = 0;
+	size_t infl_cap = 0;
+	uint32_t w;
+
+	if (world_of(traces, ntraces, world_size, &w) < 0)
+		return -ENOMEM;
+	for (size_t i = 0; i < ntraces; i++) {
+		const struct fr_trace *t = traces[i];
+
+		if (!t || t->rank == NONE)
+			continue;
 		total_ops += t->nops;
 		if (t->nops > most_ops)
 			most_ops = t->nops;

@@ -71,6 +71,9 @@ struct cinfo {
 	const uint32_t *members;
 	uint32_t *merged;          /* the traces' lists merged, owned */
 	uint32_t nunknown;         /* entries of `merged` still unknown */
+	/* The list merged last: a live view lends all its ranks one list,
+	 * which merged once has nothing more to give. */
+	const uint32_t *merged_from;
 	uint32_t *owned;           /* members made up from ops when no trace lists it */
 	size_t owned_cap;
 	/* Members known without their place in the list: the ranks missing

@@ -525,13 +525,38 @@ static uint32_t agreed_world(const struct fr_evidence *ev)
 	return best;
 }
 
+/* The place of c's first member outside a world of `world`, UINT32_MAX for none. */
+static uint32_t first_outside(const struct fr_comm *c, uint32_t world)
+{
+	for (uint32_t k = 0; c->members && k < c->size; k++)
+		/* An NCCL rank's dump knows only its own entry. */
+		if (c->members[k] >= world && c->members[k] != FR_RANK_UNKNOWN)
+			return k;
+	return UINT32_MAX;
+}
+
+/* first_outside() of a list read before (a manifest lends all its views
+ * one list per communicator), else read now. */
+static uint32_t list_outside(struct fr_lists *checked, const struct fr_comm *c, uint32_t world)
+{
+	uint64_t *val;
+	int seen = fr_lists_find(checked, c, &val);
+
+	if (seen < 0)
+		return first_outside(c, world);
+	if (!seen)
+		*val = first_outside(c, world);
+	return (uint32_t)*val;
+}
+
 /*
  * Whether trace `t` names a rank outside a world of `world` ranks (as its
  * own rank or as a member of a communicator); if so, says which in buf.
  * Such evidence is from another job or corrupt, and the engine would size
  * its arrays by it.
  */
-static bool outside_world(const struct fr_trace *t, uint32_t world, char *buf, size_t cap)
+static bool outside_world(struct fr_lists *checked, const struct fr_trace *t, uint32_t world,
+			  char *buf, size_t cap)
 {
 	if (t->rank >= world) {
 		snprintf(buf, cap, "rank %" PRIu32 " is outside the world of %" PRIu32 " ranks",
@@ -540,15 +565,13 @@ static bool outside_world(const struct fr_trace *t, uint32_t world, char *buf, s
 	}
 	for (size_t i = 0; i < t->ncomms; i++) {
 		const struct fr_comm *c = &t->comms[i];
+		uint32_t k;
 
-		for (uint32_t k = 0; c->members && k < c->size; k++) {
-			/* An NCCL rank's dump knows only its own entry. */
-			if (c->members[k] < world || c->members[k] == FR_RANK_UNKNOWN)
-				continue;
-			snprintf(buf, cap, "communicator %s lists rank %" PRIu32 ", outside the "
-				 "world of %" PRIu32 " ranks", c->id, c->members[k], world);
-			return true;
-		}
+		if (!c->members || !c->size || (k = list_outside(checked, c, world)) == UINT32_MAX)
+			continue;
+		snprintf(buf, cap, "communicator %s lists rank %" PRIu32 ", outside the "
+			 "world of %" PRIu32 " ranks", c->id, c->members[k], world);
+		return true;
 	}
 	return false;
 }
@@ -562,7 +585,10 @@ static bool outside_world(const struct fr_trace *t, uint32_t world, char *buf, s
 static int assemble(struct fr_evidence *ev)
 {
 	const struct fr_trace **traces = NULL;
+	struct fr_lists checked = { 0 };
 	bool *keep = NULL;
+	/* By rank: the first dump kept of it, NONE for none. */
+	size_t *dump_of = NULL;
 	size_t n = 0;
 	size_t nmax = ev->ndumps + (ev->have_manifest ? ev->manifest.nranks : 0);
 	uint32_t w = agreed_world(ev);
@@ -571,14 +597,16 @@ static int assemble(struct fr_evidence *ev)
 
 	traces = calloc(nmax ? nmax : 1, sizeof(*traces));
 	keep = calloc(ev->ndumps ? ev->ndumps : 1, sizeof(*keep));
-	if (!traces || !keep || !w) {
+	dump_of = w ? malloc(w * sizeof(*dump_of)) : NULL;
+	if (!traces || !keep || !dump_of) {
 		rc = fail_nomem(ev);
 		goto out_free;
 	}
+	memset(dump_of, 0xff, w * sizeof(*dump_of));
 	for (size_t i = 0; i < ev->ndumps; i++) {
 		const struct fr_trace *t = ev->dumps[i];
 
-		if (outside_world(t, w, why, sizeof(why))) {
+		if (outside_world(&checked, t, w, why, sizeof(why))) {
 			warn(ev, ev->paths[i], "%s: %s%s; leaving this file out", ev->paths[i], why,
 			     ev->have_manifest ? " (the manifest's)" : "");
 			continue;
@@ -592,30 +620,31 @@ static int assemble(struct fr_evidence *ev)
 			warn(ev, ev->paths[i], "%s: job \"%s\" is not the manifest's \"%s\"",
 			     ev->paths[i], t->job, ev->manifest.job);
 	}
-	/* Two files for one rank mean a mixed-up directory. */
+	/* Two files for one rank mean a mixed-up directory. A kept dump's
+	 * rank is below the world. */
 	for (size_t i = 0; i < ev->ndumps; i++) {
-		for (size_t k = 0; keep[i] && k < i; k++) {
-			if (keep[k] && ev->dumps[k]->rank == ev->dumps[i]->rank) {
-				rc = fail(ev, -ENOTUNIQ, "%s: rank %" PRIu32 " is dumped twice (also "
-					  "in %s)", ev->paths[i], ev->dumps[i]->rank, ev->paths[k]);
-				goto out_free;
-			}
+		size_t k;
+
+		if (!keep[i])
+			continue;
+		k = dump_of[ev->dumps[i]->rank];
+		if (k != SIZE_MAX) {
+			rc = fail(ev, -ENOTUNIQ, "%s: rank %" PRIu32 " is dumped twice (also in %s)",
+				  ev->paths[i], ev->dumps[i]->rank, ev->paths[k]);
+			goto out_free;
 		}
-		if (keep[i])
-			traces[n++] = ev->dumps[i];
+		dump_of[ev->dumps[i]->rank] = i;
+		traces[n++] = ev->dumps[i];
 	}
 	for (size_t i = 0; ev->have_manifest && i < ev->manifest.nranks; i++) {
 		struct fr_trace *live = &ev->manifest.ranks[i];
-		bool dumped = false;
 
-		if (outside_world(live, w, why, sizeof(why))) {
+		if (outside_world(&checked, live, w, why, sizeof(why))) {
 			warn(ev, ev->manifest_path, "%s: ranks[%zu]: %s; leaving it out",
 			     ev->manifest_path, i, why);
 			continue;
 		}
-		for (size_t k = 0; k < ev->ndumps && !dumped; k++)
-			dumped = keep[k] && ev->dumps[k]->rank == live->rank;
-		if (dumped)
+		if (dump_of[live->rank] != SIZE_MAX)
 			continue;
 		/* It answered, but its file is gone or unreadable: what remains
 		 * is the daemon's view of it, without stacks. */
@@ -628,6 +657,8 @@ static int assemble(struct fr_evidence *ev)
 		goto out_free;
 	}
 	free(keep);
+	free(dump_of);
+	fr_lists_free(&checked);
 	ev->traces = traces;
 	ev->ntraces = n;
 	ev->world_size = w;
@@ -635,6 +666,8 @@ static int assemble(struct fr_evidence *ev)
 
 out_free:
 	free(keep);
+	free(dump_of);
+	fr_lists_free(&checked);
 	free(traces);
 	return rc;
 }
@@ -724,6 +757,9 @@ static bool warn_comm_conflict(struct fr_evidence *ev, const struct comm_ref *re
 	const struct fr_comm *first = refs[0].c;
 	uint32_t *val = malloc(first->size * sizeof(*val));
 	uint32_t *from = malloc(first->size * sizeof(*from));
+	/* The list compared last: a manifest's views share one, which
+	 * compared again has nothing new to say. */
+	const uint32_t *last = first->members;
 	bool warned = false;
 
 	if (!val || !from) {
@@ -745,6 +781,9 @@ static bool warn_comm_conflict(struct fr_evidence *ev, const struct comm_ref *re
 			warned = true;
 			continue;
 		}
+		if (c->members == last)
+			continue;
+		last = c->members;
 		for (uint32_t k = 0; k < c->size && !warned; k++) {
 			if (c->members[k] == FR_RANK_UNKNOWN || c->members[k] == val[k])
 				continue;

@@ -144,6 +144,84 @@ void fr_trace_free(struct fr_trace *t)
 	memset(t, 0, sizeof(*t));
 }
 
+static size_t list_slot(const struct fr_lists *ls, const struct fr_comm *c)
+{
+	uint64_t x = (uint64_t)(uintptr_t)c->members ^ c->size;
+
+	/* splitmix64's finaliser: addresses differ mostly in a few bits. */
+	x ^= x >> 30;
+	x *= 0xbf58476d1ce4e5b9ull;
+	x ^= x >> 27;
+	x *= 0x94d049bb133111ebull;
+	x ^= x >> 31;
+	return x & (ls->slots_cap - 1);
+}
+
+/* Open addressing, UINT32_MAX for a free slot, at most half full. */
+static int lists_rehash(struct fr_lists *ls)
+{
+	size_t cap = ls->slots_cap ? ls->slots_cap * 2 : 64;
+	uint32_t *slots = malloc(cap * sizeof(*slots));
+
+	if (!slots)
+		return -ENOMEM;
+	memset(slots, 0xff, cap * sizeof(*slots));
+	free(ls->slots);
+	ls->slots = slots;
+	ls->slots_cap = cap;
+	for (size_t i = 0; i < ls->n; i++) {
+		size_t s = list_slot(ls, ls->lists[i]);
+
+		while (ls->slots[s] != UINT32_MAX)
+			s = (s + 1) & (cap - 1);
+		ls->slots[s] = (uint32_t)i;
+	}
+	return 0;
+}
+
+int fr_lists_find(struct fr_lists *ls, const struct fr_comm *c, uint64_t **val)
+{
+	size_t s;
+
+	if ((ls->n + 1) * 2 > ls->slots_cap && lists_rehash(ls) < 0)
+		return -ENOMEM;
+	for (s = list_slot(ls, c); ls->slots[s] != UINT32_MAX; s = (s + 1) & (ls->slots_cap - 1)) {
+		const struct fr_comm *o = ls->lists[ls->slots[s]];
+
+		if (o->members == c->members && o->size == c->size) {
+			*val = &ls->vals[ls->slots[s]];
+			return 1;
+		}
+	}
+	if (ls->n == ls->cap) {
+		size_t ncap = ls->cap ? ls->cap * 2 : 16;
+		const struct fr_comm **nl = realloc(ls->lists, ncap * sizeof(*nl));
+		uint64_t *nv;
+
+		if (!nl)
+			return -ENOMEM;
+		ls->lists = nl;
+		nv = realloc(ls->vals, ncap * sizeof(*nv));
+		if (!nv)
+			return -ENOMEM;
+		ls->vals = nv;
+		ls->cap = ncap;
+	}
+	ls->lists[ls->n] = c;
+	ls->vals[ls->n] = 0;
+	ls->slots[s] = (uint32_t)ls->n;
+	*val = &ls->vals[ls->n++];
+	return 0;
+}
+
+void fr_lists_free(struct fr_lists *ls)
+{
+	free(ls->lists);
+	free(ls->vals);
+	free(ls->slots);
+	memset(ls, 0, sizeof(*ls));
+}
+
 static __thread struct fr_arena *thread_arena;
 
 void fr_trace_use_arena(struct fr_arena *arena)

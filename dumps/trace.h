@@ -165,6 +165,32 @@ void fr_strs_free(struct fr_strs *pool);
 const char *fr_trace_strn(struct fr_trace *t, const char *s, size_t len);
 const char *fr_trace_str(struct fr_trace *t, const char *s);
 
+/*
+ * The distinct member lists among many traces' communicators, told apart by
+ * address and size, each with a value its user keeps of it. The daemon's
+ * live view and a manifest lend every rank's trace the one list of each
+ * communicator, so that a list of N members is met N times: whatever is
+ * read off a list once per trace costs N squared, and once per distinct
+ * list (found here) N. Zeroed to start.
+ */
+struct fr_lists {
+	const struct fr_comm **lists;
+	uint64_t *vals;
+	size_t n;
+	size_t cap;
+	uint32_t *slots;
+	size_t slots_cap;
+};
+
+/*
+ * Finds c's list in `ls`, and points *val at the value kept for it (valid
+ * until the next call): returns 1 when it was met before, 0 when it is new
+ * (now added, its value 0, to be set), or -ENOMEM. The set keeps `c`
+ * itself: it must outlive the set.
+ */
+int fr_lists_find(struct fr_lists *ls, const struct fr_comm *c, uint64_t **val);
+void fr_lists_free(struct fr_lists *ls);
+
 /* Room for `n` operations at once in a trace that has none yet, so that the
  * array is not copied as it doubles; 0, or -ENOMEM (nothing changed). */
 int fr_trace_reserve_ops(struct fr_trace *t, size_t n, size_t *cap);
