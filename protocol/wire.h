@@ -21,7 +21,8 @@
  *
  * A frame's version is the protocol version that defined its message and
  * that message's layout: 1 for HELLO to BYE, 2 for CHALLENGE, AUTH and
- * ERROR, 3 for DAEMON_CHALLENGE and DAEMON_PROOF. Encoders write it, the header decoder insists on it, so a peer of
+ * ERROR, 3 for DAEMON_CHALLENGE and DAEMON_PROOF, 4 for the node daemons'
+ * NODE_* messages (node_wire.h). Encoders write it, the header decoder insists on it, so a peer of
  * version 1 reads every frame it knows and refuses the others by their
  * version, and an agent that is not asked for a token sends exactly what a
  * version-1 agent sends.
@@ -43,7 +44,7 @@
 
 #define FR_WIRE_MAGIC 0x43455246u
 /* The newest protocol version this build speaks, and the oldest it reads. */
-#define FR_WIRE_VERSION 3
+#define FR_WIRE_VERSION 4
 #define FR_WIRE_VERSION_MIN 1
 #define FR_WIRE_HEADER_SIZE 16
 /* Largest payload of one frame; dumps travel as several DUMP_DATA frames. */
@@ -80,7 +81,11 @@
 	X(AUTH, 9, auth)                    \
 	X(ERROR, 10, error)                 \
 	X(DAEMON_CHALLENGE, 11, daemon_challenge) \
-	X(DAEMON_PROOF, 12, daemon_proof)
+	X(DAEMON_PROOF, 12, daemon_proof)   \
+	X(NODE_HELLO, 13, node_hello)       \
+	X(NODE_RANKS, 14, node_ranks)       \
+	X(NODE_COMMS, 15, node_comms)       \
+	X(NODE_PROGRESS, 16, node_progress)
 
 enum fr_msg_type {
 #define FR_MSG_ENUM(T, v, n) FR_MSG_##T = v,
@@ -329,6 +334,12 @@ struct fr_msg_error {
 	uint16_t code;                   /* enum fr_wire_error_code */
 	char message[FR_REASON_MAX + 1]; /* for people */
 };
+
+/* The node daemons' messages, defined in node_wire.h. */
+struct fr_msg_node_hello;
+struct fr_msg_node_ranks;
+struct fr_msg_node_comms;
+struct fr_msg_node_progress;
 
 /*
  * For each message M: size of the whole frame, encode the whole frame into

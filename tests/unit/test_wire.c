@@ -29,11 +29,13 @@
 #include "op.h"
 #include "wire.h"
 #include "wire_samples.h"
+#include "node_wire_samples.h"
 
-/* The version that defined HELLO to BYE, and CHALLENGE, AUTH and ERROR. */
+/* The version that defined HELLO to BYE, CHALLENGE to ERROR, DAEMON_*, NODE_*. */
 #define V1 1
 #define V2 2
 #define V3 3
+#define V4 4
 
 /* A scratch frame built byte by byte, independently of the codec. */
 struct bytes {
@@ -229,6 +231,10 @@ static void release_nothing(const void *m)
 #define release_error release_nothing
 #define release_daemon_challenge release_nothing
 #define release_daemon_proof release_nothing
+#define release_node_hello fr_wire_node_hello_free
+#define release_node_ranks fr_wire_node_ranks_free
+#define release_node_comms fr_wire_node_comms_free
+#define release_node_progress fr_wire_node_progress_free
 
 #define CODEC_FUNCS(T, v, n)                                              \
 	static int encode_sample_##n(uint8_t *buf, size_t cap)            \
@@ -309,7 +315,9 @@ static void test_msg_names(void **state)
 	assert_null(fr_msg_name(0));
 	assert_string_equal(fr_msg_name(FR_MSG_DAEMON_CHALLENGE), "daemon_challenge");
 	assert_string_equal(fr_msg_name(FR_MSG_DAEMON_PROOF), "daemon_proof");
-	assert_null(fr_msg_name(13));
+	assert_string_equal(fr_msg_name(FR_MSG_NODE_HELLO), "node_hello");
+	assert_string_equal(fr_msg_name(FR_MSG_NODE_PROGRESS), "node_progress");
+	assert_null(fr_msg_name(17));
 	assert_null(fr_msg_name(0xffff));
 	assert_null(fr_msg_name(UINT_MAX));
 }
@@ -327,8 +335,10 @@ static void test_msg_versions(void **state)
 	assert_int_equal(fr_wire_msg_version(FR_MSG_DAEMON_CHALLENGE), V3);
 	assert_int_equal(fr_wire_msg_version(FR_MSG_DAEMON_PROOF), V3);
 	assert_int_equal(fr_wire_msg_version(0), 0);
-	assert_int_equal(fr_wire_msg_version(13), 0);
-	assert_int_equal(FR_WIRE_VERSION, V3);
+	for (unsigned t = FR_MSG_NODE_HELLO; t <= FR_MSG_NODE_PROGRESS; t++)
+		assert_int_equal(fr_wire_msg_version(t), V4);
+	assert_int_equal(fr_wire_msg_version(17), 0);
+	assert_int_equal(FR_WIRE_VERSION, V4);
 	for (size_t i = 0; i < NCODECS; i++) {
 		assert_true(codecs[i].encode_sample(buf, sizeof(buf)) > 0);
 		assert_int_equal(buf[4] | buf[5] << 8, fr_wire_msg_version(codecs[i].type));

@@ -1,0 +1,666 @@
+/*
+ * The codec of the node daemons' messages (node_wire.h), on the cursors of
+ * wire_io.h, with wire.c's rules: encoders validate, size, then write;
+ * decoders check each count against the bytes left (or against its cap,
+ * for the arrays inside a NODE_PROGRESS record, which are fixed in the
+ * struct) before allocating, and refuse what an encoder would refuse, so
+ * that whatever one side accepts the other writes back byte for byte.
+ *
+ * Values refused beyond the string limits: counts over their caps, a rank
+ * state or NODE_RANKS flag this build does not define (the receiver acts
+ * on them; a new one takes a new version), a rank not below its job's
+ * world size, a member run outside its communicator or one that overlaps
+ * or goes back, a range that is empty, ends at FR_RANK_UNKNOWN or is not
+ * after the previous one with a gap (ranges are built coalesced), lowest
+ * above highest, a laggard not below the node's highest or below its
+ * lowest, more ranks named than the record counts, and an operation
+ * group of no rank or with flags wire.h refuses in PROGRESS.
+ */
+#include "node_wire.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "wire_io.h"
+
+/* The smallest encodings of array elements: every string empty, no runs. */
+#define NODE_JOB_MIN_SIZE (STR_SIZE(0) + 4 + 4)
+#define NODE_RANK_MIN_SIZE (4 + 4 + STR_SIZE(0) + 1 + 8 + 4)
+#define NODE_COMM_MIN_SIZE (STR_SIZE(0) + STR_SIZE(0) + 4 + 4)
+#define NODE_MAP_SIZE 12
+#define NODE_RANGE_SIZE 8
+#define NODE_LAGGARD_SIZE 20
+/* A group without its ranges. */
+#define NODE_GROUP_FIXED_SIZE (8 + 1 + 1 + 4 + 8 + 4)
+
+/* Every encoded NODE_PROGRESS fits a frame, at every cap. */
+#define NODE_PROGRESS_COMM_MAX_SIZE                                                    \
+	(STR_SIZE(FR_COMM_ID_MAX) + 4 * 8 + 4 + 4 + FR_NODE_RANGES_MAX * NODE_RANGE_SIZE + \
+	 4 + 4 + FR_NODE_LAGGARDS_MAX * NODE_LAGGARD_SIZE + 4 + 4 +                      \
+	 FR_NODE_GROUPS_MAX * (NODE_GROUP_FIXED_SIZE + FR_NODE_RANGES_MAX * NODE_RANGE_SIZE))
+_Static_assert(STR_SIZE(FR_JOB_MAX) + 4 + FR_NODE_PROGRESS_COMMS_MAX * NODE_PROGRESS_COMM_MAX_SIZE <=
+		       FR_WIRE_MAX_PAYLOAD,
+	       "a full NODE_PROGRESS fits one frame");
+_Static_assert(STR_SIZE(FR_JOB_MAX) + 4 + 1 + 4 +
+			       FR_NODE_RANKS_BATCH * (NODE_RANK_MIN_SIZE + FR_HOST_MAX) <=
+		       FR_WIRE_MAX_PAYLOAD,
+	       "a full NODE_RANKS batch fits one frame");
+_Static_assert(STR_SIZE(FR_HOST_MAX) + 8 + 2 + 4 +
+			       FR_NODE_JOBS_MAX * (NODE_JOB_MIN_SIZE + FR_JOB_MAX) <=
+		       FR_WIRE_MAX_PAYLOAD,
+	       "a full NODE_HELLO fits one frame");
+
+/* Reads a count and refuses one over `cap`. */
+static uint32_t rd_capped(struct rd *r, uint32_t cap)
+{
+	uint32_t n = rd_u32(r);
+
+	if (n > cap) {
+		rd_fail(r);
+		return 0;
+	}
+	return n;
+}
+
+/* Ranges */
+
+/*
+ * Ascending runs, each non-empty, below FR_RANK_UNKNOWN, with a gap after
+ * the previous one (coalesced); adds the ranks they hold to *total.
+ */
+static bool ranges_valid(const struct fr_node_range *r, uint32_t n, uint64_t *total)
+{
+	uint64_t next = 0; /* the lowest rank the next run may start at */
+
+	for (uint32_t i = 0; i < n; i++) {
+		uint64_t end = (uint64_t)r[i].first + r[i].count;
+
+		if (r[i].count == 0 || end > FR_RANK_UNKNOWN || r[i].first < next)
+			return false;
+		next = end + 1;
+		*total += r[i].count;
+	}
+	return true;
+}
+
+bool fr_node_ranges_add(struct fr_node_range *r, uint32_t *n, uint32_t cap, uint32_t rank)
+{
+	if (*n) {
+		struct fr_node_range *last = &r[*n - 1];
+		uint64_t end = (uint64_t)last->first + last->count;
+
+		if (rank >= last->first && rank < end)
+			return false;
+		if (rank == end) {
+			last->count++;
+			return true;
+		}
+	}
+	if (*n < cap)
+		r[(*n)++] = (struct fr_node_range){ .first = rank, .count = 1 };
+	return true;
+}
+
+static void wr_ranges(struct wr *w, const struct fr_node_range *r, uint32_t n)
+{
+	wr_u32(w, n);
+	for (uint32_t i = 0; i < n; i++) {
+		wr_u32(w, r[i].first);
+		wr_u32(w, r[i].count);
+	}
+}
+
+static uint32_t rd_ranges(struct rd *r, struct fr_node_range *out)
+{
+	uint32_t n = rd_capped(r, FR_NODE_RANGES_MAX);
+
+	for (uint32_t i = 0; i < n && !r->bad; i++) {
+		out[i].first = rd_u32(r);
+		out[i].count = rd_u32(r);
+	}
+	return r->bad ? 0 : n;
+}
+
+/* NODE_HELLO */
+
+size_t fr_wire_node_hello_size(const struct fr_msg_node_hello *m)
+{
+	size_t n = FR_WIRE_HEADER_SIZE + STR_SIZE(str_len(m->node, FR_HOST_MAX)) + 8 + 2 + 4;
+
+	for (uint32_t i = 0; m->jobs && i < m->njobs; i++)
+		n += STR_SIZE(str_len(m->jobs[i].job, FR_JOB_MAX)) + 4 + 4;
+	return n;
+}
+
+int fr_wire_node_hello_encode(const struct fr_msg_node_hello *m, uint8_t *buf, size_t cap)
+{
+	struct wr w;
+	int total;
+
+	if (str_len(m->node, FR_HOST_MAX) > FR_HOST_MAX || m->njobs > FR_NODE_JOBS_MAX ||
+	    (m->njobs && !m->jobs))
+		return -EINVAL;
+	for (uint32_t i = 0; i < m->njobs; i++)
+		if (str_len(m->jobs[i].job, FR_JOB_MAX) > FR_JOB_MAX)
+			return -EINVAL;
+	total = wr_begin(&w, buf, cap, FR_MSG_NODE_HELLO, fr_wire_node_hello_size(m));
+	if (total < 0)
+		return total;
+	wr_str(&w, m->node, str_len(m->node, FR_HOST_MAX));
+	wr_u64(&w, m->boot_id);
+	wr_u16(&w, m->protocol);
+	wr_u32(&w, m->njobs);
+	for (uint32_t i = 0; i < m->njobs; i++) {
+		wr_str(&w, m->jobs[i].job, str_len(m->jobs[i].job, FR_JOB_MAX));
+		wr_u32(&w, m->jobs[i].world_size);
+		wr_u32(&w, m->jobs[i].nranks);
+	}
+	return wr_end(&w, buf, total);
+}
+
+int fr_wire_node_hello_decode(const uint8_t *payload, size_t len, struct fr_msg_node_hello *m)
+{
+	struct rd r = rd_init(payload, len);
+	int ret = -EPROTO;
+
+	memset(m, 0, sizeof(*m));
+	rd_str(&r, m->node, FR_HOST_MAX);
+	m->boot_id = rd_u64(&r);
+	m->protocol = rd_u16(&r);
+	m->njobs = rd_count(&r, NODE_JOB_MIN_SIZE, 0);
+	if (m->njobs > FR_NODE_JOBS_MAX)
+		rd_fail(&r);
+	if (r.bad)
+		goto out_zero;
+	if (m->njobs) {
+		m->jobs = calloc(m->njobs, sizeof(*m->jobs));
+		if (!m->jobs) {
+			ret = -ENOMEM;
+			goto out_zero;
+		}
+	}
+	for (uint32_t i = 0; i < m->njobs && !r.bad; i++) {
+		rd_str(&r, m->jobs[i].job, FR_JOB_MAX);
+		m->jobs[i].world_size = rd_u32(&r);
+		m->jobs[i].nranks = rd_u32(&r);
+	}
+	if (!rd_ok(&r))
+		goto out_free;
+	return 0;
+
+out_free:
+	free(m->jobs);
+out_zero:
+	memset(m, 0, sizeof(*m));
+	return ret;
+}
+
+void fr_wire_node_hello_free(struct fr_msg_node_hello *m)
+{
+	if (!m)
+		return;
+	free(m->jobs);
+	memset(m, 0, sizeof(*m));
+}
+
+/* NODE_RANKS */
+
+static bool node_rank_valid(const struct fr_node_rank *e, uint32_t world_size)
+{
+	return e->rank < world_size && e->state <= FR_NODE_RANK_STATE_MAX &&
+	       str_len(e->host, FR_HOST_MAX) <= FR_HOST_MAX;
+}
+
+size_t fr_wire_node_ranks_size(const struct fr_msg_node_ranks *m)
+{
+	size_t n = FR_WIRE_HEADER_SIZE + STR_SIZE(str_len(m->job, FR_JOB_MAX)) + 4 + 1 + 4;
+
+	for (uint32_t i = 0; m->ranks && i < m->nranks; i++)
+		n += NODE_RANK_MIN_SIZE + str_len(m->ranks[i].host, FR_HOST_MAX);
+	return n;
+}
+
+int fr_wire_node_ranks_encode(const struct fr_msg_node_ranks *m, uint8_t *buf, size_t cap)
+{
+	struct wr w;
+	int total;
+
+	if (str_len(m->job, FR_JOB_MAX) > FR_JOB_MAX || (m->flags & ~FR_NODE_RANKS_FULL) ||
+	    m->nranks > FR_NODE_RANKS_BATCH || (m->nranks && !m->ranks))
+		return -EINVAL;
+	for (uint32_t i = 0; i < m->nranks; i++)
+		if (!node_rank_valid(&m->ranks[i], m->world_size))
+			return -EINVAL;
+	total = wr_begin(&w, buf, cap, FR_MSG_NODE_RANKS, fr_wire_node_ranks_size(m));
+	if (total < 0)
+		return total;
+	wr_str(&w, m->job, str_len(m->job, FR_JOB_MAX));
+	wr_u32(&w, m->world_size);
+	wr_u8(&w, m->flags);
+	wr_u32(&w, m->nranks);
+	for (uint32_t i = 0; i < m->nranks; i++) {
+		const struct fr_node_rank *e = &m->ranks[i];
+
+		wr_u32(&w, e->rank);
+		wr_u32(&w, e->pid);
+		wr_str(&w, e->host, str_len(e->host, FR_HOST_MAX));
+		wr_u8(&w, e->state);
+		wr_u64(&w, e->start_ns);
+		wr_u32(&w, e->ring_capacity);
+	}
+	return wr_end(&w, buf, total);
+}
+
+int fr_wire_node_ranks_decode(const uint8_t *payload, size_t len, struct fr_msg_node_ranks *m)
+{
+	struct rd r = rd_init(payload, len);
+	int ret = -EPROTO;
+
+	memset(m, 0, sizeof(*m));
+	rd_str(&r, m->job, FR_JOB_MAX);
+	m->world_size = rd_u32(&r);
+	m->flags = rd_u8(&r);
+	if (m->flags & ~FR_NODE_RANKS_FULL)
+		rd_fail(&r);
+	m->nranks = rd_count(&r, NODE_RANK_MIN_SIZE, 0);
+	if (m->nranks > FR_NODE_RANKS_BATCH)
+		rd_fail(&r);
+	if (r.bad)
+		goto out_zero;
+	if (m->nranks) {
+		m->ranks = calloc(m->nranks, sizeof(*m->ranks));
+		if (!m->ranks) {
+			ret = -ENOMEM;
+			goto out_zero;
+		}
+	}
+	for (uint32_t i = 0; i < m->nranks && !r.bad; i++) {
+		struct fr_node_rank *e = &m->ranks[i];
+
+		e->rank = rd_u32(&r);
+		e->pid = rd_u32(&r);
+		rd_str(&r, e->host, FR_HOST_MAX);
+		e->state = rd_u8(&r);
+		e->start_ns = rd_u64(&r);
+		e->ring_capacity = rd_u32(&r);
+		if (!node_rank_valid(e, m->world_size))
+			rd_fail(&r);
+	}
+	if (!rd_ok(&r))
+		goto out_free;
+	return 0;
+
+out_free:
+	free(m->ranks);
+out_zero:
+	memset(m, 0, sizeof(*m));
+	return ret;
+}
+
+void fr_wire_node_ranks_free(struct fr_msg_node_ranks *m)
+{
+	if (!m)
+		return;
+	free(m->ranks);
+	memset(m, 0, sizeof(*m));
+}
+
+/* NODE_COMMS */
+
+/* Runs ascending by index, inside the communicator, of ranks below FR_RANK_UNKNOWN. */
+static bool node_comm_valid(const struct fr_node_comm *c)
+{
+	uint64_t next = 0;
+
+	if (str_len(c->id, FR_COMM_ID_MAX) > FR_COMM_ID_MAX ||
+	    str_len(c->desc, FR_COMM_DESC_MAX) > FR_COMM_DESC_MAX || (c->nmaps && !c->maps))
+		return false;
+	for (uint32_t i = 0; i < c->nmaps; i++) {
+		const struct fr_node_map *mp = &c->maps[i];
+
+		if (mp->count == 0 || mp->index < next ||
+		    (uint64_t)mp->index + mp->count > c->size ||
+		    (uint64_t)mp->rank + mp->count > FR_RANK_UNKNOWN)
+			return false;
+		next = (uint64_t)mp->index + mp->count;
+	}
+	return true;
+}
+
+static size_t node_comm_size(const struct fr_node_comm *c, uint32_t nmaps)
+{
+	return STR_SIZE(str_len(c->id, FR_COMM_ID_MAX)) + STR_SIZE(str_len(c->desc, FR_COMM_DESC_MAX)) +
+	       4 + 4 + (size_t)nmaps * NODE_MAP_SIZE;
+}
+
+size_t fr_wire_node_comms_size(const struct fr_msg_node_comms *m)
+{
+	size_t n = FR_WIRE_HEADER_SIZE + STR_SIZE(str_len(m->job, FR_JOB_MAX)) + 4;
+
+	for (uint32_t i = 0; m->comms && i < m->ncomms; i++)
+		n += node_comm_size(&m->comms[i], m->comms[i].maps ? m->comms[i].nmaps : 0);
+	return n;
+}
+
+int fr_wire_node_comms_encode(const struct fr_msg_node_comms *m, uint8_t *buf, size_t cap)
+{
+	struct wr w;
+	int total;
+
+	if (str_len(m->job, FR_JOB_MAX) > FR_JOB_MAX || (m->ncomms && !m->comms))
+		return -EINVAL;
+	for (uint32_t i = 0; i < m->ncomms; i++)
+		if (!node_comm_valid(&m->comms[i]))
+			return -EINVAL;
+	total = wr_begin(&w, buf, cap, FR_MSG_NODE_COMMS, fr_wire_node_comms_size(m));
+	if (total < 0)
+		return total;
+	wr_str(&w, m->job, str_len(m->job, FR_JOB_MAX));
+	wr_u32(&w, m->ncomms);
+	for (uint32_t i = 0; i < m->ncomms; i++) {
+		const struct fr_node_comm *c = &m->comms[i];
+
+		wr_str(&w, c->id, str_len(c->id, FR_COMM_ID_MAX));
+		wr_str(&w, c->desc, str_len(c->desc, FR_COMM_DESC_MAX));
+		wr_u32(&w, c->size);
+		wr_u32(&w, c->nmaps);
+		for (uint32_t j = 0; j < c->nmaps; j++) {
+			wr_u32(&w, c->maps[j].index);
+			wr_u32(&w, c->maps[j].rank);
+			wr_u32(&w, c->maps[j].count);
+		}
+	}
+	return wr_end(&w, buf, total);
+}
+
+int fr_wire_node_comms_decode(const uint8_t *payload, size_t len, struct fr_msg_node_comms *m)
+{
+	struct rd r = rd_init(payload, len);
+	int ret = -EPROTO;
+
+	memset(m, 0, sizeof(*m));
+	rd_str(&r, m->job, FR_JOB_MAX);
+	m->ncomms = rd_count(&r, NODE_COMM_MIN_SIZE, 0);
+	if (r.bad)
+		goto out_zero;
+	if (m->ncomms) {
+		m->comms = calloc(m->ncomms, sizeof(*m->comms));
+		if (!m->comms) {
+			ret = -ENOMEM;
+			goto out_zero;
+		}
+	}
+	for (uint32_t i = 0; i < m->ncomms && !r.bad; i++) {
+		struct fr_node_comm *c = &m->comms[i];
+
+		rd_str(&r, c->id, FR_COMM_ID_MAX);
+		rd_str(&r, c->desc, FR_COMM_DESC_MAX);
+		c->size = rd_u32(&r);
+		/* The communicators after this one take at least their minimum. */
+		c->nmaps = rd_count(&r, NODE_MAP_SIZE, (size_t)(m->ncomms - 1 - i) * NODE_COMM_MIN_SIZE);
+		if (r.bad || !c->nmaps)
+			continue;
+		c->maps = malloc(c->nmaps * sizeof(*c->maps));
+		if (!c->maps) {
+			ret = -ENOMEM;
+			goto out_free;
+		}
+		for (uint32_t j = 0; j < c->nmaps; j++) {
+			c->maps[j].index = rd_u32(&r);
+			c->maps[j].rank = rd_u32(&r);
+			c->maps[j].count = rd_u32(&r);
+		}
+		if (!node_comm_valid(c))
+			rd_fail(&r);
+	}
+	if (!rd_ok(&r))
+		goto out_free;
+	return 0;
+
+out_free:
+	fr_wire_node_comms_free(m);
+out_zero:
+	memset(m, 0, sizeof(*m));
+	return ret;
+}
+
+void fr_wire_node_comms_free(struct fr_msg_node_comms *m)
+{
+	if (!m)
+		return;
+	for (uint32_t i = 0; m->comms && i < m->ncomms; i++)
+		free(m->comms[i].maps);
+	free(m->comms);
+	memset(m, 0, sizeof(*m));
+}
+
+uint32_t fr_node_maps_from_members(const uint32_t *members, uint32_t size, struct fr_node_map *out)
+{
+	uint32_t n = 0;
+
+	for (uint32_t i = 0; i < size; i++) {
+		struct fr_node_map *last = n ? &out[n - 1] : NULL;
+
+		if (members[i] == FR_RANK_UNKNOWN)
+			continue;
+		if (last && last->index + last->count == i && members[i] > last->rank &&
+		    members[i] - last->rank == last->count)
+			last->count++;
+		else
+			out[n++] = (struct fr_node_map){ .index = i, .rank = members[i], .count = 1 };
+	}
+	return n;
+}
+
+int fr_node_comms_batch(struct fr_msg_node_comms *m, struct fr_node_comm *slots, uint32_t nslots,
+			const struct fr_node_comm *comms, uint32_t ncomms, struct fr_node_cursor *at,
+			size_t max_payload)
+{
+	size_t left = max_payload < FR_WIRE_MAX_PAYLOAD ? max_payload : FR_WIRE_MAX_PAYLOAD;
+	size_t fixed = STR_SIZE(str_len(m->job, FR_JOB_MAX)) + 4;
+	uint32_t n = 0;
+
+	m->comms = slots;
+	m->ncomms = 0;
+	if (fixed > left)
+		return -EMSGSIZE;
+	left -= fixed;
+	while (at->comm < ncomms && n < nslots) {
+		const struct fr_node_comm *c = &comms[at->comm];
+		size_t head = node_comm_size(c, 0);
+		uint32_t rest = c->nmaps - at->map;
+		uint32_t take;
+
+		if (head > left || (rest && head + NODE_MAP_SIZE > left))
+			break;
+		take = rest;
+		if (take > (left - head) / NODE_MAP_SIZE)
+			take = (uint32_t)((left - head) / NODE_MAP_SIZE);
+		slots[n] = *c;
+		slots[n].maps = c->maps ? c->maps + at->map : NULL;
+		slots[n].nmaps = take;
+		left -= node_comm_size(c, take);
+		n++;
+		at->map += take;
+		if (at->map == c->nmaps) {
+			at->comm++;
+			at->map = 0;
+		}
+	}
+	if (n == 0 && at->comm < ncomms && nslots)
+		return -EMSGSIZE;
+	m->ncomms = n;
+	return (int)n;
+}
+
+/* NODE_PROGRESS */
+
+static bool group_valid(const struct fr_node_group *g, uint32_t nranks)
+{
+	uint64_t listed = 0;
+
+	return g->nranks >= 1 && g->nranks <= nranks && g->nranges <= FR_NODE_RANGES_MAX &&
+	       ranges_valid(g->ranges, g->nranges, &listed) && listed <= g->nranks &&
+	       !(g->flags & ~(FR_WIRE_INFLIGHT_NONBLOCKING | FR_WIRE_INFLIGHT_WAITED)) &&
+	       (!(g->flags & FR_WIRE_INFLIGHT_WAITED) || (g->flags & FR_WIRE_INFLIGHT_NONBLOCKING));
+}
+
+static bool comm_progress_valid(const struct fr_node_comm_progress *c)
+{
+	uint64_t listed = 0;
+
+	if (str_len(c->comm, FR_COMM_ID_MAX) > FR_COMM_ID_MAX || c->lo_entered > c->hi_entered ||
+	    c->lo_completed > c->hi_completed || c->nmembers > FR_NODE_RANGES_MAX ||
+	    !ranges_valid(c->members, c->nmembers, &listed) || listed > c->nranks ||
+	    c->nlaggards > FR_NODE_LAGGARDS_MAX ||
+	    (uint64_t)c->nlaggards + c->laggards_omitted > c->nranks || c->ngroups > FR_NODE_GROUPS_MAX)
+		return false;
+	for (uint32_t i = 0; i < c->nlaggards; i++)
+		if (c->laggards[i].last_entered >= c->hi_entered ||
+		    c->laggards[i].last_entered < c->lo_entered)
+			return false;
+	for (uint32_t i = 0; i < c->ngroups; i++)
+		if (!group_valid(&c->groups[i], c->nranks))
+			return false;
+	return true;
+}
+
+static size_t comm_progress_size(const struct fr_node_comm_progress *c)
+{
+	size_t n = STR_SIZE(str_len(c->comm, FR_COMM_ID_MAX)) + 4 * 8 + 4 + 4 +
+		   (size_t)c->nmembers * NODE_RANGE_SIZE + 4 + 4 +
+		   (size_t)c->nlaggards * NODE_LAGGARD_SIZE + 4 + 4;
+
+	for (uint32_t i = 0; i < c->ngroups; i++)
+		n += NODE_GROUP_FIXED_SIZE + (size_t)c->groups[i].nranges * NODE_RANGE_SIZE;
+	return n;
+}
+
+size_t fr_wire_node_progress_size(const struct fr_msg_node_progress *m)
+{
+	size_t n = FR_WIRE_HEADER_SIZE + STR_SIZE(str_len(m->job, FR_JOB_MAX)) + 4;
+
+	for (uint32_t i = 0; m->comms && i < m->ncomms; i++)
+		n += comm_progress_size(&m->comms[i]);
+	return n;
+}
+
+int fr_wire_node_progress_encode(const struct fr_msg_node_progress *m, uint8_t *buf, size_t cap)
+{
+	struct wr w;
+	int total;
+
+	if (str_len(m->job, FR_JOB_MAX) > FR_JOB_MAX || m->ncomms > FR_NODE_PROGRESS_COMMS_MAX ||
+	    (m->ncomms && !m->comms))
+		return -EINVAL;
+	for (uint32_t i = 0; i < m->ncomms; i++)
+		if (!comm_progress_valid(&m->comms[i]))
+			return -EINVAL;
+	total = wr_begin(&w, buf, cap, FR_MSG_NODE_PROGRESS, fr_wire_node_progress_size(m));
+	if (total < 0)
+		return total;
+	wr_str(&w, m->job, str_len(m->job, FR_JOB_MAX));
+	wr_u32(&w, m->ncomms);
+	for (uint32_t i = 0; i < m->ncomms; i++) {
+		const struct fr_node_comm_progress *c = &m->comms[i];
+
+		wr_str(&w, c->comm, str_len(c->comm, FR_COMM_ID_MAX));
+		wr_u64(&w, c->lo_entered);
+		wr_u64(&w, c->hi_entered);
+		wr_u64(&w, c->lo_completed);
+		wr_u64(&w, c->hi_completed);
+		wr_u32(&w, c->nranks);
+		wr_ranges(&w, c->members, c->nmembers);
+		wr_u32(&w, c->nlaggards);
+		wr_u32(&w, c->laggards_omitted);
+		for (uint32_t j = 0; j < c->nlaggards; j++) {
+			wr_u32(&w, c->laggards[j].rank);
+			wr_u64(&w, c->laggards[j].last_entered);
+			wr_u64(&w, c->laggards[j].last_completed);
+		}
+		wr_u32(&w, c->ngroups);
+		wr_u32(&w, c->ops_omitted);
+		for (uint32_t j = 0; j < c->ngroups; j++) {
+			const struct fr_node_group *g = &c->groups[j];
+
+			wr_u64(&w, g->seq);
+			wr_u8(&w, g->type);
+			wr_u8(&w, g->flags);
+			wr_u32(&w, g->nranks);
+			wr_u64(&w, g->age_ms);
+			wr_ranges(&w, g->ranges, g->nranges);
+		}
+	}
+	return wr_end(&w, buf, total);
+}
+
+static void rd_comm_progress(struct rd *r, struct fr_node_comm_progress *c)
+{
+	rd_str(r, c->comm, FR_COMM_ID_MAX);
+	c->lo_entered = rd_u64(r);
+	c->hi_entered = rd_u64(r);
+	c->lo_completed = rd_u64(r);
+	c->hi_completed = rd_u64(r);
+	c->nranks = rd_u32(r);
+	c->nmembers = rd_ranges(r, c->members);
+	c->nlaggards = rd_capped(r, FR_NODE_LAGGARDS_MAX);
+	c->laggards_omitted = rd_u32(r);
+	for (uint32_t j = 0; j < c->nlaggards && !r->bad; j++) {
+		c->laggards[j].rank = rd_u32(r);
+		c->laggards[j].last_entered = rd_u64(r);
+		c->laggards[j].last_completed = rd_u64(r);
+	}
+	c->ngroups = rd_capped(r, FR_NODE_GROUPS_MAX);
+	c->ops_omitted = rd_u32(r);
+	for (uint32_t j = 0; j < c->ngroups && !r->bad; j++) {
+		struct fr_node_group *g = &c->groups[j];
+
+		g->seq = rd_u64(r);
+		g->type = rd_u8(r);
+		g->flags = rd_u8(r);
+		g->nranks = rd_u32(r);
+		g->age_ms = rd_u64(r);
+		g->nranges = rd_ranges(r, g->ranges);
+	}
+	if (!r->bad && !comm_progress_valid(c))
+		rd_fail(r);
+}
+
+int fr_wire_node_progress_decode(const uint8_t *payload, size_t len, struct fr_msg_node_progress *m)
+{
+	struct rd r = rd_init(payload, len);
+	int ret = -EPROTO;
+
+	memset(m, 0, sizeof(*m));
+	rd_str(&r, m->job, FR_JOB_MAX);
+	m->ncomms = rd_capped(&r, FR_NODE_PROGRESS_COMMS_MAX);
+	if (r.bad)
+		goto out_zero;
+	if (m->ncomms) {
+		m->comms = calloc(m->ncomms, sizeof(*m->comms));
+		if (!m->comms) {
+			ret = -ENOMEM;
+			goto out_zero;
+		}
+	}
+	for (uint32_t i = 0; i < m->ncomms && !r.bad; i++)
+		rd_comm_progress(&r, &m->comms[i]);
+	if (!rd_ok(&r))
+		goto out_free;
+	return 0;
+
+out_free:
+	free(m->comms);
+out_zero:
+	memset(m, 0, sizeof(*m));
+	return ret;
+}
+
+void fr_wire_node_progress_free(struct fr_msg_node_progress *m)
+{
+	if (!m)
+		return;
+	free(m->comms);
+	memset(m, 0, sizeof(*m));
+}

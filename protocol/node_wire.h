@@ -1,0 +1,231 @@
+/*
+ * The node daemons' messages (protocol version 4; protocol/PROTOCOL.md,
+ * "Node daemons", and docs/SCALE-OUT.md): what a node daemon tells the
+ * central daemon about the ranks it holds. Same framing, same rules as
+ * wire.h: three functions per message, declared there from
+ * FR_WIRE_MESSAGES, pure decoders that allocate what they return (free
+ * with the message's _free function) and leave the message zeroed on
+ * failure.
+ *
+ * Every message is bounded by FR_WIRE_MAX_PAYLOAD whatever the node holds:
+ * what grows with the ranks is split into frames (NODE_RANKS in batches of
+ * FR_NODE_RANKS_BATCH, NODE_COMMS by fr_node_comms_batch(), NODE_PROGRESS
+ * by FR_NODE_PROGRESS_COMMS_MAX communicators a frame), and what a frame
+ * says of one communicator is capped, with counts of what was left out.
+ * Ranks are always global ranks, and rank lists are ascending ranges of
+ * consecutive ranks, so that a node's 1,024 ranks in one state cost a few
+ * bytes.
+ */
+#ifndef FR_NODE_WIRE_H
+#define FR_NODE_WIRE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "wire.h"
+
+/* Jobs one NODE_HELLO lists: the daemon holds at most 1,024. */
+#define FR_NODE_JOBS_MAX 4096u
+/* Ranks one NODE_RANKS carries: 2,048 entries of at most 278 bytes. */
+#define FR_NODE_RANKS_BATCH 2048u
+/* Per communicator in NODE_PROGRESS: ranges of the node's members, ranks
+ * named below the node's highest, operation groups, ranges of one group. */
+#define FR_NODE_RANGES_MAX 256u
+#define FR_NODE_LAGGARDS_MAX 64u
+#define FR_NODE_GROUPS_MAX 16u
+/* Communicator records one NODE_PROGRESS carries. */
+#define FR_NODE_PROGRESS_COMMS_MAX 16u
+
+/* Ranks first .. first + count - 1; count >= 1, and the last is below FR_RANK_UNKNOWN. */
+struct fr_node_range {
+	uint32_t first;
+	uint32_t count;
+};
+
+/* A job the node holds ranks of, as NODE_HELLO lists it. */
+struct fr_node_job {
+	char job[FR_JOB_MAX + 1];
+	uint32_t world_size;
+	uint32_t nranks;        /* ranks of it the node holds now */
+};
+
+/*
+ * Node -> central, first frame on the upstream connection: who the node
+ * is. `boot_id` is random per start of the node daemon, so that the
+ * central daemon tells a restart (resend everything, forget the old
+ * state) from a reconnect. Decode allocates `jobs` (fr_wire_node_hello_free()).
+ */
+struct fr_msg_node_hello {
+	char node[FR_HOST_MAX + 1];
+	uint64_t boot_id;
+	uint16_t protocol;      /* the newest protocol version the node speaks */
+	uint32_t njobs;
+	struct fr_node_job *jobs;
+};
+
+/* A rank's state as the node sees it (registry_rank_state()). */
+enum fr_node_rank_state {
+	FR_NODE_RANK_CONNECTED = 0,
+	FR_NODE_RANK_UNRESPONSIVE = 1,
+	FR_NODE_RANK_DISCONNECTED = 2,
+	FR_NODE_RANK_FINISHED = 3,
+};
+#define FR_NODE_RANK_STATE_MAX FR_NODE_RANK_FINISHED
+
+struct fr_node_rank {
+	uint32_t rank;
+	uint32_t pid;
+	char host[FR_HOST_MAX + 1];
+	uint8_t state;          /* enum fr_node_rank_state */
+	uint64_t start_ns;      /* agent start, CLOCK_REALTIME, from its HELLO */
+	uint32_t ring_capacity;
+};
+
+/*
+ * NODE_RANKS `flags`: this frame starts the node's full list of the job's
+ * ranks (after a (re)connect): the receiver forgets what the node said of
+ * the job before and takes this frame and the ones that follow.
+ */
+#define FR_NODE_RANKS_FULL 0x1u
+
+/*
+ * Node -> central: ranks of a job that joined or changed state, at most
+ * FR_NODE_RANKS_BATCH a frame. Decode allocates `ranks`
+ * (fr_wire_node_ranks_free()).
+ */
+struct fr_msg_node_ranks {
+	char job[FR_JOB_MAX + 1];
+	uint32_t world_size;
+	uint8_t flags;          /* FR_NODE_RANKS_* */
+	uint32_t nranks;
+	struct fr_node_rank *ranks;
+};
+
+/*
+ * Members index .. index + count - 1 of a communicator are global ranks
+ * rank .. rank + count - 1.
+ */
+struct fr_node_map {
+	uint32_t index;
+	uint32_t rank;
+	uint32_t count;
+};
+
+/*
+ * What the node knows of a communicator's member list: the entries its
+ * ranks' COMM frames gave, as runs. A communicator whose runs do not fit
+ * one frame is sent as several pieces, each with the id, description and
+ * size; the receiver merges pieces as it merges COMM frames.
+ */
+struct fr_node_comm {
+	char id[FR_COMM_ID_MAX + 1];
+	char desc[FR_COMM_DESC_MAX + 1];
+	uint32_t size;
+	uint32_t nmaps;         /* ascending by index, not overlapping */
+	struct fr_node_map *maps;
+};
+
+/*
+ * Node -> central: communicators of a job, once per node. Decode allocates
+ * `comms` and each one's `maps` (fr_wire_node_comms_free()); on the
+ * encoding side the arrays are the caller's.
+ */
+struct fr_msg_node_comms {
+	char job[FR_JOB_MAX + 1];
+	uint32_t ncomms;
+	struct fr_node_comm *comms;
+};
+
+/* A rank of the node below the node's highest seq entered on a communicator. */
+struct fr_node_laggard {
+	uint32_t rank;
+	uint64_t last_entered;
+	uint64_t last_completed;
+};
+
+/*
+ * The node's ranks that have one operation in flight: same communicator,
+ * seq, type and flags (FR_WIRE_INFLIGHT_*). `nranks` counts them all;
+ * `ranges` lists them unless there were more than FR_NODE_RANGES_MAX runs
+ * (then the first runs only).
+ */
+struct fr_node_group {
+	uint64_t seq;
+	uint8_t type;           /* enum fr_op_type */
+	uint8_t flags;
+	uint32_t nranks;
+	uint64_t age_ms;        /* of the earliest entry (or wait), when the frame was sent */
+	uint32_t nranges;
+	struct fr_node_range ranges[FR_NODE_RANGES_MAX];
+};
+
+/* One communicator's progress over the node's ranks that belong to it. */
+struct fr_node_comm_progress {
+	char comm[FR_COMM_ID_MAX + 1];
+	uint64_t lo_entered, hi_entered;
+	uint64_t lo_completed, hi_completed;
+	uint32_t nranks;        /* the node's ranks on the communicator */
+	uint32_t nmembers;      /* their runs (the first FR_NODE_RANGES_MAX) */
+	struct fr_node_range members[FR_NODE_RANGES_MAX];
+	uint32_t nlaggards;     /* ranks with last_entered below hi_entered ... */
+	uint32_t laggards_omitted; /* ... and how many more there were */
+	struct fr_node_laggard laggards[FR_NODE_LAGGARDS_MAX];
+	uint32_t ngroups;
+	uint32_t ops_omitted;   /* operations in flight in no group: over FR_NODE_GROUPS_MAX */
+	struct fr_node_group groups[FR_NODE_GROUPS_MAX];
+};
+
+/*
+ * Node -> central: the progress of a job's communicators that changed,
+ * each record the node's whole state of it, at most
+ * FR_NODE_PROGRESS_COMMS_MAX a frame. Decode allocates `comms`
+ * (fr_wire_node_progress_free()).
+ */
+struct fr_msg_node_progress {
+	char job[FR_JOB_MAX + 1];
+	uint32_t ncomms;
+	struct fr_node_comm_progress *comms;
+};
+
+void fr_wire_node_hello_free(struct fr_msg_node_hello *m);
+void fr_wire_node_ranks_free(struct fr_msg_node_ranks *m);
+void fr_wire_node_comms_free(struct fr_msg_node_comms *m);
+void fr_wire_node_progress_free(struct fr_msg_node_progress *m);
+
+/*
+ * Adds global rank `rank` to the ascending runs r[0 .. *n): extends the
+ * last run when `rank` follows it, starts a run when there is room for one
+ * (`cap`). Ranks come in ascending order; one already in the last run is
+ * not added again. Returns true when `rank` is new (whether or not a run
+ * could hold it), false for a repeat.
+ */
+bool fr_node_ranges_add(struct fr_node_range *r, uint32_t *n, uint32_t cap, uint32_t rank);
+
+/*
+ * The runs of a member list (global ranks in communicator order,
+ * FR_RANK_UNKNOWN where not known) into `out`, which has room for `size`
+ * runs (one per member when no two follow each other). Returns the count.
+ */
+uint32_t fr_node_maps_from_members(const uint32_t *members, uint32_t size, struct fr_node_map *out);
+
+/* Where fr_node_comms_batch() goes on from: communicator, then run. */
+struct fr_node_cursor {
+	uint32_t comm;
+	uint32_t map;
+};
+
+/*
+ * Fills the next NODE_COMMS frame of job `m->job` with the communicators
+ * `comms[0 .. ncomms)` from `*at` on: as many pieces as a payload of
+ * `max_payload` (at most FR_WIRE_MAX_PAYLOAD) holds, into `slots` (room
+ * for `nslots`), which m->comms then points to. A piece borrows its runs
+ * from `comms`. Moves `*at` past what it took; all is sent when
+ * at->comm == ncomms. Returns the number of pieces, or -EMSGSIZE when not
+ * even one run fits the payload.
+ */
+int fr_node_comms_batch(struct fr_msg_node_comms *m, struct fr_node_comm *slots, uint32_t nslots,
+			const struct fr_node_comm *comms, uint32_t ncomms, struct fr_node_cursor *at,
+			size_t max_payload);
+
+#endif

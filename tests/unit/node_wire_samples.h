@@ -1,0 +1,114 @@
+/*
+ * Sample node daemon messages (protocol 4) with every field set to
+ * something distinguishable, small enough for test_wire.c's 2 KiB frames:
+ * test_wire.c puts them through every message's common checks
+ * (truncation, trailing bytes, small buffers), test_node_wire.c through
+ * their own.
+ */
+#ifndef FR_TEST_NODE_WIRE_SAMPLES_H
+#define FR_TEST_NODE_WIRE_SAMPLES_H
+
+#include <stdint.h>
+#include <string.h>
+
+#include "node_wire.h"
+#include "op.h"
+
+static struct fr_node_job sample_node_jobs[] = {
+	{ "job-42", 100000, 1024 },
+	{ "train.7", 16, 4 },
+};
+
+static inline void sample_node_hello(struct fr_msg_node_hello *m)
+{
+	memset(m, 0, sizeof(*m));
+	strcpy(m->node, "node-17.cluster");
+	m->boot_id = 0x8877665544332211ull;
+	m->protocol = 4;
+	m->njobs = 2;
+	m->jobs = sample_node_jobs;
+}
+
+static struct fr_node_rank sample_node_rank_list[] = {
+	{ .rank = 4, .pid = 1001, .host = "node-17", .state = FR_NODE_RANK_CONNECTED,
+	  .start_ns = 0x0102030405060708ull, .ring_capacity = 2000 },
+	{ .rank = 5, .pid = 1002, .host = "node-17", .state = FR_NODE_RANK_FINISHED,
+	  .start_ns = 0x1112131415161718ull, .ring_capacity = 4096 },
+	{ .rank = 15, .pid = 77, .host = "", .state = FR_NODE_RANK_UNRESPONSIVE,
+	  .start_ns = 1, .ring_capacity = 0 },
+};
+
+static inline void sample_node_ranks(struct fr_msg_node_ranks *m)
+{
+	memset(m, 0, sizeof(*m));
+	strcpy(m->job, "job-42");
+	m->world_size = 16;
+	m->flags = FR_NODE_RANKS_FULL;
+	m->nranks = 3;
+	m->ranks = sample_node_rank_list;
+}
+
+static struct fr_node_map sample_node_world_maps[] = {
+	{ .index = 0, .rank = 0, .count = 16 },
+};
+static struct fr_node_map sample_node_split_maps[] = {
+	{ .index = 1, .rank = 5, .count = 1 },
+	{ .index = 2, .rank = 9, .count = 3 },
+};
+static struct fr_node_comm sample_node_comm_list[] = {
+	{ .id = "world", .desc = "MPI_COMM_WORLD", .size = 16, .nmaps = 1,
+	  .maps = sample_node_world_maps },
+	{ .id = "c9f3a1", .desc = "split of world", .size = 8, .nmaps = 2,
+	  .maps = sample_node_split_maps },
+	{ .id = "nccl-5d2e", .desc = "", .size = 4, .nmaps = 0, .maps = NULL },
+};
+
+static inline void sample_node_comms(struct fr_msg_node_comms *m)
+{
+	memset(m, 0, sizeof(*m));
+	strcpy(m->job, "job-42");
+	m->ncomms = 3;
+	m->comms = sample_node_comm_list;
+}
+
+static struct fr_node_comm_progress sample_node_progress_list[2];
+
+static inline void sample_node_progress(struct fr_msg_node_progress *m)
+{
+	struct fr_node_comm_progress *c = sample_node_progress_list;
+
+	memset(m, 0, sizeof(*m));
+	memset(c, 0, sizeof(sample_node_progress_list));
+	strcpy(m->job, "job-42");
+	/* Ranks 4-7 and 12-15 on world; 13 has not entered #41. */
+	strcpy(c[0].comm, "world");
+	c[0].lo_entered = 40;
+	c[0].hi_entered = 41;
+	c[0].lo_completed = 39;
+	c[0].hi_completed = 40;
+	c[0].nranks = 8;
+	c[0].nmembers = 2;
+	c[0].members[0] = (struct fr_node_range){ 4, 4 };
+	c[0].members[1] = (struct fr_node_range){ 12, 4 };
+	c[0].nlaggards = 1;
+	c[0].laggards_omitted = 2;
+	c[0].laggards[0] = (struct fr_node_laggard){ 13, 40, 39 };
+	c[0].ngroups = 2;
+	c[0].ops_omitted = 3;
+	c[0].groups[0] = (struct fr_node_group){ .seq = 41, .type = FR_OP_ALL_REDUCE, .flags = 0,
+						 .nranks = 7, .age_ms = 1500, .nranges = 3,
+						 .ranges = { { 4, 4 }, { 12, 1 }, { 14, 2 } } };
+	c[0].groups[1] = (struct fr_node_group){
+		.seq = 40, .type = FR_OP_BARRIER,
+		.flags = FR_WIRE_INFLIGHT_NONBLOCKING | FR_WIRE_INFLIGHT_WAITED, .nranks = 2,
+		.age_ms = UINT64_MAX, .nranges = 1, .ranges = { { 13, 1 } } };
+	/* A communicator the node's ranks have not used. */
+	strcpy(c[1].comm, "c9f3a1");
+	c[1].nranks = 1;
+	c[1].nmembers = 1;
+	c[1].members[0] = (struct fr_node_range){ 5, 1 };
+	m->ncomms = 2;
+	m->comms = c;
+}
+
+#endif
