@@ -1,0 +1,473 @@
+/*
+ * Unit tests of the node daemons' messages (protocol/node_wire.c), beyond
+ * what test_wire.c checks of every message (every truncation, a trailing
+ * byte, buffers too small): round trips field by field, the values each
+ * decoder refuses, the caps, runs of ranks, and a 100,000-rank world's
+ * member list split over NODE_COMMS frames and put back together.
+ */
+#include <errno.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "node_wire.h"
+#include "node_wire_samples.h"
+#include "op.h"
+#include "wire.h"
+
+/* Encodes with the message's encoder into a heap frame; returns its length. */
+#define ENCODE(n, m, out)                                                      \
+	({                                                                     \
+		size_t want_ = fr_wire_##n##_size(m);                          \
+		int rc_;                                                       \
+		*(out) = malloc(want_);                                        \
+		assert_non_null(*(out));                                       \
+		rc_ = fr_wire_##n##_encode((m), *(out), want_);                \
+		assert_int_equal(rc_, (int)want_);                             \
+		(size_t) rc_;                                                  \
+	})
+
+static void put_u32(uint8_t *p, uint32_t v)
+{
+	for (int i = 0; i < 4; i++)
+		p[i] = (uint8_t)(v >> (8 * i));
+}
+
+static void test_hello_roundtrip(void **state)
+{
+	struct fr_msg_node_hello m, out;
+	uint8_t *buf;
+	size_t len;
+
+	(void)state;
+	sample_node_hello(&m);
+	len = ENCODE(node_hello, &m, &buf);
+	assert_int_equal(buf[4], 4); /* version 4 */
+	assert_int_equal(buf[6], FR_MSG_NODE_HELLO);
+	assert_int_equal(fr_wire_node_hello_decode(buf + FR_WIRE_HEADER_SIZE,
+						   len - FR_WIRE_HEADER_SIZE, &out), 0);
+	assert_string_equal(out.node, "node-17.cluster");
+	assert_int_equal(out.boot_id, 0x8877665544332211ull);
+	assert_int_equal(out.protocol, 4);
+	assert_int_equal(out.njobs, 2);
+	assert_string_equal(out.jobs[1].job, "train.7");
+	assert_int_equal(out.jobs[0].world_size, 100000);
+	assert_int_equal(out.jobs[0].nranks, 1024);
+	fr_wire_node_hello_free(&out);
+	free(buf);
+
+	m.njobs = FR_NODE_JOBS_MAX + 1;
+	assert_int_equal(fr_wire_node_hello_encode(&m, NULL, 0), -EINVAL);
+}
+
+static void test_ranks_roundtrip_and_refusals(void **state)
+{
+	struct fr_msg_node_ranks m, out;
+	uint8_t *buf;
+	size_t len, first;
+
+	(void)state;
+	sample_node_ranks(&m);
+	len = ENCODE(node_ranks, &m, &buf);
+	assert_int_equal(fr_wire_node_ranks_decode(buf + FR_WIRE_HEADER_SIZE,
+						   len - FR_WIRE_HEADER_SIZE, &out), 0);
+	assert_int_equal(out.flags, FR_NODE_RANKS_FULL);
+	assert_int_equal(out.nranks, 3);
+	assert_memory_equal(out.ranks, sample_node_rank_list, sizeof(sample_node_rank_list));
+	fr_wire_node_ranks_free(&out);
+
+	/* The first entry's state byte: 4 is no state; rank 16 is not in a world of 16. */
+	first = FR_WIRE_HEADER_SIZE + 2 + strlen("job-42") + 4 + 1 + 4;
+	buf[first + 4 + 4 + 2 + strlen("node-17")] = 4;
+	assert_int_equal(fr_wire_node_ranks_decode(buf + FR_WIRE_HEADER_SIZE,
+						   len - FR_WIRE_HEADER_SIZE, &out), -EPROTO);
+	buf[first + 4 + 4 + 2 + strlen("node-17")] = FR_NODE_RANK_CONNECTED;
+	put_u32(buf + first, 16);
+	assert_int_equal(fr_wire_node_ranks_decode(buf + FR_WIRE_HEADER_SIZE,
+						   len - FR_WIRE_HEADER_SIZE, &out), -EPROTO);
+	put_u32(buf + first, 15);
+	/* Flags this build does not define. */
+	buf[first - 5] = 2;
+	assert_int_equal(fr_wire_node_ranks_decode(buf + FR_WIRE_HEADER_SIZE,
+						   len - FR_WIRE_HEADER_SIZE, &out), -EPROTO);
+	buf[first - 5] = 0;
+	assert_int_equal(fr_wire_node_ranks_decode(buf + FR_WIRE_HEADER_SIZE,
+						   len - FR_WIRE_HEADER_SIZE, &out), 0);
+	fr_wire_node_ranks_free(&out);
+	free(buf);
+
+	m.flags = 2;
+	assert_int_equal(fr_wire_node_ranks_size(&m) > 0, 1);
+	assert_int_equal(fr_wire_node_ranks_encode(&m, NULL, 0), -EINVAL);
+}
+
+/* A full batch of ranks with every host at its limit fits one frame. */
+static void test_ranks_batch_limit(void **state)
+{
+	struct fr_node_rank *ranks = calloc(FR_NODE_RANKS_BATCH + 1, sizeof(*ranks));
+	struct fr_msg_node_ranks m = { .job = "j", .world_size = 100000, .ranks = ranks };
+	struct fr_msg_node_ranks out;
+	uint8_t *buf;
+	size_t len;
+
+	(void)state;
+	assert_non_null(ranks);
+	for (uint32_t i = 0; i <= FR_NODE_RANKS_BATCH; i++) {
+		ranks[i].rank = i;
+		memset(ranks[i].host, 'h', FR_HOST_MAX);
+	}
+	m.nranks = FR_NODE_RANKS_BATCH;
+	len = ENCODE(node_ranks, &m, &buf);
+	assert_true(len - FR_WIRE_HEADER_SIZE <= FR_WIRE_MAX_PAYLOAD);
+	assert_int_equal(fr_wire_node_ranks_decode(buf + FR_WIRE_HEADER_SIZE,
+						   len - FR_WIRE_HEADER_SIZE, &out), 0);
+	assert_int_equal(out.nranks, FR_NODE_RANKS_BATCH);
+	fr_wire_node_ranks_free(&out);
+	free(buf);
+	m.nranks = FR_NODE_RANKS_BATCH + 1;
+	assert_int_equal(fr_wire_node_ranks_encode(&m, NULL, 0), -EINVAL);
+	free(ranks);
+}
+
+static void test_comms_roundtrip_and_refusals(void **state)
+{
+	struct fr_msg_node_comms m, out;
+	struct fr_node_map bad[2];
+	uint8_t *buf;
+	size_t len;
+
+	(void)state;
+	sample_node_comms(&m);
+	len = ENCODE(node_comms, &m, &buf);
+	assert_int_equal(fr_wire_node_comms_decode(buf + FR_WIRE_HEADER_SIZE,
+						   len - FR_WIRE_HEADER_SIZE, &out), 0);
+	assert_int_equal(out.ncomms, 3);
+	assert_string_equal(out.comms[1].desc, "split of world");
+	assert_int_equal(out.comms[1].nmaps, 2);
+	assert_memory_equal(out.comms[1].maps, sample_node_split_maps, sizeof(sample_node_split_maps));
+	assert_int_equal(out.comms[2].nmaps, 0);
+	assert_null(out.comms[2].maps);
+	fr_wire_node_comms_free(&out);
+	free(buf);
+
+	/* Runs outside the communicator, overlapping, empty, or reaching FR_RANK_UNKNOWN. */
+	m.ncomms = 1;
+	m.comms = &(struct fr_node_comm){ .id = "c", .size = 8, .nmaps = 2, .maps = bad };
+	bad[0] = (struct fr_node_map){ 0, 0, 4 };
+	bad[1] = (struct fr_node_map){ 4, 9, 4 };
+	assert_true(fr_wire_node_comms_encode(&m, NULL, 0) == -EMSGSIZE);
+	bad[1].count = 5;
+	assert_int_equal(fr_wire_node_comms_encode(&m, NULL, 0), -EINVAL);
+	bad[1] = (struct fr_node_map){ 3, 9, 1 };
+	assert_int_equal(fr_wire_node_comms_encode(&m, NULL, 0), -EINVAL);
+	bad[1] = (struct fr_node_map){ 5, 9, 0 };
+	assert_int_equal(fr_wire_node_comms_encode(&m, NULL, 0), -EINVAL);
+	bad[1] = (struct fr_node_map){ 5, FR_RANK_UNKNOWN - 1, 2 };
+	assert_int_equal(fr_wire_node_comms_encode(&m, NULL, 0), -EINVAL);
+	bad[1] = (struct fr_node_map){ 5, FR_RANK_UNKNOWN - 2, 2 };
+	assert_int_equal(fr_wire_node_comms_encode(&m, NULL, 0), -EMSGSIZE);
+}
+
+static void test_maps_from_members(void **state)
+{
+	uint32_t members[] = { 0, 1, 2, 3, FR_RANK_UNKNOWN, 9, 10, 7, 8, FR_RANK_UNKNOWN };
+	struct fr_node_map maps[10];
+
+	(void)state;
+	assert_int_equal(fr_node_maps_from_members(members, 10, maps), 3);
+	assert_memory_equal(&maps[0], (&(struct fr_node_map){ 0, 0, 4 }), sizeof(maps[0]));
+	assert_memory_equal(&maps[1], (&(struct fr_node_map){ 5, 9, 2 }), sizeof(maps[0]));
+	assert_memory_equal(&maps[2], (&(struct fr_node_map){ 7, 7, 2 }), sizeof(maps[0]));
+	assert_int_equal(fr_node_maps_from_members(members, 0, maps), 0);
+	/* An NCCL rank's report: one known entry. */
+	members[0] = FR_RANK_UNKNOWN;
+	assert_int_equal(fr_node_maps_from_members(members, 4, maps), 1);
+	assert_memory_equal(&maps[0], (&(struct fr_node_map){ 1, 1, 3 }), sizeof(maps[0]));
+}
+
+/*
+ * World of 100,000 ranks in an order with no two consecutive ranks side by
+ * side (the worst case: one run per member, 1.2 MB of runs), plus a small
+ * communicator: split over frames, none over the payload limit, and put
+ * back together to the same list. A world in order is one run.
+ */
+static void test_comms_100k_world_split(void **state)
+{
+	const uint32_t size = 100000;
+	uint32_t *members = malloc(size * sizeof(*members));
+	uint32_t *back = malloc(size * sizeof(*back));
+	struct fr_node_map *maps = malloc(size * sizeof(*maps));
+	struct fr_node_comm comms[2];
+	struct fr_node_comm slots[4];
+	struct fr_node_cursor at = { 0, 0 };
+	struct fr_msg_node_comms m = { .job = "big-job" };
+	uint32_t small[] = { 17, 18, 19, 20 };
+	int frames = 0, pieces_of_world = 0;
+
+	(void)state;
+	assert_non_null(members);
+	assert_non_null(back);
+	assert_non_null(maps);
+	for (uint32_t i = 0; i < size; i++) {
+		members[i] = (uint32_t)(((uint64_t)i * 7919) % size);
+		back[i] = FR_RANK_UNKNOWN;
+	}
+	comms[0] = (struct fr_node_comm){ .id = "world", .desc = "MPI_COMM_WORLD", .size = size };
+	comms[0].nmaps = fr_node_maps_from_members(members, size, maps);
+	comms[0].maps = maps;
+	assert_int_equal(comms[0].nmaps, size);
+	comms[1] = (struct fr_node_comm){ .id = "s", .desc = "split", .size = 4 };
+	comms[1].nmaps = fr_node_maps_from_members(small, 4, (struct fr_node_map[4]){ 0 });
+	assert_int_equal(comms[1].nmaps, 1);
+	comms[1].maps = &(struct fr_node_map){ 0, 17, 4 };
+
+	while (at.comm < 2) {
+		struct fr_msg_node_comms out;
+		uint8_t *buf;
+		size_t len;
+		int n = fr_node_comms_batch(&m, slots, 4, comms, 2, &at, FR_WIRE_MAX_PAYLOAD);
+
+		assert_true(n > 0);
+		len = ENCODE(node_comms, &m, &buf);
+		assert_true(len - FR_WIRE_HEADER_SIZE <= FR_WIRE_MAX_PAYLOAD);
+		assert_int_equal(fr_wire_node_comms_decode(buf + FR_WIRE_HEADER_SIZE,
+							   len - FR_WIRE_HEADER_SIZE, &out), 0);
+		for (uint32_t c = 0; c < out.ncomms; c++) {
+			const struct fr_node_comm *p = &out.comms[c];
+
+			if (strcmp(p->id, "world") != 0) {
+				assert_string_equal(p->id, "s");
+				assert_int_equal(p->nmaps, 1);
+				assert_int_equal(p->maps[0].rank, 17);
+				continue;
+			}
+			pieces_of_world++;
+			assert_string_equal(p->desc, "MPI_COMM_WORLD");
+			assert_int_equal(p->size, size);
+			for (uint32_t k = 0; k < p->nmaps; k++)
+				for (uint32_t j = 0; j < p->maps[k].count; j++) {
+					assert_int_equal(back[p->maps[k].index + j], FR_RANK_UNKNOWN);
+					back[p->maps[k].index + j] = p->maps[k].rank + j;
+				}
+		}
+		fr_wire_node_comms_free(&out);
+		free(buf);
+		frames++;
+	}
+	assert_int_equal(frames, 2);
+	assert_int_equal(pieces_of_world, 2);
+	assert_memory_equal(back, members, size * sizeof(*members));
+
+	/* In order: one run, one frame of a few bytes. */
+	for (uint32_t i = 0; i < size; i++)
+		members[i] = i;
+	comms[0].nmaps = fr_node_maps_from_members(members, size, maps);
+	assert_int_equal(comms[0].nmaps, 1);
+	at = (struct fr_node_cursor){ 0, 0 };
+	assert_int_equal(fr_node_comms_batch(&m, slots, 4, comms, 2, &at, FR_WIRE_MAX_PAYLOAD), 2);
+	assert_int_equal(at.comm, 2);
+	assert_true(fr_wire_node_comms_size(&m) < 128);
+
+	/* A payload too small for one run is refused, not looped on. */
+	at = (struct fr_node_cursor){ 0, 0 };
+	assert_int_equal(fr_node_comms_batch(&m, slots, 4, comms, 2, &at, 20), -EMSGSIZE);
+	free(maps);
+	free(back);
+	free(members);
+}
+
+static void test_ranges_add(void **state)
+{
+	struct fr_node_range r[2];
+	uint32_t n = 0;
+
+	(void)state;
+	assert_true(fr_node_ranges_add(r, &n, 2, 3));
+	assert_true(fr_node_ranges_add(r, &n, 2, 4));
+	assert_false(fr_node_ranges_add(r, &n, 2, 4));
+	assert_true(fr_node_ranges_add(r, &n, 2, 9));
+	/* No room for a third run: the rank is new but not listed. */
+	assert_true(fr_node_ranges_add(r, &n, 2, 20));
+	assert_int_equal(n, 2);
+	assert_int_equal(r[0].first, 3);
+	assert_int_equal(r[0].count, 2);
+	assert_int_equal(r[1].first, 9);
+	assert_int_equal(r[1].count, 1);
+}
+
+/* Field by field: the structs have padding that assignments need not clear. */
+static void assert_records_equal(const struct fr_node_comm_progress *a,
+				 const struct fr_node_comm_progress *b, uint32_t n)
+{
+	for (uint32_t i = 0; i < n; i++, a++, b++) {
+		assert_string_equal(a->comm, b->comm);
+		assert_true(a->lo_entered == b->lo_entered && a->hi_entered == b->hi_entered &&
+			    a->lo_completed == b->lo_completed && a->hi_completed == b->hi_completed);
+		assert_int_equal(a->nranks, b->nranks);
+		assert_int_equal(a->nmembers, b->nmembers);
+		assert_memory_equal(a->members, b->members, a->nmembers * sizeof(a->members[0]));
+		assert_int_equal(a->nlaggards, b->nlaggards);
+		assert_int_equal(a->laggards_omitted, b->laggards_omitted);
+		for (uint32_t k = 0; k < a->nlaggards; k++)
+			assert_true(a->laggards[k].rank == b->laggards[k].rank &&
+				    a->laggards[k].last_entered == b->laggards[k].last_entered &&
+				    a->laggards[k].last_completed == b->laggards[k].last_completed);
+		assert_int_equal(a->ngroups, b->ngroups);
+		assert_int_equal(a->ops_omitted, b->ops_omitted);
+		for (uint32_t k = 0; k < a->ngroups; k++) {
+			const struct fr_node_group *x = &a->groups[k], *y = &b->groups[k];
+
+			assert_true(x->seq == y->seq && x->type == y->type && x->flags == y->flags &&
+				    x->nranks == y->nranks && x->age_ms == y->age_ms &&
+				    x->nranges == y->nranges);
+			assert_memory_equal(x->ranges, y->ranges, x->nranges * sizeof(x->ranges[0]));
+		}
+	}
+}
+
+static int progress_decode(const uint8_t *buf, size_t len, struct fr_msg_node_progress *out)
+{
+	return fr_wire_node_progress_decode(buf + FR_WIRE_HEADER_SIZE, len - FR_WIRE_HEADER_SIZE, out);
+}
+
+static void test_progress_roundtrip(void **state)
+{
+	struct fr_msg_node_progress m, out;
+	uint8_t *buf;
+	size_t len;
+
+	(void)state;
+	sample_node_progress(&m);
+	len = ENCODE(node_progress, &m, &buf);
+	assert_int_equal(progress_decode(buf, len, &out), 0);
+	assert_string_equal(out.job, "job-42");
+	assert_int_equal(out.ncomms, 2);
+	assert_records_equal(out.comms, m.comms, 2);
+	fr_wire_node_progress_free(&out);
+	free(buf);
+}
+
+/* Each value a NODE_PROGRESS record may not hold, refused by both sides. */
+static void test_progress_refusals(void **state)
+{
+	struct fr_msg_node_progress m;
+	struct fr_node_comm_progress *c;
+	uint8_t buf[4096];
+	int good;
+
+	(void)state;
+#define REFUSED(change)                                                                    \
+	do {                                                                               \
+		sample_node_progress(&m);                                                  \
+		c = &m.comms[0];                                                           \
+		change;                                                                    \
+		assert_int_equal(fr_wire_node_progress_encode(&m, buf, sizeof(buf)), -EINVAL); \
+	} while (0)
+	REFUSED(c->lo_entered = 42);
+	REFUSED(c->lo_completed = 41);
+	REFUSED(c->nranks = 6);                          /* members list 8 */
+	REFUSED(c->members[1].first = 8);                /* touches the run before: not coalesced */
+	REFUSED(c->members[1].first = 2);                /* goes back */
+	REFUSED(c->members[1].count = 0);
+	REFUSED(c->members[1] = ((struct fr_node_range){ FR_RANK_UNKNOWN, 1 }));
+	REFUSED(c->nmembers = FR_NODE_RANGES_MAX + 1);
+	REFUSED(c->laggards[0].last_entered = 41);       /* not below the highest */
+	REFUSED(c->laggards[0].last_entered = 39);       /* below the lowest */
+	REFUSED(c->laggards_omitted = 8);
+	REFUSED(c->nlaggards = FR_NODE_LAGGARDS_MAX + 1);
+	REFUSED(c->groups[0].nranks = 6);                /* fewer than its runs list */
+	REFUSED(c->groups[0].nranks = 9);                /* more than the record's ranks */
+	REFUSED(c->groups[1].nranks = 0);
+	REFUSED(c->groups[1].flags = FR_WIRE_INFLIGHT_WAITED);
+	REFUSED(c->groups[1].flags = 0x4);
+	REFUSED(c->groups[0].nranges = FR_NODE_RANGES_MAX + 1);
+	REFUSED(c->ngroups = FR_NODE_GROUPS_MAX + 1);
+	REFUSED(m.ncomms = FR_NODE_PROGRESS_COMMS_MAX + 1);
+#undef REFUSED
+
+	/* The decoder refuses the same: patch an encoded lowest above its highest. */
+	sample_node_progress(&m);
+	good = fr_wire_node_progress_encode(&m, buf, sizeof(buf));
+	assert_true(good > 0);
+	{
+		struct fr_msg_node_progress out;
+		size_t lo = FR_WIRE_HEADER_SIZE + 2 + 6 + 4 + 2 + 5;
+
+		assert_int_equal(buf[lo], 40);
+		buf[lo] = 42;
+		assert_int_equal(progress_decode(buf, (size_t)good, &out), -EPROTO);
+		buf[lo] = 40;
+		/* A count of records over the cap, before anything is read of them. */
+		put_u32(buf + FR_WIRE_HEADER_SIZE + 2 + 6, FR_NODE_PROGRESS_COMMS_MAX + 1);
+		assert_int_equal(progress_decode(buf, (size_t)good, &out), -EPROTO);
+		put_u32(buf + FR_WIRE_HEADER_SIZE + 2 + 6, 2);
+		assert_int_equal(progress_decode(buf, (size_t)good, &out), 0);
+		fr_wire_node_progress_free(&out);
+	}
+}
+
+/* Every record at every cap, with the longest strings: still one frame. */
+static void test_progress_largest(void **state)
+{
+	struct fr_node_comm_progress *c = calloc(FR_NODE_PROGRESS_COMMS_MAX, sizeof(*c));
+	struct fr_msg_node_progress m = { .ncomms = FR_NODE_PROGRESS_COMMS_MAX, .comms = c };
+	struct fr_msg_node_progress out;
+	uint8_t *buf;
+	size_t len;
+
+	(void)state;
+	assert_non_null(c);
+	memset(m.job, 'j', FR_JOB_MAX);
+	for (uint32_t i = 0; i < FR_NODE_PROGRESS_COMMS_MAX; i++) {
+		memset(c[i].comm, 'c', FR_COMM_ID_MAX);
+		c[i].comm[0] = (char)('A' + i);
+		c[i].hi_entered = 100;
+		c[i].nranks = 8192;
+		c[i].nmembers = FR_NODE_RANGES_MAX;
+		for (uint32_t k = 0; k < FR_NODE_RANGES_MAX; k++)
+			c[i].members[k] = (struct fr_node_range){ 2 * k, 1 };
+		c[i].nlaggards = FR_NODE_LAGGARDS_MAX;
+		c[i].laggards_omitted = 100;
+		for (uint32_t k = 0; k < FR_NODE_LAGGARDS_MAX; k++)
+			c[i].laggards[k] = (struct fr_node_laggard){ k, 99, 98 };
+		c[i].ngroups = FR_NODE_GROUPS_MAX;
+		for (uint32_t g = 0; g < FR_NODE_GROUPS_MAX; g++) {
+			c[i].groups[g] = (struct fr_node_group){ .seq = g, .type = FR_OP_ALL_REDUCE,
+								 .nranks = 8192, .age_ms = 1,
+								 .nranges = FR_NODE_RANGES_MAX };
+			for (uint32_t k = 0; k < FR_NODE_RANGES_MAX; k++)
+				c[i].groups[g].ranges[k] = (struct fr_node_range){ 2 * k, 1 };
+		}
+	}
+	len = ENCODE(node_progress, &m, &buf);
+	assert_true(len - FR_WIRE_HEADER_SIZE <= FR_WIRE_MAX_PAYLOAD);
+	assert_int_equal(progress_decode(buf, len, &out), 0);
+	assert_records_equal(out.comms, c, FR_NODE_PROGRESS_COMMS_MAX);
+	fr_wire_node_progress_free(&out);
+	free(buf);
+	free(c);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_hello_roundtrip),
+		cmocka_unit_test(test_ranks_roundtrip_and_refusals),
+		cmocka_unit_test(test_ranks_batch_limit),
+		cmocka_unit_test(test_comms_roundtrip_and_refusals),
+		cmocka_unit_test(test_maps_from_members),
+		cmocka_unit_test(test_comms_100k_world_split),
+		cmocka_unit_test(test_ranges_add),
+		cmocka_unit_test(test_progress_roundtrip),
+		cmocka_unit_test(test_progress_refusals),
+		cmocka_unit_test(test_progress_largest),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
