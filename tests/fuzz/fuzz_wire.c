@@ -20,7 +20,9 @@
  *     not define, so there the frame written must decode to the same
  *     message instead);
  *   - the values decoders promise to refuse are refused (a COMM rank not
- *     below its size, a DUMP_DATA piece outside its dump, ...).
+ *     below its size, a DUMP_DATA piece outside its dump, a node's count
+ *     over its cap, a run of ranks out of order, a laggard not below its
+ *     node's highest, ...).
  *
  * Each frame is copied into a buffer of its exact length, so that a decoder
  * reading past its payload is caught by AddressSanitizer even where the
@@ -35,6 +37,7 @@
 
 #include "auth.h"
 #include "frame.h"
+#include "node_wire.h"
 #include "wire.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
@@ -151,6 +154,89 @@ static void check_bye(struct fr_msg_bye *m, const uint8_t *p, size_t len)
 	FUZZ_CHECK(m->reserved == 0);
 }
 
+static void check_node_hello(struct fr_msg_node_hello *m, const uint8_t *p, size_t len)
+{
+	(void)p;
+	(void)len;
+	FUZZ_CHECK(strlen(m->node) <= FR_HOST_MAX && m->njobs <= FR_NODE_JOBS_MAX);
+	FUZZ_CHECK(!m->njobs == !m->jobs);
+	for (uint32_t i = 0; i < m->njobs; i++)
+		FUZZ_CHECK(strlen(m->jobs[i].job) <= FR_JOB_MAX);
+}
+
+static void check_node_ranks(struct fr_msg_node_ranks *m, const uint8_t *p, size_t len)
+{
+	(void)p;
+	(void)len;
+	FUZZ_CHECK(strlen(m->job) <= FR_JOB_MAX && !(m->flags & ~FR_NODE_RANKS_FULL));
+	FUZZ_CHECK(m->nranks <= FR_NODE_RANKS_BATCH && !m->nranks == !m->ranks);
+	for (uint32_t i = 0; i < m->nranks; i++)
+		FUZZ_CHECK(m->ranks[i].rank < m->world_size &&
+			   m->ranks[i].state <= FR_NODE_RANK_STATE_MAX &&
+			   strlen(m->ranks[i].host) <= FR_HOST_MAX);
+}
+
+static void check_node_comms(struct fr_msg_node_comms *m, const uint8_t *p, size_t len)
+{
+	(void)p;
+	(void)len;
+	FUZZ_CHECK(strlen(m->job) <= FR_JOB_MAX && !m->ncomms == !m->comms);
+	for (uint32_t i = 0; i < m->ncomms; i++) {
+		const struct fr_node_comm *c = &m->comms[i];
+		uint64_t next = 0;
+
+		FUZZ_CHECK(!c->nmaps == !c->maps);
+		for (uint32_t k = 0; k < c->nmaps; k++) {
+			const struct fr_node_map *mp = &c->maps[k];
+
+			FUZZ_CHECK(mp->count >= 1 && mp->index >= next &&
+				   (uint64_t)mp->index + mp->count <= c->size &&
+				   (uint64_t)mp->rank + mp->count <= FR_RANK_UNKNOWN);
+			next = (uint64_t)mp->index + mp->count;
+		}
+	}
+}
+
+/* Runs ascending with a gap between them, holding at most `most` ranks. */
+static void check_ranges(const struct fr_node_range *r, uint32_t n, uint64_t most)
+{
+	uint64_t next = 0, total = 0;
+
+	FUZZ_CHECK(n <= FR_NODE_RANGES_MAX);
+	for (uint32_t i = 0; i < n; i++) {
+		FUZZ_CHECK(r[i].count >= 1 && r[i].first >= next &&
+			   (uint64_t)r[i].first + r[i].count <= FR_RANK_UNKNOWN);
+		next = (uint64_t)r[i].first + r[i].count + 1;
+		total += r[i].count;
+	}
+	FUZZ_CHECK(total <= most);
+}
+
+static void check_node_progress(struct fr_msg_node_progress *m, const uint8_t *p, size_t len)
+{
+	(void)p;
+	(void)len;
+	FUZZ_CHECK(m->ncomms <= FR_NODE_PROGRESS_COMMS_MAX && !m->ncomms == !m->comms);
+	for (uint32_t i = 0; i < m->ncomms; i++) {
+		const struct fr_node_comm_progress *c = &m->comms[i];
+
+		FUZZ_CHECK(c->lo_entered <= c->hi_entered && c->lo_completed <= c->hi_completed);
+		check_ranges(c->members, c->nmembers, c->nranks);
+		FUZZ_CHECK(c->nlaggards <= FR_NODE_LAGGARDS_MAX &&
+			   (uint64_t)c->nlaggards + c->laggards_omitted <= c->nranks);
+		for (uint32_t k = 0; k < c->nlaggards; k++)
+			FUZZ_CHECK(c->laggards[k].last_entered < c->hi_entered &&
+				   c->laggards[k].last_entered >= c->lo_entered);
+		FUZZ_CHECK(c->ngroups <= FR_NODE_GROUPS_MAX);
+		for (uint32_t k = 0; k < c->ngroups; k++) {
+			const struct fr_node_group *g = &c->groups[k];
+
+			FUZZ_CHECK(g->nranks >= 1 && g->nranks <= c->nranks);
+			check_ranges(g->ranges, g->nranges, g->nranks);
+		}
+	}
+}
+
 static void check_nothing(const void *m, const uint8_t *p, size_t len)
 {
 	(void)m;
@@ -167,6 +253,10 @@ static void check_nothing(const void *m, const uint8_t *p, size_t len)
 		struct fr_msg_dump_request *: check_dump_request,   \
 		struct fr_msg_dump_data *: check_dump_data,         \
 		struct fr_msg_bye *: check_bye,                     \
+		struct fr_msg_node_hello *: check_node_hello,       \
+		struct fr_msg_node_ranks *: check_node_ranks,       \
+		struct fr_msg_node_comms *: check_node_comms,       \
+		struct fr_msg_node_progress *: check_node_progress, \
 		default: check_nothing)((m), (p), (len))
 
 static void free_nothing(const void *m)
@@ -187,11 +277,39 @@ static void free_progress(struct fr_msg_progress *m)
 	FUZZ_CHECK(all_zero(m, sizeof(*m)));
 }
 
+static void free_node_hello(struct fr_msg_node_hello *m)
+{
+	fr_wire_node_hello_free(m);
+	FUZZ_CHECK(all_zero(m, sizeof(*m)));
+}
+
+static void free_node_ranks(struct fr_msg_node_ranks *m)
+{
+	fr_wire_node_ranks_free(m);
+	FUZZ_CHECK(all_zero(m, sizeof(*m)));
+}
+
+static void free_node_comms(struct fr_msg_node_comms *m)
+{
+	fr_wire_node_comms_free(m);
+	FUZZ_CHECK(all_zero(m, sizeof(*m)));
+}
+
+static void free_node_progress(struct fr_msg_node_progress *m)
+{
+	fr_wire_node_progress_free(m);
+	FUZZ_CHECK(all_zero(m, sizeof(*m)));
+}
+
 /* Frees what a decoded message owns. */
-#define FREE_MSG(m)                                          \
-	_Generic((m),                                        \
-		struct fr_msg_comm *: free_comm,             \
-		struct fr_msg_progress *: free_progress,     \
+#define FREE_MSG(m)                                                  \
+	_Generic((m),                                                \
+		struct fr_msg_comm *: free_comm,                     \
+		struct fr_msg_progress *: free_progress,             \
+		struct fr_msg_node_hello *: free_node_hello,         \
+		struct fr_msg_node_ranks *: free_node_ranks,         \
+		struct fr_msg_node_comms *: free_node_comms,         \
+		struct fr_msg_node_progress *: free_node_progress,   \
 		default: free_nothing)(m)
 
 /* ---- reading a frame back ---- */
