@@ -446,6 +446,8 @@ static void test_progress_largest(void **state)
 		}
 	}
 	len = ENCODE(node_progress, &m, &buf);
+	/* PROTOCOL.md's figure: 16 records of 36,633 bytes. */
+	assert_int_equal(len, 586214);
 	assert_true(len - FR_WIRE_HEADER_SIZE <= FR_WIRE_MAX_PAYLOAD);
 	assert_int_equal(progress_decode(buf, len, &out), 0);
 	assert_records_equal(out.comms, c, FR_NODE_PROGRESS_COMMS_MAX);
