@@ -21,7 +21,7 @@ static struct fr_node_comm_progress *record_of(struct fr_node_comm_progress *out
 	return NULL;
 }
 
-/* The rank's progress on the communicator of record `c`, or NULL. */
+/* The rank's progress on communicator `id`, or NULL. */
 static const struct rank_comm *rank_comm_of(const struct job_rank *r, const char *id)
 {
 	for (size_t i = 0; i < r->ncomms; i++)
@@ -30,16 +30,20 @@ static const struct rank_comm *rank_comm_of(const struct job_rank *r, const char
 	return NULL;
 }
 
+/* Widens [*lo, *hi] to take in [lo_v, hi_v]; `first`: there is nothing yet. */
+static void widen(uint64_t *lo, uint64_t *hi, bool first, uint64_t lo_v, uint64_t hi_v)
+{
+	if (first || lo_v < *lo)
+		*lo = lo_v;
+	if (first || hi_v > *hi)
+		*hi = hi_v;
+}
+
 static void add_progress(struct fr_node_comm_progress *c, uint32_t rank, const struct rank_comm *rc)
 {
-	if (c->nranks == 0 || rc->last_entered < c->lo_entered)
-		c->lo_entered = rc->last_entered;
-	if (c->nranks == 0 || rc->last_completed < c->lo_completed)
-		c->lo_completed = rc->last_completed;
-	if (rc->last_entered > c->hi_entered)
-		c->hi_entered = rc->last_entered;
-	if (rc->last_completed > c->hi_completed)
-		c->hi_completed = rc->last_completed;
+	widen(&c->lo_entered, &c->hi_entered, c->nranks == 0, rc->last_entered, rc->last_entered);
+	widen(&c->lo_completed, &c->hi_completed, c->nranks == 0, rc->last_completed,
+	      rc->last_completed);
 	c->nranks++;
 	fr_node_ranges_add(c->members, &c->nmembers, FR_NODE_RANGES_MAX, rank);
 }
@@ -289,14 +293,10 @@ int aggregate_merge(const struct agg_node *nodes, size_t nnodes, struct agg_comm
 
 		if (!rec || rec->nranks == 0)
 			continue;
-		if (out->nranks == 0 || rec->lo_entered < out->lo_entered)
-			out->lo_entered = rec->lo_entered;
-		if (out->nranks == 0 || rec->lo_completed < out->lo_completed)
-			out->lo_completed = rec->lo_completed;
-		if (rec->hi_entered > out->hi_entered)
-			out->hi_entered = rec->hi_entered;
-		if (rec->hi_completed > out->hi_completed)
-			out->hi_completed = rec->hi_completed;
+		widen(&out->lo_entered, &out->hi_entered, out->nranks == 0, rec->lo_entered,
+		      rec->hi_entered);
+		widen(&out->lo_completed, &out->hi_completed, out->nranks == 0, rec->lo_completed,
+		      rec->hi_completed);
 		out->nranks += rec->nranks;
 		out->nnodes++;
 	}

@@ -265,41 +265,19 @@ static void free_nothing(const void *m)
 }
 
 /* The messages that own memory: freeing them must zero them too. */
-static void free_comm(struct fr_msg_comm *m)
-{
-	fr_wire_comm_free(m);
-	FUZZ_CHECK(all_zero(m, sizeof(*m)));
-}
-
-static void free_progress(struct fr_msg_progress *m)
-{
-	fr_wire_progress_free(m);
-	FUZZ_CHECK(all_zero(m, sizeof(*m)));
-}
-
-static void free_node_hello(struct fr_msg_node_hello *m)
-{
-	fr_wire_node_hello_free(m);
-	FUZZ_CHECK(all_zero(m, sizeof(*m)));
-}
-
-static void free_node_ranks(struct fr_msg_node_ranks *m)
-{
-	fr_wire_node_ranks_free(m);
-	FUZZ_CHECK(all_zero(m, sizeof(*m)));
-}
-
-static void free_node_comms(struct fr_msg_node_comms *m)
-{
-	fr_wire_node_comms_free(m);
-	FUZZ_CHECK(all_zero(m, sizeof(*m)));
-}
-
-static void free_node_progress(struct fr_msg_node_progress *m)
-{
-	fr_wire_node_progress_free(m);
-	FUZZ_CHECK(all_zero(m, sizeof(*m)));
-}
+#define FREE_ZEROED(n)                                      \
+	static void free_##n(struct fr_msg_##n *m)          \
+	{                                                   \
+		fr_wire_##n##_free(m);                      \
+		FUZZ_CHECK(all_zero(m, sizeof(*m)));        \
+	}
+FREE_ZEROED(comm)
+FREE_ZEROED(progress)
+FREE_ZEROED(node_hello)
+FREE_ZEROED(node_ranks)
+FREE_ZEROED(node_comms)
+FREE_ZEROED(node_progress)
+#undef FREE_ZEROED
 
 /* Frees what a decoded message owns. */
 #define FREE_MSG(m)                                                  \
