@@ -9,10 +9,12 @@
  * stuck communicator. So each communicator keeps its entries in flight
  * first (those that block the rank before those merely posted, newest
  * first), up to half the window on the focus's communicator and the whole
- * window elsewhere, then the entries nearest the focus's seq on the
- * focus's communicator (both sides alike: the entries at and after it say
- * who entered it, those before it what each rank last completed), and the
- * newest entries elsewhere. Kept entries stay in the order of the ring.
+ * window elsewhere; then on the focus's communicator its newest completed
+ * entry (a culprit's last completed operation, however old the focus) and
+ * the entries nearest the focus's seq (both sides alike: the entries at
+ * and after it say who entered it, those before it what each rank last
+ * completed), and the newest entries elsewhere. Kept entries stay in the
+ * order of the ring.
  */
 #include "summary.h"
 
@@ -174,6 +176,17 @@ static void mark_group(const struct fr_trace *t, const struct group *g,
 				kept++;
 			}
 		return;
+	}
+	/* The rank's last completed operation there, which the verdict
+	 * shows of a culprit, however far from the focus. */
+	for (size_t k = g->n; k-- > 0 && kept < window;) {
+		if (t->ops[g->idx[k]].state != FR_STATE_COMPLETED)
+			continue;
+		if (!keep[g->idx[k]]) {
+			keep[g->idx[k]] = true;
+			kept++;
+		}
+		break;
 	}
 	/* Outwards from the focus's place, one entry before it, then one at
 	 * or after it, ... */
