@@ -1061,7 +1061,8 @@ static int say_known_comms(struct fr_evidence *ev, const char *id)
  * Keeps communicator `id` and the operations on it in `t`, and no other
  * communicator or operation, so that the engine correlates that
  * communicator alone. The member lists dropped are freed, but for those
- * of the manifest's table (fr_manifest_free() frees it whole); the arrays
+ * lent (the manifest's table, which fr_manifest_free() frees whole, and
+ * the summaries' lists in ev->lent); the arrays
  * keep their allocation, which fr_trace_free() releases as before.
  */
 static void trace_keep_comm(const struct fr_evidence *ev, struct fr_trace *t, const char *id)
