@@ -182,7 +182,7 @@ $(BUILD)/obj/%.h.ok: %.h
 unit: $(UNIT_TESTS) $(CLI) $(HEADER_CHECKS)
 	$(Q)tests/run-unit $(UNIT_TESTS)
 
-e2e: all $(MPI_PROGS) $(NCCL_FAKE)
+e2e: all $(MPI_PROGS) $(NCCL_FAKE) $(BENCH_GEN) $(BENCH_SUMMARIZE)
 	$(Q)BUILD=$(BUILD) tests/e2e/run
 
 # The libFuzzer targets (tests/fuzz) are built with clang into
@@ -219,6 +219,14 @@ $(BENCH_SCALE): $(call obj,bench/scale_correlate.c) $(CORE_LIB)
 	@$(if $(Q),echo "  LD      $@")
 	$(Q)$(CC) $(LDFLAGS) -o $@ $(call obj,bench/scale_correlate.c) $(CORE_LIB) \
 		$$($(PKG_CONFIG) --libs jansson) -lm
+
+# The summaries a node daemon would send up for an incident (tests/e2e/test_summary.sh).
+BENCH_SUMMARIZE := $(BUILD)/bench/summarize
+$(BENCH_SUMMARIZE): $(call obj,bench/summarize.c) $(CORE_LIB)
+	@mkdir -p $(dir $@)
+	@$(if $(Q),echo "  LD      $@")
+	$(Q)$(CC) $(LDFLAGS) -o $@ $(call obj,bench/summarize.c) $(CORE_LIB) \
+		$$($(PKG_CONFIG) --libs jansson) -lpthread -lm
 
 # The simulated agents of bench/load.sh: RANKS ranks from one process.
 BENCH_LOAD := $(BUILD)/bench/loadgen
