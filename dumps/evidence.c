@@ -22,6 +22,7 @@
 
 #include "arena.h"
 #include "correlate.h"
+#include "grow.h"
 #include "pytorch.h"
 #include "pickle.h"
 #include "value.h"
@@ -41,15 +42,9 @@ static void warn(struct fr_evidence *ev, const char *file, const char *fmt, ...)
 	va_list ap;
 	int rc;
 
-	if (ev->nwarnings == ev->warnings_cap) {
-		size_t ncap = ev->warnings_cap ? ev->warnings_cap * 2 : 16;
-
-		w = realloc(ev->warnings, ncap * sizeof(*w));
-		if (!w)
-			return;
-		ev->warnings = w;
-		ev->warnings_cap = ncap;
-	}
+	if (fr_grow((void **)&ev->warnings, &ev->warnings_cap, ev->nwarnings + 1,
+		    sizeof(*ev->warnings), 16) < 0)
+		return;
 	w = &ev->warnings[ev->nwarnings];
 	w->file = NULL;
 	va_start(ap, fmt);

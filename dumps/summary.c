@@ -29,6 +29,7 @@
 
 #include "correlate.h"
 #include "dump.h"
+#include "grow.h"
 #include "dump_write.h"
 
 /* One communicator's entries in a trace, by index into its ops. */
@@ -76,30 +77,16 @@ static struct group *group_ops(const struct fr_trace *t, const struct fr_summary
 			for (cur = 0; cur < ng && strcmp(g[cur].comm, op->comm) != 0; cur++)
 				;
 		if (cur == ng) {
-			if (ng == cap) {
-				size_t ncap = cap ? cap * 2 : 8;
-				struct group *ng_ = realloc(g, ncap * sizeof(*g));
-
-				if (!ng_)
-					goto out_free;
-				g = ng_;
-				cap = ncap;
-			}
+			if (fr_grow((void **)&g, &cap, ng + 1, sizeof(*g), 8) < 0)
+				goto out_free;
 			memset(&g[ng], 0, sizeof(g[ng]));
 			g[ng].comm = op->comm;
 			g[ng].focus = focus && focus->comm && strcmp(focus->comm, op->comm) == 0;
 			ng++;
 		}
 		x = &g[cur];
-		if (x->n == x->cap) {
-			size_t ncap = x->cap ? x->cap * 2 : 16;
-			size_t *idx = realloc(x->idx, ncap * sizeof(*idx));
-
-			if (!idx)
-				goto out_free;
-			x->idx = idx;
-			x->cap = ncap;
-		}
+		if (fr_grow((void **)&x->idx, &x->cap, x->n + 1, sizeof(*x->idx), 16) < 0)
+			goto out_free;
 		x->idx[x->n++] = i;
 		x->inflight |= in_flight(op);
 	}
