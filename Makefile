@@ -54,6 +54,10 @@ UNIT_TESTS := $(patsubst tests/unit/%.c,$(BUILD)/tests/%,$(wildcard tests/unit/t
 MPI_PROGS := $(addprefix $(BUILD)/tests/,mpi_hang mpi_overhead dlopen_mpi mpi_hang_plugin.so)
 # The CPU stand-in for NCCL and the CUDA runtime, and the NCCL test program.
 NCCL_FAKE := $(BUILD)/tests/nccl/nccl_hang
+# Generators the end-to-end tests run too (test_summary): our dumps at
+# scale, and the summaries a node daemon would send up for them.
+BENCH_GEN := $(BUILD)/bench/gen_dumps
+BENCH_SUMMARIZE := $(BUILD)/bench/summarize
 
 .PHONY: all test unit e2e demo bench install clean fuzz
 all: $(AGENT_LIB) $(DAEMON) $(CLI)
@@ -183,7 +187,7 @@ $(BUILD)/obj/%.h.ok: %.h
 unit: $(UNIT_TESTS) $(CLI) $(HEADER_CHECKS)
 	$(Q)tests/run-unit $(UNIT_TESTS)
 
-e2e: all $(MPI_PROGS) $(NCCL_FAKE)
+e2e: all $(MPI_PROGS) $(NCCL_FAKE) $(BENCH_GEN) $(BENCH_SUMMARIZE)
 	$(Q)BUILD=$(BUILD) tests/e2e/run
 
 # The libFuzzer targets (tests/fuzz) are built with clang into
@@ -192,7 +196,7 @@ e2e: all $(MPI_PROGS) $(NCCL_FAKE)
 # clang it skips them (tests/fuzz/run exits 77), make fuzz fails.
 FUZZ_SECONDS ?= 15
 
-test: all $(UNIT_TESTS) $(HEADER_CHECKS) $(MPI_PROGS) $(NCCL_FAKE)
+test: all $(UNIT_TESTS) $(HEADER_CHECKS) $(MPI_PROGS) $(NCCL_FAKE) $(BENCH_GEN) $(BENCH_SUMMARIZE)
 	$(Q)tests/run-unit $(UNIT_TESTS)
 	$(Q)BUILD=$(BUILD) tests/e2e/run
 	$(Q)BUILD=$(BUILD) tests/fuzz/run $(if $(filter 0,$(FUZZ_SECONDS)),--replay,$(FUZZ_SECONDS)) \
@@ -205,7 +209,6 @@ demo: all $(MPI_PROGS)
 	$(Q)BUILD=$(BUILD) tests/e2e/demo.sh
 
 # The synthetic incident of bench/analyze.sh: 1024 ranks x 2048 entries.
-BENCH_GEN := $(BUILD)/bench/gen_dumps
 $(BENCH_GEN): $(call obj,bench/gen_dumps.c) $(CORE_LIB)
 	@mkdir -p $(dir $@)
 	@$(if $(Q),echo "  LD      $@")
@@ -220,6 +223,13 @@ $(BENCH_SCALE): $(call obj,bench/scale_correlate.c) $(CORE_LIB)
 	@$(if $(Q),echo "  LD      $@")
 	$(Q)$(CC) $(LDFLAGS) -o $@ $(call obj,bench/scale_correlate.c) $(CORE_LIB) \
 		$$($(PKG_CONFIG) --libs jansson) -lm
+
+# The summaries a node daemon would send up for an incident (tests/e2e/test_summary.sh).
+$(BENCH_SUMMARIZE): $(call obj,bench/summarize.c) $(CORE_LIB)
+	@mkdir -p $(dir $@)
+	@$(if $(Q),echo "  LD      $@")
+	$(Q)$(CC) $(LDFLAGS) -o $@ $(call obj,bench/summarize.c) $(CORE_LIB) \
+		$$($(PKG_CONFIG) --libs jansson) -lpthread -lm
 
 # The simulated agents of bench/load.sh: RANKS ranks from one process.
 BENCH_LOAD := $(BUILD)/bench/loadgen

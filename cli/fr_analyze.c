@@ -20,6 +20,7 @@
 #include "../dumps/correlate.h"
 #include "../dumps/dump.h"
 #include "../dumps/evidence.h"
+#include "../dumps/summary.h"
 #include "../include/flightrec.h"
 #include "live.h"
 
@@ -147,6 +148,12 @@ static int report(struct fr_evidence *ev, bool json)
 	if (json) {
 		json_t *o = fr_verdict_to_json(&v);
 
+		/* Only with summaries: other output stays byte for byte. */
+		if (o && fr_evidence_has_summaries(ev) &&
+		    json_object_set_new(o, "full_dumps", fr_summary_full_dumps_json(traces, n))) {
+			json_decref(o);
+			o = NULL;
+		}
 		if (!o || json_dumpf(o, stdout, JSON_INDENT(2)) < 0) {
 			fprintf(stderr, PROG ": cannot write the verdict as JSON\n");
 			status = EXIT_UNUSABLE;
@@ -155,6 +162,7 @@ static int report(struct fr_evidence *ev, bool json)
 		json_decref(o);
 	} else {
 		fr_verdict_print(stdout, &v, traces, n);
+		fr_summary_print(stdout, &v, traces, n);
 	}
 	fr_verdict_free(&v);
 	if (fflush(stdout) != 0 || ferror(stdout)) {

@@ -14,6 +14,8 @@
  */
 #include "http_incidents.h"
 
+#include "../dumps/grow.h"
+
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -279,15 +281,8 @@ static json_t *list_files(int dirfd, bool *truncated, int *err)
 			}
 			continue;
 		}
-		if (n == cap) {
-			size_t ncap = cap ? cap * 2 : 64;
-			struct listed_file *f = realloc(files, ncap * sizeof(*f));
-
-			if (!f)
-				goto out_free;
-			files = f;
-			cap = ncap;
-		}
+		if (fr_grow((void **)&files, &cap, n + 1, sizeof(*files), 64) < 0)
+			goto out_free;
 		/* A servable name fits: it was checked above. */
 		memcpy(files[n].name, de->d_name, strlen(de->d_name) + 1);
 		files[n].size = (uint64_t)st.st_size;

@@ -72,20 +72,22 @@ enum rank_state {
 struct job_rank {
 	uint32_t rank;
 	struct conn *conn;          /* live connection, NULL when none */
+	/* What the kernel says of a rank connected over the Unix socket
+	 * (SO_PEERCRED), which the rank cannot forge. */
+	bool has_uid;
+	uint32_t uid;
 	bool finished;              /* said BYE */
 	bool disconnected;          /* lost its connection without BYE */
 	bool silence_logged;        /* "unresponsive" was logged for this silence */
 	bool refusal_logged;        /* a second process claiming it was logged */
 	uint64_t last_seen_mono;    /* monotonic ns of its last frame */
 	uint64_t disconnected_mono;
+	/* What the rank says of itself in its HELLO. */
 	uint32_t pid;
 	char host[FR_HOST_MAX + 1];
-	/* The uid of a rank connected over the Unix socket (SO_PEERCRED). */
-	bool has_uid;
-	uint32_t uid;
 	char comm_lib[FR_LIBVER_MAX + 1];
-	uint32_t ring_capacity;     /* from HELLO */
-	uint64_t start_ns;          /* agent start, CLOCK_REALTIME, from HELLO */
+	uint32_t ring_capacity;
+	uint64_t start_ns;          /* agent start, CLOCK_REALTIME */
 	size_t ncomms;
 	size_t comms_cap;
 	struct rank_comm *comms;

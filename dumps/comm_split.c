@@ -113,15 +113,8 @@ static bool id_taken(const struct id_set *ids, const char *id)
 
 static int id_add(struct id_set *ids, const char *id)
 {
-	if (ids->nadded == ids->cap) {
-		size_t ncap = ids->cap ? ids->cap * 2 : 8;
-		void *p = realloc(ids->added, ncap * sizeof(*ids->added));
-
-		if (!p)
-			return -ENOMEM;
-		ids->added = p;
-		ids->cap = ncap;
-	}
+	if (fr_grow((void **)&ids->added, &ids->cap, ids->nadded + 1, sizeof(*ids->added), 8) < 0)
+		return -ENOMEM;
 	snprintf(ids->added[ids->nadded++], FR_COMM_ID_MAX + 1, "%s", id);
 	return 0;
 }

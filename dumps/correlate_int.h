@@ -30,6 +30,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 
+#include "grow.h"
 #include "correlate.h"
 
 #define NONE UINT32_MAX
@@ -359,22 +360,7 @@ static inline uint64_t mix64(uint64_t x)
  * failure *arr is left as it was. */
 static inline int grow_array(void **arr, size_t *cap, size_t need, size_t size)
 {
-	size_t ncap;
-	void *p;
-
-	if (need <= *cap)
-		return 0;
-	ncap = *cap ? *cap : 16;
-	while (ncap < need)
-		ncap *= 2;
-	if (ncap > SIZE_MAX / size)
-		return -ENOMEM;
-	p = realloc(*arr, ncap * size);
-	if (!p)
-		return -ENOMEM;
-	*arr = p;
-	*cap = ncap;
-	return 0;
+	return fr_grow(arr, cap, need, size, 16);
 }
 
 /* Whether a rank still runs: it dumped, or the daemon sees it live. */

@@ -25,6 +25,9 @@
  * and adds "captured".
  */
 #define FR_DUMP_VERSION "1.4"
+/* 1.5 adds "summary" (a summary of a rank's full dump, dumps/summary.h);
+ * only a summary is written as 1.5. */
+#define FR_DUMP_VERSION_SUMMARY "1.5"
 #define FR_DUMP_VERSION_MAJOR 1
 /*
  * Manifests are versioned apart from dumps since 2.0, which lists each

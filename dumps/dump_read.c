@@ -1329,6 +1329,31 @@ static int read_threads(const struct rd *rd, const struct fr_val *root, const ch
 	return 0;
 }
 
+/* "summary", when the dump is one (FORMAT.md, "Summaries"). */
+static int read_summary(const struct rd *rd, const struct fr_val *root, const char *at,
+			struct fr_trace *t)
+{
+	char p[AT_MAX];
+	const struct fr_val *o;
+	struct fr_trace_summary *s;
+	int rc;
+
+	if ((rc = fr_rd_container(rd, root, at, "summary", false, FR_VAL_OBJECT, &o)) || !o)
+		return rc;
+	s = t->summary = calloc(1, sizeof(*s));
+	if (!s)
+		return fr_rd_nomem(rd);
+	fr_rd_path(p, at, "summary");
+	if ((rc = GET_STR(rd, o, p, "node", true, s->node)) ||
+	    (rc = GET_STR(rd, o, p, "full_dump", true, s->full_dump)) ||
+	    (rc = get_u64(rd, fr_val_get(o, "entries_left_out"), p, "entries_left_out", false,
+			  INT64_MAX, &s->entries_left_out)) ||
+	    (rc = get_u64(rd, fr_val_get(o, "threads_left_out"), p, "threads_left_out", false,
+			  INT64_MAX, &s->threads_left_out)))
+		return rc;
+	return 0;
+}
+
 int fr_rd_trace(const struct rd *rd, const struct fr_val *root, const char *at,
 		const struct entries_reader *er, const struct comm_table *tab,
 		struct fr_trace *t)
@@ -1381,6 +1406,8 @@ int fr_rd_trace(const struct rd *rd, const struct fr_val *root, const char *at,
 		return rc;
 	}
 	if (rd->visit && rd->visit->done && (rc = rd->visit->done(rd->visit->arg, t)))
+		return rc;
+	if ((rc = read_summary(rd, root, at, t)))
 		return rc;
 	return read_threads(rd, root, at, t);
 }

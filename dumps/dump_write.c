@@ -232,6 +232,25 @@ out_free:
 	return NULL;
 }
 
+/* What a summary says of itself (FORMAT.md, "Summaries"). */
+static json_t *summary_json(const struct fr_trace_summary *s)
+{
+	json_t *o = json_object();
+	int bad = 0;
+
+	if (!o)
+		return NULL;
+	bad |= set(o, "node", JSTR(s->node));
+	bad |= set(o, "full_dump", JSTR(s->full_dump));
+	bad |= set(o, "entries_left_out", ju64(s->entries_left_out));
+	bad |= set(o, "threads_left_out", ju64(s->threads_left_out));
+	if (bad) {
+		json_decref(o);
+		return NULL;
+	}
+	return o;
+}
+
 /*
  * The dump document of `t`; a manifest reuses it without threads, its
  * communicators written by `w` (NULL for a dump).
@@ -271,7 +290,10 @@ json_t *dump_trace_json(const struct fr_trace *t, bool with_threads,
 	}
 
 	bad |= set(root, "format", json_string(FR_DUMP_FORMAT));
-	bad |= set(root, "version", json_string(FR_DUMP_VERSION));
+	/* Only a summary needs 1.5: every other dump stays a 1.4 one, byte
+	 * for byte. */
+	bad |= set(root, "version", json_string(t->summary ? FR_DUMP_VERSION_SUMMARY :
+							    FR_DUMP_VERSION));
 	bad |= set(root, "job", JSTR(t->job));
 	bad |= set(root, "rank", json_integer(t->rank));
 	bad |= set(root, "world_size", json_integer(t->world_size));
@@ -291,6 +313,8 @@ json_t *dump_trace_json(const struct fr_trace *t, bool with_threads,
 		bad |= set(root, "threads", threads);
 		threads = NULL;
 	}
+	if (t->summary)
+		bad |= set(root, "summary", summary_json(t->summary));
 	if (bad)
 		goto out_free;
 	return root;

@@ -22,6 +22,7 @@
 
 #include "arena.h"
 #include "correlate.h"
+#include "grow.h"
 #include "pytorch.h"
 #include "pickle.h"
 #include "value.h"
@@ -41,15 +42,9 @@ static void warn(struct fr_evidence *ev, const char *file, const char *fmt, ...)
 	va_list ap;
 	int rc;
 
-	if (ev->nwarnings == ev->warnings_cap) {
-		size_t ncap = ev->warnings_cap ? ev->warnings_cap * 2 : 16;
-
-		w = realloc(ev->warnings, ncap * sizeof(*w));
-		if (!w)
-			return;
-		ev->warnings = w;
-		ev->warnings_cap = ncap;
-	}
+	if (fr_grow((void **)&ev->warnings, &ev->warnings_cap, ev->nwarnings + 1,
+		    sizeof(*ev->warnings), 16) < 0)
+		return;
 	w = &ev->warnings[ev->nwarnings];
 	w->file = NULL;
 	va_start(ap, fmt);
@@ -672,6 +667,137 @@ out_free:
 	return rc;
 }
 
+/* Whether member list `p` is one of the manifest's table (a 2.x
+ * manifest's views share them), not a list of its own. */
+static bool in_table(const struct fr_evidence *ev, const uint32_t *p)
+{
+	const uint32_t *table = ev->have_manifest ? ev->manifest.members : NULL;
+
+	return table && p >= table && p < table + ev->manifest.nmembers;
+}
+
+static int cmp_ptr(const void *a, const void *b)
+{
+	uintptr_t x = (uintptr_t)*(uint32_t *const *)a;
+	uintptr_t y = (uintptr_t)*(uint32_t *const *)b;
+
+	return (x > y) - (x < y);
+}
+
+/* Whether member list `p` is lent (the table's, or ev->lent's), which the
+ * trace holding it must not free. */
+static bool is_lent(const struct fr_evidence *ev, const uint32_t *p)
+{
+	return in_table(ev, p) ||
+	       (ev->nlent && bsearch(&p, ev->lent, ev->nlent, sizeof(*ev->lent), cmp_ptr));
+}
+
+/* A summary's communicator without members, for lend_members(). */
+struct lend_ref {
+	struct fr_comm *c;
+	uint32_t rank;
+};
+
+static int cmp_lend_ref(const void *a, const void *b)
+{
+	const struct lend_ref *x = a;
+	const struct lend_ref *y = b;
+	int c = strcmp(x->c->id, y->c->id);
+
+	if (c)
+		return c;
+	return (x->c->size > y->c->size) - (x->c->size < y->c->size);
+}
+
+/* The manifest's list of communicator `c` as rank `rank`'s view names it,
+ * when it is one of the table's and of c's size; else NULL. */
+static uint32_t *table_list(const struct fr_evidence *ev, uint32_t rank, const struct fr_comm *c)
+{
+	const struct fr_trace *view;
+	const struct fr_comm *vc;
+
+	if (!ev->have_manifest || rank >= ev->manifest.nranks)
+		return NULL;
+	view = &ev->manifest.ranks[rank];
+	vc = view->rank == rank ? fr_trace_comm(view, c->id) : NULL;
+	if (!vc || vc->size != c->size || !in_table(ev, vc->members))
+		return NULL;
+	return vc->members;
+}
+
+/*
+ * Lends the summaries' communicators (summary.h: they list no members) a
+ * member list: the manifest's table's, written once per incident; else
+ * one list per communicator, shared by its summaries, made of the place
+ * each says it has in it (what an NCCL rank's dump says of itself). Only
+ * the list the engine merges is made, not one per rank: a summary of a
+ * world of N ranks would otherwise cost N lists of N.
+ */
+static int lend_members(struct fr_evidence *ev)
+{
+	struct lend_ref *refs = NULL;
+	size_t nrefs = 0, total = 0;
+	int rc = 0;
+
+	for (size_t i = 0; i < ev->ntraces; i++)
+		if (ev->traces[i]->summary)
+			total += ev->traces[i]->ncomms;
+	if (!total)
+		return 0;
+	refs = malloc(total * sizeof(*refs));
+	ev->lent = malloc(total * sizeof(*ev->lent));
+	if (!refs || !ev->lent) {
+		rc = fail_nomem(ev);
+		goto out_free;
+	}
+	for (size_t i = 0; i < ev->ntraces; i++) {
+		/* ev's own dumps, which assemble() only picked. */
+		struct fr_trace *t = (struct fr_trace *)ev->traces[i];
+
+		for (size_t j = 0; t->summary && j < t->ncomms; j++) {
+			struct fr_comm *c = &t->comms[j];
+
+			if (c->members || !c->size)
+				continue;
+			c->members = table_list(ev, t->rank, c);
+			if (!c->members)
+				refs[nrefs++] = (struct lend_ref){ c, t->rank };
+		}
+	}
+	qsort(refs, nrefs, sizeof(*refs), cmp_lend_ref);
+	for (size_t i = 0, j; i < nrefs; i = j) {
+		uint32_t size = refs[i].c->size;
+		uint32_t *list = malloc(size * sizeof(*list));
+
+		if (!list) {
+			rc = fail_nomem(ev);
+			goto out_free;
+		}
+		ev->lent[ev->nlent++] = list;
+		for (uint32_t k = 0; k < size; k++)
+			list[k] = FR_RANK_UNKNOWN;
+		for (j = i; j < nrefs && cmp_lend_ref(&refs[i], &refs[j]) == 0; j++) {
+			struct fr_comm *c = refs[j].c;
+
+			if (c->rank < size && list[c->rank] == FR_RANK_UNKNOWN)
+				list[c->rank] = refs[j].rank;
+			c->members = list;
+		}
+	}
+out_free:
+	qsort(ev->lent, ev->nlent, sizeof(*ev->lent), cmp_ptr);
+	free(refs);
+	return rc;
+}
+
+bool fr_evidence_has_summaries(const struct fr_evidence *ev)
+{
+	for (size_t i = 0; i < ev->ntraces; i++)
+		if (ev->traces[i]->summary)
+			return true;
+	return false;
+}
+
 /*
  * Tells apart the communicators that share an id but not their members
  * (fr_traces_split_comms()), its notes taken as warnings. The traces are
@@ -721,6 +847,9 @@ int fr_evidence_load_dir(struct fr_evidence *ev, const char *dir)
 		warn(ev, NULL, "%s: no rank dumped; judging from the daemon's live view in "
 		     "manifest.json only", dir);
 	rc = assemble(ev);
+	if (rc)
+		return rc;
+	rc = lend_members(ev);
 	if (rc)
 		return rc;
 	return split_comms(ev);
@@ -923,20 +1052,12 @@ static int say_known_comms(struct fr_evidence *ev, const char *id)
 	return -ENOENT;
 }
 
-/* Whether member list `p` is one of the manifest's table (a 2.x
- * manifest's views share them), not a list of its own. */
-static bool in_table(const struct fr_evidence *ev, const uint32_t *p)
-{
-	const uint32_t *table = ev->have_manifest ? ev->manifest.members : NULL;
-
-	return table && p >= table && p < table + ev->manifest.nmembers;
-}
-
 /*
  * Keeps communicator `id` and the operations on it in `t`, and no other
  * communicator or operation, so that the engine correlates that
  * communicator alone. The member lists dropped are freed, but for those
- * of the manifest's table (fr_manifest_free() frees it whole); the arrays
+ * lent (the manifest's table, which fr_manifest_free() frees whole, and
+ * the summaries' lists in ev->lent); the arrays
  * keep their allocation, which fr_trace_free() releases as before.
  */
 static void trace_keep_comm(const struct fr_evidence *ev, struct fr_trace *t, const char *id)
@@ -946,7 +1067,7 @@ static void trace_keep_comm(const struct fr_evidence *ev, struct fr_trace *t, co
 	for (size_t i = 0; i < t->ncomms; i++) {
 		if (strcmp(t->comms[i].id, id) == 0)
 			t->comms[n++] = t->comms[i];
-		else if (!in_table(ev, t->comms[i].members))
+		else if (!is_lent(ev, t->comms[i].members))
 			free(t->comms[i].members);
 	}
 	t->ncomms = n;
@@ -981,10 +1102,16 @@ const char *fr_evidence_source(const struct fr_evidence *ev, const struct fr_tra
 void fr_evidence_free(struct fr_evidence *ev)
 {
 	for (size_t i = 0; i < ev->ndumps; i++) {
+		for (size_t j = 0; ev->dumps[i]->summary && j < ev->dumps[i]->ncomms; j++)
+			if (is_lent(ev, ev->dumps[i]->comms[j].members))
+				ev->dumps[i]->comms[j].members = NULL;
 		fr_trace_free(ev->dumps[i]);
 		free(ev->dumps[i]);
 		free(ev->paths[i]);
 	}
+	for (size_t i = 0; i < ev->nlent; i++)
+		free(ev->lent[i]);
+	free(ev->lent);
 	free(ev->dumps);
 	free(ev->paths);
 	if (ev->have_manifest)

@@ -49,6 +49,12 @@ struct fr_evidence {
 	char *manifest_path;       /* owned, when have_manifest */
 	bool bad_manifest;         /* manifest.json is there, but unusable */
 	size_t nbad;               /* dump files left out */
+	/* Member lists lent to summaries (summary.h), which list none: one
+	 * per communicator the manifest's table does not hold, made from
+	 * each summary's own place in it (each owned). A summary's
+	 * communicator points at one of these or at the table's list. */
+	uint32_t **lent;
+	size_t nlent;
 	/* Where the dumps' operations are, one arena per reading thread
 	 * (NULL where one could not be made: malloc then). */
 	struct fr_arena *arenas[FR_EVIDENCE_READERS_MAX];
@@ -80,6 +86,9 @@ struct fr_evidence {
  *    a dump whose world size or job differs from the job's is kept (warning);
  *  - a rank without a usable dump is judged from the manifest's live view
  *    of it (status "live" when it had answered: its file is gone);
+ *  - a summary's communicators (summary.h: no members listed) take the
+ *    members of the manifest's table, else those the summaries say by
+ *    their own places;
  *  - communicators that share an id but not their members (PyTorch's
  *    split_group) are renamed apart (fr_traces_split_comms(), a warning
  *    each).
@@ -106,6 +115,9 @@ int fr_evidence_keep_comm(struct fr_evidence *ev, const char *id);
  * runs' dumps in one directory. Out of memory only costs the warnings.
  */
 void fr_evidence_check_members(struct fr_evidence *ev);
+
+/* Whether any trace of `ev` is a summary of a rank's full dump. */
+bool fr_evidence_has_summaries(const struct fr_evidence *ev);
 
 /* The file trace `t` of `ev` came from: its dump, else the manifest; NULL
  * when neither. */

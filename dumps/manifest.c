@@ -7,6 +7,7 @@
 #include "dump.h"
 #include "dump_read.h"
 #include "dump_write.h"
+#include "grow.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -48,15 +49,8 @@ static int table_add(struct table_out *tab, const char *key, const struct fr_com
 	json_t *o;
 	int bad = 0;
 
-	if (tab->n == tab->cap) {
-		size_t ncap = tab->cap ? tab->cap * 2 : 16;
-		const struct fr_comm **nf = realloc(tab->first, ncap * sizeof(*nf));
-
-		if (!nf)
-			return -ENOMEM;
-		tab->first = nf;
-		tab->cap = ncap;
-	}
+	if (fr_grow((void **)&tab->first, &tab->cap, tab->n + 1, sizeof(*tab->first), 16) < 0)
+		return -ENOMEM;
 	o = json_object();
 	if (!o)
 		return -ENOMEM;

@@ -141,6 +141,7 @@ void fr_trace_free(struct fr_trace *t)
 	}
 	free(t->threads);
 	fr_strs_free(t->strs);
+	free(t->summary);
 	memset(t, 0, sizeof(*t));
 }
 

@@ -113,6 +113,18 @@ struct fr_thread {
 	struct fr_frame *frames; /* innermost first, owned */
 };
 
+/*
+ * What a summary of a rank's evidence says of itself (dumps/summary.h): a
+ * node daemon keeps the rank's full dump and sends this smaller one up.
+ */
+#define FR_SUMMARY_PATH_MAX 4095
+struct fr_trace_summary {
+	char node[FR_HOST_MAX + 1];              /* the node that keeps the full dump */
+	char full_dump[FR_SUMMARY_PATH_MAX + 1]; /* its path on that node */
+	uint64_t entries_left_out;               /* entries of the full dump not here */
+	uint64_t threads_left_out;               /* threads of the full dump not here */
+};
+
 struct fr_trace {
 	enum fr_rank_status status;
 	char job[FR_JOB_MAX + 1];
@@ -137,6 +149,9 @@ struct fr_trace {
 	size_t nthreads;
 	struct fr_thread *threads; /* owned */
 	struct fr_strs *strs;      /* owned: the strings `ops` point to */
+	/* Owned; NULL unless the evidence is a summary of the rank's full
+	 * dump, which then lists no communicator's members. */
+	struct fr_trace_summary *summary;
 };
 
 /* Releases everything a trace owns and zeroes it. */

@@ -3,7 +3,7 @@
  * to be the daemon's. The agent reads FLIGHTREC_ADDR with
  * fr_endpoint_parse() and checks a socket with fr_socket_check() before
  * connecting to it; the daemon holds the directory of its --agent-socket
- * to the same rule (fr_socket_dir_check()), so that a socket it creates is
+ * to the same rule (fr_socket_dir_ok()), so that a socket it creates is
  * one every agent accepts.
  *
  * Why the rule: on a shared node anyone can create a socket anywhere they
