@@ -9,7 +9,12 @@
 
 #include "log.h"
 
+/* Nodes remembered at most: a name beyond is refused, so that peers
+ * making up names cannot grow the daemon without bound. */
+#define NODES_MAX 4096
+
 static struct node *nodes;
+static size_t nnodes;
 
 /* Makes room for `want` entries of `size` bytes in *arr (cap *cap), doubling. */
 static int grow(void *arr, uint32_t *cap, uint32_t want, size_t size)
@@ -117,12 +122,15 @@ struct node *nodes_hello(struct conn *c, const char *peer, const struct fr_msg_n
 	for (n = nodes; n && strcmp(n->name, m->node) != 0; n = n->next)
 		;
 	if (!n) {
+		if (nnodes >= NODES_MAX)
+			return NULL;
 		n = calloc(1, sizeof(*n));
 		if (!n)
 			return NULL;
 		snprintf(n->name, sizeof(n->name), "%s", m->node);
 		n->next = nodes;
 		nodes = n;
+		nnodes++;
 	}
 	/* A restart's state is gone from the node; a reconnect resends it
 	 * all (FULL) too, so the old lists are forgotten either way. */
@@ -176,6 +184,7 @@ void nodes_free(void)
 		node_forget_jobs(n);
 		free(n);
 	}
+	nnodes = 0;
 }
 
 static const char *node_rank_state_name(const struct node *n, uint8_t state)

@@ -57,7 +57,7 @@ void node_job_free(struct node_job *j);
  * A connection's NODE_HELLO: finds the node by name (a new boot id forgets
  * what it said before), binds it to `c` (replacing an older connection of
  * it, which the caller closes: returned in *old) and notes its jobs.
- * Returns the node, or NULL when out of memory.
+ * Returns the node, or NULL when out of memory or over the nodes kept.
  */
 struct node *nodes_hello(struct conn *c, const char *peer, const struct fr_msg_node_hello *m,
 			 struct conn **old);

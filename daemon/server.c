@@ -520,6 +520,17 @@ static int conn_daemon_challenge(struct conn *c, const struct fr_wire_header *h,
 	return 0;
 }
 
+/* Sends DAEMON_PROOF with `proof`: the first frame the peer reads after its hello. */
+static int conn_send_proof(struct conn *c, const struct fr_msg_daemon_proof *m)
+{
+	size_t size = fr_wire_daemon_proof_size(m);
+	struct conn_write *w = malloc(sizeof(*w) + size);
+
+	if (!w)
+		return -ENOMEM;
+	return conn_write_frame(c, w, fr_wire_daemon_proof_encode(m, w->frame, size));
+}
+
 /*
  * Proves the token to an agent that asked (DAEMON_CHALLENGE), for the HELLO
  * just verified: the first frame it reads after its HELLO.
@@ -528,20 +539,12 @@ static int conn_send_daemon_proof(struct conn *c, const struct fr_msg_hello *hel
 {
 	struct server_conn *sc = server_conn(c);
 	struct fr_msg_daemon_proof m;
-	struct conn_write *w;
-	size_t size;
 	int err;
 
 	if (!sc->have_agent_nonce)
 		return 0;
 	err = fr_wire_daemon_proof(&c->d->cfg.token, sc->agent_nonce, sc->nonce, hello, m.proof);
-	if (err)
-		return err;
-	size = fr_wire_daemon_proof_size(&m);
-	w = malloc(sizeof(*w) + size);
-	if (!w)
-		return -ENOMEM;
-	return conn_write_frame(c, w, fr_wire_daemon_proof_encode(&m, w->frame, size));
+	return err ? err : conn_send_proof(c, &m);
 }
 
 /*
@@ -558,8 +561,6 @@ static int conn_node_hello(struct conn *c, const struct fr_wire_header *h, const
 	struct fr_msg_node_hello m = { 0 };
 	struct fr_msg_daemon_proof proof;
 	struct conn *old = NULL;
-	struct conn_write *w;
-	size_t size;
 	int err;
 
 	*closed = false;
@@ -582,12 +583,8 @@ static int conn_node_hello(struct conn *c, const struct fr_wire_header *h, const
 	if (sc->have_agent_nonce) {
 		err = fr_wire_node_proof(&c->d->cfg.token, true, sc->agent_nonce, sc->nonce, p,
 					 h->length, proof.proof);
-		size = fr_wire_daemon_proof_size(&proof);
-		w = err ? NULL : malloc(sizeof(*w) + size);
-		if (!err && !w)
-			err = -ENOMEM;
 		if (!err)
-			err = conn_write_frame(c, w, fr_wire_daemon_proof_encode(&proof, w->frame, size));
+			err = conn_send_proof(c, &proof);
 		if (err)
 			goto out_free;
 	}

@@ -20,6 +20,8 @@
 /* Frames queued and not yet written past which a tick sends nothing: a
  * central daemon that does not read must not grow the node's memory. */
 #define UPSTREAM_QUEUE_MAX (8u << 20)
+/* How long the central daemon has to answer each step of the handshake. */
+#define UPSTREAM_HANDSHAKE_MS 10000u
 
 enum up_state {
 	UP_IDLE,          /* waiting to connect again */
@@ -68,6 +70,7 @@ static struct {
 } up;
 
 static void up_schedule(void);
+static void on_handshake_timeout(uv_timer_t *t);
 
 static void up_job_free(struct up_job *j)
 {
@@ -431,6 +434,7 @@ static void up_ready(void)
 
 	daemon_log("upstream %s: connected as a node daemon", up.d->cfg.upstream);
 	up.state = UP_READY;
+	uv_timer_stop(&up.timer);
 	up.backoff_ms = 0;
 	up.failed_logged = false;
 	up_jobs_forget();
@@ -488,6 +492,10 @@ static bool up_frame(const struct fr_wire_header *h, const uint8_t *p)
 	case FR_MSG_CHALLENGE: {
 		struct fr_msg_challenge m;
 
+		if (!t->len) {
+			up_fail("the central daemon requires a token: start this daemon with its --token-file");
+			return false;
+		}
 		if (up.state != UP_CHALLENGE || fr_wire_challenge_decode(p, h->length, &m)) {
 			up_fail("an unexpected challenge");
 			return false;
@@ -498,6 +506,7 @@ static bool up_frame(const struct fr_wire_header *h, const uint8_t *p)
 			return false;
 		}
 		up.state = UP_PROOF;
+		uv_timer_start(&up.timer, on_handshake_timeout, UPSTREAM_HANDSHAKE_MS, 0);
 		return true;
 	}
 	case FR_MSG_DAEMON_PROOF: {
@@ -579,6 +588,14 @@ static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
 	up.len -= off;
 }
 
+static void on_handshake_timeout(uv_timer_t *t)
+{
+	(void)t;
+	up_fail(up.state == UP_CHALLENGE ?
+			"no challenge from the central daemon (has it no --token-file?)" :
+			"the central daemon did not answer node_hello");
+}
+
 static void on_connect(uv_connect_t *req, int status)
 {
 	(void)req;
@@ -592,6 +609,7 @@ static void on_connect(uv_connect_t *req, int status)
 	/* With a token, the central daemon speaks first (CHALLENGE). */
 	if (up.d->cfg.token.len) {
 		up.state = UP_CHALLENGE;
+		uv_timer_start(&up.timer, on_handshake_timeout, UPSTREAM_HANDSHAKE_MS, 0);
 		return;
 	}
 	if (up_send_hello()) {

@@ -5,7 +5,8 @@
 # (GET /v1/nodes) and the job's 4 ranks, each naming its node; when the
 # node daemon is killed the central daemon shows it disconnected and its
 # ranks unresponsive ("node lost"), without opening an incident; a node
-# daemon started again reconnects and sends its ranks again.
+# daemon started again reconnects and sends its ranks again. A node daemon
+# with another token is refused.
 . "$(dirname "$0")/lib.sh"
 
 TOKEN_VALUE=flightrec-e2e-$RANDOM$RANDOM-0123456789abcdef
@@ -41,6 +42,20 @@ ranks_of_node_are() { # ranks_of_node_are STATE: all 4 ranks on the central daem
 		'[.ranks[] | select(.node == $n and .state == $s)] | length == 4' >/dev/null 2>&1
 }
 
+# A node daemon with another token is refused, and says why; the central
+# daemon lists no node for it.
+printf 'flightrec-e2e-wrong-token-0123456789\n' >"$T/wrong"
+chmod 600 "$T/wrong"
+"$BIN/flightrecd" --listen 127.0.0.1:0 --http 127.0.0.1:0 --dump-dir "$T/wrong-incidents" \
+	--token-file "$T/wrong" --upstream "127.0.0.1:$CENTRAL_LISTEN" >>"$T/wrong.log" 2>&1 &
+WRONG_PID=$!
+track_pid "$WRONG_PID"
+wait_for 10 grep -q "upstream 127.0.0.1:$CENTRAL_LISTEN: refused: wrong or missing proof of the token" "$T/wrong.log" ||
+	fail "a node daemon with another token was not refused: $(cat "$T/wrong.log")"
+wait_for 10 metric_at_least auth_failures_total 1 || fail "the refused node daemon was not counted"
+http_get /v1/nodes | jq -e '.nodes == []' >/dev/null || fail "a refused node daemon is listed: $(http_get /v1/nodes)"
+kill -KILL "$WRONG_PID"
+
 start_node
 AGENT_ADDR=127.0.0.1:$NODE_LISTEN AGENT_ENV="-x FLIGHTREC_TOKEN_FILE=$TOKEN" \
 	start_job 4 --scenario compute --culprit 2 --at 800
@@ -70,6 +85,9 @@ wait_for 30 ranks_of_node_are connected || fail "the ranks are not connected aga
 [ "$(grep -c "node $NODE connected from" "$T/daemon.log")" -eq 2 ] ||
 	fail "the central daemon did not log the node's restart: $(grep node "$T/daemon.log")"
 
-# None of it is an incident of the central daemon's.
+# Every node frame was taken (NODE_PROGRESS included), none of it is an
+# incident of the central daemon's.
+metric_is frames_rejected_total 0 || fail "the central daemon rejected frames: $(grep -i refus "$T/daemon.log")"
+metric_at_least frames_received_total 10 || fail "the central daemon counted no node frames"
 [ ! -e "$T/incidents/$JOB" ] || fail "the central daemon opened an incident for the node's ranks"
 echo PASS
