@@ -171,38 +171,22 @@ int fr_wire_node_hello_decode(const uint8_t *payload, size_t len, struct fr_msg_
 	m->njobs = rd_count(&r, NODE_JOB_MIN_SIZE, 0);
 	if (m->njobs > FR_NODE_JOBS_MAX)
 		rd_fail(&r);
-	if (r.bad)
-		goto out_zero;
-	if (m->njobs) {
-		m->jobs = calloc(m->njobs, sizeof(*m->jobs));
-		if (!m->jobs) {
-			ret = -ENOMEM;
-			goto out_zero;
-		}
-	}
+	if (rd_array(&r, (void **)&m->jobs, m->njobs, sizeof(*m->jobs), &ret) < 0)
+		goto out_free;
 	for (uint32_t i = 0; i < m->njobs && !r.bad; i++) {
 		rd_str(&r, m->jobs[i].job, FR_JOB_MAX);
 		m->jobs[i].world_size = rd_u32(&r);
 		m->jobs[i].nranks = rd_u32(&r);
 	}
-	if (!rd_ok(&r))
-		goto out_free;
-	return 0;
-
+	if (rd_ok(&r))
+		return 0;
 out_free:
-	free(m->jobs);
-out_zero:
-	memset(m, 0, sizeof(*m));
+	/* Frees what was taken; the message was zeroed first. */
+	fr_wire_node_hello_free(m);
 	return ret;
 }
 
-void fr_wire_node_hello_free(struct fr_msg_node_hello *m)
-{
-	if (!m)
-		return;
-	free(m->jobs);
-	memset(m, 0, sizeof(*m));
-}
+FR_WIRE_FREE_ONE(fr_wire_node_hello_free, struct fr_msg_node_hello, jobs)
 
 /* NODE_RANKS */
 
@@ -266,15 +250,8 @@ int fr_wire_node_ranks_decode(const uint8_t *payload, size_t len, struct fr_msg_
 	m->nranks = rd_count(&r, NODE_RANK_MIN_SIZE, 0);
 	if (m->nranks > FR_NODE_RANKS_BATCH)
 		rd_fail(&r);
-	if (r.bad)
-		goto out_zero;
-	if (m->nranks) {
-		m->ranks = calloc(m->nranks, sizeof(*m->ranks));
-		if (!m->ranks) {
-			ret = -ENOMEM;
-			goto out_zero;
-		}
-	}
+	if (rd_array(&r, (void **)&m->ranks, m->nranks, sizeof(*m->ranks), &ret) < 0)
+		goto out_free;
 	for (uint32_t i = 0; i < m->nranks && !r.bad; i++) {
 		struct fr_node_rank *e = &m->ranks[i];
 
@@ -287,24 +264,15 @@ int fr_wire_node_ranks_decode(const uint8_t *payload, size_t len, struct fr_msg_
 		if (!node_rank_valid(e, m->world_size))
 			rd_fail(&r);
 	}
-	if (!rd_ok(&r))
-		goto out_free;
-	return 0;
-
+	if (rd_ok(&r))
+		return 0;
 out_free:
-	free(m->ranks);
-out_zero:
-	memset(m, 0, sizeof(*m));
+	/* Frees what was taken; the message was zeroed first. */
+	fr_wire_node_ranks_free(m);
 	return ret;
 }
 
-void fr_wire_node_ranks_free(struct fr_msg_node_ranks *m)
-{
-	if (!m)
-		return;
-	free(m->ranks);
-	memset(m, 0, sizeof(*m));
-}
+FR_WIRE_FREE_ONE(fr_wire_node_ranks_free, struct fr_msg_node_ranks, ranks)
 
 /* NODE_COMMS */
 
@@ -374,6 +342,16 @@ int fr_wire_node_comms_encode(const struct fr_msg_node_comms *m, uint8_t *buf, s
 	return wr_end(&w, buf, total);
 }
 
+void fr_wire_node_comms_free(struct fr_msg_node_comms *m)
+{
+	if (!m)
+		return;
+	for (uint32_t i = 0; m->comms && i < m->ncomms; i++)
+		free(m->comms[i].maps);
+	free(m->comms);
+	memset(m, 0, sizeof(*m));
+}
+
 int fr_wire_node_comms_decode(const uint8_t *payload, size_t len, struct fr_msg_node_comms *m)
 {
 	struct rd r = rd_init(payload, len);
@@ -382,15 +360,8 @@ int fr_wire_node_comms_decode(const uint8_t *payload, size_t len, struct fr_msg_
 	memset(m, 0, sizeof(*m));
 	rd_str(&r, m->job, FR_JOB_MAX);
 	m->ncomms = rd_count(&r, NODE_COMM_MIN_SIZE, 0);
-	if (r.bad)
-		goto out_zero;
-	if (m->ncomms) {
-		m->comms = calloc(m->ncomms, sizeof(*m->comms));
-		if (!m->comms) {
-			ret = -ENOMEM;
-			goto out_zero;
-		}
-	}
+	if (rd_array(&r, (void **)&m->comms, m->ncomms, sizeof(*m->comms), &ret) < 0)
+		goto out_free;
 	for (uint32_t i = 0; i < m->ncomms && !r.bad; i++) {
 		struct fr_node_comm *c = &m->comms[i];
 
@@ -414,25 +385,12 @@ int fr_wire_node_comms_decode(const uint8_t *payload, size_t len, struct fr_msg_
 		if (!node_comm_valid(c))
 			rd_fail(&r);
 	}
-	if (!rd_ok(&r))
-		goto out_free;
-	return 0;
-
+	if (rd_ok(&r))
+		return 0;
 out_free:
+	/* Frees what was taken; the message was zeroed first. */
 	fr_wire_node_comms_free(m);
-out_zero:
-	memset(m, 0, sizeof(*m));
 	return ret;
-}
-
-void fr_wire_node_comms_free(struct fr_msg_node_comms *m)
-{
-	if (!m)
-		return;
-	for (uint32_t i = 0; m->comms && i < m->ncomms; i++)
-		free(m->comms[i].maps);
-	free(m->comms);
-	memset(m, 0, sizeof(*m));
 }
 
 uint32_t fr_node_maps_from_members(const uint32_t *members, uint32_t size, struct fr_node_map *out)
@@ -635,32 +593,16 @@ int fr_wire_node_progress_decode(const uint8_t *payload, size_t len, struct fr_m
 	memset(m, 0, sizeof(*m));
 	rd_str(&r, m->job, FR_JOB_MAX);
 	m->ncomms = rd_capped(&r, FR_NODE_PROGRESS_COMMS_MAX);
-	if (r.bad)
-		goto out_zero;
-	if (m->ncomms) {
-		m->comms = calloc(m->ncomms, sizeof(*m->comms));
-		if (!m->comms) {
-			ret = -ENOMEM;
-			goto out_zero;
-		}
-	}
+	if (rd_array(&r, (void **)&m->comms, m->ncomms, sizeof(*m->comms), &ret) < 0)
+		goto out_free;
 	for (uint32_t i = 0; i < m->ncomms && !r.bad; i++)
 		rd_comm_progress(&r, &m->comms[i]);
-	if (!rd_ok(&r))
-		goto out_free;
-	return 0;
-
+	if (rd_ok(&r))
+		return 0;
 out_free:
-	free(m->comms);
-out_zero:
-	memset(m, 0, sizeof(*m));
+	/* Frees what was taken; the message was zeroed first. */
+	fr_wire_node_progress_free(m);
 	return ret;
 }
 
-void fr_wire_node_progress_free(struct fr_msg_node_progress *m)
-{
-	if (!m)
-		return;
-	free(m->comms);
-	memset(m, 0, sizeof(*m));
-}
+FR_WIRE_FREE_ONE(fr_wire_node_progress_free, struct fr_msg_node_progress, comms)

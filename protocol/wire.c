@@ -73,7 +73,6 @@ unsigned fr_wire_msg_version(unsigned type)
 	return type >= FR_MSG_DAEMON_CHALLENGE ? 3 : type >= FR_MSG_CHALLENGE ? 2 : 1;
 }
 
-
 /* HELLO */
 
 size_t fr_wire_hello_size(const struct fr_msg_hello *m)
@@ -171,33 +170,24 @@ int fr_wire_comm_decode(const uint8_t *payload, size_t len, struct fr_msg_comm *
 	if (!r.bad && m->rank >= m->size)
 		rd_fail(&r);
 	if (r.bad)
-		goto out_zero;
+		goto out_free;
 
 	m->members = malloc(m->size * sizeof(*m->members));
 	if (!m->members) {
 		ret = -ENOMEM;
-		goto out_zero;
+		goto out_free;
 	}
 	for (uint32_t i = 0; i < m->size; i++)
 		m->members[i] = rd_u32(&r);
-	if (!rd_ok(&r))
-		goto out_free_members;
-	return 0;
-
-out_free_members:
-	free(m->members);
-out_zero:
-	memset(m, 0, sizeof(*m));
+	if (rd_ok(&r))
+		return 0;
+out_free:
+	/* Frees what was taken; the message was zeroed first. */
+	fr_wire_comm_free(m);
 	return ret;
 }
 
-void fr_wire_comm_free(struct fr_msg_comm *m)
-{
-	if (!m)
-		return;
-	free(m->members);
-	memset(m, 0, sizeof(*m));
-}
+FR_WIRE_FREE_ONE(fr_wire_comm_free, struct fr_msg_comm, members)
 
 /* PROGRESS */
 
@@ -275,6 +265,15 @@ int fr_wire_progress_encode(const struct fr_msg_progress *m, uint8_t *buf, size_
 	return wr_end(&w, buf, total);
 }
 
+void fr_wire_progress_free(struct fr_msg_progress *m)
+{
+	if (!m)
+		return;
+	free(m->comms);
+	free(m->inflight);
+	memset(m, 0, sizeof(*m));
+}
+
 int fr_wire_progress_decode(const uint8_t *payload, size_t len, struct fr_msg_progress *m)
 {
 	struct rd r = rd_init(payload, len);
@@ -283,15 +282,8 @@ int fr_wire_progress_decode(const uint8_t *payload, size_t len, struct fr_msg_pr
 	memset(m, 0, sizeof(*m));
 	/* Keep room for the in-flight count that follows the comms. */
 	m->ncomms = rd_count(&r, COMM_PROGRESS_MIN_SIZE, 4);
-	if (r.bad)
-		goto out_zero;
-	if (m->ncomms) {
-		m->comms = calloc(m->ncomms, sizeof(*m->comms));
-		if (!m->comms) {
-			ret = -ENOMEM;
-			goto out_zero;
-		}
-	}
+	if (rd_array(&r, (void **)&m->comms, m->ncomms, sizeof(*m->comms), &ret) < 0)
+		goto out_free;
 	for (uint32_t i = 0; i < m->ncomms && !r.bad; i++) {
 		struct fr_wire_comm_progress *c = &m->comms[i];
 
@@ -301,15 +293,8 @@ int fr_wire_progress_decode(const uint8_t *payload, size_t len, struct fr_msg_pr
 	}
 
 	m->ninflight = rd_count(&r, INFLIGHT_MIN_SIZE, 0);
-	if (r.bad)
+	if (rd_array(&r, (void **)&m->inflight, m->ninflight, sizeof(*m->inflight), &ret) < 0)
 		goto out_free;
-	if (m->ninflight) {
-		m->inflight = calloc(m->ninflight, sizeof(*m->inflight));
-		if (!m->inflight) {
-			ret = -ENOMEM;
-			goto out_free;
-		}
-	}
 	for (uint32_t i = 0; i < m->ninflight && !r.bad; i++) {
 		struct fr_wire_inflight *op = &m->inflight[i];
 
@@ -329,25 +314,12 @@ int fr_wire_progress_decode(const uint8_t *payload, size_t len, struct fr_msg_pr
 			rd_fail(&r);
 		op->flags &= INFLIGHT_KNOWN_FLAGS;
 	}
-	if (!rd_ok(&r))
-		goto out_free;
-	return 0;
-
+	if (rd_ok(&r))
+		return 0;
 out_free:
-	free(m->inflight);
-	free(m->comms);
-out_zero:
-	memset(m, 0, sizeof(*m));
+	/* Frees what was taken; the message was zeroed first. */
+	fr_wire_progress_free(m);
 	return ret;
-}
-
-void fr_wire_progress_free(struct fr_msg_progress *m)
-{
-	if (!m)
-		return;
-	free(m->comms);
-	free(m->inflight);
-	memset(m, 0, sizeof(*m));
 }
 
 /* HEARTBEAT */

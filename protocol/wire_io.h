@@ -12,6 +12,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "wire.h"
@@ -214,5 +215,47 @@ static inline bool rd_ok(const struct rd *r)
 {
 	return !r->bad && r->left == 0;
 }
+
+/*
+ * Allocates a decoded array of `n` zeroed elements of `size` bytes into
+ * *p; nothing for n == 0. Returns 0, or -ENOMEM.
+ */
+static inline int rd_alloc(void **p, size_t n, size_t size)
+{
+	if (!n)
+		return 0;
+	*p = calloc(n, size);
+	return *p ? 0 : -ENOMEM;
+}
+
+/*
+ * rd_alloc() after a read that may have failed: returns 0, or -1 with
+ * *ret set to -ENOMEM when out of memory and left as it is (the caller's
+ * -EPROTO) when the read before failed.
+ */
+static inline int rd_array(const struct rd *r, void **p, size_t n, size_t size, int *ret)
+{
+	if (r->bad)
+		return -1;
+	if (rd_alloc(p, n, size) < 0) {
+		*ret = -ENOMEM;
+		return -1;
+	}
+	return 0;
+}
+
+/*
+ * A decoded message's free function when it holds one allocated array,
+ * `field`: frees it and zeroes the message (NULL is left alone), so that a
+ * decoder's error path and its caller free alike.
+ */
+#define FR_WIRE_FREE_ONE(name, type, field) \
+	void name(type *m)                    \
+	{                                     \
+		if (!m)                       \
+			return;               \
+		free(m->field);               \
+		memset(m, 0, sizeof(*m));     \
+	}
 
 #endif
