@@ -514,77 +514,27 @@ static int bytes32_encode(unsigned type, const uint8_t in[32], uint8_t *buf, siz
 	return wr_end(&w, buf, total);
 }
 
-/* CHALLENGE */
+/* The size, encoder and decoder of a message whose payload is `field`. */
+#define BYTES32_MESSAGE(name, TYPE, field)                                                  \
+	size_t fr_wire_##name##_size(const struct fr_msg_##name *m)                         \
+	{                                                                                   \
+		(void)m;                                                                    \
+		return FR_WIRE_HEADER_SIZE + 32;                                            \
+	}                                                                                   \
+	int fr_wire_##name##_encode(const struct fr_msg_##name *m, uint8_t *buf, size_t cap) \
+	{                                                                                   \
+		return bytes32_encode(FR_MSG_##TYPE, m->field, buf, cap);                   \
+	}                                                                                   \
+	int fr_wire_##name##_decode(const uint8_t *payload, size_t len,                     \
+				    struct fr_msg_##name *m)                                \
+	{                                                                                   \
+		return bytes32_decode(payload, len, m->field);                              \
+	}
 
-size_t fr_wire_challenge_size(const struct fr_msg_challenge *m)
-{
-	(void)m;
-	return FR_WIRE_HEADER_SIZE + FR_WIRE_NONCE_SIZE;
-}
-
-int fr_wire_challenge_encode(const struct fr_msg_challenge *m, uint8_t *buf, size_t cap)
-{
-	return bytes32_encode(FR_MSG_CHALLENGE, m->nonce, buf, cap);
-}
-
-int fr_wire_challenge_decode(const uint8_t *payload, size_t len, struct fr_msg_challenge *m)
-{
-	return bytes32_decode(payload, len, m->nonce);
-}
-
-/* AUTH */
-
-size_t fr_wire_auth_size(const struct fr_msg_auth *m)
-{
-	(void)m;
-	return FR_WIRE_HEADER_SIZE + FR_WIRE_PROOF_SIZE;
-}
-
-int fr_wire_auth_encode(const struct fr_msg_auth *m, uint8_t *buf, size_t cap)
-{
-	return bytes32_encode(FR_MSG_AUTH, m->proof, buf, cap);
-}
-
-int fr_wire_auth_decode(const uint8_t *payload, size_t len, struct fr_msg_auth *m)
-{
-	return bytes32_decode(payload, len, m->proof);
-}
-
-/* DAEMON_CHALLENGE and DAEMON_PROOF */
-
-size_t fr_wire_daemon_challenge_size(const struct fr_msg_daemon_challenge *m)
-{
-	(void)m;
-	return FR_WIRE_HEADER_SIZE + FR_WIRE_NONCE_SIZE;
-}
-
-int fr_wire_daemon_challenge_encode(const struct fr_msg_daemon_challenge *m, uint8_t *buf,
-				    size_t cap)
-{
-	return bytes32_encode(FR_MSG_DAEMON_CHALLENGE, m->nonce, buf, cap);
-}
-
-int fr_wire_daemon_challenge_decode(const uint8_t *payload, size_t len,
-				    struct fr_msg_daemon_challenge *m)
-{
-	return bytes32_decode(payload, len, m->nonce);
-}
-
-size_t fr_wire_daemon_proof_size(const struct fr_msg_daemon_proof *m)
-{
-	(void)m;
-	return FR_WIRE_HEADER_SIZE + FR_WIRE_PROOF_SIZE;
-}
-
-int fr_wire_daemon_proof_encode(const struct fr_msg_daemon_proof *m, uint8_t *buf, size_t cap)
-{
-	return bytes32_encode(FR_MSG_DAEMON_PROOF, m->proof, buf, cap);
-}
-
-int fr_wire_daemon_proof_decode(const uint8_t *payload, size_t len, struct fr_msg_daemon_proof *m)
-{
-	return bytes32_decode(payload, len, m->proof);
-}
+BYTES32_MESSAGE(challenge, CHALLENGE, nonce)
+BYTES32_MESSAGE(auth, AUTH, proof)
+BYTES32_MESSAGE(daemon_challenge, DAEMON_CHALLENGE, nonce)
+BYTES32_MESSAGE(daemon_proof, DAEMON_PROOF, proof)
 
 /* ERROR */
 
