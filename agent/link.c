@@ -1,7 +1,7 @@
 /*
  * The link: a background thread with its own libuv loop that connects to
  * the daemon (FLIGHTREC_ADDR: TCP or "unix:/path"; unset, the node daemon's
- * socket when one is there, else TCP loopback), says who this rank is,
+ * socket when one is there, else none), says who this rank is,
  * streams progress when it changes and a heartbeat every second, and
  * answers dump requests. A Unix socket is connected to only when its owner
  * and its directory show that no other user can have put it there
@@ -1077,7 +1077,10 @@ static int resolve(struct sockaddr_storage *out)
 	return 0;
 }
 
-/* A socket that fr_socket_check() refused: said once, then quiet. */
+/*
+ * A socket that fr_socket_check() refused, the node daemon's one (`found`)
+ * or FLIGHTREC_ADDR's: said once, then quiet.
+ */
 static void say_socket_refused(const char *path, const char *why, bool found)
 {
 	if (L.socket_refusal_said)
@@ -1093,10 +1096,11 @@ static void say_socket_refused(const char *path, const char *why, bool found)
 
 /*
  * Where this attempt connects, into L.ep and L.where: FLIGHTREC_ADDR when
- * it is set; else the node daemon's socket when one is there. A socket is connected to only when fr_socket_check() trusts
- * it; checked before every attempt (stat()s on the link thread only), so
- * that a daemon started after the job is found. Returns false when there
- * is nowhere to connect this time.
+ * it is set; else the node daemon's socket when one is there. A socket is
+ * connected to only when fr_socket_check() trusts it; checked before every
+ * attempt (stat()s on the link thread only), so that a daemon started
+ * after the job is found. Returns false when there is nowhere to connect
+ * this time.
  */
 static bool pick_endpoint(void)
 {
