@@ -12,6 +12,7 @@ enum access_need {
 	NEED_NOTHING,   /* /healthz, /metrics: any Host */
 	NEED_HOST,      /* the page, a 404, a 405: a Host naming us */
 	NEED_LIST,      /* GET /v1/jobs: the token, or a job key (the list narrows) */
+	NEED_CLUSTER,   /* GET /v1/nodes: the token, when there is one (no job key) */
 	NEED_JOB,       /* a job's data: the token or the job's key */
 	NEED_LOOK,      /* a live look: as NEED_JOB, or the mark without a token */
 	NEED_TOKEN,     /* a manual dump: the daemon's token itself */
@@ -25,6 +26,8 @@ static enum access_need route_need(enum route_kind kind)
 		return NEED_NOTHING;
 	case ROUTE_JOBS:
 		return NEED_LIST;
+	case ROUTE_NODES:
+		return NEED_CLUSTER;
 	case ROUTE_JOB:
 	case ROUTE_JOB_ANALYSIS:
 	case ROUTE_JOB_INCIDENTS:
@@ -225,6 +228,10 @@ void access_decide(const struct access_request *req, const struct access_policy 
 			deny(out, 403, "no token configured: start flightrecd with --token-file to allow manual dumps");
 		else if (!token_ok(req->authorization, pol->token))
 			deny(out, 401, "a valid bearer token is required");
+		break;
+	case NEED_CLUSTER:
+		if (has_token && !token_ok(req->authorization, pol->token))
+			deny(out, 401, "a valid bearer token is required: the daemon's token");
 		break;
 	case NEED_LIST:
 		if (!has_token || token_ok(req->authorization, pol->token))

@@ -233,7 +233,7 @@ void config_log_settings(const struct daemon_config *cfg, const char *when)
 		   ", max-connections %" PRIu32 ", max-job-connections %" PRIu32
 		   ", max-frame-size %" PRIu32 ", max-incidents-per-hour %" PRIu32
 		   ", hello-timeout %g s, max-pending-per-address %" PRIu32 ", max-memory %" PRIu64
-		   ", token-file %s, http-allowed-hosts %s, agent-socket %s%s",
+		   ", token-file %s, http-allowed-hosts %s, agent-socket %s%s%s%s",
 		   when, cfg->config_file ? ", config " : "",
 		   cfg->config_file ? cfg->config_file : "", la, ha, cfg->dump_dir, cfg->timeout_s,
 		   cfg->heartbeat_timeout_s, cfg->dump_deadline_s, cfg->max_dump_size,
@@ -243,6 +243,7 @@ void config_log_settings(const struct daemon_config *cfg, const char *when)
 		   cfg->token_file ? cfg->token_file : "(none)",
 		   cfg->http_allowed_hosts ? cfg->http_allowed_hosts : "(none)",
 		   cfg->agent_socket ? cfg->agent_socket : "(none)",
+		   cfg->upstream ? ", upstream " : "", cfg->upstream ? cfg->upstream : "",
 		   cfg->insecure ? ", insecure" : "");
 }
 
@@ -293,6 +294,9 @@ int config_apply_reload(struct flightrecd *d, const struct daemon_config *next)
 	addr_needs_restart("http", &was->http_addr, &next->http_addr);
 	if (!same_string(was->dump_dir, next->dump_dir))
 		needs_restart("dump-dir", was->dump_dir, next->dump_dir);
+	if (!same_string(was->upstream, next->upstream))
+		needs_restart("upstream", was->upstream ? was->upstream : "(none)",
+			      next->upstream ? next->upstream : "(none)");
 	if (!same_string(was->agent_socket, next->agent_socket))
 		needs_restart("agent-socket", was->agent_socket ? was->agent_socket : "(none)",
 			      next->agent_socket ? next->agent_socket : "(none)");

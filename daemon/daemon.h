@@ -62,6 +62,10 @@ struct daemon_config {
 	const char *dump_dir;
 	const char *ports_file;     /* NULL: none */
 	const char *agent_socket;   /* --agent-socket: a Unix socket for agents; NULL: none */
+	/* --upstream: the central daemon this node daemon reports to
+	 * (upstream.c); NULL: none, this daemon is central or alone. */
+	const char *upstream;
+	struct sockaddr_storage upstream_addr;
 	double timeout_s;           /* an op in flight longer than this is a hang */
 	double heartbeat_timeout_s; /* a rank silent longer than this is unresponsive */
 	double dump_deadline_s;     /* how long an incident waits for dumps */

@@ -27,6 +27,7 @@
 #include "incident.h"
 #include "log.h"
 #include "look.h"
+#include "nodes.h"
 #include "ratelog.h"
 #include "registry.h"
 #include "route.h"
@@ -302,6 +303,25 @@ static json_t *job_summary_finish(struct job_summary *js)
 	return js->o;
 }
 
+/* For nodes_jobs_json(): whether the registry lists the job itself. */
+static bool job_in_registry(void *arg, const char *job)
+{
+	return registry_job_find(arg, job) != NULL;
+}
+
+/* GET /v1/nodes: the node daemons that connected upstream. */
+static enum MHD_Result handle_nodes(struct flightrecd *d, struct MHD_Connection *mc)
+{
+	json_t *doc;
+
+	pthread_mutex_lock(&d->lock);
+	doc = nodes_json();
+	pthread_mutex_unlock(&d->lock);
+	if (!doc)
+		return http_error(mc, MHD_HTTP_INTERNAL_SERVER_ERROR, "out of memory");
+	return http_reply_json(mc, MHD_HTTP_OK, doc);
+}
+
 /*
  * GET /v1/jobs; with `own_key` (a bearer token that is not the daemon's),
  * only the jobs whose key it is, and 401 when it opens none. The key is
@@ -332,6 +352,10 @@ static enum MHD_Result handle_jobs(struct flightrecd *d, struct MHD_Connection *
 		job_summary_take(d, job, &sums[n]);
 		refused |= sums[n++].view_err == -EDQUOT;
 	}
+	/* Jobs only node daemons hold, for the daemon's token (a job key
+	 * narrows the list to jobs of this daemon's own registry). */
+	if (!own_key && jobs)
+		nodes_jobs_json(jobs, job_in_registry, d);
 	pthread_mutex_unlock(&d->lock);
 	explicit_bzero(key, sizeof(key));
 	/* The verdicts, the work that grows with the jobs' size, without the lock. */
@@ -514,7 +538,8 @@ static int job_detail_text(json_t *doc, const struct live_view *lv, char **body,
  * never stalls the event loop or /healthz. Takes `head`; frees the view.
  * Returns 0 with the answer in `body`, or -ENOMEM.
  */
-static int job_detail(json_t *head, struct live_view *lv, char **body, size_t *len)
+static int job_detail(json_t *head, struct live_view *lv, json_t *node_ranks, char **body,
+		      size_t *len)
 {
 	int err = -ENOMEM;
 	uint64_t now = daemon_now_ns();
@@ -531,6 +556,9 @@ static int job_detail(json_t *head, struct live_view *lv, char **body, size_t *l
 			json_array_append_new(ranks, rank_json(&lv->ranks[i], &lv->traces[i], now,
 							       now_mono));
 	*body = NULL;
+	if (ranks && node_ranks)
+		json_array_extend(ranks, node_ranks);
+	json_decref(node_ranks);
 	if (head && ranks) {
 		json_object_set_new(head, "ranks", ranks);
 		json_object_set_new(head, "communicators", json_string("@communicators@"));
@@ -552,12 +580,28 @@ static enum MHD_Result handle_job(struct flightrecd *d, struct MHD_Connection *m
 	bool have_view = false;
 	struct job *job;
 	json_t *doc = NULL;
+	json_t *node_ranks = json_array();
+	uint32_t world_size;
 	char *body;
 	size_t len;
 	int err = 0;
 
 	pthread_mutex_lock(&d->lock);
 	job = registry_job_find(d, id);
+	if (node_ranks)
+		nodes_job_ranks_json(id, node_ranks);
+	if (!job && !incidents && nodes_job_known(id, &world_size)) {
+		/* A job whose ranks all connected to node daemons: what they
+		 * said of it, no live view (the central daemon holds none). */
+		pthread_mutex_unlock(&d->lock);
+		doc = json_pack("{s:s, s:I, s:s, s:o, s:[], s:n, s:[]}", "job", id, "world_size",
+				(json_int_t)world_size, "status", "running", "ranks",
+				node_ranks ? node_ranks : json_array(), "communicators",
+				"verdict", "incidents");
+		if (!doc)
+			return http_error(mc, MHD_HTTP_INTERNAL_SERVER_ERROR, "out of memory");
+		return http_reply_json(mc, MHD_HTTP_OK, doc);
+	}
 	if (job && incidents) {
 		doc = json_pack("{s:o}", "incidents", incident_records_json(d, job));
 	} else if (job && (err = registry_request_view(d, job, &lv)) == 0) {
@@ -569,8 +613,10 @@ static enum MHD_Result handle_job(struct flightrecd *d, struct MHD_Connection *m
 				"incidents", incident_records_json(d, job));
 	}
 	pthread_mutex_unlock(&d->lock);
+	if (!have_view)
+		json_decref(node_ranks);
 	if (have_view) {
-		if (job_detail(doc, &lv, &body, &len))
+		if (job_detail(doc, &lv, node_ranks, &body, &len))
 			return http_error(mc, MHD_HTTP_INTERNAL_SERVER_ERROR, "out of memory");
 		return http_reply_with(mc, MHD_HTTP_OK, "application/json", body, len, NULL, NULL);
 	}
@@ -990,6 +1036,8 @@ static enum MHD_Result route_answer(struct flightrecd *d, struct MHD_Connection 
 		return handle_healthz(d, mc);
 	case ROUTE_METRICS:
 		return handle_metrics(d, mc);
+	case ROUTE_NODES:
+		return handle_nodes(d, mc);
 	case ROUTE_JOBS:
 		return handle_jobs(d, mc,
 				   dec->grant == ACCESS_OWN_JOB ?

@@ -11,9 +11,11 @@
 #include "http.h"
 #include "incident.h"
 #include "log.h"
+#include "nodes.h"
 #include "notify.h"
 #include "registry.h"
 #include "server.h"
+#include "upstream.h"
 #include "watchdog.h"
 
 #include <assert.h>
@@ -80,11 +82,13 @@ enum {
 	OPT_HTTP_ALLOWED_HOSTS,
 	OPT_INSECURE,
 	OPT_AGENT_SOCKET,
+	OPT_UPSTREAM,
 };
 
 static const struct option long_options[] = {
 	{ "listen", required_argument, NULL, OPT_LISTEN },
 	{ "agent-socket", required_argument, NULL, OPT_AGENT_SOCKET },
+	{ "upstream", required_argument, NULL, OPT_UPSTREAM },
 	{ "http", required_argument, NULL, OPT_HTTP },
 	{ "dump-dir", required_argument, NULL, OPT_DUMP_DIR },
 	{ "timeout", required_argument, NULL, OPT_TIMEOUT },
@@ -124,6 +128,10 @@ static void usage(FILE *out)
 		"                               root and not writable by others unless sticky;\n"
 		"                               a stale socket of this user there is replaced;\n"
 		"                               made mode 0666, removed on a clean stop\n"
+		"  --upstream ADDR:PORT         run as a node daemon: keep one connection to the\n"
+		"                               central daemon's --listen port and send it what\n"
+		"                               this daemon's ranks do (proving --token-file\n"
+		"                               both ways); address literals only\n"
 		"  --http ADDR:PORT             HTTP API (default " DEFAULT_HTTP ")\n"
 		"  --dump-dir DIR               incident directories (default " DEFAULT_DUMP_DIR ")\n"
 		"  --timeout SECONDS            an operation waiting longer is a hang (default 300)\n"
@@ -306,6 +314,11 @@ static int parse_args(int argc, char **argv, struct daemon_config *cfg)
 		case OPT_LISTEN:
 			if (parse_addr(optarg, &cfg->listen_addr))
 				return bad_option("listen", optarg);
+			break;
+		case OPT_UPSTREAM:
+			if (parse_addr(optarg, &cfg->upstream_addr))
+				return bad_option("upstream", optarg);
+			cfg->upstream = optarg;
 			break;
 		case OPT_AGENT_SOCKET:
 			if (optarg[0] != '/')
@@ -741,6 +754,7 @@ static void daemon_stop(struct flightrecd *d)
 			incident_close(job->active, true);
 	server_close_all(d);
 	pthread_mutex_unlock(&d->lock);
+	upstream_close(d);
 	uv_close((uv_handle_t *)&d->tick_timer, on_handle_closed);
 	uv_close((uv_handle_t *)&d->watchdog_timer, on_handle_closed);
 	/* The signals stay caught while incidents drain (a second SIGTERM or
@@ -802,6 +816,11 @@ static int run(struct flightrecd *d)
 	}
 	if (server_start(d) || http_start(d))
 		return 1;
+	err = upstream_start(d);
+	if (err) {
+		daemon_log("cannot start the upstream connection: %s", uv_strerror(err));
+		return 1;
+	}
 	if (d->cfg.ports_file) {
 		err = write_ports_file(d);
 		if (err) {
@@ -917,6 +936,7 @@ int main(int argc, char **argv)
 	uv_run(d.loop, UV_RUN_DEFAULT);
 	http_stop(&d);
 	registry_free(&d);
+	nodes_free();
 	config_args_free(&d.file);
 	uv_loop_close(d.loop);
 	pthread_mutex_destroy(&d.lock);

@@ -159,6 +159,8 @@ static enum route_kind route_path(const char *path, struct route *r)
 		return ROUTE_HEALTHZ;
 	if (strcmp(path, "/metrics") == 0)
 		return ROUTE_METRICS;
+	if (strcmp(path, "/v1/nodes") == 0 || strcmp(path, "/v1/nodes/") == 0)
+		return ROUTE_NODES;
 	if (strncmp(path, JOBS_PREFIX, n) == 0 && (path[n] == '\0' || path[n] == '/'))
 		return route_jobs(path + n, r);
 	return not_found(r, "not found");

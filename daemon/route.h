@@ -26,6 +26,7 @@
 	X(HEALTHZ, GET, "GET /healthz")                                       \
 	X(METRICS, GET, "GET /metrics")                                       \
 	X(JOBS, GET, "GET /v1/jobs")                                          \
+	X(NODES, GET, "GET /v1/nodes")                                        \
 	X(JOB, GET, "GET /v1/jobs/<job>")                                     \
 	X(JOB_ANALYSIS, GET, "GET /v1/jobs/<job>/analysis")                   \
 	X(JOB_STACKS, GET, "GET /v1/jobs/<job>/stacks")                       \

@@ -37,6 +37,7 @@
 #include "incident.h"
 #include "log.h"
 #include "look.h"
+#include "nodes.h"
 #include "pending.h"
 #include "ratelog.h"
 #include "registry.h"
@@ -283,6 +284,8 @@ void conn_close(struct conn *c)
 		return;
 	c->closing = true;
 	conn_hello_settled(c);
+	if (c->node)
+		nodes_conn_lost(c->node, c);
 	registry_conn_lost(c->d, c);
 	look_conn_closed(c);
 	uv_read_stop(&c->sock.stream);
@@ -517,6 +520,17 @@ static int conn_daemon_challenge(struct conn *c, const struct fr_wire_header *h,
 	return 0;
 }
 
+/* Sends DAEMON_PROOF with `proof`: the first frame the peer reads after its hello. */
+static int conn_send_proof(struct conn *c, const struct fr_msg_daemon_proof *m)
+{
+	size_t size = fr_wire_daemon_proof_size(m);
+	struct conn_write *w = malloc(sizeof(*w) + size);
+
+	if (!w)
+		return -ENOMEM;
+	return conn_write_frame(c, w, fr_wire_daemon_proof_encode(m, w->frame, size));
+}
+
 /*
  * Proves the token to an agent that asked (DAEMON_CHALLENGE), for the HELLO
  * just verified: the first frame it reads after its HELLO.
@@ -525,20 +539,106 @@ static int conn_send_daemon_proof(struct conn *c, const struct fr_msg_hello *hel
 {
 	struct server_conn *sc = server_conn(c);
 	struct fr_msg_daemon_proof m;
-	struct conn_write *w;
-	size_t size;
 	int err;
 
 	if (!sc->have_agent_nonce)
 		return 0;
 	err = fr_wire_daemon_proof(&c->d->cfg.token, sc->agent_nonce, sc->nonce, hello, m.proof);
+	return err ? err : conn_send_proof(c, &m);
+}
+
+/*
+ * NODE_HELLO: the connection is a node daemon's (docs/SCALE-OUT.md). With
+ * a token it must have proven it over this very payload (AUTH before), and
+ * gets the daemon's proof when it asked. Returns 0, or an error for
+ * conn_dispatch() to refuse with; a refused proof closes the connection
+ * here (*closed).
+ */
+static int conn_node_hello(struct conn *c, const struct fr_wire_header *h, const uint8_t *p,
+			   bool *closed)
+{
+	struct server_conn *sc = server_conn(c);
+	struct fr_msg_node_hello m = { 0 };
+	struct fr_msg_daemon_proof proof;
+	struct conn *old = NULL;
+	int err;
+
+	*closed = false;
+	err = fr_wire_node_hello_decode(p, h->length, &m);
 	if (err)
 		return err;
-	size = fr_wire_daemon_proof_size(&m);
-	w = malloc(sizeof(*w) + size);
-	if (!w)
-		return -ENOMEM;
-	return conn_write_frame(c, w, fr_wire_daemon_proof_encode(&m, w->frame, size));
+	if (daemon_has_token(c->d)) {
+		bool ok = sc->have_proof && fr_wire_node_verify(&c->d->cfg.token, false, sc->nonce,
+							       NULL, p, h->length, sc->proof);
+
+		sc->have_proof = false;
+		if (!ok) {
+			auth_refuse(c, NULL, FR_WIRE_ERR_AUTH_FAILED,
+				    "a node daemon without the proof of the token",
+				    "wrong or missing proof of the token: check --token-file");
+			*closed = true;
+			goto out_free;
+		}
+	}
+	if (sc->have_agent_nonce) {
+		err = fr_wire_node_proof(&c->d->cfg.token, true, sc->agent_nonce, sc->nonce, p,
+					 h->length, proof.proof);
+		if (!err)
+			err = conn_send_proof(c, &proof);
+		if (err)
+			goto out_free;
+	}
+	c->node = nodes_hello(c, c->peer, &m, &old);
+	if (!c->node) {
+		err = -ENOMEM;
+		goto out_free;
+	}
+	c->said_hello = true;
+	conn_hello_settled(c);
+	if (old) {
+		/* The node came back before its old connection was seen to go. */
+		old->node = NULL;
+		conn_close(old);
+	}
+out_free:
+	fr_wire_node_hello_free(&m);
+	return err;
+}
+
+/* NODE_RANKS, NODE_COMMS, NODE_PROGRESS on a node's connection. */
+static int conn_node_frame(struct conn *c, const struct fr_wire_header *h, const uint8_t *p)
+{
+	int err;
+
+	switch (h->type) {
+	case FR_MSG_NODE_RANKS: {
+		struct fr_msg_node_ranks m = { 0 };
+
+		err = fr_wire_node_ranks_decode(p, h->length, &m);
+		if (!err)
+			err = nodes_ranks(c->node, &m);
+		fr_wire_node_ranks_free(&m);
+		return err;
+	}
+	case FR_MSG_NODE_COMMS: {
+		struct fr_msg_node_comms m = { 0 };
+
+		/* Checked, not kept yet: the central daemon's live view does
+		 * not read the nodes' member lists. */
+		err = fr_wire_node_comms_decode(p, h->length, &m);
+		fr_wire_node_comms_free(&m);
+		return err;
+	}
+	default: {
+		struct fr_msg_node_progress m = { 0 };
+
+		err = fr_wire_node_progress_decode(p, h->length, &m);
+		if (!err)
+			err = nodes_progress(c->node, &m);
+		fr_wire_node_progress_free(&m);
+		return err;
+	}
+	}
 }
 
 /* Decodes and handles one complete frame; the caller holds the lock. */
@@ -549,7 +649,7 @@ static void conn_dispatch(struct conn *c, const struct fr_wire_header *h, const 
 	int err = 0;
 
 	if (!c->said_hello && h->type != FR_MSG_HELLO && h->type != FR_MSG_AUTH &&
-	    h->type != FR_MSG_DAEMON_CHALLENGE) {
+	    h->type != FR_MSG_DAEMON_CHALLENGE && h->type != FR_MSG_NODE_HELLO) {
 		conn_reject(c, h->type, first_frame_rule(d));
 		return;
 	}
@@ -557,7 +657,36 @@ static void conn_dispatch(struct conn *c, const struct fr_wire_header *h, const 
 		conn_reject(c, h->type, "hello sent twice on one connection");
 		return;
 	}
+	/* A node's connection sends only node frames; an agent's never does. */
+	if (c->node && h->type != FR_MSG_NODE_RANKS && h->type != FR_MSG_NODE_COMMS &&
+	    h->type != FR_MSG_NODE_PROGRESS) {
+		conn_reject(c, h->type, "not a message a node daemon sends after node_hello");
+		return;
+	}
 	switch (h->type) {
+	case FR_MSG_NODE_HELLO: {
+		bool closed = false;
+
+		if (c->said_hello) {
+			why = "not a message an agent sends";
+			err = -EBADMSG;
+			break;
+		}
+		err = conn_node_hello(c, h, p, &closed);
+		if (closed)
+			return;
+		break;
+	}
+	case FR_MSG_NODE_RANKS:
+	case FR_MSG_NODE_COMMS:
+	case FR_MSG_NODE_PROGRESS:
+		if (!c->node) {
+			why = "not a message an agent sends";
+			err = -EBADMSG;
+			break;
+		}
+		err = conn_node_frame(c, h, p);
+		break;
 	case FR_MSG_HELLO: {
 		struct fr_msg_hello m;
 
@@ -678,7 +807,7 @@ static bool conn_first_frame_ok(struct conn *c, const struct fr_wire_header *h)
 		return false;
 	}
 	if (h->type != FR_MSG_HELLO && h->type != FR_MSG_AUTH &&
-	    h->type != FR_MSG_DAEMON_CHALLENGE) {
+	    h->type != FR_MSG_DAEMON_CHALLENGE && h->type != FR_MSG_NODE_HELLO) {
 		conn_reject(c, h->type, first_frame_rule(c->d));
 		return false;
 	}

@@ -11,6 +11,7 @@
 struct flightrecd;
 struct job;
 struct look_conn;
+struct node;
 
 /* A libuv stream of either kind an agent connects over. */
 union agent_stream {
@@ -48,6 +49,9 @@ struct conn {
 	/* look.c's state of the live looks asked of this agent; NULL before
 	 * the first. Owned by look.c, freed when the connection closes. */
 	struct look_conn *live;
+	/* Set by an accepted NODE_HELLO: a node daemon's upstream connection
+	 * (nodes.h), which holds no rank and may send NODE_* frames. */
+	struct node *node;
 };
 
 int server_start(struct flightrecd *d);

@@ -194,29 +194,63 @@ int fr_wire_job_key(const struct fr_token *t, const char *job,
 
 /*
  * HMAC-SHA256 under `key` of `label` (its NUL included), the nonces (the
- * second one may be NULL) and the HELLO's payload as encoded: what an
- * agent's proof and the daemon's are made of, told apart by their labels.
+ * second one may be NULL) and a payload: what every proof is made of, told
+ * apart by their labels.
  */
+static void payload_mac(const uint8_t *key, size_t key_len, const char *label,
+			const uint8_t first[FR_WIRE_NONCE_SIZE], const uint8_t *second,
+			const uint8_t *payload, size_t len, uint8_t proof[FR_WIRE_PROOF_SIZE])
+{
+	struct fr_hmac_sha256 m;
+
+	fr_hmac_sha256_init(&m, key, key_len);
+	fr_hmac_sha256_update(&m, label, strlen(label) + 1);
+	fr_hmac_sha256_update(&m, first, FR_WIRE_NONCE_SIZE);
+	if (second)
+		fr_hmac_sha256_update(&m, second, FR_WIRE_NONCE_SIZE);
+	fr_hmac_sha256_update(&m, payload, len);
+	fr_hmac_sha256_final(&m, proof);
+}
+
+/* payload_mac() of the HELLO's payload as encoded: an agent's proof and the daemon's. */
 static int hello_mac(const uint8_t key[FR_WIRE_JOB_KEY_SIZE], const char *label,
 		     const uint8_t first[FR_WIRE_NONCE_SIZE], const uint8_t *second,
 		     const struct fr_msg_hello *hello, uint8_t proof[FR_WIRE_PROOF_SIZE])
 {
 	uint8_t frame[FR_WIRE_HEADER_SIZE + FR_WIRE_HELLO_MAX_PAYLOAD];
-	struct fr_hmac_sha256 m;
 	int n;
 
 	memset(proof, 0, FR_WIRE_PROOF_SIZE);
 	n = fr_wire_hello_encode(hello, frame, sizeof(frame));
 	if (n < 0)
 		return -EINVAL;
-	fr_hmac_sha256_init(&m, key, FR_WIRE_JOB_KEY_SIZE);
-	fr_hmac_sha256_update(&m, label, strlen(label) + 1);
-	fr_hmac_sha256_update(&m, first, FR_WIRE_NONCE_SIZE);
-	if (second)
-		fr_hmac_sha256_update(&m, second, FR_WIRE_NONCE_SIZE);
-	fr_hmac_sha256_update(&m, frame + FR_WIRE_HEADER_SIZE, (size_t)n - FR_WIRE_HEADER_SIZE);
-	fr_hmac_sha256_final(&m, proof);
+	payload_mac(key, FR_WIRE_JOB_KEY_SIZE, label, first, second, frame + FR_WIRE_HEADER_SIZE,
+		    (size_t)n - FR_WIRE_HEADER_SIZE, proof);
 	return 0;
+}
+
+int fr_wire_node_proof(const struct fr_token *t, bool central,
+		       const uint8_t first[FR_WIRE_NONCE_SIZE], const uint8_t *second,
+		       const uint8_t *payload, size_t len, uint8_t proof[FR_WIRE_PROOF_SIZE])
+{
+	memset(proof, 0, FR_WIRE_PROOF_SIZE);
+	if (!t->len)
+		return -EINVAL;
+	payload_mac(t->bytes, t->len, central ? "flightrec central" : "flightrec node", first,
+		    second, payload, len, proof);
+	return 0;
+}
+
+bool fr_wire_node_verify(const struct fr_token *t, bool central,
+			 const uint8_t first[FR_WIRE_NONCE_SIZE], const uint8_t *second,
+			 const uint8_t *payload, size_t len, const uint8_t proof[FR_WIRE_PROOF_SIZE])
+{
+	uint8_t want[FR_WIRE_PROOF_SIZE];
+	bool ok = fr_wire_node_proof(t, central, first, second, payload, len, want) == 0 &&
+		  fr_ct_equal(want, proof, sizeof(want));
+
+	explicit_bzero(want, sizeof(want));
+	return ok;
 }
 
 int fr_wire_auth_proof_key(const uint8_t key[FR_WIRE_JOB_KEY_SIZE],

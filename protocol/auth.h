@@ -133,6 +133,29 @@ bool fr_wire_daemon_verify_key(const uint8_t key[FR_WIRE_JOB_KEY_SIZE],
 			       const uint8_t proof[FR_WIRE_PROOF_SIZE]);
 
 /*
+ * The proofs on a node daemon's upstream connection (flightrecd
+ * --upstream), made from the cluster token itself: a node claims no job,
+ * so no job's key may stand in for it.
+ *
+ *   node:    HMAC-SHA256(token, "flightrec node" 0x00 nonce node-hello-payload)
+ *   central: HMAC-SHA256(token, "flightrec central" 0x00 node-nonce nonce
+ *                        node-hello-payload)
+ *
+ * The node sends its proof in AUTH before NODE_HELLO (`first` the
+ * CHALLENGE's nonce, `second` NULL); the central daemon answers DAEMON_PROOF
+ * (`central` true, `first` the node's DAEMON_CHALLENGE nonce, `second` the
+ * CHALLENGE's). `payload` is NODE_HELLO's payload as sent. Returns 0, or
+ * -EINVAL when `t` is empty (and `proof` is zeroed).
+ */
+int fr_wire_node_proof(const struct fr_token *t, bool central,
+		       const uint8_t first[FR_WIRE_NONCE_SIZE], const uint8_t *second,
+		       const uint8_t *payload, size_t len, uint8_t proof[FR_WIRE_PROOF_SIZE]);
+/* Whether `proof` is fr_wire_node_proof()'s, compared in constant time. */
+bool fr_wire_node_verify(const struct fr_token *t, bool central,
+			 const uint8_t first[FR_WIRE_NONCE_SIZE], const uint8_t *second,
+			 const uint8_t *payload, size_t len, const uint8_t proof[FR_WIRE_PROOF_SIZE]);
+
+/*
  * Parses a job key written as FR_WIRE_JOB_KEY_HEX hex digits (`len` bytes
  * of `s`, nothing else: no newline). Both cases are accepted; flightrecd
  * writes lowercase. Returns 0, or -EINVAL with `*why` naming what is wrong

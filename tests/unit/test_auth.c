@@ -719,6 +719,44 @@ static void test_read_small_file(void **state)
 	rmdir(dir);
 }
 
+/*
+ * A node daemon's proofs (--upstream) come from the token itself and bind
+ * the nonces and NODE_HELLO's payload; the node's and the central
+ * daemon's differ, and neither is an agent's.
+ */
+static void test_node_proofs(void **state)
+{
+	static const uint8_t payload[] = "node-hello-payload";
+	struct fr_msg_challenge c;
+	struct fr_msg_daemon_challenge dc;
+	struct fr_token t, other, none = { 0 };
+	uint8_t node[FR_WIRE_PROOF_SIZE], central[FR_WIRE_PROOF_SIZE];
+
+	(void)state;
+	set_token(&t, "flightrec-example-token-0123456789");
+	set_token(&other, "flightrec-other-token-0123456789");
+	sample_challenge(&c);
+	sample_daemon_challenge(&dc);
+	assert_int_equal(fr_wire_node_proof(&t, false, c.nonce, NULL, payload, sizeof(payload), node), 0);
+	assert_true(fr_wire_node_verify(&t, false, c.nonce, NULL, payload, sizeof(payload), node));
+	assert_int_equal(fr_wire_node_proof(&t, true, dc.nonce, c.nonce, payload, sizeof(payload),
+					    central), 0);
+	assert_true(fr_wire_node_verify(&t, true, dc.nonce, c.nonce, payload, sizeof(payload),
+					central));
+	assert_memory_not_equal(node, central, sizeof(node));
+	/* Another token, another nonce, another payload, the other side's label: refused. */
+	assert_false(fr_wire_node_verify(&other, false, c.nonce, NULL, payload, sizeof(payload), node));
+	assert_false(fr_wire_node_verify(&t, false, dc.nonce, NULL, payload, sizeof(payload), node));
+	assert_false(fr_wire_node_verify(&t, false, c.nonce, NULL, payload, sizeof(payload) - 1, node));
+	assert_false(fr_wire_node_verify(&t, true, c.nonce, NULL, payload, sizeof(payload), node));
+	assert_false(fr_wire_node_verify(&t, true, c.nonce, dc.nonce, payload, sizeof(payload),
+					 central));
+	/* No token, no proof. */
+	assert_int_equal(fr_wire_node_proof(&none, false, c.nonce, NULL, payload, sizeof(payload), node),
+			 -EINVAL);
+	assert_false(fr_wire_node_verify(&none, false, c.nonce, NULL, payload, sizeof(payload), node));
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -736,6 +774,7 @@ int main(void)
 		cmocka_unit_test(test_job_key_parse),
 		cmocka_unit_test(test_job_key_read),
 		cmocka_unit_test(test_read_small_file),
+		cmocka_unit_test(test_node_proofs),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -32,6 +32,10 @@ static void test_known_routes(void **state)
 	assert_int_equal(route("GET", "/metrics").kind, ROUTE_METRICS);
 	assert_int_equal(route("GET", "/v1/jobs").kind, ROUTE_JOBS);
 	assert_int_equal(route("GET", "/v1/jobs/").kind, ROUTE_JOBS);
+	assert_int_equal(route("GET", "/v1/nodes").kind, ROUTE_NODES);
+	assert_int_equal(route("GET", "/v1/nodes/").kind, ROUTE_NODES);
+	assert_int_equal(route("POST", "/v1/nodes").kind, ROUTE_BAD_METHOD);
+	assert_int_equal(route("GET", "/v1/nodes/x").kind, ROUTE_NONE);
 	r = route("GET", "/v1/jobs/train-7");
 	assert_int_equal(r.kind, ROUTE_JOB);
 	assert_string_equal(r.job, "train-7");
