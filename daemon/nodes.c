@@ -7,6 +7,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "aggregate.h"
+#include "clock.h"
 #include "log.h"
 
 /* Nodes remembered at most: a name beyond is refused, so that peers
@@ -15,6 +17,7 @@
 
 static struct node *nodes;
 static size_t nnodes;
+static uint32_t nodes_numbered;
 
 /* Makes room for `want` entries of `size` bytes in *arr (cap *cap), doubling. */
 static int grow(void *arr, uint32_t *cap, uint32_t want, size_t size)
@@ -69,11 +72,21 @@ int node_job_progress(struct node_job *j, const struct fr_msg_node_progress *m)
 		while (at < j->nprogress && strcmp(j->progress[at].comm, rec->comm) != 0)
 			at++;
 		if (at == j->nprogress) {
+			uint32_t cap = j->progress_cap;
+			uint64_t *when;
+
 			if (grow(&j->progress, &j->progress_cap, at + 1, sizeof(*j->progress)))
 				return -ENOMEM;
+			when = realloc(j->progress_mono_ns, j->progress_cap * sizeof(*when));
+			if (!when) {
+				j->progress_cap = cap;
+				return -ENOMEM;
+			}
+			j->progress_mono_ns = when;
 			j->nprogress++;
 		}
 		j->progress[at] = *rec;
+		j->progress_mono_ns[at] = daemon_mono_ns();
 	}
 	return 0;
 }
@@ -82,6 +95,7 @@ void node_job_free(struct node_job *j)
 {
 	free(j->ranks);
 	free(j->progress);
+	free(j->progress_mono_ns);
 	memset(j, 0, sizeof(*j));
 }
 
@@ -128,6 +142,7 @@ struct node *nodes_hello(struct conn *c, const char *peer, const struct fr_msg_n
 		if (!n)
 			return NULL;
 		snprintf(n->name, sizeof(n->name), "%s", m->node);
+		n->number = nodes_numbered++;
 		n->next = nodes;
 		nodes = n;
 		nnodes++;
@@ -144,6 +159,7 @@ struct node *nodes_hello(struct conn *c, const char *peer, const struct fr_msg_n
 	snprintf(n->addr, sizeof(n->addr), "%s", peer);
 	*old = n->conn;
 	n->conn = c;
+	n->lost_mono_ns = 0;
 	for (uint32_t i = 0; i < m->njobs; i++) {
 		struct node_job *j = node_job(n, m->jobs[i].job, true);
 
@@ -172,6 +188,7 @@ void nodes_conn_lost(struct node *n, struct conn *c)
 	if (n->conn != c)
 		return;
 	n->conn = NULL;
+	n->lost_mono_ns = daemon_mono_ns();
 	daemon_log("node %s lost: its ranks are unresponsive until it reconnects", n->name);
 }
 
@@ -283,4 +300,92 @@ void nodes_jobs_json(json_t *jobs, bool (*skip)(void *arg, const char *job), voi
 							      (json_int_t)0, "verdict", "unknown"));
 		}
 	}
+}
+
+void nodes_each_job(void (*fn)(void *arg, const char *job, uint32_t world_size), void *arg)
+{
+	for (const struct node *n = nodes; n; n = n->next) {
+		for (size_t i = 0; i < n->njobs; i++) {
+			const struct node_job *j = &n->jobs[i];
+			bool seen = false;
+
+			if (!j->nranks)
+				continue;
+			for (const struct node *e = nodes; e != n && !seen; e = e->next) {
+				const struct node_job *ej = node_job((struct node *)e, j->id, false);
+
+				seen = ej && ej->nranks;
+			}
+			if (!seen)
+				fn(arg, j->id, j->world_size);
+		}
+	}
+}
+
+void nodes_job_each_comm(const char *job, uint64_t now_mono_ns,
+			 void (*fn)(void *arg, const char *comm, const struct agg_node *recs,
+				    size_t n),
+			 void *arg)
+{
+	struct agg_node *recs = calloc(nnodes ? nnodes : 1, sizeof(*recs));
+
+	if (!recs)
+		return;
+	for (const struct node *n = nodes; n; n = n->next) {
+		const struct node_job *j = node_job((struct node *)n, job, false);
+
+		for (uint32_t c = 0; j && c < j->nprogress; c++) {
+			const char *comm = j->progress[c].comm;
+			bool seen = false;
+			size_t k = 0;
+
+			for (const struct node *e = nodes; e != n && !seen; e = e->next) {
+				const struct node_job *ej = node_job((struct node *)e, job, false);
+
+				for (uint32_t x = 0; ej && x < ej->nprogress && !seen; x++)
+					seen = strcmp(ej->progress[x].comm, comm) == 0;
+			}
+			if (seen)
+				continue;
+			for (const struct node *e = n; e; e = e->next) {
+				const struct node_job *ej = node_job((struct node *)e, job, false);
+
+				for (uint32_t x = 0; ej && x < ej->nprogress; x++) {
+					if (strcmp(ej->progress[x].comm, comm) != 0)
+						continue;
+					recs[k].node = e->number;
+					recs[k].rec = &ej->progress[x];
+					recs[k].held_ms =
+						now_mono_ns > ej->progress_mono_ns[x]
+							? (now_mono_ns - ej->progress_mono_ns[x]) / 1000000u
+							: 0;
+					k++;
+					break;
+				}
+			}
+			fn(arg, comm, recs, k);
+		}
+	}
+	free(recs);
+}
+
+void nodes_job_each_lost(const char *job,
+			 void (*fn)(void *arg, const char *node, uint64_t lost_mono_ns,
+				    const struct fr_node_rank *ranks, uint32_t nranks),
+			 void *arg)
+{
+	for (const struct node *n = nodes; n; n = n->next) {
+		const struct node_job *j = node_job((struct node *)n, job, false);
+
+		if (!n->conn && j && j->nranks)
+			fn(arg, n->name, n->lost_mono_ns, j->ranks, j->nranks);
+	}
+}
+
+const char *nodes_node_name(uint32_t node)
+{
+	for (const struct node *n = nodes; n; n = n->next)
+		if (n->number == node)
+			return n->name;
+	return "";
 }

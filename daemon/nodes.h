@@ -33,6 +33,7 @@ struct node_job {
 	uint32_t nprogress;
 	uint32_t progress_cap;
 	struct fr_node_comm_progress *progress; /* the latest record per communicator */
+	uint64_t *progress_mono_ns;     /* when each record arrived (daemon_mono_ns()) */
 };
 
 struct node {
@@ -40,7 +41,9 @@ struct node {
 	char name[FR_HOST_MAX + 1];
 	char addr[64];                  /* the peer it last connected from */
 	uint64_t boot_id;
+	uint32_t number;                /* its number in agg_node.node, fixed when first seen */
 	struct conn *conn;              /* NULL while disconnected */
+	uint64_t lost_mono_ns;          /* when its connection went (daemon_mono_ns()); 0 while connected */
 	size_t njobs;
 	struct node_job *jobs;
 };
@@ -76,5 +79,32 @@ size_t nodes_job_ranks_json(const char *job, json_t *ranks);
 bool nodes_job_known(const char *job, uint32_t *world_size);
 /* The jobs nodes hold that `skip` says the registry does not: GET /v1/jobs entries. */
 void nodes_jobs_json(json_t *jobs, bool (*skip)(void *arg, const char *job), void *arg);
+
+/*
+ * The read side, for the central watchdog and the live views of jobs the
+ * nodes hold. Each walks the nodes' state under the daemon's lock, at a
+ * cost linear in the nodes and the communicators, never in the ranks.
+ */
+struct agg_node;
+/* Every job some node holds ranks of, once each. */
+void nodes_each_job(void (*fn)(void *arg, const char *job, uint32_t world_size), void *arg);
+/*
+ * Every communicator of `job` some node reported progress on, once each:
+ * fn gets the latest record of each node that has one (agg_node.node: the
+ * node's number for nodes_node_name(); held_ms: the record's age at
+ * `now_mono_ns`). `recs` is valid during the call only.
+ */
+void nodes_job_each_comm(const char *job, uint64_t now_mono_ns,
+			 void (*fn)(void *arg, const char *comm, const struct agg_node *recs,
+				    size_t n),
+			 void *arg);
+/* The nodes that hold ranks of `job` and are disconnected: fn gets the
+ * node's name, since when (daemon_mono_ns()), and its ranks of the job. */
+void nodes_job_each_lost(const char *job,
+			 void (*fn)(void *arg, const char *node, uint64_t lost_mono_ns,
+				    const struct fr_node_rank *ranks, uint32_t nranks),
+			 void *arg);
+/* The name of the node nodes_job_each_comm() numbered `node`; "" if none. */
+const char *nodes_node_name(uint32_t node);
 
 #endif
