@@ -215,9 +215,9 @@ static void write_metrics(struct flightrecd *d, FILE *f)
 	       http_conns_busy_refused() + atomic_load(&heavy_refused));
 	metric(f, "memory_max_bytes", "gauge", "The memory budget, --max-memory.", budget_max());
 	metric(f, "memory_bytes", "gauge",
-	       "Bytes of the memory budget held: member lists, incident uploads, live looks and live views.",
+	       "Bytes of the memory budget held: member lists, incident uploads, live looks, live views and node state.",
 	       budget_used(BUDGET_MEMBERS) + budget_used(BUDGET_UPLOADS) + budget_used(BUDGET_LIVE) +
-		       budget_used(BUDGET_VIEWS));
+		       budget_used(BUDGET_VIEWS) + budget_used(BUDGET_NODES));
 	metric(f, "memory_member_lists_bytes", "gauge", "Bytes of communicators' member lists held.",
 	       budget_used(BUDGET_MEMBERS));
 	metric(f, "memory_uploads_bytes", "gauge", "Bytes of incident dumps being received.",
@@ -227,10 +227,14 @@ static void write_metrics(struct flightrecd *d, FILE *f)
 	metric(f, "memory_views_bytes", "gauge",
 	       "Bytes of live views HTTP requests hold (their ranks' traces; member lists are shared).",
 	       budget_used(BUDGET_VIEWS));
+	metric(f, "memory_nodes_bytes", "gauge",
+	       "Bytes of what node daemons said kept: their jobs' ranks, progress records and the index of them.",
+	       budget_used(BUDGET_NODES));
 	metric(f, "memory_refused_total", "counter",
-	       "Member lists, dump uploads, live looks and live views refused over --max-memory (or a job over half of it).",
+	       "Member lists, dump uploads, live looks, live views and node state refused over --max-memory (or a job over half of it).",
 	       budget_refused(BUDGET_MEMBERS) + budget_refused(BUDGET_UPLOADS) +
-		       budget_refused(BUDGET_LIVE) + budget_refused(BUDGET_VIEWS));
+		       budget_refused(BUDGET_LIVE) + budget_refused(BUDGET_VIEWS) +
+		       budget_refused(BUDGET_NODES));
 	metric(f, "log_lines_suppressed_total", "counter",
 	       "Log lines about a limit held back: an offender is logged once a minute.",
 	       ratelog_held_total());
@@ -334,9 +338,10 @@ static enum MHD_Result handle_jobs(struct flightrecd *d, struct MHD_Connection *
 {
 	uint8_t key[FR_WIRE_JOB_KEY_SIZE];
 	struct job_summary *sums = NULL;
+	struct nodes_job_copy *node_jobs = NULL;
 	bool refused = false;
 	json_t *jobs;
-	size_t n = 0;
+	size_t n = 0, nnode_jobs = 0;
 
 	if (own_key && !access_job_key_parse(own_key, key)) {
 		atomic_fetch_add(&http_auth_failures, 1);
@@ -353,11 +358,15 @@ static enum MHD_Result handle_jobs(struct flightrecd *d, struct MHD_Connection *
 		refused |= sums[n++].view_err == -EDQUOT;
 	}
 	/* Jobs only node daemons hold, for the daemon's token (a job key
-	 * narrows the list to jobs of this daemon's own registry). */
+	 * narrows the list to jobs of this daemon's own registry): copied
+	 * here, made into JSON below. */
 	if (!own_key && jobs)
-		nodes_jobs_json(jobs, job_in_registry, d);
+		nnode_jobs = nodes_jobs_take(&node_jobs, job_in_registry, d);
 	pthread_mutex_unlock(&d->lock);
 	explicit_bzero(key, sizeof(key));
+	if (jobs)
+		nodes_jobs_copy_json(node_jobs, nnode_jobs, jobs);
+	free(node_jobs);
 	/* The verdicts, the work that grows with the jobs' size, without the lock. */
 	for (size_t i = 0; i < n; i++) {
 		json_t *o = job_summary_finish(&sums[i]);
@@ -580,7 +589,8 @@ static enum MHD_Result handle_job(struct flightrecd *d, struct MHD_Connection *m
 	bool have_view = false;
 	struct job *job;
 	json_t *doc = NULL;
-	json_t *node_ranks = json_array();
+	json_t *node_ranks = NULL;
+	struct nodes_ranks_copy copy;
 	uint32_t world_size;
 	char *body;
 	size_t len;
@@ -588,12 +598,28 @@ static enum MHD_Result handle_job(struct flightrecd *d, struct MHD_Connection *m
 
 	pthread_mutex_lock(&d->lock);
 	job = registry_job_find(d, id);
-	if (node_ranks)
-		nodes_job_ranks_json(id, node_ranks);
+	/* The nodes' ranks are copied under the lock, made into JSON without it. */
+	err = incidents ? 0 : nodes_job_ranks_take(id, &copy);
+	if (err || incidents)
+		memset(&copy, 0, sizeof(copy));
+	if (err == -EDQUOT) {
+		pthread_mutex_unlock(&d->lock);
+		return http_reply_json_with(mc, MHD_HTTP_SERVICE_UNAVAILABLE,
+					    json_pack("{s:s}", "error", HTTP_VIEW_REFUSED),
+					    MHD_HTTP_HEADER_RETRY_AFTER, "1");
+	}
+	if (err) {
+		pthread_mutex_unlock(&d->lock);
+		return http_error(mc, MHD_HTTP_INTERNAL_SERVER_ERROR, "out of memory");
+	}
 	if (!job && !incidents && nodes_job_known(id, &world_size)) {
 		/* A job whose ranks all connected to node daemons: what they
 		 * said of it, no live view (the central daemon holds none). */
 		pthread_mutex_unlock(&d->lock);
+		node_ranks = json_array();
+		if (node_ranks)
+			nodes_ranks_copy_json(&copy, node_ranks);
+		nodes_ranks_copy_free(&copy);
 		doc = json_pack("{s:s, s:I, s:s, s:o, s:[], s:n, s:[]}", "job", id, "world_size",
 				(json_int_t)world_size, "status", "running", "ranks",
 				node_ranks ? node_ranks : json_array(), "communicators",
@@ -613,8 +639,9 @@ static enum MHD_Result handle_job(struct flightrecd *d, struct MHD_Connection *m
 				"incidents", incident_records_json(d, job));
 	}
 	pthread_mutex_unlock(&d->lock);
-	if (!have_view)
-		json_decref(node_ranks);
+	if (have_view && copy.n && (node_ranks = json_array()))
+		nodes_ranks_copy_json(&copy, node_ranks);
+	nodes_ranks_copy_free(&copy);
 	if (have_view) {
 		if (job_detail(doc, &lv, node_ranks, &body, &len))
 			return http_error(mc, MHD_HTTP_INTERNAL_SERVER_ERROR, "out of memory");

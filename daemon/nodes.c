@@ -782,39 +782,65 @@ json_t *nodes_json(void)
 	return json_pack("{s:o}", "nodes", arr);
 }
 
-size_t nodes_job_ranks_take(const char *job, struct nodes_rank_copy **out)
+int nodes_job_ranks_take(const char *job, struct nodes_ranks_copy *out)
 {
 	struct nodes_entry *e = entry_find(job);
-	size_t n = 0, k = 0;
+	size_t k = 0;
 
-	*out = NULL;
+	memset(out, 0, sizeof(*out));
 	for (uint32_t h = 0; e && h < e->nholders; h++)
-		n += e->holders[h]->nranks;
-	if (!n || !(*out = malloc(n * sizeof(**out))))
+		out->n += e->holders[h]->nranks;
+	if (!out->n)
 		return 0;
+	out->charged = out->n * (sizeof(*out->ranks) + sizeof(*out->from)) +
+		       e->nholders * sizeof(*out->nodes);
+	if (!budget_charge(BUDGET_VIEWS, out->charged)) {
+		out->charged = 0;
+		out->n = 0;
+		return -EDQUOT;
+	}
+	out->ranks = malloc(out->n * sizeof(*out->ranks));
+	out->from = malloc(out->n * sizeof(*out->from));
+	out->nodes = malloc(e->nholders * sizeof(*out->nodes));
+	if (!out->ranks || !out->from || !out->nodes) {
+		nodes_ranks_copy_free(out);
+		return -ENOMEM;
+	}
 	for (uint32_t h = 0; h < e->nholders; h++) {
 		const struct node_job *j = e->holders[h];
 
-		for (uint32_t i = 0; i < j->nranks; i++, k++) {
-			(*out)[k].r = j->ranks[i];
-			memcpy((*out)[k].node, j->node->name, sizeof((*out)[k].node));
-			(*out)[k].lost = !j->node->conn;
-		}
+		memcpy(out->nodes[h].name, j->node->name, sizeof(out->nodes[h].name));
+		out->nodes[h].lost = !j->node->conn;
+		memcpy(&out->ranks[k], j->ranks, j->nranks * sizeof(*j->ranks));
+		for (uint32_t i = 0; i < j->nranks; i++)
+			out->from[k++] = h;
 	}
-	return n;
+	out->nnodes = e->nholders;
+	return 0;
 }
 
-void nodes_ranks_copy_json(const struct nodes_rank_copy *v, size_t n, json_t *ranks)
+void nodes_ranks_copy_free(struct nodes_ranks_copy *v)
 {
-	for (size_t i = 0; i < n; i++) {
-		const struct fr_node_rank *r = &v[i].r;
+	free(v->ranks);
+	free(v->from);
+	free(v->nodes);
+	if (v->charged)
+		budget_release(BUDGET_VIEWS, v->charged);
+	memset(v, 0, sizeof(*v));
+}
+
+void nodes_ranks_copy_json(const struct nodes_ranks_copy *v, json_t *ranks)
+{
+	for (size_t i = 0; i < v->n; i++) {
+		const struct fr_node_rank *r = &v->ranks[i];
+		const struct nodes_copy_node *n = &v->nodes[v->from[i]];
 		json_t *o = json_pack("{s:I, s:s, s:I, s:s, s:I, s:I, s:s}", "rank",
 				      (json_int_t)r->rank, "host", r->host, "pid", (json_int_t)r->pid,
-				      "state", node_rank_state_name(v[i].lost, r->state),
+				      "state", node_rank_state_name(n->lost, r->state),
 				      "ring_capacity", (json_int_t)r->ring_capacity, "start_ns",
-				      (json_int_t)r->start_ns, "node", v[i].node);
+				      (json_int_t)r->start_ns, "node", n->name);
 
-		if (v[i].lost && o)
+		if (n->lost && o)
 			json_object_set_new(o, "reason", json_string("node lost"));
 		json_array_append_new(ranks, o);
 	}
@@ -822,11 +848,14 @@ void nodes_ranks_copy_json(const struct nodes_rank_copy *v, size_t n, json_t *ra
 
 size_t nodes_job_ranks_json(const char *job, json_t *ranks)
 {
-	struct nodes_rank_copy *v;
-	size_t n = nodes_job_ranks_take(job, &v);
+	struct nodes_ranks_copy v;
+	size_t n;
 
-	nodes_ranks_copy_json(v, n, ranks);
-	free(v);
+	if (nodes_job_ranks_take(job, &v))
+		return 0;
+	nodes_ranks_copy_json(&v, ranks);
+	n = v.n;
+	nodes_ranks_copy_free(&v);
 	return n;
 }
 

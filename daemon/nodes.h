@@ -155,17 +155,27 @@ json_t *nodes_json(void);
 
 /*
  * GET /v1/jobs/<job>: the job's ranks that nodes hold, copied under the
- * lock by nodes_job_ranks_take() (allocates *out; free() it), made into
- * JSON without it by nodes_ranks_copy_json(), which appends them to
- * `ranks` as GET /v1/jobs/<job> lists ranks, each with "node".
+ * lock by nodes_job_ranks_take() (a memcpy per node, charged to
+ * BUDGET_VIEWS while the request holds it), made into JSON without it by
+ * nodes_ranks_copy_json(), which appends them to `ranks` as GET
+ * /v1/jobs/<job> lists ranks, each with "node".
  */
-struct nodes_rank_copy {
-	struct fr_node_rank r;
-	char node[FR_HOST_MAX + 1];
+struct nodes_copy_node {
+	char name[FR_HOST_MAX + 1];
 	bool lost;
 };
-size_t nodes_job_ranks_take(const char *job, struct nodes_rank_copy **out);
-void nodes_ranks_copy_json(const struct nodes_rank_copy *v, size_t n, json_t *ranks);
+struct nodes_ranks_copy {
+	size_t n;
+	struct fr_node_rank *ranks;
+	uint32_t *from;                 /* per rank: its node in `nodes` */
+	uint32_t nnodes;
+	struct nodes_copy_node *nodes;
+	uint64_t charged;
+};
+/* Returns 0, -ENOMEM, or -EDQUOT over the memory budget; free with nodes_ranks_copy_free(). */
+int nodes_job_ranks_take(const char *job, struct nodes_ranks_copy *out);
+void nodes_ranks_copy_json(const struct nodes_ranks_copy *v, json_t *ranks);
+void nodes_ranks_copy_free(struct nodes_ranks_copy *v);
 /* Both at once, under the lock: returns how many. */
 size_t nodes_job_ranks_json(const char *job, json_t *ranks);
 /* Whether a node holds ranks of `job`, and its world size then. */

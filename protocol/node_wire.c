@@ -124,6 +124,11 @@ static uint32_t rd_ranges(struct rd *r, struct fr_node_range *out)
 
 /* NODE_HELLO */
 
+_Static_assert(STR_SIZE(FR_HOST_MAX) + 8 + 2 + 4 +
+			       FR_NODE_HELLO_JOBS_MAX * (STR_SIZE(FR_JOB_MAX) + 4 + 4) <=
+		       FR_NODE_HELLO_MAX_PAYLOAD,
+	       "FR_NODE_HELLO_JOBS_MAX jobs of the longest ids fit FR_NODE_HELLO_MAX_PAYLOAD");
+
 size_t fr_wire_node_hello_size(const struct fr_msg_node_hello *m)
 {
 	size_t n = FR_WIRE_HEADER_SIZE + STR_SIZE(str_len(m->node, FR_HOST_MAX)) + 8 + 2 + 4;

@@ -27,6 +27,17 @@
 
 /* Jobs one NODE_HELLO lists: the daemon holds at most 1,024. */
 #define FR_NODE_JOBS_MAX 4096u
+/*
+ * The longest NODE_HELLO payload a central daemon takes (a longer one is
+ * refused from its header, before it is read): a peer that has proven
+ * nothing yet makes the daemon hold at most this much. A node lists at
+ * most FR_NODE_HELLO_JOBS_MAX jobs in it, which fit whatever their ids;
+ * its other jobs' ranks come as NODE_RANKS all the same.
+ */
+#define FR_NODE_HELLO_MAX_PAYLOAD 65536u
+#define FR_NODE_HELLO_JOBS_MAX                                                 \
+	((FR_NODE_HELLO_MAX_PAYLOAD - (2 + FR_HOST_MAX + 8 + 2 + 4)) / \
+	 (2 + FR_JOB_MAX + 4 + 4))
 /* Ranks one NODE_RANKS carries: 2,048 entries of at most 278 bytes. */
 #define FR_NODE_RANKS_BATCH 2048u
 /* Per communicator in NODE_PROGRESS: ranges of the node's members, ranks
