@@ -874,13 +874,13 @@ static bool conn_first_frame_ok(struct conn *c, const struct fr_wire_header *h)
 	}
 	/* A node's first frame is bounded like an agent's, and with a token
 	 * it comes only after its proof (AUTH). */
-	if (h->type == FR_MSG_NODE_HELLO && h->length > FR_NODE_HELLO_MAX_PAYLOAD) {
-		conn_reject(c, h->type, "node_hello longer than 65536 bytes");
-		return false;
-	}
 	if (h->type == FR_MSG_NODE_HELLO && daemon_has_token(c->d) &&
 	    !server_conn(c)->have_proof) {
 		conn_reject(c, h->type, "node_hello before the proof of the token (auth)");
+		return false;
+	}
+	if (h->type == FR_MSG_NODE_HELLO && h->length > FR_NODE_HELLO_MAX_PAYLOAD) {
+		conn_reject(c, h->type, "node_hello longer than 65536 bytes");
 		return false;
 	}
 	if (h->type == FR_MSG_AUTH && h->length != FR_WIRE_PROOF_SIZE) {
