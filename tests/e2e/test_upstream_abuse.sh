@@ -9,7 +9,10 @@
 # - a job id is held by node daemons or by agents here, whichever came
 #   first: the other side is refused, logged and counted;
 # - an empty FULL NODE_RANKS retracts the job; a real node daemon sends one
-#   when its job ends, and the central daemon forgets the job.
+#   when its job ends, and the central daemon forgets the job;
+# - a node daemon whose upstream never completes the TCP connect (a full
+#   accept queue drops its SYN) gives up after 10 s, says why, and tries
+#   again.
 . "$(dirname "$0")/lib.sh"
 
 NODE_PY=$ROOT/tests/e2e/abuse_node.py
@@ -122,4 +125,41 @@ wait_for 10 eval '! job_listed "$JOB"' || fail "the job that ended on the node i
 grep -q "node $(hostname): job $JOB ended there" "$T/daemon.log" ||
 	fail "the central daemon did not log the end of the job: $(grep node "$T/daemon.log")"
 metric_is node_state_refused_total 0 || fail "node state was refused: $(grep refusing "$T/daemon.log")"
+
+# 6. An upstream whose accept queue is full: the SYN is dropped, the
+# connect hangs. Once the queue is drained the node's next try gets in.
+cat >"$T/stuck.py" <<'PY'
+import socket, struct, sys
+l = socket.socket()
+l.bind(("127.0.0.1", 0))
+l.listen(0)
+filler = socket.create_connection(l.getsockname())
+print(l.getsockname()[1], flush=True)
+sys.stdin.readline()
+l.settimeout(60)
+while True:
+    c, _ = l.accept()
+    c.settimeout(5)
+    try:
+        head = c.recv(16)
+    except OSError:
+        continue
+    if len(head) == 16 and struct.unpack("<IHHII", head)[2] == 13:
+        print("node_hello", flush=True)
+        break
+PY
+mkfifo "$T/stuck.ctl"
+python3 "$T/stuck.py" <"$T/stuck.ctl" >"$T/stuck.out" 2>&1 &
+track_pid $!
+exec {STUCK_FD}>"$T/stuck.ctl"
+wait_for 10 test -s "$T/stuck.out" || fail "the stuck upstream did not start: $(cat "$T/stuck.out")"
+STUCK_PORT=$(head -n 1 "$T/stuck.out")
+"$BIN/flightrecd" --listen 127.0.0.1:0 --http 127.0.0.1:0 --dump-dir "$T/stuck-incidents" \
+	--upstream "127.0.0.1:$STUCK_PORT" >>"$T/stuck-node.log" 2>&1 &
+track_pid $!
+wait_for 20 grep -q "upstream 127.0.0.1:$STUCK_PORT: no connection within 10 s (connect timed out); trying again with backoff" "$T/stuck-node.log" ||
+	fail "the node daemon did not give up its hanging connect: $(cat "$T/stuck-node.log")"
+echo accept >&"$STUCK_FD"
+wait_for 60 grep -q node_hello "$T/stuck.out" ||
+	fail "the node daemon did not try again after its connect timed out: $(cat "$T/stuck-node.log")"
 echo PASS
