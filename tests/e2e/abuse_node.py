@@ -25,38 +25,13 @@ import sys
 import threading
 import time
 
-MAGIC = 0x43455246
-CHALLENGE, AUTH, ERROR = 8, 9, 10
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from abuse_agent import AUTH, CHALLENGE, ERROR, VERSION, frame, read_frame, s  # noqa: E402
+
 NODE_HELLO, NODE_RANKS = 13, 14
-VERSION = {CHALLENGE: 2, AUTH: 2, ERROR: 2, NODE_HELLO: 4, NODE_RANKS: 4}
+VERSION.update({NODE_HELLO: 4, NODE_RANKS: 4})
 RANKS_FULL = 1
 START_NS = 1700000000000000000
-
-
-def s(text):
-    b = text.encode()
-    return struct.pack("<H", len(b)) + b
-
-
-def frame(kind, payload, length=None):
-    return struct.pack("<IHHII", MAGIC, VERSION.get(kind, 1), kind,
-                       len(payload) if length is None else length, 0) + payload
-
-
-def recv_exact(sock, n):
-    data = b""
-    while len(data) < n:
-        part = sock.recv(n - len(data))
-        if not part:
-            raise ConnectionError("closed")
-        data += part
-    return data
-
-
-def read_frame(sock):
-    head = recv_exact(sock, 16)
-    _, _, kind, length, _ = struct.unpack("<IHHII", head)
-    return kind, recv_exact(sock, length)
 
 
 def print_error(body):
