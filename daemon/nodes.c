@@ -634,6 +634,20 @@ struct node *nodes_admit(struct conn *c, const char *peer, const struct fr_msg_n
 
 	*old = NULL;
 	*why = NULL;
+	/* The name goes into log lines and JSON: a host name, nothing a
+	 * peer could forge a line with. */
+	for (const char *p = m->node; *p; p++) {
+		if (*p <= 0x20 || *p >= 0x7f) {
+			daemon_log("refusing a node from %s: its name is not printable ASCII", peer);
+			*why = "the node's name must be printable ASCII without spaces";
+			return NULL;
+		}
+	}
+	if (!m->node[0]) {
+		daemon_log("refusing a node from %s: its name is empty", peer);
+		*why = "the node's name is empty";
+		return NULL;
+	}
 	for (n = nodes; n && strcmp(n->name, m->node) != 0; n = n->next)
 		;
 	if (n && n->conn && n->boot_id != m->boot_id) {

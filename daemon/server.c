@@ -427,7 +427,6 @@ static bool hello_job_on_nodes(struct conn *c, const struct fr_msg_hello *m)
 	if (registry_job_find(c->d, m->job) || !nodes_job_held(m->job, &node))
 		return false;
 	c->d->m.node_jobs_conflicting++;
-	c->d->m.connections_rejected++;
 	ratelog("node job conflict", m->job,
 		"refusing rank %" PRIu32 " of job %s from %s: node daemons hold job %s (node %s among them); a job id is held by node daemons or by agents here, whichever came first",
 		m->rank, m->job, c->peer, m->job, node);

@@ -411,6 +411,10 @@ static void test_name_bound_to_boot_id(void **state)
 	assert_ptr_equal(nodes_admit(c2, "b", &h, &old, &why), n);
 	assert_ptr_equal(n->conn, c2);
 	assert_int_equal(n->boot_id, 2);
+	/* A name that could forge a log line is no name. */
+	snprintf(h.node, sizeof(h.node), "n2\nflightrecd: forged");
+	assert_null(nodes_admit(c1, "c", &h, &old, &why));
+	assert_non_null(strstr(why, "printable"));
 	assert_nodes_released();
 }
 
