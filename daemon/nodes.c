@@ -754,17 +754,6 @@ void nodes_free(void)
 	nbuckets = 0;
 }
 
-bool nodes_job_held(const char *job, const char **node)
-{
-	struct nodes_entry *e = entry_find(job);
-
-	if (!e)
-		return false;
-	if (node)
-		*node = e->holders[0]->node ? e->holders[0]->node->name : "";
-	return true;
-}
-
 /* ---- listings ---- */
 
 static const char *node_rank_state_name(bool lost, uint8_t state)
@@ -880,6 +869,16 @@ static const struct node_job *entry_with_ranks(const struct nodes_entry *e)
 		if (e->holders[h]->nranks)
 			return e->holders[h];
 	return NULL;
+}
+
+bool nodes_job_held(const char *job, const char **node)
+{
+	struct nodes_entry *e = entry_find(job);
+	const struct node_job *j = e ? entry_with_ranks(e) : NULL;
+
+	if (j && node)
+		*node = j->node ? j->node->name : "";
+	return j != NULL;
 }
 
 bool nodes_job_known(const char *job, uint32_t *world_size)

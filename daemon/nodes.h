@@ -147,7 +147,7 @@ int nodes_progress(struct node *n, const struct fr_msg_node_progress *m);
 void nodes_conn_lost(struct node *n, struct conn *c);
 void nodes_free(void);
 
-/* Whether some node holds `job` (listed it or sent its ranks). */
+/* Whether some node holds ranks of `job`, and the first such node's name in *node. */
 bool nodes_job_held(const char *job, const char **node);
 
 /* GET /v1/nodes: {"nodes": [{name, address, connected, jobs, ranks}]}. */
