@@ -27,6 +27,7 @@
 #include "incident.h"
 #include "log.h"
 #include "look.h"
+#include "node_watchdog.h"
 #include "nodes.h"
 #include "ratelog.h"
 #include "registry.h"
@@ -354,8 +355,10 @@ static enum MHD_Result handle_jobs(struct flightrecd *d, struct MHD_Connection *
 	}
 	/* Jobs only node daemons hold, for the daemon's token (a job key
 	 * narrows the list to jobs of this daemon's own registry). */
-	if (!own_key && jobs)
+	if (!own_key && jobs) {
 		nodes_jobs_json(jobs, job_in_registry, d);
+		node_watchdog_jobs_json(d, jobs, 0);
+	}
 	pthread_mutex_unlock(&d->lock);
 	explicit_bzero(key, sizeof(key));
 	/* The verdicts, the work that grows with the jobs' size, without the lock. */
@@ -592,12 +595,15 @@ static enum MHD_Result handle_job(struct flightrecd *d, struct MHD_Connection *m
 		nodes_job_ranks_json(id, node_ranks);
 	if (!job && !incidents && nodes_job_known(id, &world_size)) {
 		/* A job whose ranks all connected to node daemons: what they
-		 * said of it, no live view (the central daemon holds none). */
+		 * said of it and the verdict of their aggregates, no live view
+		 * (the central daemon holds none). */
+		json_t *verdict = node_watchdog_verdict(d, id);
+
 		pthread_mutex_unlock(&d->lock);
-		doc = json_pack("{s:s, s:I, s:s, s:o, s:[], s:n, s:[]}", "job", id, "world_size",
+		doc = json_pack("{s:s, s:I, s:s, s:o, s:[], s:o, s:[]}", "job", id, "world_size",
 				(json_int_t)world_size, "status", "running", "ranks",
 				node_ranks ? node_ranks : json_array(), "communicators",
-				"verdict", "incidents");
+				"verdict", verdict ? verdict : json_null(), "incidents");
 		if (!doc)
 			return http_error(mc, MHD_HTTP_INTERNAL_SERVER_ERROR, "out of memory");
 		return http_reply_json(mc, MHD_HTTP_OK, doc);
@@ -635,6 +641,54 @@ static enum MHD_Result handle_job(struct flightrecd *d, struct MHD_Connection *m
 #define HTTP_VERDICT_HEADER "X-Flightrec-Verdict"
 
 /*
+ * The /analysis of a job only node daemons hold: their aggregates' verdict
+ * (node_watchdog_verdict()) as JSON, or as a few lines for a person: the
+ * verdict, the summary and each culprit named. Takes `v`.
+ */
+static enum MHD_Result node_analysis(struct MHD_Connection *mc, json_t *v, bool text)
+{
+	const char *verdict = json_string_value(json_object_get(v, "verdict"));
+	char hdr[16];
+	char *body = NULL;
+	size_t len = 0, i;
+	json_t *c;
+	int err = 0;
+	FILE *f;
+
+	snprintf(hdr, sizeof(hdr), "%s", verdict ? verdict : "unknown");
+	if (!text) {
+		err = fr_json_text(v, JSON_INDENT(2), &body, &len);
+	} else if ((f = open_memstream(&body, &len))) {
+		fprintf(f, "Verdict: %s (from the node daemons' aggregates)\n%s\n", hdr,
+			json_string_value(json_object_get(v, "summary")));
+		json_array_foreach(json_object_get(v, "culprits"), i, c) {
+			const char *detail = json_string_value(json_object_get(c, "detail"));
+
+			fprintf(f, "  rank %" JSON_INTEGER_FORMAT " (node %s, %s, pid %" JSON_INTEGER_FORMAT
+				   "): %s%s%s\n",
+				json_integer_value(json_object_get(c, "rank")),
+				json_string_value(json_object_get(c, "node")),
+				json_string_value(json_object_get(c, "host")),
+				json_integer_value(json_object_get(c, "pid")),
+				json_string_value(json_object_get(c, "reason")), detail ? ", " : "",
+				detail ? detail : "");
+		}
+		err = fclose(f) ? -ENOMEM : 0;
+		json_decref(v);
+	} else {
+		err = -ENOMEM;
+		json_decref(v);
+	}
+	if (err) {
+		free(body);
+		return http_error(mc, MHD_HTTP_INTERNAL_SERVER_ERROR, strerror(-err));
+	}
+	return http_reply_with(mc, MHD_HTTP_OK,
+			       text ? "text/plain; charset=utf-8" : "application/json", body, len,
+			       HTTP_VERDICT_HEADER, hdr);
+}
+
+/*
  * GET /v1/jobs/<job>/analysis[?format=text]: the live verdict now, open
  * incident or not. The body is exactly what fr-analyze prints for the same
  * evidence: fr_verdict_to_json() indented by 2 with a newline (--json), or
@@ -663,8 +717,12 @@ static enum MHD_Result handle_analysis(struct flightrecd *d, struct MHD_Connecti
 	pthread_mutex_lock(&d->lock);
 	job = registry_job_find(d, id);
 	if (!job) {
+		json_t *nv = node_watchdog_verdict(d, id);
+
 		pthread_mutex_unlock(&d->lock);
-		return http_error(mc, MHD_HTTP_NOT_FOUND, "no such job");
+		if (!nv)
+			return http_error(mc, MHD_HTTP_NOT_FOUND, "no such job");
+		return node_analysis(mc, nv, text);
 	}
 	err = registry_request_view(d, job, &lv);
 	/* The view is a snapshot: the verdict and its text are made without the lock. */

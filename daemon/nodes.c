@@ -389,3 +389,28 @@ const char *nodes_node_name(uint32_t node)
 			return n->name;
 	return "";
 }
+
+/* read side: node_watchdog */
+const struct fr_node_rank *nodes_job_rank(const char *job, const char *node, uint32_t rank)
+{
+	for (const struct node *n = nodes; n; n = n->next) {
+		const struct node_job *j;
+		uint32_t lo = 0, hi;
+
+		if (strcmp(n->name, node) != 0)
+			continue;
+		j = node_job((struct node *)n, job, false);
+		hi = j ? j->nranks : 0;
+		/* The node's ranks of the job are ascending by rank. */
+		while (lo < hi) {
+			uint32_t mid = lo + (hi - lo) / 2;
+
+			if (j->ranks[mid].rank < rank)
+				lo = mid + 1;
+			else
+				hi = mid;
+		}
+		return j && lo < j->nranks && j->ranks[lo].rank == rank ? &j->ranks[lo] : NULL;
+	}
+	return NULL;
+}

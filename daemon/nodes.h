@@ -107,4 +107,9 @@ void nodes_job_each_lost(const char *job,
 /* The name of the node nodes_job_each_comm() numbered `node`; "" if none. */
 const char *nodes_node_name(uint32_t node);
 
+/* read side: node_watchdog */
+/* What node `node` (by name) said of rank `rank` of `job`, or NULL: valid
+ * under the daemon's lock until the node's next message. */
+const struct fr_node_rank *nodes_job_rank(const char *job, const char *node, uint32_t rank);
+
 #endif
