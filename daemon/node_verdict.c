@@ -355,12 +355,13 @@ static void summary(char *buf, size_t cap, const struct nv_job *j, const struct 
 		if (cs->in_runs)
 			n = snprintf(buf, cap,
 				     "%s %s%s (%s %s%s) never entered %s #%" PRIu64
-				     " on %s; ranks %s have waited %.1f s",
+				     " on %s; %s %s %s waited %.1f s",
 				     cs->nlag > 1 ? "ranks" : "rank", runs,
 				     cs->in_runs < cs->nlag ? ",..." : "",
 				     cs->nodes_differ ? "nodes" : "node", cs->node,
 				     cs->nodes_differ ? ",..." : "", fr_op_name(g->type), g->seq,
-				     j->comm, waiting, (double)g->age_ms / 1000.0);
+				     j->comm, g->nranks > 1 ? "ranks" : "rank", waiting,
+				     g->nranks > 1 ? "have" : "has", (double)g->age_ms / 1000.0);
 		else
 			n = snprintf(buf, cap,
 				     "every rank that reported %s waits in %s #%" PRIu64
