@@ -640,6 +640,19 @@ static enum MHD_Result handle_job(struct flightrecd *d, struct MHD_Connection *m
 /* The header that names the verdict, so that a client needs no parsing. */
 #define HTTP_VERDICT_HEADER "X-Flightrec-Verdict"
 
+/* An /analysis answer: `body` (taken) with its verdict's header, or the error `err`. */
+static enum MHD_Result analysis_reply(struct MHD_Connection *mc, int err, char *body, size_t len,
+				      bool text, const char *verdict)
+{
+	if (err) {
+		free(body);
+		return http_error(mc, MHD_HTTP_INTERNAL_SERVER_ERROR, strerror(-err));
+	}
+	return http_reply_with(mc, MHD_HTTP_OK,
+			       text ? "text/plain; charset=utf-8" : "application/json", body, len,
+			       HTTP_VERDICT_HEADER, verdict);
+}
+
 /*
  * The /analysis of a job only node daemons hold: their aggregates' verdict
  * (node_watchdog_verdict()) as JSON, or as a few lines for a person: the
@@ -679,13 +692,7 @@ static enum MHD_Result node_analysis(struct MHD_Connection *mc, json_t *v, bool 
 		err = -ENOMEM;
 		json_decref(v);
 	}
-	if (err) {
-		free(body);
-		return http_error(mc, MHD_HTTP_INTERNAL_SERVER_ERROR, strerror(-err));
-	}
-	return http_reply_with(mc, MHD_HTTP_OK,
-			       text ? "text/plain; charset=utf-8" : "application/json", body, len,
-			       HTTP_VERDICT_HEADER, hdr);
+	return analysis_reply(mc, err, body, len, text, hdr);
 }
 
 /*
@@ -749,13 +756,7 @@ static enum MHD_Result handle_analysis(struct flightrecd *d, struct MHD_Connecti
 		fr_verdict_free(&v);
 		live_view_free(&lv);
 	}
-	if (err) {
-		free(body);
-		return http_error(mc, MHD_HTTP_INTERNAL_SERVER_ERROR, strerror(-err));
-	}
-	return http_reply_with(mc, MHD_HTTP_OK,
-			       text ? "text/plain; charset=utf-8" : "application/json", body, len,
-			       HTTP_VERDICT_HEADER, verdict);
+	return analysis_reply(mc, err, body, len, text, verdict);
 }
 
 /*

@@ -61,8 +61,13 @@ static void on_lost(void *arg, const char *node, uint64_t lost_mono_ns,
 {
 	struct gather *g = arg;
 	struct nv_lost *l;
+	uint32_t i = 0;
 
-	if (g->err)
+	/* A node whose ranks all finished holds nobody up. Read until the
+	 * first that did not: one rank, while the job runs. */
+	while (i < nranks && ranks[i].state == FR_NODE_RANK_FINISHED)
+		i++;
+	if (g->err || i == nranks)
 		return;
 	if (g->nlost == g->lost_cap) {
 		size_t cap = g->lost_cap ? 2 * g->lost_cap : 4;

@@ -117,6 +117,26 @@ static struct nv_job job_of(struct agg_comm **agg, const struct fr_node_comm_pro
 				.lost = lost };
 }
 
+/* n0 holds ranks 0-1, n1 ranks 2-3, at these last entered seqs; waits are added next. */
+static void two_nodes(struct rec r[2], uint64_t e0, uint64_t e1, uint64_t e2, uint64_t e3)
+{
+	rec_init(&r[0]);
+	rec_init(&r[1]);
+	rec_rank(&r[0], 0, e0);
+	rec_rank(&r[0], 1, e1);
+	rec_rank(&r[1], 2, e2);
+	rec_rank(&r[1], 3, e3);
+}
+
+/* The two nodes' records merged, with the lost nodes. */
+static struct nv_job two_nodes_job(struct rec r[2], struct agg_comm **agg, const struct nv_lost *lost,
+				   size_t nlost)
+{
+	const struct fr_node_comm_progress *recs[] = { rec_done(&r[0]), rec_done(&r[1]) };
+
+	return job_of(agg, recs, 2, lost, nlost);
+}
+
 /* The ranks of the verdict's culprits, as a JSON array's text. */
 static void assert_culprits(json_t *v, const char *ranks)
 {
@@ -210,16 +230,10 @@ static void test_laggard_on_other_node(void **state)
 	json_t *v;
 
 	(void)state;
-	rec_init(&r[0]);
-	rec_init(&r[1]);
-	rec_rank(&r[0], 0, 5);
-	rec_rank(&r[0], 1, 5);
+	two_nodes(r, 5, 5, 5, 4);
 	rec_wait(&r[0], 5, 4000, 0, 2);
-	rec_rank(&r[1], 2, 5);
-	rec_rank(&r[1], 3, 4);
 	rec_wait(&r[1], 5, 3900, 2, 1);
-	const struct fr_node_comm_progress *recs[] = { rec_done(&r[0]), rec_done(&r[1]) };
-	struct nv_job j = job_of(&agg, recs, 2, NULL, 0);
+	struct nv_job j = two_nodes_job(r, &agg, NULL, 0);
 
 	assert_true(nv_decide(&j, &LIMITS, NOW, &rep, &dec));
 	assert_int_equal(dec.trigger.rank, 3);
@@ -243,15 +257,9 @@ static void test_node_behind(void **state)
 	json_t *v;
 
 	(void)state;
-	rec_init(&r[0]);
-	rec_init(&r[1]);
-	rec_rank(&r[0], 0, 5);
-	rec_rank(&r[0], 1, 5);
+	two_nodes(r, 5, 5, 4, 4);
 	rec_wait(&r[0], 5, 4000, 0, 2);
-	rec_rank(&r[1], 2, 4);
-	rec_rank(&r[1], 3, 4);
-	const struct fr_node_comm_progress *recs[] = { rec_done(&r[0]), rec_done(&r[1]) };
-	struct nv_job j = job_of(&agg, recs, 2, NULL, 0);
+	struct nv_job j = two_nodes_job(r, &agg, NULL, 0);
 
 	assert_true(nv_decide(&j, &LIMITS, NOW, NULL, &dec));
 	v = nv_verdict_json(&j, &dec, NOW, &NAMES);
@@ -276,17 +284,11 @@ static void test_waiters_not_culprits(void **state)
 	json_t *v;
 
 	(void)state;
-	rec_init(&r[0]);
-	rec_init(&r[1]);
-	rec_rank(&r[0], 0, 5);
-	rec_rank(&r[0], 1, 6);
+	two_nodes(r, 5, 6, 4, 6);
 	rec_wait(&r[0], 5, 5000, 0, 1);
 	rec_wait(&r[0], 6, 1000, 1, 1);
-	rec_rank(&r[1], 2, 4);
-	rec_rank(&r[1], 3, 6);
 	rec_wait(&r[1], 6, 1000, 3, 1);
-	const struct fr_node_comm_progress *recs[] = { rec_done(&r[0]), rec_done(&r[1]) };
-	struct nv_job j = job_of(&agg, recs, 2, NULL, 0);
+	struct nv_job j = two_nodes_job(r, &agg, NULL, 0);
 
 	assert_int_equal(agg->nlaggards, 2); /* ranks 0 and 2 are below #6 */
 	assert_true(nv_decide(&j, &LIMITS, NOW, NULL, &dec));
@@ -307,16 +309,10 @@ static void test_all_waiting(void **state)
 	json_t *v;
 
 	(void)state;
-	rec_init(&r[0]);
-	rec_init(&r[1]);
-	rec_rank(&r[0], 0, 5);
-	rec_rank(&r[0], 1, 5);
+	two_nodes(r, 5, 5, 5, 5);
 	rec_wait(&r[0], 5, 3000, 0, 2);
-	rec_rank(&r[1], 2, 5);
-	rec_rank(&r[1], 3, 5);
 	rec_wait(&r[1], 5, 3000, 2, 2);
-	const struct fr_node_comm_progress *recs[] = { rec_done(&r[0]), rec_done(&r[1]) };
-	struct nv_job j = job_of(&agg, recs, 2, NULL, 0);
+	struct nv_job j = two_nodes_job(r, &agg, NULL, 0);
 
 	assert_true(nv_decide(&j, &LIMITS, NOW, &rep, &dec));
 	assert_true(dec.open);
@@ -456,17 +452,11 @@ static void test_hang_and_node_lost(void **state)
 	json_t *v;
 
 	(void)state;
-	rec_init(&r[0]);
-	rec_init(&r[1]);
-	rec_rank(&r[0], 0, 5);
-	rec_rank(&r[0], 1, 5);
+	two_nodes(r, 5, 5, 5, 4);
 	rec_wait(&r[0], 5, 6000, 0, 2);
-	rec_rank(&r[1], 2, 5);
-	rec_rank(&r[1], 3, 4);
 	rec_wait(&r[1], 5, 6000, 2, 1);
-	const struct fr_node_comm_progress *recs[] = { rec_done(&r[0]), rec_done(&r[1]) };
 	lost_node(&l, "n0", NOW - 4 * NS_PER_S, ranks, 2);
-	struct nv_job j = job_of(&agg, recs, 2, &l, 1);
+	struct nv_job j = two_nodes_job(r, &agg, &l, 1);
 
 	assert_true(nv_decide(&j, &LIMITS, NOW, &rep, &dec));
 	assert_true(dec.hang && dec.open && dec.nlost == 1);
