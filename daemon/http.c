@@ -27,6 +27,7 @@
 #include "incident.h"
 #include "log.h"
 #include "look.h"
+#include "node_watchdog.h"
 #include "nodes.h"
 #include "ratelog.h"
 #include "registry.h"
@@ -338,10 +339,10 @@ static enum MHD_Result handle_jobs(struct flightrecd *d, struct MHD_Connection *
 {
 	uint8_t key[FR_WIRE_JOB_KEY_SIZE];
 	struct job_summary *sums = NULL;
-	struct nodes_job_copy *node_jobs = NULL;
+	json_t *node_json = NULL;
 	bool refused = false;
 	json_t *jobs;
-	size_t n = 0, nnode_jobs = 0;
+	size_t n = 0;
 
 	if (own_key && !access_job_key_parse(own_key, key)) {
 		atomic_fetch_add(&http_auth_failures, 1);
@@ -358,15 +359,18 @@ static enum MHD_Result handle_jobs(struct flightrecd *d, struct MHD_Connection *
 		refused |= sums[n++].view_err == -EDQUOT;
 	}
 	/* Jobs only node daemons hold, for the daemon's token (a job key
-	 * narrows the list to jobs of this daemon's own registry): copied
-	 * here, made into JSON below. */
-	if (!own_key && jobs)
-		nnode_jobs = nodes_jobs_take(&node_jobs, job_in_registry, d);
+	 * narrows the list to jobs of this daemon's own registry), with the
+	 * verdicts of their aggregates: under the lock, at a cost linear in
+	 * the jobs and their nodes (nodes.h's index). */
+	if (!own_key && jobs && (node_json = json_array())) {
+		nodes_jobs_json(node_json, job_in_registry, d);
+		node_watchdog_jobs_json(d, node_json, 0);
+	}
 	pthread_mutex_unlock(&d->lock);
 	explicit_bzero(key, sizeof(key));
-	if (jobs)
-		nodes_jobs_copy_json(node_jobs, nnode_jobs, jobs);
-	free(node_jobs);
+	if (jobs && node_json)
+		json_array_extend(jobs, node_json);
+	json_decref(node_json);
 	/* The verdicts, the work that grows with the jobs' size, without the lock. */
 	for (size_t i = 0; i < n; i++) {
 		json_t *o = job_summary_finish(&sums[i]);
@@ -614,16 +618,19 @@ static enum MHD_Result handle_job(struct flightrecd *d, struct MHD_Connection *m
 	}
 	if (!job && !incidents && nodes_job_known(id, &world_size)) {
 		/* A job whose ranks all connected to node daemons: what they
-		 * said of it, no live view (the central daemon holds none). */
+		 * said of it and the verdict of their aggregates, no live view
+		 * (the central daemon holds none). */
+		json_t *verdict = node_watchdog_verdict(d, id);
+
 		pthread_mutex_unlock(&d->lock);
 		node_ranks = json_array();
 		if (node_ranks)
 			nodes_ranks_copy_json(&copy, node_ranks);
 		nodes_ranks_copy_free(&copy);
-		doc = json_pack("{s:s, s:I, s:s, s:o, s:[], s:n, s:[]}", "job", id, "world_size",
+		doc = json_pack("{s:s, s:I, s:s, s:o, s:[], s:o, s:[]}", "job", id, "world_size",
 				(json_int_t)world_size, "status", "running", "ranks",
 				node_ranks ? node_ranks : json_array(), "communicators",
-				"verdict", "incidents");
+				"verdict", verdict ? verdict : json_null(), "incidents");
 		if (!doc)
 			return http_error(mc, MHD_HTTP_INTERNAL_SERVER_ERROR, "out of memory");
 		return http_reply_json(mc, MHD_HTTP_OK, doc);
@@ -661,6 +668,61 @@ static enum MHD_Result handle_job(struct flightrecd *d, struct MHD_Connection *m
 /* The header that names the verdict, so that a client needs no parsing. */
 #define HTTP_VERDICT_HEADER "X-Flightrec-Verdict"
 
+/* An /analysis answer: `body` (taken) with its verdict's header, or the error `err`. */
+static enum MHD_Result analysis_reply(struct MHD_Connection *mc, int err, char *body, size_t len,
+				      bool text, const char *verdict)
+{
+	if (err) {
+		free(body);
+		return http_error(mc, MHD_HTTP_INTERNAL_SERVER_ERROR, strerror(-err));
+	}
+	return http_reply_with(mc, MHD_HTTP_OK,
+			       text ? "text/plain; charset=utf-8" : "application/json", body, len,
+			       HTTP_VERDICT_HEADER, verdict);
+}
+
+/*
+ * The /analysis of a job only node daemons hold: their aggregates' verdict
+ * (node_watchdog_verdict()) as JSON, or as a few lines for a person: the
+ * verdict, the summary and each culprit named. Takes `v`.
+ */
+static enum MHD_Result node_analysis(struct MHD_Connection *mc, json_t *v, bool text)
+{
+	const char *verdict = json_string_value(json_object_get(v, "verdict"));
+	char hdr[16];
+	char *body = NULL;
+	size_t len = 0, i;
+	json_t *c;
+	int err = 0;
+	FILE *f;
+
+	snprintf(hdr, sizeof(hdr), "%s", verdict ? verdict : "unknown");
+	if (!text) {
+		err = fr_json_text(v, JSON_INDENT(2), &body, &len);
+	} else if ((f = open_memstream(&body, &len))) {
+		fprintf(f, "Verdict: %s (from the node daemons' aggregates)\n%s\n", hdr,
+			json_string_value(json_object_get(v, "summary")));
+		json_array_foreach(json_object_get(v, "culprits"), i, c) {
+			const char *detail = json_string_value(json_object_get(c, "detail"));
+
+			fprintf(f, "  rank %" JSON_INTEGER_FORMAT " (node %s, %s, pid %" JSON_INTEGER_FORMAT
+				   "): %s%s%s\n",
+				json_integer_value(json_object_get(c, "rank")),
+				json_string_value(json_object_get(c, "node")),
+				json_string_value(json_object_get(c, "host")),
+				json_integer_value(json_object_get(c, "pid")),
+				json_string_value(json_object_get(c, "reason")), detail ? ", " : "",
+				detail ? detail : "");
+		}
+		err = fclose(f) ? -ENOMEM : 0;
+		json_decref(v);
+	} else {
+		err = -ENOMEM;
+		json_decref(v);
+	}
+	return analysis_reply(mc, err, body, len, text, hdr);
+}
+
 /*
  * GET /v1/jobs/<job>/analysis[?format=text]: the live verdict now, open
  * incident or not. The body is exactly what fr-analyze prints for the same
@@ -690,8 +752,12 @@ static enum MHD_Result handle_analysis(struct flightrecd *d, struct MHD_Connecti
 	pthread_mutex_lock(&d->lock);
 	job = registry_job_find(d, id);
 	if (!job) {
+		json_t *nv = node_watchdog_verdict(d, id);
+
 		pthread_mutex_unlock(&d->lock);
-		return http_error(mc, MHD_HTTP_NOT_FOUND, "no such job");
+		if (!nv)
+			return http_error(mc, MHD_HTTP_NOT_FOUND, "no such job");
+		return node_analysis(mc, nv, text);
 	}
 	err = registry_request_view(d, job, &lv);
 	/* The view is a snapshot: the verdict and its text are made without the lock. */
@@ -718,13 +784,7 @@ static enum MHD_Result handle_analysis(struct flightrecd *d, struct MHD_Connecti
 		fr_verdict_free(&v);
 		live_view_free(&lv);
 	}
-	if (err) {
-		free(body);
-		return http_error(mc, MHD_HTTP_INTERNAL_SERVER_ERROR, strerror(-err));
-	}
-	return http_reply_with(mc, MHD_HTTP_OK,
-			       text ? "text/plain; charset=utf-8" : "application/json", body, len,
-			       HTTP_VERDICT_HEADER, verdict);
+	return analysis_reply(mc, err, body, len, text, verdict);
 }
 
 /*

@@ -11,6 +11,7 @@
 #include "http.h"
 #include "incident.h"
 #include "log.h"
+#include "node_watchdog.h"
 #include "nodes.h"
 #include "notify.h"
 #include "registry.h"
@@ -936,6 +937,7 @@ int main(int argc, char **argv)
 	uv_run(d.loop, UV_RUN_DEFAULT);
 	http_stop(&d);
 	registry_free(&d);
+	node_watchdog_free();
 	nodes_free();
 	config_args_free(&d.file);
 	uv_loop_close(d.loop);

@@ -891,14 +891,8 @@ bool nodes_job_known(const char *job, uint32_t *world_size)
 	return j != NULL;
 }
 
-size_t nodes_jobs_take(struct nodes_job_copy **out, bool (*skip)(void *arg, const char *job),
-		       void *arg)
+void nodes_jobs_json(json_t *jobs, bool (*skip)(void *arg, const char *job), void *arg)
 {
-	size_t n = 0;
-
-	*out = malloc((nentries ? nentries : 1) * sizeof(**out));
-	if (!*out)
-		return 0;
 	for (const struct nodes_entry *e = entries_first; e; e = e->next) {
 		const struct node_job *j = entry_with_ranks(e);
 		uint64_t connected = 0;
@@ -908,31 +902,12 @@ size_t nodes_jobs_take(struct nodes_job_copy **out, bool (*skip)(void *arg, cons
 		for (uint32_t h = 0; h < e->nholders; h++)
 			if (e->holders[h]->node && e->holders[h]->node->conn)
 				connected += e->holders[h]->nconnected;
-		memcpy((*out)[n].id, e->id, sizeof((*out)[n].id));
-		(*out)[n].world_size = j->world_size;
-		(*out)[n++].connected = connected;
+		json_array_append_new(jobs, json_pack("{s:s, s:I, s:I, s:s, s:I, s:s}", "job", e->id,
+						      "world_size", (json_int_t)j->world_size,
+						      "ranks_connected", (json_int_t)connected,
+						      "status", "running", "incidents",
+						      (json_int_t)0, "verdict", "unknown"));
 	}
-	return n;
-}
-
-void nodes_jobs_copy_json(const struct nodes_job_copy *v, size_t n, json_t *jobs)
-{
-	for (size_t i = 0; i < n; i++)
-		json_array_append_new(jobs, json_pack("{s:s, s:I, s:I, s:s, s:I, s:s}", "job",
-						      v[i].id, "world_size",
-						      (json_int_t)v[i].world_size, "ranks_connected",
-						      (json_int_t)v[i].connected, "status", "running",
-						      "incidents", (json_int_t)0, "verdict",
-						      "unknown"));
-}
-
-void nodes_jobs_json(json_t *jobs, bool (*skip)(void *arg, const char *job), void *arg)
-{
-	struct nodes_job_copy *v;
-	size_t n = nodes_jobs_take(&v, skip, arg);
-
-	nodes_jobs_copy_json(v, n, jobs);
-	free(v);
 }
 
 /* ---- the read side ---- */
@@ -1031,4 +1006,30 @@ void nodes_job_each_lost(const char *job,
 const char *nodes_node_name(uint32_t node)
 {
 	return node < NODES_MAX && numbered[node] ? numbered[node]->name : "";
+}
+
+/* read side: node_watchdog */
+const struct fr_node_rank *nodes_job_rank(const char *job, const char *node, uint32_t rank)
+{
+	struct nodes_entry *e = entry_find(job);
+
+	/* The job's holders, not every node: linear in the nodes that hold it. */
+	for (uint32_t h = 0; e && h < e->nholders; h++) {
+		const struct node_job *j = e->holders[h];
+		uint32_t lo = 0, hi = j->nranks;
+
+		if (!j->node || strcmp(j->node->name, node) != 0)
+			continue;
+		/* The node's ranks of the job are ascending by rank. */
+		while (lo < hi) {
+			uint32_t mid = lo + (hi - lo) / 2;
+
+			if (j->ranks[mid].rank < rank)
+				lo = mid + 1;
+			else
+				hi = mid;
+		}
+		return lo < j->nranks && j->ranks[lo].rank == rank ? &j->ranks[lo] : NULL;
+	}
+	return NULL;
 }

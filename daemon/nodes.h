@@ -181,20 +181,8 @@ size_t nodes_job_ranks_json(const char *job, json_t *ranks);
 /* Whether a node holds ranks of `job`, and its world size then. */
 bool nodes_job_known(const char *job, uint32_t *world_size);
 
-/*
- * GET /v1/jobs entries of the jobs nodes hold ranks of that `skip` says
- * the registry does not: copied under the lock by nodes_jobs_take()
- * (allocates *out; free() it), packed without it by nodes_jobs_copy_json().
- */
-struct nodes_job_copy {
-	char id[FR_JOB_MAX + 1];
-	uint32_t world_size;
-	uint64_t connected;
-};
-size_t nodes_jobs_take(struct nodes_job_copy **out, bool (*skip)(void *arg, const char *job),
-		       void *arg);
-void nodes_jobs_copy_json(const struct nodes_job_copy *v, size_t n, json_t *jobs);
-/* Both at once, under the lock. */
+/* GET /v1/jobs entries of the jobs nodes hold ranks of that `skip` says
+ * the registry does not, once each: linear in those jobs and their nodes. */
 void nodes_jobs_json(json_t *jobs, bool (*skip)(void *arg, const char *job), void *arg);
 
 /*
@@ -223,5 +211,10 @@ void nodes_job_each_lost(const char *job,
 			 void *arg);
 /* The name of the node nodes_job_each_comm() numbered `node`; "" if none. */
 const char *nodes_node_name(uint32_t node);
+
+/* read side: node_watchdog */
+/* What node `node` (by name) said of rank `rank` of `job`, or NULL: valid
+ * under the daemon's lock until the node's next message. */
+const struct fr_node_rank *nodes_job_rank(const char *job, const char *node, uint32_t rank);
 
 #endif

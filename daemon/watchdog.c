@@ -10,6 +10,7 @@
 #include "clock.h"
 #include "incident.h"
 #include "log.h"
+#include "node_watchdog.h"
 #include "ratelog.h"
 #include "registry.h"
 
@@ -250,6 +251,8 @@ static void on_watchdog(uv_timer_t *timer)
 	registry_forget_idle(d, now_mono);
 	for (struct job *job = d->jobs; job; job = job->next)
 		watchdog_check_job(d, job, now, now_mono);
+	/* Jobs whose ranks connected to node daemons: from their aggregates. */
+	node_watchdog_check(d, now_mono);
 	pthread_mutex_unlock(&d->lock);
 }
 
