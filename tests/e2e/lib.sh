@@ -258,6 +258,15 @@ http_get() {
 	curl -sS --max-time 5 "${HTTP_HEADERS[@]}" "$HTTP$1"
 }
 
+# make_token: a cluster token in $T/token (TOKEN), private to its owner as
+# the daemon wants it, and the same token in HTTP_TOKEN for the API calls.
+make_token() {
+	TOKEN=$T/token
+	printf 'flightrec-e2e-%s-0123456789abcdef\n' "$RANDOM$RANDOM" >"$TOKEN"
+	chmod 600 "$TOKEN"
+	HTTP_TOKEN=$(cat "$TOKEN")
+}
+
 # free_port: prints a TCP port of 127.0.0.1 that nothing listens on now.
 free_port() {
 	python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'

@@ -38,10 +38,7 @@ grep -q '^agent-socket = /run/flightrec/agent.sock$' "$T/root/etc/flightrec/flig
 
 # The installed settings are valid (the addresses and the dump directory
 # given here override the file's, as the command line does).
-TOKEN=$T/token
-printf 'flightrec-e2e-%s-0123456789abcdef\n' "$RANDOM$RANDOM" >"$TOKEN"
-chmod 600 "$TOKEN"
-HTTP_TOKEN=$(cat "$TOKEN")
+make_token
 start_daemon --config "$T/root/etc/flightrec/flightrecd.conf" --token-file "$TOKEN"
 grep -q "settings (startup, config $T/root/etc/flightrec/flightrecd.conf): .* timeout 300 s" "$T/daemon.log" ||
 	fail "the daemon did not take its settings from the installed config file"

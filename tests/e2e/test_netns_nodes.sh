@@ -31,10 +31,7 @@ export OMPI_MCA_mpi_yield_when_idle=1
 netns_up 4
 netns_mpi 4
 
-TOKEN=$T/token
-printf 'flightrec-e2e-%s-0123456789abcdef\n' "$RANDOM$RANDOM" >"$TOKEN"
-chmod 600 "$TOKEN"
-HTTP_TOKEN=$(cat "$TOKEN")
+make_token
 
 # The central daemon: no incident from the first one (a long timeout), so
 # that the hang is diagnosed by the one started in step 3.
