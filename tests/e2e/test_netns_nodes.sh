@@ -178,6 +178,20 @@ analyze "$INCIDENT"
 [ "$RC" -eq 1 ] || fail "fr-analyze exit $RC, want 1: $(cat "$T/analyze.err")"
 verdict_names_culprit "$T/verdict.json" ||
 	fail "fr-analyze on $INCIDENT does not name rank 9 on ${NODE_NAMES[2]} in all_reduce #5: $(cat "$T/verdict.json")"
-# Every other rank's summary (or dump) is in the incident, waiting in it.
+# Every other rank's summary is in the incident, waiting in it, its full
+# dump left on its own node; the culprit's full dump was fetched, its stack
+# in the computation that never returns.
 expect '.op.comm_size == 16 and .waiting_ranks == ([range(16)] - [9])'
+jq -e --argjson names "$NAMES" '[.ranks[] | .answer == "received" and .node == $names[.rank / 4 | floor]] |
+	length == 16 and all' "$INCIDENT/manifest.json" >/dev/null ||
+	fail "the manifest does not have every rank received from its node: $(jq -c '[.ranks[] | {rank, answer, node}]' "$INCIDENT/manifest.json")"
+jq -e --argjson names "$NAMES" '([.full_dumps[].rank] | sort) == ([range(16)] - [9]) and
+	all(.full_dumps[]; .node == $names[.rank / 4 | floor])' "$T/verdict.json" >/dev/null ||
+	fail "fr-analyze does not name each summarised rank's node: $(jq -c .full_dumps "$T/verdict.json")"
+jq -e '.summary == null and ([.threads[].frames[].name] | index("stuck_in_compute"))' "$INCIDENT/rank-9.json" >/dev/null ||
+	fail "rank 9's full dump with its stack in stuck_in_compute is not in $INCIDENT"
+# Any rank's full dump, from its node, over the central daemon's API.
+http_get "/v1/jobs/$JOB/incidents/${INCIDENT##*/}/ranks/6" >"$T/rank-6.json"
+jq -e --arg n "${NODE_NAMES[1]}" '.rank == 6 and .host == $n and .summary == null' "$T/rank-6.json" >/dev/null ||
+	fail "GET .../ranks/6 did not give rank 6's full dump from ${NODE_NAMES[1]}: $(head -c 300 "$T/rank-6.json")"
 echo "PASS netns nodes: 16 ranks on 4 node daemons, node lost and back, central restart; rank 9 named on ${NODE_NAMES[2]} centrally and offline"
