@@ -804,8 +804,6 @@ static void dump_take(struct flightrecd *d, struct handover *h, uint64_t now_mon
 	struct dump_req *dr = (struct dump_req *)h;
 	const char *id = dr->job;
 	struct incident_trigger t = { .reason = "manual", .rank = -1 };
-	struct fr_verdict v = { 0 };
-	struct live_view lv;
 	struct job *job;
 	unsigned status = MHD_HTTP_ACCEPTED;
 	char error[sizeof(h->error)] = "";
@@ -833,42 +831,17 @@ static void dump_take(struct flightrecd *d, struct handover *h, uint64_t now_mon
 			 "the job opened --max-incidents-per-hour %" PRIu32
 			 " incidents; the next may open in %" PRIu64 " s",
 			 d->cfg.max_incidents_per_hour, retry_after);
-	} else if (registry_live_view(d, job, false, &lv)) {
+	} else if (incident_open_asked(d, job, &t, NULL)) {
 		status = MHD_HTTP_INTERNAL_SERVER_ERROR;
-		snprintf(error, sizeof(error), "out of memory");
+		snprintf(error, sizeof(error), "the incident could not be opened (see the daemon's log)");
 	} else {
-		bool had_key = job->has_last_key;
-		bool had_local = job->has_local_key;
-		uint64_t key = job->last_key;
-		uint64_t local_key = job->local_key;
-		uint64_t recheck = job->recheck_mono;
-		uint64_t opened = d->m.incidents;
+		const struct incident_record *rec = &job->records[job->nrecords - 1];
 
-		if (registry_live_verdict(&lv, &v) == 0) {
-			incident_open(d, job, &t, &v, key);
-			fr_verdict_free(&v);
-		}
-		live_view_free(&lv);
-		/* A manual incident is not the watchdog's: it leaves the
-		 * watchdog's memory of which hang it reported as it was. */
-		job->has_last_key = had_key;
-		job->last_key = key;
-		job->has_local_key = had_local;
-		job->local_key = local_key;
-		job->recheck_mono = recheck;
-		if (d->m.incidents == opened) {
-			status = MHD_HTTP_INTERNAL_SERVER_ERROR;
-			snprintf(error, sizeof(error), "the incident could not be opened (see the daemon's log)");
-		} else {
-			const struct incident_record *rec = &job->records[job->nrecords - 1];
-
-			snprintf(dr->incident, sizeof(dr->incident), "%s", rec->id);
-			snprintf(dr->path, sizeof(dr->path), "%s/%s/%s", d->cfg.dump_dir, job->id,
-				 rec->id);
-			dr->requested = rec->requested;
-			daemon_log("incident %s of job %s was asked for over HTTP by %s", rec->id,
-				   job->id, dr->client);
-		}
+		snprintf(dr->incident, sizeof(dr->incident), "%s", rec->id);
+		snprintf(dr->path, sizeof(dr->path), "%s/%s/%s", d->cfg.dump_dir, job->id, rec->id);
+		dr->requested = rec->requested;
+		daemon_log("incident %s of job %s was asked for over HTTP by %s", rec->id, job->id,
+			   dr->client);
 	}
 	dr->retry_after_s = retry_after;
 	handover_finish(h, status, error[0] ? error : NULL);

@@ -64,6 +64,7 @@ struct incident_rank {
 	bool dumped;        /* sent a valid dump */
 	bool written;       /* rank-N.json is on disk */
 	char *error;        /* owned; why the dump is invalid or was not written */
+	bool told;          /* the hooks heard of it */
 	/* Its dump arriving, while the answer is pending; NULL before the
 	 * first piece. Its buffer is charged to the memory budget, and to the
 	 * job, as it grows. */
@@ -88,6 +89,7 @@ struct incident {
 	bool closing;
 	bool incomplete;                /* closed by shutdown */
 	json_t *verdict;                /* live verdict when it opened */
+	struct incident_hooks hooks;
 	struct live_view snapshot;      /* every rank, taken when it closed */
 };
 
@@ -160,6 +162,20 @@ static void incident_update_record(struct incident *inc)
 	struct incident_record *rec = incident_record(inc);
 
 	incident_count(inc, &rec->answered, &rec->requested);
+}
+
+/* Tells the hooks that `rank` gave no dump on disk, once, with why. */
+static void incident_tell_failed(struct incident *inc, uint32_t rank)
+{
+	struct incident_rank *ir = &inc->ranks[rank];
+	char why[FR_REASON_MAX + 1];
+
+	if (ir->told || !inc->hooks.failed)
+		return;
+	ir->told = true;
+	snprintf(why, sizeof(why), "rank %" PRIu32 ": %s%s%s", rank, answer_names[ir->answer],
+		 ir->error ? ": " : "", ir->error ? ir->error : "");
+	inc->hooks.failed(inc->hooks.arg, rank, why);
 }
 
 /* Lets a rank's dump arriving go, with the memory budget's charge for it. */
@@ -342,34 +358,40 @@ static void incident_check_done(struct incident *inc)
  * so a job may open a burst of them and then one every 3600/N seconds. A
  * lowered limit takes effect at once; a raised one fills up over time.
  */
-static void incident_budget_refill(const struct flightrecd *d, struct job *job,
-				   uint64_t now_mono)
+static void incident_budget_refill(const struct flightrecd *d, double *budget, bool *set,
+				   uint64_t *mono, uint64_t now_mono)
 {
 	double limit = d->cfg.max_incidents_per_hour;
 
-	if (!job->incident_budget_set) {
-		job->incident_budget = limit;
-		job->incident_budget_set = true;
-	} else if (now_mono > job->incident_budget_mono) {
-		job->incident_budget += (double)(now_mono - job->incident_budget_mono) /
-					(3600.0 * NS_PER_S) * limit;
+	if (!*set) {
+		*budget = limit;
+		*set = true;
+	} else if (now_mono > *mono) {
+		*budget += (double)(now_mono - *mono) / (3600.0 * NS_PER_S) * limit;
 	}
-	if (job->incident_budget > limit)
-		job->incident_budget = limit;
-	job->incident_budget_mono = now_mono;
+	if (*budget > limit)
+		*budget = limit;
+	*mono = now_mono;
+}
+
+bool incident_bucket_allows(const struct flightrecd *d, double *budget, bool *set, uint64_t *mono,
+			    uint64_t now_mono, uint64_t *retry_after_s)
+{
+	double limit = d->cfg.max_incidents_per_hour;
+
+	incident_budget_refill(d, budget, set, mono, now_mono);
+	if (*budget >= 1.0)
+		return true;
+	/* Whole seconds, rounded up: asking again then succeeds. */
+	*retry_after_s = (uint64_t)((1.0 - *budget) * 3600.0 / limit) + 1;
+	return false;
 }
 
 bool incident_rate_allows(struct flightrecd *d, struct job *job, uint64_t now_mono,
 			  uint64_t *retry_after_s)
 {
-	double limit = d->cfg.max_incidents_per_hour;
-
-	incident_budget_refill(d, job, now_mono);
-	if (job->incident_budget >= 1.0)
-		return true;
-	/* Whole seconds, rounded up: asking again then succeeds. */
-	*retry_after_s = (uint64_t)((1.0 - job->incident_budget) * 3600.0 / limit) + 1;
-	return false;
+	return incident_bucket_allows(d, &job->incident_budget, &job->incident_budget_set,
+				      &job->incident_budget_mono, now_mono, retry_after_s);
 }
 
 void incident_suppress(struct flightrecd *d, struct job *job, const char *reason,
@@ -382,8 +404,51 @@ void incident_suppress(struct flightrecd *d, struct job *job, const char *reason
 		job->id, reason, d->cfg.max_incidents_per_hour, retry_after_s);
 }
 
+static void incident_open_with(struct flightrecd *d, struct job *job,
+			       const struct incident_trigger *t, const struct fr_verdict *v,
+			       uint64_t key, const struct incident_hooks *hooks);
+
 void incident_open(struct flightrecd *d, struct job *job, const struct incident_trigger *t,
 		   const struct fr_verdict *v, uint64_t key)
+{
+	incident_open_with(d, job, t, v, key, NULL);
+}
+
+int incident_open_asked(struct flightrecd *d, struct job *job, const struct incident_trigger *t,
+			const struct incident_hooks *hooks)
+{
+	struct fr_verdict v = { 0 };
+	struct live_view lv;
+	bool had_key = job->has_last_key;
+	bool had_local = job->has_local_key;
+	uint64_t key = job->last_key;
+	uint64_t local_key = job->local_key;
+	uint64_t recheck = job->recheck_mono;
+	uint64_t opened = d->m.incidents;
+	int err;
+
+	if (registry_live_view(d, job, false, &lv))
+		return -ENOMEM;
+	err = registry_live_verdict(&lv, &v);
+	if (!err) {
+		incident_open_with(d, job, t, &v, key, hooks);
+		fr_verdict_free(&v);
+	}
+	live_view_free(&lv);
+	/* Not the watchdog's: its memory of which hang it reported stays. */
+	job->has_last_key = had_key;
+	job->last_key = key;
+	job->has_local_key = had_local;
+	job->local_key = local_key;
+	job->recheck_mono = recheck;
+	if (err)
+		return err;
+	return d->m.incidents == opened ? -EIO : 0;
+}
+
+static void incident_open_with(struct flightrecd *d, struct job *job,
+			       const struct incident_trigger *t, const struct fr_verdict *v,
+			       uint64_t key, const struct incident_hooks *hooks)
 {
 	struct incident *inc;
 	uint64_t retry_after;
@@ -403,6 +468,8 @@ void incident_open(struct flightrecd *d, struct job *job, const struct incident_
 	inc->job = job;
 	inc->world_size = job->world_size;
 	inc->trigger = *t;
+	if (hooks)
+		inc->hooks = *hooks;
 	snprintf(inc->reason, sizeof(inc->reason), "%s", t->reason);
 	inc->detected_ns = daemon_now_ns();
 	err = incident_make_dir(inc);
@@ -599,6 +666,12 @@ static void incident_done(struct incident *inc, int err, const char *path)
 		   inc->id, inc->job->id, inc->incomplete ? " (incomplete)" : "", rec->answered,
 		   rec->requested, inc->dir);
 	inc->job->active = NULL;
+	/* The ranks the daemon holds or held and that gave nothing. */
+	for (uint32_t i = 0; i < inc->world_size; i++)
+		if (!inc->ranks[i].written && registry_rank(inc->job, i))
+			incident_tell_failed(inc, i);
+	if (inc->hooks.closed)
+		inc->hooks.closed(inc->hooks.arg);
 	incident_free(inc);
 }
 
@@ -666,6 +739,7 @@ static void dump_record_result(struct incident *inc, const struct dump_write *w)
 	if (!w->valid) {
 		ir->answer = ANSWER_INVALID;
 		rank_set_error(ir, "%s", w->err);
+		incident_tell_failed(inc, w->rank);
 		d->m.dumps_invalid++;
 		daemon_log("invalid dump from job %s rank %" PRIu32 " for incident %s: %s",
 			   inc->job->id, w->rank, inc->id, w->err);
@@ -678,9 +752,14 @@ static void dump_record_result(struct incident *inc, const struct dump_write *w)
 		rank_set_error(ir, "cannot write rank-%" PRIu32 ".json: %s", w->rank,
 			       strerror(-w->write_err));
 		d->m.incident_write_errors++;
+		incident_tell_failed(inc, w->rank);
 		return;
 	}
 	ir->written = true;
+	if (inc->hooks.written) {
+		ir->told = true;
+		inc->hooks.written(inc->hooks.arg, w->rank, w->path);
+	}
 	daemon_log("received the dump of job %s rank %" PRIu32 " for incident %s (%zu bytes)",
 		   inc->job->id, w->rank, inc->id, w->len);
 }
@@ -849,13 +928,19 @@ void incident_dump_data(struct conn *c, const struct fr_msg_dump_data *m)
 
 json_t *incident_records_json(const struct flightrecd *d, const struct job *job)
 {
+	return incident_records_json_of(d, job->id, job->records, job->nrecords);
+}
+
+json_t *incident_records_json_of(const struct flightrecd *d, const char *job,
+				 const struct incident_record *records, size_t n)
+{
 	json_t *arr = json_array();
 	char path[PATH_MAX];
 
-	for (size_t i = 0; arr && i < job->nrecords; i++) {
-		const struct incident_record *rec = &job->records[i];
+	for (size_t i = 0; arr && i < n; i++) {
+		const struct incident_record *rec = &records[i];
 
-		snprintf(path, sizeof(path), "%s/%s/%s", d->cfg.dump_dir, job->id, rec->id);
+		snprintf(path, sizeof(path), "%s/%s/%s", d->cfg.dump_dir, job, rec->id);
 		json_array_append_new(
 			arr, json_pack("{s:s, s:s, s:I, s:o, s:s, s:I, s:I, s:s, s:s}", "id", rec->id,
 				       "reason", rec->reason, "opened_ns", (json_int_t)rec->opened_ns,

@@ -12,6 +12,7 @@ struct conn;
 struct flightrecd;
 struct fr_verdict;
 struct incident;
+struct incident_record;
 struct job;
 
 struct incident_trigger {
@@ -21,6 +22,21 @@ struct incident_trigger {
 	bool has_seq;
 	uint64_t seq;
 	double waited_s;            /* how long the condition had lasted */
+};
+
+/*
+ * Who wants to hear of an incident's dumps as they are written (a node
+ * daemon's incident asked for by its central daemon, upstream_incident.c).
+ * Each is called on the loop under the daemon's lock; any may be NULL.
+ */
+struct incident_hooks {
+	/* Rank `rank`'s dump is on disk as `path`. */
+	void (*written)(void *arg, uint32_t rank, const char *path);
+	/* Rank `rank`, which the daemon holds (or held), gave no dump on disk: `why`. */
+	void (*failed)(void *arg, uint32_t rank, const char *why);
+	/* The manifest is written (or could not be): nothing more is said. */
+	void (*closed)(void *arg);
+	void *arg;
 };
 
 /*
@@ -36,6 +52,22 @@ void incident_open(struct flightrecd *d, struct job *job, const struct incident_
  */
 bool incident_rate_allows(struct flightrecd *d, struct job *job, uint64_t now_mono,
 			  uint64_t *retry_after_s);
+/*
+ * The same bucket over any holder's fields (a job the nodes hold,
+ * cluster_incident.c): *budget incidents left, *set once filled, *mono
+ * when last refilled.
+ */
+bool incident_bucket_allows(const struct flightrecd *d, double *budget, bool *set, uint64_t *mono,
+			    uint64_t now_mono, uint64_t *retry_after_s);
+/*
+ * Opens an incident that someone asked for (POST .../dump, a central
+ * daemon's NODE_DUMP_REQUEST), with the job's live verdict, leaving the
+ * watchdog's memory of the hang it reported as it was; `hooks` (NULL:
+ * none) hear of its dumps. The caller checked the rate limit. Returns 0
+ * when it opened, -ENOMEM, or -EIO when it could not (the log says why).
+ */
+int incident_open_asked(struct flightrecd *d, struct job *job, const struct incident_trigger *t,
+			const struct incident_hooks *hooks);
 /* Counts and logs an incident refused by the rate limit. */
 void incident_suppress(struct flightrecd *d, struct job *job, const char *reason,
 		       uint64_t retry_after_s);
@@ -47,5 +79,8 @@ void incident_dump_data(struct conn *c, const struct fr_msg_dump_data *m);
 void incident_rank_joined(struct incident *inc, struct conn *c);
 void incident_rank_left(struct incident *inc, uint32_t rank, bool finished);
 json_t *incident_records_json(const struct flightrecd *d, const struct job *job);
+/* The same of any job's records (`n` of them, oldest first). */
+json_t *incident_records_json_of(const struct flightrecd *d, const char *job,
+				 const struct incident_record *records, size_t n);
 
 #endif
