@@ -21,6 +21,7 @@
 #include "addr.h"
 #include "budget.h"
 #include "clock.h"
+#include "cluster_incident.h"
 #include "handover.h"
 #include "http_conns.h"
 #include "http_incidents.h"
@@ -588,16 +589,32 @@ static enum MHD_Result handle_job(struct flightrecd *d, struct MHD_Connection *m
 
 	pthread_mutex_lock(&d->lock);
 	job = registry_job_find(d, id);
+	if (!job && incidents) {
+		/* A job the nodes hold, or held: its incidents are the central daemon's. */
+		json_t *records = cluster_incident_records_json(d, id);
+		bool known = records || nodes_job_known(id, &world_size);
+
+		pthread_mutex_unlock(&d->lock);
+		json_decref(node_ranks);
+		if (!known)
+			return http_error(mc, MHD_HTTP_NOT_FOUND, "no such job");
+		doc = json_pack("{s:o}", "incidents", records ? records : json_array());
+		if (!doc)
+			return http_error(mc, MHD_HTTP_INTERNAL_SERVER_ERROR, "out of memory");
+		return http_reply_json(mc, MHD_HTTP_OK, doc);
+	}
 	if (node_ranks)
 		nodes_job_ranks_json(id, node_ranks);
 	if (!job && !incidents && nodes_job_known(id, &world_size)) {
 		/* A job whose ranks all connected to node daemons: what they
 		 * said of it, no live view (the central daemon holds none). */
+		json_t *records = cluster_incident_records_json(d, id);
+
 		pthread_mutex_unlock(&d->lock);
-		doc = json_pack("{s:s, s:I, s:s, s:o, s:[], s:n, s:[]}", "job", id, "world_size",
+		doc = json_pack("{s:s, s:I, s:s, s:o, s:[], s:n, s:o}", "job", id, "world_size",
 				(json_int_t)world_size, "status", "running", "ranks",
 				node_ranks ? node_ranks : json_array(), "communicators",
-				"verdict", "incidents");
+				"verdict", "incidents", records ? records : json_array());
 		if (!doc)
 			return http_error(mc, MHD_HTTP_INTERNAL_SERVER_ERROR, "out of memory");
 		return http_reply_json(mc, MHD_HTTP_OK, doc);
@@ -804,6 +821,7 @@ static void dump_take(struct flightrecd *d, struct handover *h, uint64_t now_mon
 	struct dump_req *dr = (struct dump_req *)h;
 	const char *id = dr->job;
 	struct incident_trigger t = { .reason = "manual", .rank = -1 };
+	uint32_t world_size;
 	struct job *job;
 	unsigned status = MHD_HTTP_ACCEPTED;
 	char error[sizeof(h->error)] = "";
@@ -813,6 +831,16 @@ static void dump_take(struct flightrecd *d, struct handover *h, uint64_t now_mon
 	if (d->stopping) {
 		status = MHD_HTTP_SERVICE_UNAVAILABLE;
 		snprintf(error, sizeof(error), "the daemon is stopping");
+	} else if (!job && nodes_job_known(id, &world_size)) {
+		/* A job the node daemons hold: they dump it (cluster_incident.c). */
+		status = cluster_incident_manual(d, id, dr->incident, sizeof(dr->incident),
+						 &dr->requested, &retry_after, error, sizeof(error));
+		if (status == MHD_HTTP_ACCEPTED) {
+			snprintf(dr->path, sizeof(dr->path), "%s/%s/%s", d->cfg.dump_dir, id,
+				 dr->incident);
+			daemon_log("incident %s of job %s was asked for over HTTP by %s", dr->incident,
+				   id, dr->client);
+		}
 	} else if (!job) {
 		status = MHD_HTTP_NOT_FOUND;
 		snprintf(error, sizeof(error), "no such job");
@@ -918,6 +946,74 @@ static enum MHD_Result handle_dump(struct MHD_Connection *mc, const char *id, vo
 	if (status == MHD_HTTP_TOO_MANY_REQUESTS)
 		return dump_reply_limited(mc, doc, dr->retry_after_s);
 	return http_reply_json(mc, status, doc);
+}
+
+/*
+ * GET /v1/jobs/<job>/incidents/<id>/ranks/<rank> of a job the node
+ * daemons hold: the rank's full dump, which stays on its node, fetched
+ * now (cluster_incident_fetch_rank() on the loop, handover.c).
+ */
+struct rank_req {
+	struct handover h;
+	char job[FR_JOB_MAX + 1];
+	char incident[FR_INCIDENT_MAX + 1];
+	uint32_t rank;
+	uint8_t *data;              /* the dump, once answered 200 */
+	size_t len;
+};
+
+static void rank_take(struct flightrecd *d, struct handover *h, uint64_t now_mono)
+{
+	struct rank_req *rr = (struct rank_req *)h;
+
+	(void)now_mono;
+	if (d->stopping) {
+		handover_finish(h, MHD_HTTP_SERVICE_UNAVAILABLE, "the daemon is stopping");
+		return;
+	}
+	cluster_incident_fetch_rank(d, h, rr->job, rr->incident, rr->rank, &rr->data, &rr->len);
+}
+
+static void rank_free(struct handover *h)
+{
+	free(((struct rank_req *)h)->data);
+	free(h);
+}
+
+static enum MHD_Result handle_incident_rank(struct MHD_Connection *mc, const struct route *r,
+					    void **req_cls)
+{
+	struct rank_req *rr;
+	uint8_t *body;
+	bool done;
+
+	rr = (struct rank_req *)handover_resumed(*req_cls, &done);
+	if (!rr) {
+		rr = calloc(1, sizeof(*rr));
+		if (!rr)
+			return http_error(mc, MHD_HTTP_INTERNAL_SERVER_ERROR, "out of memory");
+		rr->h.take = rank_take;
+		rr->h.free = rank_free;
+		memcpy(rr->job, r->job, sizeof(rr->job));
+		memcpy(rr->incident, r->incident, sizeof(rr->incident));
+		rr->rank = r->rank;
+		if (handover_submit(&rr->h, mc)) {
+			free(rr);
+			return http_error(mc, MHD_HTTP_SERVICE_UNAVAILABLE,
+					  "the daemon is busy or stopping");
+		}
+		*req_cls = rr;
+		return MHD_YES;
+	}
+	if (!done)
+		return http_error(mc, MHD_HTTP_INTERNAL_SERVER_ERROR, "resumed before its answer");
+	if (rr->h.status != MHD_HTTP_OK || !rr->data)
+		return http_error(mc, rr->h.status, rr->h.error[0] ? rr->h.error : "no dump");
+	/* The reply owns the bytes now. */
+	body = rr->data;
+	rr->data = NULL;
+	return http_reply_with(mc, MHD_HTTP_OK, "application/json", (char *)body, rr->len, NULL,
+			       NULL);
 }
 
 /*
@@ -1029,6 +1125,8 @@ static enum MHD_Result route_answer(struct flightrecd *d, struct MHD_Connection 
 		return handle_incident(d, mc, r);
 	case ROUTE_INCIDENT_FILE:
 		return handle_incident_file(d, mc, r);
+	case ROUTE_INCIDENT_RANK:
+		return handle_incident_rank(mc, r, req_cls);
 	case ROUTE_RANK_STACKS:
 	case ROUTE_RANK_TRACE:
 	case ROUTE_JOB_STACKS:

@@ -202,41 +202,51 @@ static void incident_free(struct incident *inc)
 }
 
 /* The time part of incident ids: when the hang was detected, in UTC. */
-static void incident_stamp(const struct incident *inc, char *stamp, size_t len)
+static void stamp_of(uint64_t detected_ns, char *stamp, size_t len)
 {
-	time_t secs = (time_t)(inc->detected_ns / NS_PER_S);
+	time_t secs = (time_t)(detected_ns / NS_PER_S);
 	struct tm tm;
 
 	gmtime_r(&secs, &tm);
 	strftime(stamp, len, "%Y%m%dT%H%M%SZ", &tm);
 }
 
-/* Creates DIR/<job>/<id>/, choosing an id whose directory does not exist yet. */
-static int incident_make_dir(struct incident *inc)
+static void incident_stamp(const struct incident *inc, char *stamp, size_t len)
 {
-	struct flightrecd *d = inc->d;
+	stamp_of(inc->detected_ns, stamp, len);
+}
+
+int incident_make_dir_for(struct flightrecd *d, const char *job, uint64_t detected_ns, char *id,
+			  size_t idcap, char *dir, size_t dircap)
+{
 	char jobdir[PATH_MAX];
 	char stamp[32];
 	int err;
 
-	incident_stamp(inc, stamp, sizeof(stamp));
-	if ((size_t)snprintf(jobdir, sizeof(jobdir), "%s/%s", d->cfg.dump_dir, inc->job->id) >=
+	stamp_of(detected_ns, stamp, sizeof(stamp));
+	if ((size_t)snprintf(jobdir, sizeof(jobdir), "%s/%s", d->cfg.dump_dir, job) >=
 	    sizeof(jobdir))
 		return -ENAMETOOLONG;
 	err = fr_mkdir_p(jobdir);
 	if (err)
 		return err;
 	for (int tries = 0; tries < 1000; tries++) {
-		snprintf(inc->id, sizeof(inc->id), "%s-%" PRIu64, stamp, ++d->incident_seq);
-		if ((size_t)snprintf(inc->dir, sizeof(inc->dir), "%s/%s", jobdir, inc->id) >=
-		    sizeof(inc->dir))
+		snprintf(id, idcap, "%s-%" PRIu64, stamp, ++d->incident_seq);
+		if ((size_t)snprintf(dir, dircap, "%s/%s", jobdir, id) >= dircap)
 			return -ENAMETOOLONG;
-		if (mkdir(inc->dir, 0755) == 0)
+		if (mkdir(dir, 0755) == 0)
 			return 0;
 		if (errno != EEXIST)
 			return -errno;
 	}
 	return -EEXIST;
+}
+
+/* Creates DIR/<job>/<id>/, choosing an id whose directory does not exist yet. */
+static int incident_make_dir(struct incident *inc)
+{
+	return incident_make_dir_for(inc->d, inc->job->id, inc->detected_ns, inc->id,
+				     sizeof(inc->id), inc->dir, sizeof(inc->dir));
 }
 
 static int incident_add_record(struct incident *inc, const struct fr_verdict *v)

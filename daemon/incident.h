@@ -68,6 +68,13 @@ bool incident_bucket_allows(const struct flightrecd *d, double *budget, bool *se
  */
 int incident_open_asked(struct flightrecd *d, struct job *job, const struct incident_trigger *t,
 			const struct incident_hooks *hooks);
+/*
+ * Creates DIR/<job>/<id>/ for an incident detected at `detected_ns`, its
+ * id "<UTC time>-<n>" chosen so that the directory is new; the same names
+ * for every kind of incident. Returns 0 or a negative errno.
+ */
+int incident_make_dir_for(struct flightrecd *d, const char *job, uint64_t detected_ns, char *id,
+			  size_t idcap, char *dir, size_t dircap);
 /* Counts and logs an incident refused by the rate limit. */
 void incident_suppress(struct flightrecd *d, struct job *job, const char *reason,
 		       uint64_t retry_after_s);

@@ -9,6 +9,7 @@
 #include "clock.h"
 #include "config.h"
 #include "http.h"
+#include "cluster_incident.h"
 #include "incident.h"
 #include "log.h"
 #include "nodes.h"
@@ -752,6 +753,7 @@ static void daemon_stop(struct flightrecd *d)
 	for (struct job *job = d->jobs; job; job = job->next)
 		if (job->active)
 			incident_close(job->active, true);
+	cluster_incident_stop(d);
 	server_close_all(d);
 	pthread_mutex_unlock(&d->lock);
 	upstream_close(d);

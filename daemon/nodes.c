@@ -389,3 +389,42 @@ const char *nodes_node_name(uint32_t node)
 			return n->name;
 	return "";
 }
+
+/* read side: cluster incidents */
+
+void nodes_job_each_node(const char *job,
+			 void (*fn)(void *arg, const char *node, struct conn *conn,
+				    const struct fr_node_rank *ranks, uint32_t nranks),
+			 void *arg)
+{
+	for (const struct node *n = nodes; n; n = n->next) {
+		const struct node_job *j = node_job((struct node *)n, job, false);
+
+		if (j && j->nranks)
+			fn(arg, n->name, n->conn, j->ranks, j->nranks);
+	}
+}
+
+bool nodes_rank_node(const char *job, uint32_t rank, struct conn **conn, const char **node)
+{
+	for (const struct node *n = nodes; n; n = n->next) {
+		const struct node_job *j = node_job((struct node *)n, job, false);
+		uint32_t lo = 0, hi = j ? j->nranks : 0;
+
+		/* Ranks are ascending (node_job_ranks()). */
+		while (lo < hi) {
+			uint32_t mid = lo + (hi - lo) / 2;
+
+			if (j->ranks[mid].rank < rank)
+				lo = mid + 1;
+			else
+				hi = mid;
+		}
+		if (j && lo < j->nranks && j->ranks[lo].rank == rank) {
+			*conn = n->conn;
+			*node = n->name;
+			return true;
+		}
+	}
+	return false;
+}

@@ -8,6 +8,7 @@
 #include "watchdog.h"
 #include "daemon.h"
 #include "clock.h"
+#include "cluster_incident.h"
 #include "incident.h"
 #include "log.h"
 #include "ratelog.h"
@@ -250,6 +251,7 @@ static void on_watchdog(uv_timer_t *timer)
 	registry_forget_idle(d, now_mono);
 	for (struct job *job = d->jobs; job; job = job->next)
 		watchdog_check_job(d, job, now, now_mono);
+	cluster_incident_tick(d, now_mono);
 	pthread_mutex_unlock(&d->lock);
 }
 
