@@ -91,6 +91,7 @@ struct cl_rank {
 
 struct cl_node {
 	char name[FR_HOST_MAX + 1];
+	uint32_t first_rank;    /* one of its ranks, to find its connection by */
 	bool done;              /* NODE_DUMP_DONE, or lost */
 };
 
@@ -300,14 +301,10 @@ static struct conn *cl_node_conn(const struct cl_incident *inc, int i)
 	struct conn *c = NULL;
 	const char *name;
 
-	/* By name: a node that reconnected has another connection. */
-	for (uint32_t r = 0; r < inc->world_size; r++) {
-		if (inc->ranks[r].node != i)
-			continue;
-		if (nodes_rank_node(inc->job->id, r, &c, &name) && strcmp(name, inc->nodes[i].name) == 0)
-			return c;
-		return NULL;
-	}
+	/* Looked up each time: a node that reconnected has another connection. */
+	if (nodes_rank_node(inc->job->id, inc->nodes[i].first_rank, &c, &name) &&
+	    strcmp(name, inc->nodes[i].name) == 0)
+		return c;
 	return NULL;
 }
 
@@ -843,6 +840,7 @@ static void cl_open_node(void *arg, const char *node, struct conn *conn,
 	inc->nodes = nodes;
 	memset(&nodes[idx], 0, sizeof(nodes[idx]));
 	snprintf(nodes[idx].name, sizeof(nodes[idx].name), "%s", node);
+	nodes[idx].first_rank = nranks ? ranks[0].rank : 0;
 	nodes[idx].done = !conn;
 	inc->nnodes++;
 	for (uint32_t i = 0; i < nranks; i++) {

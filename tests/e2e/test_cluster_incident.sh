@@ -18,7 +18,7 @@ printf '%s\n' "$TOKEN_VALUE" >"$TOKEN"
 chmod 600 "$TOKEN"
 HTTP_TOKEN=$TOKEN_VALUE
 
-start_daemon --token-file "$TOKEN" --dump-deadline 20
+start_daemon --token-file "$TOKEN" --dump-deadline 20 --max-incidents-per-hour 2
 CENTRAL_LISTEN=$LISTEN_PORT
 
 # start_node NAME: a node daemon on its own ports and --dump-dir, whose
@@ -131,4 +131,20 @@ wait_for 10 node_b_lost || fail "node-b is not shown lost: $(http_get /v1/nodes)
 [ "$(http_status "/v1/jobs/$JOB/incidents/$ID/ranks/3")" = 503 ] || fail "a lost node's rank is not 503"
 http_get "/v1/jobs/$JOB/incidents/$ID/ranks/3" | jq -e '.error | test("node-b is not connected")' >/dev/null ||
 	fail "the 503 does not say why: $(http_get "/v1/jobs/$JOB/incidents/$ID/ranks/3")"
+
+# An incident while node-b is lost: its ranks are recorded without dumps,
+# saying why; node-a's are there.
+curl -sS --max-time 10 -X POST "${HTTP_HEADERS[@]}" "$HTTP/v1/jobs/$JOB/dump" >"$T/post2.json"
+ID2=$(jq -r .incident "$T/post2.json")
+[ -n "$ID2" ] && [ "$ID2" != null ] || fail "the second POST dump: $(cat "$T/post2.json")"
+wait_for 60 test -s "$T/incidents/$JOB/$ID2/manifest.json" || fail "the second incident did not close"
+M2=$T/incidents/$JOB/$ID2/manifest.json
+expect '[.ranks[] | .answer] == ["received", "received", "unresponsive", "unresponsive"]' "$M2"
+expect '[.ranks[2,3] | .error] == ["node lost: node-b", "node lost: node-b"] and .ranks[2].dump == null' "$M2"
+[ -s "$T/incidents/$JOB/$ID2/rank-0.json" ] && [ ! -e "$T/incidents/$JOB/$ID2/rank-2.json" ] ||
+	fail "the second incident's files: $(ls "$T/incidents/$JOB/$ID2")"
+
+# --max-incidents-per-hour holds for node-held jobs too.
+[ "$(curl -s -o /dev/null -w '%{http_code}' --max-time 10 -X POST "${HTTP_HEADERS[@]}" "$HTTP/v1/jobs/$JOB/dump")" = 429 ] ||
+	fail "a third incident within the hour was not refused"
 echo PASS
