@@ -666,14 +666,6 @@ static void cl_judge(struct cl_incident *inc)
 
 /* Finishing: the manifest, as incident.c writes it. */
 
-struct cl_manifest {
-	uv_work_t req;
-	struct cl_incident *inc;
-	json_t *doc;
-	char path[PATH_MAX];
-	int err;
-};
-
 static enum fr_rank_status cl_status(enum cl_answer a)
 {
 	switch (a) {
@@ -731,16 +723,7 @@ static json_t *cl_manifest_doc(struct cl_incident *inc)
 								 json_null());
 		json_object_set_new(obj, "full_dump", json_boolean(cr->full));
 	}
-	json_object_set_new(doc, "trigger",
-			    json_pack("{s:o, s:o, s:o, s:f}", "rank",
-				      inc->trigger.rank >= 0 ? json_integer(inc->trigger.rank) :
-							       json_null(),
-				      "comm",
-				      inc->trigger.comm[0] ? json_string(inc->trigger.comm) : json_null(),
-				      "seq",
-				      inc->trigger.has_seq ? json_integer((json_int_t)inc->trigger.seq) :
-							     json_null(),
-				      "waited_s", inc->trigger.waited_s));
+	json_object_set_new(doc, "trigger", incident_trigger_json(&inc->trigger));
 	json_object_set_new(doc, "detected_ns", json_integer((json_int_t)inc->detected_ns));
 	json_object_set_new(doc, "incomplete", json_boolean(inc->incomplete));
 out:
@@ -749,72 +732,26 @@ out:
 	return doc;
 }
 
-static void cl_manifest_work(uv_work_t *req)
+/* The manifest is written (or could not be): the incident is over. */
+static void cl_done(void *arg, int err)
 {
-	struct cl_manifest *w = req->data;
-	char *text = json_dumps(w->doc, JSON_INDENT(2));
-
-	if (!text) {
-		w->err = -ENOMEM;
-		return;
-	}
-	w->err = fr_write_file_atomic_mode(w->path, text, strlen(text), 0640);
-	free(text);
-}
-
-static void cl_done(struct cl_incident *inc, int err, const char *path)
-{
+	struct cl_incident *inc = arg;
 	struct incident_record *rec = cl_record(inc);
 
-	if (err) {
-		daemon_log("cannot write %s: %s", path, strerror(-err));
-		inc->d->m.incident_write_errors++;
-	}
+	(void)err;
 	cl_update_record(inc);
 	rec->closed_ns = inc->closed_ns;
 	rec->incomplete = inc->incomplete;
-	daemon_log("incident %s of job %s closed%s: answered %" PRIu32 " of %" PRIu32 ", %s",
-		   inc->id, inc->job->id, inc->incomplete ? " (incomplete)" : "", rec->answered,
-		   rec->requested, inc->dir);
+	incident_log_closed(rec, inc->job->id, inc->dir);
 	inc->job->active = NULL;
 	cl_incident_free(inc);
 }
 
-static void cl_manifest_after(uv_work_t *req, int status)
-{
-	struct cl_manifest *w = req->data;
-	struct flightrecd *d = w->inc->d;
-
-	(void)status;
-	pthread_mutex_lock(&d->lock);
-	cl_done(w->inc, w->err, w->path);
-	pthread_mutex_unlock(&d->lock);
-	json_decref(w->doc);
-	free(w);
-}
-
 static void cl_finish(struct cl_incident *inc)
 {
-	struct cl_manifest *w = calloc(1, sizeof(*w));
-	char path[PATH_MAX];
-
 	inc->phase = CL_FINISHING;
 	inc->closed_ns = daemon_now_ns();
-	snprintf(path, sizeof(path), "%s/manifest.json", inc->dir);
-	if (!w || !(w->doc = cl_manifest_doc(inc))) {
-		free(w);
-		cl_done(inc, -ENOMEM, path);
-		return;
-	}
-	w->req.data = w;
-	w->inc = inc;
-	memcpy(w->path, path, sizeof(path));
-	if (uv_queue_work(inc->d->loop, &w->req, cl_manifest_work, cl_manifest_after)) {
-		cl_manifest_work(&w->req);
-		cl_done(inc, w->err, path);
-		json_decref(w->doc);
-		free(w);
-	}
+	incident_write_manifest(inc->d, inc->dir, cl_manifest_doc(inc), cl_done, inc);
 }
 
 /* Opening */

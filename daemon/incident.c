@@ -111,7 +111,9 @@ struct dump_write {
 
 struct manifest_write {
 	uv_work_t req;
-	struct incident *inc;
+	struct flightrecd *d;
+	void (*done)(void *arg, int err);
+	void *arg;
 	json_t *doc;
 	char path[PATH_MAX];
 	int err;
@@ -597,7 +599,7 @@ void incident_close(struct incident *inc, bool incomplete)
 		incident_finish(inc);
 }
 
-static json_t *trigger_json(const struct incident_trigger *t)
+json_t *incident_trigger_json(const struct incident_trigger *t)
 {
 	return json_pack("{s:o, s:o, s:o, s:f}", "rank",
 			 t->rank >= 0 ? json_integer(t->rank) : json_null(), "comm",
@@ -640,7 +642,7 @@ static json_t *incident_manifest(struct incident *inc)
 		if (rank >= 0 && (uint64_t)rank < inc->world_size)
 			annotate_rank(obj, (uint32_t)rank, &inc->ranks[rank]);
 	}
-	json_object_set_new(doc, "trigger", trigger_json(&inc->trigger));
+	json_object_set_new(doc, "trigger", incident_trigger_json(&inc->trigger));
 	json_object_set_new(doc, "detected_ns", json_integer((json_int_t)inc->detected_ns));
 	json_object_set_new(doc, "incomplete", json_boolean(inc->incomplete));
 	return doc;
@@ -649,7 +651,7 @@ static json_t *incident_manifest(struct incident *inc)
 static void manifest_work(uv_work_t *req)
 {
 	struct manifest_write *w = req->data;
-	char *text = json_dumps(w->doc, JSON_INDENT(2));
+	char *text = w->doc ? json_dumps(w->doc, JSON_INDENT(2)) : NULL;
 
 	if (!text) {
 		w->err = -ENOMEM;
@@ -659,22 +661,71 @@ static void manifest_work(uv_work_t *req)
 	free(text);
 }
 
-/* The manifest is on disk (or could not be): the incident is over. */
-static void incident_done(struct incident *inc, int err, const char *path)
+/* The manifest is on disk, or could not be (logged, counted); the caller holds the lock. */
+static void manifest_apply(struct manifest_write *w)
 {
-	struct flightrecd *d = inc->d;
+	if (w->err) {
+		daemon_log("cannot write %s: %s", w->path, strerror(-w->err));
+		w->d->m.incident_write_errors++;
+	}
+	w->done(w->arg, w->err);
+	json_decref(w->doc);
+	free(w);
+}
+
+static void manifest_after(uv_work_t *req, int status)
+{
+	struct manifest_write *w = req->data;
+	struct flightrecd *d = w->d;
+
+	(void)status;
+	pthread_mutex_lock(&d->lock);
+	manifest_apply(w);
+	pthread_mutex_unlock(&d->lock);
+}
+
+void incident_write_manifest(struct flightrecd *d, const char *dir, json_t *doc,
+			     void (*done)(void *arg, int err), void *arg)
+{
+	struct manifest_write *w = calloc(1, sizeof(*w));
+
+	if (!w) {
+		json_decref(doc);
+		daemon_log("cannot write %s/manifest.json: out of memory", dir);
+		d->m.incident_write_errors++;
+		done(arg, -ENOMEM);
+		return;
+	}
+	w->req.data = w;
+	w->d = d;
+	w->done = done;
+	w->arg = arg;
+	w->doc = doc;
+	snprintf(w->path, sizeof(w->path), "%s/manifest.json", dir);
+	if (!doc || uv_queue_work(d->loop, &w->req, manifest_work, manifest_after)) {
+		manifest_work(&w->req);
+		manifest_apply(w);
+	}
+}
+
+void incident_log_closed(const struct incident_record *rec, const char *job, const char *dir)
+{
+	daemon_log("incident %s of job %s closed%s: answered %" PRIu32 " of %" PRIu32 ", %s",
+		   rec->id, job, rec->incomplete ? " (incomplete)" : "", rec->answered,
+		   rec->requested, dir);
+}
+
+/* The manifest is on disk (or could not be): the incident is over. */
+static void incident_done(void *arg, int err)
+{
+	struct incident *inc = arg;
 	struct incident_record *rec = incident_record(inc);
 
-	if (err) {
-		daemon_log("cannot write %s: %s", path, strerror(-err));
-		d->m.incident_write_errors++;
-	}
+	(void)err;
 	incident_update_record(inc);
 	rec->closed_ns = inc->closed_ns;
 	rec->incomplete = inc->incomplete;
-	daemon_log("incident %s of job %s closed%s: answered %" PRIu32 " of %" PRIu32 ", %s",
-		   inc->id, inc->job->id, inc->incomplete ? " (incomplete)" : "", rec->answered,
-		   rec->requested, inc->dir);
+	incident_log_closed(rec, inc->job->id, inc->dir);
 	inc->job->active = NULL;
 	/* The ranks the daemon holds or held and that gave nothing. */
 	for (uint32_t i = 0; i < inc->world_size; i++)
@@ -685,40 +736,10 @@ static void incident_done(struct incident *inc, int err, const char *path)
 	incident_free(inc);
 }
 
-static void manifest_after(uv_work_t *req, int status)
-{
-	struct manifest_write *w = req->data;
-	struct flightrecd *d = w->inc->d;
-
-	(void)status;
-	pthread_mutex_lock(&d->lock);
-	incident_done(w->inc, w->err, w->path);
-	pthread_mutex_unlock(&d->lock);
-	json_decref(w->doc);
-	free(w);
-}
-
 /* Builds the manifest and writes it last, on the thread pool. */
 static void incident_finish(struct incident *inc)
 {
-	struct manifest_write *w = calloc(1, sizeof(*w));
-	char path[PATH_MAX];
-
-	snprintf(path, sizeof(path), "%s/manifest.json", inc->dir);
-	if (!w || !(w->doc = incident_manifest(inc))) {
-		free(w);
-		incident_done(inc, -ENOMEM, path);
-		return;
-	}
-	w->req.data = w;
-	w->inc = inc;
-	memcpy(w->path, path, sizeof(path));
-	if (uv_queue_work(inc->d->loop, &w->req, manifest_work, manifest_after)) {
-		manifest_work(&w->req);
-		incident_done(inc, w->err, path);
-		json_decref(w->doc);
-		free(w);
-	}
+	incident_write_manifest(inc->d, inc->dir, incident_manifest(inc), incident_done, inc);
 }
 
 static void dump_work(uv_work_t *req)

@@ -75,6 +75,18 @@ int incident_open_asked(struct flightrecd *d, struct job *job, const struct inci
  */
 int incident_make_dir_for(struct flightrecd *d, const char *job, uint64_t detected_ns, char *id,
 			  size_t idcap, char *dir, size_t dircap);
+/*
+ * Writes `doc` (taken; NULL when making it ran out of memory) as
+ * DIR/manifest.json on the thread pool, then calls done(arg, err) on the
+ * loop under the daemon's lock; a failure is logged and counted first.
+ * Every kind of incident ends so.
+ */
+void incident_write_manifest(struct flightrecd *d, const char *dir, json_t *doc,
+			     void (*done)(void *arg, int err), void *arg);
+/* The manifest's "trigger" object. */
+json_t *incident_trigger_json(const struct incident_trigger *t);
+/* The line every kind of incident logs once its manifest is written. */
+void incident_log_closed(const struct incident_record *rec, const char *job, const char *dir);
 /* Counts and logs an incident refused by the rate limit. */
 void incident_suppress(struct flightrecd *d, struct job *job, const char *reason,
 		       uint64_t retry_after_s);
