@@ -153,14 +153,11 @@ static void cl_set_error(struct cl_rank *r, const char *fmt, ...) __attribute__(
 
 static void cl_set_error(struct cl_rank *r, const char *fmt, ...)
 {
-	char msg[512];
 	va_list ap;
 
 	va_start(ap, fmt);
-	vsnprintf(msg, sizeof(msg), fmt, ap);
+	incident_vset_text(&r->error, fmt, ap);
 	va_end(ap);
-	free(r->error);
-	r->error = strdup(msg);
 }
 
 static struct cl_job *cl_job_find(const char *id)
@@ -235,33 +232,22 @@ static void cl_update_record(struct cl_incident *inc)
 static int cl_add_record(struct cl_incident *inc, const char *summary)
 {
 	struct cl_job *j = inc->job;
-	struct incident_record *rec;
+	size_t n = j->nrecords;
+	uint32_t *w;
 
-	if (j->nrecords == DAEMON_MAX_INCIDENT_RECORDS) {
-		memmove(j->records, j->records + 1, (j->nrecords - 1) * sizeof(*j->records));
-		memmove(j->record_world, j->record_world + 1,
-			(j->nrecords - 1) * sizeof(*j->record_world));
-		j->nrecords--;
-	} else {
-		uint32_t *w;
-
-		rec = realloc(j->records, (j->nrecords + 1) * sizeof(*rec));
-		if (!rec)
-			return -ENOMEM;
-		j->records = rec;
-		w = realloc(j->record_world, (j->nrecords + 1) * sizeof(*w));
+	if (n < DAEMON_MAX_INCIDENT_RECORDS) {
+		w = realloc(j->record_world, (n + 1) * sizeof(*w));
 		if (!w)
 			return -ENOMEM;
 		j->record_world = w;
 	}
-	rec = &j->records[j->nrecords];
-	memset(rec, 0, sizeof(*rec));
-	snprintf(rec->id, sizeof(rec->id), "%s", inc->id);
-	snprintf(rec->reason, sizeof(rec->reason), "%s", inc->reason);
-	snprintf(rec->summary, sizeof(rec->summary), "%s", summary);
-	rec->opened_ns = inc->opened_ns;
-	j->record_world[j->nrecords] = inc->world_size;
-	j->nrecords++;
+	if (!incident_record_push(&j->records, &j->nrecords, inc->id, inc->reason, summary,
+				  inc->opened_ns))
+		return -ENOMEM;
+	/* The world sizes go with their records, the oldest dropped alike. */
+	if (j->nrecords == n)
+		memmove(j->record_world, j->record_world + 1, (n - 1) * sizeof(*j->record_world));
+	j->record_world[j->nrecords - 1] = inc->world_size;
 	return 0;
 }
 
@@ -306,6 +292,14 @@ static struct conn *cl_node_conn(const struct cl_incident *inc, int i)
 	    strcmp(name, inc->nodes[i].name) == 0)
 		return c;
 	return NULL;
+}
+
+/* Rank `cr`'s full dump is not coming: why (its summary stays). */
+static void cl_stop_fetch(struct cl_rank *cr, const char *why)
+{
+	cr->fetching = false;
+	cl_drop_upload(cr);
+	cl_set_error(cr, "its full dump was not fetched: %s", why);
 }
 
 /* Steps */
@@ -369,19 +363,15 @@ static void cl_write_work(uv_work_t *req)
 {
 	struct cl_write *w = req->data;
 	struct fr_trace t = { 0 };
-	char name[32];
 
-	snprintf(name, sizeof(name), "rank-%" PRIu32 ".json", w->rank);
-	if (fr_dump_parse((const char *)w->data, w->len, name, &t, w->err, sizeof(w->err)))
+	if (!incident_dump_check(w->data, w->len, w->job, w->rank, &t, w->err, sizeof(w->err)))
 		return;
-	if (t.rank != w->rank || strcmp(t.job, w->job) != 0) {
-		snprintf(w->err, sizeof(w->err),
-			 "%s: dump is of job %s rank %" PRIu32 ", expected job %s rank %" PRIu32, name,
-			 t.job, t.rank, w->job, w->rank);
-	} else if (!w->full && !t.summary) {
-		snprintf(w->err, sizeof(w->err), "%s: a full dump where a summary was due", name);
+	if (!w->full && !t.summary) {
+		snprintf(w->err, sizeof(w->err), "rank-%" PRIu32 ".json: a full dump where a summary was due",
+			 w->rank);
 	} else if (w->full && t.summary) {
-		snprintf(w->err, sizeof(w->err), "%s: a summary where the full dump was due", name);
+		snprintf(w->err, sizeof(w->err), "rank-%" PRIu32 ".json: a summary where the full dump was due",
+			 w->rank);
 	} else {
 		w->valid = true;
 		snprintf(w->host, sizeof(w->host), "%s", t.host);
@@ -491,15 +481,7 @@ static bool cl_charge(void *ctx, struct upload *up, uint64_t grow, uint32_t len,
 {
 	(void)ctx;
 	(void)len;
-	if (!grow || budget_charge_job(NULL, BUDGET_UPLOADS, grow)) {
-		up->charged += grow;
-		return true;
-	}
-	snprintf(why, cap,
-		 "over the daemon's memory budget (--max-memory %" PRIu64 "): %" PRIu64
-		 " more bytes of a dump of %" PRIu64 " refused",
-		 budget_max(), grow, up->total);
-	return false;
+	return incident_charge_upload(NULL, up, grow, why, cap);
 }
 
 /*
@@ -937,6 +919,20 @@ unsigned cluster_incident_manual(struct flightrecd *d, const char *job, char *id
 
 /* What the nodes send */
 
+/* Rank `cr` has no summary (or, `full`, no full dump) for `why`. */
+static void cl_refuse(struct cl_incident *inc, struct cl_rank *cr, bool full, const char *why)
+{
+	if (full) {
+		cl_stop_fetch(cr, why);
+		cl_check_fetched(inc);
+		return;
+	}
+	cl_drop_upload(cr);
+	cr->answer = CL_FAILED;
+	cl_set_error(cr, "%s", why);
+	cl_update_record(inc);
+}
+
 /* A piece of a full dump asked for over HTTP; true when one was waiting for it. */
 static bool cl_fetch_piece(struct flightrecd *d, const char *node,
 			   const struct fr_msg_node_summary *m);
@@ -962,16 +958,7 @@ void cluster_incident_summary(struct flightrecd *d, const char *node,
 		   cr->answer != CL_PENDING || inc->phase != CL_COLLECTING)
 		goto ignore;
 	if (m->flags & FR_NODE_SUMMARY_FAILED) {
-		cl_drop_upload(cr);
-		if (full) {
-			cr->fetching = false;
-			cl_set_error(cr, "its full dump was not fetched: %s", m->reason);
-			cl_check_fetched(inc);
-		} else {
-			cr->answer = CL_FAILED;
-			cl_set_error(cr, "%s", m->reason);
-			cl_update_record(inc);
-		}
+		cl_refuse(inc, cr, full, m->reason);
 		return;
 	}
 	switch (cl_append(&cr->up, m, d->cfg.max_dump_size, why, sizeof(why))) {
@@ -979,15 +966,7 @@ void cluster_incident_summary(struct flightrecd *d, const char *node,
 		d->m.dumps_rejected++;
 		ratelog("dump upload", j->id, "rejected the %s of job %s rank %" PRIu32 " for incident %s: %s",
 			full ? "full dump" : "summary", j->id, m->rank, inc->id, why);
-		if (full) {
-			cr->fetching = false;
-			cl_set_error(cr, "its full dump was refused: %s", why);
-			cl_check_fetched(inc);
-		} else {
-			cr->answer = CL_FAILED;
-			cl_set_error(cr, "%s", why);
-			cl_update_record(inc);
-		}
+		cl_refuse(inc, cr, full, why);
 		break;
 	case UPLOAD_COMPLETE:
 		cl_upload_complete(inc, m->rank, full);
@@ -1043,11 +1022,8 @@ void cluster_incident_node_lost(struct flightrecd *d, const char *node)
 				cl_set_error(cr, "%s", why);
 				cl_drop_upload(cr);
 			}
-			if (cr->fetching) {
-				cr->fetching = false;
-				cl_drop_upload(cr);
-				cl_set_error(cr, "its full dump was not fetched: %s", why);
-			}
+			if (cr->fetching)
+				cl_stop_fetch(cr, why);
 		}
 		if (inc->phase == CL_COLLECTING) {
 			cl_update_record(inc);
@@ -1078,27 +1054,31 @@ static void cl_give_up(struct cl_incident *inc)
 				cl_set_error(cr, "node %s sent no summary of it by the deadline", node);
 			cl_drop_upload(cr);
 		}
-		if (cr->fetching) {
-			cr->fetching = false;
-			cl_drop_upload(cr);
-			cl_set_error(cr, "its full dump did not come from node %s by the deadline", node);
-		}
+		if (cr->fetching)
+			cl_stop_fetch(cr, "its node did not send it by the deadline");
 	}
 	for (size_t i = 0; i < inc->nnodes; i++)
 		inc->nodes[i].done = true;
 }
 
-void cluster_incident_tick(struct flightrecd *d, uint64_t now_mono)
+/*
+ * Gives up, at the deadline or when stopping (`stopping`), on what the
+ * incidents waiting on their nodes are still owed, and answers the rank
+ * fetches over HTTP past theirs (all of them when stopping).
+ */
+static void cl_expire(uint64_t now_mono, bool stopping)
 {
-	(void)d;
 	for (struct cl_job *j = cl.jobs; j; j = j->next) {
 		struct cl_incident *inc = j->active;
 
-		if (!inc || now_mono < inc->deadline_mono ||
+		if (!inc || (!stopping && now_mono < inc->deadline_mono) ||
 		    (inc->phase != CL_COLLECTING && inc->phase != CL_FETCHING))
 			continue;
-		daemon_log("incident %s of job %s: %s deadline passed", inc->id, j->id,
-			   inc->phase == CL_COLLECTING ? "summary" : "full dump");
+		if (stopping)
+			inc->incomplete = true;
+		else
+			daemon_log("incident %s of job %s: %s deadline passed", inc->id, j->id,
+				   inc->phase == CL_COLLECTING ? "summary" : "full dump");
 		cl_give_up(inc);
 		if (inc->phase == CL_COLLECTING)
 			cl_check_collected(inc);
@@ -1106,30 +1086,22 @@ void cluster_incident_tick(struct flightrecd *d, uint64_t now_mono)
 			cl_check_fetched(inc);
 	}
 	for (size_t k = 0; k < CLUSTER_FETCHES_MAX; k++)
-		if (cl.fetches[k] && now_mono >= cl.fetches[k]->deadline_mono)
+		if (cl.fetches[k] && (stopping || now_mono >= cl.fetches[k]->deadline_mono))
 			cl_fetch_answer(cl.fetches[k], MHD_HTTP_SERVICE_UNAVAILABLE,
-					"the rank's node did not send its full dump in time");
+					stopping ? "the daemon is stopping" :
+						   "the rank's node did not send its full dump in time");
+}
+
+void cluster_incident_tick(struct flightrecd *d, uint64_t now_mono)
+{
+	(void)d;
+	cl_expire(now_mono, false);
 }
 
 void cluster_incident_stop(struct flightrecd *d)
 {
 	(void)d;
-	for (struct cl_job *j = cl.jobs; j; j = j->next) {
-		struct cl_incident *inc = j->active;
-
-		if (!inc || (inc->phase != CL_COLLECTING && inc->phase != CL_FETCHING))
-			continue;
-		inc->incomplete = true;
-		cl_give_up(inc);
-		if (inc->phase == CL_COLLECTING)
-			cl_check_collected(inc);
-		else
-			cl_check_fetched(inc);
-	}
-	for (size_t k = 0; k < CLUSTER_FETCHES_MAX; k++)
-		if (cl.fetches[k])
-			cl_fetch_answer(cl.fetches[k], MHD_HTTP_SERVICE_UNAVAILABLE,
-					"the daemon is stopping");
+	cl_expire(0, true);
 }
 
 json_t *cluster_incident_records_json(const struct flightrecd *d, const char *job)

@@ -127,16 +127,22 @@ bool incident_collecting(const struct incident *inc)
 static void rank_set_error(struct incident_rank *ir, const char *fmt, ...)
 	__attribute__((format(printf, 2, 3)));
 
-static void rank_set_error(struct incident_rank *ir, const char *fmt, ...)
+void incident_vset_text(char **slot, const char *fmt, va_list ap)
 {
 	char msg[512];
+
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	free(*slot);
+	*slot = strdup(msg);
+}
+
+static void rank_set_error(struct incident_rank *ir, const char *fmt, ...)
+{
 	va_list ap;
 
 	va_start(ap, fmt);
-	vsnprintf(msg, sizeof(msg), fmt, ap);
+	incident_vset_text(&ir->error, fmt, ap);
 	va_end(ap);
-	free(ir->error);
-	ir->error = strdup(msg);
 }
 
 static struct incident_record *incident_record(struct incident *inc)
@@ -251,28 +257,36 @@ static int incident_make_dir(struct incident *inc)
 				     sizeof(inc->id), inc->dir, sizeof(inc->dir));
 }
 
+struct incident_record *incident_record_push(struct incident_record **records, size_t *n,
+					     const char *id, const char *reason,
+					     const char *summary, uint64_t opened_ns)
+{
+	struct incident_record *rec;
+
+	if (*n == DAEMON_MAX_INCIDENT_RECORDS) {
+		memmove(*records, *records + 1, (*n - 1) * sizeof(**records));
+		(*n)--;
+	} else {
+		rec = realloc(*records, (*n + 1) * sizeof(*rec));
+		if (!rec)
+			return NULL;
+		*records = rec;
+	}
+	rec = &(*records)[(*n)++];
+	memset(rec, 0, sizeof(*rec));
+	snprintf(rec->id, sizeof(rec->id), "%s", id);
+	snprintf(rec->reason, sizeof(rec->reason), "%s", reason);
+	snprintf(rec->summary, sizeof(rec->summary), "%s", summary);
+	rec->opened_ns = opened_ns;
+	return rec;
+}
+
 static int incident_add_record(struct incident *inc, const struct fr_verdict *v)
 {
 	struct job *job = inc->job;
-	struct incident_record *rec;
 
-	if (job->nrecords == DAEMON_MAX_INCIDENT_RECORDS) {
-		memmove(job->records, job->records + 1,
-			(job->nrecords - 1) * sizeof(*job->records));
-		job->nrecords--;
-	} else {
-		rec = realloc(job->records, (job->nrecords + 1) * sizeof(*rec));
-		if (!rec)
-			return -ENOMEM;
-		job->records = rec;
-	}
-	rec = &job->records[job->nrecords++];
-	memset(rec, 0, sizeof(*rec));
-	snprintf(rec->id, sizeof(rec->id), "%s", inc->id);
-	snprintf(rec->reason, sizeof(rec->reason), "%s", inc->reason);
-	snprintf(rec->summary, sizeof(rec->summary), "%s", v->summary);
-	rec->opened_ns = inc->opened_ns;
-	return 0;
+	return incident_record_push(&job->records, &job->nrecords, inc->id, inc->reason,
+				    v->summary, inc->opened_ns) ? 0 : -ENOMEM;
 }
 
 static void incident_request(struct incident *inc, struct conn *c)
@@ -742,21 +756,30 @@ static void incident_finish(struct incident *inc)
 	incident_write_manifest(inc->d, inc->dir, incident_manifest(inc), incident_done, inc);
 }
 
+bool incident_dump_check(const uint8_t *data, size_t len, const char *job, uint32_t rank,
+			 struct fr_trace *t, char *err, size_t cap)
+{
+	char name[32];
+
+	snprintf(name, sizeof(name), "rank-%" PRIu32 ".json", rank);
+	if (fr_dump_parse((const char *)data, len, name, t, err, cap))
+		return false;
+	if (t->rank != rank || strcmp(t->job, job) != 0) {
+		snprintf(err, cap, "%s: dump is of job %s rank %" PRIu32 ", expected job %s rank %" PRIu32,
+			 name, t->job, t->rank, job, rank);
+		fr_trace_free(t);
+		return false;
+	}
+	return true;
+}
+
 static void dump_work(uv_work_t *req)
 {
 	struct dump_write *w = req->data;
 	struct fr_trace t = { 0 };
-	char name[32];
 
-	snprintf(name, sizeof(name), "rank-%" PRIu32 ".json", w->rank);
-	if (fr_dump_parse((const char *)w->data, w->len, name, &t, w->err, sizeof(w->err)))
+	if (!incident_dump_check(w->data, w->len, w->job, w->rank, &t, w->err, sizeof(w->err)))
 		return;
-	if (t.rank != w->rank || strcmp(t.job, w->job) != 0) {
-		snprintf(w->err, sizeof(w->err), "%s: dump is of job %s rank %" PRIu32 ", expected job %s rank %" PRIu32,
-			 name, t.job, t.rank, w->job, w->rank);
-		fr_trace_free(&t);
-		return;
-	}
 	fr_trace_free(&t);
 	w->valid = true;
 	w->write_err = fr_write_file_atomic_mode(w->path, w->data, w->len, 0640);
@@ -888,7 +911,13 @@ static bool upload_charge(void *ctx, struct upload *up, uint64_t grow, uint32_t 
 	struct incident *inc = ctx;
 
 	(void)len;
-	if (!grow || budget_charge_job(inc->job, BUDGET_UPLOADS, grow)) {
+	return incident_charge_upload(inc->job, up, grow, why, cap);
+}
+
+bool incident_charge_upload(struct job *job, struct upload *up, uint64_t grow, char *why,
+			    size_t cap)
+{
+	if (!grow || budget_charge_job(job, BUDGET_UPLOADS, grow)) {
 		up->charged += grow;
 		return true;
 	}

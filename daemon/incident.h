@@ -2,7 +2,9 @@
 #ifndef FR_DAEMON_INCIDENT_H
 #define FR_DAEMON_INCIDENT_H
 
+#include <stdarg.h>
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <jansson.h>
 
@@ -10,6 +12,7 @@
 
 struct conn;
 struct flightrecd;
+struct fr_trace;
 struct fr_verdict;
 struct incident;
 struct incident_record;
@@ -87,6 +90,23 @@ void incident_write_manifest(struct flightrecd *d, const char *dir, json_t *doc,
 json_t *incident_trigger_json(const struct incident_trigger *t);
 /* The line every kind of incident logs once its manifest is written. */
 void incident_log_closed(const struct incident_record *rec, const char *job, const char *dir);
+/* Shared with cluster_incident.c, which keeps its own kind of incident. */
+/* *slot (owned) becomes the formatted text. */
+void incident_vset_text(char **slot, const char *fmt, va_list ap);
+/* A new record at the end of `*records` (the oldest dropped past
+ * DAEMON_MAX_INCIDENT_RECORDS); NULL when out of memory. */
+struct incident_record *incident_record_push(struct incident_record **records, size_t *n,
+					     const char *id, const char *reason,
+					     const char *summary, uint64_t opened_ns);
+/* Parses a dump that should be rank `rank`'s of `job` into `t` (the caller
+ * frees it); false with `err` saying why when it is not. */
+bool incident_dump_check(const uint8_t *data, size_t len, const char *job, uint32_t rank,
+			 struct fr_trace *t, char *err, size_t cap);
+/* Charges `grow` more bytes of `up` to the memory budget (and to `job`,
+ * NULL: none); false with `why` when over it. */
+struct upload;
+bool incident_charge_upload(struct job *job, struct upload *up, uint64_t grow, char *why,
+			    size_t cap);
 /* Counts and logs an incident refused by the rate limit. */
 void incident_suppress(struct flightrecd *d, struct job *job, const char *reason,
 		       uint64_t retry_after_s);
