@@ -1117,12 +1117,16 @@ json_t *cluster_incident_records_json(const struct flightrecd *d, const char *jo
 
 static void cl_fetch_answer(struct cl_fetch *f, unsigned status, const char *why)
 {
+	uint64_t charged = f->up.charged;
+
 	for (size_t k = 0; k < CLUSTER_FETCHES_MAX; k++)
 		if (cl.fetches[k] == f)
 			cl.fetches[k] = NULL;
+	/* The bytes go to the request, which sends them and frees them;
+	 * the budget's charge ends here. */
 	if (status == MHD_HTTP_OK)
 		*f->data = upload_take(&f->up, f->len);
-	budget_release_job(NULL, BUDGET_UPLOADS, f->up.charged);
+	budget_release_job(NULL, BUDGET_UPLOADS, charged);
 	upload_reset(&f->up);
 	handover_finish(f->h, status, why);
 	free(f);
@@ -1192,7 +1196,8 @@ void cluster_incident_fetch_rank(struct flightrecd *d, struct handover *h, const
 		if (strcmp(j->records[i].id, incident) == 0)
 			world = j->record_world[i];
 	if (!world) {
-		handover_finish(h, MHD_HTTP_NOT_FOUND, j ? "no such incident" : "no such job");
+		handover_finish(h, MHD_HTTP_NOT_FOUND,
+				j ? "no such incident" : "no incident of a job the node daemons hold");
 		return;
 	}
 	if (rank >= world) {
