@@ -113,6 +113,7 @@ struct cl_incident {
 	size_t nnodes;
 	struct cl_node *nodes;
 	unsigned writes;        /* dumps on the thread pool */
+	uint64_t charged;       /* `ranks`, charged to the memory budget */
 	enum cl_phase phase;
 	bool incomplete;
 	json_t *verdict;        /* the live verdict when it opened, then the judged one */
@@ -268,6 +269,7 @@ static void cl_incident_free(struct cl_incident *inc)
 		free(inc->ranks[i].error);
 	}
 	free(inc->ranks);
+	budget_release_job(NULL, BUDGET_UPLOADS, inc->charged);
 	free(inc->nodes);
 	json_decref(inc->verdict);
 	free(inc);
@@ -828,8 +830,21 @@ static int cl_open(struct flightrecd *d, const char *job, const struct incident_
 		return -EDQUOT;
 	}
 	inc = calloc(1, sizeof(*inc));
-	if (!inc || !(inc->ranks = calloc(world_size, sizeof(*inc->ranks)))) {
+	if (!inc)
+		return -ENOMEM;
+	/* A rank's record costs some 300 bytes: 30 MB at 100,000 ranks, held
+	 * like the uploads it waits for, within --max-memory. */
+	inc->charged = (uint64_t)world_size * sizeof(*inc->ranks);
+	if (!budget_charge_job(NULL, BUDGET_UPLOADS, inc->charged)) {
+		daemon_log("cannot open an incident for job %s: its %" PRIu32
+			   " ranks' records are over the daemon's memory budget (--max-memory %" PRIu64 ")",
+			   job, world_size, budget_max());
 		free(inc);
+		return -ENOMEM;
+	}
+	inc->ranks = calloc(world_size, sizeof(*inc->ranks));
+	if (!inc->ranks) {
+		cl_incident_free(inc);
 		return -ENOMEM;
 	}
 	inc->d = d;

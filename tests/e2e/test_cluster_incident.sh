@@ -121,6 +121,8 @@ http_get "/v1/jobs/$JOB/incidents" | jq -e --arg id "$ID" \
 http_get "/v1/jobs/$JOB/incidents/$ID/ranks/1" >"$T/rank1.json"
 jq -e '.rank == 1 and .summary == null and (.entries | length) > 0' "$T/rank1.json" >/dev/null ||
 	fail "GET .../ranks/1 is not rank 1's full dump: $(head -c 600 "$T/rank1.json")"
+# What the summaries and full dumps held of the memory budget is given back.
+wait_for 5 metric_is memory_uploads_bytes 0 || fail "the central daemon still holds $(metric memory_uploads_bytes) bytes of uploads"
 [ "$(http_status "/v1/jobs/$JOB/incidents/$ID/ranks/4")" = 404 ] || fail "a rank past the world is not 404"
 [ "$(http_status "/v1/jobs/$JOB/incidents/20990101T000000Z-1/ranks/1")" = 404 ] || fail "an unknown incident is not 404"
 
