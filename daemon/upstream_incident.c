@@ -71,8 +71,30 @@ struct ui_work {
 	char err[FR_REASON_MAX + 1];
 };
 
+/*
+ * Full dumps read for NODE_FETCH and not sent yet, at most: past it a
+ * fetch is answered FAILED at once, so that a central daemon asking for
+ * many cannot make the node hold them all.
+ */
+#define UI_FETCH_BYTES_MAX (128ull << 20)
+/* Fetches waiting for room under it, at most; more are answered FAILED. */
+#define UI_FETCHES_WAITING_MAX 256
+
+/* A NODE_FETCH waiting for room. */
+struct ui_fetch {
+	char incident[FR_INCIDENT_MAX + 1];
+	char job[FR_JOB_MAX + 1];
+	uint32_t rank;
+	char path[PATH_MAX];
+};
+
 static struct {
 	struct flightrecd *d;
+	/* Bytes of full dumps queued, and fetches being read (counted at
+	 * --max-dump-size each until read). */
+	uint64_t fetch_bytes;
+	struct ui_fetch *waiting;       /* a ring of UI_FETCHES_WAITING_MAX */
+	size_t waiting_first, nwaiting;
 	struct ui_incident inc[UPSTREAM_INCIDENTS_KEPT];
 	uint64_t made;
 	struct ui_out *head, **tail;
@@ -97,10 +119,18 @@ static void out_push(struct ui_out *o)
 	upstream_incident_pump();
 }
 
+static void fetch_resume(void);
+
 static void out_free(struct ui_out *o)
 {
+	bool full = o->flags & FR_NODE_SUMMARY_FULL;
+
+	if (full)
+		ui.fetch_bytes -= o->len;
 	free(o->data);
 	free(o);
+	if (full)
+		fetch_resume();
 }
 
 /* Queues rank `rank`'s summary or full dump (`data` taken), or its failure (`data` NULL). */
@@ -124,6 +154,8 @@ static void send_rank(const char *incident, const char *job, uint32_t rank, bool
 	} else {
 		o->data = data;
 		o->len = len;
+		if (full)
+			ui.fetch_bytes += len;
 	}
 	out_push(o);
 }
@@ -201,6 +233,8 @@ void upstream_incident_pump(void)
 
 void upstream_incident_disconnected(void)
 {
+	/* First, so that freeing the queue starts none of them. */
+	ui.nwaiting = 0;
 	while (ui.head) {
 		struct ui_out *o = ui.head;
 
@@ -307,6 +341,9 @@ static void work_after(uv_work_t *req, int status)
 	struct ui_incident *inc = w->inc;
 
 	(void)status;
+	if (w->full)
+		ui.fetch_bytes -= w->max_size;
+	/* Counted again below at its real size, before the next may start. */
 	if (inc) {
 		inc->works--;
 		if (w->data)
@@ -350,6 +387,8 @@ static void work_queue(struct flightrecd *d, struct ui_incident *inc, const char
 		inc->works++;
 	}
 	w->max_size = d->cfg.max_dump_size;
+	if (full)
+		ui.fetch_bytes += w->max_size;
 	if (uv_queue_work(d->loop, &w->req, work_run, work_after)) {
 		work_run(&w->req);
 		work_after(&w->req, 0);
@@ -488,10 +527,29 @@ static void dump_request(struct flightrecd *d, const struct fr_msg_node_dump_req
 		   job->records[job->nrecords - 1].id, job->id, m->incident, inc->dir);
 }
 
+/* Whether a full dump of up to --max-dump-size fits under UI_FETCH_BYTES_MAX now. */
+static bool fetch_room(const struct flightrecd *d)
+{
+	return ui.fetch_bytes + d->cfg.max_dump_size <= UI_FETCH_BYTES_MAX || !ui.fetch_bytes;
+}
+
+/* Starts the fetches that waited, while there is room. */
+static void fetch_resume(void)
+{
+	while (ui.nwaiting && ui.d && fetch_room(ui.d)) {
+		struct ui_fetch *f = &ui.waiting[ui.waiting_first];
+
+		ui.waiting_first = (ui.waiting_first + 1) % UI_FETCHES_WAITING_MAX;
+		ui.nwaiting--;
+		work_queue(ui.d, NULL, f->incident, f->job, f->rank, f->path, true);
+	}
+}
+
 /* NODE_FETCH: only a full dump of an incident this node made for the central daemon. */
 static void fetch(struct flightrecd *d, const struct fr_msg_node_fetch *m)
 {
 	struct ui_incident *inc = slot_find(m->incident, m->job);
+	struct ui_fetch *f;
 	char path[PATH_MAX];
 
 	if (!inc || !inc->dir[0]) {
@@ -502,7 +560,23 @@ static void fetch(struct flightrecd *d, const struct fr_msg_node_fetch *m)
 	/* The rank is a number and the directory the node's own: no path
 	 * the central daemon sends is followed. */
 	snprintf(path, sizeof(path), "%s/rank-%" PRIu32 ".json", inc->dir, m->rank);
-	work_queue(d, NULL, m->incident, m->job, m->rank, path, true);
+	if (fetch_room(d) && !ui.nwaiting) {
+		work_queue(d, NULL, m->incident, m->job, m->rank, path, true);
+		return;
+	}
+	/* Full dumps being read or sent already hold their share of memory. */
+	if (!ui.waiting)
+		ui.waiting = calloc(UI_FETCHES_WAITING_MAX, sizeof(*ui.waiting));
+	if (!ui.waiting || ui.nwaiting == UI_FETCHES_WAITING_MAX) {
+		send_rank(m->incident, m->job, m->rank, true, NULL, 0,
+			  "the node has too many full dumps to send: ask again later");
+		return;
+	}
+	f = &ui.waiting[(ui.waiting_first + ui.nwaiting++) % UI_FETCHES_WAITING_MAX];
+	memcpy(f->incident, m->incident, sizeof(f->incident));
+	memcpy(f->job, m->job, sizeof(f->job));
+	f->rank = m->rank;
+	memcpy(f->path, path, sizeof(f->path));
 }
 
 int upstream_incident_frame(struct flightrecd *d, unsigned type, const uint8_t *p, size_t len)
