@@ -1119,6 +1119,19 @@ void cluster_incident_stop(struct flightrecd *d)
 	cl_expire(0, true);
 }
 
+void cluster_incident_free_all(void)
+{
+	while (cl.jobs) {
+		struct cl_job *j = cl.jobs;
+
+		cl.jobs = j->next;
+		if (j->active)
+			cl_incident_free(j->active);
+		cl_job_free(j);
+	}
+	cl.njobs = 0;
+}
+
 json_t *cluster_incident_records_json(const struct flightrecd *d, const char *job)
 {
 	struct cl_job *j = cl_job_find(job);

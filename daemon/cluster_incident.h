@@ -46,6 +46,8 @@ void cluster_incident_node_lost(struct flightrecd *d, const char *node);
 void cluster_incident_tick(struct flightrecd *d, uint64_t now_mono);
 /* The daemon is stopping: every incident closes now, marked incomplete. */
 void cluster_incident_stop(struct flightrecd *d);
+/* After the loop ended: frees the jobs' records (no incident is open). */
+void cluster_incident_free_all(void);
 
 /*
  * POST /v1/jobs/<job>/dump for a job the nodes hold: opens an incident

@@ -939,6 +939,7 @@ int main(int argc, char **argv)
 	http_stop(&d);
 	registry_free(&d);
 	nodes_free();
+	cluster_incident_free_all();
 	config_args_free(&d.file);
 	uv_loop_close(d.loop);
 	pthread_mutex_destroy(&d.lock);

@@ -235,6 +235,8 @@ void upstream_incident_disconnected(void)
 {
 	/* First, so that freeing the queue starts none of them. */
 	ui.nwaiting = 0;
+	free(ui.waiting);
+	ui.waiting = NULL;
 	while (ui.head) {
 		struct ui_out *o = ui.head;
 
