@@ -21,6 +21,7 @@
 #include "addr.h"
 #include "budget.h"
 #include "clock.h"
+#include "cluster_incident.h"
 #include "handover.h"
 #include "http_conns.h"
 #include "http_incidents.h"
@@ -602,6 +603,19 @@ static enum MHD_Result handle_job(struct flightrecd *d, struct MHD_Connection *m
 
 	pthread_mutex_lock(&d->lock);
 	job = registry_job_find(d, id);
+	if (!job && incidents) {
+		/* A job the nodes hold, or held: its incidents are the central daemon's. */
+		json_t *records = cluster_incident_records_json(d, id);
+		bool known = records || nodes_job_known(id, &world_size);
+
+		pthread_mutex_unlock(&d->lock);
+		if (!known)
+			return http_error(mc, MHD_HTTP_NOT_FOUND, "no such job");
+		doc = json_pack("{s:o}", "incidents", records ? records : json_array());
+		if (!doc)
+			return http_error(mc, MHD_HTTP_INTERNAL_SERVER_ERROR, "out of memory");
+		return http_reply_json(mc, MHD_HTTP_OK, doc);
+	}
 	/* The nodes' ranks are copied under the lock, made into JSON without it. */
 	err = incidents ? 0 : nodes_job_ranks_take(id, &copy);
 	if (err || incidents)
@@ -621,16 +635,18 @@ static enum MHD_Result handle_job(struct flightrecd *d, struct MHD_Connection *m
 		 * said of it and the verdict of their aggregates, no live view
 		 * (the central daemon holds none). */
 		json_t *verdict = node_watchdog_verdict(d, id);
+		json_t *records = cluster_incident_records_json(d, id);
 
 		pthread_mutex_unlock(&d->lock);
 		node_ranks = json_array();
 		if (node_ranks)
 			nodes_ranks_copy_json(&copy, node_ranks);
 		nodes_ranks_copy_free(&copy);
-		doc = json_pack("{s:s, s:I, s:s, s:o, s:[], s:o, s:[]}", "job", id, "world_size",
+		doc = json_pack("{s:s, s:I, s:s, s:o, s:[], s:o, s:o}", "job", id, "world_size",
 				(json_int_t)world_size, "status", "running", "ranks",
 				node_ranks ? node_ranks : json_array(), "communicators",
-				"verdict", verdict ? verdict : json_null(), "incidents");
+				"verdict", verdict ? verdict : json_null(), "incidents",
+				records ? records : json_array());
 		if (!doc)
 			return http_error(mc, MHD_HTTP_INTERNAL_SERVER_ERROR, "out of memory");
 		return http_reply_json(mc, MHD_HTTP_OK, doc);
@@ -891,8 +907,7 @@ static void dump_take(struct flightrecd *d, struct handover *h, uint64_t now_mon
 	struct dump_req *dr = (struct dump_req *)h;
 	const char *id = dr->job;
 	struct incident_trigger t = { .reason = "manual", .rank = -1 };
-	struct fr_verdict v = { 0 };
-	struct live_view lv;
+	uint32_t world_size;
 	struct job *job;
 	unsigned status = MHD_HTTP_ACCEPTED;
 	char error[sizeof(h->error)] = "";
@@ -902,6 +917,16 @@ static void dump_take(struct flightrecd *d, struct handover *h, uint64_t now_mon
 	if (d->stopping) {
 		status = MHD_HTTP_SERVICE_UNAVAILABLE;
 		snprintf(error, sizeof(error), "the daemon is stopping");
+	} else if (!job && nodes_job_known(id, &world_size)) {
+		/* A job the node daemons hold: they dump it (cluster_incident.c). */
+		status = cluster_incident_manual(d, id, dr->incident, sizeof(dr->incident),
+						 &dr->requested, &retry_after, error, sizeof(error));
+		if (status == MHD_HTTP_ACCEPTED) {
+			snprintf(dr->path, sizeof(dr->path), "%s/%s/%s", d->cfg.dump_dir, id,
+				 dr->incident);
+			daemon_log("incident %s of job %s was asked for over HTTP by %s", dr->incident,
+				   id, dr->client);
+		}
 	} else if (!job) {
 		status = MHD_HTTP_NOT_FOUND;
 		snprintf(error, sizeof(error), "no such job");
@@ -920,42 +945,17 @@ static void dump_take(struct flightrecd *d, struct handover *h, uint64_t now_mon
 			 "the job opened --max-incidents-per-hour %" PRIu32
 			 " incidents; the next may open in %" PRIu64 " s",
 			 d->cfg.max_incidents_per_hour, retry_after);
-	} else if (registry_live_view(d, job, false, &lv)) {
+	} else if (incident_open_asked(d, job, &t, NULL)) {
 		status = MHD_HTTP_INTERNAL_SERVER_ERROR;
-		snprintf(error, sizeof(error), "out of memory");
+		snprintf(error, sizeof(error), "the incident could not be opened (see the daemon's log)");
 	} else {
-		bool had_key = job->has_last_key;
-		bool had_local = job->has_local_key;
-		uint64_t key = job->last_key;
-		uint64_t local_key = job->local_key;
-		uint64_t recheck = job->recheck_mono;
-		uint64_t opened = d->m.incidents;
+		const struct incident_record *rec = &job->records[job->nrecords - 1];
 
-		if (registry_live_verdict(&lv, &v) == 0) {
-			incident_open(d, job, &t, &v, key);
-			fr_verdict_free(&v);
-		}
-		live_view_free(&lv);
-		/* A manual incident is not the watchdog's: it leaves the
-		 * watchdog's memory of which hang it reported as it was. */
-		job->has_last_key = had_key;
-		job->last_key = key;
-		job->has_local_key = had_local;
-		job->local_key = local_key;
-		job->recheck_mono = recheck;
-		if (d->m.incidents == opened) {
-			status = MHD_HTTP_INTERNAL_SERVER_ERROR;
-			snprintf(error, sizeof(error), "the incident could not be opened (see the daemon's log)");
-		} else {
-			const struct incident_record *rec = &job->records[job->nrecords - 1];
-
-			snprintf(dr->incident, sizeof(dr->incident), "%s", rec->id);
-			snprintf(dr->path, sizeof(dr->path), "%s/%s/%s", d->cfg.dump_dir, job->id,
-				 rec->id);
-			dr->requested = rec->requested;
-			daemon_log("incident %s of job %s was asked for over HTTP by %s", rec->id,
-				   job->id, dr->client);
-		}
+		snprintf(dr->incident, sizeof(dr->incident), "%s", rec->id);
+		snprintf(dr->path, sizeof(dr->path), "%s/%s/%s", d->cfg.dump_dir, job->id, rec->id);
+		dr->requested = rec->requested;
+		daemon_log("incident %s of job %s was asked for over HTTP by %s", rec->id, job->id,
+			   dr->client);
 	}
 	dr->retry_after_s = retry_after;
 	handover_finish(h, status, error[0] ? error : NULL);
@@ -1032,6 +1032,74 @@ static enum MHD_Result handle_dump(struct MHD_Connection *mc, const char *id, vo
 	if (status == MHD_HTTP_TOO_MANY_REQUESTS)
 		return dump_reply_limited(mc, doc, dr->retry_after_s);
 	return http_reply_json(mc, status, doc);
+}
+
+/*
+ * GET /v1/jobs/<job>/incidents/<id>/ranks/<rank> of a job the node
+ * daemons hold: the rank's full dump, which stays on its node, fetched
+ * now (cluster_incident_fetch_rank() on the loop, handover.c).
+ */
+struct rank_req {
+	struct handover h;
+	char job[FR_JOB_MAX + 1];
+	char incident[FR_INCIDENT_MAX + 1];
+	uint32_t rank;
+	uint8_t *data;              /* the dump, once answered 200 */
+	size_t len;
+};
+
+static void rank_take(struct flightrecd *d, struct handover *h, uint64_t now_mono)
+{
+	struct rank_req *rr = (struct rank_req *)h;
+
+	(void)now_mono;
+	if (d->stopping) {
+		handover_finish(h, MHD_HTTP_SERVICE_UNAVAILABLE, "the daemon is stopping");
+		return;
+	}
+	cluster_incident_fetch_rank(d, h, rr->job, rr->incident, rr->rank, &rr->data, &rr->len);
+}
+
+static void rank_free(struct handover *h)
+{
+	free(((struct rank_req *)h)->data);
+	free(h);
+}
+
+static enum MHD_Result handle_incident_rank(struct MHD_Connection *mc, const struct route *r,
+					    void **req_cls)
+{
+	struct rank_req *rr;
+	uint8_t *body;
+	bool done;
+
+	rr = (struct rank_req *)handover_resumed(*req_cls, &done);
+	if (!rr) {
+		rr = calloc(1, sizeof(*rr));
+		if (!rr)
+			return http_error(mc, MHD_HTTP_INTERNAL_SERVER_ERROR, "out of memory");
+		rr->h.take = rank_take;
+		rr->h.free = rank_free;
+		memcpy(rr->job, r->job, sizeof(rr->job));
+		memcpy(rr->incident, r->incident, sizeof(rr->incident));
+		rr->rank = r->rank;
+		if (handover_submit(&rr->h, mc)) {
+			free(rr);
+			return http_error(mc, MHD_HTTP_SERVICE_UNAVAILABLE,
+					  "the daemon is busy or stopping");
+		}
+		*req_cls = rr;
+		return MHD_YES;
+	}
+	if (!done)
+		return http_error(mc, MHD_HTTP_INTERNAL_SERVER_ERROR, "resumed before its answer");
+	if (rr->h.status != MHD_HTTP_OK || !rr->data)
+		return http_error(mc, rr->h.status, rr->h.error[0] ? rr->h.error : "no dump");
+	/* The reply owns the bytes now. */
+	body = rr->data;
+	rr->data = NULL;
+	return http_reply_with(mc, MHD_HTTP_OK, "application/json", (char *)body, rr->len, NULL,
+			       NULL);
 }
 
 /*
@@ -1143,6 +1211,8 @@ static enum MHD_Result route_answer(struct flightrecd *d, struct MHD_Connection 
 		return handle_incident(d, mc, r);
 	case ROUTE_INCIDENT_FILE:
 		return handle_incident_file(d, mc, r);
+	case ROUTE_INCIDENT_RANK:
+		return handle_incident_rank(mc, r, req_cls);
 	case ROUTE_RANK_STACKS:
 	case ROUTE_RANK_TRACE:
 	case ROUTE_JOB_STACKS:

@@ -1008,6 +1008,22 @@ const char *nodes_node_name(uint32_t node)
 	return node < NODES_MAX && numbered[node] ? numbered[node]->name : "";
 }
 
+/* Rank `rank` among the node's ranks of the job (ascending by rank), or NULL. */
+static const struct fr_node_rank *node_job_find_rank(const struct node_job *j, uint32_t rank)
+{
+	uint32_t lo = 0, hi = j->nranks;
+
+	while (lo < hi) {
+		uint32_t mid = lo + (hi - lo) / 2;
+
+		if (j->ranks[mid].rank < rank)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return lo < j->nranks && j->ranks[lo].rank == rank ? &j->ranks[lo] : NULL;
+}
+
 /* read side: node_watchdog */
 const struct fr_node_rank *nodes_job_rank(const char *job, const char *node, uint32_t rank)
 {
@@ -1016,20 +1032,42 @@ const struct fr_node_rank *nodes_job_rank(const char *job, const char *node, uin
 	/* The job's holders, not every node: linear in the nodes that hold it. */
 	for (uint32_t h = 0; e && h < e->nholders; h++) {
 		const struct node_job *j = e->holders[h];
-		uint32_t lo = 0, hi = j->nranks;
 
-		if (!j->node || strcmp(j->node->name, node) != 0)
-			continue;
-		/* The node's ranks of the job are ascending by rank. */
-		while (lo < hi) {
-			uint32_t mid = lo + (hi - lo) / 2;
-
-			if (j->ranks[mid].rank < rank)
-				lo = mid + 1;
-			else
-				hi = mid;
-		}
-		return lo < j->nranks && j->ranks[lo].rank == rank ? &j->ranks[lo] : NULL;
+		if (j->node && strcmp(j->node->name, node) == 0)
+			return node_job_find_rank(j, rank);
 	}
 	return NULL;
+}
+
+/* read side: cluster incidents */
+
+void nodes_job_each_node(const char *job,
+			 void (*fn)(void *arg, const char *node, struct conn *conn,
+				    const struct fr_node_rank *ranks, uint32_t nranks),
+			 void *arg)
+{
+	struct nodes_entry *e = entry_find(job);
+
+	for (uint32_t h = 0; e && h < e->nholders; h++) {
+		const struct node_job *j = e->holders[h];
+
+		if (j->node && j->nranks)
+			fn(arg, j->node->name, j->node->conn, j->ranks, j->nranks);
+	}
+}
+
+bool nodes_rank_node(const char *job, uint32_t rank, struct conn **conn, const char **node)
+{
+	struct nodes_entry *e = entry_find(job);
+
+	for (uint32_t h = 0; e && h < e->nholders; h++) {
+		const struct node_job *j = e->holders[h];
+
+		if (j->node && node_job_find_rank(j, rank)) {
+			*conn = j->node->conn;
+			*node = j->node->name;
+			return true;
+		}
+	}
+	return false;
 }

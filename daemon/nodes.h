@@ -217,4 +217,20 @@ const char *nodes_node_name(uint32_t node);
  * under the daemon's lock until the node's next message. */
 const struct fr_node_rank *nodes_job_rank(const char *job, const char *node, uint32_t rank);
 
+/* read side: cluster incidents (cluster_incident.c) */
+/*
+ * Every node that holds ranks of `job`, connected or not: fn gets its
+ * name, its connection (NULL while it is lost) and its ranks of the job
+ * (ascending). Linear in the nodes.
+ */
+void nodes_job_each_node(const char *job,
+			 void (*fn)(void *arg, const char *node, struct conn *conn,
+				    const struct fr_node_rank *ranks, uint32_t nranks),
+			 void *arg);
+/*
+ * The node that holds rank `rank` of `job`: its connection (NULL while
+ * lost) and, in *node, its name; false when no node holds the rank.
+ */
+bool nodes_rank_node(const char *job, uint32_t rank, struct conn **conn, const char **node);
+
 #endif

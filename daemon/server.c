@@ -38,6 +38,7 @@
 #include "log.h"
 #include "look.h"
 #include "nodes.h"
+#include "cluster_incident.h"
 #include "pending.h"
 #include "ratelog.h"
 #include "registry.h"
@@ -285,8 +286,10 @@ void conn_close(struct conn *c)
 		return;
 	c->closing = true;
 	conn_hello_settled(c);
-	if (c->node)
+	if (c->node) {
+		cluster_incident_node_lost(c->d, c->node->name);
 		nodes_conn_lost(c->node, c);
+	}
 	registry_conn_lost(c->d, c);
 	look_conn_closed(c);
 	uv_read_stop(&c->sock.stream);
@@ -345,6 +348,26 @@ int conn_send_dump_request(struct conn *c, const char *incident, const char *rea
 	if (!w)
 		return -ENOMEM;
 	return conn_write_frame(c, w, fr_wire_dump_request_encode(&m, w->frame, size));
+}
+
+/* Encodes and queues message `m` of kind `n` on connection `c`. */
+#define CONN_SEND(c, n, m)                                                                   \
+	({                                                                                   \
+		size_t size_ = fr_wire_##n##_size(m);                                        \
+		struct conn_write *w_ = (c)->closing ? NULL : malloc(sizeof(*w_) + size_);   \
+		(c)->closing ? -EPIPE :                                                      \
+		w_ ? conn_write_frame((c), w_, fr_wire_##n##_encode((m), w_->frame, size_)) : \
+		     -ENOMEM;                                                                \
+	})
+
+int conn_send_node_dump_request(struct conn *c, const struct fr_msg_node_dump_request *m)
+{
+	return CONN_SEND(c, node_dump_request, m);
+}
+
+int conn_send_node_fetch(struct conn *c, const struct fr_msg_node_fetch *m)
+{
+	return CONN_SEND(c, node_fetch, m);
 }
 
 /* Sends the connection's CHALLENGE, with a nonce drawn for it alone. */
@@ -702,6 +725,22 @@ static int conn_node_frame(struct conn *c, const struct fr_wire_header *h, const
 		fr_wire_node_comms_free(&m);
 		return err;
 	}
+	case FR_MSG_NODE_SUMMARY: {
+		struct fr_msg_node_summary m;
+
+		err = fr_wire_node_summary_decode(p, h->length, &m);
+		if (!err)
+			cluster_incident_summary(c->d, c->node->name, &m);
+		return err;
+	}
+	case FR_MSG_NODE_DUMP_DONE: {
+		struct fr_msg_node_dump_done m;
+
+		err = fr_wire_node_dump_done_decode(p, h->length, &m);
+		if (!err)
+			cluster_incident_node_done(c->d, c->node->name, &m);
+		return err;
+	}
 	default: {
 		struct fr_msg_node_progress m = { 0 };
 
@@ -732,7 +771,8 @@ static void conn_dispatch(struct conn *c, const struct fr_wire_header *h, const 
 	}
 	/* A node's connection sends only node frames; an agent's never does. */
 	if (c->node && h->type != FR_MSG_NODE_RANKS && h->type != FR_MSG_NODE_COMMS &&
-	    h->type != FR_MSG_NODE_PROGRESS) {
+	    h->type != FR_MSG_NODE_PROGRESS && h->type != FR_MSG_NODE_SUMMARY &&
+	    h->type != FR_MSG_NODE_DUMP_DONE) {
 		conn_reject(c, h->type, "not a message a node daemon sends after node_hello");
 		return;
 	}
@@ -753,6 +793,8 @@ static void conn_dispatch(struct conn *c, const struct fr_wire_header *h, const 
 	case FR_MSG_NODE_RANKS:
 	case FR_MSG_NODE_COMMS:
 	case FR_MSG_NODE_PROGRESS:
+	case FR_MSG_NODE_SUMMARY:
+	case FR_MSG_NODE_DUMP_DONE:
 		if (!c->node) {
 			why = "not a message an agent sends";
 			err = -EBADMSG;

@@ -5,11 +5,13 @@
 #include "clock.h"
 #include "log.h"
 #include "registry.h"
+#include "upstream_incident.h"
 
 #include "../protocol/frame.h"
 #include "../protocol/node_wire.h"
 
 #include <errno.h>
+#include <stddef.h>
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
@@ -100,6 +102,9 @@ static void on_write_done(uv_write_t *req, int status)
 {
 	(void)status;
 	free(req);
+	/* Room on the connection: incidents' pieces waiting may go. */
+	if (up.state == UP_READY)
+		upstream_incident_pump();
 }
 
 /* Queues a frame of `n` bytes encoded in w->frame (n < 0: the encoder's error); takes w. */
@@ -149,6 +154,7 @@ static void up_fail(const char *why)
 			   up.d->cfg.upstream, why, UPSTREAM_BACKOFF_MAX_MS / 1000);
 	up.failed_logged = true;
 	up.state = UP_IDLE;
+	upstream_incident_disconnected();
 	uv_timer_stop(&up.timer);
 	free(up.hello);
 	up.hello = NULL;
@@ -159,12 +165,46 @@ static void up_fail(const char *why)
 		up_schedule();
 }
 
-/* The node's name: its host name. */
+/* The node's name: $FLIGHTREC_NODE_NAME, else its host name. */
 static void node_name(char *out, size_t cap)
 {
-	if (gethostname(out, cap) != 0 || !out[0])
+	const char *env = getenv("FLIGHTREC_NODE_NAME");
+
+	if (env && env[0])
+		snprintf(out, cap, "%s", env);
+	else if (gethostname(out, cap) != 0 || !out[0])
 		snprintf(out, cap, "unknown");
 	out[cap - 1] = '\0';
+}
+
+const char *upstream_node_name(void)
+{
+	static char name[FR_HOST_MAX + 1];
+
+	node_name(name, sizeof(name));
+	return name;
+}
+
+bool upstream_ready(void)
+{
+	return up.d && up.state == UP_READY && up.tcp_open;
+}
+
+size_t upstream_queued(void)
+{
+	return upstream_ready() ? uv_stream_get_write_queue_size((uv_stream_t *)&up.tcp) : 0;
+}
+
+uint8_t *upstream_frame(size_t size)
+{
+	struct up_write *w = malloc(sizeof(*w) + size);
+
+	return w ? w->frame : NULL;
+}
+
+int upstream_queue(uint8_t *frame, int n)
+{
+	return up_write((struct up_write *)(frame - offsetof(struct up_write, frame)), n);
 }
 
 /* Encodes NODE_HELLO into up.hello (payload) and returns the whole frame in *frame. */
@@ -459,6 +499,7 @@ static void on_pace(uv_timer_t *t)
 	(void)t;
 	if (up.state != UP_READY)
 		return;
+	upstream_incident_pump();
 	if (uv_stream_get_write_queue_size((uv_stream_t *)&up.tcp) > UPSTREAM_QUEUE_MAX)
 		return;
 	pthread_mutex_lock(&up.d->lock);
@@ -562,6 +603,18 @@ static bool up_frame(const struct fr_wire_header *h, const uint8_t *p)
 		up_ready();
 		return up.state == UP_READY;
 	}
+	case FR_MSG_NODE_DUMP_REQUEST:
+	case FR_MSG_NODE_FETCH:
+		if (up.state != UP_READY) {
+			up_fail("an incident's request before the handshake ended");
+			return false;
+		}
+		if (upstream_incident_frame(up.d, h->type, p, h->length)) {
+			up_fail(h->type == FR_MSG_NODE_FETCH ? "a node_fetch it cannot read" :
+							      "a node_dump_request it cannot read");
+			return false;
+		}
+		return true;
 	case FR_MSG_ERROR: {
 		struct fr_msg_error m;
 		char why[FR_REASON_MAX + 32];
@@ -726,4 +779,5 @@ void upstream_close(struct flightrecd *d)
 	up.buf = NULL;
 	up.len = up.cap = 0;
 	up_jobs_forget();
+	upstream_incident_disconnected();
 }

@@ -199,6 +199,69 @@ struct fr_msg_node_progress {
 	struct fr_node_comm_progress *comms;
 };
 
+/*
+ * Central -> node: dump the node's ranks of `job` for incident `incident`
+ * (the central daemon's id), which is about operation `seq` of `comm`
+ * when the central daemon knows it (`comm` "" and has_seq 0 when not). The
+ * node answers with a NODE_SUMMARY per rank and one NODE_DUMP_DONE. Both
+ * ids pass fr_wire_valid_name(): the node names files after them.
+ */
+struct fr_msg_node_dump_request {
+	char incident[FR_INCIDENT_MAX + 1];
+	char job[FR_JOB_MAX + 1];
+	char reason[FR_REASON_MAX + 1];
+	char comm[FR_COMM_ID_MAX + 1];
+	uint8_t has_seq;        /* 0 or 1 */
+	uint64_t seq;
+};
+
+/* NODE_SUMMARY `flags`. */
+#define FR_NODE_SUMMARY_FULL 0x1u   /* the rank's full dump (NODE_FETCH's answer), not its summary */
+#define FR_NODE_SUMMARY_FAILED 0x2u /* no dump: `reason` says why; no bytes */
+#define FR_NODE_SUMMARY_FLAGS (FR_NODE_SUMMARY_FULL | FR_NODE_SUMMARY_FAILED)
+
+/*
+ * Node -> central: a piece of one rank's summary (or, with FULL, of its
+ * full dump), as DUMP_DATA carries a dump: pieces in order, at most
+ * FR_WIRE_DUMP_CHUNK bytes each, complete when offset + len == total.
+ * With FAILED there is no dump: offset, total and len are 0 and `reason`
+ * (not empty) says why; without it `reason` is empty and total above 0.
+ * `data` points into the decoded buffer.
+ */
+struct fr_msg_node_summary {
+	char incident[FR_INCIDENT_MAX + 1];
+	char job[FR_JOB_MAX + 1];
+	uint32_t rank;          /* below FR_RANK_UNKNOWN */
+	uint8_t flags;          /* FR_NODE_SUMMARY_* */
+	char reason[FR_REASON_MAX + 1];
+	uint64_t offset;
+	uint64_t total;
+	uint32_t len;
+	const uint8_t *data;
+};
+
+/*
+ * Node -> central: every rank of `job` the node holds has been answered
+ * for incident `incident` (a NODE_SUMMARY each): `answered` with a
+ * summary, `failed` with a reason.
+ */
+struct fr_msg_node_dump_done {
+	char incident[FR_INCIDENT_MAX + 1];
+	char job[FR_JOB_MAX + 1];
+	uint32_t answered;
+	uint32_t failed;
+};
+
+/*
+ * Central -> node: send rank `rank`'s full dump of incident `incident`
+ * (NODE_SUMMARY with FULL, or FAILED when the node has none).
+ */
+struct fr_msg_node_fetch {
+	char incident[FR_INCIDENT_MAX + 1];
+	char job[FR_JOB_MAX + 1];
+	uint32_t rank;          /* below FR_RANK_UNKNOWN */
+};
+
 void fr_wire_node_hello_free(struct fr_msg_node_hello *m);
 void fr_wire_node_ranks_free(struct fr_msg_node_ranks *m);
 void fr_wire_node_comms_free(struct fr_msg_node_comms *m);

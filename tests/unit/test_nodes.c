@@ -637,6 +637,72 @@ static void test_jobs_listing_cost(void **state)
 	assert_nodes_released();
 }
 
+/* nodes_job_each_node(): what it saw of each node. */
+struct seen_node {
+	char names[4][16];
+	struct conn *conns[4];
+	uint32_t nranks[4];
+	int n;
+};
+
+static void note_node(void *arg, const char *node, struct conn *conn,
+		      const struct fr_node_rank *ranks, uint32_t nranks)
+{
+	struct seen_node *s = arg;
+
+	(void)ranks;
+	snprintf(s->names[s->n], sizeof(s->names[0]), "%s", node);
+	s->conns[s->n] = conn;
+	s->nranks[s->n++] = nranks;
+}
+
+/* The read side of cluster incidents: which node holds which rank, connected or lost. */
+static void test_rank_node(void **state)
+{
+	struct fr_node_job hj = { .job = "j", .world_size = 8 };
+	struct fr_msg_node_hello ha = { .node = "na", .boot_id = 1, .njobs = 1, .jobs = &hj };
+	struct fr_msg_node_hello hb = { .node = "nb", .boot_id = 2, .njobs = 1, .jobs = &hj };
+	struct fr_node_rank ra[] = { rank(0, 0), rank(1, 0), rank(5, 0) };
+	struct fr_node_rank rb[] = { rank(2, 0), rank(3, 0) };
+	struct conn *ca = (struct conn *)0x1, *cb = (struct conn *)0x2, *old, *c;
+	struct seen_node seen = { 0 };
+	struct fr_msg_node_ranks m;
+	struct node *a, *b;
+	const char *name;
+
+	(void)state;
+	a = nodes_hello(ca, "127.0.0.1:1", &ha, &old);
+	b = nodes_hello(cb, "127.0.0.1:2", &hb, &old);
+	ranks_msg(&m, ra, 3, true);
+	assert_int_equal(nodes_ranks(a, &m), 0);
+	ranks_msg(&m, rb, 2, true);
+	assert_int_equal(nodes_ranks(b, &m), 0);
+
+	assert_true(nodes_rank_node("j", 5, &c, &name));
+	assert_ptr_equal(c, ca);
+	assert_string_equal(name, "na");
+	assert_true(nodes_rank_node("j", 3, &c, &name));
+	assert_ptr_equal(c, cb);
+	assert_string_equal(name, "nb");
+	assert_false(nodes_rank_node("j", 4, &c, &name));
+	assert_false(nodes_rank_node("other", 0, &c, &name));
+
+	/* A lost node still holds its ranks, without a connection. */
+	nodes_conn_lost(b, cb);
+	assert_true(nodes_rank_node("j", 2, &c, &name));
+	assert_null(c);
+	assert_string_equal(name, "nb");
+	nodes_job_each_node("j", note_node, &seen);
+	assert_int_equal(seen.n, 2);
+	for (int i = 0; i < 2; i++) {
+		bool is_a = strcmp(seen.names[i], "na") == 0;
+
+		assert_ptr_equal(seen.conns[i], is_a ? ca : NULL);
+		assert_int_equal(seen.nranks[i], is_a ? 3 : 2);
+	}
+	nodes_free();
+}
+
 static void test_backoff(void **state)
 {
 	uint64_t ms = 0;
@@ -664,6 +730,7 @@ int main(void)
 		cmocka_unit_test(test_index_lists_each_job_once),
 		cmocka_unit_test(test_empty_full_ranks_retracts_the_job),
 		cmocka_unit_test(test_jobs_listing_cost),
+		cmocka_unit_test(test_rank_node),
 		cmocka_unit_test(test_backoff),
 	};
 

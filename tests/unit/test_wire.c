@@ -235,6 +235,10 @@ static void release_nothing(const void *m)
 #define release_node_ranks fr_wire_node_ranks_free
 #define release_node_comms fr_wire_node_comms_free
 #define release_node_progress fr_wire_node_progress_free
+#define release_node_dump_request release_nothing
+#define release_node_summary release_nothing
+#define release_node_dump_done release_nothing
+#define release_node_fetch release_nothing
 
 #define CODEC_FUNCS(T, v, n)                                              \
 	static int encode_sample_##n(uint8_t *buf, size_t cap)            \
@@ -317,7 +321,9 @@ static void test_msg_names(void **state)
 	assert_string_equal(fr_msg_name(FR_MSG_DAEMON_PROOF), "daemon_proof");
 	assert_string_equal(fr_msg_name(FR_MSG_NODE_HELLO), "node_hello");
 	assert_string_equal(fr_msg_name(FR_MSG_NODE_PROGRESS), "node_progress");
-	assert_null(fr_msg_name(17));
+	assert_string_equal(fr_msg_name(FR_MSG_NODE_DUMP_REQUEST), "node_dump_request");
+	assert_string_equal(fr_msg_name(FR_MSG_NODE_FETCH), "node_fetch");
+	assert_null(fr_msg_name(21));
 	assert_null(fr_msg_name(0xffff));
 	assert_null(fr_msg_name(UINT_MAX));
 }
@@ -335,9 +341,9 @@ static void test_msg_versions(void **state)
 	assert_int_equal(fr_wire_msg_version(FR_MSG_DAEMON_CHALLENGE), V3);
 	assert_int_equal(fr_wire_msg_version(FR_MSG_DAEMON_PROOF), V3);
 	assert_int_equal(fr_wire_msg_version(0), 0);
-	for (unsigned t = FR_MSG_NODE_HELLO; t <= FR_MSG_NODE_PROGRESS; t++)
+	for (unsigned t = FR_MSG_NODE_HELLO; t <= FR_MSG_NODE_FETCH; t++)
 		assert_int_equal(fr_wire_msg_version(t), V4);
-	assert_int_equal(fr_wire_msg_version(17), 0);
+	assert_int_equal(fr_wire_msg_version(21), 0);
 	assert_int_equal(FR_WIRE_VERSION, V4);
 	for (size_t i = 0; i < NCODECS; i++) {
 		assert_true(codecs[i].encode_sample(buf, sizeof(buf)) > 0);
