@@ -16,14 +16,9 @@
 #     all 16 ranks are listed again.
 #  4. The hang's verdict at the central daemon (GET /v1/jobs/<job>/analysis),
 #     its incident, and fr-analyze on the incident directory name rank 9,
-#     node 2 and all_reduce #5. The central watchdog and incidents of jobs
-#     held by node daemons are being built: until the central daemon answers
-#     with a verdict, this part says it is skipped (CENTRAL_VERDICT_REQUIRED=1
-#     makes it fail instead).
+#     node 2 and all_reduce #5.
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/netns.sh"
-
-CENTRAL_VERDICT_REQUIRED=${CENTRAL_VERDICT_REQUIRED:-0}
 
 # Sixteen ranks busy-polling on a small machine starve the culprit's
 # neighbours and the daemons: ranks that wait yield.
@@ -133,17 +128,9 @@ done
 echo "3. central daemon restarted, nodes back"
 
 # ---------------------------------------------------------------------------
-# 4. The hang's verdict at the central daemon. Being built (the central
-# watchdog, incidents of node-held jobs); while the central daemon has no
-# verdict for a node-held job this part is skipped with a message. To make
-# it mandatory: CENTRAL_VERDICT_REQUIRED=1, or delete central_verdict_absent.
+# 4. The hang's verdict at the central daemon, from the nodes' aggregates,
+# and its incident of the nodes' summaries.
 # ---------------------------------------------------------------------------
-central_verdict_absent() {
-	[ "$CENTRAL_VERDICT_REQUIRED" = 1 ] && fail "$1"
-	echo "SKIPPED (central verdict not built here): $1"
-	echo "PASS netns nodes: 16 ranks on 4 node daemons, node lost and back, central restart; central verdict skipped"
-	exit 0
-}
 
 # verdict_names_culprit FILE: the verdict in FILE (fr-analyze --json's form)
 # names rank 9 alone, on node 2 (its host, or a node field if the verdict
@@ -160,9 +147,9 @@ live_verdict() {
 }
 status=$(http_status "/v1/jobs/$JOB/analysis")
 [ "$status" = 200 ] ||
-	central_verdict_absent "GET /v1/jobs/$JOB/analysis of a job held by node daemons answers $status"
+	fail "GET /v1/jobs/$JOB/analysis of a job held by node daemons answers $status"
 wait_for 40 live_verdict ||
-	central_verdict_absent "the central daemon's verdict does not name rank 9 on ${NODE_NAMES[2]} in all_reduce #5: $(cat "$T/live.json")"
+	fail "the central daemon's verdict does not name rank 9 on ${NODE_NAMES[2]} in all_reduce #5: $(cat "$T/live.json")"
 echo "4. live verdict: rank 9 on ${NODE_NAMES[2]}, all_reduce #5"
 
 # An incident: listed by the central daemon, complete, its directory
@@ -173,7 +160,7 @@ incident_listed() {
 		[ -s "$INCIDENT/manifest.json" ]
 }
 wait_for 60 incident_listed ||
-	central_verdict_absent "no closed incident in GET /v1/jobs/$JOB/incidents: $(http_get "/v1/jobs/$JOB/incidents")"
+	fail "no closed incident in GET /v1/jobs/$JOB/incidents: $(http_get "/v1/jobs/$JOB/incidents")"
 analyze "$INCIDENT"
 [ "$RC" -eq 1 ] || fail "fr-analyze exit $RC, want 1: $(cat "$T/analyze.err")"
 verdict_names_culprit "$T/verdict.json" ||
