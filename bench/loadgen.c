@@ -75,6 +75,7 @@
  * dropped SYN costs a second of retransmission. */
 #define MAX_CONNECTING 128
 #define RETRY_MS 1000
+#define RETRY_BUSY_MS 50
 /* Communicators of every rank: the two splits and world. */
 #define NCOMMS 3
 #define C_TP 0
@@ -919,11 +920,12 @@ static void start_connect(struct rank *r)
 	}
 	if (a->sa.ss_family != AF_UNIX)
 		setsockopt(r->fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-	if (connect(r->fd, (const struct sockaddr *)&a->sa, a->len) < 0 && errno != EINPROGRESS &&
-	    errno != EAGAIN) {
+	if (connect(r->fd, (const struct sockaddr *)&a->sa, a->len) < 0 && errno != EINPROGRESS) {
+		/* A Unix socket's full backlog (EAGAIN) clears as soon as the
+		 * daemon accepts: no need for TCP's second of backoff. */
+		r->retry_ms = mono_ms() + (errno == EAGAIN ? RETRY_BUSY_MS : RETRY_MS);
 		close(r->fd);
 		r->fd = -1;
-		r->retry_ms = mono_ms() + RETRY_MS;
 		return;
 	}
 	r->state = R_CONNECTING;

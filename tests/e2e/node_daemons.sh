@@ -24,6 +24,7 @@ node_name() { printf 'node%04d' "$1"; }
 # start_nodes N [flightrecd options...]: N node daemons reporting to the
 # central daemon on LISTEN_PORT, each with its files under $T/node<i>/ and
 # its log in $T/node<i>.log.
+# NODE_ENV adds VAR=value words to their environment.
 start_nodes() {
 	local n=$1 i dir
 	shift
@@ -31,7 +32,7 @@ start_nodes() {
 		dir=$T/node$i
 		mkdir -p "$dir"
 		unshare --uts sh -c 'hostname "$0" && exec "$@"' "$(node_name "$i")" \
-			"$BIN/flightrecd" --listen 127.0.0.1:0 --agent-socket "$dir/agent.sock" \
+			env ${NODE_ENV:-} "$BIN/flightrecd" --listen 127.0.0.1:0 --agent-socket "$dir/agent.sock" \
 			--http 127.0.0.1:0 --dump-dir "$dir/incidents" --ports-file "$dir/ports.json" \
 			--upstream "127.0.0.1:$LISTEN_PORT" "$@" >>"$T/node$i.log" 2>&1 &
 		NODE_PIDS+=("$!")
