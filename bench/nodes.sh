@@ -90,10 +90,15 @@ start_daemon --timeout "$TIMEOUT" --heartbeat-timeout 60 --dump-deadline 30
 CENTRAL=$DAEMON_PID
 c_rss0=$(rss_kib "$CENTRAL")
 
-# /healthz on the central daemon, every 100 ms, for the whole run.
+# /healthz on the central daemon, every 100 ms, for the whole run: one
+# "PHASE SECONDS" line per poll (2 s: no answer), the phase being the
+# word in $T/phase when the poll started.
+phase() { echo "$1" >"$T/phase"; }
+phase startup
 (
 	while :; do
-		curl -s -o /dev/null -m 2 -w '%{time_total}\n' "$HTTP/healthz" || echo 2
+		p=$(cat "$T/phase")
+		echo "$p $(curl -s -o /dev/null -m 2 -w '%{time_total}' "$HTTP/healthz" || echo 2)"
 		sleep 0.1
 	done
 ) >"$T/healthz.txt" 2>/dev/null &
@@ -137,13 +142,31 @@ say "all $WORLD ranks listed connected by the central daemon in $(awk -v a="$t1"
 (startup member lists: $(awk -v n="$WORLD" 'BEGIN {printf "%.1f", 4 * n * n / 2^30}') GiB of COMM for world alone, 4 x N bytes per rank)"
 
 # The steady state: settle, then the window.
+startup_cpu=$(for p in "$CENTRAL" "${NODE_PIDS[@]}" "${LOADGEN_PIDS[@]}"; do ticks "$p"; done |
+	awk -v hz="$HZ" -v c="$(ticks "$CENTRAL")" -v n="$NODES" '
+		NR == 1 { next } NR <= n + 1 { nd += $1; next } { lg += $1 }
+		END { printf "startup CPU: central %.1f s, node daemons %.1f s, loadgen %.1f s", c / hz, nd / hz, lg / hz }')
+say "$startup_cpu; central peak RSS $(mib "$(hwm_kib "$CENTRAL")") MiB, node daemons' peak RSS max \
+$(mib "$(for p in "${NODE_PIDS[@]}"; do hwm_kib "$p"; done | sort -n | tail -n 1)") MiB"
+phase steady
 sleep 3
+# What the agents really send (a starved loadgen falls behind its rate):
+# the node daemons' frames, summed.
+node_frames() {
+	local i
+	for ((i = 0; i < NODES; i++)); do
+		curl -s -m 5 "http://127.0.0.1:$(jq -r .http "$T/node$i/ports.json")/metrics" |
+			awk '$1 == "flightrec_frames_received_total" {print $2}'
+	done | awk '{s += $1} END {print s + 0}'
+}
+nf0=$(node_frames)
 metric_frames() { metric frames_received_total; }
 f0=$(metric_frames) r0=$(rchar "$CENTRAL") c0=$(ticks "$CENTRAL") b0=$(busy_s) w0=$(now_s)
 for p in "${NODE_PIDS[@]}"; do ticks "$p"; done >"$T/node_ticks0"
 for p in "${LOADGEN_PIDS[@]}"; do ticks "$p"; done | awk '{s += $1} END {print s}' >"$T/lg_ticks0"
 sleep "$WINDOW"
 f1=$(metric_frames) r1=$(rchar "$CENTRAL") c1=$(ticks "$CENTRAL") b1=$(busy_s) w1=$(now_s)
+nf1=$(node_frames)
 for p in "${NODE_PIDS[@]}"; do ticks "$p"; done >"$T/node_ticks1"
 lg1=$(for p in "${LOADGEN_PIDS[@]}"; do ticks "$p"; done | awk '{s += $1} END {print s}')
 c_rss1=$(rss_kib "$CENTRAL")
@@ -160,6 +183,9 @@ paste "$T/node_ticks0" "$T/node_ticks1" | awk -v s="$span" -v hz="$HZ" '
 awk -v idle="$n_rss0" -v r="$RANKS_PER_NODE" '{ s += $1; if ($1 > m) m = $1 }
 	END { printf "== nodes: node daemon RSS mean %.1f MiB max %.1f MiB (idle %.1f MiB; %.2f KiB per rank)\n",
 		s / NR / 1024, m / 1024, idle / 1024, (s / NR - idle) / r }' "$T/node_rss"
+awk -v a="$nf0" -v b="$nf1" -v s="$span" -v n="$WORLD" -v r="$RATE" 'BEGIN {
+	printf "== nodes: agents -> node daemons: %.0f frames/s measured, %.0f nominal (%.2f per rank per s; nominal: PROGRESS at %s/s and a heartbeat; below it, loadgen fell behind its timeline)\n",
+		(b - a) / s, n * (r + 1), (b - a) / s / n, r }'
 awk -v f0="$f0" -v f1="$f1" -v r0="$r0" -v r1="$r1" -v s="$span" 'BEGIN {
 	printf "== nodes: upstream into the central daemon: %.0f frames/s, %.1f KiB/s (bytes read, rchar)\n",
 		(f1 - f0) / s, (r1 - r0) / 1024 / s }'
@@ -194,6 +220,7 @@ view() { # view NAME PATH
 		'BEGIN {printf "%+.1f", (b - a) / 1024}') MiB (peak $(awk -v a="$hwm_a" -v b="$(hwm_kib "$CENTRAL")" \
 		'BEGIN {printf "%+.1f", (b - a) / 1024}') MiB) [target < 1000 ms: $(pass "$ms" 1000)]"
 }
+phase views
 view "jobs list; the page's first read" /v1/jobs
 view "the job; the page's job view" "/v1/jobs/$JOB"
 view "live analysis" "/v1/jobs/$JOB/analysis"
@@ -201,6 +228,7 @@ view "node daemons" /v1/nodes
 view "the page" /
 
 # The hang: every loadgen plants it at one instant, 2 s from now.
+phase hang
 awk -v t="$(now_s)" 'BEGIN {printf "%.3f\n", t + 2}' >"$T/hang.tmp" && mv "$T/hang.tmp" "$T/hang"
 planted() { grep -q 'hang planted' "$T"/loadgen*.log; }
 wait_for 30 planted || fail "loadgen did not plant its hang"
@@ -231,11 +259,19 @@ fi
 # What the node daemons did meanwhile (their own watchdogs see the hang).
 say "node daemons' own incidents: $(find "$T" -path "$T/node*/incidents/*/manifest.json" 2>/dev/null | wc -l) of $NODES with a manifest"
 
-sort -n "$T/healthz.txt" | awk '{v[NR] = $1} END {
-	if (!NR) { print "== nodes: /healthz: no answers"; exit }
-	p50 = v[int(NR * 0.5) > 0 ? int(NR * 0.5) : 1]; p99 = v[int(NR * 0.99) > 0 ? int(NR * 0.99) : 1]
-	printf "== nodes: /healthz p50 %.1f ms p99 %.1f ms max %.1f ms over %d polls through the run [target < 100 ms: %s]\n",
-		p50 * 1000, p99 * 1000, v[NR] * 1000, NR, (v[NR] < 0.1) ? "PASS" : "FAIL" }'
+# /healthz over the whole run, then in each phase.
+healthz() { # healthz LABEL [PHASE]
+	awk -v p="${2:-}" 'p == "" || $1 == p {print $2}' "$T/healthz.txt" | sort -n | awk -v l="$1" '{v[NR] = $1} END {
+		if (!NR) { printf "== nodes: /healthz %s: no polls\n", l; exit }
+		p50 = v[int(NR * 0.5) > 0 ? int(NR * 0.5) : 1]; p99 = v[int(NR * 0.99) > 0 ? int(NR * 0.99) : 1]
+		printf "== nodes: /healthz %s: p50 %.1f ms p99 %.1f ms max %.1f ms over %d polls [target < 100 ms: %s]\n",
+			l, p50 * 1000, p99 * 1000, v[NR] * 1000, NR, (v[NR] < 0.1) ? "PASS" : "FAIL" }'
+}
+healthz "through the run"
+healthz "while the ranks connect" startup
+healthz "while every rank progresses" steady
+healthz "during the views" views
+healthz "from the hang on" hang
 say "central peak RSS $(mib "$(hwm_kib "$CENTRAL")") MiB over the run; load average $(cut -d' ' -f1-3 /proc/loadavg) at the end"
 stop_loadgens
 cat "$T"/loadgen*.log | grep '^loadgen: [0-9]* frames' | awk '
