@@ -76,6 +76,8 @@
 #define MAX_CONNECTING 128
 #define RETRY_MS 1000
 #define RETRY_BUSY_MS 50
+/* Updates a rank may fall behind its timeline before it skips ahead. */
+#define CATCH_UP_MAX 4
 /* Communicators of every rank: the two splits and world. */
 #define NCOMMS 3
 #define C_TP 0
@@ -440,6 +442,17 @@ static int send_progress(struct rank *r, bool full)
 	return QUEUE(r, progress, &m);
 }
 
+/* The update a rank resumes from at `now`: the last op it completed on
+ * the timeline (odd: a completion), never past the hang. */
+static uint64_t resume_update(const struct rank *r, uint64_t now)
+{
+	uint64_t u = (uint64_t)(((int64_t)now - update_due(r, 0)) / G.interval_ms) | 1;
+
+	if (G.hang_op && u / 2 >= G.hang_op - 1)
+		u = (G.hang_op - 1) * 2 + 1;
+	return u;
+}
+
 static int send_hello_and_comms(struct rank *r, const uint8_t *nonce)
 {
 	struct fr_msg_hello h;
@@ -471,11 +484,8 @@ static int send_hello_and_comms(struct rank *r, const uint8_t *nonce)
 	free(members);
 	if (rc)
 		return rc;
-	/* A rank that comes up late has done what the job did meanwhile: it
-	 * resumes at the last completed op of the timeline. */
-	r->update = (uint64_t)(((int64_t)now - update_due(r, 0)) / G.interval_ms) | 1;
-	if (G.hang_op && r->update / 2 >= G.hang_op - 1)
-		r->update = (G.hang_op - 1) * 2 + 1; /* never past the hang */
+	/* A rank that comes up late has done what the job did meanwhile. */
+	r->update = resume_update(r, now);
 	rc = send_progress(r, true); /* what it completed so far */
 	r->update++;
 	if (!rc) {
@@ -1040,8 +1050,21 @@ static void tick(uint64_t now)
 		}
 		if (r->state != R_UP)
 			continue;
-		/* One update per tick at most: a rank that fell behind catches up
-		 * at the tick rate, as a real one would send coalesced progress. */
+		/* A rank more than CATCH_UP_MAX updates behind (this process
+		 * was starved) says where the timeline is in one PROGRESS, as
+		 * a real rank's coalesced progress would: replaying each update
+		 * would send several times the rate asked for. */
+		if (is_due(r, r->update + CATCH_UP_MAX, now)) {
+			uint64_t u = resume_update(r, now);
+
+			if (u > r->update) {
+				r->update = u;
+				if (send_progress(r, true) == 0)
+					r->update++;
+			}
+		}
+		/* One update per tick at most: one a little behind catches up
+		 * at the tick rate. */
 		if (is_due(r, r->update, now)) {
 			uint64_t k = r->update / 2;
 			bool entering = r->update % 2 == 0;
