@@ -193,7 +193,7 @@ $(BUILD)/obj/%.h.ok: %.h
 unit: $(UNIT_TESTS) $(CLI) $(HEADER_CHECKS)
 	$(Q)tests/run-unit $(UNIT_TESTS)
 
-e2e: all $(MPI_PROGS) $(NCCL_FAKE) $(BENCH_GEN) $(BENCH_SUMMARIZE)
+e2e: all $(MPI_PROGS) $(NCCL_FAKE) $(BENCH_GEN) $(BENCH_SUMMARIZE) $(BENCH_LOAD)
 	$(Q)BUILD=$(BUILD) tests/e2e/run
 
 # The libFuzzer targets (tests/fuzz) are built with clang into
@@ -202,7 +202,7 @@ e2e: all $(MPI_PROGS) $(NCCL_FAKE) $(BENCH_GEN) $(BENCH_SUMMARIZE)
 # clang it skips them (tests/fuzz/run exits 77), make fuzz fails.
 FUZZ_SECONDS ?= 15
 
-test: all $(UNIT_TESTS) $(HEADER_CHECKS) $(MPI_PROGS) $(NCCL_FAKE) $(BENCH_GEN) $(BENCH_SUMMARIZE)
+test: all $(UNIT_TESTS) $(HEADER_CHECKS) $(MPI_PROGS) $(NCCL_FAKE) $(BENCH_GEN) $(BENCH_SUMMARIZE) $(BENCH_LOAD)
 	$(Q)tests/run-unit $(UNIT_TESTS)
 	$(Q)BUILD=$(BUILD) tests/e2e/run
 	$(Q)BUILD=$(BUILD) tests/fuzz/run $(if $(filter 0,$(FUZZ_SECONDS)),--replay,$(FUZZ_SECONDS)) \
@@ -237,7 +237,8 @@ $(BENCH_SUMMARIZE): $(call obj,bench/summarize.c) $(CORE_LIB)
 	$(Q)$(CC) $(LDFLAGS) -o $@ $(call obj,bench/summarize.c) $(CORE_LIB) \
 		$$($(PKG_CONFIG) --libs jansson) -lpthread -lm
 
-# The simulated agents of bench/load.sh: RANKS ranks from one process.
+# The simulated agents of bench/load.sh (RANKS ranks from one process), of
+# bench/nodes.sh and of test_scale_nodes (ranks behind node daemons).
 BENCH_LOAD := $(BUILD)/bench/loadgen
 $(BENCH_LOAD): $(call obj,bench/loadgen.c) $(CORE_LIB)
 	@mkdir -p $(dir $@)
@@ -250,6 +251,7 @@ bench: all $(MPI_PROGS) $(NCCL_FAKE) $(BENCH_GEN) $(BENCH_LOAD) $(BENCH_SCALE)
 	$(Q)$(BENCH_SCALE)
 	$(Q)BUILD=$(BUILD) bench/analyze.sh
 	$(Q)BUILD=$(BUILD) bench/load.sh
+	$(Q)BUILD=$(BUILD) bench/nodes.sh
 
 # ---- install ----
 

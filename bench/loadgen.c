@@ -3,9 +3,19 @@
  * loopback, speaking the real protocol (protocol/PROTOCOL.md) to a real
  * flightrecd, for measuring the daemon under load (bench/load.sh).
  *
- *   loadgen --addr HOST:PORT [--ranks N] [--job ID] [--rate UPDATES/S]
- *           [--hang-after SECONDS] [--hang-rank R] [--dump-size BYTES]
+ *   loadgen --addr HOST:PORT|unix:PATH [--addr ...] [--ranks N] [--job ID]
+ *           [--first-rank F --count C] [--epoch T] [--rate UPDATES/S]
+ *           [--hang-after SECONDS | --hang-at T | --hang-file FILE] [--hang-rank R]
+ *           [--dump-size BYTES] [--dump-members-max M]
  *           [--token-file FILE] [--duration SECONDS]
+ *
+ * One process may simulate only part of the job (ranks F..F+C-1 of N), and
+ * spread its ranks over several daemons (each --addr, in order, takes a
+ * contiguous block): bench/nodes.sh runs the ranks of one job behind many
+ * node daemons so. Several such processes make one job when they share its
+ * timeline (--epoch, a time on the real-time clock) and the hang's moment
+ * (--hang-at, likewise, or written to --hang-file once the script is
+ * ready): each then works out the same operations and the same hung one.
  *
  * Every rank connects, says HELLO, sends a COMM for MPI_COMM_WORLD and for
  * the two communicators a data- and tensor-parallel job splits from it
@@ -47,6 +57,7 @@
 #include <sys/epoll.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
+#include <sys/un.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -64,6 +75,9 @@
  * dropped SYN costs a second of retransmission. */
 #define MAX_CONNECTING 128
 #define RETRY_MS 1000
+#define RETRY_BUSY_MS 50
+/* Updates a rank may fall behind its timeline before it skips ahead. */
+#define CATCH_UP_MAX 4
 /* Communicators of every rank: the two splits and world. */
 #define NCOMMS 3
 #define C_TP 0
@@ -78,14 +92,21 @@
 #define HISTORY_OPS 30000
 /* Bytes of daemon -> agent frames this program reads at once. */
 #define RBUF_SIZE 1024
+/* Daemon addresses one process spreads its ranks over, at most. */
+#define ADDRS_MAX 4096
+/* A rank's output buffer above this size is freed once sent: COMM for a
+ * large world is a quarter of a megabyte per rank, once. */
+#define OUT_KEEP (64u << 10)
 
 enum rstate { R_IDLE, R_CONNECTING, R_CHALLENGED, R_UP };
 
 struct rank {
 	int fd;
-	uint32_t rank;
+	uint32_t rank;          /* in the job */
+	uint32_t addr;          /* which of G.addrs it connects to */
 	enum rstate state;
 	bool want_out;          /* EPOLLOUT armed */
+	bool burst;             /* HELLO and COMMs queued, not all sent yet */
 	uint8_t *out;
 	size_t olen, ooff, ocap;
 	uint8_t in[RBUF_SIZE];
@@ -98,9 +119,14 @@ struct rank {
 	bool dumped;
 };
 
+struct addr {
+	struct sockaddr_storage sa;
+	socklen_t len;
+};
+
 static struct {
-	const char *host, *port;
-	uint32_t ranks;
+	uint32_t ranks;         /* the job's world size */
+	uint32_t first, count;  /* the ranks this process simulates */
 	char job[FR_JOB_MAX + 1];
 	double rate;
 	double hang_after_s;
@@ -110,15 +136,21 @@ static struct {
 	struct fr_token token;
 
 	int ep;
-	struct rank *r;
-	struct addrinfo *ai;
+	struct rank *r;         /* G.count of them: rank first + i at i */
+	struct addr *addrs;
+	uint32_t naddrs;
+	uint32_t dump_members_max; /* larger communicators are dumped with their size only */
+	uint32_t ranks_per_host;
+	const char *hang_file;
 	uint64_t t0_ms;         /* start of the job's timeline */
 	uint64_t start_ms;
 	uint32_t interval_ms;   /* between two updates of one rank */
 	uint32_t tp, dp;
 	uint32_t connecting, up;
+	uint32_t bursting;      /* ranks up with their first frames not all sent */
 	bool all_up;
 	uint64_t all_up_ms;
+	uint64_t hang_at_ms;    /* when the hang is planted (monotonic); 0: once all are up */
 	uint64_t hang_op;       /* the world all_reduce the planted rank skips; 0: none yet */
 	bool hang_planted;
 	char incident[FR_INCIDENT_MAX + 1];
@@ -153,6 +185,12 @@ static uint64_t real_ns(void)
 
 	clock_gettime(CLOCK_REALTIME, &ts);
 	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+/* Monotonic milliseconds at real-time seconds `t`. */
+static uint64_t mono_at(double t)
+{
+	return (uint64_t)((int64_t)mono_ms() + (int64_t)(t * 1000) - (int64_t)(real_ns() / NS_PER_MS));
 }
 
 static uint64_t mix(uint64_t x)
@@ -263,7 +301,7 @@ static int reserve(struct rank *r, size_t n)
 static void set_out(struct rank *r, bool want)
 {
 	struct epoll_event ev = { .events = EPOLLIN | (want ? EPOLLOUT : 0u),
-				  .data.u32 = r->rank };
+				  .data.u32 = (uint32_t)(r - G.r) };
 
 	if (r->want_out == want)
 		return;
@@ -288,6 +326,17 @@ static void flush(struct rank *r)
 		}
 		r->ooff += (size_t)n;
 	}
+	if (r->ooff == r->olen) {
+		if (r->burst) {
+			r->burst = false;
+			G.bursting--;
+		}
+		if (r->ocap > OUT_KEEP) {
+			free(r->out);
+			r->out = NULL;
+			r->ocap = r->olen = r->ooff = 0;
+		}
+	}
 	set_out(r, r->ooff < r->olen);
 }
 
@@ -301,6 +350,10 @@ static void drop(struct rank *r, const char *why)
 		G.connecting--;
 	if (r->state == R_UP)
 		G.up--;
+	if (r->burst) {
+		r->burst = false;
+		G.bursting--;
+	}
 	if (r->state != R_IDLE) {
 		G.disconnects++;
 		if (G.disconnects <= 10)
@@ -322,27 +375,24 @@ static void fill_hello(const struct rank *r, struct fr_msg_hello *h)
 	h->rank = r->rank;
 	h->world_size = G.ranks;
 	h->pid = 10000 + r->rank;
-	snprintf(h->host, sizeof(h->host), "node%04u", r->rank / 8);
+	snprintf(h->host, sizeof(h->host), "node%04u", r->rank / G.ranks_per_host);
 	h->ring_capacity = 2048;
 	h->start_ns = real_ns();
 	snprintf(h->comm_lib, sizeof(h->comm_lib), "Open MPI v4.1.4");
 }
 
-/* Global ranks of communicator c of rank r, in communicator-rank order. */
+/* Global ranks of communicator c of rank r, in communicator-rank order
+ * (world: all; tensor-parallel: its block of G.tp; data-parallel: every
+ * G.tp-th from its place in the block). */
 static uint32_t comm_members(int c, uint32_t rank, uint32_t *members, uint32_t *my)
 {
-	uint32_t n = 0;
+	uint32_t first = c == C_WORLD ? 0 : c == C_TP ? rank / G.tp * G.tp : rank % G.tp;
+	uint32_t step = c == C_DP ? G.tp : 1;
+	uint32_t n = c == C_WORLD ? G.ranks : c == C_TP ? G.tp : G.dp;
 
-	for (uint32_t i = 0; i < G.ranks; i++) {
-		bool in = c == C_WORLD || (c == C_TP && i / G.tp == rank / G.tp) ||
-			  (c == C_DP && i % G.tp == rank % G.tp);
-
-		if (!in)
-			continue;
-		if (i == rank)
-			*my = n;
-		members[n++] = i;
-	}
+	for (uint32_t i = 0; i < n; i++)
+		members[i] = first + i * step;
+	*my = (rank - first) / step;
 	return n;
 }
 
@@ -392,6 +442,17 @@ static int send_progress(struct rank *r, bool full)
 	return QUEUE(r, progress, &m);
 }
 
+/* The update a rank resumes from at `now`: the last op it completed on
+ * the timeline (odd: a completion), never past the hang. */
+static uint64_t resume_update(const struct rank *r, uint64_t now)
+{
+	uint64_t u = (uint64_t)(((int64_t)now - update_due(r, 0)) / G.interval_ms) | 1;
+
+	if (G.hang_op && u / 2 >= G.hang_op - 1)
+		u = (G.hang_op - 1) * 2 + 1;
+	return u;
+}
+
 static int send_hello_and_comms(struct rank *r, const uint8_t *nonce)
 {
 	struct fr_msg_hello h;
@@ -423,11 +484,8 @@ static int send_hello_and_comms(struct rank *r, const uint8_t *nonce)
 	free(members);
 	if (rc)
 		return rc;
-	/* A rank that comes up late has done what the job did meanwhile: it
-	 * resumes at the last completed op of the timeline. */
-	r->update = (uint64_t)(((int64_t)now - update_due(r, 0)) / G.interval_ms) | 1;
-	if (G.hang_op && r->update / 2 >= G.hang_op - 1)
-		r->update = (G.hang_op - 1) * 2 + 1; /* never past the hang */
+	/* A rank that comes up late has done what the job did meanwhile. */
+	r->update = resume_update(r, now);
 	rc = send_progress(r, true); /* what it completed so far */
 	r->update++;
 	if (!rc) {
@@ -436,10 +494,14 @@ static int send_hello_and_comms(struct rank *r, const uint8_t *nonce)
 		rc = QUEUE(r, heartbeat, &hb);
 	}
 	r->next_hb_ms = now + HEARTBEAT_MS;
+	if (!rc) {
+		r->burst = true;
+		G.bursting++;
+	}
 	return rc;
 }
 
-static void choose_hang(uint64_t now);
+static void choose_hang(uint64_t at_ms);
 
 static void became_up(struct rank *r, const uint8_t *nonce)
 {
@@ -451,14 +513,14 @@ static void became_up(struct rank *r, const uint8_t *nonce)
 		return;
 	}
 	flush(r);
-	if (!G.all_up && G.up == G.ranks) {
+	if (!G.all_up && G.up == G.count) {
 		G.all_up = true;
 		G.all_up_ms = mono_ms();
-		printf(PROG ": up %u ranks in %.2f s\n", G.ranks,
+		printf(PROG ": up %u ranks in %.2f s\n", G.count,
 		       (double)(G.all_up_ms - G.start_ms) / 1000);
 		fflush(stdout);
-		if (G.hang_after_s >= 0)
-			choose_hang(G.all_up_ms);
+		if (G.hang_after_s >= 0 && !G.hang_at_ms && !G.hang_file)
+			choose_hang(G.all_up_ms + (uint64_t)(G.hang_after_s * 1000));
 	}
 }
 
@@ -509,7 +571,7 @@ struct dump_spec {
  */
 static int build_trace(const struct dump_spec *sp, size_t nops, struct fr_trace *t)
 {
-	const struct rank *r = &G.r[sp->rank];
+	const struct rank *r = &G.r[sp->rank - G.first];
 	/* Ops entered so far: update u enters op u/2 when even. */
 	uint64_t entered = (sp->update + 1) / 2, first;
 	size_t cap = 0;
@@ -519,7 +581,7 @@ static int build_trace(const struct dump_spec *sp, size_t nops, struct fr_trace 
 	snprintf(t->job, sizeof(t->job), "%s", G.job);
 	t->rank = sp->rank;
 	t->world_size = G.ranks;
-	snprintf(t->host, sizeof(t->host), "node%04u", sp->rank / 8);
+	snprintf(t->host, sizeof(t->host), "node%04u", sp->rank / G.ranks_per_host);
 	t->pid = 10000 + sp->rank;
 	snprintf(t->comm_lib, sizeof(t->comm_lib), "Open MPI v4.1.4");
 	snprintf(t->incident, sizeof(t->incident), "%s", sp->incident);
@@ -538,6 +600,12 @@ static int build_trace(const struct dump_spec *sp, size_t nops, struct fr_trace 
 		if (!fc->members)
 			return -ENOMEM;
 		fc->size = comm_members(c, sp->rank, fc->members, &fc->rank);
+		if (fc->size > G.dump_members_max) {
+			/* Its size only ("ranks": []): world's list in each of
+			 * 65,536 dumps would be 24 GiB. */
+			free(fc->members);
+			fc->members = NULL;
+		}
 		fc->last_entered = seq_before(c, entered);
 		fc->last_completed = seq_before(c, sp->update / 2);
 	}
@@ -650,16 +718,16 @@ static void *pre_main(void *arg)
 	setpriority(PRIO_PROCESS, (id_t)gettid(), 19);
 	sp.now_ms = mono_ms();
 	sp.now_ns = real_ns();
-	for (uint32_t i = 0; i < G.ranks && !stop; i++) {
-		sp.rank = i;
-		sp.update = update_at_hang(i);
+	for (uint32_t i = 0; i < G.count && !stop; i++) {
+		sp.rank = G.first + i;
+		sp.update = update_at_hang(sp.rank);
 		pre[i].update = sp.update;
 		if (make_dump(&sp, G.dump_size - 64, per_op, &pre[i].doc, &pre[i].len))
 			pre[i].doc = NULL;
 		__atomic_store_n(&pre_ready, i + 1, __ATOMIC_RELEASE);
 	}
 	if (!stop) {
-		printf(PROG ": dumps written ahead: %u in %.1f s\n", G.ranks,
+		printf(PROG ": dumps written ahead: %u in %.1f s\n", G.count,
 		       (double)(mono_ms() - sp.now_ms) / 1000);
 		fflush(stdout);
 	}
@@ -717,6 +785,7 @@ static void answer_dump(struct rank *r, const struct fr_msg_dump_request *req)
 {
 	uint64_t t_start = mono_ms();
 	uint32_t ready = pre ? __atomic_load_n(&pre_ready, __ATOMIC_ACQUIRE) : 0;
+	uint32_t i = (uint32_t)(r - G.r);
 	char *doc = NULL;
 	size_t len = 0;
 
@@ -724,9 +793,8 @@ static void answer_dump(struct rank *r, const struct fr_msg_dump_request *req)
 		G.dump_first_ms = t_start;
 	G.dump_last_ms = t_start;
 	snprintf(G.incident, sizeof(G.incident), "%s", req->incident);
-	if (r->rank < ready && pre[r->rank].doc && pre[r->rank].update == r->update &&
-	    plain(req->reason))
-		doc = fill_in(&pre[r->rank], req->incident, req->reason, real_ns(), &len);
+	if (i < ready && pre[i].doc && pre[i].update == r->update && plain(req->reason))
+		doc = fill_in(&pre[i], req->incident, req->reason, real_ns(), &len);
 	if (doc) {
 		G.dumps_ready++;
 	} else {
@@ -850,20 +918,24 @@ static void on_readable(struct rank *r)
 
 static void start_connect(struct rank *r)
 {
-	struct epoll_event ev = { .events = EPOLLIN | EPOLLOUT, .data.u32 = r->rank };
+	struct epoll_event ev = { .events = EPOLLIN | EPOLLOUT, .data.u32 = (uint32_t)(r - G.r) };
+	const struct addr *a = &G.addrs[r->addr];
 	int one = 1;
 
-	r->fd = socket(G.ai->ai_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	r->fd = socket(a->sa.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
 	if (r->fd < 0) {
 		fprintf(stderr, PROG ": socket: %s (raise ulimit -n)\n", strerror(errno));
 		r->retry_ms = mono_ms() + RETRY_MS;
 		return;
 	}
-	setsockopt(r->fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-	if (connect(r->fd, G.ai->ai_addr, G.ai->ai_addrlen) < 0 && errno != EINPROGRESS) {
+	if (a->sa.ss_family != AF_UNIX)
+		setsockopt(r->fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+	if (connect(r->fd, (const struct sockaddr *)&a->sa, a->len) < 0 && errno != EINPROGRESS) {
+		/* A Unix socket's full backlog (EAGAIN) clears as soon as the
+		 * daemon accepts: no need for TCP's second of backoff. */
+		r->retry_ms = mono_ms() + (errno == EAGAIN ? RETRY_BUSY_MS : RETRY_MS);
 		close(r->fd);
 		r->fd = -1;
-		r->retry_ms = mono_ms() + RETRY_MS;
 		return;
 	}
 	r->state = R_CONNECTING;
@@ -908,50 +980,91 @@ static void on_event(struct rank *r, uint32_t events)
 /* ---- the timeline's clock ---- */
 
 /*
- * Fixes the hang once every rank is up: the first world op due after
- * --hang-after seconds. Knowing it this early lets the dumps be written
- * ahead.
+ * Fixes the hang at `at_ms` (monotonic), once every rank is up or, with
+ * --hang-at, at the start: the first world op due after it. Knowing it
+ * this early lets the dumps be written ahead.
  */
-static void choose_hang(uint64_t now)
+static void choose_hang(uint64_t at_ms)
 {
-	uint64_t at = now + (uint64_t)(G.hang_after_s * 1000) - G.t0_ms;
+	uint64_t at = at_ms - G.t0_ms;
 	uint64_t k = at / G.interval_ms / 2 + HISTORY_OPS + 1;
-	struct dump_spec sp = { .rank = 0, .incident = PH_INCIDENT, .reason = PH_REASON,
-				.time_ns = PH_TIME, .now_ms = now, .now_ns = real_ns() };
+	struct dump_spec sp = { .rank = G.first, .incident = PH_INCIDENT, .reason = PH_REASON,
+				.time_ns = PH_TIME, .now_ms = mono_ms(), .now_ns = real_ns() };
 
 	while (op_comm(k) != C_WORLD)
 		k++;
 	G.hang_op = k;
-	sp.update = update_at_hang(0);
+	G.hang_at_ms = at_ms;
+	sp.update = update_at_hang(sp.rank);
 	G.bytes_per_op = learn_bytes_per_op(&sp);
-	pre = calloc(G.ranks, sizeof(*pre));
+	pre = calloc(G.count, sizeof(*pre));
 	if (pre && pthread_create(&pre_thread, NULL, pre_main, NULL) == 0)
 		pre_started = true;
 }
 
 static void plant_hang(void)
 {
+	/* When the job's first ranks enter the hung op (phase 0): what a
+	 * script measures the timeout from. */
+	int64_t enter_ms = (int64_t)G.t0_ms + (int64_t)(2 * G.hang_op - 2 * HISTORY_OPS) * G.interval_ms;
+	double enter_s = (double)real_ns() / 1e9 + (double)(enter_ms - (int64_t)mono_ms()) / 1000;
+
 	G.hang_planted = true;
 	printf(PROG ": hang planted: rank %u never enters all_reduce #%" PRIu64
-		    " on world (op %" PRIu64 "); the other ranks block in it\n",
-	       G.hang_rank, seq_before(C_WORLD, G.hang_op + 1), G.hang_op);
+		    " on world (op %" PRIu64 ", entered from %.3f); the other ranks block in it\n",
+	       G.hang_rank, seq_before(C_WORLD, G.hang_op + 1), G.hang_op, enter_s);
 	fflush(stdout);
+}
+
+/* --hang-file: once the file holds a time (real-time seconds), the hang is
+ * planted then. Every process of the job reads the same time. */
+static void poll_hang_file(uint64_t now)
+{
+	static uint64_t next_ms;
+	double at;
+	FILE *f;
+
+	if (!G.hang_file || G.hang_op || now < next_ms)
+		return;
+	next_ms = now + 100;
+	f = fopen(G.hang_file, "r");
+	if (!f)
+		return;
+	if (fscanf(f, "%lf", &at) == 1 && at > 0)
+		choose_hang(mono_at(at));
+	fclose(f);
 }
 
 static void tick(uint64_t now)
 {
-	for (uint32_t i = 0; i < G.ranks; i++) {
+	for (uint32_t i = 0; i < G.count; i++) {
 		struct rank *r = &G.r[i];
 
 		if (r->state == R_IDLE) {
-			if (G.connecting < MAX_CONNECTING && now >= r->retry_ms)
+			/* A rank's first frames count as connecting until sent:
+			 * otherwise a large world's COMMs of every rank would
+			 * be queued here at once. */
+			if (G.connecting + G.bursting < MAX_CONNECTING && now >= r->retry_ms)
 				start_connect(r);
 			continue;
 		}
 		if (r->state != R_UP)
 			continue;
-		/* One update per tick at most: a rank that fell behind catches up
-		 * at the tick rate, as a real one would send coalesced progress. */
+		/* A rank more than CATCH_UP_MAX updates behind (this process
+		 * was starved) says where the timeline is in one PROGRESS, as
+		 * a real rank's coalesced progress would: replaying each update
+		 * would send several times the rate asked for. */
+		if (is_due(r, r->update + CATCH_UP_MAX, now)) {
+			uint64_t u = resume_update(r, now);
+
+			if (u > r->update) {
+				r->update = u;
+				if (send_progress(r, true) == 0)
+					r->update++;
+			}
+		}
+		/* One update per tick at most: one a little behind catches up
+		 * at the tick rate. */
 		if (is_due(r, r->update, now)) {
 			uint64_t k = r->update / 2;
 			bool entering = r->update % 2 == 0;
@@ -974,8 +1087,7 @@ static void tick(uint64_t now)
 		if (r->olen > r->ooff && !r->want_out)
 			flush(r);
 	}
-	if (G.all_up && !G.hang_planted && G.hang_op &&
-	    now >= G.all_up_ms + (uint64_t)(G.hang_after_s * 1000))
+	if (!G.hang_planted && G.hang_op && now >= G.hang_at_ms)
 		plant_hang();
 }
 
@@ -983,15 +1095,15 @@ static void report_dumps(uint64_t now)
 {
 	uint32_t done = 0;
 
-	if (!G.dumps_requested || G.dumps_done == G.ranks)
+	if (!G.dumps_requested || G.dumps_done == G.count)
 		return;
-	for (uint32_t i = 0; i < G.ranks; i++)
+	for (uint32_t i = 0; i < G.count; i++)
 		if (G.r[i].dumped && G.r[i].state == R_UP && G.r[i].ooff == G.r[i].olen)
 			done++;
-	if (done == G.ranks && G.dumps_done != done) {
+	if (done == G.count && G.dumps_done != done) {
 		printf(PROG ": dumps uploaded: %u of %u for %s in %.2f s (requests over %.2f s; "
 			    "%.2f s spent answering here, %u of them written ahead)\n",
-		       done, G.ranks, G.incident, (double)(now - G.dump_first_ms) / 1000,
+		       done, G.count, G.incident, (double)(now - G.dump_first_ms) / 1000,
 		       (double)(G.dump_last_ms - G.dump_first_ms) / 1000,
 		       (double)G.dump_build_ms / 1000, G.dumps_ready);
 		fflush(stdout);
@@ -1004,26 +1116,53 @@ static void report_dumps(uint64_t now)
 static void usage(FILE *f)
 {
 	fprintf(f,
-		"Usage: " PROG " --addr HOST:PORT [OPTIONS]\n"
+		"Usage: " PROG " --addr HOST:PORT|unix:PATH [--addr ...] [OPTIONS]\n"
 		"Simulates N flightrec agents from one process.\n\n"
-		"  --ranks N             simulated ranks (default 4096)\n"
+		"  --addr ADDR           a daemon; given again, the ranks are spread over them,\n"
+		"                        a contiguous block each, in order\n"
+		"  --ranks N             the job's ranks (default 4096)\n"
+		"  --first-rank F        simulate ranks F.. only (default 0)\n"
+		"  --count C             ... C of them (default N - F)\n"
+		"  --ranks-per-host K    ranks name host node<rank / K> in HELLO (default 8)\n"
 		"  --job ID              job id (default load)\n"
+		"  --epoch T             the job's timeline starts at T (real-time seconds;\n"
+		"                        default: now): processes of one job share it\n"
 		"  --rate N              PROGRESS updates per second per rank (default 10)\n"
 		"  --hang-after SECONDS  plant the hang this long after all are up (default 15; <0: never)\n"
+		"  --hang-at T           plant it at T (real-time seconds) instead\n"
+		"  --hang-file FILE      plant it at the time FILE holds, once it exists\n"
 		"  --hang-rank R         the rank that stops (default N/2 + 5 mod N)\n"
 		"  --dump-size BYTES     largest dump per rank (default 65536, at most 1 MiB)\n"
+		"  --dump-members-max M  a communicator of more members is dumped with its size\n"
+		"                        only (default: every list in full)\n"
 		"  --token-file FILE     prove this token when the daemon challenges\n"
 		"  --duration SECONDS    exit after this long (default: at SIGTERM)\n");
 }
 
+/* Adds ADDR (HOST:PORT, [V6]:PORT or unix:PATH) to G.addrs. */
 static int parse_addr(const char *addr)
 {
-	static char host[256], port[16];
+	char host[256], port[16];
 	const char *colon = strrchr(addr, ':');
-	struct addrinfo hints = { .ai_socktype = SOCK_STREAM };
+	struct addrinfo hints = { .ai_socktype = SOCK_STREAM }, *ai;
+	struct addr *a;
 	size_t hl;
 	int rc;
 
+	if (G.naddrs == ADDRS_MAX)
+		return -E2BIG;
+	a = &G.addrs[G.naddrs];
+	if (strncmp(addr, "unix:", 5) == 0) {
+		struct sockaddr_un *un = (struct sockaddr_un *)&a->sa;
+
+		if (strlen(addr + 5) >= sizeof(un->sun_path) || !addr[5])
+			return -EINVAL;
+		un->sun_family = AF_UNIX;
+		snprintf(un->sun_path, sizeof(un->sun_path), "%s", addr + 5);
+		a->len = sizeof(*un);
+		G.naddrs++;
+		return 0;
+	}
 	if (!colon || colon == addr || strlen(colon + 1) >= sizeof(port))
 		return -EINVAL;
 	hl = (size_t)(colon - addr);
@@ -1036,11 +1175,15 @@ static int parse_addr(const char *addr)
 	memcpy(host, addr, hl);
 	host[hl] = '\0';
 	snprintf(port, sizeof(port), "%s", colon + 1);
-	rc = getaddrinfo(host, port, &hints, &G.ai);
+	rc = getaddrinfo(host, port, &hints, &ai);
 	if (rc) {
 		fprintf(stderr, PROG ": %s: %s\n", addr, gai_strerror(rc));
 		return -EINVAL;
 	}
+	memcpy(&a->sa, ai->ai_addr, ai->ai_addrlen);
+	a->len = ai->ai_addrlen;
+	freeaddrinfo(ai);
+	G.naddrs++;
 	return 0;
 }
 
@@ -1049,48 +1192,81 @@ int main(int argc, char **argv)
 	static const struct option opts[] = {
 		{ "addr", required_argument, NULL, 'a' },
 		{ "ranks", required_argument, NULL, 'n' },
+		{ "first-rank", required_argument, NULL, 'f' },
+		{ "count", required_argument, NULL, 'c' },
+		{ "ranks-per-host", required_argument, NULL, 'k' },
 		{ "job", required_argument, NULL, 'j' },
+		{ "epoch", required_argument, NULL, 'e' },
 		{ "rate", required_argument, NULL, 'r' },
 		{ "hang-after", required_argument, NULL, 'H' },
+		{ "hang-at", required_argument, NULL, 'A' },
+		{ "hang-file", required_argument, NULL, 'F' },
 		{ "hang-rank", required_argument, NULL, 'R' },
 		{ "dump-size", required_argument, NULL, 's' },
+		{ "dump-members-max", required_argument, NULL, 'm' },
 		{ "token-file", required_argument, NULL, 't' },
 		{ "duration", required_argument, NULL, 'd' },
 		{ "help", no_argument, NULL, 'h' },
 		{ 0 },
 	};
-	const char *addr = NULL, *token_file = NULL;
-	long hang_rank = -1;
+	const char *token_file = NULL;
+	long hang_rank = -1, count = -1;
+	double epoch = -1, hang_at = -1;
 	struct epoll_event evs[256];
+	bool bad_addr = false;
 	int c;
 
 	G.ranks = 4096;
 	G.rate = 10;
 	G.hang_after_s = 15;
 	G.dump_size = 64 << 10;
+	G.dump_members_max = UINT32_MAX;
+	G.ranks_per_host = 8;
 	G.duration_s = -1;
+	G.addrs = calloc(ADDRS_MAX, sizeof(*G.addrs));
+	if (!G.addrs) {
+		perror(PROG);
+		return 1;
+	}
 	snprintf(G.job, sizeof(G.job), "load");
 	while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
 		switch (c) {
-		case 'a': addr = optarg; break;
+		case 'a':
+			if (parse_addr(optarg) < 0) {
+				fprintf(stderr, PROG ": bad --addr %s\n", optarg);
+				bad_addr = true;
+			}
+			break;
 		case 'n': G.ranks = (uint32_t)strtoul(optarg, NULL, 10); break;
+		case 'f': G.first = (uint32_t)strtoul(optarg, NULL, 10); break;
+		case 'c': count = strtol(optarg, NULL, 10); break;
+		case 'k': G.ranks_per_host = (uint32_t)strtoul(optarg, NULL, 10); break;
 		case 'j': snprintf(G.job, sizeof(G.job), "%s", optarg); break;
+		case 'e': epoch = strtod(optarg, NULL); break;
 		case 'r': G.rate = strtod(optarg, NULL); break;
 		case 'H': G.hang_after_s = strtod(optarg, NULL); break;
+		case 'A': hang_at = strtod(optarg, NULL); break;
+		case 'F': G.hang_file = optarg; break;
 		case 'R': hang_rank = strtol(optarg, NULL, 10); break;
 		case 's': G.dump_size = strtoul(optarg, NULL, 10); break;
+		case 'm': G.dump_members_max = (uint32_t)strtoul(optarg, NULL, 10); break;
 		case 't': token_file = optarg; break;
 		case 'd': G.duration_s = strtod(optarg, NULL); break;
 		case 'h': usage(stdout); return 0;
 		default: usage(stderr); return 2;
 		}
 	}
-	if (!addr || G.ranks < 2 || G.ranks > (1u << 20) || G.rate <= 0 || G.rate > 1000 ||
-	    G.dump_size < 1024 || G.dump_size > DUMP_SIZE_MAX || hang_rank >= (long)G.ranks ||
-	    !fr_wire_valid_name(G.job)) {
+	if (count < 0 && G.first < G.ranks)
+		count = G.ranks - G.first;
+	if (bad_addr || !G.naddrs || G.ranks < 2 || G.ranks > (1u << 20) || G.rate <= 0 ||
+	    G.rate > 1000 || G.dump_size < 1024 || G.dump_size > DUMP_SIZE_MAX ||
+	    hang_rank >= (long)G.ranks || !fr_wire_valid_name(G.job) || count < 1 ||
+	    G.first + (uint64_t)count > G.ranks || (uint64_t)count < G.naddrs ||
+	    !G.ranks_per_host) {
 		usage(stderr);
 		return 2;
 	}
+	G.count = (uint32_t)count;
 	G.hang_rank = hang_rank >= 0 ? (uint32_t)hang_rank : (G.ranks / 2 + 5) % G.ranks;
 	if (token_file) {
 		const char *why = NULL;
@@ -1102,14 +1278,12 @@ int main(int argc, char **argv)
 			return 1;
 		}
 	}
-	if (parse_addr(addr) < 0)
-		return 2;
 	G.tp = G.ranks % 8 == 0 ? 8 : G.ranks % 4 == 0 ? 4 : G.ranks % 2 == 0 ? 2 : 1;
 	G.dp = G.ranks / G.tp;
 	G.interval_ms = (uint32_t)(1000 / G.rate);
 	if (!G.interval_ms)
 		G.interval_ms = 1;
-	G.r = calloc(G.ranks, sizeof(*G.r));
+	G.r = calloc(G.count, sizeof(*G.r));
 	G.ep = epoll_create1(EPOLL_CLOEXEC);
 	if (!G.r || G.ep < 0) {
 		perror(PROG);
@@ -1119,19 +1293,25 @@ int main(int argc, char **argv)
 	signal(SIGTERM, on_signal);
 	signal(SIGPIPE, SIG_IGN);
 	G.start_ms = G.t0_ms = mono_ms();
-	for (uint32_t i = 0; i < G.ranks; i++) {
+	if (epoch >= 0)
+		G.t0_ms = mono_at(epoch);
+	for (uint32_t i = 0; i < G.count; i++) {
 		G.r[i].fd = -1;
-		G.r[i].rank = i;
+		G.r[i].rank = G.first + i;
+		G.r[i].addr = (uint32_t)((uint64_t)i * G.naddrs / G.count);
 		/* Ranks enter an op within the first half of an update interval
 		 * of each other, so every op completes after all have entered. */
-		G.r[i].phase_ms = (uint32_t)(mix(i) % (G.interval_ms / 2 + 1));
+		G.r[i].phase_ms = (uint32_t)(mix(G.r[i].rank) % (G.interval_ms / 2 + 1));
 	}
+	if (hang_at >= 0)
+		choose_hang(mono_at(hang_at));
 	while (!stop) {
 		uint64_t now = mono_ms();
 		int n;
 
 		if (G.duration_s >= 0 && now - G.start_ms >= (uint64_t)(G.duration_s * 1000))
 			break;
+		poll_hang_file(now);
 		tick(now);
 		report_dumps(now);
 		n = epoll_wait(G.ep, evs, 256, TICK_MS);
@@ -1150,16 +1330,16 @@ int main(int argc, char **argv)
 	stop = 1;
 	if (pre_started)
 		pthread_join(pre_thread, NULL);
-	for (uint32_t i = 0; pre && i < G.ranks; i++)
+	for (uint32_t i = 0; pre && i < G.count; i++)
 		free(pre[i].doc);
 	free(pre);
-	for (uint32_t i = 0; i < G.ranks; i++) {
+	for (uint32_t i = 0; i < G.count; i++) {
 		if (G.r[i].fd >= 0)
 			close(G.r[i].fd);
 		free(G.r[i].out);
 	}
 	free(G.r);
-	freeaddrinfo(G.ai);
+	free(G.addrs);
 	close(G.ep);
 	return 0;
 }
