@@ -6,7 +6,7 @@
 #include "dump.h"
 #include "dump_write.h"
 #include "entry.h"
-#include "../protocol/node_wire.h"
+#include "../protocol/member_runs.h"
 
 #include <errno.h>
 #include <inttypes.h>
