@@ -197,6 +197,39 @@ static void check_node_comms(struct fr_msg_node_comms *m, const uint8_t *p, size
 	}
 }
 
+/* Checked apart from fr_node_maps_check(), which the decoder uses. */
+static void check_comm_runs(struct fr_msg_comm_runs *m, const uint8_t *p, size_t len)
+{
+	uint64_t next = 0;
+
+	(void)p;
+	(void)len;
+	FUZZ_CHECK(strlen(m->id) <= FR_COMM_ID_MAX && strlen(m->desc) <= FR_COMM_DESC_MAX &&
+		   m->rank < m->size && !m->nruns == !m->runs);
+	for (uint32_t k = 0; k < m->nruns; k++) {
+		const struct fr_node_map *mp = &m->runs[k];
+
+		FUZZ_CHECK(mp->count >= 1 && mp->index >= next &&
+			   (uint64_t)mp->index + mp->count <= m->size &&
+			   (uint64_t)mp->rank + mp->count <= FR_RANK_UNKNOWN);
+		next = (uint64_t)mp->index + mp->count;
+	}
+}
+
+static void check_version(struct fr_msg_version *m, const uint8_t *p, size_t len)
+{
+	(void)p;
+	(void)len;
+	FUZZ_CHECK(m->version >= 5);
+}
+
+static void check_welcome(struct fr_msg_welcome *m, const uint8_t *p, size_t len)
+{
+	(void)p;
+	(void)len;
+	FUZZ_CHECK(m->version >= 5);
+}
+
 /* Runs ascending with a gap between them, holding at most `most` ranks. */
 static void check_ranges(const struct fr_node_range *r, uint32_t n, uint64_t most)
 {
@@ -257,6 +290,9 @@ static void check_nothing(const void *m, const uint8_t *p, size_t len)
 		struct fr_msg_node_ranks *: check_node_ranks,       \
 		struct fr_msg_node_comms *: check_node_comms,       \
 		struct fr_msg_node_progress *: check_node_progress, \
+		struct fr_msg_comm_runs *: check_comm_runs,         \
+		struct fr_msg_version *: check_version,             \
+		struct fr_msg_welcome *: check_welcome,             \
 		default: check_nothing)((m), (p), (len))
 
 static void free_nothing(const void *m)
@@ -277,6 +313,7 @@ FREE_ZEROED(node_hello)
 FREE_ZEROED(node_ranks)
 FREE_ZEROED(node_comms)
 FREE_ZEROED(node_progress)
+FREE_ZEROED(comm_runs)
 #undef FREE_ZEROED
 
 /* Frees what a decoded message owns. */
@@ -288,6 +325,7 @@ FREE_ZEROED(node_progress)
 		struct fr_msg_node_ranks *: free_node_ranks,         \
 		struct fr_msg_node_comms *: free_node_comms,         \
 		struct fr_msg_node_progress *: free_node_progress,   \
+		struct fr_msg_comm_runs *: free_comm_runs,           \
 		default: free_nothing)(m)
 
 /* ---- reading a frame back ---- */
