@@ -703,6 +703,26 @@ static struct job_comm *job_comm_get(struct job *job, const char *id, bool *full
 	return jc;
 }
 
+/* Notes whether a list just completed is one run (struct job_comm). */
+static void job_comm_note_complete(struct job_comm *jc)
+{
+	const uint32_t *v = jc->members->v;
+
+	jc->one_run = jc->nunknown == 0;
+	jc->run_first = v[0];
+	for (uint32_t i = 1; i < jc->size && jc->one_run; i++)
+		jc->one_run = v[i] - v[0] == i;
+}
+
+/* Whether every run of a report agrees with a list that is one run. */
+static bool job_comm_runs_agree(const struct job_comm *jc, const struct fr_msg_comm_runs *m)
+{
+	for (uint32_t i = 0; i < m->nruns; i++)
+		if (m->runs[i].rank - m->runs[i].index != jc->run_first)
+			return false;
+	return true;
+}
+
 /*
  * Starts a communicator's list afresh from one report (desc cleaned).
  * Returns 0, -ENOMEM, or -EDQUOT when the list would take the job or the
@@ -743,6 +763,7 @@ static int job_comm_reset(struct job *job, struct job_comm *jc, const struct fr_
 			members->v[run->index + k] = run->rank + k;
 		jc->nunknown -= run->count;
 	}
+	job_comm_note_complete(jc);
 	snprintf(jc->desc, sizeof(jc->desc), "%s", desc);
 	jc->epoch++;
 	jc->stale = false;
@@ -795,6 +816,8 @@ static int job_comm_merge(const struct job *job, struct job_comm *jc, uint32_t f
 		}
 		return -ERANGE;
 	}
+	if (jc->one_run && job_comm_runs_agree(jc, m))
+		return 0;
 	/* Copied only when the report fills an entry: most reports of a list
 	 * complete (every MPI rank's) change nothing. Runs name known
 	 * members only, so a report costs what it knows. */
@@ -824,6 +847,8 @@ static int job_comm_merge(const struct job *job, struct job_comm *jc, uint32_t f
 			}
 		}
 	}
+	if (fills && jc->nunknown == 0)
+		job_comm_note_complete(jc);
 	return 0;
 }
 

@@ -140,6 +140,11 @@ struct job_comm {
 	bool stale;
 	bool size_conflict_logged;
 	bool member_conflict_logged;
+	/* The list is complete and one run, members[i] = run_first + i (world,
+	 * any block of consecutive ranks): a report is then checked run by run,
+	 * not member by member, so that N reports of world cost N, not N^2. */
+	bool one_run;
+	uint32_t run_first;
 };
 
 /* What /v1/jobs/<job>/incidents lists; outlives the incident itself. */
