@@ -321,11 +321,7 @@ int fr_wire_node_comms_encode(const struct fr_msg_node_comms *m, uint8_t *buf, s
 		wr_str(&w, c->desc, str_len(c->desc, FR_COMM_DESC_MAX));
 		wr_u32(&w, c->size);
 		wr_u32(&w, c->nmaps);
-		for (uint32_t j = 0; j < c->nmaps; j++) {
-			wr_u32(&w, c->maps[j].index);
-			wr_u32(&w, c->maps[j].rank);
-			wr_u32(&w, c->maps[j].count);
-		}
+		wr_runs(&w, c->maps, c->nmaps);
 	}
 	return wr_end(&w, buf, total);
 }
@@ -365,11 +361,7 @@ int fr_wire_node_comms_decode(const uint8_t *payload, size_t len, struct fr_msg_
 			ret = -ENOMEM;
 			goto out_free;
 		}
-		for (uint32_t j = 0; j < c->nmaps; j++) {
-			c->maps[j].index = rd_u32(&r);
-			c->maps[j].rank = rd_u32(&r);
-			c->maps[j].count = rd_u32(&r);
-		}
+		rd_runs(&r, c->maps, c->nmaps);
 		if (!node_comm_valid(c))
 			rd_fail(&r);
 	}

@@ -218,11 +218,7 @@ int fr_wire_comm_runs_encode(const struct fr_msg_comm_runs *m, uint8_t *buf, siz
 	wr_u32(&w, m->rank);
 	wr_u32(&w, m->size);
 	wr_u32(&w, m->nruns);
-	for (uint32_t i = 0; i < m->nruns; i++) {
-		wr_u32(&w, m->runs[i].index);
-		wr_u32(&w, m->runs[i].rank);
-		wr_u32(&w, m->runs[i].count);
-	}
+	wr_runs(&w, m->runs, m->nruns);
 	return wr_end(&w, buf, total);
 }
 
@@ -246,11 +242,7 @@ static int comm_runs_read(const uint8_t *payload, size_t len, struct fr_msg_comm
 		rd_fail(&r);
 	if (rd_array(&r, (void **)&m->runs, m->nruns, sizeof(*m->runs), &ret) < 0)
 		goto out_free;
-	for (uint32_t i = 0; i < m->nruns; i++) {
-		m->runs[i].index = rd_u32(&r);
-		m->runs[i].rank = rd_u32(&r);
-		m->runs[i].count = rd_u32(&r);
-	}
+	rd_runs(&r, m->runs, m->nruns);
 	if (check && fr_node_maps_check(m->runs, m->nruns, m->size))
 		rd_fail(&r);
 	if (rd_ok(&r))

@@ -176,44 +176,38 @@ static void check_node_ranks(struct fr_msg_node_ranks *m, const uint8_t *p, size
 			   strlen(m->ranks[i].host) <= FR_HOST_MAX);
 }
 
+/* Runs of members, checked apart from fr_node_maps_check(), which the decoders use. */
+static void check_runs(const struct fr_node_map *runs, uint32_t n, uint32_t size)
+{
+	uint64_t next = 0;
+
+	FUZZ_CHECK(!n == !runs);
+	for (uint32_t k = 0; k < n; k++) {
+		const struct fr_node_map *mp = &runs[k];
+
+		FUZZ_CHECK(mp->count >= 1 && mp->index >= next &&
+			   (uint64_t)mp->index + mp->count <= size &&
+			   (uint64_t)mp->rank + mp->count <= FR_RANK_UNKNOWN);
+		next = (uint64_t)mp->index + mp->count;
+	}
+}
+
 static void check_node_comms(struct fr_msg_node_comms *m, const uint8_t *p, size_t len)
 {
 	(void)p;
 	(void)len;
 	FUZZ_CHECK(strlen(m->job) <= FR_JOB_MAX && !m->ncomms == !m->comms);
-	for (uint32_t i = 0; i < m->ncomms; i++) {
-		const struct fr_node_comm *c = &m->comms[i];
-		uint64_t next = 0;
-
-		FUZZ_CHECK(!c->nmaps == !c->maps);
-		for (uint32_t k = 0; k < c->nmaps; k++) {
-			const struct fr_node_map *mp = &c->maps[k];
-
-			FUZZ_CHECK(mp->count >= 1 && mp->index >= next &&
-				   (uint64_t)mp->index + mp->count <= c->size &&
-				   (uint64_t)mp->rank + mp->count <= FR_RANK_UNKNOWN);
-			next = (uint64_t)mp->index + mp->count;
-		}
-	}
+	for (uint32_t i = 0; i < m->ncomms; i++)
+		check_runs(m->comms[i].maps, m->comms[i].nmaps, m->comms[i].size);
 }
 
-/* Checked apart from fr_node_maps_check(), which the decoder uses. */
 static void check_comm_runs(struct fr_msg_comm_runs *m, const uint8_t *p, size_t len)
 {
-	uint64_t next = 0;
-
 	(void)p;
 	(void)len;
 	FUZZ_CHECK(strlen(m->id) <= FR_COMM_ID_MAX && strlen(m->desc) <= FR_COMM_DESC_MAX &&
-		   m->rank < m->size && !m->nruns == !m->runs);
-	for (uint32_t k = 0; k < m->nruns; k++) {
-		const struct fr_node_map *mp = &m->runs[k];
-
-		FUZZ_CHECK(mp->count >= 1 && mp->index >= next &&
-			   (uint64_t)mp->index + mp->count <= m->size &&
-			   (uint64_t)mp->rank + mp->count <= FR_RANK_UNKNOWN);
-		next = (uint64_t)mp->index + mp->count;
-	}
+		   m->rank < m->size);
+	check_runs(m->runs, m->nruns, m->size);
 }
 
 static void check_version(struct fr_msg_version *m, const uint8_t *p, size_t len)
