@@ -10,6 +10,10 @@ MPICC ?= mpicc
 PKG_CONFIG ?= pkg-config
 PREFIX ?= /usr/local
 DESTDIR ?=
+# systemd units make install lays out, each with its environment file
+# (/etc/default) and config file (/etc/flightrec), which are kept when they
+# exist: the central (or only) daemon's and the node daemon's.
+UNITS := flightrecd flightrecd-node
 BUILD ?= build
 
 CFLAGS ?= -O2 -g
@@ -135,7 +139,7 @@ $(BUILD)/tests/test_registry: $(call obj,daemon/registry.c daemon/budget.c)
 $(BUILD)/tests/test_upload: $(call obj,daemon/upload.c)
 $(BUILD)/tests/test_aggregate: $(call obj,daemon/aggregate.c)
 $(BUILD)/tests/test_node_verdict: $(call obj,daemon/node_verdict.c daemon/aggregate.c)
-$(BUILD)/tests/test_nodes: $(call obj,daemon/nodes.c) $(call obj,daemon/clock.c)
+$(BUILD)/tests/test_nodes: $(call obj,daemon/nodes.c) $(call obj,daemon/clock.c) $(call obj,daemon/budget.c)
 # Counts the job keys registry.c makes (HMACs).
 $(BUILD)/tests/test_registry: LDFLAGS += -Wl,--wrap=fr_wire_job_key
 $(UNIT_TESTS):
@@ -268,14 +272,16 @@ install:
 	install -m 0755 $(DAEMON) $(CLI) $(DESTDIR)$(PREFIX)/bin/
 	install -m 0755 $(AGENT_LIB) $(DESTDIR)$(PREFIX)/lib/
 	install -m 0644 include/flightrec.h $(DESTDIR)$(PREFIX)/include/
-	sed 's|@BINDIR@|$(PREFIX)/bin|g' systemd/flightrecd.service \
-		> $(DESTDIR)$(PREFIX)/lib/systemd/system/flightrecd.service
-	chmod 0644 $(DESTDIR)$(PREFIX)/lib/systemd/system/flightrecd.service
-	test -e $(DESTDIR)/etc/default/flightrecd || \
-		install -m 0644 systemd/flightrecd.default $(DESTDIR)/etc/default/flightrecd
 	install -d $(DESTDIR)/etc/flightrec
-	test -e $(DESTDIR)/etc/flightrec/flightrecd.conf || \
-		install -m 0644 systemd/flightrecd.conf $(DESTDIR)/etc/flightrec/flightrecd.conf
+	for u in $(UNITS); do \
+		sed 's|@BINDIR@|$(PREFIX)/bin|g' systemd/$$u.service \
+			> $(DESTDIR)$(PREFIX)/lib/systemd/system/$$u.service && \
+		chmod 0644 $(DESTDIR)$(PREFIX)/lib/systemd/system/$$u.service && \
+		{ test -e $(DESTDIR)/etc/default/$$u || \
+			install -m 0644 systemd/$$u.default $(DESTDIR)/etc/default/$$u; } && \
+		{ test -e $(DESTDIR)/etc/flightrec/$$u.conf || \
+			install -m 0644 systemd/$$u.conf $(DESTDIR)/etc/flightrec/$$u.conf; } || exit 1; \
+	done
 
 clean:
 	rm -rf $(BUILD)

@@ -33,6 +33,7 @@ static enum access_need route_need(enum route_kind kind)
 	case ROUTE_JOB_INCIDENTS:
 	case ROUTE_INCIDENT:
 	case ROUTE_INCIDENT_FILE:
+	case ROUTE_INCIDENT_RANK:
 		return NEED_JOB;
 	case ROUTE_JOB_STACKS:
 	case ROUTE_RANK_STACKS:

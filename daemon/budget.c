@@ -1,9 +1,10 @@
 /*
  * The daemon's memory budget (--max-memory): the bytes peers can make it
  * hold, counted by kind (communicators' member lists, incident uploads,
- * live looks, HTTP requests' live views) in total, and per job for what a
- * job holds (its member lists and its ranks' uploads), so that a job can
- * take at most half of it and never starve the others. What would go over
+ * live looks, HTTP requests' live views, what node daemons said) in total,
+ * and per job for what a job holds (its member lists and its ranks'
+ * uploads), so that a job can take at most half of it and never starve
+ * the others. What would go over
  * is refused, the newest offender, never what is held already: the daemon
  * stays up whatever peers send.
  *

@@ -18,6 +18,7 @@ enum budget_kind {
 	BUDGET_UPLOADS,             /* incident dumps being received */
 	BUDGET_LIVE,                /* live looks' dumps, arriving or held */
 	BUDGET_VIEWS,               /* HTTP requests' live views: traces, not member lists */
+	BUDGET_NODES,               /* what node daemons said (nodes.c): ranks, records, index */
 	BUDGET_KINDS,
 };
 /* The smallest default budget, whatever the machine's memory. */

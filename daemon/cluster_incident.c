@@ -1,22 +1,1263 @@
-/* Incidents of jobs the node daemons hold (cluster_incident.h). */
+/*
+ * Incidents of jobs the node daemons hold (cluster_incident.h; docs/
+ * SCALE-OUT.md, "Incidents at scale"): the central daemon's side.
+ *
+ * An incident is named and laid out as the registry's (incident.c):
+ * DIR/<job>/<UTC time>-<n>/ with rank-<N>.json and manifest.json written
+ * last. It goes through three steps:
+ *
+ *   collecting   NODE_DUMP_REQUEST went to every connected node holding
+ *                ranks of the job; each rank's summary arrives in
+ *                NODE_SUMMARY pieces (upload.c puts them together, charged
+ *                to the memory budget) and is checked and written on the
+ *                thread pool; a node lost, a failure it reports or the
+ *                deadline (--dump-deadline) says why a rank has none.
+ *                Ends when every node said NODE_DUMP_DONE or went.
+ *   fetching     the directory is judged as fr-analyze judges it (the
+ *                evidence layer and the correlator, on the thread pool),
+ *                and the culprits' full dumps are fetched (NODE_FETCH);
+ *                each replaces its summary (written to a temporary name,
+ *                renamed), so the directory holds the culprits' full dumps
+ *                and the others' summaries. Bounded by the deadline again.
+ *   finishing    manifest.json, then the incident is listed as closed.
+ *
+ * A job's record of incidents (GET /v1/jobs/<job>/incidents) and its
+ * --max-incidents-per-hour bucket live here, the registry holding no job
+ * for it. Everything runs on the loop under the daemon's lock, but the
+ * work on the thread pool, which touches only what it was given.
+ */
 #include "cluster_incident.h"
 
+#include "budget.h"
+#include "clock.h"
+#include "daemon.h"
+#include "handover.h"
 #include "incident.h"
 #include "log.h"
+#include "nodes.h"
+#include "ratelog.h"
+#include "registry.h"
+#include "server.h"
+#include "upload.h"
 
-/* First step: the central watchdog's decision is logged; the nodes are
- * not asked yet. */
-void cluster_incident_open(struct flightrecd *d, const char *job, const struct incident_trigger *t,
-			   json_t *verdict)
+#include "../dumps/correlate.h"
+#include "../dumps/dump.h"
+#include "../dumps/evidence.h"
+#include "../protocol/node_wire.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <microhttpd.h>
+
+/* Jobs whose incident records are kept: the newest. */
+#define CLUSTER_JOBS_MAX 1024
+/* Rank fetches over HTTP waiting for their node at once. */
+#define CLUSTER_FETCHES_MAX 64
+
+enum cl_answer {
+	CL_NOT_HELD,        /* no node holds the rank */
+	CL_PENDING,
+	CL_WRITING,
+	CL_RECEIVED,
+	CL_FAILED,          /* the node said why, or the dump was invalid */
+	CL_LOST,            /* its node's connection went */
+	CL_UNRESPONSIVE,    /* nothing by the deadline */
+};
+
+static const char *const cl_answer_names[] = {
+	[CL_NOT_HELD] = "never_connected", [CL_PENDING] = "pending",
+	[CL_WRITING] = "pending",          [CL_RECEIVED] = "received",
+	[CL_FAILED] = "invalid",           [CL_LOST] = "unresponsive",
+	[CL_UNRESPONSIVE] = "unresponsive",
+};
+
+struct cl_rank {
+	enum cl_answer answer;
+	int node;               /* index in inc->nodes; -1: none */
+	bool written;           /* rank-N.json is on disk */
+	bool full;              /* ... and is the full dump */
+	bool fetching;          /* its full dump is asked for */
+	char host[FR_HOST_MAX + 1];
+	uint32_t pid;
+	char *error;            /* owned */
+	struct upload *up;      /* the piece being put together */
+};
+
+struct cl_node {
+	char name[FR_HOST_MAX + 1];
+	uint32_t first_rank;    /* one of its ranks, to find its connection by */
+	bool done;              /* NODE_DUMP_DONE, or lost */
+};
+
+enum cl_phase { CL_COLLECTING, CL_JUDGING, CL_FETCHING, CL_FINISHING };
+
+struct cl_job;
+
+struct cl_incident {
+	struct flightrecd *d;
+	struct cl_job *job;
+	char id[FR_INCIDENT_MAX + 1];
+	char reason[16];
+	char dir[PATH_MAX - 32];
+	struct incident_trigger trigger;
+	uint64_t detected_ns, opened_ns, closed_ns;
+	uint64_t deadline_mono;
+	uint32_t world_size;
+	struct cl_rank *ranks;
+	size_t nnodes;
+	struct cl_node *nodes;
+	unsigned writes;        /* dumps on the thread pool */
+	uint64_t charged;       /* `ranks`, charged to the memory budget */
+	enum cl_phase phase;
+	bool incomplete;
+	json_t *verdict;        /* the live verdict when it opened, then the judged one */
+};
+
+struct cl_job {
+	struct cl_job *next;
+	char id[FR_JOB_MAX + 1];
+	size_t nrecords;
+	struct incident_record *records;    /* oldest first */
+	uint32_t *record_world;             /* each record's world size */
+	struct cl_incident *active;
+	bool budget_set;
+	double budget;
+	uint64_t budget_mono;
+};
+
+/* A rank's full dump asked for over HTTP, until its node answers. */
+struct cl_fetch {
+	struct handover *h;
+	char job[FR_JOB_MAX + 1];
+	char incident[FR_INCIDENT_MAX + 1];
+	uint32_t rank;
+	char node[FR_HOST_MAX + 1];
+	uint64_t deadline_mono;
+	uint8_t **data;
+	size_t *len;
+	struct upload up;
+};
+
+static struct {
+	struct cl_job *jobs;
+	size_t njobs;
+	struct cl_fetch *fetches[CLUSTER_FETCHES_MAX];
+} cl;
+
+static void cl_set_error(struct cl_rank *r, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+static void cl_set_error(struct cl_rank *r, const char *fmt, ...)
 {
-	(void)d;
-	(void)verdict;
-	daemon_log("job %s: %s on %s; asking the nodes to dump is not built yet", job, t->reason,
-		   t->comm[0] ? t->comm : "no communicator");
+	va_list ap;
+
+	va_start(ap, fmt);
+	incident_vset_text(&r->error, fmt, ap);
+	va_end(ap);
+}
+
+static struct cl_job *cl_job_find(const char *id)
+{
+	for (struct cl_job *j = cl.jobs; j; j = j->next)
+		if (strcmp(j->id, id) == 0)
+			return j;
+	return NULL;
+}
+
+static void cl_job_free(struct cl_job *j)
+{
+	free(j->records);
+	free(j->record_world);
+	free(j);
+}
+
+/* The job's record here, made when missing; the oldest idle one goes past the cap. */
+static struct cl_job *cl_job_get(const char *id)
+{
+	struct cl_job *j = cl_job_find(id), **pp, **oldest = NULL;
+
+	if (j)
+		return j;
+	if (cl.njobs >= CLUSTER_JOBS_MAX) {
+		/* The list is newest first: the last idle one is the oldest. */
+		for (pp = &cl.jobs; *pp; pp = &(*pp)->next)
+			if (!(*pp)->active)
+				oldest = pp;
+		if (!oldest)
+			return NULL;
+		j = *oldest;
+		*oldest = j->next;
+		cl_job_free(j);
+		cl.njobs--;
+	}
+	j = calloc(1, sizeof(*j));
+	if (!j)
+		return NULL;
+	snprintf(j->id, sizeof(j->id), "%s", id);
+	j->next = cl.jobs;
+	cl.jobs = j;
+	cl.njobs++;
+	return j;
 }
 
 bool cluster_incident_collecting(const char *job)
 {
-	(void)job;
-	return false;
+	struct cl_job *j = cl_job_find(job);
+
+	return j && j->active;
+}
+
+static struct incident_record *cl_record(struct cl_incident *inc)
+{
+	return &inc->job->records[inc->job->nrecords - 1];
+}
+
+static void cl_update_record(struct cl_incident *inc)
+{
+	struct incident_record *rec = cl_record(inc);
+
+	rec->answered = rec->requested = 0;
+	for (uint32_t i = 0; i < inc->world_size; i++) {
+		enum cl_answer a = inc->ranks[i].answer;
+
+		rec->requested += a != CL_NOT_HELD;
+		rec->answered += a == CL_RECEIVED || a == CL_FAILED;
+	}
+}
+
+static int cl_add_record(struct cl_incident *inc, const char *summary)
+{
+	struct cl_job *j = inc->job;
+	size_t n = j->nrecords;
+	uint32_t *w;
+
+	if (n < DAEMON_MAX_INCIDENT_RECORDS) {
+		w = realloc(j->record_world, (n + 1) * sizeof(*w));
+		if (!w)
+			return -ENOMEM;
+		j->record_world = w;
+	}
+	if (!incident_record_push(&j->records, &j->nrecords, inc->id, inc->reason, summary,
+				  inc->opened_ns))
+		return -ENOMEM;
+	/* The world sizes go with their records, the oldest dropped alike. */
+	if (j->nrecords == n)
+		memmove(j->record_world, j->record_world + 1, (n - 1) * sizeof(*j->record_world));
+	j->record_world[j->nrecords - 1] = inc->world_size;
+	return 0;
+}
+
+static void cl_drop_upload(struct cl_rank *r)
+{
+	if (!r->up)
+		return;
+	budget_release_job(NULL, BUDGET_UPLOADS, r->up->charged);
+	upload_reset(r->up);
+	free(r->up);
+	r->up = NULL;
+}
+
+static void cl_incident_free(struct cl_incident *inc)
+{
+	for (uint32_t i = 0; inc->ranks && i < inc->world_size; i++) {
+		cl_drop_upload(&inc->ranks[i]);
+		free(inc->ranks[i].error);
+	}
+	free(inc->ranks);
+	budget_release_job(NULL, BUDGET_UPLOADS, inc->charged);
+	free(inc->nodes);
+	json_decref(inc->verdict);
+	free(inc);
+}
+
+static int cl_node_index(const struct cl_incident *inc, const char *node)
+{
+	for (size_t i = 0; i < inc->nnodes; i++)
+		if (strcmp(inc->nodes[i].name, node) == 0)
+			return (int)i;
+	return -1;
+}
+
+/* The connection of node `i` of the incident, NULL while lost. */
+static struct conn *cl_node_conn(const struct cl_incident *inc, int i)
+{
+	struct conn *c = NULL;
+	const char *name;
+
+	/* Looked up each time: a node that reconnected has another connection. */
+	if (nodes_rank_node(inc->job->id, inc->nodes[i].first_rank, &c, &name) &&
+	    strcmp(name, inc->nodes[i].name) == 0)
+		return c;
+	return NULL;
+}
+
+/* Rank `cr`'s full dump is not coming: why (its summary stays). */
+static void cl_stop_fetch(struct cl_rank *cr, const char *why)
+{
+	cr->fetching = false;
+	cl_drop_upload(cr);
+	cl_set_error(cr, "its full dump was not fetched: %s", why);
+}
+
+/* Steps */
+
+static void cl_judge(struct cl_incident *inc);
+static void cl_finish(struct cl_incident *inc);
+
+/* Collecting is over when every node is done or gone and every write applied. */
+static void cl_check_collected(struct cl_incident *inc)
+{
+	if (inc->phase != CL_COLLECTING)
+		return;
+	for (size_t i = 0; i < inc->nnodes; i++)
+		if (!inc->nodes[i].done)
+			return;
+	for (uint32_t r = 0; r < inc->world_size; r++) {
+		struct cl_rank *cr = &inc->ranks[r];
+
+		if (cr->answer == CL_PENDING) {
+			/* Its node is done and said nothing of it. */
+			cr->answer = CL_UNRESPONSIVE;
+			cl_set_error(cr, "node %s sent no summary of it",
+				     cr->node >= 0 ? inc->nodes[cr->node].name : "?");
+			cl_drop_upload(cr);
+		}
+	}
+	cl_update_record(inc);
+	if (inc->writes == 0)
+		cl_judge(inc);
+}
+
+static void cl_check_fetched(struct cl_incident *inc)
+{
+	if (inc->phase != CL_FETCHING || inc->writes)
+		return;
+	for (uint32_t r = 0; r < inc->world_size; r++)
+		if (inc->ranks[r].fetching)
+			return;
+	cl_finish(inc);
+}
+
+/* A dump on its way to disk: checked, written, its host and pid kept. */
+struct cl_write {
+	uv_work_t req;
+	struct cl_incident *inc;
+	uint32_t rank;
+	bool full;
+	char job[FR_JOB_MAX + 1];
+	uint8_t *data;
+	size_t len;
+	uint64_t charged;
+	char path[PATH_MAX];
+	bool valid;
+	int write_err;
+	char host[FR_HOST_MAX + 1];
+	uint32_t pid;
+	char err[512];
+};
+
+static void cl_write_work(uv_work_t *req)
+{
+	struct cl_write *w = req->data;
+	struct fr_trace t = { 0 };
+
+	if (!incident_dump_check(w->data, w->len, w->job, w->rank, &t, w->err, sizeof(w->err)))
+		return;
+	if (!w->full && !t.summary) {
+		snprintf(w->err, sizeof(w->err), "rank-%" PRIu32 ".json: a full dump where a summary was due",
+			 w->rank);
+	} else if (w->full && t.summary) {
+		snprintf(w->err, sizeof(w->err), "rank-%" PRIu32 ".json: a summary where the full dump was due",
+			 w->rank);
+	} else {
+		w->valid = true;
+		snprintf(w->host, sizeof(w->host), "%s", t.host);
+		w->pid = t.pid;
+		/* A temporary name, then rename: a full dump replaces the
+		 * summary at once, never half written. */
+		w->write_err = fr_write_file_atomic_mode(w->path, w->data, w->len, 0640);
+	}
+	fr_trace_free(&t);
+}
+
+static void cl_write_apply(struct cl_write *w)
+{
+	struct cl_incident *inc = w->inc;
+	struct cl_rank *cr = &inc->ranks[w->rank];
+
+	inc->writes--;
+	if (!w->full) {
+		if (!w->valid) {
+			cr->answer = CL_FAILED;
+			cl_set_error(cr, "%s", w->err);
+			inc->d->m.dumps_invalid++;
+			daemon_log("invalid summary of job %s rank %" PRIu32 " for incident %s: %s",
+				   inc->job->id, w->rank, inc->id, w->err);
+		} else {
+			cr->answer = CL_RECEIVED;
+			snprintf(cr->host, sizeof(cr->host), "%s", w->host);
+			cr->pid = w->pid;
+			cr->written = !w->write_err;
+			if (w->write_err)
+				cl_set_error(cr, "cannot write rank-%" PRIu32 ".json: %s", w->rank,
+					     strerror(-w->write_err));
+		}
+	} else {
+		cr->fetching = false;
+		if (!w->valid || w->write_err) {
+			cl_set_error(cr, "its full dump was not kept: %s",
+				     w->valid ? strerror(-w->write_err) : w->err);
+		} else {
+			cr->full = true;
+			daemon_log("incident %s of job %s: rank %" PRIu32 "'s full dump fetched (%zu bytes)",
+				   inc->id, inc->job->id, w->rank, w->len);
+		}
+	}
+	if (w->write_err)
+		inc->d->m.incident_write_errors++;
+	budget_release_job(NULL, BUDGET_UPLOADS, w->charged);
+	free(w->data);
+	free(w);
+	if (inc->phase == CL_COLLECTING) {
+		cl_update_record(inc);
+		cl_check_collected(inc);
+	} else {
+		cl_check_fetched(inc);
+	}
+}
+
+static void cl_write_after(uv_work_t *req, int status)
+{
+	struct cl_write *w = req->data;
+	struct flightrecd *d = w->inc->d;
+
+	(void)status;
+	pthread_mutex_lock(&d->lock);
+	cl_write_apply(w);
+	pthread_mutex_unlock(&d->lock);
+}
+
+/* Rank `rank`'s upload is whole: write it off the loop. */
+static void cl_upload_complete(struct cl_incident *inc, uint32_t rank, bool full)
+{
+	struct cl_rank *cr = &inc->ranks[rank];
+	struct cl_write *w = calloc(1, sizeof(*w));
+
+	if (!w) {
+		cl_set_error(cr, "out of memory");
+		cl_drop_upload(cr);
+		if (full)
+			cr->fetching = false;
+		else
+			cr->answer = CL_FAILED;
+		return;
+	}
+	w->req.data = w;
+	w->inc = inc;
+	w->rank = rank;
+	w->full = full;
+	snprintf(w->job, sizeof(w->job), "%s", inc->job->id);
+	snprintf(w->path, sizeof(w->path), "%s/rank-%" PRIu32 ".json", inc->dir, rank);
+	w->charged = cr->up->charged;
+	w->data = upload_take(cr->up, &w->len);
+	free(cr->up);
+	cr->up = NULL;
+	if (!full)
+		cr->answer = CL_WRITING;
+	inc->writes++;
+	inc->d->m.dumps_received++;
+	if (uv_queue_work(inc->d->loop, &w->req, cl_write_work, cl_write_after)) {
+		cl_write_work(&w->req);
+		cl_write_apply(w);
+	}
+}
+
+/* Charges the budget (the daemon's; no registry job holds these). */
+static bool cl_charge(void *ctx, struct upload *up, uint64_t grow, uint32_t len, char *why,
+		      size_t cap)
+{
+	(void)ctx;
+	(void)len;
+	return incident_charge_upload(NULL, up, grow, why, cap);
+}
+
+/*
+ * Adds piece `m` to `*upp` (started at offset 0). Returns the upload's
+ * step; on UPLOAD_ERROR `why` says why and the upload is let go.
+ */
+static enum upload_step cl_append(struct upload **upp, const struct fr_msg_node_summary *m,
+				  uint64_t max, char *why, size_t cap)
+{
+	struct fr_msg_dump_data piece = { .offset = m->offset, .total = m->total, .len = m->len,
+					  .data = m->data };
+	struct upload none = { 0 };
+	enum upload_step step;
+	int err;
+
+	snprintf(piece.incident, sizeof(piece.incident), "%s", m->incident);
+	if (m->offset == 0) {
+		if (*upp) {
+			budget_release_job(NULL, BUDGET_UPLOADS, (*upp)->charged);
+			upload_reset(*upp);
+		} else if (!(*upp = calloc(1, sizeof(**upp)))) {
+			snprintf(why, cap, "out of memory");
+			return UPLOAD_ERROR;
+		}
+		err = upload_begin(*upp, m->incident, m->total, max);
+		if (err) {
+			snprintf(why, cap, "dump of %" PRIu64 " bytes is over --max-dump-size %" PRIu64,
+				 m->total, max);
+			goto out_drop;
+		}
+	}
+	step = upload_append(*upp ? *upp : &none, &piece, cl_charge, NULL, why, cap);
+	if (step != UPLOAD_ERROR)
+		return step;
+out_drop:
+	if (*upp) {
+		budget_release_job(NULL, BUDGET_UPLOADS, (*upp)->charged);
+		upload_reset(*upp);
+		free(*upp);
+		*upp = NULL;
+	}
+	return UPLOAD_ERROR;
+}
+
+/* Judging: the directory read back as fr-analyze reads it. */
+
+struct cl_judgement {
+	uv_work_t req;
+	struct cl_incident *inc;
+	char dir[PATH_MAX];
+	uint32_t world_size;
+	json_t *verdict;
+	uint32_t *culprits;
+	size_t nculprits;
+	char summary[1024];
+	char err[256];
+};
+
+static void cl_judge_work(uv_work_t *req)
+{
+	struct cl_judgement *jw = req->data;
+	struct fr_evidence ev = { 0 };
+	struct fr_verdict v = { 0 };
+	int rc;
+
+	rc = fr_evidence_load_dir(&ev, jw->dir);
+	if (rc) {
+		snprintf(jw->err, sizeof(jw->err), "%s", ev.error ? ev.error : strerror(-rc));
+		goto out;
+	}
+	rc = fr_correlate(ev.traces, ev.ntraces, ev.world_size ? ev.world_size : jw->world_size, &v);
+	if (rc == 0 && fr_verdict_name_silent(&v, ev.traces, ev.ntraces) < 0)
+		rc = -ENOMEM;
+	if (rc) {
+		snprintf(jw->err, sizeof(jw->err), "correlating: %s", strerror(-rc));
+		goto out;
+	}
+	jw->verdict = fr_verdict_to_json(&v);
+	snprintf(jw->summary, sizeof(jw->summary), "%s", v.summary);
+	jw->culprits = calloc(v.nculprits ? v.nculprits : 1, sizeof(*jw->culprits));
+	for (size_t i = 0; jw->culprits && i < v.nculprits; i++)
+		jw->culprits[jw->nculprits++] = v.culprits[i].rank;
+	fr_verdict_free(&v);
+out:
+	fr_evidence_free(&ev);
+}
+
+/* Asks the culprits' nodes for their full dumps. */
+static void cl_fetch_culprits(struct cl_incident *inc, const uint32_t *culprits, size_t n)
+{
+	for (size_t i = 0; i < n; i++) {
+		uint32_t r = culprits[i];
+		struct cl_rank *cr = r < inc->world_size ? &inc->ranks[r] : NULL;
+		struct fr_msg_node_fetch m = { .rank = r };
+		struct conn *c;
+
+		if (!cr || !cr->written || cr->fetching || cr->node < 0)
+			continue;
+		c = cl_node_conn(inc, cr->node);
+		if (!c) {
+			cl_set_error(cr, "its full dump stays on node %s, which is lost",
+				     inc->nodes[cr->node].name);
+			continue;
+		}
+		snprintf(m.incident, sizeof(m.incident), "%s", inc->id);
+		snprintf(m.job, sizeof(m.job), "%s", inc->job->id);
+		if (conn_send_node_fetch(c, &m) == 0)
+			cr->fetching = true;
+	}
+}
+
+static void cl_judge_after(uv_work_t *req, int status)
+{
+	struct cl_judgement *jw = req->data;
+	struct cl_incident *inc = jw->inc;
+	struct flightrecd *d = inc->d;
+
+	(void)status;
+	pthread_mutex_lock(&d->lock);
+	if (jw->verdict) {
+		json_decref(inc->verdict);
+		inc->verdict = jw->verdict;
+		snprintf(cl_record(inc)->summary, sizeof(cl_record(inc)->summary), "%s", jw->summary);
+		daemon_log("incident %s of job %s: the summaries say: %s", inc->id, inc->job->id,
+			   jw->summary);
+	} else {
+		daemon_log("incident %s of job %s: cannot judge its summaries: %s", inc->id,
+			   inc->job->id, jw->err);
+	}
+	inc->phase = CL_FETCHING;
+	inc->deadline_mono = daemon_mono_ns() + (uint64_t)(d->cfg.dump_deadline_s * NS_PER_S);
+	if (!inc->incomplete)
+		cl_fetch_culprits(inc, jw->culprits, jw->nculprits);
+	cl_check_fetched(inc);
+	pthread_mutex_unlock(&d->lock);
+	free(jw->culprits);
+	free(jw);
+}
+
+static void cl_judge(struct cl_incident *inc)
+{
+	struct cl_judgement *jw = calloc(1, sizeof(*jw));
+
+	inc->phase = CL_JUDGING;
+	if (!jw) {
+		inc->phase = CL_FETCHING;
+		cl_check_fetched(inc);
+		return;
+	}
+	jw->req.data = jw;
+	jw->inc = inc;
+	jw->world_size = inc->world_size;
+	snprintf(jw->dir, sizeof(jw->dir), "%s", inc->dir);
+	if (uv_queue_work(inc->d->loop, &jw->req, cl_judge_work, cl_judge_after)) {
+		/* The lock is held: the work runs here and applies without it. */
+		cl_judge_work(&jw->req);
+		json_decref(jw->verdict);
+		free(jw->culprits);
+		free(jw);
+		inc->phase = CL_FETCHING;
+		cl_check_fetched(inc);
+	}
+}
+
+/* Finishing: the manifest, as incident.c writes it. */
+
+static enum fr_rank_status cl_status(enum cl_answer a)
+{
+	switch (a) {
+	case CL_RECEIVED:
+		return FR_RANK_DUMPED;
+	case CL_NOT_HELD:
+		return FR_RANK_MISSING;
+	default:
+		return FR_RANK_UNRESPONSIVE;
+	}
+}
+
+static json_t *cl_manifest_doc(struct cl_incident *inc)
+{
+	struct fr_trace *views = calloc(inc->world_size ? inc->world_size : 1, sizeof(*views));
+	const struct fr_trace **ptrs = calloc(inc->world_size ? inc->world_size : 1, sizeof(*ptrs));
+	json_t *doc = NULL, *ranks, *obj;
+	size_t i;
+
+	if (!views || !ptrs)
+		goto out;
+	for (uint32_t r = 0; r < inc->world_size; r++) {
+		struct fr_trace *t = &views[r];
+
+		t->status = cl_status(inc->ranks[r].answer);
+		snprintf(t->job, sizeof(t->job), "%s", inc->job->id);
+		t->rank = r;
+		t->world_size = inc->world_size;
+		snprintf(t->host, sizeof(t->host), "%s", inc->ranks[r].host);
+		t->pid = inc->ranks[r].pid;
+		snprintf(t->incident, sizeof(t->incident), "%s", inc->id);
+		snprintf(t->reason, sizeof(t->reason), "%s", inc->reason);
+		t->time_ns = inc->closed_ns;
+		ptrs[r] = t;
+	}
+	doc = fr_manifest_to_json(inc->job->id, inc->id, inc->reason, inc->world_size,
+				  inc->opened_ns, inc->closed_ns, ptrs, inc->world_size, inc->verdict);
+	if (!doc)
+		goto out;
+	ranks = json_object_get(doc, "ranks");
+	json_array_foreach(ranks, i, obj) {
+		json_t *jr = json_object_get(obj, "rank");
+		json_int_t rank = json_is_integer(jr) ? json_integer_value(jr) : (json_int_t)i;
+		const struct cl_rank *cr;
+		char name[32];
+
+		if (rank < 0 || (uint64_t)rank >= inc->world_size)
+			continue;
+		cr = &inc->ranks[rank];
+		snprintf(name, sizeof(name), "rank-%" PRId64 ".json", (int64_t)rank);
+		json_object_set_new(obj, "dump", cr->written ? json_string(name) : json_null());
+		json_object_set_new(obj, "answer", json_string(cl_answer_names[cr->answer]));
+		json_object_set_new(obj, "error", cr->error ? json_string(cr->error) : json_null());
+		json_object_set_new(obj, "node", cr->node >= 0 ? json_string(inc->nodes[cr->node].name) :
+								 json_null());
+		json_object_set_new(obj, "full_dump", json_boolean(cr->full));
+	}
+	json_object_set_new(doc, "trigger", incident_trigger_json(&inc->trigger));
+	json_object_set_new(doc, "detected_ns", json_integer((json_int_t)inc->detected_ns));
+	json_object_set_new(doc, "incomplete", json_boolean(inc->incomplete));
+out:
+	free(views);
+	free(ptrs);
+	return doc;
+}
+
+/* The manifest is written (or could not be): the incident is over. */
+static void cl_done(void *arg, int err)
+{
+	struct cl_incident *inc = arg;
+	struct incident_record *rec = cl_record(inc);
+
+	(void)err;
+	cl_update_record(inc);
+	rec->closed_ns = inc->closed_ns;
+	rec->incomplete = inc->incomplete;
+	incident_log_closed(rec, inc->job->id, inc->dir);
+	inc->job->active = NULL;
+	cl_incident_free(inc);
+}
+
+static void cl_finish(struct cl_incident *inc)
+{
+	inc->phase = CL_FINISHING;
+	inc->closed_ns = daemon_now_ns();
+	incident_write_manifest(inc->d, inc->dir, cl_manifest_doc(inc), cl_done, inc);
+}
+
+/* Opening */
+
+struct cl_open_ctx {
+	struct cl_incident *inc;
+	int err;
+};
+
+/* nodes_job_each_node(): notes a node and its ranks. */
+static void cl_open_node(void *arg, const char *node, struct conn *conn,
+			 const struct fr_node_rank *ranks, uint32_t nranks)
+{
+	struct cl_open_ctx *ctx = arg;
+	struct cl_incident *inc = ctx->inc;
+	struct cl_node *nodes = realloc(inc->nodes, (inc->nnodes + 1) * sizeof(*nodes));
+	int idx = (int)inc->nnodes;
+
+	if (!nodes) {
+		ctx->err = -ENOMEM;
+		return;
+	}
+	inc->nodes = nodes;
+	memset(&nodes[idx], 0, sizeof(nodes[idx]));
+	snprintf(nodes[idx].name, sizeof(nodes[idx].name), "%s", node);
+	nodes[idx].first_rank = nranks ? ranks[0].rank : 0;
+	nodes[idx].done = !conn;
+	inc->nnodes++;
+	for (uint32_t i = 0; i < nranks; i++) {
+		struct cl_rank *cr;
+
+		if (ranks[i].rank >= inc->world_size)
+			continue;
+		cr = &inc->ranks[ranks[i].rank];
+		cr->node = idx;
+		snprintf(cr->host, sizeof(cr->host), "%s", ranks[i].host);
+		cr->pid = ranks[i].pid;
+		if (conn) {
+			cr->answer = CL_PENDING;
+		} else {
+			cr->answer = CL_LOST;
+			cl_set_error(cr, "node lost: %s", node);
+		}
+	}
+}
+
+/* Sends NODE_DUMP_REQUEST to every node connected; one that cannot be sent to is lost. */
+static void cl_request_all(struct cl_incident *inc)
+{
+	struct fr_msg_node_dump_request m = { .has_seq = inc->trigger.has_seq,
+					      .seq = inc->trigger.seq };
+
+	snprintf(m.incident, sizeof(m.incident), "%s", inc->id);
+	snprintf(m.job, sizeof(m.job), "%s", inc->job->id);
+	snprintf(m.reason, sizeof(m.reason), "%s", inc->reason);
+	snprintf(m.comm, sizeof(m.comm), "%s", inc->trigger.comm);
+	for (size_t i = 0; i < inc->nnodes; i++) {
+		struct conn *c;
+
+		if (inc->nodes[i].done)
+			continue;
+		c = cl_node_conn(inc, (int)i);
+		if (!c || conn_send_node_dump_request(c, &m))
+			cluster_incident_node_lost(inc->d, inc->nodes[i].name);
+	}
+}
+
+/* Opens the incident; returns 0, -EBUSY (one collecting), -EDQUOT (rate; *retry set), or an error. */
+static int cl_open(struct flightrecd *d, const char *job, const struct incident_trigger *t,
+		   json_t *verdict, uint64_t *retry_after)
+{
+	struct cl_job *j = cl_job_get(job);
+	struct cl_open_ctx ctx = { 0 };
+	struct cl_incident *inc;
+	uint32_t world_size = 0;
+	json_t *summary;
+	int err;
+
+	if (!j)
+		return -ENOMEM;
+	if (j->active)
+		return -EBUSY;
+	if (!nodes_job_known(job, &world_size) || !world_size)
+		return -ENOENT;
+	if (!incident_bucket_allows(d, &j->budget, &j->budget_set, &j->budget_mono,
+				    daemon_mono_ns(), retry_after)) {
+		d->m.incidents_suppressed++;
+		ratelog("incident rate", job,
+			"job %s: incident (%s) suppressed: over --max-incidents-per-hour %" PRIu32
+			"; the next may open in %" PRIu64 " s",
+			job, t->reason, d->cfg.max_incidents_per_hour, *retry_after);
+		return -EDQUOT;
+	}
+	inc = calloc(1, sizeof(*inc));
+	if (!inc)
+		return -ENOMEM;
+	/* A rank's record costs some 300 bytes: 30 MB at 100,000 ranks, held
+	 * like the uploads it waits for, within --max-memory. */
+	inc->charged = (uint64_t)world_size * sizeof(*inc->ranks);
+	if (!budget_charge_job(NULL, BUDGET_UPLOADS, inc->charged)) {
+		daemon_log("cannot open an incident for job %s: its %" PRIu32
+			   " ranks' records are over the daemon's memory budget (--max-memory %" PRIu64 ")",
+			   job, world_size, budget_max());
+		free(inc);
+		return -ENOMEM;
+	}
+	inc->ranks = calloc(world_size, sizeof(*inc->ranks));
+	if (!inc->ranks) {
+		cl_incident_free(inc);
+		return -ENOMEM;
+	}
+	inc->d = d;
+	inc->job = j;
+	inc->world_size = world_size;
+	inc->trigger = *t;
+	snprintf(inc->reason, sizeof(inc->reason), "%s", t->reason);
+	inc->trigger.reason = inc->reason;
+	for (uint32_t r = 0; r < world_size; r++)
+		inc->ranks[r].node = -1;
+	inc->detected_ns = daemon_now_ns();
+	err = incident_make_dir_for(d, job, inc->detected_ns, inc->id, sizeof(inc->id), inc->dir,
+				    sizeof(inc->dir));
+	if (err) {
+		daemon_log("cannot create the incident directory for job %s under %s: %s", job,
+			   d->cfg.dump_dir, strerror(-err));
+		d->m.incident_write_errors++;
+		cl_incident_free(inc);
+		return err;
+	}
+	ctx.inc = inc;
+	nodes_job_each_node(job, cl_open_node, &ctx);
+	summary = verdict ? json_object_get(verdict, "summary") : NULL;
+	if (ctx.err || cl_add_record(inc, json_is_string(summary) ? json_string_value(summary) :
+				     "asked for; the nodes' summaries are being collected")) {
+		cl_incident_free(inc);
+		return -ENOMEM;
+	}
+	inc->verdict = verdict ? json_incref(verdict) : NULL;
+	inc->opened_ns = daemon_now_ns();
+	inc->deadline_mono = daemon_mono_ns() + (uint64_t)(d->cfg.dump_deadline_s * NS_PER_S);
+	j->active = inc;
+	j->budget -= 1.0;
+	d->m.incidents++;
+	daemon_log("incident %s opened for job %s (held by %zu node%s): reason %s%s%s", inc->id, job,
+		   inc->nnodes, inc->nnodes == 1 ? "" : "s", inc->reason,
+		   t->comm[0] ? ", comm " : "", t->comm);
+	cl_request_all(inc);
+	cl_update_record(inc);
+	cl_check_collected(inc);
+	return 0;
+}
+
+void cluster_incident_open(struct flightrecd *d, const char *job, const struct incident_trigger *t,
+			   json_t *verdict)
+{
+	uint64_t retry_after = 0;
+	int err = cl_open(d, job, t, verdict, &retry_after);
+
+	if (err && err != -EDQUOT && err != -EBUSY)
+		daemon_log("cannot open an incident for job %s: %s", job, strerror(-err));
+}
+
+unsigned cluster_incident_manual(struct flightrecd *d, const char *job, char *id, size_t idcap,
+				 uint32_t *requested, uint64_t *retry_after_s, char *error,
+				 size_t errcap)
+{
+	struct incident_trigger t = { .reason = "manual", .rank = -1 };
+	struct cl_job *j;
+	int err = cl_open(d, job, &t, NULL, retry_after_s);
+
+	switch (err) {
+	case 0:
+		j = cl_job_find(job);
+		snprintf(id, idcap, "%s", j->records[j->nrecords - 1].id);
+		*requested = j->records[j->nrecords - 1].requested;
+		return MHD_HTTP_ACCEPTED;
+	case -ENOENT:
+		snprintf(error, errcap, "no such job");
+		return MHD_HTTP_NOT_FOUND;
+	case -EBUSY:
+		j = cl_job_find(job);
+		snprintf(error, errcap, "incident %s of the job is being collected",
+			 j && j->active ? j->active->id : "?");
+		return MHD_HTTP_CONFLICT;
+	case -EDQUOT:
+		snprintf(error, errcap,
+			 "the job opened --max-incidents-per-hour %" PRIu32
+			 " incidents; the next may open in %" PRIu64 " s",
+			 d->cfg.max_incidents_per_hour, *retry_after_s);
+		return MHD_HTTP_TOO_MANY_REQUESTS;
+	default:
+		snprintf(error, errcap, "the incident could not be opened: %s", strerror(-err));
+		return MHD_HTTP_INTERNAL_SERVER_ERROR;
+	}
+}
+
+/* What the nodes send */
+
+/* Rank `cr` has no summary (or, `full`, no full dump) for `why`. */
+static void cl_refuse(struct cl_incident *inc, struct cl_rank *cr, bool full, const char *why)
+{
+	if (full) {
+		cl_stop_fetch(cr, why);
+		cl_check_fetched(inc);
+		return;
+	}
+	cl_drop_upload(cr);
+	cr->answer = CL_FAILED;
+	cl_set_error(cr, "%s", why);
+	cl_update_record(inc);
+}
+
+/* A piece of a full dump asked for over HTTP; true when one was waiting for it. */
+static bool cl_fetch_piece(struct flightrecd *d, const char *node,
+			   const struct fr_msg_node_summary *m);
+
+void cluster_incident_summary(struct flightrecd *d, const char *node,
+			      const struct fr_msg_node_summary *m)
+{
+	struct cl_job *j = cl_job_find(m->job);
+	struct cl_incident *inc = j ? j->active : NULL;
+	struct cl_rank *cr;
+	bool full = m->flags & FR_NODE_SUMMARY_FULL;
+	char why[256];
+
+	if (full && cl_fetch_piece(d, node, m))
+		return;
+	if (!inc || strcmp(inc->id, m->incident) != 0 || m->rank >= inc->world_size)
+		goto ignore;
+	cr = &inc->ranks[m->rank];
+	/* A node answers for its own ranks only, at the step it was asked. */
+	if (cr->node < 0 || strcmp(inc->nodes[cr->node].name, node) != 0)
+		goto ignore;
+	if (full ? !cr->fetching || inc->phase != CL_FETCHING :
+		   cr->answer != CL_PENDING || inc->phase != CL_COLLECTING)
+		goto ignore;
+	if (m->flags & FR_NODE_SUMMARY_FAILED) {
+		cl_refuse(inc, cr, full, m->reason);
+		return;
+	}
+	switch (cl_append(&cr->up, m, d->cfg.max_dump_size, why, sizeof(why))) {
+	case UPLOAD_ERROR:
+		d->m.dumps_rejected++;
+		ratelog("dump upload", j->id, "rejected the %s of job %s rank %" PRIu32 " for incident %s: %s",
+			full ? "full dump" : "summary", j->id, m->rank, inc->id, why);
+		cl_refuse(inc, cr, full, why);
+		break;
+	case UPLOAD_COMPLETE:
+		cl_upload_complete(inc, m->rank, full);
+		break;
+	case UPLOAD_MORE:
+		break;
+	}
+	return;
+ignore:
+	if (m->offset == 0)
+		daemon_log("ignoring node %s's %s of job %s rank %" PRIu32 " for incident %s: not being collected from it",
+			   node, full ? "full dump" : "summary", m->job, m->rank, m->incident);
+}
+
+void cluster_incident_node_done(struct flightrecd *d, const char *node,
+				const struct fr_msg_node_dump_done *m)
+{
+	struct cl_job *j = cl_job_find(m->job);
+	struct cl_incident *inc = j ? j->active : NULL;
+	int i;
+
+	(void)d;
+	if (!inc || strcmp(inc->id, m->incident) != 0 || (i = cl_node_index(inc, node)) < 0)
+		return;
+	inc->nodes[i].done = true;
+	daemon_log("incident %s of job %s: node %s is done (%" PRIu32 " summaries, %" PRIu32
+		   " ranks without one)", inc->id, j->id, node, m->answered, m->failed);
+	cl_check_collected(inc);
+}
+
+static void cl_fetch_answer(struct cl_fetch *f, unsigned status, const char *why);
+
+void cluster_incident_node_lost(struct flightrecd *d, const char *node)
+{
+	char why[FR_HOST_MAX + 32];
+
+	(void)d;
+	snprintf(why, sizeof(why), "node lost: %s", node);
+	for (struct cl_job *j = cl.jobs; j; j = j->next) {
+		struct cl_incident *inc = j->active;
+		int i = inc ? cl_node_index(inc, node) : -1;
+
+		if (i < 0)
+			continue;
+		inc->nodes[i].done = true;
+		for (uint32_t r = 0; r < inc->world_size; r++) {
+			struct cl_rank *cr = &inc->ranks[r];
+
+			if (cr->node != i)
+				continue;
+			if (cr->answer == CL_PENDING) {
+				cr->answer = CL_LOST;
+				cl_set_error(cr, "%s", why);
+				cl_drop_upload(cr);
+			}
+			if (cr->fetching)
+				cl_stop_fetch(cr, why);
+		}
+		if (inc->phase == CL_COLLECTING) {
+			cl_update_record(inc);
+			cl_check_collected(inc);
+		} else {
+			cl_check_fetched(inc);
+		}
+	}
+	for (size_t k = 0; k < CLUSTER_FETCHES_MAX; k++)
+		if (cl.fetches[k] && strcmp(cl.fetches[k]->node, node) == 0)
+			cl_fetch_answer(cl.fetches[k], MHD_HTTP_SERVICE_UNAVAILABLE, why);
+}
+
+/* Gives up what is still owed at the deadline (or when stopping). */
+static void cl_give_up(struct cl_incident *inc)
+{
+	for (uint32_t r = 0; r < inc->world_size; r++) {
+		struct cl_rank *cr = &inc->ranks[r];
+		const char *node = cr->node >= 0 ? inc->nodes[cr->node].name : "?";
+
+		if (cr->answer == CL_PENDING) {
+			cr->answer = CL_UNRESPONSIVE;
+			if (cr->up && cr->up->active)
+				cl_set_error(cr, "node %s: summary incomplete at the deadline: %" PRIu64
+					     " of %" PRIu64 " bytes received",
+					     node, cr->up->received, cr->up->total);
+			else
+				cl_set_error(cr, "node %s sent no summary of it by the deadline", node);
+			cl_drop_upload(cr);
+		}
+		if (cr->fetching)
+			cl_stop_fetch(cr, "its node did not send it by the deadline");
+	}
+	for (size_t i = 0; i < inc->nnodes; i++)
+		inc->nodes[i].done = true;
+}
+
+/*
+ * Gives up, at the deadline or when stopping (`stopping`), on what the
+ * incidents waiting on their nodes are still owed, and answers the rank
+ * fetches over HTTP past theirs (all of them when stopping).
+ */
+static void cl_expire(uint64_t now_mono, bool stopping)
+{
+	for (struct cl_job *j = cl.jobs; j; j = j->next) {
+		struct cl_incident *inc = j->active;
+
+		if (!inc || (!stopping && now_mono < inc->deadline_mono) ||
+		    (inc->phase != CL_COLLECTING && inc->phase != CL_FETCHING))
+			continue;
+		if (stopping)
+			inc->incomplete = true;
+		else
+			daemon_log("incident %s of job %s: %s deadline passed", inc->id, j->id,
+				   inc->phase == CL_COLLECTING ? "summary" : "full dump");
+		cl_give_up(inc);
+		if (inc->phase == CL_COLLECTING)
+			cl_check_collected(inc);
+		else
+			cl_check_fetched(inc);
+	}
+	for (size_t k = 0; k < CLUSTER_FETCHES_MAX; k++)
+		if (cl.fetches[k] && (stopping || now_mono >= cl.fetches[k]->deadline_mono))
+			cl_fetch_answer(cl.fetches[k], MHD_HTTP_SERVICE_UNAVAILABLE,
+					stopping ? "the daemon is stopping" :
+						   "the rank's node did not send its full dump in time");
+}
+
+void cluster_incident_tick(struct flightrecd *d, uint64_t now_mono)
+{
+	(void)d;
+	cl_expire(now_mono, false);
+}
+
+void cluster_incident_stop(struct flightrecd *d)
+{
+	(void)d;
+	cl_expire(0, true);
+}
+
+void cluster_incident_free_all(void)
+{
+	while (cl.jobs) {
+		struct cl_job *j = cl.jobs;
+
+		cl.jobs = j->next;
+		if (j->active)
+			cl_incident_free(j->active);
+		cl_job_free(j);
+	}
+	cl.njobs = 0;
+}
+
+json_t *cluster_incident_records_json(const struct flightrecd *d, const char *job)
+{
+	struct cl_job *j = cl_job_find(job);
+
+	if (!j || !j->nrecords)
+		return NULL;
+	return incident_records_json_of(d, j->id, j->records, j->nrecords);
+}
+
+/* Full dumps over HTTP */
+
+static void cl_fetch_answer(struct cl_fetch *f, unsigned status, const char *why)
+{
+	uint64_t charged = f->up.charged;
+
+	for (size_t k = 0; k < CLUSTER_FETCHES_MAX; k++)
+		if (cl.fetches[k] == f)
+			cl.fetches[k] = NULL;
+	/* The bytes go to the request, which sends them and frees them;
+	 * the budget's charge ends here. */
+	if (status == MHD_HTTP_OK)
+		*f->data = upload_take(&f->up, f->len);
+	budget_release_job(NULL, BUDGET_UPLOADS, charged);
+	upload_reset(&f->up);
+	handover_finish(f->h, status, why);
+	free(f);
+}
+
+static bool cl_fetch_piece(struct flightrecd *d, const char *node,
+			   const struct fr_msg_node_summary *m)
+{
+	struct cl_fetch *f = NULL;
+	struct upload *up;
+	char why[256];
+
+	for (size_t k = 0; k < CLUSTER_FETCHES_MAX && !f; k++)
+		if (cl.fetches[k] && cl.fetches[k]->rank == m->rank &&
+		    strcmp(cl.fetches[k]->node, node) == 0 &&
+		    strcmp(cl.fetches[k]->incident, m->incident) == 0 &&
+		    strcmp(cl.fetches[k]->job, m->job) == 0)
+			f = cl.fetches[k];
+	if (!f)
+		return false;
+	if (m->flags & FR_NODE_SUMMARY_FAILED) {
+		snprintf(why, sizeof(why), "node %s has no full dump of it: %s", node, m->reason);
+		cl_fetch_answer(f, MHD_HTTP_SERVICE_UNAVAILABLE, why);
+		return true;
+	}
+	up = &f->up;
+	if (m->offset == 0) {
+		budget_release_job(NULL, BUDGET_UPLOADS, up->charged);
+		upload_reset(up);
+		if (upload_begin(up, m->incident, m->total, d->cfg.max_dump_size)) {
+			cl_fetch_answer(f, MHD_HTTP_SERVICE_UNAVAILABLE,
+					"the rank's full dump is over --max-dump-size");
+			return true;
+		}
+	}
+	{
+		struct fr_msg_dump_data piece = { .offset = m->offset, .total = m->total,
+						  .len = m->len, .data = m->data };
+
+		switch (upload_append(up, &piece, cl_charge, NULL, why, sizeof(why))) {
+		case UPLOAD_ERROR:
+			cl_fetch_answer(f, MHD_HTTP_SERVICE_UNAVAILABLE, why);
+			break;
+		case UPLOAD_COMPLETE:
+			cl_fetch_answer(f, MHD_HTTP_OK, NULL);
+			break;
+		case UPLOAD_MORE:
+			break;
+		}
+	}
+	return true;
+}
+
+void cluster_incident_fetch_rank(struct flightrecd *d, struct handover *h, const char *job,
+				 const char *incident, uint32_t rank, uint8_t **data, size_t *len)
+{
+	struct cl_job *j = cl_job_find(job);
+	struct fr_msg_node_fetch m = { .rank = rank };
+	struct cl_fetch *f;
+	const char *node = NULL;
+	struct conn *c = NULL;
+	uint32_t world = 0;
+	char why[FR_HOST_MAX + 64];
+	size_t slot;
+
+	for (size_t i = 0; j && i < j->nrecords && !world; i++)
+		if (strcmp(j->records[i].id, incident) == 0)
+			world = j->record_world[i];
+	if (!world) {
+		handover_finish(h, MHD_HTTP_NOT_FOUND,
+				j ? "no such incident" : "no incident of a job the node daemons hold");
+		return;
+	}
+	if (rank >= world) {
+		handover_finish(h, MHD_HTTP_NOT_FOUND, "no such rank in the incident");
+		return;
+	}
+	if (!nodes_rank_node(job, rank, &c, &node)) {
+		handover_finish(h, MHD_HTTP_SERVICE_UNAVAILABLE, "no node holds the rank now");
+		return;
+	}
+	if (!c) {
+		snprintf(why, sizeof(why), "the rank's node %s is not connected", node);
+		handover_finish(h, MHD_HTTP_SERVICE_UNAVAILABLE, why);
+		return;
+	}
+	for (slot = 0; slot < CLUSTER_FETCHES_MAX && cl.fetches[slot]; slot++)
+		;
+	if (slot == CLUSTER_FETCHES_MAX || !(f = calloc(1, sizeof(*f)))) {
+		handover_finish(h, MHD_HTTP_SERVICE_UNAVAILABLE, "too many full dumps being fetched");
+		return;
+	}
+	f->h = h;
+	snprintf(f->job, sizeof(f->job), "%s", job);
+	snprintf(f->incident, sizeof(f->incident), "%s", incident);
+	snprintf(f->node, sizeof(f->node), "%s", node);
+	f->rank = rank;
+	f->data = data;
+	f->len = len;
+	f->deadline_mono = daemon_mono_ns() + (uint64_t)(d->cfg.dump_deadline_s * NS_PER_S);
+	memcpy(m.incident, f->incident, sizeof(m.incident));
+	memcpy(m.job, f->job, sizeof(m.job));
+	cl.fetches[slot] = f;
+	if (conn_send_node_fetch(c, &m))
+		cl_fetch_answer(f, MHD_HTTP_SERVICE_UNAVAILABLE, "cannot write to the rank's node");
 }

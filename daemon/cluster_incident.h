@@ -30,4 +30,47 @@ void cluster_incident_open(struct flightrecd *d, const char *job, const struct i
 /* Whether an incident of `job` is collecting now. */
 bool cluster_incident_collecting(const char *job);
 
+struct fr_msg_node_summary;
+struct fr_msg_node_dump_done;
+struct handover;
+
+/* What the nodes send back (server.c), on the loop under the lock; `node`
+ * is the name of the node whose connection it came on. */
+void cluster_incident_summary(struct flightrecd *d, const char *node,
+			      const struct fr_msg_node_summary *m);
+void cluster_incident_node_done(struct flightrecd *d, const char *node,
+				const struct fr_msg_node_dump_done *m);
+/* Node `node`'s connection went: its ranks are lost to the incidents. */
+void cluster_incident_node_lost(struct flightrecd *d, const char *node);
+/* The deadlines, from the watchdog's tick; under the lock. */
+void cluster_incident_tick(struct flightrecd *d, uint64_t now_mono);
+/* The daemon is stopping: every incident closes now, marked incomplete. */
+void cluster_incident_stop(struct flightrecd *d);
+/* After the loop ended: frees the jobs' records (no incident is open). */
+void cluster_incident_free_all(void);
+
+/*
+ * POST /v1/jobs/<job>/dump for a job the nodes hold: opens an incident
+ * with reason "manual". Returns the HTTP status (202 with `id` and
+ * `requested` filled; 404, 409, 429 with *retry_after_s, 500) and says
+ * why in `error` otherwise. Under the lock, on the loop.
+ */
+unsigned cluster_incident_manual(struct flightrecd *d, const char *job, char *id, size_t idcap,
+				 uint32_t *requested, uint64_t *retry_after_s, char *error,
+				 size_t errcap);
+/* GET /v1/jobs/<job>/incidents of a job the nodes hold: a new array, or
+ * NULL when the job has no incident here. Under the lock. */
+json_t *cluster_incident_records_json(const struct flightrecd *d, const char *job);
+
+/*
+ * GET /v1/jobs/<job>/incidents/<id>/ranks/<rank>: the rank's full dump,
+ * fetched from its node now (NODE_FETCH). Answers `h` with
+ * handover_finish(): 200 with the bytes in *data and *len (the request owns
+ * them once answered), 404 for an incident or rank that does not exist,
+ * 503 when the rank's node is not connected or does not answer in time.
+ * Under the lock, on the loop. `data` and `len` must outlive the answer.
+ */
+void cluster_incident_fetch_rank(struct flightrecd *d, struct handover *h, const char *job,
+				 const char *incident, uint32_t rank, uint8_t **data, size_t *len);
+
 #endif

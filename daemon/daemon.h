@@ -125,7 +125,17 @@ struct daemon_config {
 	  "Agent connections without HELLO closed for a newer one, at --max-connections or at "  \
 	  "the cap of connections without HELLO (half of it).")                                   \
 	X(accept_errors, "accept_errors_total",                                                   \
-	  "Agent connections the daemon could not accept (out of file descriptors).")
+	  "Agent connections the daemon could not accept (out of file descriptors).")            \
+	X(nodes_refused, "nodes_refused_total",                                                   \
+	  "Node daemons' node_hello refused: a name a connected node of another boot id holds, "  \
+	  "a name that is empty or not printable, 4096 nodes all connected, or over "            \
+	  "--max-memory.")                                                                      \
+	X(node_state_refused, "node_state_refused_total",                                         \
+	  "Node daemons' jobs, ranks or progress records not kept: over a cap on what a node "    \
+	  "may hold, or over --max-memory.")                                                      \
+	X(node_jobs_conflicting, "node_jobs_conflicting_total",                                   \
+	  "Ranks refused because their job id is held by the other kind of peer: node daemons, " \
+	  "or agents connected to this daemon.")
 
 struct daemon_metrics {
 #define DAEMON_COUNTER_FIELD(field, name, help) uint64_t field;

@@ -21,6 +21,7 @@
 #include "addr.h"
 #include "budget.h"
 #include "clock.h"
+#include "cluster_incident.h"
 #include "handover.h"
 #include "http_conns.h"
 #include "http_incidents.h"
@@ -216,9 +217,9 @@ static void write_metrics(struct flightrecd *d, FILE *f)
 	       http_conns_busy_refused() + atomic_load(&heavy_refused));
 	metric(f, "memory_max_bytes", "gauge", "The memory budget, --max-memory.", budget_max());
 	metric(f, "memory_bytes", "gauge",
-	       "Bytes of the memory budget held: member lists, incident uploads, live looks and live views.",
+	       "Bytes of the memory budget held: member lists, incident uploads, live looks, live views and node state.",
 	       budget_used(BUDGET_MEMBERS) + budget_used(BUDGET_UPLOADS) + budget_used(BUDGET_LIVE) +
-		       budget_used(BUDGET_VIEWS));
+		       budget_used(BUDGET_VIEWS) + budget_used(BUDGET_NODES));
 	metric(f, "memory_member_lists_bytes", "gauge", "Bytes of communicators' member lists held.",
 	       budget_used(BUDGET_MEMBERS));
 	metric(f, "memory_uploads_bytes", "gauge", "Bytes of incident dumps being received.",
@@ -228,10 +229,14 @@ static void write_metrics(struct flightrecd *d, FILE *f)
 	metric(f, "memory_views_bytes", "gauge",
 	       "Bytes of live views HTTP requests hold (their ranks' traces; member lists are shared).",
 	       budget_used(BUDGET_VIEWS));
+	metric(f, "memory_nodes_bytes", "gauge",
+	       "Bytes of what node daemons said kept: their jobs' ranks, progress records and the index of them.",
+	       budget_used(BUDGET_NODES));
 	metric(f, "memory_refused_total", "counter",
-	       "Member lists, dump uploads, live looks and live views refused over --max-memory (or a job over half of it).",
+	       "Member lists, dump uploads, live looks, live views and node state refused over --max-memory (or a job over half of it).",
 	       budget_refused(BUDGET_MEMBERS) + budget_refused(BUDGET_UPLOADS) +
-		       budget_refused(BUDGET_LIVE) + budget_refused(BUDGET_VIEWS));
+		       budget_refused(BUDGET_LIVE) + budget_refused(BUDGET_VIEWS) +
+		       budget_refused(BUDGET_NODES));
 	metric(f, "log_lines_suppressed_total", "counter",
 	       "Log lines about a limit held back: an offender is logged once a minute.",
 	       ratelog_held_total());
@@ -335,6 +340,7 @@ static enum MHD_Result handle_jobs(struct flightrecd *d, struct MHD_Connection *
 {
 	uint8_t key[FR_WIRE_JOB_KEY_SIZE];
 	struct job_summary *sums = NULL;
+	json_t *node_json = NULL;
 	bool refused = false;
 	json_t *jobs;
 	size_t n = 0;
@@ -354,13 +360,18 @@ static enum MHD_Result handle_jobs(struct flightrecd *d, struct MHD_Connection *
 		refused |= sums[n++].view_err == -EDQUOT;
 	}
 	/* Jobs only node daemons hold, for the daemon's token (a job key
-	 * narrows the list to jobs of this daemon's own registry). */
-	if (!own_key && jobs) {
-		nodes_jobs_json(jobs, job_in_registry, d);
-		node_watchdog_jobs_json(d, jobs, 0);
+	 * narrows the list to jobs of this daemon's own registry), with the
+	 * verdicts of their aggregates: under the lock, at a cost linear in
+	 * the jobs and their nodes (nodes.h's index). */
+	if (!own_key && jobs && (node_json = json_array())) {
+		nodes_jobs_json(node_json, job_in_registry, d);
+		node_watchdog_jobs_json(d, node_json, 0);
 	}
 	pthread_mutex_unlock(&d->lock);
 	explicit_bzero(key, sizeof(key));
+	if (jobs && node_json)
+		json_array_extend(jobs, node_json);
+	json_decref(node_json);
 	/* The verdicts, the work that grows with the jobs' size, without the lock. */
 	for (size_t i = 0; i < n; i++) {
 		json_t *o = job_summary_finish(&sums[i]);
@@ -583,7 +594,8 @@ static enum MHD_Result handle_job(struct flightrecd *d, struct MHD_Connection *m
 	bool have_view = false;
 	struct job *job;
 	json_t *doc = NULL;
-	json_t *node_ranks = json_array();
+	json_t *node_ranks = NULL;
+	struct nodes_ranks_copy copy;
 	uint32_t world_size;
 	char *body;
 	size_t len;
@@ -591,19 +603,50 @@ static enum MHD_Result handle_job(struct flightrecd *d, struct MHD_Connection *m
 
 	pthread_mutex_lock(&d->lock);
 	job = registry_job_find(d, id);
-	if (node_ranks)
-		nodes_job_ranks_json(id, node_ranks);
+	if (!job && incidents) {
+		/* A job the nodes hold, or held: its incidents are the central daemon's. */
+		json_t *records = cluster_incident_records_json(d, id);
+		bool known = records || nodes_job_known(id, &world_size);
+
+		pthread_mutex_unlock(&d->lock);
+		if (!known)
+			return http_error(mc, MHD_HTTP_NOT_FOUND, "no such job");
+		doc = json_pack("{s:o}", "incidents", records ? records : json_array());
+		if (!doc)
+			return http_error(mc, MHD_HTTP_INTERNAL_SERVER_ERROR, "out of memory");
+		return http_reply_json(mc, MHD_HTTP_OK, doc);
+	}
+	/* The nodes' ranks are copied under the lock, made into JSON without it. */
+	err = incidents ? 0 : nodes_job_ranks_take(id, &copy);
+	if (err || incidents)
+		memset(&copy, 0, sizeof(copy));
+	if (err == -EDQUOT) {
+		pthread_mutex_unlock(&d->lock);
+		return http_reply_json_with(mc, MHD_HTTP_SERVICE_UNAVAILABLE,
+					    json_pack("{s:s}", "error", HTTP_VIEW_REFUSED),
+					    MHD_HTTP_HEADER_RETRY_AFTER, "1");
+	}
+	if (err) {
+		pthread_mutex_unlock(&d->lock);
+		return http_error(mc, MHD_HTTP_INTERNAL_SERVER_ERROR, "out of memory");
+	}
 	if (!job && !incidents && nodes_job_known(id, &world_size)) {
 		/* A job whose ranks all connected to node daemons: what they
 		 * said of it and the verdict of their aggregates, no live view
 		 * (the central daemon holds none). */
 		json_t *verdict = node_watchdog_verdict(d, id);
+		json_t *records = cluster_incident_records_json(d, id);
 
 		pthread_mutex_unlock(&d->lock);
-		doc = json_pack("{s:s, s:I, s:s, s:o, s:[], s:o, s:[]}", "job", id, "world_size",
+		node_ranks = json_array();
+		if (node_ranks)
+			nodes_ranks_copy_json(&copy, node_ranks);
+		nodes_ranks_copy_free(&copy);
+		doc = json_pack("{s:s, s:I, s:s, s:o, s:[], s:o, s:o}", "job", id, "world_size",
 				(json_int_t)world_size, "status", "running", "ranks",
 				node_ranks ? node_ranks : json_array(), "communicators",
-				"verdict", verdict ? verdict : json_null(), "incidents");
+				"verdict", verdict ? verdict : json_null(), "incidents",
+				records ? records : json_array());
 		if (!doc)
 			return http_error(mc, MHD_HTTP_INTERNAL_SERVER_ERROR, "out of memory");
 		return http_reply_json(mc, MHD_HTTP_OK, doc);
@@ -619,8 +662,9 @@ static enum MHD_Result handle_job(struct flightrecd *d, struct MHD_Connection *m
 				"incidents", incident_records_json(d, job));
 	}
 	pthread_mutex_unlock(&d->lock);
-	if (!have_view)
-		json_decref(node_ranks);
+	if (have_view && copy.n && (node_ranks = json_array()))
+		nodes_ranks_copy_json(&copy, node_ranks);
+	nodes_ranks_copy_free(&copy);
 	if (have_view) {
 		if (job_detail(doc, &lv, node_ranks, &body, &len))
 			return http_error(mc, MHD_HTTP_INTERNAL_SERVER_ERROR, "out of memory");
@@ -863,8 +907,7 @@ static void dump_take(struct flightrecd *d, struct handover *h, uint64_t now_mon
 	struct dump_req *dr = (struct dump_req *)h;
 	const char *id = dr->job;
 	struct incident_trigger t = { .reason = "manual", .rank = -1 };
-	struct fr_verdict v = { 0 };
-	struct live_view lv;
+	uint32_t world_size;
 	struct job *job;
 	unsigned status = MHD_HTTP_ACCEPTED;
 	char error[sizeof(h->error)] = "";
@@ -874,6 +917,16 @@ static void dump_take(struct flightrecd *d, struct handover *h, uint64_t now_mon
 	if (d->stopping) {
 		status = MHD_HTTP_SERVICE_UNAVAILABLE;
 		snprintf(error, sizeof(error), "the daemon is stopping");
+	} else if (!job && nodes_job_known(id, &world_size)) {
+		/* A job the node daemons hold: they dump it (cluster_incident.c). */
+		status = cluster_incident_manual(d, id, dr->incident, sizeof(dr->incident),
+						 &dr->requested, &retry_after, error, sizeof(error));
+		if (status == MHD_HTTP_ACCEPTED) {
+			snprintf(dr->path, sizeof(dr->path), "%s/%s/%s", d->cfg.dump_dir, id,
+				 dr->incident);
+			daemon_log("incident %s of job %s was asked for over HTTP by %s", dr->incident,
+				   id, dr->client);
+		}
 	} else if (!job) {
 		status = MHD_HTTP_NOT_FOUND;
 		snprintf(error, sizeof(error), "no such job");
@@ -892,42 +945,17 @@ static void dump_take(struct flightrecd *d, struct handover *h, uint64_t now_mon
 			 "the job opened --max-incidents-per-hour %" PRIu32
 			 " incidents; the next may open in %" PRIu64 " s",
 			 d->cfg.max_incidents_per_hour, retry_after);
-	} else if (registry_live_view(d, job, false, &lv)) {
+	} else if (incident_open_asked(d, job, &t, NULL)) {
 		status = MHD_HTTP_INTERNAL_SERVER_ERROR;
-		snprintf(error, sizeof(error), "out of memory");
+		snprintf(error, sizeof(error), "the incident could not be opened (see the daemon's log)");
 	} else {
-		bool had_key = job->has_last_key;
-		bool had_local = job->has_local_key;
-		uint64_t key = job->last_key;
-		uint64_t local_key = job->local_key;
-		uint64_t recheck = job->recheck_mono;
-		uint64_t opened = d->m.incidents;
+		const struct incident_record *rec = &job->records[job->nrecords - 1];
 
-		if (registry_live_verdict(&lv, &v) == 0) {
-			incident_open(d, job, &t, &v, key);
-			fr_verdict_free(&v);
-		}
-		live_view_free(&lv);
-		/* A manual incident is not the watchdog's: it leaves the
-		 * watchdog's memory of which hang it reported as it was. */
-		job->has_last_key = had_key;
-		job->last_key = key;
-		job->has_local_key = had_local;
-		job->local_key = local_key;
-		job->recheck_mono = recheck;
-		if (d->m.incidents == opened) {
-			status = MHD_HTTP_INTERNAL_SERVER_ERROR;
-			snprintf(error, sizeof(error), "the incident could not be opened (see the daemon's log)");
-		} else {
-			const struct incident_record *rec = &job->records[job->nrecords - 1];
-
-			snprintf(dr->incident, sizeof(dr->incident), "%s", rec->id);
-			snprintf(dr->path, sizeof(dr->path), "%s/%s/%s", d->cfg.dump_dir, job->id,
-				 rec->id);
-			dr->requested = rec->requested;
-			daemon_log("incident %s of job %s was asked for over HTTP by %s", rec->id,
-				   job->id, dr->client);
-		}
+		snprintf(dr->incident, sizeof(dr->incident), "%s", rec->id);
+		snprintf(dr->path, sizeof(dr->path), "%s/%s/%s", d->cfg.dump_dir, job->id, rec->id);
+		dr->requested = rec->requested;
+		daemon_log("incident %s of job %s was asked for over HTTP by %s", rec->id, job->id,
+			   dr->client);
 	}
 	dr->retry_after_s = retry_after;
 	handover_finish(h, status, error[0] ? error : NULL);
@@ -1004,6 +1032,74 @@ static enum MHD_Result handle_dump(struct MHD_Connection *mc, const char *id, vo
 	if (status == MHD_HTTP_TOO_MANY_REQUESTS)
 		return dump_reply_limited(mc, doc, dr->retry_after_s);
 	return http_reply_json(mc, status, doc);
+}
+
+/*
+ * GET /v1/jobs/<job>/incidents/<id>/ranks/<rank> of a job the node
+ * daemons hold: the rank's full dump, which stays on its node, fetched
+ * now (cluster_incident_fetch_rank() on the loop, handover.c).
+ */
+struct rank_req {
+	struct handover h;
+	char job[FR_JOB_MAX + 1];
+	char incident[FR_INCIDENT_MAX + 1];
+	uint32_t rank;
+	uint8_t *data;              /* the dump, once answered 200 */
+	size_t len;
+};
+
+static void rank_take(struct flightrecd *d, struct handover *h, uint64_t now_mono)
+{
+	struct rank_req *rr = (struct rank_req *)h;
+
+	(void)now_mono;
+	if (d->stopping) {
+		handover_finish(h, MHD_HTTP_SERVICE_UNAVAILABLE, "the daemon is stopping");
+		return;
+	}
+	cluster_incident_fetch_rank(d, h, rr->job, rr->incident, rr->rank, &rr->data, &rr->len);
+}
+
+static void rank_free(struct handover *h)
+{
+	free(((struct rank_req *)h)->data);
+	free(h);
+}
+
+static enum MHD_Result handle_incident_rank(struct MHD_Connection *mc, const struct route *r,
+					    void **req_cls)
+{
+	struct rank_req *rr;
+	uint8_t *body;
+	bool done;
+
+	rr = (struct rank_req *)handover_resumed(*req_cls, &done);
+	if (!rr) {
+		rr = calloc(1, sizeof(*rr));
+		if (!rr)
+			return http_error(mc, MHD_HTTP_INTERNAL_SERVER_ERROR, "out of memory");
+		rr->h.take = rank_take;
+		rr->h.free = rank_free;
+		memcpy(rr->job, r->job, sizeof(rr->job));
+		memcpy(rr->incident, r->incident, sizeof(rr->incident));
+		rr->rank = r->rank;
+		if (handover_submit(&rr->h, mc)) {
+			free(rr);
+			return http_error(mc, MHD_HTTP_SERVICE_UNAVAILABLE,
+					  "the daemon is busy or stopping");
+		}
+		*req_cls = rr;
+		return MHD_YES;
+	}
+	if (!done)
+		return http_error(mc, MHD_HTTP_INTERNAL_SERVER_ERROR, "resumed before its answer");
+	if (rr->h.status != MHD_HTTP_OK || !rr->data)
+		return http_error(mc, rr->h.status, rr->h.error[0] ? rr->h.error : "no dump");
+	/* The reply owns the bytes now. */
+	body = rr->data;
+	rr->data = NULL;
+	return http_reply_with(mc, MHD_HTTP_OK, "application/json", (char *)body, rr->len, NULL,
+			       NULL);
 }
 
 /*
@@ -1115,6 +1211,8 @@ static enum MHD_Result route_answer(struct flightrecd *d, struct MHD_Connection 
 		return handle_incident(d, mc, r);
 	case ROUTE_INCIDENT_FILE:
 		return handle_incident_file(d, mc, r);
+	case ROUTE_INCIDENT_RANK:
+		return handle_incident_rank(mc, r, req_cls);
 	case ROUTE_RANK_STACKS:
 	case ROUTE_RANK_TRACE:
 	case ROUTE_JOB_STACKS:

@@ -64,6 +64,7 @@ struct incident_rank {
 	bool dumped;        /* sent a valid dump */
 	bool written;       /* rank-N.json is on disk */
 	char *error;        /* owned; why the dump is invalid or was not written */
+	bool told;          /* the hooks heard of it */
 	/* Its dump arriving, while the answer is pending; NULL before the
 	 * first piece. Its buffer is charged to the memory budget, and to the
 	 * job, as it grows. */
@@ -88,6 +89,7 @@ struct incident {
 	bool closing;
 	bool incomplete;                /* closed by shutdown */
 	json_t *verdict;                /* live verdict when it opened */
+	struct incident_hooks hooks;
 	struct live_view snapshot;      /* every rank, taken when it closed */
 };
 
@@ -109,7 +111,9 @@ struct dump_write {
 
 struct manifest_write {
 	uv_work_t req;
-	struct incident *inc;
+	struct flightrecd *d;
+	void (*done)(void *arg, int err);
+	void *arg;
 	json_t *doc;
 	char path[PATH_MAX];
 	int err;
@@ -123,16 +127,22 @@ bool incident_collecting(const struct incident *inc)
 static void rank_set_error(struct incident_rank *ir, const char *fmt, ...)
 	__attribute__((format(printf, 2, 3)));
 
-static void rank_set_error(struct incident_rank *ir, const char *fmt, ...)
+void incident_vset_text(char **slot, const char *fmt, va_list ap)
 {
 	char msg[512];
+
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	free(*slot);
+	*slot = strdup(msg);
+}
+
+static void rank_set_error(struct incident_rank *ir, const char *fmt, ...)
+{
 	va_list ap;
 
 	va_start(ap, fmt);
-	vsnprintf(msg, sizeof(msg), fmt, ap);
+	incident_vset_text(&ir->error, fmt, ap);
 	va_end(ap);
-	free(ir->error);
-	ir->error = strdup(msg);
 }
 
 static struct incident_record *incident_record(struct incident *inc)
@@ -162,6 +172,20 @@ static void incident_update_record(struct incident *inc)
 	incident_count(inc, &rec->answered, &rec->requested);
 }
 
+/* Tells the hooks that `rank` gave no dump on disk, once, with why. */
+static void incident_tell_failed(struct incident *inc, uint32_t rank)
+{
+	struct incident_rank *ir = &inc->ranks[rank];
+	char why[FR_REASON_MAX + 1];
+
+	if (ir->told || !inc->hooks.failed)
+		return;
+	ir->told = true;
+	snprintf(why, sizeof(why), "rank %" PRIu32 ": %s%s%s", rank, answer_names[ir->answer],
+		 ir->error ? ": " : "", ir->error ? ir->error : "");
+	inc->hooks.failed(inc->hooks.arg, rank, why);
+}
+
 /* Lets a rank's dump arriving go, with the memory budget's charge for it. */
 static void rank_drop_upload(struct incident *inc, struct incident_rank *ir)
 {
@@ -186,36 +210,39 @@ static void incident_free(struct incident *inc)
 }
 
 /* The time part of incident ids: when the hang was detected, in UTC. */
-static void incident_stamp(const struct incident *inc, char *stamp, size_t len)
+static void stamp_of(uint64_t detected_ns, char *stamp, size_t len)
 {
-	time_t secs = (time_t)(inc->detected_ns / NS_PER_S);
+	time_t secs = (time_t)(detected_ns / NS_PER_S);
 	struct tm tm;
 
 	gmtime_r(&secs, &tm);
 	strftime(stamp, len, "%Y%m%dT%H%M%SZ", &tm);
 }
 
-/* Creates DIR/<job>/<id>/, choosing an id whose directory does not exist yet. */
-static int incident_make_dir(struct incident *inc)
+static void incident_stamp(const struct incident *inc, char *stamp, size_t len)
 {
-	struct flightrecd *d = inc->d;
+	stamp_of(inc->detected_ns, stamp, len);
+}
+
+int incident_make_dir_for(struct flightrecd *d, const char *job, uint64_t detected_ns, char *id,
+			  size_t idcap, char *dir, size_t dircap)
+{
 	char jobdir[PATH_MAX];
 	char stamp[32];
 	int err;
 
-	incident_stamp(inc, stamp, sizeof(stamp));
-	if ((size_t)snprintf(jobdir, sizeof(jobdir), "%s/%s", d->cfg.dump_dir, inc->job->id) >=
+	stamp_of(detected_ns, stamp, sizeof(stamp));
+	if ((size_t)snprintf(jobdir, sizeof(jobdir), "%s/%s", d->cfg.dump_dir, job) >=
 	    sizeof(jobdir))
 		return -ENAMETOOLONG;
 	err = fr_mkdir_p(jobdir);
 	if (err)
 		return err;
 	for (int tries = 0; tries < 1000; tries++) {
-		snprintf(inc->id, sizeof(inc->id), "%s-%" PRIu64, stamp, ++d->incident_seq);
-		if ((size_t)snprintf(inc->dir, sizeof(inc->dir), "%s/%s", jobdir, inc->id) >=
-		    sizeof(inc->dir))
+		snprintf(id, idcap, "%s-%" PRIu64, stamp, ++d->incident_seq);
+		if ((size_t)snprintf(dir, dircap, "%s/%s", jobdir, id) >= dircap)
 			return -ENAMETOOLONG;
-		if (mkdir(inc->dir, 0755) == 0)
+		if (mkdir(dir, 0755) == 0)
 			return 0;
 		if (errno != EEXIST)
 			return -errno;
@@ -223,28 +250,43 @@ static int incident_make_dir(struct incident *inc)
 	return -EEXIST;
 }
 
+/* Creates DIR/<job>/<id>/, choosing an id whose directory does not exist yet. */
+static int incident_make_dir(struct incident *inc)
+{
+	return incident_make_dir_for(inc->d, inc->job->id, inc->detected_ns, inc->id,
+				     sizeof(inc->id), inc->dir, sizeof(inc->dir));
+}
+
+struct incident_record *incident_record_push(struct incident_record **records, size_t *n,
+					     const char *id, const char *reason,
+					     const char *summary, uint64_t opened_ns)
+{
+	struct incident_record *rec;
+
+	if (*n == DAEMON_MAX_INCIDENT_RECORDS) {
+		memmove(*records, *records + 1, (*n - 1) * sizeof(**records));
+		(*n)--;
+	} else {
+		rec = realloc(*records, (*n + 1) * sizeof(*rec));
+		if (!rec)
+			return NULL;
+		*records = rec;
+	}
+	rec = &(*records)[(*n)++];
+	memset(rec, 0, sizeof(*rec));
+	snprintf(rec->id, sizeof(rec->id), "%s", id);
+	snprintf(rec->reason, sizeof(rec->reason), "%s", reason);
+	snprintf(rec->summary, sizeof(rec->summary), "%s", summary);
+	rec->opened_ns = opened_ns;
+	return rec;
+}
+
 static int incident_add_record(struct incident *inc, const struct fr_verdict *v)
 {
 	struct job *job = inc->job;
-	struct incident_record *rec;
 
-	if (job->nrecords == DAEMON_MAX_INCIDENT_RECORDS) {
-		memmove(job->records, job->records + 1,
-			(job->nrecords - 1) * sizeof(*job->records));
-		job->nrecords--;
-	} else {
-		rec = realloc(job->records, (job->nrecords + 1) * sizeof(*rec));
-		if (!rec)
-			return -ENOMEM;
-		job->records = rec;
-	}
-	rec = &job->records[job->nrecords++];
-	memset(rec, 0, sizeof(*rec));
-	snprintf(rec->id, sizeof(rec->id), "%s", inc->id);
-	snprintf(rec->reason, sizeof(rec->reason), "%s", inc->reason);
-	snprintf(rec->summary, sizeof(rec->summary), "%s", v->summary);
-	rec->opened_ns = inc->opened_ns;
-	return 0;
+	return incident_record_push(&job->records, &job->nrecords, inc->id, inc->reason,
+				    v->summary, inc->opened_ns) ? 0 : -ENOMEM;
 }
 
 static void incident_request(struct incident *inc, struct conn *c)
@@ -342,34 +384,40 @@ static void incident_check_done(struct incident *inc)
  * so a job may open a burst of them and then one every 3600/N seconds. A
  * lowered limit takes effect at once; a raised one fills up over time.
  */
-static void incident_budget_refill(const struct flightrecd *d, struct job *job,
-				   uint64_t now_mono)
+static void incident_budget_refill(const struct flightrecd *d, double *budget, bool *set,
+				   uint64_t *mono, uint64_t now_mono)
 {
 	double limit = d->cfg.max_incidents_per_hour;
 
-	if (!job->incident_budget_set) {
-		job->incident_budget = limit;
-		job->incident_budget_set = true;
-	} else if (now_mono > job->incident_budget_mono) {
-		job->incident_budget += (double)(now_mono - job->incident_budget_mono) /
-					(3600.0 * NS_PER_S) * limit;
+	if (!*set) {
+		*budget = limit;
+		*set = true;
+	} else if (now_mono > *mono) {
+		*budget += (double)(now_mono - *mono) / (3600.0 * NS_PER_S) * limit;
 	}
-	if (job->incident_budget > limit)
-		job->incident_budget = limit;
-	job->incident_budget_mono = now_mono;
+	if (*budget > limit)
+		*budget = limit;
+	*mono = now_mono;
+}
+
+bool incident_bucket_allows(const struct flightrecd *d, double *budget, bool *set, uint64_t *mono,
+			    uint64_t now_mono, uint64_t *retry_after_s)
+{
+	double limit = d->cfg.max_incidents_per_hour;
+
+	incident_budget_refill(d, budget, set, mono, now_mono);
+	if (*budget >= 1.0)
+		return true;
+	/* Whole seconds, rounded up: asking again then succeeds. */
+	*retry_after_s = (uint64_t)((1.0 - *budget) * 3600.0 / limit) + 1;
+	return false;
 }
 
 bool incident_rate_allows(struct flightrecd *d, struct job *job, uint64_t now_mono,
 			  uint64_t *retry_after_s)
 {
-	double limit = d->cfg.max_incidents_per_hour;
-
-	incident_budget_refill(d, job, now_mono);
-	if (job->incident_budget >= 1.0)
-		return true;
-	/* Whole seconds, rounded up: asking again then succeeds. */
-	*retry_after_s = (uint64_t)((1.0 - job->incident_budget) * 3600.0 / limit) + 1;
-	return false;
+	return incident_bucket_allows(d, &job->incident_budget, &job->incident_budget_set,
+				      &job->incident_budget_mono, now_mono, retry_after_s);
 }
 
 void incident_suppress(struct flightrecd *d, struct job *job, const char *reason,
@@ -382,8 +430,51 @@ void incident_suppress(struct flightrecd *d, struct job *job, const char *reason
 		job->id, reason, d->cfg.max_incidents_per_hour, retry_after_s);
 }
 
+static void incident_open_with(struct flightrecd *d, struct job *job,
+			       const struct incident_trigger *t, const struct fr_verdict *v,
+			       uint64_t key, const struct incident_hooks *hooks);
+
 void incident_open(struct flightrecd *d, struct job *job, const struct incident_trigger *t,
 		   const struct fr_verdict *v, uint64_t key)
+{
+	incident_open_with(d, job, t, v, key, NULL);
+}
+
+int incident_open_asked(struct flightrecd *d, struct job *job, const struct incident_trigger *t,
+			const struct incident_hooks *hooks)
+{
+	struct fr_verdict v = { 0 };
+	struct live_view lv;
+	bool had_key = job->has_last_key;
+	bool had_local = job->has_local_key;
+	uint64_t key = job->last_key;
+	uint64_t local_key = job->local_key;
+	uint64_t recheck = job->recheck_mono;
+	uint64_t opened = d->m.incidents;
+	int err;
+
+	if (registry_live_view(d, job, false, &lv))
+		return -ENOMEM;
+	err = registry_live_verdict(&lv, &v);
+	if (!err) {
+		incident_open_with(d, job, t, &v, key, hooks);
+		fr_verdict_free(&v);
+	}
+	live_view_free(&lv);
+	/* Not the watchdog's: its memory of which hang it reported stays. */
+	job->has_last_key = had_key;
+	job->last_key = key;
+	job->has_local_key = had_local;
+	job->local_key = local_key;
+	job->recheck_mono = recheck;
+	if (err)
+		return err;
+	return d->m.incidents == opened ? -EIO : 0;
+}
+
+static void incident_open_with(struct flightrecd *d, struct job *job,
+			       const struct incident_trigger *t, const struct fr_verdict *v,
+			       uint64_t key, const struct incident_hooks *hooks)
 {
 	struct incident *inc;
 	uint64_t retry_after;
@@ -403,6 +494,8 @@ void incident_open(struct flightrecd *d, struct job *job, const struct incident_
 	inc->job = job;
 	inc->world_size = job->world_size;
 	inc->trigger = *t;
+	if (hooks)
+		inc->hooks = *hooks;
 	snprintf(inc->reason, sizeof(inc->reason), "%s", t->reason);
 	inc->detected_ns = daemon_now_ns();
 	err = incident_make_dir(inc);
@@ -520,7 +613,7 @@ void incident_close(struct incident *inc, bool incomplete)
 		incident_finish(inc);
 }
 
-static json_t *trigger_json(const struct incident_trigger *t)
+json_t *incident_trigger_json(const struct incident_trigger *t)
 {
 	return json_pack("{s:o, s:o, s:o, s:f}", "rank",
 			 t->rank >= 0 ? json_integer(t->rank) : json_null(), "comm",
@@ -563,7 +656,7 @@ static json_t *incident_manifest(struct incident *inc)
 		if (rank >= 0 && (uint64_t)rank < inc->world_size)
 			annotate_rank(obj, (uint32_t)rank, &inc->ranks[rank]);
 	}
-	json_object_set_new(doc, "trigger", trigger_json(&inc->trigger));
+	json_object_set_new(doc, "trigger", incident_trigger_json(&inc->trigger));
 	json_object_set_new(doc, "detected_ns", json_integer((json_int_t)inc->detected_ns));
 	json_object_set_new(doc, "incomplete", json_boolean(inc->incomplete));
 	return doc;
@@ -572,7 +665,7 @@ static json_t *incident_manifest(struct incident *inc)
 static void manifest_work(uv_work_t *req)
 {
 	struct manifest_write *w = req->data;
-	char *text = json_dumps(w->doc, JSON_INDENT(2));
+	char *text = w->doc ? json_dumps(w->doc, JSON_INDENT(2)) : NULL;
 
 	if (!text) {
 		w->err = -ENOMEM;
@@ -582,77 +675,111 @@ static void manifest_work(uv_work_t *req)
 	free(text);
 }
 
-/* The manifest is on disk (or could not be): the incident is over. */
-static void incident_done(struct incident *inc, int err, const char *path)
+/* The manifest is on disk, or could not be (logged, counted); the caller holds the lock. */
+static void manifest_apply(struct manifest_write *w)
 {
-	struct flightrecd *d = inc->d;
-	struct incident_record *rec = incident_record(inc);
-
-	if (err) {
-		daemon_log("cannot write %s: %s", path, strerror(-err));
-		d->m.incident_write_errors++;
+	if (w->err) {
+		daemon_log("cannot write %s: %s", w->path, strerror(-w->err));
+		w->d->m.incident_write_errors++;
 	}
-	incident_update_record(inc);
-	rec->closed_ns = inc->closed_ns;
-	rec->incomplete = inc->incomplete;
-	daemon_log("incident %s of job %s closed%s: answered %" PRIu32 " of %" PRIu32 ", %s",
-		   inc->id, inc->job->id, inc->incomplete ? " (incomplete)" : "", rec->answered,
-		   rec->requested, inc->dir);
-	inc->job->active = NULL;
-	incident_free(inc);
+	w->done(w->arg, w->err);
+	json_decref(w->doc);
+	free(w);
 }
 
 static void manifest_after(uv_work_t *req, int status)
 {
 	struct manifest_write *w = req->data;
-	struct flightrecd *d = w->inc->d;
+	struct flightrecd *d = w->d;
 
 	(void)status;
 	pthread_mutex_lock(&d->lock);
-	incident_done(w->inc, w->err, w->path);
+	manifest_apply(w);
 	pthread_mutex_unlock(&d->lock);
-	json_decref(w->doc);
-	free(w);
+}
+
+void incident_write_manifest(struct flightrecd *d, const char *dir, json_t *doc,
+			     void (*done)(void *arg, int err), void *arg)
+{
+	struct manifest_write *w = calloc(1, sizeof(*w));
+
+	if (!w) {
+		json_decref(doc);
+		daemon_log("cannot write %s/manifest.json: out of memory", dir);
+		d->m.incident_write_errors++;
+		done(arg, -ENOMEM);
+		return;
+	}
+	w->req.data = w;
+	w->d = d;
+	w->done = done;
+	w->arg = arg;
+	w->doc = doc;
+	snprintf(w->path, sizeof(w->path), "%s/manifest.json", dir);
+	if (!doc || uv_queue_work(d->loop, &w->req, manifest_work, manifest_after)) {
+		manifest_work(&w->req);
+		manifest_apply(w);
+	}
+}
+
+void incident_log_closed(const struct incident_record *rec, const char *job, const char *dir)
+{
+	daemon_log("incident %s of job %s closed%s: answered %" PRIu32 " of %" PRIu32 ", %s",
+		   rec->id, job, rec->incomplete ? " (incomplete)" : "", rec->answered,
+		   rec->requested, dir);
+}
+
+/* The manifest is on disk (or could not be): the incident is over. */
+static void incident_done(void *arg, int err)
+{
+	struct incident *inc = arg;
+	struct incident_record *rec = incident_record(inc);
+
+	(void)err;
+	incident_update_record(inc);
+	rec->closed_ns = inc->closed_ns;
+	rec->incomplete = inc->incomplete;
+	incident_log_closed(rec, inc->job->id, inc->dir);
+	inc->job->active = NULL;
+	/* The ranks the daemon holds or held and that gave nothing. */
+	for (uint32_t i = 0; i < inc->world_size; i++)
+		if (!inc->ranks[i].written && registry_rank(inc->job, i))
+			incident_tell_failed(inc, i);
+	if (inc->hooks.closed)
+		inc->hooks.closed(inc->hooks.arg);
+	incident_free(inc);
 }
 
 /* Builds the manifest and writes it last, on the thread pool. */
 static void incident_finish(struct incident *inc)
 {
-	struct manifest_write *w = calloc(1, sizeof(*w));
-	char path[PATH_MAX];
+	incident_write_manifest(inc->d, inc->dir, incident_manifest(inc), incident_done, inc);
+}
 
-	snprintf(path, sizeof(path), "%s/manifest.json", inc->dir);
-	if (!w || !(w->doc = incident_manifest(inc))) {
-		free(w);
-		incident_done(inc, -ENOMEM, path);
-		return;
+bool incident_dump_check(const uint8_t *data, size_t len, const char *job, uint32_t rank,
+			 struct fr_trace *t, char *err, size_t cap)
+{
+	char name[32];
+
+	snprintf(name, sizeof(name), "rank-%" PRIu32 ".json", rank);
+	if (fr_dump_parse((const char *)data, len, name, t, err, cap))
+		return false;
+	if (t->rank != rank || strcmp(t->job, job) != 0) {
+		snprintf(err, cap, "%s: dump is of job %s rank %" PRIu32 ", expected job %s rank %" PRIu32,
+			 name, t->job, t->rank, job, rank);
+		fr_trace_free(t);
+		return false;
 	}
-	w->req.data = w;
-	w->inc = inc;
-	memcpy(w->path, path, sizeof(path));
-	if (uv_queue_work(inc->d->loop, &w->req, manifest_work, manifest_after)) {
-		manifest_work(&w->req);
-		incident_done(inc, w->err, path);
-		json_decref(w->doc);
-		free(w);
-	}
+	return true;
 }
 
 static void dump_work(uv_work_t *req)
 {
 	struct dump_write *w = req->data;
 	struct fr_trace t = { 0 };
-	char name[32];
 
-	snprintf(name, sizeof(name), "rank-%" PRIu32 ".json", w->rank);
-	if (fr_dump_parse((const char *)w->data, w->len, name, &t, w->err, sizeof(w->err)))
+	if (!incident_dump_check(w->data, w->len, w->job, w->rank, &t, w->err, sizeof(w->err)))
 		return;
-	if (t.rank != w->rank || strcmp(t.job, w->job) != 0) {
-		snprintf(w->err, sizeof(w->err), "%s: dump is of job %s rank %" PRIu32 ", expected job %s rank %" PRIu32,
-			 name, t.job, t.rank, w->job, w->rank);
-		fr_trace_free(&t);
-		return;
-	}
 	fr_trace_free(&t);
 	w->valid = true;
 	w->write_err = fr_write_file_atomic_mode(w->path, w->data, w->len, 0640);
@@ -666,6 +793,7 @@ static void dump_record_result(struct incident *inc, const struct dump_write *w)
 	if (!w->valid) {
 		ir->answer = ANSWER_INVALID;
 		rank_set_error(ir, "%s", w->err);
+		incident_tell_failed(inc, w->rank);
 		d->m.dumps_invalid++;
 		daemon_log("invalid dump from job %s rank %" PRIu32 " for incident %s: %s",
 			   inc->job->id, w->rank, inc->id, w->err);
@@ -678,9 +806,14 @@ static void dump_record_result(struct incident *inc, const struct dump_write *w)
 		rank_set_error(ir, "cannot write rank-%" PRIu32 ".json: %s", w->rank,
 			       strerror(-w->write_err));
 		d->m.incident_write_errors++;
+		incident_tell_failed(inc, w->rank);
 		return;
 	}
 	ir->written = true;
+	if (inc->hooks.written) {
+		ir->told = true;
+		inc->hooks.written(inc->hooks.arg, w->rank, w->path);
+	}
 	daemon_log("received the dump of job %s rank %" PRIu32 " for incident %s (%zu bytes)",
 		   inc->job->id, w->rank, inc->id, w->len);
 }
@@ -778,7 +911,13 @@ static bool upload_charge(void *ctx, struct upload *up, uint64_t grow, uint32_t 
 	struct incident *inc = ctx;
 
 	(void)len;
-	if (!grow || budget_charge_job(inc->job, BUDGET_UPLOADS, grow)) {
+	return incident_charge_upload(inc->job, up, grow, why, cap);
+}
+
+bool incident_charge_upload(struct job *job, struct upload *up, uint64_t grow, char *why,
+			    size_t cap)
+{
+	if (!grow || budget_charge_job(job, BUDGET_UPLOADS, grow)) {
 		up->charged += grow;
 		return true;
 	}
@@ -849,13 +988,19 @@ void incident_dump_data(struct conn *c, const struct fr_msg_dump_data *m)
 
 json_t *incident_records_json(const struct flightrecd *d, const struct job *job)
 {
+	return incident_records_json_of(d, job->id, job->records, job->nrecords);
+}
+
+json_t *incident_records_json_of(const struct flightrecd *d, const char *job,
+				 const struct incident_record *records, size_t n)
+{
 	json_t *arr = json_array();
 	char path[PATH_MAX];
 
-	for (size_t i = 0; arr && i < job->nrecords; i++) {
-		const struct incident_record *rec = &job->records[i];
+	for (size_t i = 0; arr && i < n; i++) {
+		const struct incident_record *rec = &records[i];
 
-		snprintf(path, sizeof(path), "%s/%s/%s", d->cfg.dump_dir, job->id, rec->id);
+		snprintf(path, sizeof(path), "%s/%s/%s", d->cfg.dump_dir, job, rec->id);
 		json_array_append_new(
 			arr, json_pack("{s:s, s:s, s:I, s:o, s:s, s:I, s:I, s:s, s:s}", "id", rec->id,
 				       "reason", rec->reason, "opened_ns", (json_int_t)rec->opened_ns,

@@ -2,7 +2,9 @@
 #ifndef FR_DAEMON_INCIDENT_H
 #define FR_DAEMON_INCIDENT_H
 
+#include <stdarg.h>
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <jansson.h>
 
@@ -10,8 +12,10 @@
 
 struct conn;
 struct flightrecd;
+struct fr_trace;
 struct fr_verdict;
 struct incident;
+struct incident_record;
 struct job;
 
 struct incident_trigger {
@@ -21,6 +25,21 @@ struct incident_trigger {
 	bool has_seq;
 	uint64_t seq;
 	double waited_s;            /* how long the condition had lasted */
+};
+
+/*
+ * Who wants to hear of an incident's dumps as they are written (a node
+ * daemon's incident asked for by its central daemon, upstream_incident.c).
+ * Each is called on the loop under the daemon's lock; any may be NULL.
+ */
+struct incident_hooks {
+	/* Rank `rank`'s dump is on disk as `path`. */
+	void (*written)(void *arg, uint32_t rank, const char *path);
+	/* Rank `rank`, which the daemon holds (or held), gave no dump on disk: `why`. */
+	void (*failed)(void *arg, uint32_t rank, const char *why);
+	/* The manifest is written (or could not be): nothing more is said. */
+	void (*closed)(void *arg);
+	void *arg;
 };
 
 /*
@@ -36,6 +55,58 @@ void incident_open(struct flightrecd *d, struct job *job, const struct incident_
  */
 bool incident_rate_allows(struct flightrecd *d, struct job *job, uint64_t now_mono,
 			  uint64_t *retry_after_s);
+/*
+ * The same bucket over any holder's fields (a job the nodes hold,
+ * cluster_incident.c): *budget incidents left, *set once filled, *mono
+ * when last refilled.
+ */
+bool incident_bucket_allows(const struct flightrecd *d, double *budget, bool *set, uint64_t *mono,
+			    uint64_t now_mono, uint64_t *retry_after_s);
+/*
+ * Opens an incident that someone asked for (POST .../dump, a central
+ * daemon's NODE_DUMP_REQUEST), with the job's live verdict, leaving the
+ * watchdog's memory of the hang it reported as it was; `hooks` (NULL:
+ * none) hear of its dumps. The caller checked the rate limit. Returns 0
+ * when it opened, -ENOMEM, or -EIO when it could not (the log says why).
+ */
+int incident_open_asked(struct flightrecd *d, struct job *job, const struct incident_trigger *t,
+			const struct incident_hooks *hooks);
+/*
+ * Creates DIR/<job>/<id>/ for an incident detected at `detected_ns`, its
+ * id "<UTC time>-<n>" chosen so that the directory is new; the same names
+ * for every kind of incident. Returns 0 or a negative errno.
+ */
+int incident_make_dir_for(struct flightrecd *d, const char *job, uint64_t detected_ns, char *id,
+			  size_t idcap, char *dir, size_t dircap);
+/*
+ * Writes `doc` (taken; NULL when making it ran out of memory) as
+ * DIR/manifest.json on the thread pool, then calls done(arg, err) on the
+ * loop under the daemon's lock; a failure is logged and counted first.
+ * Every kind of incident ends so.
+ */
+void incident_write_manifest(struct flightrecd *d, const char *dir, json_t *doc,
+			     void (*done)(void *arg, int err), void *arg);
+/* The manifest's "trigger" object. */
+json_t *incident_trigger_json(const struct incident_trigger *t);
+/* The line every kind of incident logs once its manifest is written. */
+void incident_log_closed(const struct incident_record *rec, const char *job, const char *dir);
+/* Shared with cluster_incident.c, which keeps its own kind of incident. */
+/* *slot (owned) becomes the formatted text. */
+void incident_vset_text(char **slot, const char *fmt, va_list ap);
+/* A new record at the end of `*records` (the oldest dropped past
+ * DAEMON_MAX_INCIDENT_RECORDS); NULL when out of memory. */
+struct incident_record *incident_record_push(struct incident_record **records, size_t *n,
+					     const char *id, const char *reason,
+					     const char *summary, uint64_t opened_ns);
+/* Parses a dump that should be rank `rank`'s of `job` into `t` (the caller
+ * frees it); false with `err` saying why when it is not. */
+bool incident_dump_check(const uint8_t *data, size_t len, const char *job, uint32_t rank,
+			 struct fr_trace *t, char *err, size_t cap);
+/* Charges `grow` more bytes of `up` to the memory budget (and to `job`,
+ * NULL: none); false with `why` when over it. */
+struct upload;
+bool incident_charge_upload(struct job *job, struct upload *up, uint64_t grow, char *why,
+			    size_t cap);
 /* Counts and logs an incident refused by the rate limit. */
 void incident_suppress(struct flightrecd *d, struct job *job, const char *reason,
 		       uint64_t retry_after_s);
@@ -47,5 +118,8 @@ void incident_dump_data(struct conn *c, const struct fr_msg_dump_data *m);
 void incident_rank_joined(struct incident *inc, struct conn *c);
 void incident_rank_left(struct incident *inc, uint32_t rank, bool finished);
 json_t *incident_records_json(const struct flightrecd *d, const struct job *job);
+/* The same of any job's records (`n` of them, oldest first). */
+json_t *incident_records_json_of(const struct flightrecd *d, const char *job,
+				 const struct incident_record *records, size_t n);
 
 #endif

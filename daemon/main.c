@@ -9,6 +9,7 @@
 #include "clock.h"
 #include "config.h"
 #include "http.h"
+#include "cluster_incident.h"
 #include "incident.h"
 #include "log.h"
 #include "node_watchdog.h"
@@ -753,6 +754,7 @@ static void daemon_stop(struct flightrecd *d)
 	for (struct job *job = d->jobs; job; job = job->next)
 		if (job->active)
 			incident_close(job->active, true);
+	cluster_incident_stop(d);
 	server_close_all(d);
 	pthread_mutex_unlock(&d->lock);
 	upstream_close(d);
@@ -939,6 +941,7 @@ int main(int argc, char **argv)
 	registry_free(&d);
 	node_watchdog_free();
 	nodes_free();
+	cluster_incident_free_all();
 	config_args_free(&d.file);
 	uv_loop_close(d.loop);
 	pthread_mutex_destroy(&d.lock);

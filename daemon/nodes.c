@@ -8,19 +8,69 @@
 #include <string.h>
 
 #include "aggregate.h"
+#include "budget.h"
 #include "clock.h"
+#include "daemon.h"
 #include "log.h"
 
-/* Nodes remembered at most: a name beyond is refused, so that peers
- * making up names cannot grow the daemon without bound. */
-#define NODES_MAX 4096
+_Static_assert(NODE_RANKS_MAX == DAEMON_MAX_WORLD, "a node holds at most a whole world");
+_Static_assert(NODE_COMMS_MAX == DAEMON_MAX_COMMS, "a node's job has at most this many");
+_Static_assert(NODE_JOBS_MAX == DAEMON_MAX_JOBS, "a node daemon holds at most this many");
+
+/*
+ * The index: every job some node holds, with the node records of it
+ * (`holders`), in a hash table by id and in a list in the order first
+ * seen (the order GET /v1/jobs lists them in).
+ */
+struct nodes_entry {
+	char id[FR_JOB_MAX + 1];
+	struct nodes_entry *hnext;
+	struct nodes_entry *prev, *next;
+	uint32_t nholders, cap;
+	struct node_job **holders;
+};
 
 static struct node *nodes;
 static size_t nnodes;
-static uint32_t nodes_numbered;
+/* Nodes by number (agg_node.node): a forgotten node's number is reused. */
+static struct node *numbered[NODES_MAX];
+static struct nodes_entry **buckets;
+static size_t nbuckets, nentries;
+static struct nodes_entry *entries_first, *entries_last;
 
-/* Makes room for `want` entries of `size` bytes in *arr (cap *cap), doubling. */
-static int grow(void *arr, uint32_t *cap, uint32_t want, size_t size)
+/* malloc()/realloc() of memory charged to BUDGET_NODES: *charged follows. */
+static void *charged_realloc(void *p, size_t was, size_t want, uint64_t *charged)
+{
+	void *b;
+
+	if (want > was && !budget_charge(BUDGET_NODES, want - was))
+		return NULL;
+	b = realloc(p, want ? want : 1);
+	if (!b) {
+		if (want > was)
+			budget_release(BUDGET_NODES, want - was);
+		return NULL;
+	}
+	if (want < was)
+		budget_release(BUDGET_NODES, was - want);
+	if (charged)
+		*charged = *charged + want - was;
+	return b;
+}
+
+static void charged_free(void *p, size_t size, uint64_t *charged)
+{
+	free(p);
+	budget_release(BUDGET_NODES, size);
+	if (charged)
+		*charged -= size;
+}
+
+/*
+ * Makes room for `want` entries of `size` bytes in *arr (cap *cap),
+ * doubling, charged to the budget. Returns 0 or -EDQUOT (nothing changed).
+ */
+static int grow(void *arr, uint32_t *cap, uint32_t want, size_t size, uint64_t *charged)
 {
 	void **p = arr;
 	uint32_t n = *cap ? *cap : 8;
@@ -30,122 +80,589 @@ static int grow(void *arr, uint32_t *cap, uint32_t want, size_t size)
 		return 0;
 	while (n < want)
 		n *= 2;
-	b = realloc(*p, (size_t)n * size);
+	b = charged_realloc(*p, (size_t)*cap * size, (size_t)n * size, charged);
 	if (!b)
-		return -ENOMEM;
+		return -EDQUOT;
 	*p = b;
 	*cap = n;
 	return 0;
 }
 
+/* ---- ranks ---- */
+
+/* A rank of a batch with its place in it: the last of a rank wins. */
+struct batch_rank {
+	const struct fr_node_rank *r;
+	uint32_t at;
+};
+
+static int batch_cmp(const void *a, const void *b)
+{
+	const struct batch_rank *x = a, *y = b;
+
+	if (x->r->rank != y->r->rank)
+		return x->r->rank < y->r->rank ? -1 : 1;
+	return x->at < y->at ? -1 : x->at > y->at;
+}
+
+static uint32_t count_connected(const struct fr_node_rank *r, uint32_t n)
+{
+	uint32_t c = 0;
+
+	for (uint32_t i = 0; i < n; i++)
+		c += r[i].state == FR_NODE_RANK_CONNECTED;
+	return c;
+}
+
 int node_job_ranks(struct node_job *j, const struct fr_msg_node_ranks *m)
 {
-	if (m->flags & FR_NODE_RANKS_FULL)
-		j->nranks = 0;
-	j->world_size = m->world_size;
-	for (uint32_t i = 0; i < m->nranks; i++) {
-		const struct fr_node_rank *r = &m->ranks[i];
-		uint32_t at = 0;
+	struct batch_rank *b = NULL;
+	uint32_t nb = 0, kept, total, i, k, out;
 
-		/* Ranks stay ascending: the listing reads in rank order. */
-		while (at < j->nranks && j->ranks[at].rank < r->rank)
-			at++;
-		if (at < j->nranks && j->ranks[at].rank == r->rank) {
-			j->ranks[at] = *r;
+	if (m->world_size > NODE_RANKS_MAX)
+		return -ENOSPC;
+	if (m->nranks) {
+		b = malloc(m->nranks * sizeof(*b));
+		if (!b)
+			return -EDQUOT;
+	}
+	/* The batch sorted by rank, one entry a rank (its last). */
+	for (i = 0; i < m->nranks; i++)
+		b[i] = (struct batch_rank){ .r = &m->ranks[i], .at = i };
+	qsort(b, m->nranks, sizeof(*b), batch_cmp);
+	for (i = 0; i < m->nranks; i++) {
+		if (nb && b[nb - 1].r->rank == b[i].r->rank)
+			nb--;
+		if (b[i].r->rank < m->world_size)
+			b[nb++] = b[i];
+	}
+	/* The ranks kept: none after FULL, and none a smaller world has. */
+	kept = m->flags & FR_NODE_RANKS_FULL ? 0 : j->nranks;
+	while (kept && j->ranks[kept - 1].rank >= m->world_size)
+		kept--;
+	/* How many the merge gives, to make room before changing anything. */
+	for (i = 0, k = 0, total = 0; i < kept || k < nb; total++) {
+		if (k == nb || (i < kept && j->ranks[i].rank < b[k].r->rank))
+			i++;
+		else if (i == kept || b[k].r->rank < j->ranks[i].rank)
+			k++;
+		else
+			i++, k++;
+	}
+	if (grow(&j->ranks, &j->ranks_cap, total, sizeof(*j->ranks), &j->charged)) {
+		free(b);
+		return -EDQUOT;
+	}
+	/* Merged from the back, in place: each kept rank moves once. */
+	i = kept;
+	k = nb;
+	out = total;
+	while (k) {
+		const struct fr_node_rank *r = b[k - 1].r;
+
+		if (i && j->ranks[i - 1].rank > r->rank) {
+			j->ranks[--out] = j->ranks[--i];
 			continue;
 		}
-		if (grow(&j->ranks, &j->ranks_cap, j->nranks + 1, sizeof(*j->ranks)))
-			return -ENOMEM;
-		memmove(&j->ranks[at + 1], &j->ranks[at], (j->nranks - at) * sizeof(*j->ranks));
-		j->ranks[at] = *r;
-		j->nranks++;
+		if (i && j->ranks[i - 1].rank == r->rank)
+			i--;
+		j->ranks[--out] = *r;
+		k--;
 	}
+	j->nranks = total;
+	j->world_size = m->world_size;
+	j->nconnected = count_connected(j->ranks, j->nranks);
+	free(b);
+	return 0;
+}
+
+/* ---- progress records ---- */
+
+/* An operation group of a packed record; its runs follow the members'. */
+struct prog_group {
+	uint64_t seq;
+	uint64_t age_ms;
+	uint32_t nranks;
+	uint32_t nranges;
+	uint8_t type;
+	uint8_t flags;
+};
+
+static uint32_t min_u32(uint32_t a, uint32_t b)
+{
+	return a < b ? a : b;
+}
+
+/* Packs `rec` into *p (its data allocated, charged). Returns 0 or -EDQUOT. */
+static int prog_pack(const struct fr_node_comm_progress *rec, struct node_prog *p,
+		     uint64_t *charged)
+{
+	uint32_t ngroups = min_u32(rec->ngroups, FR_NODE_GROUPS_MAX);
+	uint32_t nmembers = min_u32(rec->nmembers, FR_NODE_RANGES_MAX);
+	uint32_t nlaggards = min_u32(rec->nlaggards, FR_NODE_LAGGARDS_MAX);
+	size_t size = nlaggards * sizeof(struct fr_node_laggard) +
+		      ngroups * sizeof(struct prog_group) + nmembers * sizeof(struct fr_node_range);
+	struct fr_node_laggard *lag;
+	struct prog_group *grp;
+	struct fr_node_range *rng;
+
+	for (uint32_t g = 0; g < ngroups; g++)
+		size += min_u32(rec->groups[g].nranges, FR_NODE_RANGES_MAX) *
+			sizeof(struct fr_node_range);
+	p->data = charged_realloc(NULL, 0, size, charged);
+	if (!p->data)
+		return -EDQUOT;
+	p->size = size;
+	memcpy(p->comm, rec->comm, sizeof(p->comm));
+	p->lo_entered = rec->lo_entered;
+	p->hi_entered = rec->hi_entered;
+	p->lo_completed = rec->lo_completed;
+	p->hi_completed = rec->hi_completed;
+	p->nranks = rec->nranks;
+	p->nmembers = nmembers;
+	p->nlaggards = nlaggards;
+	p->laggards_omitted = rec->laggards_omitted;
+	p->ngroups = ngroups;
+	p->ops_omitted = rec->ops_omitted;
+	p->mono_ns = daemon_mono_ns();
+	/* 8-byte fields first, so that every array is aligned. */
+	lag = p->data;
+	memcpy(lag, rec->laggards, nlaggards * sizeof(*lag));
+	grp = (struct prog_group *)(lag + nlaggards);
+	rng = (struct fr_node_range *)(grp + ngroups);
+	memcpy(rng, rec->members, nmembers * sizeof(*rng));
+	rng += nmembers;
+	for (uint32_t g = 0; g < ngroups; g++) {
+		const struct fr_node_group *s = &rec->groups[g];
+
+		grp[g] = (struct prog_group){ .seq = s->seq, .age_ms = s->age_ms,
+					      .nranks = s->nranks,
+					      .nranges = min_u32(s->nranges, FR_NODE_RANGES_MAX),
+					      .type = s->type, .flags = s->flags };
+		memcpy(rng, s->ranges, grp[g].nranges * sizeof(*rng));
+		rng += grp[g].nranges;
+	}
+	return 0;
+}
+
+void node_prog_unpack(const struct node_prog *p, struct fr_node_comm_progress *out)
+{
+	const struct fr_node_laggard *lag = p->data;
+	const struct prog_group *grp = (const struct prog_group *)(lag + p->nlaggards);
+	const struct fr_node_range *rng = (const struct fr_node_range *)(grp + p->ngroups);
+
+	/* Only the entries the counts name are written: the rest is never read. */
+	memcpy(out->comm, p->comm, sizeof(out->comm));
+	out->lo_entered = p->lo_entered;
+	out->hi_entered = p->hi_entered;
+	out->lo_completed = p->lo_completed;
+	out->hi_completed = p->hi_completed;
+	out->nranks = p->nranks;
+	out->nmembers = p->nmembers;
+	out->nlaggards = p->nlaggards;
+	out->laggards_omitted = p->laggards_omitted;
+	out->ngroups = p->ngroups;
+	out->ops_omitted = p->ops_omitted;
+	memcpy(out->laggards, lag, p->nlaggards * sizeof(*lag));
+	memcpy(out->members, rng, p->nmembers * sizeof(*rng));
+	rng += p->nmembers;
+	for (uint32_t g = 0; g < p->ngroups; g++) {
+		struct fr_node_group *d = &out->groups[g];
+
+		d->seq = grp[g].seq;
+		d->age_ms = grp[g].age_ms;
+		d->nranks = grp[g].nranks;
+		d->nranges = grp[g].nranges;
+		d->type = grp[g].type;
+		d->flags = grp[g].flags;
+		memcpy(d->ranges, rng, d->nranges * sizeof(*rng));
+		rng += d->nranges;
+	}
+}
+
+/* Where `comm` is, or would go, in j->by_comm. */
+static uint32_t by_comm_find(const struct node_job *j, const char *comm, bool *found)
+{
+	uint32_t lo = 0, hi = j->nprogress;
+
+	*found = false;
+	while (lo < hi) {
+		uint32_t mid = lo + (hi - lo) / 2;
+		int c = strcmp(j->progress[j->by_comm[mid]].comm, comm);
+
+		if (c == 0) {
+			*found = true;
+			return mid;
+		}
+		if (c < 0)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return lo;
+}
+
+/* Room for one more record in j->progress and j->by_comm. Returns 0 or -EDQUOT. */
+static int progress_grow(struct node_job *j)
+{
+	uint32_t cap = j->progress_cap ? j->progress_cap * 2 : 8;
+	size_t delta = (size_t)(cap - j->progress_cap) * (sizeof(*j->progress) + sizeof(*j->by_comm));
+	void *p, *b = NULL;
+
+	if (j->nprogress < j->progress_cap)
+		return 0;
+	if (!budget_charge(BUDGET_NODES, delta))
+		return -EDQUOT;
+	/* Either may move; the capacity grows when both did. */
+	p = realloc(j->progress, cap * sizeof(*j->progress));
+	if (p) {
+		j->progress = p;
+		b = realloc(j->by_comm, cap * sizeof(*j->by_comm));
+	}
+	if (!b) {
+		budget_release(BUDGET_NODES, delta);
+		return -EDQUOT;
+	}
+	j->by_comm = b;
+	j->charged += delta;
+	j->progress_cap = cap;
 	return 0;
 }
 
 int node_job_progress(struct node_job *j, const struct fr_msg_node_progress *m)
 {
+	int ret = 0;
+
 	for (uint32_t i = 0; i < m->ncomms; i++) {
 		const struct fr_node_comm_progress *rec = &m->comms[i];
-		uint32_t at = 0;
+		struct node_prog p;
+		bool found;
+		uint32_t at = by_comm_find(j, rec->comm, &found);
 
-		while (at < j->nprogress && strcmp(j->progress[at].comm, rec->comm) != 0)
-			at++;
-		if (at == j->nprogress) {
-			uint32_t cap = j->progress_cap;
-			uint64_t *when;
-
-			if (grow(&j->progress, &j->progress_cap, at + 1, sizeof(*j->progress)))
-				return -ENOMEM;
-			when = realloc(j->progress_mono_ns, j->progress_cap * sizeof(*when));
-			if (!when) {
-				j->progress_cap = cap;
-				return -ENOMEM;
-			}
-			j->progress_mono_ns = when;
-			j->nprogress++;
+		if (!found && j->nprogress >= NODE_COMMS_MAX) {
+			ret = -ENOSPC;
+			continue;
 		}
-		j->progress[at] = *rec;
-		j->progress_mono_ns[at] = daemon_mono_ns();
+		if (prog_pack(rec, &p, &j->charged)) {
+			ret = -EDQUOT;
+			continue;
+		}
+		if (found) {
+			struct node_prog *old = &j->progress[j->by_comm[at]];
+
+			charged_free(old->data, old->size, &j->charged);
+			*old = p;
+			continue;
+		}
+		if (progress_grow(j)) {
+			charged_free(p.data, p.size, &j->charged);
+			ret = -EDQUOT;
+			continue;
+		}
+		memmove(&j->by_comm[at + 1], &j->by_comm[at],
+			(j->nprogress - at) * sizeof(*j->by_comm));
+		j->by_comm[at] = j->nprogress;
+		j->progress[j->nprogress++] = p;
 	}
-	return 0;
+	return ret;
 }
 
 void node_job_free(struct node_job *j)
 {
+	for (uint32_t i = 0; i < j->nprogress; i++)
+		free(j->progress[i].data);
 	free(j->ranks);
 	free(j->progress);
-	free(j->progress_mono_ns);
+	free(j->by_comm);
+	budget_release(BUDGET_NODES, j->charged);
 	memset(j, 0, sizeof(*j));
+}
+
+/* ---- the index ---- */
+
+static uint64_t hash_id(const char *s)
+{
+	uint64_t h = 1469598103934665603ull;
+
+	while (*s)
+		h = (h ^ (uint8_t)*s++) * 1099511628211ull;
+	return h;
+}
+
+static struct nodes_entry *entry_find(const char *job)
+{
+	if (!nbuckets)
+		return NULL;
+	for (struct nodes_entry *e = buckets[hash_id(job) & (nbuckets - 1)]; e; e = e->hnext)
+		if (strcmp(e->id, job) == 0)
+			return e;
+	return NULL;
+}
+
+/* Doubles the table when it holds more entries than buckets. */
+static int index_grow(void)
+{
+	size_t n = nbuckets ? nbuckets * 2 : 64;
+	struct nodes_entry **b;
+
+	if (nentries < nbuckets)
+		return 0;
+	b = charged_realloc(NULL, 0, n * sizeof(*b), NULL);
+	if (!b)
+		return -EDQUOT;
+	memset(b, 0, n * sizeof(*b));
+	for (struct nodes_entry *e = entries_first; e; e = e->next) {
+		size_t h = hash_id(e->id) & (n - 1);
+
+		e->hnext = b[h];
+		b[h] = e;
+	}
+	if (buckets)
+		charged_free(buckets, nbuckets * sizeof(*buckets), NULL);
+	buckets = b;
+	nbuckets = n;
+	return 0;
+}
+
+/* Takes the entry, which no node holds any more, off the index and frees it. */
+static void entry_free(struct nodes_entry *e)
+{
+	struct nodes_entry **pp;
+
+	for (pp = &buckets[hash_id(e->id) & (nbuckets - 1)]; *pp != e; pp = &(*pp)->hnext)
+		;
+	*pp = e->hnext;
+	if (e->prev)
+		e->prev->next = e->next;
+	else
+		entries_first = e->next;
+	if (e->next)
+		e->next->prev = e->prev;
+	else
+		entries_last = e->prev;
+	nentries--;
+	charged_free(e->holders, e->cap * sizeof(*e->holders), NULL);
+	charged_free(e, sizeof(*e), NULL);
+}
+
+/* Lists `j` under its job's entry, made when none. Returns 0 or -EDQUOT. */
+static int index_add(struct node_job *j)
+{
+	struct nodes_entry *e = entry_find(j->id);
+
+	if (!e) {
+		size_t h;
+
+		if (index_grow())
+			return -EDQUOT;
+		e = charged_realloc(NULL, 0, sizeof(*e), NULL);
+		if (!e)
+			return -EDQUOT;
+		memset(e, 0, sizeof(*e));
+		memcpy(e->id, j->id, sizeof(e->id));
+		h = hash_id(e->id) & (nbuckets - 1);
+		e->hnext = buckets[h];
+		buckets[h] = e;
+		e->prev = entries_last;
+		if (entries_last)
+			entries_last->next = e;
+		else
+			entries_first = e;
+		entries_last = e;
+		nentries++;
+	}
+	if (grow(&e->holders, &e->cap, e->nholders + 1, sizeof(*e->holders), NULL)) {
+		if (!e->nholders)
+			entry_free(e);
+		return -EDQUOT;
+	}
+	j->entry = e;
+	j->slot = e->nholders;
+	e->holders[e->nholders++] = j;
+	return 0;
+}
+
+/* Takes `j` off its entry, and the entry off the index when no node holds it. */
+static void index_remove(struct node_job *j)
+{
+	struct nodes_entry *e = j->entry;
+
+	if (!e)
+		return;
+	j->entry = NULL;
+	e->holders[j->slot] = e->holders[--e->nholders];
+	e->holders[j->slot]->slot = j->slot;
+	if (!e->nholders)
+		entry_free(e);
+}
+
+/* ---- nodes ---- */
+
+/* Logs a refusal over a cap once per connection of the node; the caller counts it. */
+static int node_refuse(struct node *n, const char *job, int err, const char *what)
+{
+	if (!n->refusal_logged)
+		daemon_log("node %s: refusing %s of job %s: %s (kept what it sent before; further refusals on this connection are counted in node_state_refused_total, not logged)",
+			   n->name, what, job,
+			   err == -EDQUOT ? "over --max-memory" : "over the cap on what a node may hold");
+	n->refusal_logged = true;
+	return err;
+}
+
+static void node_job_drop(struct node *n, size_t i)
+{
+	struct node_job *j = n->jobs[i];
+
+	index_remove(j);
+	node_job_free(j);
+	charged_free(j, sizeof(*j), NULL);
+	n->jobs[i] = n->jobs[--n->njobs];
 }
 
 static void node_forget_jobs(struct node *n)
 {
-	for (size_t i = 0; i < n->njobs; i++)
-		node_job_free(&n->jobs[i]);
-	free(n->jobs);
+	while (n->njobs)
+		node_job_drop(n, n->njobs - 1);
+	charged_free(n->jobs, n->jobs_cap * sizeof(*n->jobs), NULL);
 	n->jobs = NULL;
-	n->njobs = 0;
+	n->jobs_cap = 0;
 }
 
-/* The node's record of `job`, made when `create`; NULL when none (or out of memory). */
-static struct node_job *node_job(struct node *n, const char *job, bool create)
+static size_t node_job_at(const struct node *n, const char *job)
 {
-	struct node_job *jobs;
+	size_t i = 0;
 
-	for (size_t i = 0; i < n->njobs; i++)
-		if (strcmp(n->jobs[i].id, job) == 0)
-			return &n->jobs[i];
-	if (!create || n->njobs >= FR_NODE_JOBS_MAX)
-		return NULL;
-	jobs = realloc(n->jobs, (n->njobs + 1) * sizeof(*jobs));
-	if (!jobs)
-		return NULL;
-	n->jobs = jobs;
-	memset(&jobs[n->njobs], 0, sizeof(jobs[0]));
-	snprintf(jobs[n->njobs].id, sizeof(jobs[0].id), "%s", job);
-	return &jobs[n->njobs++];
+	while (i < n->njobs && strcmp(n->jobs[i]->id, job) != 0)
+		i++;
+	return i;
 }
 
-struct node *nodes_hello(struct conn *c, const char *peer, const struct fr_msg_node_hello *m,
-			 struct conn **old)
+/* The node's record of `job`, made when `create`; NULL with *err when none. */
+static struct node_job *node_job(struct node *n, const char *job, bool create, int *err)
+{
+	size_t i = node_job_at(n, job);
+	struct node_job *j;
+
+	*err = 0;
+	if (i < n->njobs)
+		return n->jobs[i];
+	if (!create)
+		return NULL;
+	if (n->njobs >= NODE_JOBS_MAX) {
+		*err = -ENOSPC;
+		return NULL;
+	}
+	if (grow(&n->jobs, &n->jobs_cap, n->njobs + 1, sizeof(*n->jobs), NULL)) {
+		*err = -EDQUOT;
+		return NULL;
+	}
+	j = charged_realloc(NULL, 0, sizeof(*j), NULL);
+	if (!j) {
+		*err = -EDQUOT;
+		return NULL;
+	}
+	memset(j, 0, sizeof(*j));
+	snprintf(j->id, sizeof(j->id), "%s", job);
+	j->node = n;
+	if (index_add(j)) {
+		charged_free(j, sizeof(*j), NULL);
+		*err = -EDQUOT;
+		return NULL;
+	}
+	n->jobs[n->njobs++] = j;
+	return j;
+}
+
+static void node_free(struct node *n)
+{
+	node_forget_jobs(n);
+	numbered[n->number] = NULL;
+	charged_free(n, sizeof(*n), NULL);
+}
+
+/* Forgets the node disconnected longest, to make room. Returns false when none is. */
+static bool nodes_evict_oldest(void)
+{
+	struct node **victim = NULL;
+	struct node *n;
+
+	for (struct node **pp = &nodes; *pp; pp = &(*pp)->next)
+		if (!(*pp)->conn && (!victim || (*pp)->lost_mono_ns < (*victim)->lost_mono_ns))
+			victim = pp;
+	if (!victim)
+		return false;
+	n = *victim;
+
+	daemon_log("forgetting node %s, disconnected for %.0f s, to make room for a new one (%u nodes kept at most)",
+		   n->name, (double)(daemon_mono_ns() - n->lost_mono_ns) / NS_PER_S, NODES_MAX);
+	*victim = n->next;
+	nnodes--;
+	node_free(n);
+	return true;
+}
+
+static struct node *node_new(const char *name, const char **why)
+{
+	struct node *n;
+	uint32_t number = 0;
+
+	if (nnodes >= NODES_MAX && !nodes_evict_oldest()) {
+		*why = "the central daemon keeps 4096 nodes at most and all are connected";
+		return NULL;
+	}
+	n = charged_realloc(NULL, 0, sizeof(*n), NULL);
+	if (!n) {
+		*why = "the central daemon is over --max-memory";
+		return NULL;
+	}
+	memset(n, 0, sizeof(*n));
+	while (numbered[number])
+		number++;
+	snprintf(n->name, sizeof(n->name), "%s", name);
+	n->number = number;
+	numbered[number] = n;
+	n->next = nodes;
+	nodes = n;
+	nnodes++;
+	return n;
+}
+
+struct node *nodes_admit(struct conn *c, const char *peer, const struct fr_msg_node_hello *m,
+			 struct conn **old, const char **why)
 {
 	struct node *n;
 
 	*old = NULL;
+	*why = NULL;
+	/* The name goes into log lines and JSON: a host name, nothing a
+	 * peer could forge a line with. */
+	for (const char *p = m->node; *p; p++) {
+		if (*p <= 0x20 || *p >= 0x7f) {
+			daemon_log("refusing a node from %s: its name is not printable ASCII", peer);
+			*why = "the node's name must be printable ASCII without spaces";
+			return NULL;
+		}
+	}
+	if (!m->node[0]) {
+		daemon_log("refusing a node from %s: its name is empty", peer);
+		*why = "the node's name is empty";
+		return NULL;
+	}
 	for (n = nodes; n && strcmp(n->name, m->node) != 0; n = n->next)
 		;
-	if (!n) {
-		if (nnodes >= NODES_MAX)
-			return NULL;
-		n = calloc(1, sizeof(*n));
-		if (!n)
-			return NULL;
-		snprintf(n->name, sizeof(n->name), "%s", m->node);
-		n->number = nodes_numbered++;
-		n->next = nodes;
-		nodes = n;
-		nnodes++;
+	if (n && n->conn && n->boot_id != m->boot_id) {
+		/* Another daemon that says it is this node (a copied
+		 * configuration, or a peer making up names) must not
+		 * evict the one connected. */
+		daemon_log("refusing node %s from %s (boot id %016" PRIx64
+			   "): a node of that name is connected from %s with boot id %016" PRIx64,
+			   m->node, peer, m->boot_id, n->addr, n->boot_id);
+		*why = "a node daemon of this name is connected with another boot id: give each node its own host name";
+		return NULL;
+	}
+	if (!n && !(n = node_new(m->node, why))) {
+		daemon_log("refusing node %s from %s: %s", m->node, peer, *why);
+		return NULL;
 	}
 	/* A restart's state is gone from the node; a reconnect resends it
 	 * all (FULL) too, so the old lists are forgotten either way. */
@@ -160,27 +677,57 @@ struct node *nodes_hello(struct conn *c, const char *peer, const struct fr_msg_n
 	*old = n->conn;
 	n->conn = c;
 	n->lost_mono_ns = 0;
+	n->refusal_logged = false;
 	for (uint32_t i = 0; i < m->njobs; i++) {
-		struct node_job *j = node_job(n, m->jobs[i].job, true);
+		int err;
+		struct node_job *j = node_job(n, m->jobs[i].job, true, &err);
 
-		if (j)
+		if (j && m->jobs[i].world_size <= NODE_RANKS_MAX)
 			j->world_size = m->jobs[i].world_size;
+		else if (err)
+			node_refuse(n, m->jobs[i].job, err, "the job its node_hello lists");
 	}
 	return n;
 }
 
+struct node *nodes_hello(struct conn *c, const char *peer, const struct fr_msg_node_hello *m,
+			 struct conn **old)
+{
+	const char *why;
+
+	return nodes_admit(c, peer, m, old, &why);
+}
+
 int nodes_ranks(struct node *n, const struct fr_msg_node_ranks *m)
 {
-	struct node_job *j = node_job(n, m->job, true);
+	int err;
+	struct node_job *j;
 
-	return j ? node_job_ranks(j, m) : -ENOMEM;
+	/* An empty full list: the job ended on the node. */
+	if ((m->flags & FR_NODE_RANKS_FULL) && !m->nranks) {
+		size_t i = node_job_at(n, m->job);
+
+		if (i < n->njobs) {
+			daemon_log("node %s: job %s ended there", n->name, m->job);
+			node_job_drop(n, i);
+		}
+		return 0;
+	}
+	j = node_job(n, m->job, true, &err);
+	if (j)
+		err = node_job_ranks(j, m);
+	return err == -EDQUOT || err == -ENOSPC ? node_refuse(n, m->job, err, "ranks") : err;
 }
 
 int nodes_progress(struct node *n, const struct fr_msg_node_progress *m)
 {
-	struct node_job *j = node_job(n, m->job, true);
+	int err;
+	struct node_job *j = node_job(n, m->job, true, &err);
 
-	return j ? node_job_progress(j, m) : -ENOMEM;
+	if (j)
+		err = node_job_progress(j, m);
+	return err == -EDQUOT || err == -ENOSPC ?
+		       node_refuse(n, m->job, err, "progress records") : err;
 }
 
 void nodes_conn_lost(struct node *n, struct conn *c)
@@ -198,21 +745,26 @@ void nodes_free(void)
 		struct node *n = nodes;
 
 		nodes = n->next;
-		node_forget_jobs(n);
-		free(n);
+		node_free(n);
 	}
 	nnodes = 0;
+	if (buckets)
+		charged_free(buckets, nbuckets * sizeof(*buckets), NULL);
+	buckets = NULL;
+	nbuckets = 0;
 }
 
-static const char *node_rank_state_name(const struct node *n, uint8_t state)
+/* ---- listings ---- */
+
+static const char *node_rank_state_name(bool lost, uint8_t state)
 {
-	/* What the node cannot tell any more: its ranks may be fine, but
-	 * nobody watches them now. */
-	if (!n->conn && state != FR_NODE_RANK_FINISHED)
-		return "unresponsive";
 	static const char *const names[] = { "connected", "unresponsive", "disconnected",
 					      "finished" };
 
+	/* What the node cannot tell any more: its ranks may be fine, but
+	 * nobody watches them now. */
+	if (lost && state != FR_NODE_RANK_FINISHED)
+		return "unresponsive";
 	return state <= FR_NODE_RANK_STATE_MAX ? names[state] : "unknown";
 }
 
@@ -224,7 +776,7 @@ json_t *nodes_json(void)
 		uint64_t ranks = 0;
 
 		for (size_t i = 0; i < n->njobs; i++)
-			ranks += n->jobs[i].nranks;
+			ranks += n->jobs[i]->nranks;
 		json_array_append_new(arr, json_pack("{s:s, s:s, s:b, s:I, s:I}", "name", n->name,
 						     "address", n->addr, "connected", n->conn != NULL,
 						     "jobs", (json_int_t)n->njobs, "ranks",
@@ -233,93 +785,156 @@ json_t *nodes_json(void)
 	return json_pack("{s:o}", "nodes", arr);
 }
 
+int nodes_job_ranks_take(const char *job, struct nodes_ranks_copy *out)
+{
+	struct nodes_entry *e = entry_find(job);
+	size_t k = 0;
+
+	memset(out, 0, sizeof(*out));
+	for (uint32_t h = 0; e && h < e->nholders; h++)
+		out->n += e->holders[h]->nranks;
+	if (!out->n)
+		return 0;
+	out->charged = out->n * (sizeof(*out->ranks) + sizeof(*out->from)) +
+		       e->nholders * sizeof(*out->nodes);
+	if (!budget_charge(BUDGET_VIEWS, out->charged)) {
+		out->charged = 0;
+		out->n = 0;
+		return -EDQUOT;
+	}
+	out->ranks = malloc(out->n * sizeof(*out->ranks));
+	out->from = malloc(out->n * sizeof(*out->from));
+	out->nodes = malloc(e->nholders * sizeof(*out->nodes));
+	if (!out->ranks || !out->from || !out->nodes) {
+		nodes_ranks_copy_free(out);
+		return -ENOMEM;
+	}
+	for (uint32_t h = 0; h < e->nholders; h++) {
+		const struct node_job *j = e->holders[h];
+
+		memcpy(out->nodes[h].name, j->node->name, sizeof(out->nodes[h].name));
+		out->nodes[h].lost = !j->node->conn;
+		memcpy(&out->ranks[k], j->ranks, j->nranks * sizeof(*j->ranks));
+		for (uint32_t i = 0; i < j->nranks; i++)
+			out->from[k++] = h;
+	}
+	out->nnodes = e->nholders;
+	return 0;
+}
+
+void nodes_ranks_copy_free(struct nodes_ranks_copy *v)
+{
+	free(v->ranks);
+	free(v->from);
+	free(v->nodes);
+	if (v->charged)
+		budget_release(BUDGET_VIEWS, v->charged);
+	memset(v, 0, sizeof(*v));
+}
+
+void nodes_ranks_copy_json(const struct nodes_ranks_copy *v, json_t *ranks)
+{
+	for (size_t i = 0; i < v->n; i++) {
+		const struct fr_node_rank *r = &v->ranks[i];
+		const struct nodes_copy_node *n = &v->nodes[v->from[i]];
+		json_t *o = json_pack("{s:I, s:s, s:I, s:s, s:I, s:I, s:s}", "rank",
+				      (json_int_t)r->rank, "host", r->host, "pid", (json_int_t)r->pid,
+				      "state", node_rank_state_name(n->lost, r->state),
+				      "ring_capacity", (json_int_t)r->ring_capacity, "start_ns",
+				      (json_int_t)r->start_ns, "node", n->name);
+
+		if (n->lost && o)
+			json_object_set_new(o, "reason", json_string("node lost"));
+		json_array_append_new(ranks, o);
+	}
+}
+
 size_t nodes_job_ranks_json(const char *job, json_t *ranks)
 {
-	size_t count = 0;
+	struct nodes_ranks_copy v;
+	size_t n;
 
-	for (const struct node *n = nodes; n; n = n->next) {
-		const struct node_job *j = node_job((struct node *)n, job, false);
+	if (nodes_job_ranks_take(job, &v))
+		return 0;
+	nodes_ranks_copy_json(&v, ranks);
+	n = v.n;
+	nodes_ranks_copy_free(&v);
+	return n;
+}
 
-		for (uint32_t i = 0; j && i < j->nranks; i++) {
-			const struct fr_node_rank *r = &j->ranks[i];
-			json_t *o = json_pack("{s:I, s:s, s:I, s:s, s:I, s:I, s:s}", "rank",
-					      (json_int_t)r->rank, "host", r->host, "pid",
-					      (json_int_t)r->pid, "state",
-					      node_rank_state_name(n, r->state), "ring_capacity",
-					      (json_int_t)r->ring_capacity, "start_ns",
-					      (json_int_t)r->start_ns, "node", n->name);
+/* The first holder of the entry with ranks; NULL when none has any. */
+static const struct node_job *entry_with_ranks(const struct nodes_entry *e)
+{
+	for (uint32_t h = 0; h < e->nholders; h++)
+		if (e->holders[h]->nranks)
+			return e->holders[h];
+	return NULL;
+}
 
-			if (!n->conn && o)
-				json_object_set_new(o, "reason", json_string("node lost"));
-			json_array_append_new(ranks, o);
-			count++;
-		}
-	}
-	return count;
+bool nodes_job_held(const char *job, const char **node)
+{
+	struct nodes_entry *e = entry_find(job);
+	const struct node_job *j = e ? entry_with_ranks(e) : NULL;
+
+	if (j && node)
+		*node = j->node ? j->node->name : "";
+	return j != NULL;
 }
 
 bool nodes_job_known(const char *job, uint32_t *world_size)
 {
-	for (const struct node *n = nodes; n; n = n->next) {
-		const struct node_job *j = node_job((struct node *)n, job, false);
+	struct nodes_entry *e = entry_find(job);
+	const struct node_job *j = e ? entry_with_ranks(e) : NULL;
 
-		if (j && j->nranks) {
-			*world_size = j->world_size;
-			return true;
-		}
-	}
-	return false;
+	if (j)
+		*world_size = j->world_size;
+	return j != NULL;
 }
 
 void nodes_jobs_json(json_t *jobs, bool (*skip)(void *arg, const char *job), void *arg)
 {
-	for (const struct node *n = nodes; n; n = n->next) {
-		for (size_t i = 0; i < n->njobs; i++) {
-			const struct node_job *j = &n->jobs[i];
-			bool seen = false;
-			uint64_t connected = 0;
+	for (const struct nodes_entry *e = entries_first; e; e = e->next) {
+		const struct node_job *j = entry_with_ranks(e);
+		uint64_t connected = 0;
 
-			if (!j->nranks || skip(arg, j->id))
-				continue;
-			/* Listed once, from the first node that holds it. */
-			for (const struct node *e = nodes; e != n && !seen; e = e->next)
-				seen = node_job((struct node *)e, j->id, false) != NULL;
-			if (seen)
-				continue;
-			for (const struct node *e = n; e; e = e->next) {
-				const struct node_job *ej = node_job((struct node *)e, j->id, false);
-
-				for (uint32_t r = 0; e->conn && ej && r < ej->nranks; r++)
-					connected += ej->ranks[r].state == FR_NODE_RANK_CONNECTED;
-			}
-			json_array_append_new(jobs, json_pack("{s:s, s:I, s:I, s:s, s:I, s:s}", "job",
-							      j->id, "world_size",
-							      (json_int_t)j->world_size,
-							      "ranks_connected", (json_int_t)connected,
-							      "status", "running", "incidents",
-							      (json_int_t)0, "verdict", "unknown"));
-		}
+		if (!j || skip(arg, e->id))
+			continue;
+		for (uint32_t h = 0; h < e->nholders; h++)
+			if (e->holders[h]->node && e->holders[h]->node->conn)
+				connected += e->holders[h]->nconnected;
+		json_array_append_new(jobs, json_pack("{s:s, s:I, s:I, s:s, s:I, s:s}", "job", e->id,
+						      "world_size", (json_int_t)j->world_size,
+						      "ranks_connected", (json_int_t)connected,
+						      "status", "running", "incidents",
+						      (json_int_t)0, "verdict", "unknown"));
 	}
 }
 
+/* ---- the read side ---- */
+
 void nodes_each_job(void (*fn)(void *arg, const char *job, uint32_t world_size), void *arg)
 {
-	for (const struct node *n = nodes; n; n = n->next) {
-		for (size_t i = 0; i < n->njobs; i++) {
-			const struct node_job *j = &n->jobs[i];
-			bool seen = false;
+	for (const struct nodes_entry *e = entries_first; e; e = e->next) {
+		const struct node_job *j = entry_with_ranks(e);
 
-			if (!j->nranks)
-				continue;
-			for (const struct node *e = nodes; e != n && !seen; e = e->next) {
-				const struct node_job *ej = node_job((struct node *)e, j->id, false);
-
-				seen = ej && ej->nranks;
-			}
-			if (!seen)
-				fn(arg, j->id, j->world_size);
-		}
+		if (j)
+			fn(arg, e->id, j->world_size);
 	}
+}
+
+/* A record of a holder, for nodes_job_each_comm() to group by communicator. */
+struct comm_rec {
+	const struct node_prog *p;
+	const struct node_job *j;
+	uint32_t holder;
+};
+
+static int comm_rec_cmp(const void *a, const void *b)
+{
+	const struct comm_rec *x = a, *y = b;
+	int c = strcmp(x->p->comm, y->p->comm);
+
+	return c ? c : (x->holder > y->holder) - (x->holder < y->holder);
 }
 
 void nodes_job_each_comm(const char *job, uint64_t now_mono_ns,
@@ -327,46 +942,50 @@ void nodes_job_each_comm(const char *job, uint64_t now_mono_ns,
 				    size_t n),
 			 void *arg)
 {
-	struct agg_node *recs = calloc(nnodes ? nnodes : 1, sizeof(*recs));
+	struct nodes_entry *e = entry_find(job);
+	struct fr_node_comm_progress *full = NULL;
+	struct agg_node *recs = NULL;
+	struct comm_rec *all = NULL;
+	size_t total = 0, k = 0;
 
-	if (!recs)
+	for (uint32_t h = 0; e && h < e->nholders; h++)
+		total += e->holders[h]->nprogress;
+	if (!total)
 		return;
-	for (const struct node *n = nodes; n; n = n->next) {
-		const struct node_job *j = node_job((struct node *)n, job, false);
+	all = malloc(total * sizeof(*all));
+	recs = malloc(e->nholders * sizeof(*recs));
+	/* Untouched pages of a big malloc() cost nothing: only what the
+	 * records use is written. */
+	full = malloc(e->nholders * sizeof(*full));
+	if (!all || !recs || !full)
+		goto out_free;
+	for (uint32_t h = 0; h < e->nholders; h++) {
+		const struct node_job *j = e->holders[h];
 
-		for (uint32_t c = 0; j && c < j->nprogress; c++) {
-			const char *comm = j->progress[c].comm;
-			bool seen = false;
-			size_t k = 0;
-
-			for (const struct node *e = nodes; e != n && !seen; e = e->next) {
-				const struct node_job *ej = node_job((struct node *)e, job, false);
-
-				for (uint32_t x = 0; ej && x < ej->nprogress && !seen; x++)
-					seen = strcmp(ej->progress[x].comm, comm) == 0;
-			}
-			if (seen)
-				continue;
-			for (const struct node *e = n; e; e = e->next) {
-				const struct node_job *ej = node_job((struct node *)e, job, false);
-
-				for (uint32_t x = 0; ej && x < ej->nprogress; x++) {
-					if (strcmp(ej->progress[x].comm, comm) != 0)
-						continue;
-					recs[k].node = e->number;
-					recs[k].rec = &ej->progress[x];
-					recs[k].held_ms =
-						now_mono_ns > ej->progress_mono_ns[x]
-							? (now_mono_ns - ej->progress_mono_ns[x]) / 1000000u
-							: 0;
-					k++;
-					break;
-				}
-			}
-			fn(arg, comm, recs, k);
-		}
+		for (uint32_t c = 0; c < j->nprogress; c++)
+			all[k++] = (struct comm_rec){ .p = &j->progress[c], .j = j, .holder = h };
 	}
+	qsort(all, total, sizeof(*all), comm_rec_cmp);
+	for (size_t i = 0; i < total;) {
+		size_t n = 0;
+
+		for (size_t x = i; x < total && strcmp(all[x].p->comm, all[i].p->comm) == 0; x++) {
+			const struct node_prog *p = all[x].p;
+
+			node_prog_unpack(p, &full[n]);
+			recs[n].node = all[x].j->node ? all[x].j->node->number : 0;
+			recs[n].rec = &full[n];
+			recs[n].held_ms =
+				now_mono_ns > p->mono_ns ? (now_mono_ns - p->mono_ns) / 1000000u : 0;
+			n++;
+		}
+		fn(arg, all[i].p->comm, recs, n);
+		i += n;
+	}
+out_free:
+	free(all);
 	free(recs);
+	free(full);
 }
 
 void nodes_job_each_lost(const char *job,
@@ -374,43 +993,81 @@ void nodes_job_each_lost(const char *job,
 				    const struct fr_node_rank *ranks, uint32_t nranks),
 			 void *arg)
 {
-	for (const struct node *n = nodes; n; n = n->next) {
-		const struct node_job *j = node_job((struct node *)n, job, false);
+	struct nodes_entry *e = entry_find(job);
 
-		if (!n->conn && j && j->nranks)
-			fn(arg, n->name, n->lost_mono_ns, j->ranks, j->nranks);
+	for (uint32_t h = 0; e && h < e->nholders; h++) {
+		const struct node_job *j = e->holders[h];
+
+		if (j->node && !j->node->conn && j->nranks)
+			fn(arg, j->node->name, j->node->lost_mono_ns, j->ranks, j->nranks);
 	}
 }
 
 const char *nodes_node_name(uint32_t node)
 {
-	for (const struct node *n = nodes; n; n = n->next)
-		if (n->number == node)
-			return n->name;
-	return "";
+	return node < NODES_MAX && numbered[node] ? numbered[node]->name : "";
+}
+
+/* Rank `rank` among the node's ranks of the job (ascending by rank), or NULL. */
+static const struct fr_node_rank *node_job_find_rank(const struct node_job *j, uint32_t rank)
+{
+	uint32_t lo = 0, hi = j->nranks;
+
+	while (lo < hi) {
+		uint32_t mid = lo + (hi - lo) / 2;
+
+		if (j->ranks[mid].rank < rank)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return lo < j->nranks && j->ranks[lo].rank == rank ? &j->ranks[lo] : NULL;
 }
 
 /* read side: node_watchdog */
 const struct fr_node_rank *nodes_job_rank(const char *job, const char *node, uint32_t rank)
 {
-	for (const struct node *n = nodes; n; n = n->next) {
-		const struct node_job *j;
-		uint32_t lo = 0, hi;
+	struct nodes_entry *e = entry_find(job);
 
-		if (strcmp(n->name, node) != 0)
-			continue;
-		j = node_job((struct node *)n, job, false);
-		hi = j ? j->nranks : 0;
-		/* The node's ranks of the job are ascending by rank. */
-		while (lo < hi) {
-			uint32_t mid = lo + (hi - lo) / 2;
+	/* The job's holders, not every node: linear in the nodes that hold it. */
+	for (uint32_t h = 0; e && h < e->nholders; h++) {
+		const struct node_job *j = e->holders[h];
 
-			if (j->ranks[mid].rank < rank)
-				lo = mid + 1;
-			else
-				hi = mid;
-		}
-		return j && lo < j->nranks && j->ranks[lo].rank == rank ? &j->ranks[lo] : NULL;
+		if (j->node && strcmp(j->node->name, node) == 0)
+			return node_job_find_rank(j, rank);
 	}
 	return NULL;
+}
+
+/* read side: cluster incidents */
+
+void nodes_job_each_node(const char *job,
+			 void (*fn)(void *arg, const char *node, struct conn *conn,
+				    const struct fr_node_rank *ranks, uint32_t nranks),
+			 void *arg)
+{
+	struct nodes_entry *e = entry_find(job);
+
+	for (uint32_t h = 0; e && h < e->nholders; h++) {
+		const struct node_job *j = e->holders[h];
+
+		if (j->node && j->nranks)
+			fn(arg, j->node->name, j->node->conn, j->ranks, j->nranks);
+	}
+}
+
+bool nodes_rank_node(const char *job, uint32_t rank, struct conn **conn, const char **node)
+{
+	struct nodes_entry *e = entry_find(job);
+
+	for (uint32_t h = 0; e && h < e->nholders; h++) {
+		const struct node_job *j = e->holders[h];
+
+		if (j->node && node_job_find_rank(j, rank)) {
+			*conn = j->node->conn;
+			*node = j->node->name;
+			return true;
+		}
+	}
+	return false;
 }

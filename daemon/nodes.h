@@ -5,7 +5,16 @@
  * (NODE_PROGRESS). Kept apart from the registry on purpose: a node's ranks
  * are shown (GET /v1/jobs, /v1/jobs/<job>, /v1/nodes) but no rank of the
  * registry stands for them, so the watchdog never takes one for silent or
- * lost; the central watchdog does not read the aggregates yet.
+ * lost.
+ *
+ * Bounded: everything kept here is charged to the memory budget
+ * (BUDGET_NODES) and capped (NODES_MAX nodes, NODE_JOBS_MAX jobs a node,
+ * NODE_RANKS_MAX ranks and NODE_COMMS_MAX communicators a job on a node);
+ * what would go over is refused, logged once per connection and counted
+ * by the caller, and what was kept stays. Linear: a job -> holders index
+ * serves every listing and the read side, so that none of them costs more
+ * than the nodes, jobs and communicators it reads; merging a NODE_RANKS
+ * batch costs its sort and one pass over the node's ranks of the job.
  *
  * Everything here is guarded by the daemon's lock; one daemon per process.
  */
@@ -23,6 +32,43 @@
 struct conn;
 struct flightrecd;
 
+/* Nodes remembered at most; at the cap a new name forgets the node that
+ * has been disconnected longest, and is refused when every node is
+ * connected. */
+#define NODES_MAX 4096u
+/* Jobs kept per node: a node daemon's registry holds at most DAEMON_MAX_JOBS. */
+#define NODE_JOBS_MAX 1024u
+/* Ranks kept per job per node, and never more than the job's world size:
+ * DAEMON_MAX_WORLD. */
+#define NODE_RANKS_MAX (1u << 16)
+/* Communicators with a progress record per job per node: DAEMON_MAX_COMMS. */
+#define NODE_COMMS_MAX 16384u
+
+/*
+ * One communicator's latest progress record as a node sent it, at the
+ * size it uses: the counts and bounds here, the runs, laggards and groups
+ * present in `data` (nodes.c packs and unpacks them), so that a record of
+ * a few ranks costs a few hundred bytes, not a whole struct
+ * fr_node_comm_progress.
+ */
+struct node_prog {
+	char comm[FR_COMM_ID_MAX + 1];
+	uint64_t lo_entered, hi_entered;
+	uint64_t lo_completed, hi_completed;
+	uint32_t nranks;
+	uint32_t nmembers;
+	uint32_t nlaggards;
+	uint32_t laggards_omitted;
+	uint32_t ngroups;
+	uint32_t ops_omitted;
+	uint64_t mono_ns;               /* when it arrived (daemon_mono_ns()) */
+	size_t size;                    /* bytes of `data` */
+	void *data;
+};
+
+struct node;
+struct nodes_entry;
+
 /* What one node said of one job. */
 struct node_job {
 	char id[FR_JOB_MAX + 1];
@@ -30,10 +76,15 @@ struct node_job {
 	uint32_t nranks;
 	uint32_t ranks_cap;
 	struct fr_node_rank *ranks;     /* ascending by rank */
+	uint32_t nconnected;            /* of those, in state FR_NODE_RANK_CONNECTED */
 	uint32_t nprogress;
 	uint32_t progress_cap;
-	struct fr_node_comm_progress *progress; /* the latest record per communicator */
-	uint64_t *progress_mono_ns;     /* when each record arrived (daemon_mono_ns()) */
+	struct node_prog *progress;     /* the latest record per communicator, in arrival order */
+	uint32_t *by_comm;              /* indices into `progress`, ascending by comm */
+	uint64_t charged;               /* bytes of BUDGET_NODES the arrays above hold */
+	struct node *node;              /* NULL for a record the tests make alone */
+	struct nodes_entry *entry;      /* the index entry of `id` that lists it ... */
+	uint32_t slot;                  /* ... at this place */
 };
 
 struct node {
@@ -41,43 +92,97 @@ struct node {
 	char name[FR_HOST_MAX + 1];
 	char addr[64];                  /* the peer it last connected from */
 	uint64_t boot_id;
-	uint32_t number;                /* its number in agg_node.node, fixed when first seen */
+	uint32_t number;                /* its number in agg_node.node, while it is kept */
 	struct conn *conn;              /* NULL while disconnected */
 	uint64_t lost_mono_ns;          /* when its connection went (daemon_mono_ns()); 0 while connected */
-	size_t njobs;
-	struct node_job *jobs;
+	bool refusal_logged;            /* a refusal over a cap was logged on this connection */
+	uint32_t njobs, jobs_cap;
+	struct node_job **jobs;         /* each allocated apart: the index points at them */
 };
 
 /* Pure state merges, for the tests as much as for nodes.c. */
-/* NODE_RANKS into the node's record of its job: FULL forgets the ranks
- * said before; the others replace the rank's entry or add it. Returns 0 or -ENOMEM. */
+/*
+ * NODE_RANKS into the node's record of its job: FULL forgets the ranks
+ * said before; the others replace the rank's entry or add it (the last of
+ * a rank in one batch wins). Sorts the batch and merges it with the kept
+ * ranks in one pass. Returns 0; -ENOSPC for a world size over
+ * NODE_RANKS_MAX, -EDQUOT over the memory budget: then nothing changed.
+ */
 int node_job_ranks(struct node_job *j, const struct fr_msg_node_ranks *m);
-/* NODE_PROGRESS: each record replaces the communicator's last. Returns 0 or -ENOMEM. */
+/*
+ * NODE_PROGRESS: each record replaces the communicator's last. Returns 0,
+ * or -ENOSPC / -EDQUOT when some record was refused (a new communicator
+ * over NODE_COMMS_MAX, or over the budget); the others are taken.
+ */
 int node_job_progress(struct node_job *j, const struct fr_msg_node_progress *m);
+/* The record as a whole struct (what aggregate_merge() reads). */
+void node_prog_unpack(const struct node_prog *p, struct fr_node_comm_progress *out);
 void node_job_free(struct node_job *j);
 
 /*
  * A connection's NODE_HELLO: finds the node by name (a new boot id forgets
- * what it said before), binds it to `c` (replacing an older connection of
- * it, which the caller closes: returned in *old) and notes its jobs.
- * Returns the node, or NULL when out of memory or over the nodes kept.
+ * what it said before), binds it to `c` and notes its jobs. A name is
+ * bound to its boot id while connected: a NODE_HELLO of another boot id
+ * is refused then; one of the same boot id (the node came back before its
+ * old connection was seen to go) takes over, and the older connection,
+ * which the caller closes, is returned in *old. At NODES_MAX the node
+ * disconnected longest is forgotten. Returns the node, or NULL with the
+ * reason for the node in *why (and a log line).
  */
+struct node *nodes_admit(struct conn *c, const char *peer, const struct fr_msg_node_hello *m,
+			 struct conn **old, const char **why);
+/* nodes_admit() without the reason. */
 struct node *nodes_hello(struct conn *c, const char *peer, const struct fr_msg_node_hello *m,
 			 struct conn **old);
+/*
+ * NODE_RANKS of node `n`. An empty FULL list retracts the job: the node's
+ * record of it goes (and the index entry when no node holds it). Returns
+ * 0, -ENOMEM, or -ENOSPC / -EDQUOT when refused over a cap or the budget
+ * (logged; what was kept stays).
+ */
 int nodes_ranks(struct node *n, const struct fr_msg_node_ranks *m);
+/* NODE_PROGRESS of node `n`; returns as nodes_ranks(). */
 int nodes_progress(struct node *n, const struct fr_msg_node_progress *m);
 /* The node's connection `c` closed: the node stays, disconnected. */
 void nodes_conn_lost(struct node *n, struct conn *c);
 void nodes_free(void);
 
+/* Whether some node holds ranks of `job`, and the first such node's name in *node. */
+bool nodes_job_held(const char *job, const char **node);
+
 /* GET /v1/nodes: {"nodes": [{name, address, connected, jobs, ranks}]}. */
 json_t *nodes_json(void);
-/* The job's ranks that nodes hold, appended to `ranks` as GET
- * /v1/jobs/<job> lists ranks, each with "node". Returns how many. */
+
+/*
+ * GET /v1/jobs/<job>: the job's ranks that nodes hold, copied under the
+ * lock by nodes_job_ranks_take() (a memcpy per node, charged to
+ * BUDGET_VIEWS while the request holds it), made into JSON without it by
+ * nodes_ranks_copy_json(), which appends them to `ranks` as GET
+ * /v1/jobs/<job> lists ranks, each with "node".
+ */
+struct nodes_copy_node {
+	char name[FR_HOST_MAX + 1];
+	bool lost;
+};
+struct nodes_ranks_copy {
+	size_t n;
+	struct fr_node_rank *ranks;
+	uint32_t *from;                 /* per rank: its node in `nodes` */
+	uint32_t nnodes;
+	struct nodes_copy_node *nodes;
+	uint64_t charged;
+};
+/* Returns 0, -ENOMEM, or -EDQUOT over the memory budget; free with nodes_ranks_copy_free(). */
+int nodes_job_ranks_take(const char *job, struct nodes_ranks_copy *out);
+void nodes_ranks_copy_json(const struct nodes_ranks_copy *v, json_t *ranks);
+void nodes_ranks_copy_free(struct nodes_ranks_copy *v);
+/* Both at once, under the lock: returns how many. */
 size_t nodes_job_ranks_json(const char *job, json_t *ranks);
 /* Whether a node holds ranks of `job`, and its world size then. */
 bool nodes_job_known(const char *job, uint32_t *world_size);
-/* The jobs nodes hold that `skip` says the registry does not: GET /v1/jobs entries. */
+
+/* GET /v1/jobs entries of the jobs nodes hold ranks of that `skip` says
+ * the registry does not, once each: linear in those jobs and their nodes. */
 void nodes_jobs_json(json_t *jobs, bool (*skip)(void *arg, const char *job), void *arg);
 
 /*
@@ -111,5 +216,21 @@ const char *nodes_node_name(uint32_t node);
 /* What node `node` (by name) said of rank `rank` of `job`, or NULL: valid
  * under the daemon's lock until the node's next message. */
 const struct fr_node_rank *nodes_job_rank(const char *job, const char *node, uint32_t rank);
+
+/* read side: cluster incidents (cluster_incident.c) */
+/*
+ * Every node that holds ranks of `job`, connected or not: fn gets its
+ * name, its connection (NULL while it is lost) and its ranks of the job
+ * (ascending). Linear in the nodes.
+ */
+void nodes_job_each_node(const char *job,
+			 void (*fn)(void *arg, const char *node, struct conn *conn,
+				    const struct fr_node_rank *ranks, uint32_t nranks),
+			 void *arg);
+/*
+ * The node that holds rank `rank` of `job`: its connection (NULL while
+ * lost) and, in *node, its name; false when no node holds the rank.
+ */
+bool nodes_rank_node(const char *job, uint32_t rank, struct conn **conn, const char **node);
 
 #endif

@@ -99,9 +99,11 @@ static enum route_kind route_rank(const char *p, struct route *r)
 	return not_found(r, "not found");
 }
 
-/* /v1/jobs/<job>/incidents[/<id>[/<file>]], from just after "incidents". */
+/* /v1/jobs/<job>/incidents[/<id>[/<file>|/ranks/<rank>]], from just after "incidents". */
 static enum route_kind route_incident(const char *p, struct route *r)
 {
+	char seg[16];
+
 	if (at_end(p))
 		return ROUTE_JOB_INCIDENTS;
 	if (!next_segment(&p, r->incident, sizeof(r->incident)) ||
@@ -111,6 +113,12 @@ static enum route_kind route_incident(const char *p, struct route *r)
 	}
 	if (at_end(p))
 		return ROUTE_INCIDENT;
+	if (strncmp(p, "/ranks/", 7) == 0) {
+		p += 6;
+		if (!next_segment(&p, seg, sizeof(seg)) || !parse_rank(seg, &r->rank) || !at_end(p))
+			return not_found(r, "invalid rank");
+		return ROUTE_INCIDENT_RANK;
+	}
 	if (!next_segment(&p, r->file, sizeof(r->file)) || !fr_wire_valid_name(r->file) ||
 	    !at_end(p)) {
 		r->file[0] = '\0';

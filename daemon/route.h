@@ -33,6 +33,7 @@
 	X(JOB_INCIDENTS, GET, "GET /v1/jobs/<job>/incidents")                 \
 	X(INCIDENT, GET, "GET /v1/jobs/<job>/incidents/<id>")                 \
 	X(INCIDENT_FILE, GET, "GET /v1/jobs/<job>/incidents/<id>/<file>")     \
+	X(INCIDENT_RANK, GET, "GET /v1/jobs/<job>/incidents/<id>/ranks/<rank>") \
 	X(RANK_STACKS, GET, "GET /v1/jobs/<job>/ranks/<rank>/stacks")         \
 	X(RANK_TRACE, GET, "GET /v1/jobs/<job>/ranks/<rank>/trace")           \
 	X(JOB_DUMP, POST, "POST /v1/jobs/<job>/dump")

@@ -38,6 +38,7 @@
 #include "log.h"
 #include "look.h"
 #include "nodes.h"
+#include "cluster_incident.h"
 #include "pending.h"
 #include "ratelog.h"
 #include "registry.h"
@@ -89,6 +90,7 @@ struct server_conn {
 	struct server_conn *pending_next;
 	char addr[INET6_ADDRSTRLEN + 8];
 	bool challenged;       /* a CHALLENGE was sent: the peer reads version 2 */
+	bool node_daemon;      /* a NODE_HELLO came: the peer reads ERROR, token or not */
 	bool have_proof;       /* AUTH arrived; the HELLO it proves comes next */
 	uint8_t nonce[FR_WIRE_NONCE_SIZE];
 	uint8_t proof[FR_WIRE_PROOF_SIZE];
@@ -144,7 +146,7 @@ static void conn_send_error(struct conn *c, uint16_t code, const char *message)
 	uv_buf_t buf;
 	int n;
 
-	if (c->closing || !server_conn(c)->challenged)
+	if (c->closing || !(server_conn(c)->challenged || server_conn(c)->node_daemon))
 		return;
 	snprintf(m.message, sizeof(m.message), "%s", message);
 	n = fr_wire_error_encode(&m, frame, sizeof(frame));
@@ -284,8 +286,10 @@ void conn_close(struct conn *c)
 		return;
 	c->closing = true;
 	conn_hello_settled(c);
-	if (c->node)
+	if (c->node) {
+		cluster_incident_node_lost(c->d, c->node->name);
 		nodes_conn_lost(c->node, c);
+	}
 	registry_conn_lost(c->d, c);
 	look_conn_closed(c);
 	uv_read_stop(&c->sock.stream);
@@ -344,6 +348,26 @@ int conn_send_dump_request(struct conn *c, const char *incident, const char *rea
 	if (!w)
 		return -ENOMEM;
 	return conn_write_frame(c, w, fr_wire_dump_request_encode(&m, w->frame, size));
+}
+
+/* Encodes and queues message `m` of kind `n` on connection `c`. */
+#define CONN_SEND(c, n, m)                                                                   \
+	({                                                                                   \
+		size_t size_ = fr_wire_##n##_size(m);                                        \
+		struct conn_write *w_ = (c)->closing ? NULL : malloc(sizeof(*w_) + size_);   \
+		(c)->closing ? -EPIPE :                                                      \
+		w_ ? conn_write_frame((c), w_, fr_wire_##n##_encode((m), w_->frame, size_)) : \
+		     -ENOMEM;                                                                \
+	})
+
+int conn_send_node_dump_request(struct conn *c, const struct fr_msg_node_dump_request *m)
+{
+	return CONN_SEND(c, node_dump_request, m);
+}
+
+int conn_send_node_fetch(struct conn *c, const struct fr_msg_node_fetch *m)
+{
+	return CONN_SEND(c, node_fetch, m);
 }
 
 /* Sends the connection's CHALLENGE, with a nonce drawn for it alone. */
@@ -410,6 +434,31 @@ static void auth_refuse(struct conn *c, const struct fr_msg_hello *m, uint16_t c
 	auth_log_refusal(c, m, why);
 	conn_send_error(c, code, message);
 	conn_close(c);
+}
+
+/*
+ * Refuses an agent's HELLO for a job node daemons hold and this daemon's
+ * registry does not (docs/SCALE-OUT.md: a job id is held by one kind of
+ * peer, whichever came first), and closes the connection. The caller
+ * holds the lock.
+ */
+static bool hello_job_on_nodes(struct conn *c, const struct fr_msg_hello *m)
+{
+	const char *node;
+	char why[FR_JOB_MAX + FR_HOST_MAX + 128];
+
+	if (registry_job_find(c->d, m->job) || !nodes_job_held(m->job, &node))
+		return false;
+	c->d->m.node_jobs_conflicting++;
+	ratelog("node job conflict", m->job,
+		"refusing rank %" PRIu32 " of job %s from %s: node daemons hold job %s (node %s among them); a job id is held by node daemons or by agents here, whichever came first",
+		m->rank, m->job, c->peer, m->job, node);
+	snprintf(why, sizeof(why),
+		 "node daemons hold job %s here (node %s): use the node's daemon or another job id",
+		 m->job, node);
+	conn_send_error(c, FR_WIRE_ERR_PROTOCOL, why);
+	conn_close(c);
+	return true;
 }
 
 /*
@@ -560,11 +609,37 @@ static int conn_send_daemon_proof(struct conn *c, const struct fr_msg_hello *hel
 }
 
 /*
+ * Whether node `n` may hold ranks of `job`: not when agents connected to
+ * this daemon hold it (its registry has it), since a job id is held by
+ * one kind of peer, whichever came first (docs/SCALE-OUT.md). Logged once
+ * per job a minute, counted per refusal.
+ */
+static bool node_job_allowed(struct conn *c, const char *node, const char *job)
+{
+	if (!registry_job_find(c->d, job))
+		return true;
+	c->d->m.node_jobs_conflicting++;
+	ratelog("node job conflict", job,
+		"node %s: refusing its ranks of job %s: agents connected to this daemon hold job %s (a job id is held by node daemons or by agents here, whichever came first)",
+		node, job, job);
+	return false;
+}
+
+/* Refuses a node daemon's NODE_HELLO with `why`, which its log shows. */
+static void node_refuse(struct conn *c, const char *why)
+{
+	c->d->m.nodes_refused++;
+	conn_send_error(c, FR_WIRE_ERR_PROTOCOL, why);
+	conn_close(c);
+}
+
+/*
  * NODE_HELLO: the connection is a node daemon's (docs/SCALE-OUT.md). With
- * a token it must have proven it over this very payload (AUTH before), and
+ * a token it must have proven it over this very payload (AUTH before,
+ * which conn_first_frame_ok() required before reading the payload), and
  * gets the daemon's proof when it asked. Returns 0, or an error for
- * conn_dispatch() to refuse with; a refused proof closes the connection
- * here (*closed).
+ * conn_dispatch() to refuse with; a refusal closes the connection here
+ * (*closed).
  */
 static int conn_node_hello(struct conn *c, const struct fr_wire_header *h, const uint8_t *p,
 			   bool *closed)
@@ -573,12 +648,15 @@ static int conn_node_hello(struct conn *c, const struct fr_wire_header *h, const
 	struct fr_msg_node_hello m = { 0 };
 	struct fr_msg_daemon_proof proof;
 	struct conn *old = NULL;
+	const char *why;
+	uint32_t kept = 0;
 	int err;
 
 	*closed = false;
 	err = fr_wire_node_hello_decode(p, h->length, &m);
 	if (err)
 		return err;
+	sc->node_daemon = true;
 	if (daemon_has_token(c->d)) {
 		bool ok = sc->have_proof && fr_wire_node_verify(&c->d->cfg.token, false, sc->nonce,
 							       NULL, p, h->length, sc->proof);
@@ -600,9 +678,15 @@ static int conn_node_hello(struct conn *c, const struct fr_wire_header *h, const
 		if (err)
 			goto out_free;
 	}
-	c->node = nodes_hello(c, c->peer, &m, &old);
+	/* The jobs agents here hold are not the node's to list. */
+	for (uint32_t i = 0; i < m.njobs; i++)
+		if (node_job_allowed(c, m.node, m.jobs[i].job))
+			m.jobs[kept++] = m.jobs[i];
+	m.njobs = kept;
+	c->node = nodes_admit(c, c->peer, &m, &old, &why);
 	if (!c->node) {
-		err = -ENOMEM;
+		node_refuse(c, why);
+		*closed = true;
 		goto out_free;
 	}
 	c->said_hello = true;
@@ -617,6 +701,18 @@ out_free:
 	return err;
 }
 
+/*
+ * What nodes.c refused over a cap or the budget (it logged why) is
+ * counted; the connection stays, and what was kept before stays too.
+ */
+static int node_kept(struct conn *c, int err)
+{
+	if (err != -ENOSPC && err != -EDQUOT)
+		return err;
+	c->d->m.node_state_refused++;
+	return 0;
+}
+
 /* NODE_RANKS, NODE_COMMS, NODE_PROGRESS on a node's connection. */
 static int conn_node_frame(struct conn *c, const struct fr_wire_header *h, const uint8_t *p)
 {
@@ -627,8 +723,8 @@ static int conn_node_frame(struct conn *c, const struct fr_wire_header *h, const
 		struct fr_msg_node_ranks m = { 0 };
 
 		err = fr_wire_node_ranks_decode(p, h->length, &m);
-		if (!err)
-			err = nodes_ranks(c->node, &m);
+		if (!err && node_job_allowed(c, c->node->name, m.job))
+			err = node_kept(c, nodes_ranks(c->node, &m));
 		fr_wire_node_ranks_free(&m);
 		return err;
 	}
@@ -641,12 +737,28 @@ static int conn_node_frame(struct conn *c, const struct fr_wire_header *h, const
 		fr_wire_node_comms_free(&m);
 		return err;
 	}
+	case FR_MSG_NODE_SUMMARY: {
+		struct fr_msg_node_summary m;
+
+		err = fr_wire_node_summary_decode(p, h->length, &m);
+		if (!err)
+			cluster_incident_summary(c->d, c->node->name, &m);
+		return err;
+	}
+	case FR_MSG_NODE_DUMP_DONE: {
+		struct fr_msg_node_dump_done m;
+
+		err = fr_wire_node_dump_done_decode(p, h->length, &m);
+		if (!err)
+			cluster_incident_node_done(c->d, c->node->name, &m);
+		return err;
+	}
 	default: {
 		struct fr_msg_node_progress m = { 0 };
 
 		err = fr_wire_node_progress_decode(p, h->length, &m);
-		if (!err)
-			err = nodes_progress(c->node, &m);
+		if (!err && node_job_allowed(c, c->node->name, m.job))
+			err = node_kept(c, nodes_progress(c->node, &m));
 		fr_wire_node_progress_free(&m);
 		return err;
 	}
@@ -671,7 +783,8 @@ static void conn_dispatch(struct conn *c, const struct fr_wire_header *h, const 
 	}
 	/* A node's connection sends only node frames; an agent's never does. */
 	if (c->node && h->type != FR_MSG_NODE_RANKS && h->type != FR_MSG_NODE_COMMS &&
-	    h->type != FR_MSG_NODE_PROGRESS) {
+	    h->type != FR_MSG_NODE_PROGRESS && h->type != FR_MSG_NODE_SUMMARY &&
+	    h->type != FR_MSG_NODE_DUMP_DONE) {
 		conn_reject(c, h->type, "not a message a node daemon sends after node_hello");
 		return;
 	}
@@ -692,6 +805,8 @@ static void conn_dispatch(struct conn *c, const struct fr_wire_header *h, const 
 	case FR_MSG_NODE_RANKS:
 	case FR_MSG_NODE_COMMS:
 	case FR_MSG_NODE_PROGRESS:
+	case FR_MSG_NODE_SUMMARY:
+	case FR_MSG_NODE_DUMP_DONE:
 		if (!c->node) {
 			why = "not a message an agent sends";
 			err = -EBADMSG;
@@ -711,7 +826,7 @@ static void conn_dispatch(struct conn *c, const struct fr_wire_header *h, const 
 		err = conn_send_daemon_proof(c, &m);
 		if (err)
 			break;
-		if (hello_over_job_limit(c, &m))
+		if (hello_over_job_limit(c, &m) || hello_job_on_nodes(c, &m))
 			return;
 		err = registry_hello(d, c, &m, &why);
 		if (!err)
@@ -828,6 +943,17 @@ static bool conn_first_frame_ok(struct conn *c, const struct fr_wire_header *h)
 {
 	if (h->type == FR_MSG_HELLO && h->length > FR_WIRE_HELLO_MAX_PAYLOAD) {
 		conn_reject(c, h->type, "hello longer than any hello");
+		return false;
+	}
+	/* A node's first frame is bounded like an agent's, and with a token
+	 * it comes only after its proof (AUTH). */
+	if (h->type == FR_MSG_NODE_HELLO && daemon_has_token(c->d) &&
+	    !server_conn(c)->have_proof) {
+		conn_reject(c, h->type, "node_hello before the proof of the token (auth)");
+		return false;
+	}
+	if (h->type == FR_MSG_NODE_HELLO && h->length > FR_NODE_HELLO_MAX_PAYLOAD) {
+		conn_reject(c, h->type, "node_hello longer than 65536 bytes");
 		return false;
 	}
 	if (h->type == FR_MSG_AUTH && h->length != FR_WIRE_PROOF_SIZE) {

@@ -59,5 +59,10 @@ void server_close_all(struct flightrecd *d);
 /* Closes an agent connection; the caller holds the lock. */
 void conn_close(struct conn *c);
 int conn_send_dump_request(struct conn *c, const char *incident, const char *reason);
+/* To a node daemon's connection (c->node): NODE_DUMP_REQUEST, NODE_FETCH. */
+struct fr_msg_node_dump_request;
+struct fr_msg_node_fetch;
+int conn_send_node_dump_request(struct conn *c, const struct fr_msg_node_dump_request *m);
+int conn_send_node_fetch(struct conn *c, const struct fr_msg_node_fetch *m);
 
 #endif

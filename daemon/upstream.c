@@ -5,11 +5,13 @@
 #include "clock.h"
 #include "log.h"
 #include "registry.h"
+#include "upstream_incident.h"
 
 #include "../protocol/frame.h"
 #include "../protocol/node_wire.h"
 
 #include <errno.h>
+#include <stddef.h>
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
@@ -20,7 +22,9 @@
 /* Frames queued and not yet written past which a tick sends nothing: a
  * central daemon that does not read must not grow the node's memory. */
 #define UPSTREAM_QUEUE_MAX (8u << 20)
-/* How long the central daemon has to answer each step of the handshake. */
+/* How long the TCP connect and the handshake together may take: a central
+ * daemon that does not answer (a dropped SYN, a peer that never speaks)
+ * must not hold the node off its backoff for ever. */
 #define UPSTREAM_HANDSHAKE_MS 10000u
 
 enum up_state {
@@ -36,6 +40,10 @@ enum up_state {
 struct up_job {
 	char id[FR_JOB_MAX + 1];
 	bool seen;                  /* still in the registry at this tick */
+	/* The job ended here and the central daemon was told so (an empty
+	 * FULL NODE_RANKS): nothing more is sent of it unless it comes back. */
+	bool retracted;
+	uint32_t world_size;
 	uint32_t nslots;
 	uint8_t *state;             /* per rank: the state sent + 1; 0: none sent */
 	uint32_t *pid;
@@ -94,6 +102,9 @@ static void on_write_done(uv_write_t *req, int status)
 {
 	(void)status;
 	free(req);
+	/* Room on the connection: incidents' pieces waiting may go. */
+	if (up.state == UP_READY)
+		upstream_incident_pump();
 }
 
 /* Queues a frame of `n` bytes encoded in w->frame (n < 0: the encoder's error); takes w. */
@@ -143,6 +154,7 @@ static void up_fail(const char *why)
 			   up.d->cfg.upstream, why, UPSTREAM_BACKOFF_MAX_MS / 1000);
 	up.failed_logged = true;
 	up.state = UP_IDLE;
+	upstream_incident_disconnected();
 	uv_timer_stop(&up.timer);
 	free(up.hello);
 	up.hello = NULL;
@@ -153,12 +165,46 @@ static void up_fail(const char *why)
 		up_schedule();
 }
 
-/* The node's name: its host name. */
+/* The node's name: $FLIGHTREC_NODE_NAME, else its host name. */
 static void node_name(char *out, size_t cap)
 {
-	if (gethostname(out, cap) != 0 || !out[0])
+	const char *env = getenv("FLIGHTREC_NODE_NAME");
+
+	if (env && env[0])
+		snprintf(out, cap, "%s", env);
+	else if (gethostname(out, cap) != 0 || !out[0])
 		snprintf(out, cap, "unknown");
 	out[cap - 1] = '\0';
+}
+
+const char *upstream_node_name(void)
+{
+	static char name[FR_HOST_MAX + 1];
+
+	node_name(name, sizeof(name));
+	return name;
+}
+
+bool upstream_ready(void)
+{
+	return up.d && up.state == UP_READY && up.tcp_open;
+}
+
+size_t upstream_queued(void)
+{
+	return upstream_ready() ? uv_stream_get_write_queue_size((uv_stream_t *)&up.tcp) : 0;
+}
+
+uint8_t *upstream_frame(size_t size)
+{
+	struct up_write *w = malloc(sizeof(*w) + size);
+
+	return w ? w->frame : NULL;
+}
+
+int upstream_queue(uint8_t *frame, int n)
+{
+	return up_write((struct up_write *)(frame - offsetof(struct up_write, frame)), n);
 }
 
 /* Encodes NODE_HELLO into up.hello (payload) and returns the whole frame in *frame. */
@@ -174,7 +220,9 @@ static int up_make_hello(struct up_write **frame, int *n)
 	m.jobs = calloc(d->njobs ? d->njobs : 1, sizeof(*m.jobs));
 	if (!m.jobs)
 		return -ENOMEM;
-	for (struct job *job = d->jobs; job && i < FR_NODE_JOBS_MAX; job = job->next, i++) {
+	/* The first jobs only, so that NODE_HELLO stays within what a central
+	 * daemon reads before the proof; every job's ranks follow as NODE_RANKS. */
+	for (struct job *job = d->jobs; job && i < FR_NODE_HELLO_JOBS_MAX; job = job->next, i++) {
 		memcpy(m.jobs[i].job, job->id, sizeof(m.jobs[i].job));
 		m.jobs[i].world_size = job->world_size;
 		m.jobs[i].nranks = job->nknown;
@@ -378,6 +426,23 @@ static int up_send_progress(struct up_job *uj, const struct job *job, uint64_t n
 	return err;
 }
 
+/*
+ * Tells the central daemon the job ended here (its ranks all finished, or
+ * the registry forgot it): an empty FULL NODE_RANKS, after which it keeps
+ * nothing of the node's for the job.
+ */
+static int up_send_retraction(struct up_job *uj)
+{
+	struct fr_msg_node_ranks m = { .world_size = uj->world_size, .flags = FR_NODE_RANKS_FULL };
+	int err;
+
+	memcpy(m.job, uj->id, sizeof(m.job));
+	err = UP_SEND(node_ranks, &m);
+	if (!err)
+		uj->retracted = true;
+	return err;
+}
+
 /* Sends what changed since the last tick (everything: `full`); the caller holds the lock. */
 static int up_send_state(bool full)
 {
@@ -393,18 +458,34 @@ static int up_send_state(bool full)
 		if (!uj)
 			return -ENOMEM;
 		uj->seen = true;
+		uj->world_size = job->world_size;
+		if (strcmp(registry_job_status(job), "finished") == 0) {
+			if (!uj->retracted)
+				err = up_send_retraction(uj);
+			continue;
+		}
+		if (uj->retracted) {
+			/* The id came back (a new job of the same id): all again. */
+			up_job_free(uj);
+			memcpy(uj->id, job->id, sizeof(uj->id));
+			uj->seen = true;
+			uj->world_size = job->world_size;
+		}
 		err = up_send_ranks(uj, job, now_mono, full || !uj->nslots);
 		if (!err)
 			err = up_send_comms(uj, job);
 		if (!err)
 			err = up_send_progress(uj, job, now_ns);
 	}
-	/* Jobs the registry forgot: their record here goes too. */
-	for (size_t i = 0; i < up.njobs;) {
+	/* Jobs the registry forgot: the central daemon is told, and their
+	 * record here goes too. */
+	for (size_t i = 0; i < up.njobs && !err;) {
 		if (up.jobs[i].seen) {
 			i++;
 			continue;
 		}
+		if (!up.jobs[i].retracted)
+			err = up_send_retraction(&up.jobs[i]);
 		up_job_free(&up.jobs[i]);
 		up.jobs[i] = up.jobs[--up.njobs];
 	}
@@ -418,6 +499,7 @@ static void on_pace(uv_timer_t *t)
 	(void)t;
 	if (up.state != UP_READY)
 		return;
+	upstream_incident_pump();
 	if (uv_stream_get_write_queue_size((uv_stream_t *)&up.tcp) > UPSTREAM_QUEUE_MAX)
 		return;
 	pthread_mutex_lock(&up.d->lock);
@@ -505,8 +587,8 @@ static bool up_frame(const struct fr_wire_header *h, const uint8_t *p)
 			up_fail("cannot send node_hello");
 			return false;
 		}
+		/* Still within the deadline set at the connect. */
 		up.state = UP_PROOF;
-		uv_timer_start(&up.timer, on_handshake_timeout, UPSTREAM_HANDSHAKE_MS, 0);
 		return true;
 	}
 	case FR_MSG_DAEMON_PROOF: {
@@ -521,6 +603,18 @@ static bool up_frame(const struct fr_wire_header *h, const uint8_t *p)
 		up_ready();
 		return up.state == UP_READY;
 	}
+	case FR_MSG_NODE_DUMP_REQUEST:
+	case FR_MSG_NODE_FETCH:
+		if (up.state != UP_READY) {
+			up_fail("an incident's request before the handshake ended");
+			return false;
+		}
+		if (upstream_incident_frame(up.d, h->type, p, h->length)) {
+			up_fail(h->type == FR_MSG_NODE_FETCH ? "a node_fetch it cannot read" :
+							      "a node_dump_request it cannot read");
+			return false;
+		}
+		return true;
 	case FR_MSG_ERROR: {
 		struct fr_msg_error m;
 		char why[FR_REASON_MAX + 32];
@@ -591,9 +685,12 @@ static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
 static void on_handshake_timeout(uv_timer_t *t)
 {
 	(void)t;
-	up_fail(up.state == UP_CHALLENGE ?
-			"no challenge from the central daemon (has it no --token-file?)" :
-			"the central daemon did not answer node_hello");
+	if (up.state == UP_CONNECTING)
+		up_fail("no connection within 10 s (connect timed out)");
+	else
+		up_fail(up.state == UP_CHALLENGE ?
+				"no challenge within 10 s of the connect (has the central daemon no --token-file?)" :
+				"the central daemon did not answer node_hello within 10 s of the connect");
 }
 
 static void on_connect(uv_connect_t *req, int status)
@@ -606,10 +703,10 @@ static void on_connect(uv_connect_t *req, int status)
 		return;
 	}
 	uv_read_start((uv_stream_t *)&up.tcp, on_alloc, on_read);
-	/* With a token, the central daemon speaks first (CHALLENGE). */
+	/* With a token, the central daemon speaks first (CHALLENGE), within
+	 * the deadline set at the connect. */
 	if (up.d->cfg.token.len) {
 		up.state = UP_CHALLENGE;
-		uv_timer_start(&up.timer, on_handshake_timeout, UPSTREAM_HANDSHAKE_MS, 0);
 		return;
 	}
 	if (up_send_hello()) {
@@ -634,6 +731,9 @@ static void on_retry(uv_timer_t *t)
 	}
 	up.tcp_open = true;
 	up.state = UP_CONNECTING;
+	/* One deadline for the connect and the handshake; up_ready() and
+	 * up_fail() stop it. */
+	uv_timer_start(&up.timer, on_handshake_timeout, UPSTREAM_HANDSHAKE_MS, 0);
 	err = uv_tcp_connect(&up.connect_req, &up.tcp, (const struct sockaddr *)&up.d->cfg.upstream_addr,
 			     on_connect);
 	if (err)
@@ -679,4 +779,5 @@ void upstream_close(struct flightrecd *d)
 	up.buf = NULL;
 	up.len = up.cap = 0;
 	up_jobs_forget();
+	upstream_incident_disconnected();
 }

@@ -8,6 +8,7 @@
 #include "watchdog.h"
 #include "daemon.h"
 #include "clock.h"
+#include "cluster_incident.h"
 #include "incident.h"
 #include "log.h"
 #include "node_watchdog.h"
@@ -253,6 +254,7 @@ static void on_watchdog(uv_timer_t *timer)
 		watchdog_check_job(d, job, now, now_mono);
 	/* Jobs whose ranks connected to node daemons: from their aggregates. */
 	node_watchdog_check(d, now_mono);
+	cluster_incident_tick(d, now_mono);
 	pthread_mutex_unlock(&d->lock);
 }
 

@@ -124,6 +124,11 @@ static uint32_t rd_ranges(struct rd *r, struct fr_node_range *out)
 
 /* NODE_HELLO */
 
+_Static_assert(STR_SIZE(FR_HOST_MAX) + 8 + 2 + 4 +
+			       FR_NODE_HELLO_JOBS_MAX * (STR_SIZE(FR_JOB_MAX) + 4 + 4) <=
+		       FR_NODE_HELLO_MAX_PAYLOAD,
+	       "FR_NODE_HELLO_JOBS_MAX jobs of the longest ids fit FR_NODE_HELLO_MAX_PAYLOAD");
+
 size_t fr_wire_node_hello_size(const struct fr_msg_node_hello *m)
 {
 	size_t n = FR_WIRE_HEADER_SIZE + STR_SIZE(str_len(m->node, FR_HOST_MAX)) + 8 + 2 + 4;
@@ -568,3 +573,234 @@ out_free:
 }
 
 FR_WIRE_FREE_ONE(fr_wire_node_progress_free, struct fr_msg_node_progress, comms)
+
+/* Incidents: NODE_DUMP_REQUEST, NODE_SUMMARY, NODE_DUMP_DONE, NODE_FETCH */
+
+/*
+ * The incident and job every incident message starts with: both names
+ * the node makes directories of (fr_wire_valid_name()), so neither end
+ * takes one that is not.
+ */
+static bool ids_valid(const char *incident, const char *job)
+{
+	return str_len(incident, FR_INCIDENT_MAX) <= FR_INCIDENT_MAX &&
+	       str_len(job, FR_JOB_MAX) <= FR_JOB_MAX && fr_wire_valid_name(incident) &&
+	       fr_wire_valid_name(job);
+}
+
+static size_t ids_size(const char *incident, const char *job)
+{
+	return STR_SIZE(str_len(incident, FR_INCIDENT_MAX)) + STR_SIZE(str_len(job, FR_JOB_MAX));
+}
+
+static void wr_ids(struct wr *w, const char *incident, const char *job)
+{
+	wr_str(w, incident, str_len(incident, FR_INCIDENT_MAX));
+	wr_str(w, job, str_len(job, FR_JOB_MAX));
+}
+
+static void rd_ids(struct rd *r, char *incident, char *job)
+{
+	rd_str(r, incident, FR_INCIDENT_MAX);
+	rd_str(r, job, FR_JOB_MAX);
+	if (!r->bad && !ids_valid(incident, job))
+		rd_fail(r);
+}
+
+/* NODE_DUMP_REQUEST */
+
+static bool node_dump_request_valid(const struct fr_msg_node_dump_request *m)
+{
+	return ids_valid(m->incident, m->job) && str_len(m->reason, FR_REASON_MAX) <= FR_REASON_MAX &&
+	       str_len(m->comm, FR_COMM_ID_MAX) <= FR_COMM_ID_MAX && m->has_seq <= 1;
+}
+
+size_t fr_wire_node_dump_request_size(const struct fr_msg_node_dump_request *m)
+{
+	return FR_WIRE_HEADER_SIZE + ids_size(m->incident, m->job) +
+	       STR_SIZE(str_len(m->reason, FR_REASON_MAX)) +
+	       STR_SIZE(str_len(m->comm, FR_COMM_ID_MAX)) + 1 + 8;
+}
+
+int fr_wire_node_dump_request_encode(const struct fr_msg_node_dump_request *m, uint8_t *buf,
+				     size_t cap)
+{
+	struct wr w;
+	int total;
+
+	if (!node_dump_request_valid(m))
+		return -EINVAL;
+	total = wr_begin(&w, buf, cap, FR_MSG_NODE_DUMP_REQUEST, fr_wire_node_dump_request_size(m));
+	if (total < 0)
+		return total;
+	wr_ids(&w, m->incident, m->job);
+	wr_str(&w, m->reason, str_len(m->reason, FR_REASON_MAX));
+	wr_str(&w, m->comm, str_len(m->comm, FR_COMM_ID_MAX));
+	wr_u8(&w, m->has_seq);
+	wr_u64(&w, m->seq);
+	return wr_end(&w, buf, total);
+}
+
+int fr_wire_node_dump_request_decode(const uint8_t *payload, size_t len,
+				     struct fr_msg_node_dump_request *m)
+{
+	struct rd r = rd_init(payload, len);
+
+	memset(m, 0, sizeof(*m));
+	rd_ids(&r, m->incident, m->job);
+	rd_str(&r, m->reason, FR_REASON_MAX);
+	rd_str(&r, m->comm, FR_COMM_ID_MAX);
+	m->has_seq = rd_u8(&r);
+	m->seq = rd_u64(&r);
+	if (!rd_ok(&r) || !node_dump_request_valid(m)) {
+		memset(m, 0, sizeof(*m));
+		return -EPROTO;
+	}
+	return 0;
+}
+
+/* NODE_SUMMARY */
+
+/*
+ * A piece lies inside its dump as DUMP_DATA's do; a failure carries a
+ * reason and no bytes, a piece no reason; no flag this build does not
+ * define.
+ */
+static bool node_summary_valid(const struct fr_msg_node_summary *m)
+{
+	size_t reason = str_len(m->reason, FR_REASON_MAX);
+
+	if (!ids_valid(m->incident, m->job) || m->rank == FR_RANK_UNKNOWN ||
+	    (m->flags & ~FR_NODE_SUMMARY_FLAGS) || reason > FR_REASON_MAX)
+		return false;
+	if (m->flags & FR_NODE_SUMMARY_FAILED)
+		return reason > 0 && m->offset == 0 && m->total == 0 && m->len == 0;
+	return reason == 0 && m->total > 0 && m->len <= FR_WIRE_DUMP_CHUNK &&
+	       m->offset <= m->total && m->len <= m->total - m->offset;
+}
+
+size_t fr_wire_node_summary_size(const struct fr_msg_node_summary *m)
+{
+	return FR_WIRE_HEADER_SIZE + ids_size(m->incident, m->job) + 4 + 1 +
+	       STR_SIZE(str_len(m->reason, FR_REASON_MAX)) + 8 + 8 + 4 + m->len;
+}
+
+int fr_wire_node_summary_encode(const struct fr_msg_node_summary *m, uint8_t *buf, size_t cap)
+{
+	struct wr w;
+	int total;
+
+	if (!node_summary_valid(m) || (m->len && !m->data))
+		return -EINVAL;
+	total = wr_begin(&w, buf, cap, FR_MSG_NODE_SUMMARY, fr_wire_node_summary_size(m));
+	if (total < 0)
+		return total;
+	wr_ids(&w, m->incident, m->job);
+	wr_u32(&w, m->rank);
+	wr_u8(&w, m->flags);
+	wr_str(&w, m->reason, str_len(m->reason, FR_REASON_MAX));
+	wr_u64(&w, m->offset);
+	wr_u64(&w, m->total);
+	wr_u32(&w, m->len);
+	wr_bytes(&w, m->data, m->len);
+	return wr_end(&w, buf, total);
+}
+
+int fr_wire_node_summary_decode(const uint8_t *payload, size_t len, struct fr_msg_node_summary *m)
+{
+	struct rd r = rd_init(payload, len);
+
+	memset(m, 0, sizeof(*m));
+	rd_ids(&r, m->incident, m->job);
+	m->rank = rd_u32(&r);
+	m->flags = rd_u8(&r);
+	rd_str(&r, m->reason, FR_REASON_MAX);
+	m->offset = rd_u64(&r);
+	m->total = rd_u64(&r);
+	m->len = rd_u32(&r);
+	if (!r.bad && (!node_summary_valid(m) || m->len != r.left))
+		rd_fail(&r);
+	m->data = rd_take(&r, m->len);
+	if (!rd_ok(&r)) {
+		memset(m, 0, sizeof(*m));
+		return -EPROTO;
+	}
+	if (!m->len)
+		m->data = NULL;
+	return 0;
+}
+
+/* NODE_DUMP_DONE */
+
+size_t fr_wire_node_dump_done_size(const struct fr_msg_node_dump_done *m)
+{
+	return FR_WIRE_HEADER_SIZE + ids_size(m->incident, m->job) + 4 + 4;
+}
+
+int fr_wire_node_dump_done_encode(const struct fr_msg_node_dump_done *m, uint8_t *buf, size_t cap)
+{
+	struct wr w;
+	int total;
+
+	if (!ids_valid(m->incident, m->job))
+		return -EINVAL;
+	total = wr_begin(&w, buf, cap, FR_MSG_NODE_DUMP_DONE, fr_wire_node_dump_done_size(m));
+	if (total < 0)
+		return total;
+	wr_ids(&w, m->incident, m->job);
+	wr_u32(&w, m->answered);
+	wr_u32(&w, m->failed);
+	return wr_end(&w, buf, total);
+}
+
+int fr_wire_node_dump_done_decode(const uint8_t *payload, size_t len,
+				  struct fr_msg_node_dump_done *m)
+{
+	struct rd r = rd_init(payload, len);
+
+	memset(m, 0, sizeof(*m));
+	rd_ids(&r, m->incident, m->job);
+	m->answered = rd_u32(&r);
+	m->failed = rd_u32(&r);
+	if (!rd_ok(&r)) {
+		memset(m, 0, sizeof(*m));
+		return -EPROTO;
+	}
+	return 0;
+}
+
+/* NODE_FETCH */
+
+size_t fr_wire_node_fetch_size(const struct fr_msg_node_fetch *m)
+{
+	return FR_WIRE_HEADER_SIZE + ids_size(m->incident, m->job) + 4;
+}
+
+int fr_wire_node_fetch_encode(const struct fr_msg_node_fetch *m, uint8_t *buf, size_t cap)
+{
+	struct wr w;
+	int total;
+
+	if (!ids_valid(m->incident, m->job) || m->rank == FR_RANK_UNKNOWN)
+		return -EINVAL;
+	total = wr_begin(&w, buf, cap, FR_MSG_NODE_FETCH, fr_wire_node_fetch_size(m));
+	if (total < 0)
+		return total;
+	wr_ids(&w, m->incident, m->job);
+	wr_u32(&w, m->rank);
+	return wr_end(&w, buf, total);
+}
+
+int fr_wire_node_fetch_decode(const uint8_t *payload, size_t len, struct fr_msg_node_fetch *m)
+{
+	struct rd r = rd_init(payload, len);
+
+	memset(m, 0, sizeof(*m));
+	rd_ids(&r, m->incident, m->job);
+	m->rank = rd_u32(&r);
+	if (!rd_ok(&r) || m->rank == FR_RANK_UNKNOWN) {
+		memset(m, 0, sizeof(*m));
+		return -EPROTO;
+	}
+	return 0;
+}

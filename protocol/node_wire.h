@@ -28,6 +28,17 @@
 
 /* Jobs one NODE_HELLO lists: the daemon holds at most 1,024. */
 #define FR_NODE_JOBS_MAX 4096u
+/*
+ * The longest NODE_HELLO payload a central daemon takes (a longer one is
+ * refused from its header, before it is read): a peer that has proven
+ * nothing yet makes the daemon hold at most this much. A node lists at
+ * most FR_NODE_HELLO_JOBS_MAX jobs in it, which fit whatever their ids;
+ * its other jobs' ranks come as NODE_RANKS all the same.
+ */
+#define FR_NODE_HELLO_MAX_PAYLOAD 65536u
+#define FR_NODE_HELLO_JOBS_MAX                                                 \
+	((FR_NODE_HELLO_MAX_PAYLOAD - (2 + FR_HOST_MAX + 8 + 2 + 4)) / \
+	 (2 + FR_JOB_MAX + 4 + 4))
 /* Ranks one NODE_RANKS carries: 2,048 entries of at most 278 bytes. */
 #define FR_NODE_RANKS_BATCH 2048u
 /* Per communicator in NODE_PROGRESS: ranges of the node's members, ranks
@@ -177,6 +188,69 @@ struct fr_msg_node_progress {
 	char job[FR_JOB_MAX + 1];
 	uint32_t ncomms;
 	struct fr_node_comm_progress *comms;
+};
+
+/*
+ * Central -> node: dump the node's ranks of `job` for incident `incident`
+ * (the central daemon's id), which is about operation `seq` of `comm`
+ * when the central daemon knows it (`comm` "" and has_seq 0 when not). The
+ * node answers with a NODE_SUMMARY per rank and one NODE_DUMP_DONE. Both
+ * ids pass fr_wire_valid_name(): the node names files after them.
+ */
+struct fr_msg_node_dump_request {
+	char incident[FR_INCIDENT_MAX + 1];
+	char job[FR_JOB_MAX + 1];
+	char reason[FR_REASON_MAX + 1];
+	char comm[FR_COMM_ID_MAX + 1];
+	uint8_t has_seq;        /* 0 or 1 */
+	uint64_t seq;
+};
+
+/* NODE_SUMMARY `flags`. */
+#define FR_NODE_SUMMARY_FULL 0x1u   /* the rank's full dump (NODE_FETCH's answer), not its summary */
+#define FR_NODE_SUMMARY_FAILED 0x2u /* no dump: `reason` says why; no bytes */
+#define FR_NODE_SUMMARY_FLAGS (FR_NODE_SUMMARY_FULL | FR_NODE_SUMMARY_FAILED)
+
+/*
+ * Node -> central: a piece of one rank's summary (or, with FULL, of its
+ * full dump), as DUMP_DATA carries a dump: pieces in order, at most
+ * FR_WIRE_DUMP_CHUNK bytes each, complete when offset + len == total.
+ * With FAILED there is no dump: offset, total and len are 0 and `reason`
+ * (not empty) says why; without it `reason` is empty and total above 0.
+ * `data` points into the decoded buffer.
+ */
+struct fr_msg_node_summary {
+	char incident[FR_INCIDENT_MAX + 1];
+	char job[FR_JOB_MAX + 1];
+	uint32_t rank;          /* below FR_RANK_UNKNOWN */
+	uint8_t flags;          /* FR_NODE_SUMMARY_* */
+	char reason[FR_REASON_MAX + 1];
+	uint64_t offset;
+	uint64_t total;
+	uint32_t len;
+	const uint8_t *data;
+};
+
+/*
+ * Node -> central: every rank of `job` the node holds has been answered
+ * for incident `incident` (a NODE_SUMMARY each): `answered` with a
+ * summary, `failed` with a reason.
+ */
+struct fr_msg_node_dump_done {
+	char incident[FR_INCIDENT_MAX + 1];
+	char job[FR_JOB_MAX + 1];
+	uint32_t answered;
+	uint32_t failed;
+};
+
+/*
+ * Central -> node: send rank `rank`'s full dump of incident `incident`
+ * (NODE_SUMMARY with FULL, or FAILED when the node has none).
+ */
+struct fr_msg_node_fetch {
+	char incident[FR_INCIDENT_MAX + 1];
+	char job[FR_JOB_MAX + 1];
+	uint32_t rank;          /* below FR_RANK_UNKNOWN */
 };
 
 void fr_wire_node_hello_free(struct fr_msg_node_hello *m);

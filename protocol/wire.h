@@ -88,9 +88,13 @@
 	X(NODE_RANKS, 14, node_ranks)       \
 	X(NODE_COMMS, 15, node_comms)       \
 	X(NODE_PROGRESS, 16, node_progress) \
-	X(VERSION, 17, version)             \
-	X(WELCOME, 18, welcome)             \
-	X(COMM_RUNS, 19, comm_runs)
+	X(NODE_DUMP_REQUEST, 17, node_dump_request) \
+	X(NODE_SUMMARY, 18, node_summary)   \
+	X(NODE_DUMP_DONE, 19, node_dump_done) \
+	X(NODE_FETCH, 20, node_fetch)       \
+	X(VERSION, 21, version)             \
+	X(WELCOME, 22, welcome)             \
+	X(COMM_RUNS, 23, comm_runs)
 
 enum fr_msg_type {
 #define FR_MSG_ENUM(T, v, n) FR_MSG_##T = v,
@@ -380,6 +384,10 @@ struct fr_msg_node_hello;
 struct fr_msg_node_ranks;
 struct fr_msg_node_comms;
 struct fr_msg_node_progress;
+struct fr_msg_node_dump_request;
+struct fr_msg_node_summary;
+struct fr_msg_node_dump_done;
+struct fr_msg_node_fetch;
 
 /*
  * For each message M: size of the whole frame, encode the whole frame into

@@ -144,8 +144,11 @@ start_daemon() {
 }
 
 # start_job NP [mpi_hang options...]: the planted-fault program under the
-# agent (AGENT_ADDR overrides the daemon address, AGENT_ENV adds "-x VAR=..."), in a session of its own (JOB_PID is its id) so that every process
-# of the job can be killed together; its exit status lands in $T/job.rc.
+# agent (AGENT_ADDR overrides the daemon address; set and empty, the agent
+# is told none and looks for its node daemon's socket; AGENT_ENV adds
+# "-x VAR=..."), in a session of its own (JOB_PID is its id) so that every
+# process of the job can be killed together; its exit status lands in
+# $T/job.rc.
 start_job() {
 	local np=$1
 	shift
@@ -160,7 +163,7 @@ start_mpi_program() {
 	rm -f "$T/job.pid" "$T/job.rc"
 	setsid -f sh -c 'echo $$ >"$0/job.pid"; "$@"; echo $? >"$0/job.rc"' "$T" \
 		mpirun -np "$np" -x LD_PRELOAD="$PRELOAD" ${ASAN_OPTIONS:+-x ASAN_OPTIONS} \
-		-x FLIGHTREC_ADDR="${AGENT_ADDR:-127.0.0.1:$LISTEN_PORT}" \
+		-x FLIGHTREC_ADDR="${AGENT_ADDR-127.0.0.1:$LISTEN_PORT}" \
 		-x FLIGHTREC_JOB="$JOB" -x FLIGHTREC_DUMP_DIR="$T/local" ${AGENT_ENV:-} \
 		"$@" >>"$T/job.log" 2>&1
 	wait_for 10 test -s "$T/job.pid" || fail "the job did not start"
@@ -187,7 +190,7 @@ start_nccl_job() {
 		done
 		for p in $pids; do wait $p || rc=$?; done
 		echo $rc >"$dir/job.rc"' "$T" "$np" \
-		env LD_PRELOAD="$PRELOAD" FLIGHTREC_ADDR="${AGENT_ADDR:-127.0.0.1:$LISTEN_PORT}" \
+		env LD_PRELOAD="$PRELOAD" FLIGHTREC_ADDR="${AGENT_ADDR-127.0.0.1:$LISTEN_PORT}" \
 		FLIGHTREC_JOB="$JOB" FLIGHTREC_DUMP_DIR="$T/local" ${NCCL_ENV:-} \
 		"$NCCL_HANG" "$@" >>"$T/job.log" 2>&1
 	wait_for 10 test -s "$T/job.pid" || fail "the NCCL job did not start"
@@ -253,6 +256,15 @@ http_headers() {
 http_get() {
 	http_headers
 	curl -sS --max-time 5 "${HTTP_HEADERS[@]}" "$HTTP$1"
+}
+
+# make_token: a cluster token in $T/token (TOKEN), private to its owner as
+# the daemon wants it, and the same token in HTTP_TOKEN for the API calls.
+make_token() {
+	TOKEN=$T/token
+	printf 'flightrec-e2e-%s-0123456789abcdef\n' "$RANDOM$RANDOM" >"$TOKEN"
+	chmod 600 "$TOKEN"
+	HTTP_TOKEN=$(cat "$TOKEN")
 }
 
 # free_port: prints a TCP port of 127.0.0.1 that nothing listens on now.

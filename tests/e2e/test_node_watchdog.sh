@@ -5,7 +5,7 @@
 # so that each has its own host name, its node name), both reporting
 # upstream to a central daemon with --timeout 2. Rank 3 never returns from
 # a computation: the central daemon's /analysis names rank 3 on nodeB as
-# the culprit, ranks 0-2 as waiting, and asks for one incident. Then nodeA
+# the culprit, ranks 0-2 as waiting, and opens one incident. Then nodeA
 # dies: after --heartbeat-timeout its ranks 0-1 read unresponsive, "node
 # lost: nodeA", beside the hang; a node daemon started again for nodeA
 # clears it.
@@ -89,9 +89,12 @@ http_get "/v1/jobs/$JOB" | jq -e '.verdict.verdict == "hang" and [.verdict.culpr
 	fail "GET /v1/jobs/<job> has no verdict: $(http_get "/v1/jobs/$JOB")"
 http_get /v1/jobs | jq -e --arg j "$JOB" '.jobs[] | select(.job == $j) | .verdict == "hang" and .stuck.type == "all_reduce" and .stuck.culprits == 1 and .stuck.ranks_waiting == 3' >/dev/null ||
 	fail "GET /v1/jobs has no verdict for the job: $(http_get /v1/jobs)"
-# The incident was asked for, once.
-wait_for 10 grep -q "job $JOB: timeout on " "$T/daemon.log" ||
-	fail "the central daemon did not ask for an incident: $(grep "$JOB" "$T/daemon.log")"
+# One incident opened, and every rank's summary collected.
+opened() { grep -cE "opened for job $JOB \(held by [0-9]+ nodes?\): reason $1" "$T/daemon.log"; }
+wait_for 10 grep -qE "opened for job $JOB \(held by 2 nodes\): reason timeout" "$T/daemon.log" ||
+	fail "the central daemon did not open an incident: $(grep "$JOB" "$T/daemon.log")"
+wait_for 20 grep -q "of job $JOB closed: answered 4 of 4" "$T/daemon.log" ||
+	fail "the incident did not collect every rank: $(grep "$JOB" "$T/daemon.log")"
 
 # nodeA dies: after the heartbeat timeout its ranks are unresponsive, for
 # one reason, beside the hang that still holds.
@@ -102,15 +105,15 @@ wait_for 20 analysis_says "$lost" || fail "nodeA is not lost in /analysis: $(cat
 expect '.verdict == "hang" and .culprits[0].rank == 3 and .culprits[0].reason == "not_entered"'
 expect '[.culprits[1:][] | select(.reason == "unresponsive" and .detail == "node lost: nodeA" and .node == "nodeA") | .rank] == [0,1]'
 expect '.summary | test("node nodeA lost [0-9.]+ s ago: ranks 0-1 unresponsive")'
-wait_for 10 grep -q "job $JOB: node_lost on " "$T/daemon.log" ||
-	fail "the central daemon did not ask for an incident of the lost node: $(grep "$JOB" "$T/daemon.log")"
-[ "$(grep -c "job $JOB: timeout on " "$T/daemon.log")" -eq 1 ] ||
+wait_for 10 grep -qE "opened for job $JOB \(held by 2 nodes\): reason node_lost" "$T/daemon.log" ||
+	fail "the central daemon did not open an incident of the lost node: $(grep "$JOB" "$T/daemon.log")"
+[ "$(opened timeout)" -eq 1 ] ||
 	fail "the same stuck operation was opened more than once: $(grep "$JOB" "$T/daemon.log")"
 
 # nodeA back: its agents reconnect, it resends, the loss is gone.
 start_node nodeA "$PORT_A"
 wait_for 30 analysis_says '.nodes_lost == [] and [.culprits[].rank] == [3] and .waiting_ranks == [0,1,2]' ||
 	fail "nodeA came back but is still lost: $(cat "$T/verdict.json")"
-[ "$(grep -c "job $JOB: node_lost on " "$T/daemon.log")" -eq 1 ] ||
+[ "$(opened node_lost)" -eq 1 ] ||
 	fail "the node loss was opened more than once: $(grep "$JOB" "$T/daemon.log")"
 echo PASS

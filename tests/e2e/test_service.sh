@@ -113,12 +113,20 @@ logged "$T/flightrecd.conf:2: invalid value for max-connections: 'many'" || fail
 logged "reload: timeout" && fail "a bad file's timeout was applied"
 
 # A good one: the timeout applies, a new agent address is refused.
+# Nor does a daemon turn into a node daemon (upstream) or bind the node
+# socket (agent-socket) on a reload.
 sed -e 's/^timeout = 600.*/timeout = 2/' -e 's/^listen = .*/listen = 127.0.0.1:1/' "$T/good.conf" >"$T/flightrecd.conf"
+printf 'upstream = 127.0.0.1:1\nagent-socket = %s\n' "$T/agent.sock" >>"$T/flightrecd.conf"
 kill -HUP "$DAEMON_PID"
 wait_for 5 logged "settings (reload," || fail "the reload did not log the new settings"
 logged "reload: timeout 600 s -> 2 s" || fail "the timeout change was not logged"
 logged "reload: listen changed from 127.0.0.1:0 to 127.0.0.1:1: needs a restart, ignored" ||
 	fail "the listen change was not refused"
+logged "reload: upstream changed from (none) to 127.0.0.1:1: needs a restart, ignored" ||
+	fail "the upstream change was not refused"
+logged "reload: agent-socket changed from (none) to $T/agent.sock: needs a restart, ignored" ||
+	fail "the agent-socket change was not refused"
+[ ! -e "$T/agent.sock" ] || fail "a reload bound the agent socket"
 logged "reload: dump-deadline" && fail "the command line's --dump-deadline was overridden by the file"
 at_least RELOADING=1 "$T/notify.log" 2 || fail "no RELOADING=1 around the reloads: $(cat "$T/notify.log")"
 [ "$(count READY=1 "$T/notify.log")" -ge 3 ] || fail "no READY=1 after the reloads"
@@ -161,4 +169,19 @@ stop_daemon_rc
 grep -q '^STOPPING=1$' "$T/notify2.log" || fail "no STOPPING=1 on the abstract address"
 grep -q '^WATCHDOG=1' "$T/notify2.log" && fail "watchdog pings although WATCHDOG_PID names another process"
 
-echo "PASS service: notify READY/WATCHDOG/STOPPING, config file and SIGHUP, clean SIGTERM mid-incident"
+# 6. A node daemon (flightrecd-node.service) whose central daemon is not
+# there: it is ready for its agents all the same (READY=1, the socket
+# bound), pings the watchdog while it tries upstream, and stops cleanly.
+listen "$T/notify3.sock" "$T/notify3.log"
+mkdir -m 0755 "$T/run"
+NOTIFY_SOCKET=$T/notify3.sock WATCHDOG_USEC=1000000 start_daemon --upstream "127.0.0.1:$(free_port)" \
+	--agent-socket "$T/run/agent.sock"
+wait_for 5 at_least READY=1 "$T/notify3.log" || fail "a node daemon without its central daemon never said READY=1"
+test -S "$T/run/agent.sock" || fail "the node daemon's agent socket is not there"
+wait_for 3 at_least WATCHDOG=1 "$T/notify3.log" 2 || fail "the node daemon does not ping the watchdog"
+wait_for 10 logged "upstream 127.0.0.1:.*trying again with backoff" || fail "the node daemon does not say it is retrying upstream"
+stop_daemon_rc
+[ "$DAEMON_RC" -eq 0 ] || fail "the node daemon's exit status $DAEMON_RC, want 0"
+[ ! -e "$T/run/agent.sock" ] || fail "the node daemon left its agent socket behind"
+
+echo "PASS service: notify READY/WATCHDOG/STOPPING, config file and SIGHUP, clean SIGTERM mid-incident, node daemon ready without its central daemon"

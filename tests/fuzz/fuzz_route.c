@@ -303,7 +303,8 @@ static void check_access(const struct route *r, const char *headers)
 			bool host_ok = !host || access_host_allowed(host, &pol);
 			bool job_data = r->kind == ROUTE_JOB || r->kind == ROUTE_JOB_ANALYSIS ||
 					r->kind == ROUTE_JOB_INCIDENTS || r->kind == ROUTE_INCIDENT ||
-					r->kind == ROUTE_INCIDENT_FILE || r->kind == ROUTE_JOB_STACKS ||
+					r->kind == ROUTE_INCIDENT_FILE || r->kind == ROUTE_INCIDENT_RANK ||
+					r->kind == ROUTE_JOB_STACKS ||
 					r->kind == ROUTE_RANK_STACKS || r->kind == ROUTE_RANK_TRACE;
 
 			access_decide(&req, &pol, &d);

@@ -164,6 +164,37 @@ static void check_node_hello(struct fr_msg_node_hello *m, const uint8_t *p, size
 		FUZZ_CHECK(strlen(m->jobs[i].job) <= FR_JOB_MAX);
 }
 
+static void check_node_dump_request(struct fr_msg_node_dump_request *m, const uint8_t *p,
+				    size_t len)
+{
+	(void)p;
+	(void)len;
+	FUZZ_CHECK(fr_wire_valid_name(m->incident) && fr_wire_valid_name(m->job));
+	FUZZ_CHECK(m->has_seq <= 1);
+}
+
+/* A piece's bytes lie inside the payload and its dump; a failure has none. */
+static void check_node_summary(struct fr_msg_node_summary *m, const uint8_t *p, size_t len)
+{
+	FUZZ_CHECK(fr_wire_valid_name(m->incident) && fr_wire_valid_name(m->job));
+	FUZZ_CHECK(!(m->flags & ~FR_NODE_SUMMARY_FLAGS) && m->rank != FR_RANK_UNKNOWN);
+	if (m->flags & FR_NODE_SUMMARY_FAILED) {
+		FUZZ_CHECK(m->reason[0] && !m->len && !m->total && !m->data);
+		return;
+	}
+	FUZZ_CHECK(!m->reason[0] && m->total && m->len <= FR_WIRE_DUMP_CHUNK);
+	FUZZ_CHECK(m->offset + m->len <= m->total);
+	FUZZ_CHECK(!m->len || (m->data >= p && m->data + m->len == p + len));
+}
+
+static void check_node_fetch(struct fr_msg_node_fetch *m, const uint8_t *p, size_t len)
+{
+	(void)p;
+	(void)len;
+	FUZZ_CHECK(fr_wire_valid_name(m->incident) && fr_wire_valid_name(m->job));
+	FUZZ_CHECK(m->rank != FR_RANK_UNKNOWN);
+}
+
 static void check_node_ranks(struct fr_msg_node_ranks *m, const uint8_t *p, size_t len)
 {
 	(void)p;
@@ -284,6 +315,9 @@ static void check_nothing(const void *m, const uint8_t *p, size_t len)
 		struct fr_msg_node_ranks *: check_node_ranks,       \
 		struct fr_msg_node_comms *: check_node_comms,       \
 		struct fr_msg_node_progress *: check_node_progress, \
+		struct fr_msg_node_dump_request *: check_node_dump_request, \
+		struct fr_msg_node_summary *: check_node_summary,   \
+		struct fr_msg_node_fetch *: check_node_fetch,       \
 		struct fr_msg_comm_runs *: check_comm_runs,         \
 		struct fr_msg_version *: check_version,             \
 		struct fr_msg_welcome *: check_welcome,             \

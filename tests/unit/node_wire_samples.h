@@ -111,4 +111,46 @@ static inline void sample_node_progress(struct fr_msg_node_progress *m)
 	m->comms = c;
 }
 
+static inline void sample_node_dump_request(struct fr_msg_node_dump_request *m)
+{
+	memset(m, 0, sizeof(*m));
+	strcpy(m->incident, "20261203T120000Z-7");
+	strcpy(m->job, "train.7");
+	strcpy(m->reason, "timeout");
+	strcpy(m->comm, "a7f3c2");
+	m->has_seq = 1;
+	m->seq = 0x0102030405060708ull;
+}
+
+static const uint8_t sample_node_summary_bytes[] = "{\"format\": \"flightrec-dump\"}";
+
+static inline void sample_node_summary(struct fr_msg_node_summary *m)
+{
+	memset(m, 0, sizeof(*m));
+	strcpy(m->incident, "20261203T120000Z-7");
+	strcpy(m->job, "train.7");
+	m->rank = 99999;
+	m->offset = 4096;
+	m->total = 4096 + sizeof(sample_node_summary_bytes) + 10;
+	m->len = sizeof(sample_node_summary_bytes);
+	m->data = sample_node_summary_bytes;
+}
+
+static inline void sample_node_dump_done(struct fr_msg_node_dump_done *m)
+{
+	memset(m, 0, sizeof(*m));
+	strcpy(m->incident, "20261203T120000Z-7");
+	strcpy(m->job, "train.7");
+	m->answered = 1023;
+	m->failed = 1;
+}
+
+static inline void sample_node_fetch(struct fr_msg_node_fetch *m)
+{
+	memset(m, 0, sizeof(*m));
+	strcpy(m->incident, "20261203T120000Z-7");
+	strcpy(m->job, "train.7");
+	m->rank = 4;
+}
+
 #endif

@@ -456,6 +456,189 @@ static void test_progress_largest(void **state)
 	free(c);
 }
 
+/* Decodes frame `buf` of `len` bytes as message `n` into `out`. */
+#define DECODE(n, buf, len, out) \
+	fr_wire_##n##_decode((buf) + FR_WIRE_HEADER_SIZE, (len) - FR_WIRE_HEADER_SIZE, (out))
+
+/* Every shorter payload is refused and leaves the message zeroed. */
+#define ASSERT_TRUNCATIONS_REFUSED(n, buf, len)                                        \
+	do {                                                                           \
+		for (size_t cut_ = FR_WIRE_HEADER_SIZE; cut_ < (len); cut_++) {        \
+			struct fr_msg_##n t_;                                          \
+			memset(&t_, 0xa5, sizeof(t_));                                 \
+			assert_int_equal(DECODE(n, buf, cut_, &t_), -EPROTO);          \
+			for (size_t b_ = 0; b_ < sizeof(t_); b_++)                     \
+				assert_int_equal(((uint8_t *)&t_)[b_], 0);             \
+		}                                                                      \
+	} while (0)
+
+static void test_dump_request_roundtrip_and_refusals(void **state)
+{
+	struct fr_msg_node_dump_request m, out;
+	uint8_t *buf;
+	size_t len;
+
+	(void)state;
+	sample_node_dump_request(&m);
+	len = ENCODE(node_dump_request, &m, &buf);
+	assert_int_equal(buf[4], 4);
+	assert_int_equal(buf[6], FR_MSG_NODE_DUMP_REQUEST);
+	assert_int_equal(DECODE(node_dump_request, buf, len, &out), 0);
+	assert_memory_equal(&m, &out, sizeof(m));
+	ASSERT_TRUNCATIONS_REFUSED(node_dump_request, buf, len);
+	/* has_seq is 0 or 1: the byte before the seq. */
+	buf[len - 9] = 2;
+	assert_int_equal(DECODE(node_dump_request, buf, len, &out), -EPROTO);
+	free(buf);
+	/* Ids the node would make a path of are refused both ways. */
+	strcpy(m.incident, "../x");
+	assert_int_equal(fr_wire_node_dump_request_encode(&m, (uint8_t[512]){ 0 }, 512), -EINVAL);
+	sample_node_dump_request(&m);
+	strcpy(m.job, ".hidden");
+	assert_int_equal(fr_wire_node_dump_request_encode(&m, (uint8_t[512]){ 0 }, 512), -EINVAL);
+	sample_node_dump_request(&m);
+	m.has_seq = 3;
+	assert_int_equal(fr_wire_node_dump_request_encode(&m, (uint8_t[512]){ 0 }, 512), -EINVAL);
+	/* A job id with a '/' on the wire. */
+	sample_node_dump_request(&m);
+	len = ENCODE(node_dump_request, &m, &buf);
+	buf[FR_WIRE_HEADER_SIZE + 2 + strlen(m.incident) + 2 + 5] = '/';
+	assert_int_equal(DECODE(node_dump_request, buf, len, &out), -EPROTO);
+	free(buf);
+}
+
+static void test_summary_roundtrip_and_refusals(void **state)
+{
+	struct fr_msg_node_summary m, out;
+	uint8_t *buf;
+	size_t len, flags_at;
+
+	(void)state;
+	sample_node_summary(&m);
+	len = ENCODE(node_summary, &m, &buf);
+	assert_int_equal(buf[6], FR_MSG_NODE_SUMMARY);
+	assert_int_equal(DECODE(node_summary, buf, len, &out), 0);
+	assert_string_equal(out.incident, m.incident);
+	assert_string_equal(out.job, m.job);
+	assert_int_equal(out.rank, 99999);
+	assert_int_equal(out.flags, 0);
+	assert_int_equal(out.offset, m.offset);
+	assert_int_equal(out.total, m.total);
+	assert_int_equal(out.len, m.len);
+	assert_memory_equal(out.data, m.data, m.len);
+	ASSERT_TRUNCATIONS_REFUSED(node_summary, buf, len);
+	/* Flags this build does not define are refused; FULL is taken. */
+	flags_at = FR_WIRE_HEADER_SIZE + 2 + strlen(m.incident) + 2 + strlen(m.job) + 4;
+	buf[flags_at] = 0x4;
+	assert_int_equal(DECODE(node_summary, buf, len, &out), -EPROTO);
+	buf[flags_at] = FR_NODE_SUMMARY_FULL;
+	assert_int_equal(DECODE(node_summary, buf, len, &out), 0);
+	assert_int_equal(out.flags, FR_NODE_SUMMARY_FULL);
+	/* FAILED with bytes is refused. */
+	buf[flags_at] = FR_NODE_SUMMARY_FAILED;
+	assert_int_equal(DECODE(node_summary, buf, len, &out), -EPROTO);
+	free(buf);
+
+	/* A failure: a reason, no bytes. */
+	sample_node_summary(&m);
+	m.flags = FR_NODE_SUMMARY_FAILED;
+	m.offset = m.total = m.len = 0;
+	m.data = NULL;
+	strcpy(m.reason, "rank 3 did not answer by the deadline");
+	len = ENCODE(node_summary, &m, &buf);
+	assert_int_equal(DECODE(node_summary, buf, len, &out), 0);
+	assert_int_equal(out.flags, FR_NODE_SUMMARY_FAILED);
+	assert_string_equal(out.reason, m.reason);
+	assert_null(out.data);
+	ASSERT_TRUNCATIONS_REFUSED(node_summary, buf, len);
+	free(buf);
+	/* ... and not without one, nor a reason with a piece. */
+	m.reason[0] = '\0';
+	assert_int_equal(fr_wire_node_summary_encode(&m, (uint8_t[512]){ 0 }, 512), -EINVAL);
+	sample_node_summary(&m);
+	strcpy(m.reason, "why");
+	assert_int_equal(fr_wire_node_summary_encode(&m, (uint8_t[512]){ 0 }, 512), -EINVAL);
+	/* Pieces lie inside their dump, and are at most a chunk. */
+	sample_node_summary(&m);
+	m.offset = m.total - m.len + 1;
+	assert_int_equal(fr_wire_node_summary_encode(&m, (uint8_t[512]){ 0 }, 512), -EINVAL);
+	sample_node_summary(&m);
+	m.total = 0;
+	m.offset = 0;
+	m.len = 0;
+	assert_int_equal(fr_wire_node_summary_encode(&m, (uint8_t[512]){ 0 }, 512), -EINVAL);
+	sample_node_summary(&m);
+	m.rank = FR_RANK_UNKNOWN;
+	assert_int_equal(fr_wire_node_summary_encode(&m, (uint8_t[512]){ 0 }, 512), -EINVAL);
+	sample_node_summary(&m);
+	m.flags = 0x80;
+	assert_int_equal(fr_wire_node_summary_encode(&m, (uint8_t[512]){ 0 }, 512), -EINVAL);
+}
+
+static void test_summary_largest_piece(void **state)
+{
+	struct fr_msg_node_summary m, out;
+	uint8_t *data = calloc(1, FR_WIRE_DUMP_CHUNK + 1);
+	uint8_t *buf;
+	size_t len;
+
+	(void)state;
+	assert_non_null(data);
+	sample_node_summary(&m);
+	memset(m.incident, 'i', FR_INCIDENT_MAX);
+	m.incident[FR_INCIDENT_MAX] = '\0';
+	memset(m.job, 'j', FR_JOB_MAX);
+	m.job[FR_JOB_MAX] = '\0';
+	m.offset = 0;
+	m.total = UINT64_MAX;
+	m.len = FR_WIRE_DUMP_CHUNK;
+	m.data = data;
+	len = ENCODE(node_summary, &m, &buf);
+	assert_true(len - FR_WIRE_HEADER_SIZE <= FR_WIRE_MAX_PAYLOAD);
+	assert_int_equal(DECODE(node_summary, buf, len, &out), 0);
+	assert_int_equal(out.len, FR_WIRE_DUMP_CHUNK);
+	free(buf);
+	m.len = FR_WIRE_DUMP_CHUNK + 1;
+	assert_int_equal(fr_wire_node_summary_encode(&m, data, 16), -EINVAL);
+	free(data);
+}
+
+static void test_done_and_fetch_roundtrip(void **state)
+{
+	struct fr_msg_node_dump_done d, dout;
+	struct fr_msg_node_fetch f, fout;
+	uint8_t *buf;
+	size_t len;
+
+	(void)state;
+	sample_node_dump_done(&d);
+	len = ENCODE(node_dump_done, &d, &buf);
+	assert_int_equal(buf[6], FR_MSG_NODE_DUMP_DONE);
+	assert_int_equal(DECODE(node_dump_done, buf, len, &dout), 0);
+	assert_memory_equal(&d, &dout, sizeof(d));
+	ASSERT_TRUNCATIONS_REFUSED(node_dump_done, buf, len);
+	free(buf);
+
+	sample_node_fetch(&f);
+	len = ENCODE(node_fetch, &f, &buf);
+	assert_int_equal(buf[6], FR_MSG_NODE_FETCH);
+	assert_int_equal(DECODE(node_fetch, buf, len, &fout), 0);
+	assert_memory_equal(&f, &fout, sizeof(f));
+	ASSERT_TRUNCATIONS_REFUSED(node_fetch, buf, len);
+	/* No rank 0xFFFFFFFF. */
+	put_u32(buf + len - 4, FR_RANK_UNKNOWN);
+	assert_int_equal(DECODE(node_fetch, buf, len, &fout), -EPROTO);
+	free(buf);
+	f.rank = FR_RANK_UNKNOWN;
+	assert_int_equal(fr_wire_node_fetch_encode(&f, (uint8_t[256]){ 0 }, 256), -EINVAL);
+	sample_node_fetch(&f);
+	strcpy(f.incident, "a/b");
+	assert_int_equal(fr_wire_node_fetch_encode(&f, (uint8_t[256]){ 0 }, 256), -EINVAL);
+	sample_node_dump_done(&d);
+	d.job[0] = '\0';
+	assert_int_equal(fr_wire_node_dump_done_encode(&d, (uint8_t[256]){ 0 }, 256), -EINVAL);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -469,6 +652,10 @@ int main(void)
 		cmocka_unit_test(test_progress_roundtrip),
 		cmocka_unit_test(test_progress_refusals),
 		cmocka_unit_test(test_progress_largest),
+		cmocka_unit_test(test_dump_request_roundtrip_and_refusals),
+		cmocka_unit_test(test_summary_roundtrip_and_refusals),
+		cmocka_unit_test(test_summary_largest_piece),
+		cmocka_unit_test(test_done_and_fetch_roundtrip),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -48,6 +48,15 @@ static void test_known_routes(void **state)
 	r = route("GET", "/v1/jobs/j/incidents/i1/rank-12.json");
 	assert_int_equal(r.kind, ROUTE_INCIDENT_FILE);
 	assert_string_equal(r.file, "rank-12.json");
+	r = route("GET", "/v1/jobs/j/incidents/i1/ranks/12");
+	assert_int_equal(r.kind, ROUTE_INCIDENT_RANK);
+	assert_string_equal(r.incident, "i1");
+	assert_int_equal(r.rank, 12);
+	assert_int_equal(route("GET", "/v1/jobs/j/incidents/i1/ranks/12/").kind, ROUTE_INCIDENT_RANK);
+	assert_int_equal(route("GET", "/v1/jobs/j/incidents/i1/ranks/012").kind, ROUTE_NONE);
+	assert_int_equal(route("GET", "/v1/jobs/j/incidents/i1/ranks/..").kind, ROUTE_NONE);
+	assert_int_equal(route("GET", "/v1/jobs/j/incidents/i1/ranks/1/x").kind, ROUTE_NONE);
+	assert_int_equal(route("POST", "/v1/jobs/j/incidents/i1/ranks/1").kind, ROUTE_BAD_METHOD);
 	r = route("GET", "/v1/jobs/j/ranks/517/stacks");
 	assert_int_equal(r.kind, ROUTE_RANK_STACKS);
 	assert_int_equal(r.rank, 517);

@@ -260,6 +260,10 @@ static void release_nothing(const void *m)
 #define release_node_ranks fr_wire_node_ranks_free
 #define release_node_comms fr_wire_node_comms_free
 #define release_node_progress fr_wire_node_progress_free
+#define release_node_dump_request release_nothing
+#define release_node_summary release_nothing
+#define release_node_dump_done release_nothing
+#define release_node_fetch release_nothing
 #define release_version release_nothing
 #define release_welcome release_nothing
 #define release_comm_runs fr_wire_comm_runs_free
@@ -345,10 +349,12 @@ static void test_msg_names(void **state)
 	assert_string_equal(fr_msg_name(FR_MSG_DAEMON_PROOF), "daemon_proof");
 	assert_string_equal(fr_msg_name(FR_MSG_NODE_HELLO), "node_hello");
 	assert_string_equal(fr_msg_name(FR_MSG_NODE_PROGRESS), "node_progress");
+	assert_string_equal(fr_msg_name(FR_MSG_NODE_DUMP_REQUEST), "node_dump_request");
+	assert_string_equal(fr_msg_name(FR_MSG_NODE_FETCH), "node_fetch");
 	assert_string_equal(fr_msg_name(FR_MSG_VERSION), "version");
 	assert_string_equal(fr_msg_name(FR_MSG_WELCOME), "welcome");
 	assert_string_equal(fr_msg_name(FR_MSG_COMM_RUNS), "comm_runs");
-	assert_null(fr_msg_name(20));
+	assert_null(fr_msg_name(24));
 	assert_null(fr_msg_name(0xffff));
 	assert_null(fr_msg_name(UINT_MAX));
 }
@@ -366,11 +372,11 @@ static void test_msg_versions(void **state)
 	assert_int_equal(fr_wire_msg_version(FR_MSG_DAEMON_CHALLENGE), V3);
 	assert_int_equal(fr_wire_msg_version(FR_MSG_DAEMON_PROOF), V3);
 	assert_int_equal(fr_wire_msg_version(0), 0);
-	for (unsigned t = FR_MSG_NODE_HELLO; t <= FR_MSG_NODE_PROGRESS; t++)
+	for (unsigned t = FR_MSG_NODE_HELLO; t <= FR_MSG_NODE_FETCH; t++)
 		assert_int_equal(fr_wire_msg_version(t), V4);
 	for (unsigned t = FR_MSG_VERSION; t <= FR_MSG_COMM_RUNS; t++)
 		assert_int_equal(fr_wire_msg_version(t), V5);
-	assert_int_equal(fr_wire_msg_version(20), 0);
+	assert_int_equal(fr_wire_msg_version(24), 0);
 	assert_int_equal(FR_WIRE_VERSION, V5);
 	for (size_t i = 0; i < NCODECS; i++) {
 		assert_true(codecs[i].encode_sample(buf, sizeof(buf)) > 0);

@@ -1,0 +1,39 @@
+/*
+ * A node daemon's side of incidents at scale (docs/SCALE-OUT.md,
+ * "Incidents at scale"; protocol/PROTOCOL.md, NODE_DUMP_REQUEST to
+ * NODE_FETCH). On the central daemon's NODE_DUMP_REQUEST the node opens
+ * an incident of its own on the job (incident.c: its ranks dump, their
+ * full dumps stay in the node's --dump-dir), sends a summary of each
+ * rank's dump upstream as it is written (NODE_SUMMARY pieces), or why
+ * there is none, then NODE_DUMP_DONE; on NODE_FETCH it sends a rank's
+ * full dump of an incident it made so. Pieces wait in a queue of their
+ * own and go while the connection holds less than UPSTREAM_QUEUE_MAX
+ * bytes unwritten, so the loop never blocks and the node's other frames
+ * keep flowing.
+ *
+ * All of it runs on the loop; upstream.c calls it.
+ */
+#ifndef FR_DAEMON_UPSTREAM_INCIDENT_H
+#define FR_DAEMON_UPSTREAM_INCIDENT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+struct flightrecd;
+
+/* Incidents the node remembers for NODE_FETCH: the newest ones. */
+#define UPSTREAM_INCIDENTS_KEPT 16
+
+/*
+ * NODE_DUMP_REQUEST or NODE_FETCH (`type`) from the central daemon.
+ * Returns 0, or -EPROTO for a payload it cannot read (the connection is
+ * then dropped).
+ */
+int upstream_incident_frame(struct flightrecd *d, unsigned type, const uint8_t *p, size_t len);
+/* Queues what waits while the connection has room. */
+void upstream_incident_pump(void);
+/* The connection went: what waits to be sent is dropped (the central
+ * daemon counts the node lost). */
+void upstream_incident_disconnected(void);
+
+#endif
