@@ -128,6 +128,25 @@ int fr_wire_hello_decode(const uint8_t *payload, size_t len, struct fr_msg_hello
 	return 0;
 }
 
+/* COMM and COMM_RUNS start alike: id, desc, this rank's rank, size. */
+
+static void wr_comm_head(struct wr *w, const char *id, const char *desc, uint32_t rank,
+			 uint32_t size)
+{
+	wr_str(w, id, str_len(id, FR_COMM_ID_MAX));
+	wr_str(w, desc, str_len(desc, FR_COMM_DESC_MAX));
+	wr_u32(w, rank);
+	wr_u32(w, size);
+}
+
+/* The head up to `size`, which each message reads its own way. */
+static void rd_comm_head(struct rd *r, char *id, char *desc, uint32_t *rank)
+{
+	rd_str(r, id, FR_COMM_ID_MAX);
+	rd_str(r, desc, FR_COMM_DESC_MAX);
+	*rank = rd_u32(r);
+}
+
 /* COMM */
 
 size_t fr_wire_comm_size(const struct fr_msg_comm *m)
@@ -150,10 +169,7 @@ int fr_wire_comm_encode(const struct fr_msg_comm *m, uint8_t *buf, size_t cap)
 	total = wr_begin(&w, buf, cap, FR_MSG_COMM, fr_wire_comm_size(m));
 	if (total < 0)
 		return total;
-	wr_str(&w, m->id, id);
-	wr_str(&w, m->desc, desc);
-	wr_u32(&w, m->rank);
-	wr_u32(&w, m->size);
+	wr_comm_head(&w, m->id, m->desc, m->rank, m->size);
 	for (uint32_t i = 0; i < m->size; i++)
 		wr_u32(&w, m->members[i]);
 	return wr_end(&w, buf, total);
@@ -165,9 +181,7 @@ int fr_wire_comm_decode(const uint8_t *payload, size_t len, struct fr_msg_comm *
 	int ret = -EPROTO;
 
 	memset(m, 0, sizeof(*m));
-	rd_str(&r, m->id, FR_COMM_ID_MAX);
-	rd_str(&r, m->desc, FR_COMM_DESC_MAX);
-	m->rank = rd_u32(&r);
+	rd_comm_head(&r, m->id, m->desc, &m->rank);
 	m->size = rd_count(&r, 4, 0);
 	if (!r.bad && m->rank >= m->size)
 		rd_fail(&r);
@@ -213,10 +227,7 @@ int fr_wire_comm_runs_encode(const struct fr_msg_comm_runs *m, uint8_t *buf, siz
 	total = wr_begin(&w, buf, cap, FR_MSG_COMM_RUNS, fr_wire_comm_runs_size(m));
 	if (total < 0)
 		return total;
-	wr_str(&w, m->id, id);
-	wr_str(&w, m->desc, desc);
-	wr_u32(&w, m->rank);
-	wr_u32(&w, m->size);
+	wr_comm_head(&w, m->id, m->desc, m->rank, m->size);
 	wr_u32(&w, m->nruns);
 	wr_runs(&w, m->runs, m->nruns);
 	return wr_end(&w, buf, total);
@@ -233,9 +244,7 @@ static int comm_runs_read(const uint8_t *payload, size_t len, struct fr_msg_comm
 	int ret = -EPROTO;
 
 	memset(m, 0, sizeof(*m));
-	rd_str(&r, m->id, FR_COMM_ID_MAX);
-	rd_str(&r, m->desc, FR_COMM_DESC_MAX);
-	m->rank = rd_u32(&r);
+	rd_comm_head(&r, m->id, m->desc, &m->rank);
 	m->size = rd_u32(&r);
 	m->nruns = rd_count(&r, FR_NODE_MAP_SIZE, 0);
 	if (!r.bad && m->rank >= m->size)
