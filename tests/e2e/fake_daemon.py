@@ -136,9 +136,9 @@ def answers(conn):
         time.sleep(1)
 
 
-NAMES = {1: "hello", 2: "comm", 3: "progress", 4: "heartbeat", 7: "bye", 17: "version",
-         19: "comm_runs"}
-VERSION, WELCOME = 17, 18
+VERSION, WELCOME, COMM_RUNS = 21, 22, 23
+NAMES = {1: "hello", 2: "comm", 3: "progress", 4: "heartbeat", 7: "bye", VERSION: "version",
+         COMM_RUNS: "comm_runs"}
 
 
 def protocol(conn, n, mode):
@@ -150,7 +150,7 @@ def protocol(conn, n, mode):
             say("frame %d %s: closing, as protocol 4 does" % (n, name))
             conn.close()
             return
-        if kind in (2, 19):
+        if kind in (2, COMM_RUNS):
             at = 0
             for _ in range(2):
                 at += 2 + struct.unpack_from("<H", payload, at)[0]
