@@ -230,6 +230,14 @@ $(BENCH_SCALE): $(call obj,bench/scale_correlate.c) $(CORE_LIB)
 	$(Q)$(CC) $(LDFLAGS) -o $@ $(call obj,bench/scale_correlate.c) $(CORE_LIB) \
 		$$($(PKG_CONFIG) --libs jansson) -lm
 
+# What member lists cost on the wire and in a dump, before and after runs.
+BENCH_MEMBERS := $(BUILD)/bench/member_bytes
+$(BENCH_MEMBERS): $(call obj,bench/member_bytes.c) $(CORE_LIB)
+	@mkdir -p $(dir $@)
+	@$(if $(Q),echo "  LD      $@")
+	$(Q)$(CC) $(LDFLAGS) -o $@ $(call obj,bench/member_bytes.c) $(CORE_LIB) \
+		$$($(PKG_CONFIG) --libs jansson) -lm
+
 # The summaries a node daemon would send up for an incident (tests/e2e/test_summary.sh).
 $(BENCH_SUMMARIZE): $(call obj,bench/summarize.c) $(CORE_LIB)
 	@mkdir -p $(dir $@)
@@ -246,9 +254,10 @@ $(BENCH_LOAD): $(call obj,bench/loadgen.c) $(CORE_LIB)
 	$(Q)$(CC) $(LDFLAGS) -o $@ $(call obj,bench/loadgen.c) $(CORE_LIB) \
 		$$($(PKG_CONFIG) --libs jansson) -lpthread -lm
 
-bench: all $(MPI_PROGS) $(NCCL_FAKE) $(BENCH_GEN) $(BENCH_LOAD) $(BENCH_SCALE)
+bench: all $(MPI_PROGS) $(NCCL_FAKE) $(BENCH_GEN) $(BENCH_LOAD) $(BENCH_SCALE) $(BENCH_MEMBERS)
 	$(Q)BUILD=$(BUILD) bench/run
 	$(Q)$(BENCH_SCALE)
+	$(Q)$(BENCH_MEMBERS)
 	$(Q)BUILD=$(BUILD) bench/analyze.sh
 	$(Q)BUILD=$(BUILD) bench/load.sh
 	$(Q)BUILD=$(BUILD) bench/nodes.sh

@@ -141,6 +141,14 @@ struct link {
 	uint64_t sent_entered[FR_MAX_COMMS];
 	uint64_t sent_completed[FR_MAX_COMMS];
 	uint64_t inflight_sig;
+	/* Protocol 5 (COMM_RUNS): asked with VERSION on each connection, and
+	 * COMMs held back until the daemon answers (`awaiting_welcome`);
+	 * `comm_runs` once it said it reads them. A daemon that closed the
+	 * connection on the question predates them: it is not asked again
+	 * (`daemon_v4`), and gets COMM as before. */
+	bool awaiting_welcome;
+	bool comm_runs;
+	bool daemon_v4;
 	uint64_t local_dumped;       /* record id + 1 of the op last dumped locally */
 	bool stopping;
 	bool goodbye_on_connect;     /* stopping while the connection was being made */
@@ -314,28 +322,50 @@ static bool worth_announcing(const struct fr_comm_rec *c)
 	return c->size > 1;
 }
 
+/*
+ * Sends one communicator: as COMM_RUNS when the daemon reads them and that
+ * is the shorter frame (world: 12 bytes of runs for 4 bytes a member), else
+ * as COMM. Returns what the send returned.
+ */
+static int send_comm(const struct fr_comm_rec *c)
+{
+	struct fr_msg_comm m = { .rank = c->rank, .size = c->size, .members = c->members };
+	struct fr_msg_comm_runs r = { .rank = c->rank, .size = c->size };
+	int rc;
+
+	memcpy(m.id, c->id, sizeof(m.id));
+	memcpy(m.desc, c->desc, sizeof(m.desc));
+	if (!L.comm_runs || !(r.runs = malloc(c->size * sizeof(*r.runs))))
+		return SEND_MSG(comm, &m, SEND_KEEP);
+	memcpy(r.id, c->id, sizeof(r.id));
+	memcpy(r.desc, c->desc, sizeof(r.desc));
+	r.nruns = fr_node_maps_from_members(c->members, c->size, r.runs);
+	if (fr_wire_comm_runs_size(&r) < fr_wire_comm_size(&m))
+		rc = SEND_MSG(comm_runs, &r, SEND_KEEP);
+	else
+		rc = SEND_MSG(comm, &m, SEND_KEEP);
+	free(r.runs);
+	return rc;
+}
+
 /* Sends a COMM for each communicator registered since the last call. A
- * communicator is named in PROGRESS only once announced. */
+ * communicator is named in PROGRESS only once announced; none is before
+ * the daemon said whether it reads COMM_RUNS. */
 static void announce_comms(void)
 {
 	uint32_t n = __atomic_load_n(&fr_agent.ncomms, __ATOMIC_ACQUIRE);
 
+	if (L.awaiting_welcome)
+		return;
 	for (; L.comms_seen < n; L.comms_seen++) {
 		const struct fr_comm_rec *c =
 			__atomic_load_n(&fr_agent.comms[L.comms_seen], __ATOMIC_ACQUIRE);
-		struct fr_msg_comm m;
 
 		if (!c)
 			break; /* registered but not yet published */
 		if (!worth_announcing(c))
 			continue;
-		memset(&m, 0, sizeof(m));
-		memcpy(m.id, c->id, sizeof(m.id));
-		memcpy(m.desc, c->desc, sizeof(m.desc));
-		m.rank = c->rank;
-		m.size = c->size;
-		m.members = c->members;
-		if (SEND_MSG(comm, &m, SEND_KEEP) == 0)
+		if (send_comm(c) == 0)
 			L.announced[c->index] = true;
 	}
 }
@@ -678,8 +708,27 @@ static bool link_open(void)
 	       L.state == LINK_VERIFY;
 }
 
+/*
+ * The daemon closed the connection (or refused it, ERROR 4) on our VERSION:
+ * it predates protocol 5. Said once; it is not asked again, and the
+ * reconnect (at once: the connection itself was fine) sends it COMM.
+ */
+static void daemon_predates_runs(void)
+{
+	L.awaiting_welcome = false;
+	if (L.daemon_v4)
+		return;
+	L.daemon_v4 = true;
+	L.backoff_ms = BACKOFF_MIN_MS;
+	fprintf(stderr, "flightrec: rank %u: the daemon at %s predates protocol 5 (it refused VERSION); reconnecting, with member lists in full\n",
+		fr_agent.id.rank, L.where);
+}
+
 static void disconnect(void)
 {
+	if (L.awaiting_welcome && L.state == LINK_UP)
+		daemon_predates_runs();
+	L.awaiting_welcome = false;
 	uv_timer_stop(&L.challenge);
 	uv_timer_stop(&L.defer);
 	if (link_open()) {
@@ -774,6 +823,7 @@ static int handle_frame(const struct fr_wire_header *h, const uint8_t *payload)
 	struct fr_msg_challenge ch;
 	struct fr_msg_daemon_proof dp;
 	struct fr_msg_error e;
+	struct fr_msg_welcome w;
 	int rc;
 
 	/* Before its proof, a daemon's word is taken for nothing but that:
@@ -825,8 +875,25 @@ static int handle_frame(const struct fr_wire_header *h, const uint8_t *payload)
 		rc = fr_wire_error_decode(payload, h->length, &e);
 		if (rc < 0)
 			return rc;
+		/* A daemon of protocol 4 refuses VERSION, its frame of version 5. */
+		if (L.awaiting_welcome && L.state == LINK_UP && e.code == FR_WIRE_ERR_PROTOCOL) {
+			daemon_predates_runs();
+			return 1;
+		}
 		on_refused(&e);
 		return 1;
+	case FR_MSG_WELCOME:
+		rc = fr_wire_welcome_decode(payload, h->length, &w);
+		if (rc < 0)
+			return rc;
+		if (L.awaiting_welcome && L.state == LINK_UP) {
+			uv_timer_stop(&L.challenge);
+			L.awaiting_welcome = false;
+			L.comm_runs = w.version >= 5;
+			announce_comms();
+			send_progress(true);
+		}
+		return 0;
 	default:
 		return 0; /* nothing else is meant for agents; ignore */
 	}
@@ -886,6 +953,16 @@ static void link_up(void)
 	L.pending[PENDING_INCIDENT].set = L.pending[PENDING_LIVE].set = false;
 	if (!said_hello)
 		send_hello(NULL);
+	/* Whether the daemon reads COMM_RUNS, asked before any COMM; the
+	 * answer (or the wait running out) announces them. */
+	L.comm_runs = false;
+	if (!L.daemon_v4) {
+		struct fr_msg_version v = { .version = FR_WIRE_VERSION };
+
+		L.awaiting_welcome = SEND_MSG(version, &v, SEND_KEEP) == 0;
+		if (L.awaiting_welcome)
+			uv_timer_start(&L.challenge, on_challenge_timeout, PROOF_WAIT_MS, 0);
+	}
 	announce_comms();
 	send_progress(true);
 	send_heartbeat();
@@ -950,6 +1027,12 @@ static void on_challenge_timeout(uv_timer_t *t)
 			fprintf(stderr, "flightrec: rank %u: the daemon at %s did not answer in time (no proof of the token within %d s of the HELLO); recording locally, retrying\n",
 				fr_agent.id.rank, L.where, PROOF_WAIT_MS / 1000);
 		L.proof_late_logged |= !L.stopping;
+	} else if (L.state == LINK_UP && L.awaiting_welcome) {
+		/* No answer to VERSION: what every daemon reads goes out. */
+		L.awaiting_welcome = false;
+		announce_comms();
+		send_progress(true);
+		return;
 	} else {
 		return;
 	}

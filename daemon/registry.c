@@ -703,13 +703,33 @@ static struct job_comm *job_comm_get(struct job *job, const char *id, bool *full
 	return jc;
 }
 
+/* Notes whether a list just completed is one run (struct job_comm). */
+static void job_comm_note_complete(struct job_comm *jc)
+{
+	const uint32_t *v = jc->members->v;
+
+	jc->one_run = jc->nunknown == 0;
+	jc->run_first = v[0];
+	for (uint32_t i = 1; i < jc->size && jc->one_run; i++)
+		jc->one_run = v[i] - v[0] == i;
+}
+
+/* Whether every run of a report agrees with a list that is one run. */
+static bool job_comm_runs_agree(const struct job_comm *jc, const struct fr_msg_comm_runs *m)
+{
+	for (uint32_t i = 0; i < m->nruns; i++)
+		if (m->runs[i].rank - m->runs[i].index != jc->run_first)
+			return false;
+	return true;
+}
+
 /*
  * Starts a communicator's list afresh from one report (desc cleaned).
  * Returns 0, -ENOMEM, or -EDQUOT when the list would take the job or the
  * daemon over the memory budget; on an error the list it would replace is
  * kept as it was (stale: the next report tries again).
  */
-static int job_comm_reset(struct job *job, struct job_comm *jc, const struct fr_msg_comm *m,
+static int job_comm_reset(struct job *job, struct job_comm *jc, const struct fr_msg_comm_runs *m,
 			  const char *desc)
 {
 	uint64_t bytes = member_list_bytes(m->size);
@@ -731,13 +751,19 @@ static int job_comm_reset(struct job *job, struct job_comm *jc, const struct fr_
 		budget_release_job(job, BUDGET_MEMBERS, old - bytes);
 	/* The old list's charge is now the new one's. */
 	member_list_unref(jc->members);
-	memcpy(members->v, m->members, bytes);
 	jc->members = members;
 	jc->size = m->size;
-	jc->nunknown = 0;
+	jc->nunknown = m->size;
 	for (uint32_t i = 0; i < m->size; i++)
-		if (members->v[i] == FR_RANK_UNKNOWN)
-			jc->nunknown++;
+		members->v[i] = FR_RANK_UNKNOWN;
+	for (uint32_t i = 0; i < m->nruns; i++) {
+		const struct fr_node_map *run = &m->runs[i];
+
+		for (uint32_t k = 0; k < run->count; k++)
+			members->v[run->index + k] = run->rank + k;
+		jc->nunknown -= run->count;
+	}
+	job_comm_note_complete(jc);
 	snprintf(jc->desc, sizeof(jc->desc), "%s", desc);
 	jc->epoch++;
 	jc->stale = false;
@@ -777,7 +803,7 @@ static int job_comm_unshare(struct job_comm *jc)
  * -ENOMEM when the list, held by a view, could not be copied to change.
  */
 static int job_comm_merge(const struct job *job, struct job_comm *jc, uint32_t from,
-			  const struct fr_msg_comm *m)
+			  const struct fr_msg_comm_runs *m)
 {
 	uint32_t *list = jc->members->v;
 	bool fills = false;
@@ -790,33 +816,67 @@ static int job_comm_merge(const struct job *job, struct job_comm *jc, uint32_t f
 		}
 		return -ERANGE;
 	}
+	if (jc->one_run && job_comm_runs_agree(jc, m))
+		return 0;
 	/* Copied only when the report fills an entry: most reports of a list
-	 * complete (every MPI rank's) change nothing. */
-	for (uint32_t i = 0; i < m->size && !fills && jc->nunknown; i++)
-		fills = m->members[i] != FR_RANK_UNKNOWN && list[i] == FR_RANK_UNKNOWN;
+	 * complete (every MPI rank's) change nothing. Runs name known
+	 * members only, so a report costs what it knows. */
+	for (uint32_t i = 0; i < m->nruns && !fills && jc->nunknown; i++)
+		for (uint32_t k = 0; k < m->runs[i].count && !fills; k++)
+			fills = list[m->runs[i].index + k] == FR_RANK_UNKNOWN;
 	if (fills && job_comm_unshare(jc))
 		return -ENOMEM;
 	list = jc->members->v;
-	for (uint32_t i = 0; i < m->size; i++) {
-		uint32_t v = m->members[i];
+	for (uint32_t i = 0; i < m->nruns; i++) {
+		const struct fr_node_map *run = &m->runs[i];
 
-		if (v == FR_RANK_UNKNOWN || v == list[i])
-			continue;
-		if (list[i] == FR_RANK_UNKNOWN) {
-			list[i] = v;
-			jc->nunknown--;
-			continue;
-		}
-		if (!jc->member_conflict_logged) {
-			jc->member_conflict_logged = true;
-			daemon_log("job %s communicator %s: rank %" PRIu32 " reports member %" PRIu32 " as global rank %" PRIu32 " where an earlier report gave %" PRIu32 "; keeping %" PRIu32 " (logged once per communicator)",
-				   job->id, jc->id, from, i, v, list[i], list[i]);
+		for (uint32_t k = 0; k < run->count; k++) {
+			uint32_t at = run->index + k, v = run->rank + k;
+
+			if (v == list[at])
+				continue;
+			if (list[at] == FR_RANK_UNKNOWN) {
+				list[at] = v;
+				jc->nunknown--;
+				continue;
+			}
+			if (!jc->member_conflict_logged) {
+				jc->member_conflict_logged = true;
+				daemon_log("job %s communicator %s: rank %" PRIu32 " reports member %" PRIu32 " as global rank %" PRIu32 " where an earlier report gave %" PRIu32 "; keeping %" PRIu32 " (logged once per communicator)",
+					   job->id, jc->id, from, at, v, list[at], list[at]);
+			}
 		}
 	}
+	if (fills && jc->nunknown == 0)
+		job_comm_note_complete(jc);
 	return 0;
 }
 
+/*
+ * COMM, the members as an array (agents of protocol 1 to 4): its runs, as
+ * COMM_RUNS would carry them.
+ */
 int registry_comm(struct conn *c, const struct fr_msg_comm *m, const char **why)
+{
+	struct fr_msg_comm_runs runs = { .rank = m->rank, .size = m->size };
+	int err;
+
+	memcpy(runs.id, m->id, sizeof(runs.id));
+	memcpy(runs.desc, m->desc, sizeof(runs.desc));
+	/* An NCCL rank knows only its own entry and sends the others
+	 * unknown: those are in no run. */
+	runs.runs = malloc((m->size ? m->size : 1) * sizeof(*runs.runs));
+	if (!runs.runs) {
+		*why = "out of memory";
+		return -ENOMEM;
+	}
+	runs.nruns = fr_node_maps_from_members(m->members, m->size, runs.runs);
+	err = registry_comm_runs(c, &runs, why);
+	free(runs.runs);
+	return err;
+}
+
+int registry_comm_runs(struct conn *c, const struct fr_msg_comm_runs *m, const char **why)
 {
 	struct job_rank *r = conn_rank(c);
 	char id[FR_COMM_ID_MAX + 1];
@@ -832,9 +892,8 @@ int registry_comm(struct conn *c, const struct fr_msg_comm *m, const char **why)
 		*why = "communicator size or rank out of range";
 		return -EPROTO;
 	}
-	/* An NCCL rank knows only its own entry and sends the others unknown. */
-	for (uint32_t i = 0; i < m->size; i++) {
-		if (m->members[i] != FR_RANK_UNKNOWN && m->members[i] >= c->job->world_size) {
+	for (uint32_t i = 0; i < m->nruns; i++) {
+		if ((uint64_t)m->runs[i].rank + m->runs[i].count > c->job->world_size) {
 			*why = "communicator member not below world size";
 			return -EPROTO;
 		}

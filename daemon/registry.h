@@ -140,6 +140,11 @@ struct job_comm {
 	bool stale;
 	bool size_conflict_logged;
 	bool member_conflict_logged;
+	/* The list is complete and one run, members[i] = run_first + i (world,
+	 * any block of consecutive ranks): a report is then checked run by run,
+	 * not member by member, so that N reports of world cost N, not N^2. */
+	bool one_run;
+	uint32_t run_first;
 };
 
 /* What /v1/jobs/<job>/incidents lists; outlives the incident itself. */
@@ -249,6 +254,9 @@ struct live_view {
 int registry_hello(struct flightrecd *d, struct conn *c, const struct fr_msg_hello *m,
 		   const char **why);
 int registry_comm(struct conn *c, const struct fr_msg_comm *m, const char **why);
+/* COMM_RUNS (protocol 5), what registry_comm() makes of a COMM too: the
+ * job's one shared list of the communicator takes the runs' members. */
+int registry_comm_runs(struct conn *c, const struct fr_msg_comm_runs *m, const char **why);
 int registry_progress(struct conn *c, const struct fr_msg_progress *m, const char **why);
 void registry_bye(struct conn *c);
 void registry_seen(struct conn *c);

@@ -580,6 +580,18 @@ static int conn_send_proof(struct conn *c, const struct fr_msg_daemon_proof *m)
 	return conn_write_frame(c, w, fr_wire_daemon_proof_encode(m, w->frame, size));
 }
 
+/* Answers an agent's VERSION: this daemon reads COMM_RUNS (protocol 5). */
+static int conn_send_welcome(struct conn *c)
+{
+	struct fr_msg_welcome m = { .version = FR_WIRE_VERSION };
+	size_t size = fr_wire_welcome_size(&m);
+	struct conn_write *w = malloc(sizeof(*w) + size);
+
+	if (!w)
+		return -ENOMEM;
+	return conn_write_frame(c, w, fr_wire_welcome_encode(&m, w->frame, size));
+}
+
 /*
  * Proves the token to an agent that asked (DAEMON_CHALLENGE), for the HELLO
  * just verified: the first frame it reads after its HELLO.
@@ -848,6 +860,26 @@ static void conn_dispatch(struct conn *c, const struct fr_wire_header *h, const 
 			err = registry_comm(c, &m, &why);
 			fr_wire_comm_free(&m);
 		}
+		break;
+	}
+	case FR_MSG_COMM_RUNS: {
+		struct fr_msg_comm_runs m = { 0 };
+
+		err = fr_wire_comm_runs_decode(p, h->length, &m);
+		if (err == -EPROTO)
+			why = fr_wire_comm_runs_why(p, h->length);
+		if (!err) {
+			err = registry_comm_runs(c, &m, &why);
+			fr_wire_comm_runs_free(&m);
+		}
+		break;
+	}
+	case FR_MSG_VERSION: {
+		struct fr_msg_version m;
+
+		err = fr_wire_version_decode(p, h->length, &m);
+		if (!err)
+			err = conn_send_welcome(c);
 		break;
 	}
 	case FR_MSG_PROGRESS: {

@@ -28,6 +28,11 @@
 /* 1.5 adds "summary" (a summary of a rank's full dump, dumps/summary.h);
  * only a summary is written as 1.5. */
 #define FR_DUMP_VERSION_SUMMARY "1.5"
+/* 1.6 lets pg_config "ranks" be a string of runs, "0-65535" (dumps/FORMAT.md);
+ * only a dump that writes one is 1.6: a list of DUMP_RUNS_MIN_MEMBERS
+ * members or more whose runs are shorter than its array. */
+#define FR_DUMP_VERSION_RUNS "1.6"
+#define DUMP_RUNS_MIN_MEMBERS 64
 #define FR_DUMP_VERSION_MAJOR 1
 /*
  * Manifests are versioned apart from dumps since 2.0, which lists each

@@ -1052,6 +1052,76 @@ static int read_entries_json(struct fr_json_in *in, void *arg)
 	return fr_json_expect(in, ']', "',' or ']' after an entry");
 }
 
+/* A decimal number below UINT32_MAX at *s, which moves past it; false if
+ * none. Digits by hand: a thousand ranks in each of a thousand dumps made
+ * strtoul() show in profiles. */
+static bool runs_number(const char **s, uint32_t *out)
+{
+	uint64_t x = 0;
+	const char *p = *s;
+
+	if (*p < '0' || *p > '9')
+		return false;
+	for (; *p >= '0' && *p <= '9'; p++) {
+		x = x * 10 + (uint64_t)(*p - '0');
+		if (x >= UINT32_MAX)
+			return false;
+	}
+	*s = p;
+	*out = (uint32_t)x;
+	return true;
+}
+
+/*
+ * Members spelled as runs (dumps/FORMAT.md, 1.6): items separated by
+ * commas, each "A" (global rank A), "A-B" (ranks A to B, B not below A),
+ * "?" (a member not known) or "?*N" (N of them). Run twice: with `m` NULL
+ * it counts the members into *n, then fills `m`. The count is bounded
+ * before anything is allocated: no communicator has more members than a
+ * world has ranks. Returns 0 or fails naming the item.
+ */
+static int runs_members(const struct rd *rd, const char *text, const char *where, uint32_t *m,
+			size_t *n)
+{
+	const char *s = text;
+	size_t i = 0;
+
+	for (;;) {
+		uint32_t a, b, count;
+		bool known = *s != '?';
+
+		if (!known) {
+			s++;
+			count = 1;
+			if (*s == '*' && (s++, !runs_number(&s, &count) || count == 0))
+				goto out_bad;
+		} else {
+			if (!runs_number(&s, &a))
+				goto out_bad;
+			b = a;
+			if (*s == '-' && (s++, !runs_number(&s, &b) || b < a))
+				goto out_bad;
+			count = b - a + 1;
+		}
+		if (count > DUMP_WORLD_MAX - i)
+			return fr_rd_fail(rd, -EPROTO, "%s: \"%.64s\" lists more than %u members",
+					  where, text, DUMP_WORLD_MAX);
+		for (uint32_t k = 0; m && k < count; k++)
+			m[i + k] = known ? a + k : FR_RANK_UNKNOWN;
+		i += count;
+		if (*s == '\0')
+			break;
+		if (*s++ != ',')
+			goto out_bad;
+	}
+	*n = i;
+	return 0;
+
+out_bad:
+	return fr_rd_fail(rd, -EPROTO, "%s: \"%.64s\" is not a list of ranks (near \"%.16s\")",
+			  where, text, s);
+}
+
 int fr_rd_members(const struct rd *rd, const struct fr_val *v, const char *where,
 		  uint32_t **out, size_t *n)
 {
@@ -1064,6 +1134,18 @@ int fr_rd_members(const struct rd *rd, const struct fr_val *v, const char *where
 	if (!fr_val_is(v, FR_VAL_ARRAY) && !fr_val_is(v, FR_VAL_STRING))
 		return fr_rd_fail(rd, -EPROTO, "%s: expected an array, got %s", where,
 				  fr_val_type_name(v));
+	if (v->type == FR_VAL_STRING && v->u.s[strspn(v->u.s, " ")] != '[') {
+		int rc = runs_members(rd, v->u.s, where, NULL, &cap);
+
+		if (rc)
+			return rc;
+		m = calloc(cap ? cap : 1, sizeof(*m));
+		if (!m)
+			return fr_rd_nomem(rd);
+		runs_members(rd, v->u.s, where, m, n);
+		*out = m;
+		return 0;
+	}
 	cap = v->type == FR_VAL_ARRAY ? v->n : v->n / 2 + 1;
 	m = calloc(cap ? cap : 1, sizeof(*m));
 	if (!m)
@@ -1087,29 +1169,21 @@ int fr_rd_members(const struct rd *rd, const struct fr_val *v, const char *where
 	} else {
 		const char *s = v->u.s;
 
-		/* Digits by hand: a thousand ranks in each of a thousand
-		 * dumps made strtoul() and strspn() show in profiles. */
+		/* Spaces by hand, as digits: strspn() showed in profiles. */
 		while (*s == ' ')
 			s++;
 		if (*s++ != '[')
 			goto out_bad_string;
 		for (;;) {
-			uint64_t x = 0;
+			uint32_t x;
 
 			while (*s == ' ')
 				s++;
 			if (*s == ']' && i == 0)
 				break;
-			if (*s < '0' || *s > '9')
+			if (!runs_number(&s, &x) || i >= cap)
 				goto out_bad_string;
-			for (; *s >= '0' && *s <= '9'; s++) {
-				x = x * 10 + (uint64_t)(*s - '0');
-				if (x >= UINT32_MAX)
-					goto out_bad_string;
-			}
-			if (i >= cap)
-				goto out_bad_string;
-			m[i++] = (uint32_t)x;
+			m[i++] = x;
 			while (*s == ' ')
 				s++;
 			if (*s == ']')

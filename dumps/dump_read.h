@@ -223,8 +223,9 @@ int fr_rd_world(const struct rd *rd, const char *at, uint32_t world_size);
 
 /*
  * PyTorch writes a group's ranks as a string, "[0, 1]"; ours is an array,
- * where -1 stands for a member the writer did not know (FR_RANK_UNKNOWN).
- * Parses either into a newly allocated array (the caller frees).
+ * where -1 stands for a member the writer did not know (FR_RANK_UNKNOWN),
+ * or since 1.6 a string of runs, "0-65535" or "?*3,3" (dumps/FORMAT.md).
+ * Parses any of them into a newly allocated array (the caller frees).
  */
 int fr_rd_members(const struct rd *rd, const struct fr_val *v, const char *where,
 		  uint32_t **out, size_t *n);

@@ -6,6 +6,7 @@
 #include "dump.h"
 #include "dump_write.h"
 #include "entry.h"
+#include "../protocol/member_runs.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -156,12 +157,93 @@ json_t *dump_members_json(const struct fr_comm *c)
 	return ranks;
 }
 
-json_t *dump_pg_config_json(const struct fr_comm *c)
+/* Characters of the array dump_members_json() makes, as JSON_COMPACT writes it. */
+static size_t members_array_len(const struct fr_comm *c)
+{
+	size_t n = 2;
+
+	for (uint32_t i = 0; i < c->size; i++) {
+		uint32_t v = c->members[i];
+
+		n += (i ? 1 : 0) + (v == FR_RANK_UNKNOWN ? 2 : 1);
+		for (; v != FR_RANK_UNKNOWN && v >= 10; v /= 10)
+			n++;
+	}
+	return n;
+}
+
+/* Appends one item of a runs string at `p` (room for RUN_ITEM_MAX bytes). */
+#define RUN_ITEM_MAX 24
+static char *runs_item(char *p, bool first, bool known, uint32_t rank, uint32_t count)
+{
+	if (!first)
+		*p++ = ',';
+	if (!known)
+		return p + (count == 1 ? sprintf(p, "?") : sprintf(p, "?*%" PRIu32, count));
+	if (count == 1)
+		return p + sprintf(p, "%" PRIu32, rank);
+	return p + sprintf(p, "%" PRIu32 "-%" PRIu32, rank, rank + count - 1);
+}
+
+/*
+ * The members as runs of consecutive global ranks (dumps/FORMAT.md,
+ * version 1.6): "0-65535" for world, where the array would take 382 KiB in
+ * each of 65,536 dumps. NULL when the array is as short (so small or
+ * shuffled communicators stay arrays, as 1.4 writes them), or out of
+ * memory, which the array then reports. Runs are found as the node
+ * daemon's messages find them (fr_node_maps_from_members()).
+ */
+static json_t *members_runs_json(const struct fr_comm *c)
+{
+	struct fr_node_map *maps;
+	uint32_t nmaps, at = 0;
+	json_t *j = NULL;
+	char *text, *p;
+
+	if (!c->members || c->size < DUMP_RUNS_MIN_MEMBERS)
+		return NULL;
+	maps = malloc(c->size * sizeof(*maps));
+	if (!maps)
+		return NULL;
+	nmaps = fr_node_maps_from_members(c->members, c->size, maps);
+	/* Each run may follow a gap of unknown members, and one gap may end the list. */
+	text = malloc(((size_t)nmaps * 2 + 1) * RUN_ITEM_MAX + 1);
+	if (!text)
+		goto out_free_maps;
+	p = text;
+	for (uint32_t i = 0; i < nmaps; i++) {
+		if (maps[i].index > at)
+			p = runs_item(p, p == text, false, 0, maps[i].index - at);
+		p = runs_item(p, p == text, true, maps[i].rank, maps[i].count);
+		at = maps[i].index + maps[i].count;
+	}
+	if (at < c->size)
+		p = runs_item(p, p == text, false, 0, c->size - at);
+	*p = '\0';
+	/* The string's two quotes against the array's brackets. */
+	if ((size_t)(p - text) < members_array_len(c) - 2)
+		j = json_stringn(text, (size_t)(p - text));
+	free(text);
+out_free_maps:
+	free(maps);
+	return j;
+}
+
+/*
+ * A communicator's entry in pg_config. Its members are written as runs
+ * when `runs` is not NULL and that is shorter (then *runs is set: the dump
+ * needs version 1.6), else as an array.
+ */
+static json_t *pg_config_json(const struct fr_comm *c, bool *runs)
 {
 	json_t *o = json_object();
-	json_t *ranks = dump_members_json(c);
+	json_t *ranks = runs ? members_runs_json(c) : NULL;
 	int bad = 0;
 
+	if (ranks)
+		*runs = true;
+	else
+		ranks = dump_members_json(c);
 	if (!o || !ranks)
 		goto out_free;
 	bad |= set(o, "name", JSTR(c->id));
@@ -179,6 +261,12 @@ out_free:
 	json_decref(o);
 	return NULL;
 }
+
+json_t *dump_pg_config_json(const struct fr_comm *c)
+{
+	return pg_config_json(c, NULL);
+}
+
 static json_t *pg_status_json(const struct fr_comm *c)
 {
 	json_t *o = json_object();
@@ -263,6 +351,7 @@ json_t *dump_trace_json(const struct fr_trace *t, bool with_threads,
 	json_t *pg_status = json_object();
 	json_t *entries = json_array();
 	json_t *threads = NULL;
+	bool runs = false;
 	int bad = 0;
 
 	if (!root || !pg_config || !pg_status || !entries)
@@ -275,7 +364,7 @@ json_t *dump_trace_json(const struct fr_trace *t, bool with_threads,
 			goto out_free;
 		bad |= set(pg_config, json_string_value(id),
 			   w ? w->comm(w->arg, json_string_value(id), &t->comms[i]) :
-			       dump_pg_config_json(&t->comms[i]));
+			       pg_config_json(&t->comms[i], &runs));
 		bad |= set(pg_status, json_string_value(id), pg_status_json(&t->comms[i]));
 		json_decref(id);
 	}
@@ -290,10 +379,11 @@ json_t *dump_trace_json(const struct fr_trace *t, bool with_threads,
 	}
 
 	bad |= set(root, "format", json_string(FR_DUMP_FORMAT));
-	/* Only a summary needs 1.5: every other dump stays a 1.4 one, byte
-	 * for byte. */
-	bad |= set(root, "version", json_string(t->summary ? FR_DUMP_VERSION_SUMMARY :
-							    FR_DUMP_VERSION));
+	/* A dump that needs no member runs (1.6) and is no summary (1.5)
+	 * stays a 1.4 one, byte for byte. */
+	bad |= set(root, "version", json_string(runs	   ? FR_DUMP_VERSION_RUNS :
+						t->summary ? FR_DUMP_VERSION_SUMMARY :
+							     FR_DUMP_VERSION));
 	bad |= set(root, "job", JSTR(t->job));
 	bad |= set(root, "rank", json_integer(t->rank));
 	bad |= set(root, "world_size", json_integer(t->world_size));

@@ -28,7 +28,7 @@
 #define NODE_JOB_MIN_SIZE (STR_SIZE(0) + 4 + 4)
 #define NODE_RANK_MIN_SIZE (4 + 4 + STR_SIZE(0) + 1 + 8 + 4)
 #define NODE_COMM_MIN_SIZE (STR_SIZE(0) + STR_SIZE(0) + 4 + 4)
-#define NODE_MAP_SIZE 12
+#define NODE_MAP_SIZE FR_NODE_MAP_SIZE
 #define NODE_RANGE_SIZE 8
 #define NODE_LAGGARD_SIZE 20
 /* A group without its ranges. */
@@ -281,24 +281,12 @@ FR_WIRE_FREE_ONE(fr_wire_node_ranks_free, struct fr_msg_node_ranks, ranks)
 
 /* NODE_COMMS */
 
-/* Runs ascending by index, inside the communicator, of ranks below FR_RANK_UNKNOWN. */
+/* Strings within their limits, and runs as member_runs.h has them. */
 static bool node_comm_valid(const struct fr_node_comm *c)
 {
-	uint64_t next = 0;
-
-	if (str_len(c->id, FR_COMM_ID_MAX) > FR_COMM_ID_MAX ||
-	    str_len(c->desc, FR_COMM_DESC_MAX) > FR_COMM_DESC_MAX || (c->nmaps && !c->maps))
-		return false;
-	for (uint32_t i = 0; i < c->nmaps; i++) {
-		const struct fr_node_map *mp = &c->maps[i];
-
-		if (mp->count == 0 || mp->index < next ||
-		    (uint64_t)mp->index + mp->count > c->size ||
-		    (uint64_t)mp->rank + mp->count > FR_RANK_UNKNOWN)
-			return false;
-		next = (uint64_t)mp->index + mp->count;
-	}
-	return true;
+	return str_len(c->id, FR_COMM_ID_MAX) <= FR_COMM_ID_MAX &&
+	       str_len(c->desc, FR_COMM_DESC_MAX) <= FR_COMM_DESC_MAX && (!c->nmaps || c->maps) &&
+	       !fr_node_maps_check(c->maps, c->nmaps, c->size);
 }
 
 static size_t node_comm_size(const struct fr_node_comm *c, uint32_t nmaps)
@@ -338,11 +326,7 @@ int fr_wire_node_comms_encode(const struct fr_msg_node_comms *m, uint8_t *buf, s
 		wr_str(&w, c->desc, str_len(c->desc, FR_COMM_DESC_MAX));
 		wr_u32(&w, c->size);
 		wr_u32(&w, c->nmaps);
-		for (uint32_t j = 0; j < c->nmaps; j++) {
-			wr_u32(&w, c->maps[j].index);
-			wr_u32(&w, c->maps[j].rank);
-			wr_u32(&w, c->maps[j].count);
-		}
+		wr_runs(&w, c->maps, c->nmaps);
 	}
 	return wr_end(&w, buf, total);
 }
@@ -382,11 +366,7 @@ int fr_wire_node_comms_decode(const uint8_t *payload, size_t len, struct fr_msg_
 			ret = -ENOMEM;
 			goto out_free;
 		}
-		for (uint32_t j = 0; j < c->nmaps; j++) {
-			c->maps[j].index = rd_u32(&r);
-			c->maps[j].rank = rd_u32(&r);
-			c->maps[j].count = rd_u32(&r);
-		}
+		rd_runs(&r, c->maps, c->nmaps);
 		if (!node_comm_valid(c))
 			rd_fail(&r);
 	}
@@ -396,24 +376,6 @@ out_free:
 	/* Frees what was taken; the message was zeroed first. */
 	fr_wire_node_comms_free(m);
 	return ret;
-}
-
-uint32_t fr_node_maps_from_members(const uint32_t *members, uint32_t size, struct fr_node_map *out)
-{
-	uint32_t n = 0;
-
-	for (uint32_t i = 0; i < size; i++) {
-		struct fr_node_map *last = n ? &out[n - 1] : NULL;
-
-		if (members[i] == FR_RANK_UNKNOWN)
-			continue;
-		if (last && last->index + last->count == i && members[i] > last->rank &&
-		    members[i] - last->rank == last->count)
-			last->count++;
-		else
-			out[n++] = (struct fr_node_map){ .index = i, .rank = members[i], .count = 1 };
-	}
-	return n;
 }
 
 int fr_node_comms_batch(struct fr_msg_node_comms *m, struct fr_node_comm *slots, uint32_t nslots,

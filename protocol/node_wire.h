@@ -23,6 +23,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "member_runs.h"
 #include "wire.h"
 
 /* Jobs one NODE_HELLO lists: the daemon holds at most 1,024. */
@@ -111,16 +112,6 @@ struct fr_msg_node_ranks {
 	uint8_t flags;          /* FR_NODE_RANKS_* */
 	uint32_t nranks;
 	struct fr_node_rank *ranks;
-};
-
-/*
- * Members index .. index + count - 1 of a communicator are global ranks
- * rank .. rank + count - 1.
- */
-struct fr_node_map {
-	uint32_t index;
-	uint32_t rank;
-	uint32_t count;
 };
 
 /*
@@ -275,13 +266,6 @@ void fr_wire_node_progress_free(struct fr_msg_node_progress *m);
  * could hold it), false for a repeat.
  */
 bool fr_node_ranges_add(struct fr_node_range *r, uint32_t *n, uint32_t cap, uint32_t rank);
-
-/*
- * The runs of a member list (global ranks in communicator order,
- * FR_RANK_UNKNOWN where not known) into `out`, which has room for `size`
- * runs (one per member when no two follow each other). Returns the count.
- */
-uint32_t fr_node_maps_from_members(const uint32_t *members, uint32_t size, struct fr_node_map *out);
 
 /* Where fr_node_comms_batch() goes on from: communicator, then run. */
 struct fr_node_cursor {

@@ -68,6 +68,8 @@ unsigned fr_wire_msg_version(unsigned type)
 {
 	if (!fr_msg_name(type))
 		return 0;
+	if (type >= FR_MSG_VERSION)
+		return 5;
 	if (type >= FR_MSG_NODE_HELLO)
 		return 4;
 	return type >= FR_MSG_DAEMON_CHALLENGE ? 3 : type >= FR_MSG_CHALLENGE ? 2 : 1;
@@ -126,6 +128,25 @@ int fr_wire_hello_decode(const uint8_t *payload, size_t len, struct fr_msg_hello
 	return 0;
 }
 
+/* COMM and COMM_RUNS start alike: id, desc, this rank's rank, size. */
+
+static void wr_comm_head(struct wr *w, const char *id, const char *desc, uint32_t rank,
+			 uint32_t size)
+{
+	wr_str(w, id, str_len(id, FR_COMM_ID_MAX));
+	wr_str(w, desc, str_len(desc, FR_COMM_DESC_MAX));
+	wr_u32(w, rank);
+	wr_u32(w, size);
+}
+
+/* The head up to `size`, which each message reads its own way. */
+static void rd_comm_head(struct rd *r, char *id, char *desc, uint32_t *rank)
+{
+	rd_str(r, id, FR_COMM_ID_MAX);
+	rd_str(r, desc, FR_COMM_DESC_MAX);
+	*rank = rd_u32(r);
+}
+
 /* COMM */
 
 size_t fr_wire_comm_size(const struct fr_msg_comm *m)
@@ -148,10 +169,7 @@ int fr_wire_comm_encode(const struct fr_msg_comm *m, uint8_t *buf, size_t cap)
 	total = wr_begin(&w, buf, cap, FR_MSG_COMM, fr_wire_comm_size(m));
 	if (total < 0)
 		return total;
-	wr_str(&w, m->id, id);
-	wr_str(&w, m->desc, desc);
-	wr_u32(&w, m->rank);
-	wr_u32(&w, m->size);
+	wr_comm_head(&w, m->id, m->desc, m->rank, m->size);
 	for (uint32_t i = 0; i < m->size; i++)
 		wr_u32(&w, m->members[i]);
 	return wr_end(&w, buf, total);
@@ -163,9 +181,7 @@ int fr_wire_comm_decode(const uint8_t *payload, size_t len, struct fr_msg_comm *
 	int ret = -EPROTO;
 
 	memset(m, 0, sizeof(*m));
-	rd_str(&r, m->id, FR_COMM_ID_MAX);
-	rd_str(&r, m->desc, FR_COMM_DESC_MAX);
-	m->rank = rd_u32(&r);
+	rd_comm_head(&r, m->id, m->desc, &m->rank);
 	m->size = rd_count(&r, 4, 0);
 	if (!r.bad && m->rank >= m->size)
 		rd_fail(&r);
@@ -188,6 +204,121 @@ out_free:
 }
 
 FR_WIRE_FREE_ONE(fr_wire_comm_free, struct fr_msg_comm, members)
+
+/* COMM_RUNS */
+
+size_t fr_wire_comm_runs_size(const struct fr_msg_comm_runs *m)
+{
+	return FR_WIRE_HEADER_SIZE + STR_SIZE(str_len(m->id, FR_COMM_ID_MAX)) +
+	       STR_SIZE(str_len(m->desc, FR_COMM_DESC_MAX)) + 4 + 4 + 4 +
+	       FR_NODE_MAP_SIZE * (size_t)m->nruns;
+}
+
+int fr_wire_comm_runs_encode(const struct fr_msg_comm_runs *m, uint8_t *buf, size_t cap)
+{
+	size_t id = str_len(m->id, FR_COMM_ID_MAX);
+	size_t desc = str_len(m->desc, FR_COMM_DESC_MAX);
+	struct wr w;
+	int total;
+
+	if (id > FR_COMM_ID_MAX || desc > FR_COMM_DESC_MAX || m->rank >= m->size ||
+	    (m->nruns && !m->runs) || fr_node_maps_check(m->runs, m->nruns, m->size))
+		return -EINVAL;
+	total = wr_begin(&w, buf, cap, FR_MSG_COMM_RUNS, fr_wire_comm_runs_size(m));
+	if (total < 0)
+		return total;
+	wr_comm_head(&w, m->id, m->desc, m->rank, m->size);
+	wr_u32(&w, m->nruns);
+	wr_runs(&w, m->runs, m->nruns);
+	return wr_end(&w, buf, total);
+}
+
+/*
+ * Decodes a COMM_RUNS payload, its runs checked only when `check`, so that
+ * fr_wire_comm_runs_why() can ask fr_node_maps_check() what is wrong.
+ */
+static int comm_runs_read(const uint8_t *payload, size_t len, struct fr_msg_comm_runs *m,
+			  bool check)
+{
+	struct rd r = rd_init(payload, len);
+	int ret = -EPROTO;
+
+	memset(m, 0, sizeof(*m));
+	rd_comm_head(&r, m->id, m->desc, &m->rank);
+	m->size = rd_u32(&r);
+	m->nruns = rd_count(&r, FR_NODE_MAP_SIZE, 0);
+	if (!r.bad && m->rank >= m->size)
+		rd_fail(&r);
+	if (rd_array(&r, (void **)&m->runs, m->nruns, sizeof(*m->runs), &ret) < 0)
+		goto out_free;
+	rd_runs(&r, m->runs, m->nruns);
+	if (check && fr_node_maps_check(m->runs, m->nruns, m->size))
+		rd_fail(&r);
+	if (rd_ok(&r))
+		return 0;
+out_free:
+	/* Frees what was taken; the message was zeroed first. */
+	fr_wire_comm_runs_free(m);
+	return ret;
+}
+
+int fr_wire_comm_runs_decode(const uint8_t *payload, size_t len, struct fr_msg_comm_runs *m)
+{
+	return comm_runs_read(payload, len, m, true);
+}
+
+const char *fr_wire_comm_runs_why(const uint8_t *payload, size_t len)
+{
+	struct fr_msg_comm_runs m;
+	const char *why;
+
+	if (comm_runs_read(payload, len, &m, false))
+		return "comm_runs malformed: truncated, over-long, or its rank not below its size";
+	why = fr_node_maps_check(m.runs, m.nruns, m.size);
+	fr_wire_comm_runs_free(&m);
+	return why ? why : "comm_runs accepted";
+}
+
+FR_WIRE_FREE_ONE(fr_wire_comm_runs_free, struct fr_msg_comm_runs, runs)
+
+/* VERSION and WELCOME: the newest version each side speaks, 5 or more. */
+
+#define VERSION_CODEC(n, T)                                                           \
+	size_t fr_wire_##n##_size(const struct fr_msg_##n *m)                         \
+	{                                                                             \
+		(void)m;                                                              \
+		return FR_WIRE_HEADER_SIZE + 2;                                       \
+	}                                                                             \
+                                                                                      \
+	int fr_wire_##n##_encode(const struct fr_msg_##n *m, uint8_t *buf, size_t cap) \
+	{                                                                             \
+		struct wr w;                                                          \
+		int total;                                                            \
+                                                                                      \
+		if (m->version < 5)                                                   \
+			return -EINVAL;                                               \
+		total = wr_begin(&w, buf, cap, FR_MSG_##T, fr_wire_##n##_size(m));    \
+		if (total < 0)                                                        \
+			return total;                                                 \
+		wr_u16(&w, m->version);                                               \
+		return wr_end(&w, buf, total);                                        \
+	}                                                                             \
+                                                                                      \
+	int fr_wire_##n##_decode(const uint8_t *payload, size_t len, struct fr_msg_##n *m) \
+	{                                                                             \
+		struct rd r = rd_init(payload, len);                                  \
+                                                                                      \
+		m->version = rd_u16(&r);                                              \
+		if (!rd_ok(&r) || m->version < 5) {                                   \
+			memset(m, 0, sizeof(*m));                                     \
+			return -EPROTO;                                               \
+		}                                                                     \
+		return 0;                                                             \
+	}
+
+VERSION_CODEC(version, VERSION)
+VERSION_CODEC(welcome, WELCOME)
+#undef VERSION_CODEC
 
 /* PROGRESS */
 

@@ -42,9 +42,11 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "member_runs.h"
+
 #define FR_WIRE_MAGIC 0x43455246u
 /* The newest protocol version this build speaks, and the oldest it reads. */
-#define FR_WIRE_VERSION 4
+#define FR_WIRE_VERSION 5
 #define FR_WIRE_VERSION_MIN 1
 #define FR_WIRE_HEADER_SIZE 16
 /* Largest payload of one frame; dumps travel as several DUMP_DATA frames. */
@@ -89,7 +91,10 @@
 	X(NODE_DUMP_REQUEST, 17, node_dump_request) \
 	X(NODE_SUMMARY, 18, node_summary)   \
 	X(NODE_DUMP_DONE, 19, node_dump_done) \
-	X(NODE_FETCH, 20, node_fetch)
+	X(NODE_FETCH, 20, node_fetch)       \
+	X(VERSION, 21, version)             \
+	X(WELCOME, 22, welcome)             \
+	X(COMM_RUNS, 23, comm_runs)
 
 enum fr_msg_type {
 #define FR_MSG_ENUM(T, v, n) FR_MSG_##T = v,
@@ -339,6 +344,41 @@ struct fr_msg_error {
 	char message[FR_REASON_MAX + 1]; /* for people */
 };
 
+/*
+ * Agent -> daemon, version 5: the newest protocol version the agent speaks
+ * (5 or more), sent right after HELLO (after DAEMON_PROOF when the daemon
+ * proved the token). A daemon of version 5 answers WELCOME; an older one
+ * refuses the frame and closes the connection (after ERROR 4 when it
+ * challenged it), and the agent then sends that daemon only what version 4
+ * has (protocol/PROTOCOL.md, "Versions in use").
+ */
+struct fr_msg_version {
+	uint16_t version;
+};
+
+/* Daemon -> agent, version 5: the answer to VERSION, the newest version the daemon speaks. */
+struct fr_msg_welcome {
+	uint16_t version;
+};
+
+/*
+ * Agent -> daemon, version 5: COMM with the known members as runs
+ * (member_runs.h), sent instead of COMM to a daemon that answered WELCOME
+ * whenever it is the shorter frame: world is one run of 12 bytes where
+ * COMM takes 4 bytes a member, 256 KiB at 65,536 ranks, from every rank.
+ * Members in no run are not known (FR_RANK_UNKNOWN in COMM). Decode
+ * allocates `runs` (fr_wire_comm_runs_free()) and refuses runs that
+ * fr_node_maps_check() refuses; fr_wire_comm_runs_why() says why.
+ */
+struct fr_msg_comm_runs {
+	char id[FR_COMM_ID_MAX + 1];
+	char desc[FR_COMM_DESC_MAX + 1];
+	uint32_t rank;                   /* this rank's rank in the communicator, below size */
+	uint32_t size;                   /* number of members */
+	uint32_t nruns;
+	struct fr_node_map *runs;
+};
+
 /* The node daemons' messages, defined in node_wire.h. */
 struct fr_msg_node_hello;
 struct fr_msg_node_ranks;
@@ -362,6 +402,10 @@ FR_WIRE_MESSAGES(FR_WIRE_PROTOS)
 #undef FR_WIRE_PROTOS
 
 void fr_wire_comm_free(struct fr_msg_comm *m);
+void fr_wire_comm_runs_free(struct fr_msg_comm_runs *m);
+
+/* Why fr_wire_comm_runs_decode() refused `payload`, for a log line. */
+const char *fr_wire_comm_runs_why(const uint8_t *payload, size_t len);
 void fr_wire_progress_free(struct fr_msg_progress *m);
 
 #endif

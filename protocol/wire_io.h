@@ -244,6 +244,25 @@ static inline int rd_array(const struct rd *r, void **p, size_t n, size_t size, 
 	return 0;
 }
 
+/* Runs of members (member_runs.h) as NODE_COMMS and COMM_RUNS carry them. */
+static inline void wr_runs(struct wr *w, const struct fr_node_map *runs, uint32_t n)
+{
+	for (uint32_t i = 0; i < n; i++) {
+		wr_u32(w, runs[i].index);
+		wr_u32(w, runs[i].rank);
+		wr_u32(w, runs[i].count);
+	}
+}
+
+static inline void rd_runs(struct rd *r, struct fr_node_map *runs, uint32_t n)
+{
+	for (uint32_t i = 0; i < n; i++) {
+		runs[i].index = rd_u32(r);
+		runs[i].rank = rd_u32(r);
+		runs[i].count = rd_u32(r);
+	}
+}
+
 /*
  * A decoded message's free function when it holds one allocated array,
  * `field`: frees it and zeroes the message (NULL is left alone), so that a

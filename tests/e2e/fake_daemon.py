@@ -28,6 +28,13 @@ fake_daemon.py PORT_FILE MODE
               to answer, or a peer waiting to see what the agent does)
   rechallenge challenges, and after the agent's HELLO challenges again
               instead of proving, then stays silent
+  v4          no token; reads, and closes the connection at the first
+              frame of version 5 (an agent's VERSION), as a daemon of
+              protocol 4 does; prints "frame N TYPE MEMBERS" for each
+              COMM (MEMBERS: how many it lists) and "frame N TYPE" for
+              every other frame, N the connection
+  v5          no token; answers VERSION with WELCOME 5, and prints frames
+              as v4 does ("frame N comm_runs RUNS", RUNS the count of runs)
 
 Prints "connection N SECONDS" for each connection accepted, SECONDS since
 the first. Writes the port it
@@ -129,9 +136,38 @@ def answers(conn):
         time.sleep(1)
 
 
-def serve(conn, mode):
+VERSION, WELCOME, COMM_RUNS = 21, 22, 23
+NAMES = {1: "hello", 2: "comm", 3: "progress", 4: "heartbeat", 7: "bye", VERSION: "version",
+         COMM_RUNS: "comm_runs"}
+
+
+def protocol(conn, n, mode):
+    """Reads frames as a daemon of protocol 4 or 5 without a token."""
+    while True:
+        version, kind, payload = read_frame(conn)
+        name = NAMES.get(kind, str(kind))
+        if version >= 5 and mode == "v4":
+            say("frame %d %s: closing, as protocol 4 does" % (n, name))
+            conn.close()
+            return
+        if kind in (2, COMM_RUNS):
+            at = 0
+            for _ in range(2):
+                at += 2 + struct.unpack_from("<H", payload, at)[0]
+            rank, size = struct.unpack_from("<II", payload, at)
+            count = size if kind == 2 else struct.unpack_from("<I", payload, at + 8)[0]
+            say("frame %d %s %d" % (n, name, count))
+        else:
+            say("frame %d %s" % (n, name))
+        if kind == VERSION:
+            conn.sendall(frame(WELCOME, struct.pack("<H", 5), version=5))
+
+
+def serve(conn, mode, n=0):
     try:
-        if mode == "v2":
+        if mode in ("v4", "v5"):
+            protocol(conn, n, mode)
+        elif mode == "v2":
             old_daemon(conn)
         elif mode == "busy":
             challenge(conn)
@@ -186,7 +222,7 @@ def main():
         n += 1
         first = first or time.monotonic()
         say("connection %d %.1f" % (n, time.monotonic() - first))
-        threading.Thread(target=serve, args=(conn, mode), daemon=True).start()
+        threading.Thread(target=serve, args=(conn, mode, n), daemon=True).start()
 
 
 main()

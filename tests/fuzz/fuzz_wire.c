@@ -207,25 +207,52 @@ static void check_node_ranks(struct fr_msg_node_ranks *m, const uint8_t *p, size
 			   strlen(m->ranks[i].host) <= FR_HOST_MAX);
 }
 
+/* Runs of members, checked apart from fr_node_maps_check(), which the decoders use. */
+static void check_runs(const struct fr_node_map *runs, uint32_t n, uint32_t size)
+{
+	uint64_t next = 0;
+
+	FUZZ_CHECK(!n == !runs);
+	for (uint32_t k = 0; k < n; k++) {
+		const struct fr_node_map *mp = &runs[k];
+
+		FUZZ_CHECK(mp->count >= 1 && mp->index >= next &&
+			   (uint64_t)mp->index + mp->count <= size &&
+			   (uint64_t)mp->rank + mp->count <= FR_RANK_UNKNOWN);
+		next = (uint64_t)mp->index + mp->count;
+	}
+}
+
 static void check_node_comms(struct fr_msg_node_comms *m, const uint8_t *p, size_t len)
 {
 	(void)p;
 	(void)len;
 	FUZZ_CHECK(strlen(m->job) <= FR_JOB_MAX && !m->ncomms == !m->comms);
-	for (uint32_t i = 0; i < m->ncomms; i++) {
-		const struct fr_node_comm *c = &m->comms[i];
-		uint64_t next = 0;
+	for (uint32_t i = 0; i < m->ncomms; i++)
+		check_runs(m->comms[i].maps, m->comms[i].nmaps, m->comms[i].size);
+}
 
-		FUZZ_CHECK(!c->nmaps == !c->maps);
-		for (uint32_t k = 0; k < c->nmaps; k++) {
-			const struct fr_node_map *mp = &c->maps[k];
+static void check_comm_runs(struct fr_msg_comm_runs *m, const uint8_t *p, size_t len)
+{
+	(void)p;
+	(void)len;
+	FUZZ_CHECK(strlen(m->id) <= FR_COMM_ID_MAX && strlen(m->desc) <= FR_COMM_DESC_MAX &&
+		   m->rank < m->size);
+	check_runs(m->runs, m->nruns, m->size);
+}
 
-			FUZZ_CHECK(mp->count >= 1 && mp->index >= next &&
-				   (uint64_t)mp->index + mp->count <= c->size &&
-				   (uint64_t)mp->rank + mp->count <= FR_RANK_UNKNOWN);
-			next = (uint64_t)mp->index + mp->count;
-		}
-	}
+static void check_version(struct fr_msg_version *m, const uint8_t *p, size_t len)
+{
+	(void)p;
+	(void)len;
+	FUZZ_CHECK(m->version >= 5);
+}
+
+static void check_welcome(struct fr_msg_welcome *m, const uint8_t *p, size_t len)
+{
+	(void)p;
+	(void)len;
+	FUZZ_CHECK(m->version >= 5);
 }
 
 /* Runs ascending with a gap between them, holding at most `most` ranks. */
@@ -291,6 +318,9 @@ static void check_nothing(const void *m, const uint8_t *p, size_t len)
 		struct fr_msg_node_dump_request *: check_node_dump_request, \
 		struct fr_msg_node_summary *: check_node_summary,   \
 		struct fr_msg_node_fetch *: check_node_fetch,       \
+		struct fr_msg_comm_runs *: check_comm_runs,         \
+		struct fr_msg_version *: check_version,             \
+		struct fr_msg_welcome *: check_welcome,             \
 		default: check_nothing)((m), (p), (len))
 
 static void free_nothing(const void *m)
@@ -311,6 +341,7 @@ FREE_ZEROED(node_hello)
 FREE_ZEROED(node_ranks)
 FREE_ZEROED(node_comms)
 FREE_ZEROED(node_progress)
+FREE_ZEROED(comm_runs)
 #undef FREE_ZEROED
 
 /* Frees what a decoded message owns. */
@@ -322,6 +353,7 @@ FREE_ZEROED(node_progress)
 		struct fr_msg_node_ranks *: free_node_ranks,         \
 		struct fr_msg_node_comms *: free_node_comms,         \
 		struct fr_msg_node_progress *: free_node_progress,   \
+		struct fr_msg_comm_runs *: free_comm_runs,           \
 		default: free_nothing)(m)
 
 /* ---- reading a frame back ---- */

@@ -136,6 +136,65 @@ static int comm(struct conn *c, const char *id, uint32_t rank, const uint32_t *m
 
 static const uint32_t U = FR_RANK_UNKNOWN;
 
+/* The rank of `c` reports communicator `id` of `size` members as runs. */
+static int comm_runs(struct conn *c, const char *id, uint32_t rank, uint32_t size,
+		     const struct fr_node_map *runs, uint32_t nruns, const char **why)
+{
+	struct fr_msg_comm_runs m = { .rank = rank, .size = size, .nruns = nruns,
+				      .runs = (struct fr_node_map *)runs };
+
+	snprintf(m.id, sizeof(m.id), "%s", id);
+	snprintf(m.desc, sizeof(m.desc), "test");
+	*why = NULL;
+	return registry_comm_runs(c, &m, why);
+}
+
+/*
+ * COMM_RUNS and COMM build the same one list per communicator: runs fill
+ * what they name, a complete list of one run takes further reports without
+ * looking at each member, a run that disagrees keeps the first value, and
+ * a run past the world is refused.
+ */
+static void test_runs_and_arrays_merge(void **state)
+{
+	static const struct fr_node_map own0[] = { { 0, 0, 1 } }, rest[] = { { 1, 1, 3 } };
+	static const struct fr_node_map world[] = { { 0, 0, 4 } }, shifted[] = { { 0, 1, 3 } };
+	static const struct fr_node_map past[] = { { 0, WORLD - 2, 3 } };
+	uint32_t array[4] = { 0, 1, 2, 3 };
+	struct conn *c0 = hello(0, "j", 0, 100);
+	struct conn *c1 = hello(1, "j", 1, 101);
+	struct job *job = registry_job_find(&d, "j");
+	const struct job_comm *jc;
+	const char *why;
+
+	(void)state;
+	/* An NCCL rank's own place, then the rest: complete, one run. */
+	assert_int_equal(comm_runs(c0, "nccl", 0, 4, own0, 1, &why), 0);
+	jc = registry_job_comm(job, "nccl");
+	assert_int_equal(jc->nunknown, 3);
+	assert_int_equal(jc->members->v[1], U);
+	assert_false(jc->one_run);
+	assert_int_equal(comm_runs(c1, "nccl", 1, 4, rest, 1, &why), 0);
+	assert_int_equal(jc->nunknown, 0);
+	assert_memory_equal(jc->members->v, array, sizeof(array));
+	assert_true(jc->one_run);
+	/* The same list as an array changes nothing. */
+	assert_int_equal(comm(c0, "nccl", 0, array, 4), 0);
+	assert_memory_equal(registry_job_comm(job, "nccl")->members->v, array, sizeof(array));
+
+	/* World as one run, then a report that says otherwise: the first stays. */
+	assert_int_equal(comm_runs(c0, "world", 0, 4, world, 1, &why), 0);
+	jc = registry_job_comm(job, "world");
+	assert_true(jc->one_run);
+	assert_int_equal(comm_runs(c1, "world", 1, 4, shifted, 1, &why), 0);
+	assert_memory_equal(jc->members->v, array, sizeof(array));
+	assert_true(jc->member_conflict_logged);
+
+	/* Ranks past the world. */
+	assert_int_equal(comm_runs(c0, "big", 0, 3, past, 1, &why), -EPROTO);
+	assert_string_equal(why, "communicator member not below world size");
+}
+
 /*
  * A view takes a reference, not a copy; a report that fills an entry of a
  * list a view holds changes a copy, and the view keeps what it took.
@@ -306,6 +365,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_view_outlives_registry, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_refused_rereport_keeps_list, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_job_key_kept, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_runs_and_arrays_merge, setup, teardown),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

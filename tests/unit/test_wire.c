@@ -36,6 +36,7 @@
 #define V2 2
 #define V3 3
 #define V4 4
+#define V5 5
 
 /* A scratch frame built byte by byte, independently of the codec. */
 struct bytes {
@@ -209,6 +210,30 @@ static void sample_error(struct fr_msg_error *m)
 	strcpy(m->message, "the proof of the token is wrong");
 }
 
+/* Members 0-3 are ranks 8-11, member 5 rank 2, members 6-7 ranks 100-101; 4 and 8 unknown. */
+static struct fr_node_map sample_runs[] = { { 0, 8, 4 }, { 5, 2, 1 }, { 6, 100, 2 } };
+
+static void sample_comm_runs(struct fr_msg_comm_runs *m)
+{
+	memset(m, 0, sizeof(*m));
+	strcpy(m->id, "c9f3a2");
+	strcpy(m->desc, "split of world");
+	m->rank = 5;
+	m->size = 9;
+	m->nruns = sizeof(sample_runs) / sizeof(sample_runs[0]);
+	m->runs = sample_runs;
+}
+
+static void sample_version(struct fr_msg_version *m)
+{
+	m->version = 5;
+}
+
+static void sample_welcome(struct fr_msg_welcome *m)
+{
+	m->version = 7;
+}
+
 /*
  * Per message: encode the sample, and decode a payload into a struct that
  * starts out dirty, checking that a failed decode leaves it zeroed and
@@ -239,6 +264,9 @@ static void release_nothing(const void *m)
 #define release_node_summary release_nothing
 #define release_node_dump_done release_nothing
 #define release_node_fetch release_nothing
+#define release_version release_nothing
+#define release_welcome release_nothing
+#define release_comm_runs fr_wire_comm_runs_free
 
 #define CODEC_FUNCS(T, v, n)                                              \
 	static int encode_sample_##n(uint8_t *buf, size_t cap)            \
@@ -323,7 +351,10 @@ static void test_msg_names(void **state)
 	assert_string_equal(fr_msg_name(FR_MSG_NODE_PROGRESS), "node_progress");
 	assert_string_equal(fr_msg_name(FR_MSG_NODE_DUMP_REQUEST), "node_dump_request");
 	assert_string_equal(fr_msg_name(FR_MSG_NODE_FETCH), "node_fetch");
-	assert_null(fr_msg_name(21));
+	assert_string_equal(fr_msg_name(FR_MSG_VERSION), "version");
+	assert_string_equal(fr_msg_name(FR_MSG_WELCOME), "welcome");
+	assert_string_equal(fr_msg_name(FR_MSG_COMM_RUNS), "comm_runs");
+	assert_null(fr_msg_name(24));
 	assert_null(fr_msg_name(0xffff));
 	assert_null(fr_msg_name(UINT_MAX));
 }
@@ -343,8 +374,10 @@ static void test_msg_versions(void **state)
 	assert_int_equal(fr_wire_msg_version(0), 0);
 	for (unsigned t = FR_MSG_NODE_HELLO; t <= FR_MSG_NODE_FETCH; t++)
 		assert_int_equal(fr_wire_msg_version(t), V4);
-	assert_int_equal(fr_wire_msg_version(21), 0);
-	assert_int_equal(FR_WIRE_VERSION, V4);
+	for (unsigned t = FR_MSG_VERSION; t <= FR_MSG_COMM_RUNS; t++)
+		assert_int_equal(fr_wire_msg_version(t), V5);
+	assert_int_equal(fr_wire_msg_version(24), 0);
+	assert_int_equal(FR_WIRE_VERSION, V5);
 	for (size_t i = 0; i < NCODECS; i++) {
 		assert_true(codecs[i].encode_sample(buf, sizeof(buf)) > 0);
 		assert_int_equal(buf[4] | buf[5] << 8, fr_wire_msg_version(codecs[i].type));
@@ -589,6 +622,159 @@ static void test_roundtrip_comm(void **state)
 	/* Freeing twice, or a zeroed message, is harmless. */
 	fr_wire_comm_free(&out);
 	fr_wire_comm_free(NULL);
+}
+
+static void test_roundtrip_comm_runs(void **state)
+{
+	struct fr_msg_comm_runs in, out;
+	uint8_t buf[1024];
+	size_t len;
+
+	(void)state;
+	sample_comm_runs(&in);
+	len = encode_checked(codec_for(FR_MSG_COMM_RUNS), buf, sizeof(buf));
+	/* 16 + "c9f3a2" + "split of world" + rank, size, count + 3 runs. */
+	assert_int_equal(FR_WIRE_HEADER_SIZE + len, 16 + 8 + 16 + 12 + 3 * 12);
+	assert_int_equal(fr_wire_comm_runs_size(&in), FR_WIRE_HEADER_SIZE + len);
+	assert_int_equal(fr_wire_comm_runs_decode(buf + FR_WIRE_HEADER_SIZE, len, &out), 0);
+	assert_string_equal(out.id, in.id);
+	assert_string_equal(out.desc, in.desc);
+	assert_int_equal(out.rank, in.rank);
+	assert_int_equal(out.size, in.size);
+	assert_int_equal(out.nruns, in.nruns);
+	assert_memory_equal(out.runs, in.runs, in.nruns * sizeof(*in.runs));
+	assert_string_equal(fr_wire_comm_runs_why(buf + FR_WIRE_HEADER_SIZE, len), "comm_runs accepted");
+	fr_wire_comm_runs_free(&out);
+	assert_null(out.runs);
+	fr_wire_comm_runs_free(&out);
+	fr_wire_comm_runs_free(NULL);
+
+	/* No run at all: every member unknown but this rank's own place. */
+	in.nruns = 0;
+	in.runs = NULL;
+	len = (size_t)fr_wire_comm_runs_encode(&in, buf, sizeof(buf)) - FR_WIRE_HEADER_SIZE;
+	assert_int_equal(fr_wire_comm_runs_decode(buf + FR_WIRE_HEADER_SIZE, len, &out), 0);
+	assert_int_equal(out.nruns, 0);
+	assert_null(out.runs);
+}
+
+/*
+ * Runs that overlap, go down, reach past the communicator or the last
+ * rank, or hold no member: refused by the encoder (-EINVAL) and the
+ * decoder (-EPROTO, the message zeroed), with the reason for the log.
+ */
+static void test_comm_runs_refused(void **state)
+{
+	static const struct {
+		struct fr_node_map runs[2];
+		uint32_t nruns;
+		const char *why;
+	} bad[] = {
+		{ { { 0, 0, 4 }, { 3, 10, 2 } }, 2, "runs overlap or are not ascending" },
+		{ { { 4, 0, 2 }, { 0, 10, 2 } }, 2, "runs overlap or are not ascending" },
+		{ { { 0, 0, 4 }, { 6, 10, 4 } }, 2, "a run reaches past the communicator's size" },
+		{ { { 9, 0, 1 } }, 1, "a run reaches past the communicator's size" },
+		{ { { 0, 0, 4 }, { 4, 10, 0 } }, 2, "a run of no members" },
+		{ { { 0, 0xfffffffe, 2 } }, 1, "a run reaches global rank 0xFFFFFFFF" },
+	};
+	struct fr_msg_comm_runs m, out;
+	uint8_t buf[256];
+
+	(void)state;
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		struct bytes b = { .n = 0 };
+
+		sample_comm_runs(&m);
+		m.runs = (struct fr_node_map *)bad[i].runs;
+		m.nruns = bad[i].nruns;
+		assert_int_equal(fr_wire_comm_runs_encode(&m, buf, sizeof(buf)), -EINVAL);
+		assert_string_equal(fr_node_maps_check(m.runs, m.nruns, m.size), bad[i].why);
+		put_str(&b, m.id);
+		put_str(&b, m.desc);
+		put_u32(&b, m.rank);
+		put_u32(&b, m.size);
+		put_u32(&b, m.nruns);
+		for (uint32_t k = 0; k < m.nruns; k++) {
+			put_u32(&b, m.runs[k].index);
+			put_u32(&b, m.runs[k].rank);
+			put_u32(&b, m.runs[k].count);
+		}
+		memset(&out, 0xa5, sizeof(out));
+		assert_int_equal(fr_wire_comm_runs_decode(b.b, b.n, &out), -EPROTO);
+		assert_true(all_zero(&out, sizeof(out)));
+		assert_string_equal(fr_wire_comm_runs_why(b.b, b.n), bad[i].why);
+	}
+	/* This rank's rank not below the size, as in COMM. */
+	sample_comm_runs(&m);
+	m.rank = m.size;
+	assert_int_equal(fr_wire_comm_runs_encode(&m, buf, sizeof(buf)), -EINVAL);
+	{
+		struct bytes b = { .n = 0 };
+
+		put_str(&b, "c");
+		put_str(&b, "");
+		put_u32(&b, 4);
+		put_u32(&b, 4);
+		put_u32(&b, 0);
+		assert_int_equal(fr_wire_comm_runs_decode(b.b, b.n, &out), -EPROTO);
+		assert_string_equal(fr_wire_comm_runs_why(b.b, b.n),
+				    "comm_runs malformed: truncated, over-long, or its rank not below its size");
+	}
+}
+
+/*
+ * World as the agent sends it, at 4,096 and 65,536 ranks: COMM grows four
+ * bytes a member, and stops fitting a frame past 262,141; COMM_RUNS is one
+ * run whatever the size.
+ */
+static void test_comm_runs_world(void **state)
+{
+	static const uint32_t sizes[] = { 4096, 65536, 1u << 20 };
+
+	(void)state;
+	for (size_t i = 0; i < sizeof(sizes) / sizeof(sizes[0]); i++) {
+		uint32_t n = sizes[i], *members = malloc(n * sizeof(*members));
+		struct fr_node_map *runs = malloc(n * sizeof(*runs));
+		struct fr_msg_comm c = { .id = "world", .desc = "MPI_COMM_WORLD", .rank = 7,
+					 .size = n, .members = members };
+		struct fr_msg_comm_runs r = { .id = "world", .desc = "MPI_COMM_WORLD", .rank = 7,
+					      .size = n, .runs = runs };
+
+		assert_non_null(members);
+		assert_non_null(runs);
+		for (uint32_t k = 0; k < n; k++)
+			members[k] = k;
+		r.nruns = fr_node_maps_from_members(members, n, runs);
+		assert_int_equal(r.nruns, 1);
+		assert_int_equal(fr_wire_comm_size(&c), 16 + 7 + 16 + 8 + 4 * (size_t)n);
+		assert_int_equal(fr_wire_comm_runs_size(&r), 16 + 7 + 16 + 12 + 12);
+		assert_int_equal(fr_wire_comm_size(&c) - FR_WIRE_HEADER_SIZE > FR_WIRE_MAX_PAYLOAD,
+				 n > 262141);
+		free(runs);
+		free(members);
+	}
+}
+
+static void test_version_welcome(void **state)
+{
+	struct fr_msg_version v = { .version = 4 };
+	struct fr_msg_welcome w = { .version = 5 };
+	uint8_t buf[32], four[] = { 4, 0 };
+	int n;
+
+	(void)state;
+	/* Only a peer of version 5 or later sends them. */
+	assert_int_equal(fr_wire_version_encode(&v, buf, sizeof(buf)), -EINVAL);
+	assert_int_equal(fr_wire_version_decode(four, 2, &v), -EPROTO);
+	assert_int_equal(v.version, 0);
+	assert_int_equal(fr_wire_welcome_decode(four, 2, &w), -EPROTO);
+	w.version = 5;
+	n = fr_wire_welcome_encode(&w, buf, sizeof(buf));
+	assert_int_equal(n, FR_WIRE_HEADER_SIZE + 2);
+	assert_int_equal(buf[4] | buf[5] << 8, V5);
+	assert_int_equal(buf[6] | buf[7] << 8, FR_MSG_WELCOME);
+	assert_int_equal(fr_wire_welcome_decode(buf + FR_WIRE_HEADER_SIZE, 2, &w), 0);
+	assert_int_equal(w.version, 5);
 }
 
 static void test_roundtrip_progress(void **state)
@@ -844,6 +1030,17 @@ static void test_hostile_counts(void **state)
 	put_u32(&b, 5);
 	put_u32(&b, 6);
 	expect_hostile(FR_MSG_COMM, &b);
+
+	/* 0xffffffff runs in a 24-byte payload. */
+	b.n = 0;
+	put_str(&b, "comm");
+	put_str(&b, "");
+	put_u32(&b, 0);
+	put_u32(&b, 4);
+	put_u32(&b, 0xffffffff);
+	put_u32(&b, 5);
+	assert_int_equal(b.n, 24);
+	expect_hostile(FR_MSG_COMM_RUNS, &b);
 
 	/* 0xffffffff communicators, then 0xffffffff operations in flight. */
 	b.n = 0;
@@ -1605,6 +1802,10 @@ int main(void)
 		cmocka_unit_test(test_roundtrip_hello_limits),
 		cmocka_unit_test(test_hello_max_payload),
 		cmocka_unit_test(test_roundtrip_comm),
+		cmocka_unit_test(test_roundtrip_comm_runs),
+		cmocka_unit_test(test_comm_runs_refused),
+		cmocka_unit_test(test_comm_runs_world),
+		cmocka_unit_test(test_version_welcome),
 		cmocka_unit_test(test_roundtrip_progress),
 		cmocka_unit_test(test_roundtrip_progress_empty),
 		cmocka_unit_test(test_roundtrip_heartbeat),
