@@ -89,7 +89,9 @@
 	X(NODE_DUMP_REQUEST, 17, node_dump_request) \
 	X(NODE_SUMMARY, 18, node_summary)   \
 	X(NODE_DUMP_DONE, 19, node_dump_done) \
-	X(NODE_FETCH, 20, node_fetch)
+	X(NODE_FETCH, 20, node_fetch)       \
+	X(NODE_LOOK_REQUEST, 21, node_look_request) \
+	X(NODE_LOOK_STACKS, 22, node_look_stacks)
 
 enum fr_msg_type {
 #define FR_MSG_ENUM(T, v, n) FR_MSG_##T = v,
@@ -348,6 +350,8 @@ struct fr_msg_node_dump_request;
 struct fr_msg_node_summary;
 struct fr_msg_node_dump_done;
 struct fr_msg_node_fetch;
+struct fr_msg_node_look_request;
+struct fr_msg_node_look_stacks;
 
 /*
  * For each message M: size of the whole frame, encode the whole frame into

@@ -195,6 +195,34 @@ static void check_node_fetch(struct fr_msg_node_fetch *m, const uint8_t *p, size
 	FUZZ_CHECK(m->rank != FR_RANK_UNKNOWN);
 }
 
+static void check_node_look_request(struct fr_msg_node_look_request *m, const uint8_t *p,
+				   size_t len)
+{
+	(void)p;
+	(void)len;
+	FUZZ_CHECK(fr_wire_valid_name(m->job) && m->kind <= FR_NODE_LOOK_KIND_MAX);
+	FUZZ_CHECK((m->kind == FR_NODE_LOOK_JOB_STACKS) == (m->rank == FR_RANK_UNKNOWN));
+	FUZZ_CHECK((m->kind == FR_NODE_LOOK_RANK_TRACE) == (m->last != 0));
+}
+
+/* Every count within its cap, every class with ranks and `start` among its frames. */
+static void check_node_look_stacks(struct fr_msg_node_look_stacks *m, const uint8_t *p,
+				   size_t len)
+{
+	(void)p;
+	(void)len;
+	FUZZ_CHECK(fr_wire_valid_name(m->job) && !(m->flags & ~FR_NODE_LOOK_LAST));
+	FUZZ_CHECK(m->answered <= m->asked && m->nmranges <= FR_NODE_RANGES_MAX);
+	FUZZ_CHECK(m->nwhy <= FR_NODE_LOOK_WHY_MAX && m->nclasses <= FR_NODE_LOOK_CLASSES_MAX);
+	for (uint32_t i = 0; i < m->nclasses; i++) {
+		const struct fr_node_look_class *c = &m->classes[i];
+
+		FUZZ_CHECK(c->nranges >= 1 && c->nranges <= FR_NODE_RANGES_MAX);
+		FUZZ_CHECK(c->nframes <= FR_NODE_LOOK_FRAMES_MAX);
+		FUZZ_CHECK(c->nframes ? c->start < c->nframes : c->start == 0);
+	}
+}
+
 static void check_node_ranks(struct fr_msg_node_ranks *m, const uint8_t *p, size_t len)
 {
 	(void)p;
@@ -291,6 +319,8 @@ static void check_nothing(const void *m, const uint8_t *p, size_t len)
 		struct fr_msg_node_dump_request *: check_node_dump_request, \
 		struct fr_msg_node_summary *: check_node_summary,   \
 		struct fr_msg_node_fetch *: check_node_fetch,       \
+		struct fr_msg_node_look_request *: check_node_look_request, \
+		struct fr_msg_node_look_stacks *: check_node_look_stacks, \
 		default: check_nothing)((m), (p), (len))
 
 static void free_nothing(const void *m)
@@ -311,6 +341,7 @@ FREE_ZEROED(node_hello)
 FREE_ZEROED(node_ranks)
 FREE_ZEROED(node_comms)
 FREE_ZEROED(node_progress)
+FREE_ZEROED(node_look_stacks)
 #undef FREE_ZEROED
 
 /* Frees what a decoded message owns. */
@@ -322,6 +353,7 @@ FREE_ZEROED(node_progress)
 		struct fr_msg_node_ranks *: free_node_ranks,         \
 		struct fr_msg_node_comms *: free_node_comms,         \
 		struct fr_msg_node_progress *: free_node_progress,   \
+		struct fr_msg_node_look_stacks *: free_node_look_stacks, \
 		default: free_nothing)(m)
 
 /* ---- reading a frame back ---- */
