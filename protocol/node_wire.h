@@ -300,7 +300,7 @@ struct fr_msg_node_look_request {
 /* Ranks a NODE_LOOK_STACKS says why of. */
 #define FR_NODE_LOOK_WHY_MAX 16u
 /* Classes a node sends for one look; the rest are counted. */
-#define FR_NODE_LOOK_CLASSES_MAX 1024u
+#define FR_NODE_LOOK_CLASSES_MAX 256u
 
 struct fr_node_look_frame {
 	char name[FR_NODE_LOOK_NAME_MAX + 1];   /* "" when unknown */
