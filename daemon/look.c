@@ -48,6 +48,7 @@
 #include "clock.h"
 #include "handover.h"
 #include "http.h"
+#include "node_look.h"
 #include "ratelog.h"
 #include "registry.h"
 #include "route.h"
@@ -1246,6 +1247,8 @@ int look_http(struct flightrecd *d, struct MHD_Connection *mc, const struct rout
 	unsigned status;
 	bool done;
 
+	if (*req_cls && node_look_claims(d, r, *req_cls))
+		return node_look_http(d, mc, r, 0, req_cls);
 	if (*req_cls) {
 		lr = (struct live_req *)handover_resumed(*req_cls, &done);
 		if (!lr)
@@ -1259,6 +1262,9 @@ int look_http(struct flightrecd *d, struct MHD_Connection *mc, const struct rout
 			 TRACE_LAST_MAX);
 		return reply_error(mc, MHD_HTTP_BAD_REQUEST, err);
 	}
+	/* A job whose ranks the node daemons hold: asked of them. */
+	if (node_look_claims(d, r, NULL))
+		return node_look_http(d, mc, r, last, req_cls);
 	/* What can be answered at once is, without the loop. */
 	pthread_mutex_lock(&d->lock);
 	status = target_check(d, r->job, rank, err, sizeof(err));

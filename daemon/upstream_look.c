@@ -6,6 +6,7 @@
 #include "upstream.h"
 #include "upstream_incident.h"
 
+#include "../dumps/dump.h"
 #include "../dumps/trace.h"
 #include "../protocol/node_wire.h"
 
@@ -186,6 +187,8 @@ static void send_rank(const struct ul_req *q, unsigned status, const char *error
 	char err[320];
 	json_t *doc = NULL;
 	char *body = NULL;
+	size_t len = 0;
+	bool oom = false;
 
 	snprintf(id, sizeof(id), "look-%" PRIu64, q->look);
 	if (res)
@@ -193,18 +196,18 @@ static void send_rank(const struct ul_req *q, unsigned status, const char *error
 				     &status, err, sizeof(err));
 	else
 		snprintf(err, sizeof(err), "%s", error ? error : "no answer");
-	if (doc)
-		body = json_dumps(doc, JSON_COMPACT);
-	json_decref(doc);
+	/* One line, as the node's own HTTP answer would be: relayed as it is. */
+	if (doc && fr_json_text(doc, JSON_COMPACT, &body, &len))
+		oom = true;
 	if (body) {
 		upstream_send_piece(id, q->job, q->rank, FR_NODE_SUMMARY_LOOK, (uint8_t *)body,
-				    strlen(body), NULL);
+				    len, NULL);
 		return;
 	}
-	if (doc)
+	if (oom)
 		status = MHD_HTTP_INTERNAL_SERVER_ERROR;
 	snprintf(why, sizeof(why), "%03u ", status);
-	copy_cut(why + 4, sizeof(why) - 4, doc ? "out of memory" : err);
+	copy_cut(why + 4, sizeof(why) - 4, oom ? "out of memory" : err);
 	upstream_send_piece(id, q->job, q->rank, FR_NODE_SUMMARY_LOOK, NULL, 0, why);
 }
 
