@@ -153,4 +153,48 @@ static inline void sample_node_fetch(struct fr_msg_node_fetch *m)
 	m->rank = 4;
 }
 
+static inline void sample_node_look_request(struct fr_msg_node_look_request *m)
+{
+	memset(m, 0, sizeof(*m));
+	m->look = 7;
+	strcpy(m->job, "train.7");
+	m->kind = FR_NODE_LOOK_RANK_TRACE;
+	m->rank = 4;
+	m->last = 50;
+}
+
+/* Ranks 0-2 and 4 waiting in MPI_Barrier, one class; 3 missing. */
+static inline void sample_node_look_stacks(struct fr_msg_node_look_stacks *m)
+{
+	static struct fr_node_look_frame frames[2];
+	static struct fr_node_look_class cls;
+
+	memset(m, 0, sizeof(*m));
+	memset(frames, 0, sizeof(frames));
+	memset(&cls, 0, sizeof(cls));
+	strcpy(frames[0].name, "PMPI_Barrier");
+	frames[0].ip = 0x401000;
+	strcpy(frames[1].name, "main");
+	strcpy(cls.thread, "main");
+	cls.tid = 4242;
+	cls.nframes = 2;
+	cls.frames = frames;
+	cls.nranges = 2;
+	cls.ranges[0] = (struct fr_node_range){ 0, 3 };
+	cls.ranges[1] = (struct fr_node_range){ 4, 1 };
+	m->look = 7;
+	strcpy(m->job, "train.7");
+	m->flags = FR_NODE_LOOK_LAST;
+	m->asked = 5;
+	m->answered = 4;
+	m->nmissing = 1;
+	m->nmranges = 1;
+	m->missing[0] = (struct fr_node_range){ 3, 1 };
+	m->nwhy = 1;
+	m->why[0].rank = 3;
+	strcpy(m->why[0].reason, "rank 3 did not answer within 5 s");
+	m->nclasses = 1;
+	m->classes = &cls;
+}
+
 #endif

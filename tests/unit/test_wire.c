@@ -239,6 +239,8 @@ static void release_nothing(const void *m)
 #define release_node_summary release_nothing
 #define release_node_dump_done release_nothing
 #define release_node_fetch release_nothing
+#define release_node_look_request release_nothing
+#define release_node_look_stacks fr_wire_node_look_stacks_free
 
 #define CODEC_FUNCS(T, v, n)                                              \
 	static int encode_sample_##n(uint8_t *buf, size_t cap)            \
@@ -323,7 +325,9 @@ static void test_msg_names(void **state)
 	assert_string_equal(fr_msg_name(FR_MSG_NODE_PROGRESS), "node_progress");
 	assert_string_equal(fr_msg_name(FR_MSG_NODE_DUMP_REQUEST), "node_dump_request");
 	assert_string_equal(fr_msg_name(FR_MSG_NODE_FETCH), "node_fetch");
-	assert_null(fr_msg_name(21));
+	assert_string_equal(fr_msg_name(FR_MSG_NODE_LOOK_REQUEST), "node_look_request");
+	assert_string_equal(fr_msg_name(FR_MSG_NODE_LOOK_STACKS), "node_look_stacks");
+	assert_null(fr_msg_name(23));
 	assert_null(fr_msg_name(0xffff));
 	assert_null(fr_msg_name(UINT_MAX));
 }
@@ -341,9 +345,9 @@ static void test_msg_versions(void **state)
 	assert_int_equal(fr_wire_msg_version(FR_MSG_DAEMON_CHALLENGE), V3);
 	assert_int_equal(fr_wire_msg_version(FR_MSG_DAEMON_PROOF), V3);
 	assert_int_equal(fr_wire_msg_version(0), 0);
-	for (unsigned t = FR_MSG_NODE_HELLO; t <= FR_MSG_NODE_FETCH; t++)
+	for (unsigned t = FR_MSG_NODE_HELLO; t <= FR_MSG_NODE_LOOK_STACKS; t++)
 		assert_int_equal(fr_wire_msg_version(t), V4);
-	assert_int_equal(fr_wire_msg_version(21), 0);
+	assert_int_equal(fr_wire_msg_version(23), 0);
 	assert_int_equal(FR_WIRE_VERSION, V4);
 	for (size_t i = 0; i < NCODECS; i++) {
 		assert_true(codecs[i].encode_sample(buf, sizeof(buf)) > 0);
