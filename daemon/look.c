@@ -159,6 +159,7 @@ struct live_req {
 	 * with the answer in place of resuming an HTTP request. */
 	look_done_fn *done;
 	void *done_arg;
+	struct live_req *next_local;    /* live.locals */
 };
 
 /*
@@ -199,6 +200,9 @@ static struct {
 	/* Any thread: what /metrics counts (struct look_metrics). */
 	atomic_uint_fast64_t n_requests, n_shared, n_dump_requests, n_timeouts, n_bytes;
 	atomic_uint_fast64_t n_ignored;
+	/* Loop only: the looks the daemon asked itself, not answered yet
+	 * (no HTTP request stands for them: look_stop() answers them). */
+	struct live_req *locals;
 } live;
 
 /* ---- what a look needs ---- */
@@ -331,6 +335,12 @@ static void req_finish(struct live_req *lr, unsigned status, const char *error,
 		       struct look_result *res)
 {
 	if (lr->done) {
+		struct live_req **pp = &live.locals;
+
+		while (*pp && *pp != lr)
+			pp = &(*pp)->next_local;
+		if (*pp)
+			*pp = lr->next_local;
 		lr->done(lr->done_arg, status, error, status == MHD_HTTP_OK ? res : NULL);
 		free(lr);
 		return;
@@ -1302,6 +1312,8 @@ int look_local(struct flightrecd *d, enum route_kind kind, const char *job, uint
 	lr->last = last;
 	lr->done = done;
 	lr->done_arg = arg;
+	lr->next_local = live.locals;
+	live.locals = lr;
 	req_take(d, &lr->h, daemon_mono_ns());
 	return 0;
 }
@@ -1331,6 +1343,9 @@ int look_start(struct flightrecd *d)
 
 void look_stop(struct flightrecd *d)
 {
+	/* The daemon's own looks: no HTTP request answers them. */
+	while (live.locals)
+		req_finish(live.locals, MHD_HTTP_SERVICE_UNAVAILABLE, "the daemon is stopping", NULL);
 	/* Looks left (their waiters were answered by handover_stop()) and the cache. */
 	while (live.looks) {
 		struct look *p = live.looks;

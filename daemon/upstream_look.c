@@ -29,6 +29,7 @@ static void copy_cut(char *dst, size_t cap, const char *src)
 
 /* What a NODE_LOOK_REQUEST asked, until look.c answers it. */
 struct ul_req {
+	struct flightrecd *d;
 	uint64_t look;
 	char job[FR_JOB_MAX + 1];
 	uint8_t kind;               /* enum fr_node_look_kind */
@@ -215,7 +216,10 @@ static void on_done(void *arg, unsigned status, const char *error, const struct 
 {
 	struct ul_req *q = arg;
 
-	if (q->kind == FR_NODE_LOOK_JOB_STACKS)
+	/* A stopping node sends nothing more: the central daemon counts it lost. */
+	if (q->d->stopping)
+		;
+	else if (q->kind == FR_NODE_LOOK_JOB_STACKS)
 		send_job_stacks(q, res);
 	else
 		send_rank(q, status, error, res);
@@ -239,6 +243,7 @@ int upstream_look_frame(struct flightrecd *d, const uint8_t *p, size_t len)
 		daemon_log("out of memory for live look %" PRIu64 " of job %s", m.look, m.job);
 		return 0;
 	}
+	q->d = d;
 	q->look = m.look;
 	memcpy(q->job, m.job, sizeof(q->job));
 	q->kind = m.kind;

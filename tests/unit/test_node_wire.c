@@ -686,58 +686,16 @@ static void test_look_request_roundtrip_and_refusals(void **state)
 	assert_int_equal(fr_wire_node_look_request_encode(&m, (uint8_t[256]){ 0 }, 256), -EINVAL);
 }
 
-/* Two classes: ranks 0-2 and 4 in MPI_Barrier, 3 in stuck_in_compute; 5 missing. */
-static void sample_look_stacks(struct fr_msg_node_look_stacks *m, struct fr_node_look_class *c,
-			       struct fr_node_look_frame *f)
-{
-	memset(m, 0, sizeof(*m));
-	memset(c, 0, 2 * sizeof(*c));
-	memset(f, 0, 3 * sizeof(*f));
-	m->look = 7;
-	strcpy(m->job, "train.7");
-	m->flags = FR_NODE_LOOK_LAST;
-	m->asked = 6;
-	m->answered = 5;
-	m->nmissing = 1;
-	m->nmranges = 1;
-	m->missing[0] = (struct fr_node_range){ 5, 1 };
-	m->nwhy = 1;
-	m->why[0].rank = 5;
-	strcpy(m->why[0].reason, "rank 5 did not answer within 5 s");
-	m->frames_left_out = 3;
-	strcpy(f[0].name, "PMPI_Barrier");
-	f[0].offset = 16;
-	f[0].ip = 0x401000;
-	strcpy(f[1].name, "main");
-	strcpy(f[2].name, "stuck_in_compute");
-	strcpy(c[0].thread, "main");
-	c[0].tid = 4242;
-	c[0].nframes = 2;
-	c[0].frames = f;
-	c[0].nranges = 2;
-	c[0].ranges[0] = (struct fr_node_range){ 0, 3 };
-	c[0].ranges[1] = (struct fr_node_range){ 4, 1 };
-	strcpy(c[1].thread, "main");
-	c[1].tid = 4243;
-	c[1].current = 1;
-	c[1].nframes = 1;
-	c[1].frames = f + 2;
-	c[1].nranges = 1;
-	c[1].ranges[0] = (struct fr_node_range){ 3, 1 };
-	m->nclasses = 2;
-	m->classes = c;
-}
-
 static void test_look_stacks_roundtrip_and_refusals(void **state)
 {
 	struct fr_msg_node_look_stacks m, out;
-	struct fr_node_look_class c[2];
-	struct fr_node_look_frame f[3];
+	struct fr_node_look_class *c;
 	uint8_t *buf;
 	size_t len, flags_at;
 
 	(void)state;
-	sample_look_stacks(&m, c, f);
+	sample_node_look_stacks(&m);
+	c = m.classes;
 	len = ENCODE(node_look_stacks, &m, &buf);
 	assert_int_equal(buf[6], FR_MSG_NODE_LOOK_STACKS);
 	assert_int_equal(len, FR_WIRE_HEADER_SIZE + fr_node_look_stacks_base_size(&m) +
@@ -778,21 +736,21 @@ static void test_look_stacks_roundtrip_and_refusals(void **state)
 
 	/* What an encoder refuses: a class of no ranks, `start` past the
 	 * frames, ranges that overlap, more answered than asked. */
-	sample_look_stacks(&m, c, f);
+	sample_node_look_stacks(&m);
 	c[1].nranges = 0;
 	assert_int_equal(fr_wire_node_look_stacks_encode(&m, (uint8_t[4096]){ 0 }, 4096), -EINVAL);
-	sample_look_stacks(&m, c, f);
+	sample_node_look_stacks(&m);
 	c[1].start = 1;
 	assert_int_equal(fr_wire_node_look_stacks_encode(&m, (uint8_t[4096]){ 0 }, 4096), -EINVAL);
-	sample_look_stacks(&m, c, f);
+	sample_node_look_stacks(&m);
 	c[0].ranges[1].first = 3;
 	assert_int_equal(fr_wire_node_look_stacks_encode(&m, (uint8_t[4096]){ 0 }, 4096), -EINVAL);
-	sample_look_stacks(&m, c, f);
+	sample_node_look_stacks(&m);
 	m.answered = 7;
 	assert_int_equal(fr_wire_node_look_stacks_encode(&m, (uint8_t[4096]){ 0 }, 4096), -EINVAL);
 
 	/* A node with nothing to say: no class, LAST. */
-	sample_look_stacks(&m, c, f);
+	sample_node_look_stacks(&m);
 	m.nclasses = 0;
 	m.classes = NULL;
 	len = ENCODE(node_look_stacks, &m, &buf);
