@@ -7,8 +7,9 @@
 # /v1/jobs/<job>/stacks asks both nodes, which send classes of stacks,
 # not one stack per rank: one group for the waiting ranks 0-2 (from both
 # nodes) and one for rank 3's stuck_in_compute. A rank's stacks and trace
-# are relayed from its node, on either node. Then nodeA dies: its ranks
-# are missing, "node lost: nodeA", and a look at one of them is refused.
+# are relayed from its node, on either node. A node that stops answering
+# is given up on after 6 s. Then nodeA dies: its ranks are missing, "node
+# lost: nodeA", and a look at one of them is refused.
 . "$(dirname "$0")/lib.sh"
 
 command -v unshare >/dev/null || skip "no unshare (util-linux) for the nodes' host names"
@@ -25,6 +26,7 @@ CENTRAL_LISTEN=$LISTEN_PORT
 PORT_A=$(free_port)
 PORT_B=$(free_port)
 PID_nodeA=
+PID_nodeB=
 
 # start_node NAME PORT: a node daemon with host name NAME, reporting upstream.
 start_node() {
@@ -97,6 +99,18 @@ expect '[.threads[].frames[].name] | index("stuck_in_compute")' "$T/rank3.json"
 expect '[.threads[].frames[].name] | index("MPI_Allreduce")' "$T/rank1.json"
 status=$(look "/v1/jobs/$JOB/ranks/9/stacks" "$T/rank9.json")
 [ "$status" = 404 ] || fail "a rank past the world answered $status: $(cat "$T/rank9.json")"
+
+# nodeB stops answering: the look ends when the central daemon stops
+# waiting for it (6 s), its ranks missing for that reason.
+kill -STOP "$PID_nodeB"
+started=$SECONDS
+status=$(look "/v1/jobs/$JOB/stacks" "$T/stacks-late.json")
+took=$((SECONDS - started))
+kill -CONT "$PID_nodeB"
+[ "$status" = 200 ] || fail "GET /v1/jobs/<job>/stacks answered $status with nodeB stopped: $(cat "$T/stacks-late.json")"
+[ "$took" -le 10 ] || fail "the look waited $took s for a node that does not answer"
+expect '.missing == "2-3" and .why["2"] == "node nodeB did not answer within 6 s" and .ranks_answered == 2' "$T/stacks-late.json"
+expect '.nodes == {"asked": 2, "answered": 1, "lost": []} and [.groups[].ranks] == ["0-1"]' "$T/stacks-late.json"
 
 # nodeA dies: its ranks are missing, for that reason.
 kill -KILL "$PID_nodeA"
