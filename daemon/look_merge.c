@@ -127,3 +127,32 @@ int look_merge(const struct look_merge_in *in, size_t n, struct look_merged *out
 	free(sorted);
 	return 0;
 }
+
+size_t look_merge_gaps(const struct look_merged *m, uint32_t world, struct fr_node_range *gaps)
+{
+	struct fr_node_range *r = malloc((m->nranges ? m->nranges : 1) * sizeof(*r));
+	size_t ngaps = 0;
+	uint64_t next = 0;
+
+	/* Without room to sort, the whole world reads missing: never less. */
+	if (!r) {
+		if (world)
+			gaps[ngaps++] = (struct fr_node_range){ 0, world };
+		return ngaps;
+	}
+	memcpy(r, m->ranges, m->nranges * sizeof(*r));
+	qsort(r, m->nranges, sizeof(*r), cmp_range);
+	for (size_t i = 0; i <= m->nranges; i++) {
+		uint64_t first = i < m->nranges ? r[i].first : world;
+
+		if (first > world)
+			first = world;
+		if (first > next)
+			gaps[ngaps++] = (struct fr_node_range){ (uint32_t)next,
+								(uint32_t)(first - next) };
+		if (i < m->nranges && (uint64_t)r[i].first + r[i].count > next)
+			next = (uint64_t)r[i].first + r[i].count;
+	}
+	free(r);
+	return ngaps;
+}

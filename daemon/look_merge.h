@@ -43,5 +43,10 @@ struct look_merged {
 /* Returns 0 or -ENOMEM; `out` borrows the classes, which must outlive it. */
 int look_merge(const struct look_merge_in *in, size_t n, struct look_merged *out);
 void look_merged_free(struct look_merged *m);
+/*
+ * The ranks below `world` in no group, as ascending runs into `gaps`
+ * (room for m->nranges + 1). Returns how many.
+ */
+size_t look_merge_gaps(const struct look_merged *m, uint32_t world, struct fr_node_range *gaps);
 
 #endif

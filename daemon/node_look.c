@@ -261,39 +261,15 @@ static void why_node(void *arg, const char *node, struct conn *conn,
 	w->more += nranks - i;
 }
 
-static int cmp_range(const void *a, const void *b)
+/* The ranks of the world in no group, as text. NULL when out of memory. */
+static char *missing_text(const struct look_merged *m, uint32_t world)
 {
-	const struct fr_node_range *x = a, *y = b;
-
-	return (x->first > y->first) - (x->first < y->first);
-}
-
-/*
- * The ranks of the world in no group, as text: the complement of the
- * groups' ranges. Takes `r` (sorted here).
- */
-static char *missing_text(struct fr_node_range *r, size_t n, uint32_t world)
-{
-	struct fr_node_range *gaps = malloc((n + 1) * sizeof(*gaps));
-	size_t ngaps = 0;
-	uint64_t next = 0;
+	struct fr_node_range *gaps = malloc((m->nranges + 1) * sizeof(*gaps));
 	char *s;
 
 	if (!gaps)
 		return NULL;
-	qsort(r, n, sizeof(*r), cmp_range);
-	for (size_t i = 0; i <= n; i++) {
-		uint64_t first = i < n ? r[i].first : world;
-
-		if (first > world)
-			first = world;
-		if (first > next)
-			gaps[ngaps++] = (struct fr_node_range){ (uint32_t)next,
-								(uint32_t)(first - next) };
-		if (i < n && (uint64_t)r[i].first + r[i].count > next)
-			next = (uint64_t)r[i].first + r[i].count;
-	}
-	s = ranges_text(gaps, ngaps);
+	s = ranges_text(gaps, look_merge_gaps(m, world, gaps));
 	free(gaps);
 	return s;
 }
@@ -304,7 +280,6 @@ static json_t *job_doc(struct nl_look *p)
 	struct why_ctx w = { .p = p, .why = json_object() };
 	struct look_merge_in *in = NULL;
 	struct look_merged m = { 0 };
-	struct fr_node_range *all = NULL;
 	size_t nin = 0, ncls = 0, answered = 0, nodes_answered = 0;
 	uint64_t threads_cut = 0, frames_cut = 0, classes_cut = 0, nodes_missing = 0;
 	json_t *groups = NULL, *lost = json_array(), *doc = NULL;
@@ -349,11 +324,7 @@ static json_t *job_doc(struct nl_look *p)
 	nodes_job_each_node(p->job, why_node, &w);
 	if (look_merge(in, nin, &m))
 		goto out_free;
-	all = malloc((m.nranges ? m.nranges : 1) * sizeof(*all));
-	if (!all)
-		goto out_free;
-	memcpy(all, m.ranges, m.nranges * sizeof(*all));
-	missing = missing_text(all, m.nranges, p->world);
+	missing = missing_text(&m, p->world);
 	groups = json_array();
 	for (size_t g = 0; groups && g < m.ngroups && g < JOB_STACK_GROUPS_MAX; g++) {
 		if (json_array_append_new(groups, group_json(&m.groups[g]))) {
@@ -383,7 +354,6 @@ out_free:
 	json_decref(w.why);
 	json_decref(lost);
 	look_merged_free(&m);
-	free(all);
 	free(in);
 	free(missing);
 	return doc;

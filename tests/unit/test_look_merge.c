@@ -67,6 +67,16 @@ static void test_two_nodes_one_stack(void **state)
 	assert_int_equal(m.groups[1].nranks, 1);
 	assert_int_equal(m.groups[1].nnodes, 1);
 	assert_string_equal(m.groups[1].rep->frames[0].name, "stuck_in_compute");
+	{
+		/* Of a world of 10, ranks 8-9 are in no group. */
+		struct fr_node_range gaps[4];
+
+		assert_int_equal(look_merge_gaps(&m, 10, gaps), 1);
+		assert_int_equal(gaps[0].first, 8);
+		assert_int_equal(gaps[0].count, 2);
+		/* ... and none of a world of 8. */
+		assert_int_equal(look_merge_gaps(&m, 8, gaps), 0);
+	}
 	look_merged_free(&m);
 
 	/* One node's class split in two (too many runs) is one group again. */
@@ -124,6 +134,14 @@ static void test_compared_frames_capped(void **state)
 	look_merged_free(&m);
 	assert_int_equal(look_merge(in, 0, &m), 0);
 	assert_int_equal(m.ngroups, 0);
+	/* Nothing answered: the whole world is missing. */
+	{
+		struct fr_node_range gaps[1];
+
+		assert_int_equal(look_merge_gaps(&m, 4, gaps), 1);
+		assert_int_equal(gaps[0].first, 0);
+		assert_int_equal(gaps[0].count, 4);
+	}
 	look_merged_free(&m);
 }
 
