@@ -20,6 +20,12 @@
  * again for each resumed request, the HTTP thread parses the dumps and
  * answers.
  *
+ * A node daemon's central daemon asks for looks too (upstream_look.c):
+ * look_local() makes the same request without an HTTP connection, and
+ * its callback gets the published result where the HTTP thread would, so
+ * that it shares looks and the cache with the node's own viewers. A job
+ * whose ranks node daemons hold is looked at through them (node_look.c).
+ *
  * A look asks only for what it shows (the scopes of protocol/wire.h): a
  * look at stacks for the threads' stacks without the ring, a trace look
  * for the newest entries without stacks, so that neither the job, the
