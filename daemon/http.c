@@ -28,6 +28,7 @@
 #include "incident.h"
 #include "log.h"
 #include "look.h"
+#include "node_look.h"
 #include "node_watchdog.h"
 #include "nodes.h"
 #include "ratelog.h"
@@ -151,9 +152,19 @@ int http_reply_doc(struct MHD_Connection *mc, unsigned status, json_t *doc)
 	return http_reply_json(mc, status, doc);
 }
 
+int http_reply_body(struct MHD_Connection *mc, unsigned status, char *body, size_t len)
+{
+	return http_reply(mc, status, "application/json", body, len);
+}
+
 static enum MHD_Result http_error(struct MHD_Connection *mc, unsigned status, const char *msg)
 {
 	return http_reply_json(mc, status, json_pack("{s:s}", "error", msg));
+}
+
+int http_reply_error(struct MHD_Connection *mc, unsigned status, const char *msg)
+{
+	return http_error(mc, status, msg);
 }
 
 static enum MHD_Result http_text(struct MHD_Connection *mc, unsigned status, const char *type,
@@ -1332,7 +1343,7 @@ int http_start(struct flightrecd *d)
 		daemon_log("cannot start the HTTP API's link to the event loop");
 		return -1;
 	}
-	if (look_start(d)) {
+	if (node_look_start(d) || look_start(d)) {
 		daemon_log("cannot start the live looks' timer");
 		return -1;
 	}
@@ -1375,6 +1386,7 @@ void http_stop(struct flightrecd *d)
 	 * waiting on the loop, which no longer runs, are answered first. */
 	handover_stop(d);
 	look_stop(d);
+	node_look_stop(d);
 	if (d->http)
 		MHD_stop_daemon(d->http);
 	d->http = NULL;

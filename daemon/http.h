@@ -2,6 +2,8 @@
 #ifndef FR_DAEMON_HTTP_H
 #define FR_DAEMON_HTTP_H
 
+#include <stddef.h>
+
 #include <jansson.h>
 
 struct flightrecd;
@@ -21,5 +23,9 @@ void http_stop(struct flightrecd *d);
  * include microhttpd.h).
  */
 int http_reply_doc(struct MHD_Connection *mc, unsigned status, json_t *doc);
+/* Answers with JSON text `body` (len bytes, taken), as it is. */
+int http_reply_body(struct MHD_Connection *mc, unsigned status, char *body, size_t len);
+/* Answers {"error": msg}. */
+int http_reply_error(struct MHD_Connection *mc, unsigned status, const char *msg);
 
 #endif

@@ -20,6 +20,12 @@
  * again for each resumed request, the HTTP thread parses the dumps and
  * answers.
  *
+ * A node daemon's central daemon asks for looks too (upstream_look.c):
+ * look_local() makes the same request without an HTTP connection, and
+ * its callback gets the published result where the HTTP thread would, so
+ * that it shares looks and the cache with the node's own viewers. A job
+ * whose ranks node daemons hold is looked at through them (node_look.c).
+ *
  * A look asks only for what it shows (the scopes of protocol/wire.h): a
  * look at stacks for the threads' stacks without the ring, a trace look
  * for the newest entries without stacks, so that neither the job, the
@@ -48,6 +54,7 @@
 #include "clock.h"
 #include "handover.h"
 #include "http.h"
+#include "node_look.h"
 #include "ratelog.h"
 #include "registry.h"
 #include "route.h"
@@ -89,17 +96,6 @@
 /* GET .../trace?last=N */
 #define TRACE_LAST_DEFAULT 50
 #define TRACE_LAST_MAX FR_WIRE_LIVE_TRACE_MAX
-/* GET /v1/jobs/<job>/stacks lists this many groups, and counts the rest. */
-#define JOB_STACK_GROUPS_MAX 64
-/*
- * ... and reads this many threads of each rank and frames of each thread
- * (innermost first), so that the work of one answer is bounded whatever
- * the dumps hold; what was left out is counted in the answer.
- */
-#define JOB_STACK_THREADS_MAX 64
-#define JOB_STACK_FRAMES_MAX 128
-/* ... and says why a rank is missing for this many of them. */
-#define JOB_STACK_WHY_MAX 64
 
 /*
  * What a look needs of a rank's dump, or what a dump holds, as a live
@@ -145,7 +141,7 @@ struct slot {
  * A look's answers. Filled by the loop while the look runs; once
  * published (done), never changed again and read by the HTTP thread.
  */
-struct result {
+struct look_result {
 	atomic_uint refs;
 	char job[FR_JOB_MAX + 1];
 	uint32_t world_size;
@@ -164,7 +160,12 @@ struct live_req {
 	char job[FR_JOB_MAX + 1];
 	uint32_t rank;
 	uint32_t last;
-	struct result *res;         /* a reference, set before it is answered */
+	struct look_result *res;         /* a reference, set before it is answered */
+	/* Set for a look the daemon itself asked (look_local()): called
+	 * with the answer in place of resuming an HTTP request. */
+	look_done_fn *done;
+	void *done_arg;
+	struct live_req *next_local;    /* live.locals */
 };
 
 /*
@@ -184,7 +185,7 @@ struct look_conn {
 
 struct look {
 	struct look *next;
-	struct result *res;         /* being filled */
+	struct look_result *res;         /* being filled */
 	size_t pending;
 	uint64_t deadline_mono;
 	struct live_req *waiters;
@@ -198,13 +199,16 @@ static struct {
 	bool ticking;
 	struct look *looks;
 	size_t nlooks;
-	struct result *cache[LOOK_CACHE];
+	struct look_result *cache[LOOK_CACHE];
 	uint64_t seq;               /* the n of "live-stacks-n" and the others */
 	/* Any thread: bytes of dumps arriving or held. */
 	atomic_uint_fast64_t bytes;
 	/* Any thread: what /metrics counts (struct look_metrics). */
 	atomic_uint_fast64_t n_requests, n_shared, n_dump_requests, n_timeouts, n_bytes;
 	atomic_uint_fast64_t n_ignored;
+	/* Loop only: the looks the daemon asked itself, not answered yet
+	 * (no HTTP request stands for them: look_stop() answers them). */
+	struct live_req *locals;
 } live;
 
 /* ---- what a look needs ---- */
@@ -253,14 +257,14 @@ static void blob_put(struct blob *b)
 	free(b);
 }
 
-static struct result *result_get(struct result *res)
+static struct look_result *result_get(struct look_result *res)
 {
 	if (res)
 		atomic_fetch_add(&res->refs, 1);
 	return res;
 }
 
-static void result_put(struct result *res)
+static void result_put(struct look_result *res)
 {
 	if (!res || atomic_fetch_sub(&res->refs, 1) != 1)
 		return;
@@ -271,7 +275,7 @@ static void result_put(struct result *res)
 }
 
 /* The slot of `rank`, or NULL. */
-static const struct slot *result_slot(const struct result *res, uint32_t rank)
+static const struct slot *result_slot(const struct look_result *res, uint32_t rank)
 {
 	size_t lo = 0, hi = res->n;
 
@@ -334,8 +338,19 @@ static unsigned target_check(struct flightrecd *d, const char *id, uint32_t rank
  * resumes it. The request may be freed by the HTTP thread at once after.
  */
 static void req_finish(struct live_req *lr, unsigned status, const char *error,
-		       struct result *res)
+		       struct look_result *res)
 {
+	if (lr->done) {
+		struct live_req **pp = &live.locals;
+
+		while (*pp && *pp != lr)
+			pp = &(*pp)->next_local;
+		if (*pp)
+			*pp = lr->next_local;
+		lr->done(lr->done_arg, status, error, status == MHD_HTTP_OK ? res : NULL);
+		free(lr);
+		return;
+	}
 	lr->res = result_get(res);
 	handover_finish(&lr->h, status, error);
 }
@@ -343,12 +358,12 @@ static void req_finish(struct live_req *lr, unsigned status, const char *error,
 static void timer_update(void);
 
 /* Keeps a published result for LOOK_FRESH_NS, in place of an older one. */
-static void cache_put(struct result *res)
+static void cache_put(struct look_result *res)
 {
 	size_t victim = 0;
 
 	for (size_t i = 0; i < LOOK_CACHE; i++) {
-		struct result *c = live.cache[i];
+		struct look_result *c = live.cache[i];
 
 		if (!c || (strcmp(c->job, res->job) == 0 && c->rank == res->rank)) {
 			victim = i;
@@ -367,10 +382,10 @@ static void cache_put(struct result *res)
  * dump of it that covers the need; for the job, a result of the whole job
  * that asked for it.
  */
-static struct result *cache_find(const char *id, uint32_t rank, struct need need, uint64_t now)
+static struct look_result *cache_find(const char *id, uint32_t rank, struct need need, uint64_t now)
 {
 	for (size_t i = 0; i < LOOK_CACHE; i++) {
-		struct result *c = live.cache[i];
+		struct look_result *c = live.cache[i];
 		const struct slot *s;
 
 		if (!c || now - c->done_mono >= LOOK_FRESH_NS || strcmp(c->job, id) != 0)
@@ -553,7 +568,7 @@ static void look_begin(struct job *job, uint32_t rank, struct need need, struct 
 		       uint64_t now)
 {
 	struct look *p = calloc(1, sizeof(*p));
-	struct result *res = calloc(1, sizeof(*res));
+	struct look_result *res = calloc(1, sizeof(*res));
 	size_t cap = rank == FR_RANK_UNKNOWN ? job->nconnected : 1;
 
 	if (!p || !res || !(res->slots = calloc(cap ? cap : 1, sizeof(*res->slots)))) {
@@ -616,7 +631,7 @@ static void req_take(struct flightrecd *d, struct handover *h, uint64_t now)
 	struct need need = req_need(lr->kind, lr->last);
 	char err[192];
 	unsigned status;
-	struct result *res;
+	struct look_result *res;
 	struct job *job;
 
 	if (d->stopping) {
@@ -898,7 +913,7 @@ static bool parse_last(const char *s, uint32_t *out)
  * written by the dump writer itself so that they read exactly as in a
  * dump. Returns a new reference, NULL when out of memory.
  */
-static json_t *threads_json(const struct fr_trace *t, const struct fr_thread *one)
+json_t *look_threads_json(const struct fr_trace *t, const struct fr_thread *one)
 {
 	struct fr_trace shell = *t;
 	json_t *doc, *threads;
@@ -942,7 +957,7 @@ static json_t *entries_json(const struct fr_trace *t, uint32_t last)
  * Parses the dump of a slot that answered. Returns 0, or the HTTP status
  * of why there is none, with the reason in `err`.
  */
-static unsigned slot_trace(const struct result *res, const struct slot *s, struct fr_trace *t,
+static unsigned slot_trace(const struct look_result *res, const struct slot *s, struct fr_trace *t,
 			   char *err, size_t cap)
 {
 	char perr[256];
@@ -984,33 +999,50 @@ static unsigned slot_trace(const struct result *res, const struct slot *s, struc
 	return 0;
 }
 
+json_t *look_rank_json(const struct look_result *res, bool trace, uint32_t rank, uint32_t last,
+		       unsigned *status, char *err, size_t cap)
+{
+	const struct slot *s = result_slot(res, rank);
+	struct fr_trace t;
+	json_t *doc;
+
+	if (!s) {
+		*status = MHD_HTTP_INTERNAL_SERVER_ERROR;
+		snprintf(err, cap, "the rank was not asked");
+		return NULL;
+	}
+	*status = slot_trace(res, s, &t, err, cap);
+	if (*status)
+		return NULL;
+	if (trace)
+		doc = json_pack("{s:s, s:I, s:I, s:I, s:o*}", "job", res->job, "rank",
+				(json_int_t)s->rank, "last", (json_int_t)last, "dropped",
+				(json_int_t)t.dropped, "entries", entries_json(&t, last));
+	else
+		doc = json_pack("{s:s, s:I, s:s, s:I, s:o*}", "job", res->job, "rank",
+				(json_int_t)s->rank, "host", s->host, "pid", (json_int_t)s->pid,
+				"threads", look_threads_json(&t, NULL));
+	fr_trace_free(&t);
+	if (!doc || !json_object_get(doc, trace ? "entries" : "threads")) {
+		json_decref(doc);
+		*status = MHD_HTTP_INTERNAL_SERVER_ERROR;
+		snprintf(err, cap, "out of memory");
+		return NULL;
+	}
+	*status = MHD_HTTP_OK;
+	return doc;
+}
+
 /* GET .../ranks/<rank>/stacks and .../trace. */
 static int answer_rank(struct MHD_Connection *mc, const struct live_req *lr)
 {
-	const struct slot *s = result_slot(lr->res, lr->rank);
-	struct fr_trace t;
 	char err[320];
 	unsigned status;
-	json_t *doc;
+	json_t *doc = look_rank_json(lr->res, lr->kind == ROUTE_RANK_TRACE, lr->rank, lr->last,
+				     &status, err, sizeof(err));
 
-	if (!s)
-		return reply_error(mc, MHD_HTTP_INTERNAL_SERVER_ERROR, "the rank was not asked");
-	status = slot_trace(lr->res, s, &t, err, sizeof(err));
-	if (status)
+	if (!doc)
 		return reply_error(mc, status, err);
-	if (lr->kind == ROUTE_RANK_TRACE)
-		doc = json_pack("{s:s, s:I, s:I, s:I, s:o*}", "job", lr->res->job, "rank",
-				(json_int_t)s->rank, "last", (json_int_t)lr->last, "dropped",
-				(json_int_t)t.dropped, "entries", entries_json(&t, lr->last));
-	else
-		doc = json_pack("{s:s, s:I, s:s, s:I, s:o*}", "job", lr->res->job, "rank",
-				(json_int_t)s->rank, "host", s->host, "pid", (json_int_t)s->pid,
-				"threads", threads_json(&t, NULL));
-	fr_trace_free(&t);
-	if (!doc || !json_object_get(doc, lr->kind == ROUTE_RANK_TRACE ? "entries" : "threads")) {
-		json_decref(doc);
-		return reply_error(mc, MHD_HTTP_INTERNAL_SERVER_ERROR, "out of memory");
-	}
 	return http_reply_doc(mc, MHD_HTTP_OK, doc);
 }
 
@@ -1020,7 +1052,7 @@ static json_t *group_json(const struct fr_stack_group *g, const struct fr_trace 
 	size_t need = fr_format_ranks(NULL, 0, g->ranks, g->nranks);
 	char *ranks = malloc(need + 1);
 	json_t *frames = json_array();
-	json_t *threads = threads_json(rep, g->thread);
+	json_t *threads = look_threads_json(rep, g->thread);
 	json_t *o = NULL;
 
 	if (!ranks || !frames || !json_array_get(threads, 0))
@@ -1070,76 +1102,106 @@ static void trace_trim(struct fr_trace *t, size_t *threads_cut, size_t *frames_c
 	}
 }
 
-/*
- * Adds why `s` has no stacks to `why` ({"<rank>": reason}), at most
- * JOB_STACK_WHY_MAX of them. Returns -ENOMEM or 0.
- */
-static int why_add(json_t *why, const struct slot *s, const char *err)
+void look_job_stacks_free(struct look_job_stacks *js)
 {
-	char key[16];
-
-	if (json_object_size(why) >= JOB_STACK_WHY_MAX)
-		return 0;
-	snprintf(key, sizeof(key), "%" PRIu32, s->rank);
-	return json_object_set_new(why, key, json_string(err)) ? -ENOMEM : 0;
+	fr_stack_groups_free(&js->sg);
+	for (size_t i = 0; js->traces && i < js->ntraces; i++)
+		fr_trace_free(&js->traces[i]);
+	free(js->traces);
+	free(js->idx);
+	free(js->missing);
+	free(js->failed);
+	free(js->why);
+	memset(js, 0, sizeof(*js));
 }
 
-/* GET /v1/jobs/<job>/stacks. */
-static int answer_job(struct MHD_Connection *mc, const struct live_req *lr)
+int look_job_stacks_build(const struct look_result *res, struct look_job_stacks *js)
 {
-	const struct result *res = lr->res;
 	uint32_t world = res->world_size;
-	struct fr_trace *traces = calloc(res->n ? res->n : 1, sizeof(*traces));
-	const struct fr_trace **idx = calloc(world ? world : 1, sizeof(*idx));
-	uint32_t *missing = malloc((world ? world : 1) * sizeof(*missing));
-	struct fr_stack_groups sg = { 0 };
-	size_t answered = 0, nmissing = 0, nwhy = 0, need;
-	size_t threads_cut = 0, frames_cut = 0;
-	json_t *groups = NULL, *why = json_object(), *doc = NULL;
-	char *missing_text = NULL;
 	char err[320];
 
+	memset(js, 0, sizeof(*js));
+	js->job = res->job;
+	js->world_size = world;
+	js->asked = res->n;
 	/* The ranks' connections were closed by a stopping daemon: no look. */
-	for (size_t i = 0; i < res->n; i++) {
-		if (res->slots[i].answer == SLOT_STOPPING) {
-			json_decref(why);
-			free(traces);
-			free(idx);
-			free(missing);
-			return reply_error(mc, MHD_HTTP_SERVICE_UNAVAILABLE,
-					   "the daemon is stopping");
-		}
-	}
-	if (!traces || !idx || !missing || !why)
+	for (size_t i = 0; i < res->n; i++)
+		if (res->slots[i].answer == SLOT_STOPPING)
+			js->stopping = true;
+	if (js->stopping)
+		return 0;
+	js->traces = calloc(res->n ? res->n : 1, sizeof(*js->traces));
+	js->ntraces = res->n;
+	js->idx = calloc(world ? world : 1, sizeof(*js->idx));
+	js->missing = malloc((world ? world : 1) * sizeof(*js->missing));
+	js->failed = malloc((res->n ? res->n : 1) * sizeof(*js->failed));
+	js->why = calloc(JOB_STACK_WHY_MAX, sizeof(*js->why));
+	if (!js->traces || !js->idx || !js->missing || !js->failed || !js->why)
 		goto out_free;
 	for (size_t i = 0; i < res->n; i++) {
 		const struct slot *s = &res->slots[i];
 
 		if (s->rank >= world)
 			continue;
-		if (slot_trace(res, s, &traces[i], err, sizeof(err)) == 0) {
-			trace_trim(&traces[i], &threads_cut, &frames_cut);
-			idx[s->rank] = &traces[i];
-			answered++;
+		if (slot_trace(res, s, &js->traces[i], err, sizeof(err)) == 0) {
+			trace_trim(&js->traces[i], &js->threads_cut, &js->frames_cut);
+			js->idx[s->rank] = &js->traces[i];
+			js->answered++;
 			continue;
 		}
-		nwhy++;
-		if (why_add(why, s, err))
-			goto out_free;
+		js->failed[js->nfailed++] = s->rank;
+		if (js->nwhy < JOB_STACK_WHY_MAX) {
+			js->why[js->nwhy].rank = s->rank;
+			snprintf(js->why[js->nwhy].text, sizeof(js->why[js->nwhy].text), "%s", err);
+			js->nwhy++;
+		}
 	}
 	for (uint32_t r = 0; r < world; r++)
-		if (!idx[r])
-			missing[nmissing++] = r;
-	need = fr_format_ranks(NULL, 0, missing, nmissing);
-	missing_text = malloc(need + 1);
-	if (!missing_text || fr_stack_groups_build(idx, world, &sg))
+		if (!js->idx[r])
+			js->missing[js->nmissing++] = r;
+	if (fr_stack_groups_build(js->idx, world, &js->sg))
 		goto out_free;
-	fr_format_ranks(missing_text, need + 1, missing, nmissing);
-	groups = json_array();
-	for (size_t g = 0; groups && g < sg.ngroups && g < JOB_STACK_GROUPS_MAX; g++) {
-		const struct fr_stack_group *grp = &sg.groups[g];
+	return 0;
+out_free:
+	look_job_stacks_free(js);
+	return -ENOMEM;
+}
 
-		if (json_array_append_new(groups, group_json(grp, idx[grp->ranks[0]]))) {
+const struct fr_trace *look_job_stacks_rep(const struct look_job_stacks *js,
+					   const struct fr_stack_group *g)
+{
+	return js->idx[g->ranks[0]];
+}
+
+/* GET /v1/jobs/<job>/stacks. */
+static int answer_job(struct MHD_Connection *mc, const struct live_req *lr)
+{
+	struct look_job_stacks js;
+	json_t *groups = NULL, *why = NULL, *doc = NULL;
+	char *missing_text = NULL;
+	char key[16];
+	size_t need;
+
+	if (look_job_stacks_build(lr->res, &js))
+		return reply_error(mc, MHD_HTTP_INTERNAL_SERVER_ERROR, "out of memory");
+	if (js.stopping)
+		return reply_error(mc, MHD_HTTP_SERVICE_UNAVAILABLE, "the daemon is stopping");
+	need = fr_format_ranks(NULL, 0, js.missing, js.nmissing);
+	missing_text = malloc(need + 1);
+	why = json_object();
+	if (!missing_text || !why)
+		goto out_free;
+	fr_format_ranks(missing_text, need + 1, js.missing, js.nmissing);
+	for (size_t i = 0; i < js.nwhy; i++) {
+		snprintf(key, sizeof(key), "%" PRIu32, js.why[i].rank);
+		if (json_object_set_new(why, key, json_string(js.why[i].text)))
+			goto out_free;
+	}
+	groups = json_array();
+	for (size_t g = 0; groups && g < js.sg.ngroups && g < JOB_STACK_GROUPS_MAX; g++) {
+		const struct fr_stack_group *grp = &js.sg.groups[g];
+
+		if (json_array_append_new(groups, group_json(grp, look_job_stacks_rep(&js, grp)))) {
 			json_decref(groups);
 			groups = NULL;
 		}
@@ -1151,26 +1213,20 @@ static int answer_job(struct MHD_Connection *mc, const struct live_req *lr)
 	 */
 	if (groups)
 		doc = json_pack("{s:s, s:I, s:I, s:s, s:O, s:I, s:o, s:I, s:{s:I, s:I}, s:I, s:I}",
-				"job", res->job, "ranks_asked", (json_int_t)res->n,
-				"ranks_answered", (json_int_t)answered, "missing", missing_text,
-				"why", why, "more_why",
-				(json_int_t)(nwhy - json_object_size(why)), "groups", groups,
-				"more_groups",
-				(json_int_t)(sg.ngroups > JOB_STACK_GROUPS_MAX ?
-						     sg.ngroups - JOB_STACK_GROUPS_MAX :
+				"job", js.job, "ranks_asked", (json_int_t)js.asked,
+				"ranks_answered", (json_int_t)js.answered, "missing", missing_text,
+				"why", why, "more_why", (json_int_t)(js.nfailed - js.nwhy),
+				"groups", groups, "more_groups",
+				(json_int_t)(js.sg.ngroups > JOB_STACK_GROUPS_MAX ?
+						     js.sg.ngroups - JOB_STACK_GROUPS_MAX :
 						     0),
 				"limits", "threads_per_rank", (json_int_t)JOB_STACK_THREADS_MAX,
 				"frames_per_thread", (json_int_t)JOB_STACK_FRAMES_MAX,
-				"threads_left_out", (json_int_t)threads_cut, "frames_left_out",
-				(json_int_t)frames_cut);
+				"threads_left_out", (json_int_t)js.threads_cut, "frames_left_out",
+				(json_int_t)js.frames_cut);
 out_free:
 	json_decref(why);
-	fr_stack_groups_free(&sg);
-	for (size_t i = 0; traces && i < res->n; i++)
-		fr_trace_free(&traces[i]);
-	free(traces);
-	free(idx);
-	free(missing);
+	look_job_stacks_free(&js);
 	free(missing_text);
 	if (!doc)
 		return reply_error(mc, MHD_HTTP_INTERNAL_SERVER_ERROR, "out of memory");
@@ -1207,6 +1263,8 @@ int look_http(struct flightrecd *d, struct MHD_Connection *mc, const struct rout
 	unsigned status;
 	bool done;
 
+	if (*req_cls && node_look_claims(d, r, *req_cls))
+		return node_look_http(d, mc, r, 0, req_cls);
 	if (*req_cls) {
 		lr = (struct live_req *)handover_resumed(*req_cls, &done);
 		if (!lr)
@@ -1220,6 +1278,9 @@ int look_http(struct flightrecd *d, struct MHD_Connection *mc, const struct rout
 			 TRACE_LAST_MAX);
 		return reply_error(mc, MHD_HTTP_BAD_REQUEST, err);
 	}
+	/* A job whose ranks the node daemons hold: asked of them. */
+	if (node_look_claims(d, r, NULL))
+		return node_look_http(d, mc, r, last, req_cls);
 	/* What can be answered at once is, without the loop. */
 	pthread_mutex_lock(&d->lock);
 	status = target_check(d, r->job, rank, err, sizeof(err));
@@ -1241,6 +1302,26 @@ int look_http(struct flightrecd *d, struct MHD_Connection *mc, const struct rout
 	}
 	*req_cls = lr;
 	return MHD_YES;
+}
+
+int look_local(struct flightrecd *d, enum route_kind kind, const char *job, uint32_t rank,
+	       uint32_t last, look_done_fn *done, void *arg)
+{
+	struct live_req *lr = calloc(1, sizeof(*lr));
+
+	if (!lr)
+		return -ENOMEM;
+	atomic_fetch_add_explicit(&live.n_requests, 1, memory_order_relaxed);
+	lr->kind = kind;
+	snprintf(lr->job, sizeof(lr->job), "%s", job);
+	lr->rank = kind == ROUTE_JOB_STACKS ? FR_RANK_UNKNOWN : rank;
+	lr->last = last;
+	lr->done = done;
+	lr->done_arg = arg;
+	lr->next_local = live.locals;
+	live.locals = lr;
+	req_take(d, &lr->h, daemon_mono_ns());
+	return 0;
 }
 
 void look_metrics(struct look_metrics *out)
@@ -1268,6 +1349,9 @@ int look_start(struct flightrecd *d)
 
 void look_stop(struct flightrecd *d)
 {
+	/* The daemon's own looks: no HTTP request answers them. */
+	while (live.locals)
+		req_finish(live.locals, MHD_HTTP_SERVICE_UNAVAILABLE, "the daemon is stopping", NULL);
 	/* Looks left (their waiters were answered by handover_stop()) and the cache. */
 	while (live.looks) {
 		struct look *p = live.looks;

@@ -14,15 +14,25 @@
 #ifndef FR_DAEMON_LOOK_H
 #define FR_DAEMON_LOOK_H
 
+#include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
+#include <jansson.h>
+
 #include "clock.h"
+#include "route.h"
+#include "../dumps/correlate.h"
 
 struct conn;
 struct flightrecd;
 struct fr_msg_dump_data;
 struct MHD_Connection;
 struct route;
+struct fr_trace;
+struct fr_thread;
+/* A look's answers, as published: read-only, any thread. */
+struct look_result;
 
 #define LOOK_TIMEOUT_NS (5ull * NS_PER_S)
 #define LOOK_FRESH_NS (1ull * NS_PER_S)
@@ -63,6 +73,79 @@ void look_conn_closed(struct conn *c);
 	X(bytes_held, "live_bytes_held", "gauge", "Dump bytes live looks hold now.")              \
 	X(ignored, "live_uploads_ignored_total", "counter",                                       \
 	  "Live look uploads ignored: not the look asked of that connection.")
+
+/*
+ * A look the daemon asks itself, without an HTTP request: a node daemon's
+ * answer to its central daemon's NODE_LOOK_REQUEST (upstream_look.c). It
+ * shares looks and results with the HTTP requests as they share them among
+ * themselves. `done` is called once, on the loop under the daemon's lock,
+ * with 200 and the result (valid during the call only), or with the HTTP
+ * status and the reason the HTTP request would have been answered with
+ * (res NULL). It may be called before look_local() returns. Returns 0 or
+ * -ENOMEM (`done` is not called then). On the loop, under the lock.
+ */
+typedef void look_done_fn(void *arg, unsigned status, const char *error,
+			  const struct look_result *res);
+int look_local(struct flightrecd *d, enum route_kind kind, const char *job, uint32_t rank,
+	       uint32_t last, look_done_fn *done, void *arg);
+/*
+ * GET .../ranks/<rank>/stacks (trace false) or .../trace?last=N of a
+ * result: the JSON body, or NULL with the HTTP status and why in `err`.
+ */
+json_t *look_rank_json(const struct look_result *res, bool trace, uint32_t rank, uint32_t last,
+		       unsigned *status, char *err, size_t cap);
+/* The "threads" of the dump format for `t`'s threads (or only `one`), as the dump writes them. */
+json_t *look_threads_json(const struct fr_trace *t, const struct fr_thread *one);
+
+/* GET /v1/jobs/<job>/stacks lists this many groups, and counts the rest. */
+#define JOB_STACK_GROUPS_MAX 64
+/*
+ * ... and reads this many threads of each rank and frames of each thread
+ * (innermost first), so that the work of one answer is bounded whatever
+ * the dumps hold; what was left out is counted in the answer.
+ */
+#define JOB_STACK_THREADS_MAX 64
+#define JOB_STACK_FRAMES_MAX 128
+/* ... and says why a rank is missing for this many of them. */
+#define JOB_STACK_WHY_MAX 64
+
+/* Why one rank asked has no stacks. */
+struct look_why {
+	uint32_t rank;
+	char text[320];
+};
+
+/*
+ * A job's look, parsed and grouped as GET /v1/jobs/<job>/stacks shows it:
+ * the ranks' stacks grouped (fr_stack_groups_build(), after trimming each
+ * rank to JOB_STACK_THREADS_MAX threads of JOB_STACK_FRAMES_MAX frames),
+ * the ranks of the world with no stacks, the ranks asked that did not
+ * answer and why for the first JOB_STACK_WHY_MAX of them.
+ */
+struct look_job_stacks {
+	const char *job;                /* the result's */
+	uint32_t world_size;
+	size_t asked, answered;
+	bool stopping;                  /* the daemon stopped first: nothing else is set */
+	uint32_t *missing;              /* ascending */
+	size_t nmissing;
+	uint32_t *failed;               /* ranks asked that did not answer, ascending */
+	size_t nfailed;
+	struct look_why *why;           /* the first of `failed` */
+	size_t nwhy;
+	size_t threads_cut, frames_cut;
+	struct fr_stack_groups sg;      /* borrows from the traces below */
+	/* The parsed dumps. */
+	struct fr_trace *traces;
+	size_t ntraces;
+	const struct fr_trace **idx;
+};
+/* Returns 0 or -ENOMEM; `res` must outlive `js`. */
+int look_job_stacks_build(const struct look_result *res, struct look_job_stacks *js);
+void look_job_stacks_free(struct look_job_stacks *js);
+/* The trace of a group's lowest rank: whose thread the group shows. */
+const struct fr_trace *look_job_stacks_rep(const struct look_job_stacks *js,
+					   const struct fr_stack_group *g);
 
 struct look_metrics {
 #define LOOK_METRIC_FIELD(field, name, type, help) uint64_t field;

@@ -37,6 +37,7 @@
 #include "incident.h"
 #include "log.h"
 #include "look.h"
+#include "node_look.h"
 #include "nodes.h"
 #include "cluster_incident.h"
 #include "pending.h"
@@ -292,6 +293,8 @@ void conn_close(struct conn *c)
 	}
 	registry_conn_lost(c->d, c);
 	look_conn_closed(c);
+	if (c->node)
+		node_look_conn_closed(c);
 	uv_read_stop(&c->sock.stream);
 	uv_close(&c->sock.handle, on_conn_closed);
 }
@@ -368,6 +371,11 @@ int conn_send_node_dump_request(struct conn *c, const struct fr_msg_node_dump_re
 int conn_send_node_fetch(struct conn *c, const struct fr_msg_node_fetch *m)
 {
 	return CONN_SEND(c, node_fetch, m);
+}
+
+int conn_send_node_look_request(struct conn *c, const struct fr_msg_node_look_request *m)
+{
+	return CONN_SEND(c, node_look_request, m);
 }
 
 /* Sends the connection's CHALLENGE, with a nonce drawn for it alone. */
@@ -741,8 +749,22 @@ static int conn_node_frame(struct conn *c, const struct fr_wire_header *h, const
 		struct fr_msg_node_summary m;
 
 		err = fr_wire_node_summary_decode(p, h->length, &m);
-		if (!err)
+		if (!err && (m.flags & FR_NODE_SUMMARY_LOOK))
+			node_look_piece(c->d, c, &m);
+		else if (!err)
 			cluster_incident_summary(c->d, c->node->name, &m);
+		return err;
+	}
+	case FR_MSG_NODE_LOOK_STACKS: {
+		struct fr_msg_node_look_stacks *m = malloc(sizeof(*m));
+
+		if (!m)
+			return -ENOMEM;
+		err = fr_wire_node_look_stacks_decode(p, h->length, m);
+		if (!err)
+			node_look_stacks(c->d, c, m);
+		fr_wire_node_look_stacks_free(m);
+		free(m);
 		return err;
 	}
 	case FR_MSG_NODE_DUMP_DONE: {
@@ -784,7 +806,7 @@ static void conn_dispatch(struct conn *c, const struct fr_wire_header *h, const 
 	/* A node's connection sends only node frames; an agent's never does. */
 	if (c->node && h->type != FR_MSG_NODE_RANKS && h->type != FR_MSG_NODE_COMMS &&
 	    h->type != FR_MSG_NODE_PROGRESS && h->type != FR_MSG_NODE_SUMMARY &&
-	    h->type != FR_MSG_NODE_DUMP_DONE) {
+	    h->type != FR_MSG_NODE_DUMP_DONE && h->type != FR_MSG_NODE_LOOK_STACKS) {
 		conn_reject(c, h->type, "not a message a node daemon sends after node_hello");
 		return;
 	}
@@ -807,6 +829,7 @@ static void conn_dispatch(struct conn *c, const struct fr_wire_header *h, const 
 	case FR_MSG_NODE_PROGRESS:
 	case FR_MSG_NODE_SUMMARY:
 	case FR_MSG_NODE_DUMP_DONE:
+	case FR_MSG_NODE_LOOK_STACKS:
 		if (!c->node) {
 			why = "not a message an agent sends";
 			err = -EBADMSG;

@@ -64,5 +64,7 @@ struct fr_msg_node_dump_request;
 struct fr_msg_node_fetch;
 int conn_send_node_dump_request(struct conn *c, const struct fr_msg_node_dump_request *m);
 int conn_send_node_fetch(struct conn *c, const struct fr_msg_node_fetch *m);
+struct fr_msg_node_look_request;
+int conn_send_node_look_request(struct conn *c, const struct fr_msg_node_look_request *m);
 
 #endif

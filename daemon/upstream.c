@@ -6,6 +6,7 @@
 #include "log.h"
 #include "registry.h"
 #include "upstream_incident.h"
+#include "upstream_look.h"
 
 #include "../protocol/frame.h"
 #include "../protocol/node_wire.h"
@@ -612,6 +613,16 @@ static bool up_frame(const struct fr_wire_header *h, const uint8_t *p)
 		if (upstream_incident_frame(up.d, h->type, p, h->length)) {
 			up_fail(h->type == FR_MSG_NODE_FETCH ? "a node_fetch it cannot read" :
 							      "a node_dump_request it cannot read");
+			return false;
+		}
+		return true;
+	case FR_MSG_NODE_LOOK_REQUEST:
+		if (up.state != UP_READY) {
+			up_fail("a live look's request before the handshake ended");
+			return false;
+		}
+		if (upstream_look_frame(up.d, p, h->length)) {
+			up_fail("a node_look_request it cannot read");
 			return false;
 		}
 		return true;

@@ -38,7 +38,11 @@ struct ui_incident {
 	uint64_t made;                  /* the order they came in */
 };
 
-/* What waits to be sent: a NODE_SUMMARY's bytes (or failure), or a NODE_DUMP_DONE. */
+/*
+ * What waits to be sent: a NODE_SUMMARY's bytes (or failure), a
+ * NODE_DUMP_DONE, or (type 0) a frame encoded already (upstream_look.c's
+ * NODE_LOOK_STACKS), which goes as it is.
+ */
 struct ui_out {
 	struct ui_out *next;
 	unsigned type;
@@ -137,7 +141,14 @@ static void out_free(struct ui_out *o)
 static void send_rank(const char *incident, const char *job, uint32_t rank, bool full,
 		      uint8_t *data, size_t len, const char *why)
 {
+	upstream_send_piece(incident, job, rank, full ? FR_NODE_SUMMARY_FULL : 0, data, len, why);
+}
+
+void upstream_send_piece(const char *incident, const char *job, uint32_t rank, uint8_t flags,
+			 uint8_t *data, size_t len, const char *why)
+{
 	struct ui_out *o = out_new(FR_MSG_NODE_SUMMARY, incident, job);
+	bool full = flags & FR_NODE_SUMMARY_FULL;
 
 	if (!o) {
 		free(data);
@@ -146,7 +157,7 @@ static void send_rank(const char *incident, const char *job, uint32_t rank, bool
 		return;
 	}
 	o->rank = rank;
-	o->flags = full ? FR_NODE_SUMMARY_FULL : 0;
+	o->flags = flags;
 	if (!data || !len) {
 		free(data);
 		o->flags |= FR_NODE_SUMMARY_FAILED;
@@ -157,6 +168,20 @@ static void send_rank(const char *incident, const char *job, uint32_t rank, bool
 		if (full)
 			ui.fetch_bytes += len;
 	}
+	out_push(o);
+}
+
+void upstream_send_frame(uint8_t *frame, size_t len)
+{
+	struct ui_out *o = out_new(0, "", "");
+
+	if (!o) {
+		free(frame);
+		daemon_log("out of memory queueing a frame upstream");
+		return;
+	}
+	o->data = frame;
+	o->len = len;
 	out_push(o);
 }
 
@@ -178,7 +203,13 @@ static bool out_next_frame(struct ui_out *o, size_t max_payload)
 	size_t size;
 	int n;
 
-	if (o->type == FR_MSG_NODE_DUMP_DONE) {
+	if (o->type == 0) {
+		frame = upstream_frame(o->len);
+		if (frame)
+			memcpy(frame, o->data, o->len);
+		n = (int)o->len;
+		o->sent = o->len;
+	} else if (o->type == FR_MSG_NODE_DUMP_DONE) {
 		struct fr_msg_node_dump_done m = { .answered = o->answered, .failed = o->failed };
 
 		memcpy(m.incident, o->incident, sizeof(m.incident));

@@ -30,6 +30,14 @@ struct flightrecd;
  * then dropped).
  */
 int upstream_incident_frame(struct flightrecd *d, unsigned type, const uint8_t *p, size_t len);
+/*
+ * What goes up in the same paced queue, in order: a NODE_SUMMARY's bytes
+ * (`data`, taken, or NULL with `why` for a failure) with `flags`, and a
+ * frame encoded already (taken). upstream_look.c sends its answers so.
+ */
+void upstream_send_piece(const char *incident, const char *job, uint32_t rank, uint8_t flags,
+			 uint8_t *data, size_t len, const char *why);
+void upstream_send_frame(uint8_t *frame, size_t len);
 /* Queues what waits while the connection has room. */
 void upstream_incident_pump(void);
 /* The connection went: what waits to be sent is dropped (the central

@@ -671,7 +671,8 @@ static bool node_summary_valid(const struct fr_msg_node_summary *m)
 	size_t reason = str_len(m->reason, FR_REASON_MAX);
 
 	if (!ids_valid(m->incident, m->job) || m->rank == FR_RANK_UNKNOWN ||
-	    (m->flags & ~FR_NODE_SUMMARY_FLAGS) || reason > FR_REASON_MAX)
+	    (m->flags & ~FR_NODE_SUMMARY_FLAGS) || reason > FR_REASON_MAX ||
+	    ((m->flags & FR_NODE_SUMMARY_LOOK) && (m->flags & FR_NODE_SUMMARY_FULL)))
 		return false;
 	if (m->flags & FR_NODE_SUMMARY_FAILED)
 		return reason > 0 && m->offset == 0 && m->total == 0 && m->len == 0;
@@ -803,4 +804,241 @@ int fr_wire_node_fetch_decode(const uint8_t *payload, size_t len, struct fr_msg_
 		return -EPROTO;
 	}
 	return 0;
+}
+
+/* NODE_LOOK_REQUEST */
+
+static bool node_look_request_valid(const struct fr_msg_node_look_request *m)
+{
+	if (!fr_wire_valid_name(m->job) || m->kind > FR_NODE_LOOK_KIND_MAX)
+		return false;
+	if (m->kind == FR_NODE_LOOK_JOB_STACKS)
+		return m->rank == FR_RANK_UNKNOWN && m->last == 0;
+	if (m->rank == FR_RANK_UNKNOWN)
+		return false;
+	if (m->kind == FR_NODE_LOOK_RANK_TRACE)
+		return m->last >= 1 && m->last <= FR_WIRE_LIVE_TRACE_MAX;
+	return m->last == 0;
+}
+
+size_t fr_wire_node_look_request_size(const struct fr_msg_node_look_request *m)
+{
+	return FR_WIRE_HEADER_SIZE + 8 + STR_SIZE(str_len(m->job, FR_JOB_MAX)) + 1 + 4 + 4;
+}
+
+int fr_wire_node_look_request_encode(const struct fr_msg_node_look_request *m, uint8_t *buf,
+				     size_t cap)
+{
+	struct wr w;
+	int total;
+
+	if (!node_look_request_valid(m))
+		return -EINVAL;
+	total = wr_begin(&w, buf, cap, FR_MSG_NODE_LOOK_REQUEST, fr_wire_node_look_request_size(m));
+	if (total < 0)
+		return total;
+	wr_u64(&w, m->look);
+	wr_str(&w, m->job, str_len(m->job, FR_JOB_MAX));
+	wr_u8(&w, m->kind);
+	wr_u32(&w, m->rank);
+	wr_u32(&w, m->last);
+	return wr_end(&w, buf, total);
+}
+
+int fr_wire_node_look_request_decode(const uint8_t *payload, size_t len,
+				     struct fr_msg_node_look_request *m)
+{
+	struct rd r = rd_init(payload, len);
+
+	memset(m, 0, sizeof(*m));
+	m->look = rd_u64(&r);
+	rd_str(&r, m->job, FR_JOB_MAX);
+	m->kind = rd_u8(&r);
+	m->rank = rd_u32(&r);
+	m->last = rd_u32(&r);
+	if (!rd_ok(&r) || !node_look_request_valid(m)) {
+		memset(m, 0, sizeof(*m));
+		return -EPROTO;
+	}
+	return 0;
+}
+
+/* NODE_LOOK_STACKS */
+
+#define LOOK_FRAME_MIN_SIZE (STR_SIZE(0) + 8 + 8)
+#define LOOK_CLASS_MIN_SIZE (STR_SIZE(0) + 4 + 1 + 4 + 4 + 4)
+
+/*
+ * A class has a name-length thread, frames within the cap, `start` among
+ * them, and at least one run of ranks, coalesced.
+ */
+static bool look_class_valid(const struct fr_node_look_class *c)
+{
+	uint64_t total = 0;
+
+	if (str_len(c->thread, FR_NODE_LOOK_THREAD_MAX) > FR_NODE_LOOK_THREAD_MAX ||
+	    c->current > 1 || c->nframes > FR_NODE_LOOK_FRAMES_MAX ||
+	    (c->nframes ? c->start >= c->nframes : c->start != 0) || c->nranges == 0 ||
+	    c->nranges > FR_NODE_RANGES_MAX || !ranges_valid(c->ranges, c->nranges, &total))
+		return false;
+	for (uint32_t i = 0; i < c->nframes; i++)
+		if (str_len(c->frames[i].name, FR_NODE_LOOK_NAME_MAX) > FR_NODE_LOOK_NAME_MAX)
+			return false;
+	return true;
+}
+
+size_t fr_node_look_class_size(const struct fr_node_look_class *c)
+{
+	size_t n = STR_SIZE(str_len(c->thread, FR_NODE_LOOK_THREAD_MAX)) + 4 + 1 + 4 + 4 +
+		   4 + (size_t)c->nranges * NODE_RANGE_SIZE;
+
+	for (uint32_t i = 0; i < c->nframes; i++)
+		n += STR_SIZE(str_len(c->frames[i].name, FR_NODE_LOOK_NAME_MAX)) + 8 + 8;
+	return n;
+}
+
+size_t fr_node_look_stacks_base_size(const struct fr_msg_node_look_stacks *m)
+{
+	size_t n = 8 + STR_SIZE(str_len(m->job, FR_JOB_MAX)) + 1 + 4 + 4 + 4 + 4 +
+		   (size_t)m->nmranges * NODE_RANGE_SIZE + 4 + 4 + 4 + 4 + 4;
+
+	for (uint32_t i = 0; i < m->nwhy && i < FR_NODE_LOOK_WHY_MAX; i++)
+		n += 4 + STR_SIZE(str_len(m->why[i].reason, FR_REASON_MAX));
+	return n;
+}
+
+static bool node_look_stacks_valid(const struct fr_msg_node_look_stacks *m)
+{
+	uint64_t missing = 0;
+
+	if (!fr_wire_valid_name(m->job) || (m->flags & ~FR_NODE_LOOK_LAST) ||
+	    m->answered > m->asked || m->nmissing > m->asked - m->answered ||
+	    m->nmranges > FR_NODE_RANGES_MAX || !ranges_valid(m->missing, m->nmranges, &missing) ||
+	    missing > m->nmissing || m->nwhy > FR_NODE_LOOK_WHY_MAX ||
+	    m->nclasses > FR_NODE_LOOK_CLASSES_MAX)
+		return false;
+	for (uint32_t i = 0; i < m->nwhy; i++)
+		if (m->why[i].rank == FR_RANK_UNKNOWN ||
+		    str_len(m->why[i].reason, FR_REASON_MAX) > FR_REASON_MAX)
+			return false;
+	for (uint32_t i = 0; i < m->nclasses; i++)
+		if (!look_class_valid(&m->classes[i]))
+			return false;
+	return true;
+}
+
+size_t fr_wire_node_look_stacks_size(const struct fr_msg_node_look_stacks *m)
+{
+	size_t n = FR_WIRE_HEADER_SIZE + fr_node_look_stacks_base_size(m);
+
+	for (uint32_t i = 0; i < m->nclasses; i++)
+		n += fr_node_look_class_size(&m->classes[i]);
+	return n;
+}
+
+int fr_wire_node_look_stacks_encode(const struct fr_msg_node_look_stacks *m, uint8_t *buf,
+				    size_t cap)
+{
+	struct wr w;
+	int total;
+
+	if (!node_look_stacks_valid(m) || (m->nclasses && !m->classes))
+		return -EINVAL;
+	total = wr_begin(&w, buf, cap, FR_MSG_NODE_LOOK_STACKS, fr_wire_node_look_stacks_size(m));
+	if (total < 0)
+		return total;
+	wr_u64(&w, m->look);
+	wr_str(&w, m->job, str_len(m->job, FR_JOB_MAX));
+	wr_u8(&w, m->flags);
+	wr_u32(&w, m->asked);
+	wr_u32(&w, m->answered);
+	wr_u32(&w, m->nmissing);
+	wr_ranges(&w, m->missing, m->nmranges);
+	wr_u32(&w, m->nwhy);
+	for (uint32_t i = 0; i < m->nwhy; i++) {
+		wr_u32(&w, m->why[i].rank);
+		wr_str(&w, m->why[i].reason, str_len(m->why[i].reason, FR_REASON_MAX));
+	}
+	wr_u32(&w, m->classes_left_out);
+	wr_u32(&w, m->threads_left_out);
+	wr_u32(&w, m->frames_left_out);
+	wr_u32(&w, m->nclasses);
+	for (uint32_t i = 0; i < m->nclasses; i++) {
+		const struct fr_node_look_class *c = &m->classes[i];
+
+		wr_str(&w, c->thread, str_len(c->thread, FR_NODE_LOOK_THREAD_MAX));
+		wr_u32(&w, c->tid);
+		wr_u8(&w, c->current);
+		wr_u32(&w, c->start);
+		wr_u32(&w, c->nframes);
+		for (uint32_t j = 0; j < c->nframes; j++) {
+			wr_str(&w, c->frames[j].name, str_len(c->frames[j].name, FR_NODE_LOOK_NAME_MAX));
+			wr_u64(&w, c->frames[j].offset);
+			wr_u64(&w, c->frames[j].ip);
+		}
+		wr_ranges(&w, c->ranges, c->nranges);
+	}
+	return wr_end(&w, buf, total);
+}
+
+void fr_wire_node_look_stacks_free(struct fr_msg_node_look_stacks *m)
+{
+	for (uint32_t i = 0; m->classes && i < m->nclasses; i++)
+		free(m->classes[i].frames);
+	free(m->classes);
+	memset(m, 0, sizeof(*m));
+}
+
+int fr_wire_node_look_stacks_decode(const uint8_t *payload, size_t len,
+				    struct fr_msg_node_look_stacks *m)
+{
+	struct rd r = rd_init(payload, len);
+	int ret = 0;
+
+	memset(m, 0, sizeof(*m));
+	m->look = rd_u64(&r);
+	rd_str(&r, m->job, FR_JOB_MAX);
+	m->flags = rd_u8(&r);
+	m->asked = rd_u32(&r);
+	m->answered = rd_u32(&r);
+	m->nmissing = rd_u32(&r);
+	m->nmranges = rd_ranges(&r, m->missing);
+	m->nwhy = rd_capped(&r, FR_NODE_LOOK_WHY_MAX);
+	for (uint32_t i = 0; i < m->nwhy && !r.bad; i++) {
+		m->why[i].rank = rd_u32(&r);
+		rd_str(&r, m->why[i].reason, FR_REASON_MAX);
+	}
+	m->classes_left_out = rd_u32(&r);
+	m->threads_left_out = rd_u32(&r);
+	m->frames_left_out = rd_u32(&r);
+	m->nclasses = rd_count(&r, LOOK_CLASS_MIN_SIZE, 0);
+	if (m->nclasses > FR_NODE_LOOK_CLASSES_MAX)
+		rd_fail(&r);
+	if (!r.bad && rd_array(&r, (void **)&m->classes, m->nclasses, sizeof(*m->classes), &ret))
+		goto out_fail;
+	for (uint32_t i = 0; i < m->nclasses && !r.bad; i++) {
+		struct fr_node_look_class *c = &m->classes[i];
+
+		rd_str(&r, c->thread, FR_NODE_LOOK_THREAD_MAX);
+		c->tid = rd_u32(&r);
+		c->current = rd_u8(&r);
+		c->start = rd_u32(&r);
+		c->nframes = rd_count(&r, LOOK_FRAME_MIN_SIZE, 4);
+		if (c->nframes > FR_NODE_LOOK_FRAMES_MAX)
+			rd_fail(&r);
+		if (!r.bad && rd_array(&r, (void **)&c->frames, c->nframes, sizeof(*c->frames), &ret))
+			goto out_fail;
+		for (uint32_t j = 0; j < c->nframes && !r.bad; j++) {
+			rd_str(&r, c->frames[j].name, FR_NODE_LOOK_NAME_MAX);
+			c->frames[j].offset = rd_u64(&r);
+			c->frames[j].ip = rd_u64(&r);
+		}
+		c->nranges = rd_ranges(&r, c->ranges);
+	}
+	if (rd_ok(&r) && node_look_stacks_valid(m))
+		return 0;
+	ret = -EPROTO;
+out_fail:
+	fr_wire_node_look_stacks_free(m);
+	return ret ? ret : -EPROTO;
 }

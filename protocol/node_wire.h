@@ -209,7 +209,12 @@ struct fr_msg_node_dump_request {
 /* NODE_SUMMARY `flags`. */
 #define FR_NODE_SUMMARY_FULL 0x1u   /* the rank's full dump (NODE_FETCH's answer), not its summary */
 #define FR_NODE_SUMMARY_FAILED 0x2u /* no dump: `reason` says why; no bytes */
-#define FR_NODE_SUMMARY_FLAGS (FR_NODE_SUMMARY_FULL | FR_NODE_SUMMARY_FAILED)
+/* A live look's answer to a one-rank NODE_LOOK_REQUEST, not an incident's:
+ * `incident` is "look-<look id>", the bytes are the JSON body GET
+ * .../ranks/<r>/stacks or .../trace answers, and with FAILED `reason`
+ * starts with the HTTP status the node's look gave ("504 rank 3 ..."). */
+#define FR_NODE_SUMMARY_LOOK 0x8u  /* 0x4 stays refused: tests pin it */
+#define FR_NODE_SUMMARY_FLAGS (FR_NODE_SUMMARY_FULL | FR_NODE_SUMMARY_FAILED | FR_NODE_SUMMARY_LOOK)
 
 /*
  * Node -> central: a piece of one rank's summary (or, with FULL, of its
@@ -253,6 +258,107 @@ struct fr_msg_node_fetch {
 	uint32_t rank;          /* below FR_RANK_UNKNOWN */
 };
 
+/*
+ * Live looks at jobs the node daemons hold (protocol/PROTOCOL.md, "Live
+ * looks through node daemons"): what GET /v1/jobs/<job>/stacks,
+ * .../ranks/<r>/stacks and .../ranks/<r>/trace show, asked of the nodes.
+ */
+enum fr_node_look_kind {
+	FR_NODE_LOOK_JOB_STACKS = 0,    /* every rank of the node: NODE_LOOK_STACKS */
+	FR_NODE_LOOK_RANK_STACKS = 1,   /* one rank: NODE_SUMMARY with LOOK */
+	FR_NODE_LOOK_RANK_TRACE = 2,    /* one rank's newest `last` entries: NODE_SUMMARY with LOOK */
+};
+#define FR_NODE_LOOK_KIND_MAX FR_NODE_LOOK_RANK_TRACE
+
+/*
+ * Central -> node: look at the node's ranks of `job`. `rank` is below
+ * FR_RANK_UNKNOWN for the one-rank kinds and FR_RANK_UNKNOWN for
+ * JOB_STACKS; `last` is 1 to FR_WIRE_LIVE_TRACE_MAX for RANK_TRACE and 0
+ * otherwise.
+ */
+struct fr_msg_node_look_request {
+	uint64_t look;
+	char job[FR_JOB_MAX + 1];
+	uint8_t kind;           /* enum fr_node_look_kind */
+	uint32_t rank;
+	uint32_t last;
+};
+
+/* What a stack class keeps of each frame (look.c reads at most this many a thread). */
+#define FR_NODE_LOOK_FRAMES_MAX 128u
+#define FR_NODE_LOOK_NAME_MAX 255u      /* longer symbols are cut */
+#define FR_NODE_LOOK_THREAD_MAX 31u
+/* Ranks a NODE_LOOK_STACKS says why of. */
+#define FR_NODE_LOOK_WHY_MAX 16u
+/* Classes a node sends for one look; the rest are counted. */
+#define FR_NODE_LOOK_CLASSES_MAX 256u
+
+struct fr_node_look_frame {
+	char name[FR_NODE_LOOK_NAME_MAX + 1];   /* "" when unknown */
+	uint64_t offset;
+	uint64_t ip;
+};
+
+/*
+ * One class of stacks: the application thread of the class's lowest rank
+ * (as the dump writes it: name, tid, the dump's own thread or not, its
+ * frames innermost first) and `start`, the first frame the class was told
+ * apart by (GET /stacks's "frames" are frames[start..]), with the ranks
+ * whose stacks fall in it as ranges. A class with more runs than
+ * FR_NODE_RANGES_MAX is sent as several, with the same thread and frames.
+ */
+struct fr_node_look_class {
+	char thread[FR_NODE_LOOK_THREAD_MAX + 1];
+	uint32_t tid;
+	uint8_t current;        /* 0 or 1 */
+	uint32_t start;         /* below nframes, or 0 when there are none */
+	uint32_t nframes;
+	struct fr_node_look_frame *frames;
+	uint32_t nranges;       /* at least one */
+	struct fr_node_range ranges[FR_NODE_RANGES_MAX];
+};
+
+struct fr_node_look_why {
+	uint32_t rank;
+	char reason[FR_REASON_MAX + 1];
+};
+
+/* NODE_LOOK_STACKS `flags`: the node's last frame for this look. */
+#define FR_NODE_LOOK_LAST 0x1u
+
+/*
+ * Node -> central: the answer to a JOB_STACKS look, as one or more frames
+ * (the last with FR_NODE_LOOK_LAST). The counts add up over the frames:
+ * the node puts its ranks asked and answered, the ranks that did not
+ * answer (`nmissing`, the first runs of them in `missing`, why for the
+ * first few) and what it left out in its first frame, and its classes in
+ * as many frames as they need. Decode allocates `classes` and each one's
+ * `frames` (fr_wire_node_look_stacks_free()).
+ */
+struct fr_msg_node_look_stacks {
+	uint64_t look;
+	char job[FR_JOB_MAX + 1];
+	uint8_t flags;          /* FR_NODE_LOOK_* */
+	uint32_t asked;
+	uint32_t answered;
+	uint32_t nmissing;      /* ranks asked that did not answer */
+	uint32_t nmranges;
+	struct fr_node_range missing[FR_NODE_RANGES_MAX];
+	uint32_t nwhy;
+	struct fr_node_look_why why[FR_NODE_LOOK_WHY_MAX];
+	uint32_t classes_left_out;
+	uint32_t threads_left_out;
+	uint32_t frames_left_out;
+	uint32_t nclasses;
+	struct fr_node_look_class *classes;
+};
+
+/* The encoded size of one class, for filling frames. */
+size_t fr_node_look_class_size(const struct fr_node_look_class *c);
+/* A NODE_LOOK_STACKS payload without its classes. */
+size_t fr_node_look_stacks_base_size(const struct fr_msg_node_look_stacks *m);
+
+void fr_wire_node_look_stacks_free(struct fr_msg_node_look_stacks *m);
 void fr_wire_node_hello_free(struct fr_msg_node_hello *m);
 void fr_wire_node_ranks_free(struct fr_msg_node_ranks *m);
 void fr_wire_node_comms_free(struct fr_msg_node_comms *m);

@@ -94,7 +94,9 @@
 	X(NODE_FETCH, 20, node_fetch)       \
 	X(VERSION, 21, version)             \
 	X(WELCOME, 22, welcome)             \
-	X(COMM_RUNS, 23, comm_runs)
+	X(COMM_RUNS, 23, comm_runs)         \
+	X(NODE_LOOK_REQUEST, 24, node_look_request) \
+	X(NODE_LOOK_STACKS, 25, node_look_stacks)
 
 enum fr_msg_type {
 #define FR_MSG_ENUM(T, v, n) FR_MSG_##T = v,
@@ -388,6 +390,8 @@ struct fr_msg_node_dump_request;
 struct fr_msg_node_summary;
 struct fr_msg_node_dump_done;
 struct fr_msg_node_fetch;
+struct fr_msg_node_look_request;
+struct fr_msg_node_look_stacks;
 
 /*
  * For each message M: size of the whole frame, encode the whole frame into

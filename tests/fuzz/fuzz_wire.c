@@ -195,6 +195,34 @@ static void check_node_fetch(struct fr_msg_node_fetch *m, const uint8_t *p, size
 	FUZZ_CHECK(m->rank != FR_RANK_UNKNOWN);
 }
 
+static void check_node_look_request(struct fr_msg_node_look_request *m, const uint8_t *p,
+				   size_t len)
+{
+	(void)p;
+	(void)len;
+	FUZZ_CHECK(fr_wire_valid_name(m->job) && m->kind <= FR_NODE_LOOK_KIND_MAX);
+	FUZZ_CHECK((m->kind == FR_NODE_LOOK_JOB_STACKS) == (m->rank == FR_RANK_UNKNOWN));
+	FUZZ_CHECK((m->kind == FR_NODE_LOOK_RANK_TRACE) == (m->last != 0));
+}
+
+/* Every count within its cap, every class with ranks and `start` among its frames. */
+static void check_node_look_stacks(struct fr_msg_node_look_stacks *m, const uint8_t *p,
+				   size_t len)
+{
+	(void)p;
+	(void)len;
+	FUZZ_CHECK(fr_wire_valid_name(m->job) && !(m->flags & ~FR_NODE_LOOK_LAST));
+	FUZZ_CHECK(m->answered <= m->asked && m->nmranges <= FR_NODE_RANGES_MAX);
+	FUZZ_CHECK(m->nwhy <= FR_NODE_LOOK_WHY_MAX && m->nclasses <= FR_NODE_LOOK_CLASSES_MAX);
+	for (uint32_t i = 0; i < m->nclasses; i++) {
+		const struct fr_node_look_class *c = &m->classes[i];
+
+		FUZZ_CHECK(c->nranges >= 1 && c->nranges <= FR_NODE_RANGES_MAX);
+		FUZZ_CHECK(c->nframes <= FR_NODE_LOOK_FRAMES_MAX);
+		FUZZ_CHECK(c->nframes ? c->start < c->nframes : c->start == 0);
+	}
+}
+
 static void check_node_ranks(struct fr_msg_node_ranks *m, const uint8_t *p, size_t len)
 {
 	(void)p;
@@ -321,6 +349,8 @@ static void check_nothing(const void *m, const uint8_t *p, size_t len)
 		struct fr_msg_comm_runs *: check_comm_runs,         \
 		struct fr_msg_version *: check_version,             \
 		struct fr_msg_welcome *: check_welcome,             \
+		struct fr_msg_node_look_request *: check_node_look_request, \
+		struct fr_msg_node_look_stacks *: check_node_look_stacks, \
 		default: check_nothing)((m), (p), (len))
 
 static void free_nothing(const void *m)
@@ -342,6 +372,7 @@ FREE_ZEROED(node_ranks)
 FREE_ZEROED(node_comms)
 FREE_ZEROED(node_progress)
 FREE_ZEROED(comm_runs)
+FREE_ZEROED(node_look_stacks)
 #undef FREE_ZEROED
 
 /* Frees what a decoded message owns. */
@@ -354,6 +385,7 @@ FREE_ZEROED(comm_runs)
 		struct fr_msg_node_comms *: free_node_comms,         \
 		struct fr_msg_node_progress *: free_node_progress,   \
 		struct fr_msg_comm_runs *: free_comm_runs,           \
+		struct fr_msg_node_look_stacks *: free_node_look_stacks, \
 		default: free_nothing)(m)
 
 /* ---- reading a frame back ---- */

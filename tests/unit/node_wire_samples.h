@@ -153,4 +153,62 @@ static inline void sample_node_fetch(struct fr_msg_node_fetch *m)
 	m->rank = 4;
 }
 
+static inline void sample_node_look_request(struct fr_msg_node_look_request *m)
+{
+	memset(m, 0, sizeof(*m));
+	m->look = 7;
+	strcpy(m->job, "train.7");
+	m->kind = FR_NODE_LOOK_RANK_TRACE;
+	m->rank = 4;
+	m->last = 50;
+}
+
+/*
+ * Two classes: ranks 0-2 and 4 in MPI_Barrier, 3 in stuck_in_compute; 5
+ * missing. The classes and frames are static: a test may change them
+ * through m->classes before it encodes.
+ */
+static inline void sample_node_look_stacks(struct fr_msg_node_look_stacks *m)
+{
+	static struct fr_node_look_frame f[3];
+	static struct fr_node_look_class c[2];
+
+	memset(m, 0, sizeof(*m));
+	memset(c, 0, sizeof(c));
+	memset(f, 0, sizeof(f));
+	m->look = 7;
+	strcpy(m->job, "train.7");
+	m->flags = FR_NODE_LOOK_LAST;
+	m->asked = 6;
+	m->answered = 5;
+	m->nmissing = 1;
+	m->nmranges = 1;
+	m->missing[0] = (struct fr_node_range){ 5, 1 };
+	m->nwhy = 1;
+	m->why[0].rank = 5;
+	strcpy(m->why[0].reason, "rank 5 did not answer within 5 s");
+	m->frames_left_out = 3;
+	strcpy(f[0].name, "PMPI_Barrier");
+	f[0].offset = 16;
+	f[0].ip = 0x401000;
+	strcpy(f[1].name, "main");
+	strcpy(f[2].name, "stuck_in_compute");
+	strcpy(c[0].thread, "main");
+	c[0].tid = 4242;
+	c[0].nframes = 2;
+	c[0].frames = f;
+	c[0].nranges = 2;
+	c[0].ranges[0] = (struct fr_node_range){ 0, 3 };
+	c[0].ranges[1] = (struct fr_node_range){ 4, 1 };
+	strcpy(c[1].thread, "main");
+	c[1].tid = 4243;
+	c[1].current = 1;
+	c[1].nframes = 1;
+	c[1].frames = f + 2;
+	c[1].nranges = 1;
+	c[1].ranges[0] = (struct fr_node_range){ 3, 1 };
+	m->nclasses = 2;
+	m->classes = c;
+}
+
 #endif

@@ -639,6 +639,153 @@ static void test_done_and_fetch_roundtrip(void **state)
 	assert_int_equal(fr_wire_node_dump_done_encode(&d, (uint8_t[256]){ 0 }, 256), -EINVAL);
 }
 
+static void test_look_request_roundtrip_and_refusals(void **state)
+{
+	struct fr_msg_node_look_request m = { .look = 0x1122334455667788ull, .job = "train.7",
+					      .kind = FR_NODE_LOOK_RANK_TRACE, .rank = 12,
+					      .last = 50 };
+	struct fr_msg_node_look_request out;
+	uint8_t *buf;
+	size_t len, kind_at;
+
+	(void)state;
+	len = ENCODE(node_look_request, &m, &buf);
+	assert_int_equal(buf[4], 4);
+	assert_int_equal(buf[6], FR_MSG_NODE_LOOK_REQUEST);
+	assert_int_equal(DECODE(node_look_request, buf, len, &out), 0);
+	assert_int_equal(out.look, m.look);
+	assert_string_equal(out.job, "train.7");
+	assert_int_equal(out.kind, FR_NODE_LOOK_RANK_TRACE);
+	assert_int_equal(out.rank, 12);
+	assert_int_equal(out.last, 50);
+	ASSERT_TRUNCATIONS_REFUSED(node_look_request, buf, len);
+	/* A kind this build does not define, and a trace of no entries, are refused. */
+	kind_at = FR_WIRE_HEADER_SIZE + 8 + 2 + strlen(m.job);
+	buf[kind_at] = FR_NODE_LOOK_KIND_MAX + 1;
+	assert_int_equal(DECODE(node_look_request, buf, len, &out), -EPROTO);
+	/* RANK_STACKS with `last` set. */
+	buf[kind_at] = FR_NODE_LOOK_RANK_STACKS;
+	assert_int_equal(DECODE(node_look_request, buf, len, &out), -EPROTO);
+	/* JOB_STACKS of one rank. */
+	buf[kind_at] = FR_NODE_LOOK_JOB_STACKS;
+	assert_int_equal(DECODE(node_look_request, buf, len, &out), -EPROTO);
+	free(buf);
+	m.last = 0;
+	assert_int_equal(fr_wire_node_look_request_encode(&m, (uint8_t[256]){ 0 }, 256), -EINVAL);
+	m.last = FR_WIRE_LIVE_TRACE_MAX + 1;
+	assert_int_equal(fr_wire_node_look_request_encode(&m, (uint8_t[256]){ 0 }, 256), -EINVAL);
+	/* The whole job's stacks: every rank. */
+	m.kind = FR_NODE_LOOK_JOB_STACKS;
+	m.rank = FR_RANK_UNKNOWN;
+	m.last = 0;
+	len = ENCODE(node_look_request, &m, &buf);
+	assert_int_equal(DECODE(node_look_request, buf, len, &out), 0);
+	assert_int_equal(out.rank, FR_RANK_UNKNOWN);
+	free(buf);
+	strcpy(m.job, "../x");
+	assert_int_equal(fr_wire_node_look_request_encode(&m, (uint8_t[256]){ 0 }, 256), -EINVAL);
+}
+
+static void test_look_stacks_roundtrip_and_refusals(void **state)
+{
+	struct fr_msg_node_look_stacks m, out;
+	struct fr_node_look_class *c;
+	uint8_t *buf;
+	size_t len, flags_at;
+
+	(void)state;
+	sample_node_look_stacks(&m);
+	c = m.classes;
+	len = ENCODE(node_look_stacks, &m, &buf);
+	assert_int_equal(buf[6], FR_MSG_NODE_LOOK_STACKS);
+	assert_int_equal(len, FR_WIRE_HEADER_SIZE + fr_node_look_stacks_base_size(&m) +
+				      fr_node_look_class_size(&c[0]) +
+				      fr_node_look_class_size(&c[1]));
+	assert_int_equal(DECODE(node_look_stacks, buf, len, &out), 0);
+	assert_int_equal(out.look, 7);
+	assert_string_equal(out.job, "train.7");
+	assert_int_equal(out.flags, FR_NODE_LOOK_LAST);
+	assert_int_equal(out.asked, 6);
+	assert_int_equal(out.answered, 5);
+	assert_int_equal(out.nmissing, 1);
+	assert_int_equal(out.missing[0].first, 5);
+	assert_int_equal(out.why[0].rank, 5);
+	assert_string_equal(out.why[0].reason, m.why[0].reason);
+	assert_int_equal(out.frames_left_out, 3);
+	assert_int_equal(out.nclasses, 2);
+	assert_string_equal(out.classes[0].frames[0].name, "PMPI_Barrier");
+	assert_int_equal(out.classes[0].frames[0].ip, 0x401000);
+	assert_int_equal(out.classes[0].nranges, 2);
+	assert_int_equal(out.classes[0].ranges[1].first, 4);
+	assert_int_equal(out.classes[1].tid, 4243);
+	assert_int_equal(out.classes[1].current, 1);
+	assert_string_equal(out.classes[1].frames[0].name, "stuck_in_compute");
+	fr_wire_node_look_stacks_free(&out);
+	for (size_t b = 0; b < sizeof(out); b++)
+		assert_int_equal(((uint8_t *)&out)[b], 0);
+	ASSERT_TRUNCATIONS_REFUSED(node_look_stacks, buf, len);
+	/* A flag this build does not define is refused. */
+	flags_at = FR_WIRE_HEADER_SIZE + 8 + 2 + strlen(m.job);
+	buf[flags_at] = 0x2;
+	assert_int_equal(DECODE(node_look_stacks, buf, len, &out), -EPROTO);
+	buf[flags_at] = 0;
+	assert_int_equal(DECODE(node_look_stacks, buf, len, &out), 0);
+	assert_int_equal(out.flags, 0);
+	fr_wire_node_look_stacks_free(&out);
+	free(buf);
+
+	/* What an encoder refuses: a class of no ranks, `start` past the
+	 * frames, ranges that overlap, more answered than asked. */
+	sample_node_look_stacks(&m);
+	c[1].nranges = 0;
+	assert_int_equal(fr_wire_node_look_stacks_encode(&m, (uint8_t[4096]){ 0 }, 4096), -EINVAL);
+	sample_node_look_stacks(&m);
+	c[1].start = 1;
+	assert_int_equal(fr_wire_node_look_stacks_encode(&m, (uint8_t[4096]){ 0 }, 4096), -EINVAL);
+	sample_node_look_stacks(&m);
+	c[0].ranges[1].first = 3;
+	assert_int_equal(fr_wire_node_look_stacks_encode(&m, (uint8_t[4096]){ 0 }, 4096), -EINVAL);
+	sample_node_look_stacks(&m);
+	m.answered = 7;
+	assert_int_equal(fr_wire_node_look_stacks_encode(&m, (uint8_t[4096]){ 0 }, 4096), -EINVAL);
+
+	/* A node with nothing to say: no class, LAST. */
+	sample_node_look_stacks(&m);
+	m.nclasses = 0;
+	m.classes = NULL;
+	len = ENCODE(node_look_stacks, &m, &buf);
+	assert_int_equal(DECODE(node_look_stacks, buf, len, &out), 0);
+	assert_null(out.classes);
+	free(buf);
+}
+
+/* A look's body rides NODE_SUMMARY with LOOK; LOOK with FULL means nothing. */
+static void test_summary_look_flag(void **state)
+{
+	struct fr_msg_node_summary m, out;
+	uint8_t *buf;
+	size_t len;
+
+	(void)state;
+	sample_node_summary(&m);
+	strcpy(m.incident, "look-8");
+	m.flags = FR_NODE_SUMMARY_LOOK;
+	len = ENCODE(node_summary, &m, &buf);
+	assert_int_equal(DECODE(node_summary, buf, len, &out), 0);
+	assert_int_equal(out.flags, FR_NODE_SUMMARY_LOOK);
+	free(buf);
+	m.flags = FR_NODE_SUMMARY_LOOK | FR_NODE_SUMMARY_FULL;
+	assert_int_equal(fr_wire_node_summary_encode(&m, (uint8_t[512]){ 0 }, 512), -EINVAL);
+	m.flags = FR_NODE_SUMMARY_LOOK | FR_NODE_SUMMARY_FAILED;
+	m.offset = m.total = m.len = 0;
+	m.data = NULL;
+	strcpy(m.reason, "504 rank 3 of job train.7 did not answer within 5 s");
+	len = ENCODE(node_summary, &m, &buf);
+	assert_int_equal(DECODE(node_summary, buf, len, &out), 0);
+	assert_string_equal(out.reason, m.reason);
+	free(buf);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -656,6 +803,9 @@ int main(void)
 		cmocka_unit_test(test_summary_roundtrip_and_refusals),
 		cmocka_unit_test(test_summary_largest_piece),
 		cmocka_unit_test(test_done_and_fetch_roundtrip),
+		cmocka_unit_test(test_look_request_roundtrip_and_refusals),
+		cmocka_unit_test(test_look_stacks_roundtrip_and_refusals),
+		cmocka_unit_test(test_summary_look_flag),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

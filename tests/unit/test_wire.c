@@ -267,6 +267,8 @@ static void release_nothing(const void *m)
 #define release_version release_nothing
 #define release_welcome release_nothing
 #define release_comm_runs fr_wire_comm_runs_free
+#define release_node_look_request release_nothing
+#define release_node_look_stacks fr_wire_node_look_stacks_free
 
 #define CODEC_FUNCS(T, v, n)                                              \
 	static int encode_sample_##n(uint8_t *buf, size_t cap)            \
@@ -354,7 +356,9 @@ static void test_msg_names(void **state)
 	assert_string_equal(fr_msg_name(FR_MSG_VERSION), "version");
 	assert_string_equal(fr_msg_name(FR_MSG_WELCOME), "welcome");
 	assert_string_equal(fr_msg_name(FR_MSG_COMM_RUNS), "comm_runs");
-	assert_null(fr_msg_name(24));
+		assert_string_equal(fr_msg_name(FR_MSG_NODE_LOOK_REQUEST), "node_look_request");
+	assert_string_equal(fr_msg_name(FR_MSG_NODE_LOOK_STACKS), "node_look_stacks");
+	assert_null(fr_msg_name(26));
 	assert_null(fr_msg_name(0xffff));
 	assert_null(fr_msg_name(UINT_MAX));
 }
@@ -374,9 +378,9 @@ static void test_msg_versions(void **state)
 	assert_int_equal(fr_wire_msg_version(0), 0);
 	for (unsigned t = FR_MSG_NODE_HELLO; t <= FR_MSG_NODE_FETCH; t++)
 		assert_int_equal(fr_wire_msg_version(t), V4);
-	for (unsigned t = FR_MSG_VERSION; t <= FR_MSG_COMM_RUNS; t++)
+	for (unsigned t = FR_MSG_VERSION; t <= FR_MSG_NODE_LOOK_STACKS; t++)
 		assert_int_equal(fr_wire_msg_version(t), V5);
-	assert_int_equal(fr_wire_msg_version(24), 0);
+	assert_int_equal(fr_wire_msg_version(26), 0);
 	assert_int_equal(FR_WIRE_VERSION, V5);
 	for (size_t i = 0; i < NCODECS; i++) {
 		assert_true(codecs[i].encode_sample(buf, sizeof(buf)) > 0);

@@ -1,0 +1,158 @@
+/* Merging the nodes' classes of stacks (look_merge.h). */
+#include "look_merge.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* The frames a class is compared by: from `start`, at most LOOK_MERGE_FRAMES. */
+static uint32_t compared(const struct fr_node_look_class *c)
+{
+	uint32_t n = c->nframes - c->start;
+
+	return c->nframes ? (n < LOOK_MERGE_FRAMES ? n : LOOK_MERGE_FRAMES) : 0;
+}
+
+/* A total order in which classes of one stack are adjacent, by node within. */
+static int cmp_class(const void *a, const void *b)
+{
+	const struct look_merge_in *x = a, *y = b;
+	const struct fr_node_look_class *p = x->c, *q = y->c;
+	uint32_t np = compared(p), nq = compared(q);
+	int d = strcmp(p->thread, q->thread);
+
+	if (d)
+		return d;
+	if (np != nq)
+		return np < nq ? -1 : 1;
+	for (uint32_t i = 0; i < np; i++) {
+		d = strcmp(p->frames[p->start + i].name, q->frames[q->start + i].name);
+		if (d)
+			return d;
+	}
+	return (x->node > y->node) - (x->node < y->node);
+}
+
+static int cmp_range(const void *a, const void *b)
+{
+	const struct fr_node_range *x = a, *y = b;
+
+	return (x->first > y->first) - (x->first < y->first);
+}
+
+static int cmp_group(const void *a, const void *b)
+{
+	const struct look_merge_group *x = a, *y = b;
+
+	if (x->nranks != y->nranks)
+		return x->nranks > y->nranks ? -1 : 1;
+	return (x->ranges[0].first > y->ranges[0].first) - (x->ranges[0].first < y->ranges[0].first);
+}
+
+static int same_stack(const struct look_merge_in *a, const struct look_merge_in *b)
+{
+	struct look_merge_in x = *a, y = *b;
+
+	x.node = y.node = 0;
+	return cmp_class(&x, &y) == 0;
+}
+
+void look_merged_free(struct look_merged *m)
+{
+	free(m->groups);
+	free(m->ranges);
+	memset(m, 0, sizeof(*m));
+}
+
+int look_merge(const struct look_merge_in *in, size_t n, struct look_merged *out)
+{
+	struct look_merge_in *sorted = malloc((n ? n : 1) * sizeof(*sorted));
+	size_t total = 0;
+
+	memset(out, 0, sizeof(*out));
+	for (size_t i = 0; i < n; i++)
+		total += in[i].c->nranges;
+	out->groups = malloc((n ? n : 1) * sizeof(*out->groups));
+	out->ranges = malloc((total ? total : 1) * sizeof(*out->ranges));
+	if (!sorted || !out->groups || !out->ranges) {
+		free(sorted);
+		look_merged_free(out);
+		return -ENOMEM;
+	}
+	memcpy(sorted, in, n * sizeof(*in));
+	qsort(sorted, n, sizeof(*sorted), cmp_class);
+	for (size_t i = 0; i < n;) {
+		struct look_merge_group *g = &out->groups[out->ngroups++];
+		struct fr_node_range *r = out->ranges + out->nranges;
+		size_t j = i, nr = 0, kept = 0;
+
+		g->rep = sorted[i].c;
+		g->nnodes = 0;
+		for (; j < n && same_stack(&sorted[j], &sorted[i]); j++) {
+			const struct fr_node_look_class *c = sorted[j].c;
+
+			if (j == i || sorted[j].node != sorted[j - 1].node)
+				g->nnodes++;
+			if (c->ranges[0].first < g->rep->ranges[0].first)
+				g->rep = c;
+			memcpy(r + nr, c->ranges, c->nranges * sizeof(*r));
+			nr += c->nranges;
+		}
+		/* Union: sorted, then runs that touch or overlap become one. */
+		qsort(r, nr, sizeof(*r), cmp_range);
+		g->nranks = 0;
+		for (size_t k = 0; k < nr; k++) {
+			uint64_t end = (uint64_t)r[k].first + r[k].count;
+
+			if (kept) {
+				struct fr_node_range *last = &r[kept - 1];
+				uint64_t last_end = (uint64_t)last->first + last->count;
+
+				if (r[k].first <= last_end) {
+					if (end > last_end)
+						last->count = (uint32_t)(end - last->first);
+					continue;
+				}
+			}
+			r[kept++] = r[k];
+		}
+		for (size_t k = 0; k < kept; k++)
+			g->nranks += r[k].count;
+		g->ranges = r;
+		g->nranges = kept;
+		out->nranges += kept;
+		i = j;
+	}
+	qsort(out->groups, out->ngroups, sizeof(*out->groups), cmp_group);
+	free(sorted);
+	return 0;
+}
+
+size_t look_merge_gaps(const struct look_merged *m, uint32_t world, struct fr_node_range *gaps)
+{
+	struct fr_node_range *r = malloc((m->nranges ? m->nranges : 1) * sizeof(*r));
+	size_t ngaps = 0;
+	uint64_t next = 0;
+
+	/* Without room to sort, the whole world reads missing: never less. */
+	if (!r) {
+		if (world)
+			gaps[ngaps++] = (struct fr_node_range){ 0, world };
+		return ngaps;
+	}
+	memcpy(r, m->ranges, m->nranges * sizeof(*r));
+	qsort(r, m->nranges, sizeof(*r), cmp_range);
+	for (size_t i = 0; i <= m->nranges; i++) {
+		uint64_t first = i < m->nranges ? r[i].first : world;
+
+		if (first > world)
+			first = world;
+		if (first > next)
+			gaps[ngaps++] = (struct fr_node_range){ (uint32_t)next,
+								(uint32_t)(first - next) };
+		if (i < m->nranges && (uint64_t)r[i].first + r[i].count > next)
+			next = (uint64_t)r[i].first + r[i].count;
+	}
+	free(r);
+	return ngaps;
+}

@@ -1,0 +1,52 @@
+/*
+ * The central daemon's merge of the node daemons' classes of stacks for
+ * GET /v1/jobs/<job>/stacks of a job the nodes hold (node_look.c), as a
+ * pure function for the tests. Classes with the same thread name and the
+ * same frames compared (from the class's `start`, at most
+ * LOOK_MERGE_FRAMES, as look.c's grouping compares them) are one group,
+ * their ranks unioned as ranges; the group shows the thread of the class
+ * with its lowest rank. Cost: a sort of the classes and of each group's
+ * ranges, whatever the ranks.
+ */
+#ifndef FR_DAEMON_LOOK_MERGE_H
+#define FR_DAEMON_LOOK_MERGE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "../protocol/node_wire.h"
+
+/* dumps/verdict_report.c's MERGE_FRAMES: frames two stacks are compared by. */
+#define LOOK_MERGE_FRAMES 16
+
+/* One node's class: `node` tells nodes apart for the groups' node counts. */
+struct look_merge_in {
+	const struct fr_node_look_class *c;
+	uint32_t node;
+};
+
+struct look_merge_group {
+	const struct fr_node_look_class *rep;   /* the class with the group's lowest rank */
+	uint64_t nranks;
+	uint32_t nnodes;                        /* nodes with ranks in it */
+	size_t nranges;
+	struct fr_node_range *ranges;           /* ascending, coalesced; in the merge's array */
+};
+
+struct look_merged {
+	size_t ngroups;
+	struct look_merge_group *groups;        /* most ranks first, then lowest rank first */
+	size_t nranges;
+	struct fr_node_range *ranges;           /* every group's, one group after the other */
+};
+
+/* Returns 0 or -ENOMEM; `out` borrows the classes, which must outlive it. */
+int look_merge(const struct look_merge_in *in, size_t n, struct look_merged *out);
+void look_merged_free(struct look_merged *m);
+/*
+ * The ranks below `world` in no group, as ascending runs into `gaps`
+ * (room for m->nranges + 1). Returns how many.
+ */
+size_t look_merge_gaps(const struct look_merged *m, uint32_t world, struct fr_node_range *gaps);
+
+#endif
