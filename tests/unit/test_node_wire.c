@@ -650,7 +650,7 @@ static void test_look_request_roundtrip_and_refusals(void **state)
 
 	(void)state;
 	len = ENCODE(node_look_request, &m, &buf);
-	assert_int_equal(buf[4], 4);
+	assert_int_equal(buf[4], 5); /* new in version 5 */
 	assert_int_equal(buf[6], FR_MSG_NODE_LOOK_REQUEST);
 	assert_int_equal(DECODE(node_look_request, buf, len, &out), 0);
 	assert_int_equal(out.look, m.look);
