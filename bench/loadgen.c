@@ -17,9 +17,11 @@
  * (--hang-at, likewise, or written to --hang-file once the script is
  * ready): each then works out the same operations and the same hung one.
  *
- * Every rank connects, says HELLO, sends a COMM for MPI_COMM_WORLD and for
- * the two communicators a data- and tensor-parallel job splits from it
- * (named as the agent names splits), then follows a job-wide timeline of
+ * Every rank connects, says HELLO, sends a COMM_RUNS (its members as runs,
+ * as agents send them to a daemon of protocol 5; COMM with --comm-lists)
+ * for MPI_COMM_WORLD and for the two communicators a data- and
+ * tensor-parallel job splits from it (named as the agent names splits),
+ * then follows a job-wide timeline of
  * collectives: tensor-parallel all_reduce, data-parallel reduce_scatter,
  * world all_reduce, over and over. Entering and completing an operation are
  * one PROGRESS each, as the agent sends them: the changed communicator's
@@ -65,6 +67,7 @@
 #include "../dumps/trace.h"
 #include "../protocol/auth.h"
 #include "../protocol/frame.h"
+#include "../protocol/member_runs.h"
 #include "../protocol/wire.h"
 
 #define PROG "loadgen"
@@ -140,6 +143,7 @@ static struct {
 	struct addr *addrs;
 	uint32_t naddrs;
 	uint32_t dump_members_max; /* larger communicators are dumped with their size only */
+	bool comm_lists;        /* COMM with every member, as agents before protocol 5 */
 	uint32_t ranks_per_host;
 	const char *hang_file;
 	uint64_t t0_ms;         /* start of the job's timeline */
@@ -457,11 +461,15 @@ static int send_hello_and_comms(struct rank *r, const uint8_t *nonce)
 {
 	struct fr_msg_hello h;
 	uint32_t *members = malloc(G.ranks * sizeof(*members));
+	struct fr_node_map *runs = malloc(G.ranks * sizeof(*runs));
 	uint64_t now = mono_ms();
 	int rc = 0;
 
-	if (!members)
+	if (!members || !runs) {
+		free(members);
+		free(runs);
 		return -1;
+	}
 	fill_hello(r, &h);
 	if (nonce) {
 		struct fr_msg_auth a;
@@ -479,9 +487,20 @@ static int send_hello_and_comms(struct rank *r, const uint8_t *nonce)
 		snprintf(m.desc, sizeof(m.desc), "%s", c == C_WORLD ? "MPI_COMM_WORLD" : "split of world");
 		m.members = members;
 		m.size = comm_members(c, r->rank, members, &m.rank);
-		rc = QUEUE(r, comm, &m);
+		if (G.comm_lists) {
+			rc = QUEUE(r, comm, &m);
+		} else {
+			/* As agents send them to a daemon of protocol 5. */
+			struct fr_msg_comm_runs cr = { .rank = m.rank, .size = m.size, .runs = runs };
+
+			memcpy(cr.id, m.id, sizeof(cr.id));
+			memcpy(cr.desc, m.desc, sizeof(cr.desc));
+			cr.nruns = fr_node_maps_from_members(members, m.size, runs);
+			rc = QUEUE(r, comm_runs, &cr);
+		}
 	}
 	free(members);
+	free(runs);
 	if (rc)
 		return rc;
 	/* A rank that comes up late has done what the job did meanwhile. */
@@ -1135,6 +1154,8 @@ static void usage(FILE *f)
 		"  --dump-size BYTES     largest dump per rank (default 65536, at most 1 MiB)\n"
 		"  --dump-members-max M  a communicator of more members is dumped with its size\n"
 		"                        only (default: every list in full)\n"
+		"  --comm-lists          send each communicator as COMM with every member, as\n"
+		"                        agents before protocol 5 did (default: COMM_RUNS)\n"
 		"  --token-file FILE     prove this token when the daemon challenges\n"
 		"  --duration SECONDS    exit after this long (default: at SIGTERM)\n");
 }
@@ -1204,6 +1225,7 @@ int main(int argc, char **argv)
 		{ "hang-rank", required_argument, NULL, 'R' },
 		{ "dump-size", required_argument, NULL, 's' },
 		{ "dump-members-max", required_argument, NULL, 'm' },
+		{ "comm-lists", no_argument, NULL, 'L' },
 		{ "token-file", required_argument, NULL, 't' },
 		{ "duration", required_argument, NULL, 'd' },
 		{ "help", no_argument, NULL, 'h' },
@@ -1250,6 +1272,7 @@ int main(int argc, char **argv)
 		case 'R': hang_rank = strtol(optarg, NULL, 10); break;
 		case 's': G.dump_size = strtoul(optarg, NULL, 10); break;
 		case 'm': G.dump_members_max = (uint32_t)strtoul(optarg, NULL, 10); break;
+		case 'L': G.comm_lists = true; break;
 		case 't': token_file = optarg; break;
 		case 'd': G.duration_s = strtod(optarg, NULL); break;
 		case 'h': usage(stdout); return 0;
