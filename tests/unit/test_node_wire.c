@@ -472,6 +472,91 @@ static void test_progress_largest(void **state)
 		}                                                                      \
 	} while (0)
 
+/*
+ * Job ids are names (fr_wire_valid_name(), as agents' are): the central
+ * daemon makes directories of them. Each node message that carries one
+ * refuses any other, encoding and decoding; the frame is made with a
+ * placeholder id of the same length, then patched.
+ */
+static const char *const bad_job_ids[] = { "../esc", "a/bcde", ".hiddn", "ab\ncde", "ab cde" };
+
+/* Replaces the placeholder "QQQQQQ" in buf with each bad id: every decode fails. */
+static void assert_bad_ids_refused(uint8_t *buf, size_t len,
+				   int (*decode)(const uint8_t *, size_t, void *), void (*fr)(void *),
+				   void *out)
+{
+	uint8_t *at = memmem(buf, len, "QQQQQQ", 6);
+
+	assert_non_null(at);
+	assert_int_equal(decode(buf + FR_WIRE_HEADER_SIZE, len - FR_WIRE_HEADER_SIZE, out), 0);
+	fr(out);
+	for (size_t i = 0; i < sizeof(bad_job_ids) / sizeof(bad_job_ids[0]); i++) {
+		memcpy(at, bad_job_ids[i], 6);
+		assert_int_equal(decode(buf + FR_WIRE_HEADER_SIZE, len - FR_WIRE_HEADER_SIZE, out),
+				 -EPROTO);
+	}
+}
+
+#define DECODER(n)                                                                         \
+	static int n##_dec(const uint8_t *p, size_t len, void *out)                        \
+	{                                                                                  \
+		return fr_wire_##n##_decode(p, len, out);                                  \
+	}                                                                                  \
+	static void n##_fr(void *out)                                                      \
+	{                                                                                  \
+		fr_wire_##n##_free(out);                                                   \
+	}
+DECODER(node_hello)
+DECODER(node_ranks)
+DECODER(node_comms)
+DECODER(node_progress)
+
+static void test_job_ids_are_names(void **state)
+{
+	struct fr_msg_node_hello h, ho;
+	struct fr_msg_node_ranks r, ro;
+	struct fr_msg_node_comms c, co;
+	struct fr_msg_node_progress p, po;
+	struct fr_node_job jobs[2];
+	uint8_t *buf;
+	size_t len;
+
+	(void)state;
+	sample_node_hello(&h);
+	memcpy(jobs, h.jobs, sizeof(jobs));
+	h.jobs = jobs;
+	snprintf(jobs[1].job, sizeof(jobs[1].job), "QQQQQQ");
+	len = ENCODE(node_hello, &h, &buf);
+	assert_bad_ids_refused(buf, len, node_hello_dec, node_hello_fr, &ho);
+	free(buf);
+	snprintf(jobs[1].job, sizeof(jobs[1].job), "../escape-x");
+	assert_int_equal(fr_wire_node_hello_encode(&h, NULL, 0), -EINVAL);
+
+	sample_node_ranks(&r);
+	snprintf(r.job, sizeof(r.job), "QQQQQQ");
+	len = ENCODE(node_ranks, &r, &buf);
+	assert_bad_ids_refused(buf, len, node_ranks_dec, node_ranks_fr, &ro);
+	free(buf);
+	snprintf(r.job, sizeof(r.job), "../escape-x");
+	assert_int_equal(fr_wire_node_ranks_encode(&r, NULL, 0), -EINVAL);
+
+	sample_node_comms(&c);
+	snprintf(c.job, sizeof(c.job), "QQQQQQ");
+	len = ENCODE(node_comms, &c, &buf);
+	assert_bad_ids_refused(buf, len, node_comms_dec, node_comms_fr, &co);
+	free(buf);
+	snprintf(c.job, sizeof(c.job), "../escape-x");
+	assert_int_equal(fr_wire_node_comms_encode(&c, NULL, 0), -EINVAL);
+
+	sample_node_progress(&p);
+	snprintf(p.job, sizeof(p.job), "QQQQQQ");
+	len = ENCODE(node_progress, &p, &buf);
+	assert_bad_ids_refused(buf, len, node_progress_dec, node_progress_fr, &po);
+	free(buf);
+	snprintf(p.job, sizeof(p.job), "../escape-x");
+	assert_int_equal(fr_wire_node_progress_encode(&p, NULL, 0), -EINVAL);
+}
+
 static void test_dump_request_roundtrip_and_refusals(void **state)
 {
 	struct fr_msg_node_dump_request m, out;
@@ -652,6 +737,7 @@ int main(void)
 		cmocka_unit_test(test_progress_roundtrip),
 		cmocka_unit_test(test_progress_refusals),
 		cmocka_unit_test(test_progress_largest),
+		cmocka_unit_test(test_job_ids_are_names),
 		cmocka_unit_test(test_dump_request_roundtrip_and_refusals),
 		cmocka_unit_test(test_summary_roundtrip_and_refusals),
 		cmocka_unit_test(test_summary_largest_piece),
