@@ -140,6 +140,7 @@ $(BUILD)/tests/test_upload: $(call obj,daemon/upload.c)
 $(BUILD)/tests/test_aggregate: $(call obj,daemon/aggregate.c)
 $(BUILD)/tests/test_node_verdict: $(call obj,daemon/node_verdict.c daemon/aggregate.c)
 $(BUILD)/tests/test_nodes: $(call obj,daemon/nodes.c) $(call obj,daemon/clock.c) $(call obj,daemon/budget.c) $(call obj,daemon/ratelog.c)
+$(BUILD)/tests/test_node_watchdog: $(call obj,daemon/node_watchdog.c daemon/node_verdict.c daemon/aggregate.c daemon/nodes.c daemon/clock.c daemon/budget.c daemon/ratelog.c)
 # Counts the job keys registry.c makes (HMACs).
 $(BUILD)/tests/test_registry: LDFLAGS += -Wl,--wrap=fr_wire_job_key
 $(UNIT_TESTS):
