@@ -65,6 +65,7 @@
  * per rank, and a thousand jobs that lost their nodes at once must not
  * open a thousand. The others open on a later pass, if still due. */
 #define CLUSTER_OPEN_MAX 16
+_Static_assert(CLUSTER_OPEN_MAX < CLUSTER_JOBS_MAX, "cl_job_get() always finds an idle record to reuse");
 
 enum cl_answer {
 	CL_NOT_HELD,        /* no node holds the rank */

@@ -9,9 +9,13 @@
  *
  * Bounded: everything kept here is charged to the memory budget
  * (BUDGET_NODES) and capped (NODES_MAX nodes, NODE_JOBS_MAX jobs a node,
- * NODE_RANKS_MAX ranks and NODE_COMMS_MAX communicators a job on a node);
+ * NODES_JOBS_TOTAL_MAX jobs over all nodes, NODE_RANKS_MAX ranks and
+ * NODE_COMMS_MAX communicators a job on a node), and a lost node's jobs
+ * go after a grace (nodes_forget_lost());
  * what would go over is refused, logged once per connection and counted
- * by the caller, and what was kept stays. Linear: a job -> holders index
+ * by the caller, and what was kept stays. Checked, not trusted: job ids
+ * are names, a rank has one connected holder and a job one world size
+ * (nodes_ranks()). Linear: a job -> holders index
  * serves every listing and the read side, so that none of them costs more
  * than the nodes, jobs and communicators it reads; merging a NODE_RANKS
  * batch costs its sort and one pass over the node's ranks of the job.

@@ -511,6 +511,19 @@ DECODER(node_ranks)
 DECODER(node_comms)
 DECODER(node_progress)
 
+/* Message `m` of kind `n`, its job id at `job`: a bad id is refused both ways. */
+#define ASSERT_JOB_ID_CHECKED(n, m, job, out)                                              \
+	do {                                                                               \
+		uint8_t *buf_;                                                             \
+		size_t len_;                                                               \
+		snprintf((job), sizeof(job), "QQQQQQ");                                    \
+		len_ = ENCODE(n, (m), &buf_);                                              \
+		assert_bad_ids_refused(buf_, len_, n##_dec, n##_fr, (out));                \
+		free(buf_);                                                                \
+		snprintf((job), sizeof(job), "../escape-x");                               \
+		assert_int_equal(fr_wire_##n##_encode((m), NULL, 0), -EINVAL);             \
+	} while (0)
+
 static void test_job_ids_are_names(void **state)
 {
 	struct fr_msg_node_hello h, ho;
@@ -518,43 +531,18 @@ static void test_job_ids_are_names(void **state)
 	struct fr_msg_node_comms c, co;
 	struct fr_msg_node_progress p, po;
 	struct fr_node_job jobs[2];
-	uint8_t *buf;
-	size_t len;
 
 	(void)state;
 	sample_node_hello(&h);
 	memcpy(jobs, h.jobs, sizeof(jobs));
 	h.jobs = jobs;
-	snprintf(jobs[1].job, sizeof(jobs[1].job), "QQQQQQ");
-	len = ENCODE(node_hello, &h, &buf);
-	assert_bad_ids_refused(buf, len, node_hello_dec, node_hello_fr, &ho);
-	free(buf);
-	snprintf(jobs[1].job, sizeof(jobs[1].job), "../escape-x");
-	assert_int_equal(fr_wire_node_hello_encode(&h, NULL, 0), -EINVAL);
-
+	ASSERT_JOB_ID_CHECKED(node_hello, &h, jobs[1].job, &ho);
 	sample_node_ranks(&r);
-	snprintf(r.job, sizeof(r.job), "QQQQQQ");
-	len = ENCODE(node_ranks, &r, &buf);
-	assert_bad_ids_refused(buf, len, node_ranks_dec, node_ranks_fr, &ro);
-	free(buf);
-	snprintf(r.job, sizeof(r.job), "../escape-x");
-	assert_int_equal(fr_wire_node_ranks_encode(&r, NULL, 0), -EINVAL);
-
+	ASSERT_JOB_ID_CHECKED(node_ranks, &r, r.job, &ro);
 	sample_node_comms(&c);
-	snprintf(c.job, sizeof(c.job), "QQQQQQ");
-	len = ENCODE(node_comms, &c, &buf);
-	assert_bad_ids_refused(buf, len, node_comms_dec, node_comms_fr, &co);
-	free(buf);
-	snprintf(c.job, sizeof(c.job), "../escape-x");
-	assert_int_equal(fr_wire_node_comms_encode(&c, NULL, 0), -EINVAL);
-
+	ASSERT_JOB_ID_CHECKED(node_comms, &c, c.job, &co);
 	sample_node_progress(&p);
-	snprintf(p.job, sizeof(p.job), "QQQQQQ");
-	len = ENCODE(node_progress, &p, &buf);
-	assert_bad_ids_refused(buf, len, node_progress_dec, node_progress_fr, &po);
-	free(buf);
-	snprintf(p.job, sizeof(p.job), "../escape-x");
-	assert_int_equal(fr_wire_node_progress_encode(&p, NULL, 0), -EINVAL);
+	ASSERT_JOB_ID_CHECKED(node_progress, &p, p.job, &po);
 }
 
 static void test_dump_request_roundtrip_and_refusals(void **state)
