@@ -685,13 +685,6 @@ static bool established_world(const struct nodes_entry *e, const struct node_job
 	return false;
 }
 
-static int rank_cmp(const void *a, const void *b)
-{
-	uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
-
-	return (x > y) - (x < y);
-}
-
 /* Rank `rank` among the node's ranks of the job (ascending by rank), or NULL. */
 static const struct fr_node_rank *node_job_find_rank(const struct node_job *j, uint32_t rank)
 {
@@ -708,18 +701,66 @@ static const struct fr_node_rank *node_job_find_rank(const struct node_job *j, u
 	return lo < j->nranks && j->ranks[lo].rank == rank ? &j->ranks[lo] : NULL;
 }
 
-/* Takes the ranks in `moved` (ascending) off `o`, a lost node's record:
- * they run on another node now. One pass over both. */
-static void node_job_unclaim(struct node_job *o, const uint32_t *moved, uint32_t n)
+/* A rank of a NODE_RANKS batch, with its place there, sorted by rank. */
+struct claim {
+	uint32_t rank;
+	uint32_t at;
+};
+
+static int claim_cmp(const void *a, const void *b)
 {
-	uint32_t out = 0, k = 0;
+	const struct claim *x = a, *y = b;
+
+	return (x->rank > y->rank) - (x->rank < y->rank);
+}
+
+/* The first of `c` (n, ascending) at `rank` or above. */
+static uint32_t claim_lower(const struct claim *c, uint32_t n, uint32_t rank)
+{
+	uint32_t lo = 0, hi = n;
+
+	while (lo < hi) {
+		uint32_t mid = lo + (hi - lo) / 2;
+
+		if (c[mid].rank < rank)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return lo;
+}
+
+/*
+ * Marks (at = UINT32_MAX) each of `c` (n, ascending) that record `o`
+ * holds, searching from whichever side is shorter: over a job's
+ * connected holders, whose ranks never overlap, that costs at most the
+ * job's world size, never the batch times the holders.
+ */
+static void claims_drop_held(const struct node_job *o, struct claim *c, uint32_t n)
+{
+	if (o->nranks < n) {
+		for (uint32_t r = 0; r < o->nranks; r++)
+			for (uint32_t i = claim_lower(c, n, o->ranks[r].rank);
+			     i < n && c[i].rank == o->ranks[r].rank; i++)
+				c[i].at = UINT32_MAX;
+		return;
+	}
+	for (uint32_t i = 0; i < n; i++)
+		if (node_job_find_rank(o, c[i].rank))
+			c[i].at = UINT32_MAX;
+}
+
+/* Takes the ranks in `c` (n, ascending) off `o`, a lost node's record:
+ * they run on another node now. */
+static void node_job_unclaim(struct node_job *o, const struct claim *c, uint32_t n)
+{
+	uint32_t out = 0;
 
 	for (uint32_t i = 0; i < o->nranks; i++) {
-		while (k < n && moved[k] < o->ranks[i].rank)
-			k++;
-		if (k < n && moved[k] == o->ranks[i].rank)
-			continue;
-		o->ranks[out++] = o->ranks[i];
+		uint32_t k = claim_lower(c, n, o->ranks[i].rank);
+
+		if (k == n || c[k].rank != o->ranks[i].rank)
+			o->ranks[out++] = o->ranks[i];
 	}
 	o->nranks = out;
 	o->nconnected = count_connected(o->ranks, o->nranks);
@@ -733,38 +774,45 @@ static void node_job_unclaim(struct node_job *o, const uint32_t *moved, uint32_t
 static int ranks_claim(struct node_job *j, struct fr_msg_node_ranks *m)
 {
 	struct nodes_entry *e = j->entry;
-	uint32_t *want, nwant = 0, kept = 0, dropped = 0;
+	uint32_t n = m->nranks, kept = 0, dropped = 0, k = 0;
+	struct claim *c;
 
-	if (!e || e->nholders < 2 || !m->nranks)
+	if (!e || e->nholders < 2 || !n)
 		return 0;
-	want = malloc(m->nranks * sizeof(*want));
-	if (!want)
+	c = malloc(n * sizeof(*c));
+	if (!c)
 		return -ENOMEM;
-	for (uint32_t i = 0; i < m->nranks; i++) {
-		const struct fr_node_rank *r = &m->ranks[i];
-		bool held = false;
+	for (uint32_t i = 0; i < n; i++)
+		c[i] = (struct claim){ .rank = m->ranks[i].rank, .at = i };
+	qsort(c, n, sizeof(*c), claim_cmp);
+	for (uint32_t h = 0; h < e->nholders; h++) {
+		const struct node_job *o = e->holders[h];
 
-		for (uint32_t h = 0; h < e->nholders && !held; h++) {
-			const struct node_job *o = e->holders[h];
-
-			held = o != j && o->node && o->node->conn && node_job_find_rank(o, r->rank);
-		}
-		if (held) {
+		if (o != j && o->node && o->node->conn && o->nranks)
+			claims_drop_held(o, c, n);
+	}
+	/* The batch in its order, less what was dropped; `c` keeps the rest. */
+	for (uint32_t i = 0; i < n; i++) {
+		if (c[i].at == UINT32_MAX) {
 			dropped++;
 			continue;
 		}
-		want[nwant++] = r->rank;
-		m->ranks[kept++] = *r;
+		c[k++] = c[i];
+	}
+	for (uint32_t i = 0; i < m->nranks; i++) {
+		uint32_t at = claim_lower(c, k, m->ranks[i].rank);
+
+		if (at < k && c[at].rank == m->ranks[i].rank)
+			m->ranks[kept++] = m->ranks[i];
 	}
 	m->nranks = kept;
-	qsort(want, nwant, sizeof(*want), rank_cmp);
-	for (uint32_t h = 0; h < e->nholders; h++) {
+	for (uint32_t h = 0; h < e->nholders && k; h++) {
 		struct node_job *o = e->holders[h];
 
 		if (o != j && o->node && !o->node->conn && o->nranks)
-			node_job_unclaim(o, want, nwant);
+			node_job_unclaim(o, c, k);
 	}
-	free(want);
+	free(c);
 	return (int)dropped;
 }
 

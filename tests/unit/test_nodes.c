@@ -922,6 +922,52 @@ static void test_jobs_total_cap(void **state)
 	assert_nodes_released();
 }
 
+/*
+ * Checking a claim costs what the job's other holders hold, not the batch
+ * times the holders: 4,095 nodes of 15 ranks each, then a node's batch of
+ * 2,048 ranks, all new, and one of 2,048 all held.
+ */
+static void test_claim_cost(void **state)
+{
+	static struct fr_node_rank rr[FR_NODE_RANKS_BATCH];
+	struct fr_msg_node_hello h = { .boot_id = 1 };
+	struct fr_msg_node_ranks m;
+	struct conn *old;
+	struct node *n;
+	uint64_t t0, t;
+
+	(void)state;
+	for (uint32_t k = 0; k < NODES_MAX - 1; k++) {
+		snprintf(h.node, sizeof(h.node), "n%u", k);
+		n = nodes_hello((struct conn *)(uintptr_t)(k + 1), "x:1", &h, &old);
+		for (uint32_t i = 0; i < 15; i++)
+			rr[i] = rank(k * 15 + i, 0);
+		ranks_msg(&m, rr, 15, true);
+		m.world_size = NODE_RANKS_MAX;
+		assert_int_equal(nodes_ranks(n, &m), 0);
+	}
+	snprintf(h.node, sizeof(h.node), "last");
+	n = nodes_hello((struct conn *)0x99999, "x:1", &h, &old);
+	for (uint32_t i = 0; i < FR_NODE_RANKS_BATCH; i++)
+		rr[i] = rank(NODE_RANKS_MAX - 1 - i, 0);
+	t0 = now_us();
+	for (int round = 0; round < 2; round++) {
+		ranks_msg(&m, rr, FR_NODE_RANKS_BATCH, true);
+		m.world_size = NODE_RANKS_MAX;
+		for (uint32_t i = 0; round && i < FR_NODE_RANKS_BATCH; i++)
+			rr[i] = rank(i, 0);
+		assert_int_equal(nodes_ranks(n, &m), round ? -EADDRINUSE : 0);
+	}
+	t = now_us() - t0;
+	printf("two claims of %u ranks against %u nodes: %.2f ms\n", FR_NODE_RANKS_BATCH,
+	       NODES_MAX - 1, (double)t / 1000.0);
+	/* The product (2 x 2,048 x 4,095 searches) took some 270 ms. */
+	assert_true(t < 100000);
+	assert_int_equal(n->jobs[0]->nranks, 0);
+	nodes_free();
+	assert_nodes_released();
+}
+
 static void test_backoff(void **state)
 {
 	uint64_t ms = 0;
@@ -955,6 +1001,7 @@ int main(void)
 		cmocka_unit_test(test_world_size_agreed),
 		cmocka_unit_test(test_lost_node_grace),
 		cmocka_unit_test(test_jobs_total_cap),
+		cmocka_unit_test(test_claim_cost),
 		cmocka_unit_test(test_backoff),
 	};
 
