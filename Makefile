@@ -133,6 +133,7 @@ $(BUILD)/tests/test_ring: $(call obj,agent/ring.c)
 $(BUILD)/tests/test_handles: $(call obj,agent/handles.c)
 $(BUILD)/tests/test_route: $(call obj,daemon/route.c)
 $(BUILD)/tests/test_ratelog: $(call obj,daemon/ratelog.c)
+$(BUILD)/tests/test_log: $(call obj,daemon/log.c)
 $(BUILD)/tests/test_addr: $(call obj,daemon/addr.c)
 $(BUILD)/tests/test_access: $(call obj,daemon/access.c daemon/route.c)
 $(BUILD)/tests/test_registry: $(call obj,daemon/registry.c daemon/budget.c)
@@ -140,7 +141,8 @@ $(BUILD)/tests/test_upload: $(call obj,daemon/upload.c)
 $(BUILD)/tests/test_aggregate: $(call obj,daemon/aggregate.c)
 $(BUILD)/tests/test_node_verdict: $(call obj,daemon/node_verdict.c daemon/aggregate.c)
 $(BUILD)/tests/test_look_merge: $(call obj,daemon/look_merge.c)
-$(BUILD)/tests/test_nodes: $(call obj,daemon/nodes.c) $(call obj,daemon/clock.c) $(call obj,daemon/budget.c)
+$(BUILD)/tests/test_nodes: $(call obj,daemon/nodes.c) $(call obj,daemon/clock.c) $(call obj,daemon/budget.c) $(call obj,daemon/ratelog.c)
+$(BUILD)/tests/test_node_watchdog: $(call obj,daemon/node_watchdog.c daemon/node_verdict.c daemon/aggregate.c daemon/nodes.c daemon/clock.c daemon/budget.c daemon/ratelog.c)
 # Counts the job keys registry.c makes (HMACs).
 $(BUILD)/tests/test_registry: LDFLAGS += -Wl,--wrap=fr_wire_job_key
 $(UNIT_TESTS):

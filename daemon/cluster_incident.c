@@ -45,6 +45,7 @@
 #include "../dumps/evidence.h"
 #include "../protocol/node_wire.h"
 
+#include <assert.h>
 #include <errno.h>
 #include <inttypes.h>
 #include <limits.h>
@@ -59,6 +60,12 @@
 #define CLUSTER_JOBS_MAX 1024
 /* Rank fetches over HTTP waiting for their node at once. */
 #define CLUSTER_FETCHES_MAX 64
+/* Incidents open (collecting, judging, fetching) at once, all jobs
+ * together: each asks every node of its job for dumps and holds a record
+ * per rank, and a thousand jobs that lost their nodes at once must not
+ * open a thousand. The others open on a later pass, if still due. */
+#define CLUSTER_OPEN_MAX 16
+_Static_assert(CLUSTER_OPEN_MAX < CLUSTER_JOBS_MAX, "cl_job_get() always finds an idle record to reuse");
 
 enum cl_answer {
 	CL_NOT_HELD,        /* no node holds the rank */
@@ -91,7 +98,6 @@ struct cl_rank {
 
 struct cl_node {
 	char name[FR_HOST_MAX + 1];
-	uint32_t first_rank;    /* one of its ranks, to find its connection by */
 	bool done;              /* NODE_DUMP_DONE, or lost */
 };
 
@@ -148,7 +154,26 @@ static struct {
 	struct cl_job *jobs;
 	size_t njobs;
 	struct cl_fetch *fetches[CLUSTER_FETCHES_MAX];
+	struct cl_job *open[CLUSTER_OPEN_MAX];  /* the jobs with an active incident */
+	size_t nopen;
 } cl;
+
+/* Sets the job's active incident (NULL: none), keeping cl.open in step. */
+static void cl_set_active(struct cl_job *j, struct cl_incident *inc)
+{
+	size_t i = 0;
+
+	if (!inc) {
+		while (i < cl.nopen && cl.open[i] != j)
+			i++;
+		if (i < cl.nopen)
+			cl.open[i] = cl.open[--cl.nopen];
+	} else if (!j->active) {
+		assert(cl.nopen < CLUSTER_OPEN_MAX);
+		cl.open[cl.nopen++] = j;
+	}
+	j->active = inc;
+}
 
 static void cl_set_error(struct cl_rank *r, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
@@ -207,9 +232,11 @@ static struct cl_job *cl_job_get(const char *id)
 
 bool cluster_incident_collecting(const char *job)
 {
-	struct cl_job *j = cl_job_find(job);
-
-	return j && j->active;
+	/* The open ones, not every job's record: the watchdog asks per job per pass. */
+	for (size_t i = 0; i < cl.nopen; i++)
+		if (strcmp(cl.open[i]->id, job) == 0)
+			return true;
+	return false;
 }
 
 static struct incident_record *cl_record(struct cl_incident *inc)
@@ -286,14 +313,9 @@ static int cl_node_index(const struct cl_incident *inc, const char *node)
 /* The connection of node `i` of the incident, NULL while lost. */
 static struct conn *cl_node_conn(const struct cl_incident *inc, int i)
 {
-	struct conn *c = NULL;
-	const char *name;
-
-	/* Looked up each time: a node that reconnected has another connection. */
-	if (nodes_rank_node(inc->job->id, inc->nodes[i].first_rank, &c, &name) &&
-	    strcmp(name, inc->nodes[i].name) == 0)
-		return c;
-	return NULL;
+	/* Looked up each time, by name: a node that reconnected has another
+	 * connection, and a rank says nothing of which node it is. */
+	return nodes_conn_by_name(inc->nodes[i].name);
 }
 
 /* Rank `cr`'s full dump is not coming: why (its summary stays). */
@@ -727,7 +749,7 @@ static void cl_done(void *arg, int err)
 	rec->closed_ns = inc->closed_ns;
 	rec->incomplete = inc->incomplete;
 	incident_log_closed(rec, inc->job->id, inc->dir);
-	inc->job->active = NULL;
+	cl_set_active(inc->job, NULL);
 	cl_incident_free(inc);
 }
 
@@ -761,7 +783,6 @@ static void cl_open_node(void *arg, const char *node, struct conn *conn,
 	inc->nodes = nodes;
 	memset(&nodes[idx], 0, sizeof(nodes[idx]));
 	snprintf(nodes[idx].name, sizeof(nodes[idx].name), "%s", node);
-	nodes[idx].first_rank = nranks ? ranks[0].rank : 0;
 	nodes[idx].done = !conn;
 	inc->nnodes++;
 	for (uint32_t i = 0; i < nranks; i++) {
@@ -770,6 +791,17 @@ static void cl_open_node(void *arg, const char *node, struct conn *conn,
 		if (ranks[i].rank >= inc->world_size)
 			continue;
 		cr = &inc->ranks[ranks[i].rank];
+		if (cr->node >= 0) {
+			/* nodes.c gives a rank one holder; should two still
+			 * say so, the first keeps it and the other's summary
+			 * of it is refused. */
+			ratelog("cluster rank conflict", inc->job->id,
+				"incident %s of job %s: rank %" PRIu32
+				" is claimed by node %s and node %s; %s keeps it",
+				inc->id, inc->job->id, ranks[i].rank, nodes[cr->node].name, node,
+				nodes[cr->node].name);
+			continue;
+		}
 		cr->node = idx;
 		snprintf(cr->host, sizeof(cr->host), "%s", ranks[i].host);
 		cr->pid = ranks[i].pid;
@@ -807,19 +839,29 @@ static void cl_request_all(struct cl_incident *inc)
 static int cl_open(struct flightrecd *d, const char *job, const struct incident_trigger *t,
 		   json_t *verdict, uint64_t *retry_after)
 {
-	struct cl_job *j = cl_job_get(job);
+	struct cl_job *j = cl_job_find(job);
 	struct cl_open_ctx ctx = { 0 };
 	struct cl_incident *inc;
 	uint32_t world_size = 0;
 	json_t *summary;
 	int err;
 
-	if (!j)
-		return -ENOMEM;
-	if (j->active)
+	if (j && j->active)
 		return -EBUSY;
+	/* Before cl_job_get(), which finds no record to reuse while every
+	 * one is active. */
+	if (cl.nopen >= CLUSTER_OPEN_MAX) {
+		d->m.cluster_incidents_deferred++;
+		ratelog("cluster incidents open", job,
+			"job %s: incident (%s) not opened: %d incidents are collecting already (the cap on node-held jobs' incidents at once); tried again on a later pass",
+			job, t->reason, CLUSTER_OPEN_MAX);
+		return -ENOSPC;
+	}
 	if (!nodes_job_known(job, &world_size) || !world_size)
 		return -ENOENT;
+	j = cl_job_get(job);
+	if (!j)
+		return -ENOMEM;
 	if (!incident_bucket_allows(d, &j->budget, &j->budget_set, &j->budget_mono,
 				    daemon_mono_ns(), retry_after)) {
 		d->m.incidents_suppressed++;
@@ -876,7 +918,7 @@ static int cl_open(struct flightrecd *d, const char *job, const struct incident_
 	inc->verdict = verdict ? json_incref(verdict) : NULL;
 	inc->opened_ns = daemon_now_ns();
 	inc->deadline_mono = daemon_mono_ns() + (uint64_t)(d->cfg.dump_deadline_s * NS_PER_S);
-	j->active = inc;
+	cl_set_active(j, inc);
 	j->budget -= 1.0;
 	d->m.incidents++;
 	daemon_log("incident %s opened for job %s (held by %zu node%s): reason %s%s%s", inc->id, job,
@@ -888,14 +930,15 @@ static int cl_open(struct flightrecd *d, const char *job, const struct incident_
 	return 0;
 }
 
-void cluster_incident_open(struct flightrecd *d, const char *job, const struct incident_trigger *t,
-			   json_t *verdict)
+int cluster_incident_open(struct flightrecd *d, const char *job, const struct incident_trigger *t,
+			  json_t *verdict)
 {
 	uint64_t retry_after = 0;
 	int err = cl_open(d, job, t, verdict, &retry_after);
 
-	if (err && err != -EDQUOT && err != -EBUSY)
+	if (err && err != -EDQUOT && err != -EBUSY && err != -ENOSPC)
 		daemon_log("cannot open an incident for job %s: %s", job, strerror(-err));
+	return err;
 }
 
 unsigned cluster_incident_manual(struct flightrecd *d, const char *job, char *id, size_t idcap,
@@ -920,6 +963,11 @@ unsigned cluster_incident_manual(struct flightrecd *d, const char *job, char *id
 		snprintf(error, errcap, "incident %s of the job is being collected",
 			 j && j->active ? j->active->id : "?");
 		return MHD_HTTP_CONFLICT;
+	case -ENOSPC:
+		snprintf(error, errcap,
+			 "%d incidents are collecting already; try again once one closed",
+			 CLUSTER_OPEN_MAX);
+		return MHD_HTTP_SERVICE_UNAVAILABLE;
 	case -EDQUOT:
 		snprintf(error, errcap,
 			 "the job opened --max-incidents-per-hour %" PRIu32

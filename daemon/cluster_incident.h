@@ -24,8 +24,11 @@ struct incident_trigger;
  * is over --max-incidents-per-hour (then counted and logged as for the
  * registry's jobs). `verdict` is the central watchdog's live verdict of
  * the job (borrowed; NULL when none). Under the daemon's lock, on the loop.
+ * Returns 0, or -ENOSPC when too many incidents are open at once (counted,
+ * rate-limited in the log: the caller tries again later), or another
+ * error (logged, or -EBUSY / -EDQUOT as above).
  */
-void cluster_incident_open(struct flightrecd *d, const char *job, const struct incident_trigger *t,
+int cluster_incident_open(struct flightrecd *d, const char *job, const struct incident_trigger *t,
 			   json_t *verdict);
 /* Whether an incident of `job` is collecting now. */
 bool cluster_incident_collecting(const char *job);

@@ -132,7 +132,13 @@ struct daemon_config {
 	  "--max-memory.")                                                                      \
 	X(node_state_refused, "node_state_refused_total",                                         \
 	  "Node daemons' jobs, ranks or progress records not kept: over a cap on what a node "    \
-	  "may hold, or over --max-memory.")                                                      \
+	  "may hold or on the jobs all nodes hold together, an invalid id, or over --max-memory.") \
+	X(node_ranks_conflicting, "node_ranks_conflicting_total",                                 \
+	  "Node daemons' NODE_RANKS refused in part or whole: ranks another connected node of "  \
+	  "the job holds, or a world size the job's other nodes do not say.")                    \
+	X(cluster_incidents_deferred, "cluster_incidents_deferred_total",                         \
+	  "Incidents of node-held jobs not opened because CLUSTER_COLLECTING_MAX were "          \
+	  "collecting already (tried again on a later pass).")                                   \
 	X(node_jobs_conflicting, "node_jobs_conflicting_total",                                   \
 	  "Ranks refused because their job id is held by the other kind of peer: node daemons, " \
 	  "or agents connected to this daemon.")

@@ -231,6 +231,10 @@ int incident_make_dir_for(struct flightrecd *d, const char *job, uint64_t detect
 	char stamp[32];
 	int err;
 
+	/* Every caller had the id checked; a path outside DIR must still
+	 * never come of one that was not ("../x", "a/b"). */
+	if (!fr_wire_valid_name(job))
+		return -EINVAL;
 	stamp_of(detected_ns, stamp, sizeof(stamp));
 	if ((size_t)snprintf(jobdir, sizeof(jobdir), "%s/%s", d->cfg.dump_dir, job) >=
 	    sizeof(jobdir))

@@ -16,6 +16,11 @@ void daemon_log(const char *fmt, ...)
 	va_start(ap, fmt);
 	vsnprintf(line, sizeof(line), fmt, ap);
 	va_end(ap);
+	/* What peers send (ids, names, hosts, a dump's text) goes into lines:
+	 * none may start a line of its own or move the terminal's cursor. */
+	for (char *p = line; *p; p++)
+		if ((unsigned char)*p < 0x20 || *p == 0x7f)
+			*p = '?';
 	/* One write per line, so lines from the HTTP thread never interleave. */
 	fprintf(stderr, "flightrecd: %s\n", line);
 }

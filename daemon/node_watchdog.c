@@ -12,19 +12,37 @@
 #include "log.h"
 #include "node_verdict.h"
 #include "nodes.h"
+#include "ratelog.h"
 #include "registry.h"
 
 #include "../protocol/op.h"
 
-/* What was reported of a job, between passes; forgotten with the job. */
+/*
+ * What was reported of a job, between passes; forgotten with the job. In
+ * a hash table by job id, so that a pass costs the jobs it checks, not
+ * their square (nodes.h caps them at NODES_JOBS_TOTAL_MAX).
+ */
 struct reported {
-	struct reported *next;
+	struct reported *next;  /* in its bucket */
 	char job[FR_JOB_MAX + 1];
 	struct nv_reported rep;
 	bool seen;              /* in this pass */
 };
 
-static struct reported *reported;
+/* Buckets: a power of two, at least the jobs nodes may hold. */
+#define REPORTED_BUCKETS 4096u
+_Static_assert(REPORTED_BUCKETS >= NODES_JOBS_TOTAL_MAX, "one job a bucket on average, at most");
+
+static struct reported **reported;
+
+static size_t reported_bucket(const char *job)
+{
+	uint64_t h = 1469598103934665603ull;
+
+	while (*job)
+		h = (h ^ (uint8_t)*job++) * 1099511628211ull;
+	return h & (REPORTED_BUCKETS - 1);
+}
 
 /* A job's state gathered from the nodes: the input of nv_decide(). */
 struct gather {
@@ -156,17 +174,20 @@ static json_t *verdict_json(const char *job, const struct gather *g,
 
 static struct reported *reported_of(const char *job)
 {
-	struct reported *r;
+	struct reported *r, **b;
 
-	for (r = reported; r; r = r->next)
+	if (!reported && !(reported = calloc(REPORTED_BUCKETS, sizeof(*reported))))
+		return NULL;
+	b = &reported[reported_bucket(job)];
+	for (r = *b; r; r = r->next)
 		if (strcmp(r->job, job) == 0)
 			return r;
 	r = calloc(1, sizeof(*r));
 	if (!r)
 		return NULL;
 	snprintf(r->job, sizeof(r->job), "%s", job);
-	r->next = reported;
-	reported = r;
+	r->next = *b;
+	*b = r;
 	return r;
 }
 
@@ -180,6 +201,7 @@ static void check_job(void *arg, const char *job, uint32_t world_size)
 	struct pass *p = arg;
 	struct nv_limits lim = limits_of(p->d);
 	struct nv_decision dec;
+	struct nv_reported before;
 	struct reported *r;
 	struct gather g;
 	bool had_key;
@@ -192,6 +214,7 @@ static void check_job(void *arg, const char *job, uint32_t world_size)
 	/* While an incident collects, nothing is reported: the stuck state
 	 * is opened once it is done, if it still holds. */
 	had_key = r->rep.has_key;
+	before = r->rep;
 	nv_decide(&g.job, &lim, p->now_mono_ns, cluster_incident_collecting(job) ? NULL : &r->rep,
 		  &dec);
 	if (had_key && !r->rep.has_key)
@@ -200,9 +223,14 @@ static void check_job(void *arg, const char *job, uint32_t world_size)
 		json_t *v = verdict_json(job, &g, &dec, p->now_mono_ns);
 		json_t *s = v ? json_object_get(v, "summary") : NULL;
 
-		daemon_log("job %s (held by node daemons): %s", job,
-			   s ? json_string_value(s) : dec.trigger.reason);
-		cluster_incident_open(p->d, job, &dec.trigger, v);
+		/* Once a minute a job at most: a job whose incidents cannot
+		 * open (over the rate, or too many open) is decided again
+		 * every pass. */
+		ratelog("node job verdict", job, "job %s (held by node daemons): %s", job,
+			s ? json_string_value(s) : dec.trigger.reason);
+		/* Not open for want of room: still to report, on a later pass. */
+		if (cluster_incident_open(p->d, job, &dec.trigger, v) == -ENOSPC)
+			r->rep = before;
 		json_decref(v);
 	}
 	gather_free(&g);
@@ -212,19 +240,22 @@ void node_watchdog_check(struct flightrecd *d, uint64_t now_mono_ns)
 {
 	struct pass p = { .d = d, .now_mono_ns = now_mono_ns };
 
-	for (struct reported *r = reported; r; r = r->next)
-		r->seen = false;
+	nodes_forget_lost(now_mono_ns, nodes_lost_grace_ns(d->cfg.heartbeat_timeout_s));
 	nodes_each_job(check_job, &p);
-	/* Jobs no node holds any more are forgotten with what was reported. */
-	for (struct reported **at = &reported; *at;) {
-		struct reported *r = *at;
+	/* Jobs no node holds any more are forgotten with what was reported;
+	 * the others start the next pass unseen. */
+	for (size_t b = 0; reported && b < REPORTED_BUCKETS; b++) {
+		for (struct reported **at = &reported[b]; *at;) {
+			struct reported *r = *at;
 
-		if (r->seen) {
-			at = &r->next;
-			continue;
+			if (r->seen) {
+				r->seen = false;
+				at = &r->next;
+				continue;
+			}
+			*at = r->next;
+			free(r);
 		}
-		*at = r->next;
-		free(r);
 	}
 }
 
@@ -288,10 +319,14 @@ void node_watchdog_jobs_json(struct flightrecd *d, json_t *jobs, size_t from)
 
 void node_watchdog_free(void)
 {
-	while (reported) {
-		struct reported *r = reported;
+	for (size_t b = 0; reported && b < REPORTED_BUCKETS; b++) {
+		while (reported[b]) {
+			struct reported *r = reported[b];
 
-		reported = r->next;
-		free(r);
+			reported[b] = r->next;
+			free(r);
+		}
 	}
+	free(reported);
+	reported = NULL;
 }

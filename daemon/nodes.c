@@ -12,6 +12,9 @@
 #include "clock.h"
 #include "daemon.h"
 #include "log.h"
+#include "ratelog.h"
+
+#include "../protocol/wire.h"
 
 _Static_assert(NODE_RANKS_MAX == DAEMON_MAX_WORLD, "a node holds at most a whole world");
 _Static_assert(NODE_COMMS_MAX == DAEMON_MAX_COMMS, "a node's job has at most this many");
@@ -37,6 +40,8 @@ static struct node *numbered[NODES_MAX];
 static struct nodes_entry **buckets;
 static size_t nbuckets, nentries;
 static struct nodes_entry *entries_first, *entries_last;
+/* How long a lost node's jobs are kept (nodes_forget_lost()). */
+static uint64_t lost_grace_ns = (uint64_t)NODES_LOST_GRACE_MIN_S * NS_PER_S;
 
 /* malloc()/realloc() of memory charged to BUDGET_NODES: *charged follows. */
 static void *charged_realloc(void *p, size_t was, size_t want, uint64_t *charged)
@@ -329,6 +334,16 @@ static int progress_grow(struct node_job *j)
 	return 0;
 }
 
+/* A communicator id goes into log lines (the verdict's summary): printable
+ * ASCII only, as agents make them ("mpi-...", "nccl-..."). */
+static bool comm_printable(const char *comm)
+{
+	for (; *comm; comm++)
+		if ((unsigned char)*comm < 0x20 || (unsigned char)*comm >= 0x7f)
+			return false;
+	return true;
+}
+
 int node_job_progress(struct node_job *j, const struct fr_msg_node_progress *m)
 {
 	int ret = 0;
@@ -337,8 +352,13 @@ int node_job_progress(struct node_job *j, const struct fr_msg_node_progress *m)
 		const struct fr_node_comm_progress *rec = &m->comms[i];
 		struct node_prog p;
 		bool found;
-		uint32_t at = by_comm_find(j, rec->comm, &found);
+		uint32_t at;
 
+		if (!comm_printable(rec->comm)) {
+			ret = -EILSEQ;
+			continue;
+		}
+		at = by_comm_find(j, rec->comm, &found);
 		if (!found && j->nprogress >= NODE_COMMS_MAX) {
 			ret = -ENOSPC;
 			continue;
@@ -445,7 +465,8 @@ static void entry_free(struct nodes_entry *e)
 	charged_free(e, sizeof(*e), NULL);
 }
 
-/* Lists `j` under its job's entry, made when none. Returns 0 or -EDQUOT. */
+/* Lists `j` under its job's entry, made when none. Returns 0, -EDQUOT, or
+ * -EMLINK for a new job over NODES_JOBS_TOTAL_MAX. */
 static int index_add(struct node_job *j)
 {
 	struct nodes_entry *e = entry_find(j->id);
@@ -453,6 +474,8 @@ static int index_add(struct node_job *j)
 	if (!e) {
 		size_t h;
 
+		if (nentries >= NODES_JOBS_TOTAL_MAX)
+			return -EMLINK;
 		if (index_grow())
 			return -EDQUOT;
 		e = charged_realloc(NULL, 0, sizeof(*e), NULL);
@@ -498,15 +521,25 @@ static void index_remove(struct node_job *j)
 
 /* ---- nodes ---- */
 
-/* Logs a refusal over a cap once per connection of the node; the caller counts it. */
+/*
+ * Logs a refusal once per connection of the node; the caller counts it
+ * (node_state_refused_total: all come back as -ENOSPC or -EDQUOT). `job`
+ * is a valid name, or NULL for one that is not, which is not logged.
+ */
 static int node_refuse(struct node *n, const char *job, int err, const char *what)
 {
+	const char *why = err == -EDQUOT ? "over --max-memory" :
+			  err == -EMLINK ? "node daemons hold " NODES_JOBS_TOTAL_MAX_S
+					   " jobs here already (the cap on all nodes' jobs together)" :
+			  err == -EINVAL ? "the job id is not a name (letters, digits, '.', '_', '-'; no leading '.')" :
+			  err == -EILSEQ ? "a communicator id that is not printable ASCII" :
+					   "over the cap on what a node may hold";
+
 	if (!n->refusal_logged)
 		daemon_log("node %s: refusing %s of job %s: %s (kept what it sent before; further refusals on this connection are counted in node_state_refused_total, not logged)",
-			   n->name, what, job,
-			   err == -EDQUOT ? "over --max-memory" : "over the cap on what a node may hold");
+			   n->name, what, fr_wire_valid_name(job) ? job : "(not shown)", why);
 	n->refusal_logged = true;
-	return err;
+	return err == -EDQUOT ? err : -ENOSPC;
 }
 
 static void node_job_drop(struct node *n, size_t i)
@@ -548,6 +581,12 @@ static struct node_job *node_job(struct node *n, const char *job, bool create, i
 		return n->jobs[i];
 	if (!create)
 		return NULL;
+	/* The decoders refused such an id already; the index must never hold
+	 * one, since cluster incidents make directories of it. */
+	if (!fr_wire_valid_name(job)) {
+		*err = -EINVAL;
+		return NULL;
+	}
 	if (n->njobs >= NODE_JOBS_MAX) {
 		*err = -ENOSPC;
 		return NULL;
@@ -564,9 +603,9 @@ static struct node_job *node_job(struct node *n, const char *job, bool create, i
 	memset(j, 0, sizeof(*j));
 	snprintf(j->id, sizeof(j->id), "%s", job);
 	j->node = n;
-	if (index_add(j)) {
+	*err = index_add(j);
+	if (*err) {
 		charged_free(j, sizeof(*j), NULL);
-		*err = -EDQUOT;
 		return NULL;
 	}
 	n->jobs[n->njobs++] = j;
@@ -627,6 +666,156 @@ static struct node *node_new(const char *name, const char **why)
 	return n;
 }
 
+/*
+ * The world size the other connected holders of `j`'s job agree on, in
+ * *world; false when none holds ranks. A lost node's word does not count:
+ * the job may have been restarted elsewhere with another size.
+ */
+static bool established_world(const struct nodes_entry *e, const struct node_job *self,
+			      uint32_t *world)
+{
+	for (uint32_t h = 0; e && h < e->nholders; h++) {
+		const struct node_job *o = e->holders[h];
+
+		if (o != self && o->nranks && o->node && o->node->conn) {
+			*world = o->world_size;
+			return true;
+		}
+	}
+	return false;
+}
+
+/* Rank `rank` among the node's ranks of the job (ascending by rank), or NULL. */
+static const struct fr_node_rank *node_job_find_rank(const struct node_job *j, uint32_t rank)
+{
+	uint32_t lo = 0, hi = j->nranks;
+
+	while (lo < hi) {
+		uint32_t mid = lo + (hi - lo) / 2;
+
+		if (j->ranks[mid].rank < rank)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return lo < j->nranks && j->ranks[lo].rank == rank ? &j->ranks[lo] : NULL;
+}
+
+/* A rank of a NODE_RANKS batch, with its place there, sorted by rank. */
+struct claim {
+	uint32_t rank;
+	uint32_t at;
+};
+
+static int claim_cmp(const void *a, const void *b)
+{
+	const struct claim *x = a, *y = b;
+
+	return (x->rank > y->rank) - (x->rank < y->rank);
+}
+
+/* The first of `c` (n, ascending) at `rank` or above. */
+static uint32_t claim_lower(const struct claim *c, uint32_t n, uint32_t rank)
+{
+	uint32_t lo = 0, hi = n;
+
+	while (lo < hi) {
+		uint32_t mid = lo + (hi - lo) / 2;
+
+		if (c[mid].rank < rank)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return lo;
+}
+
+/*
+ * Marks (at = UINT32_MAX) each of `c` (n, ascending) that record `o`
+ * holds, searching from whichever side is shorter: over a job's
+ * connected holders, whose ranks never overlap, that costs at most the
+ * job's world size, never the batch times the holders.
+ */
+static void claims_drop_held(const struct node_job *o, struct claim *c, uint32_t n)
+{
+	if (o->nranks < n) {
+		for (uint32_t r = 0; r < o->nranks; r++)
+			for (uint32_t i = claim_lower(c, n, o->ranks[r].rank);
+			     i < n && c[i].rank == o->ranks[r].rank; i++)
+				c[i].at = UINT32_MAX;
+		return;
+	}
+	for (uint32_t i = 0; i < n; i++)
+		if (node_job_find_rank(o, c[i].rank))
+			c[i].at = UINT32_MAX;
+}
+
+/* Takes the ranks in `c` (n, ascending) off `o`, a lost node's record:
+ * they run on another node now. */
+static void node_job_unclaim(struct node_job *o, const struct claim *c, uint32_t n)
+{
+	uint32_t out = 0;
+
+	for (uint32_t i = 0; i < o->nranks; i++) {
+		uint32_t k = claim_lower(c, n, o->ranks[i].rank);
+
+		if (k == n || c[k].rank != o->ranks[i].rank)
+			o->ranks[out++] = o->ranks[i];
+	}
+	o->nranks = out;
+	o->nconnected = count_connected(o->ranks, o->nranks);
+}
+
+/*
+ * One holder of a rank (docs/SCALE-OUT.md): drops from `m` the ranks that
+ * another connected node of the job holds, and takes off lost nodes'
+ * records those that moved here. Returns how many were dropped; -ENOMEM.
+ */
+static int ranks_claim(struct node_job *j, struct fr_msg_node_ranks *m)
+{
+	struct nodes_entry *e = j->entry;
+	uint32_t n = m->nranks, kept = 0, dropped = 0, k = 0;
+	struct claim *c;
+
+	if (!e || e->nholders < 2 || !n)
+		return 0;
+	c = malloc(n * sizeof(*c));
+	if (!c)
+		return -ENOMEM;
+	for (uint32_t i = 0; i < n; i++)
+		c[i] = (struct claim){ .rank = m->ranks[i].rank, .at = i };
+	qsort(c, n, sizeof(*c), claim_cmp);
+	for (uint32_t h = 0; h < e->nholders; h++) {
+		const struct node_job *o = e->holders[h];
+
+		if (o != j && o->node && o->node->conn && o->nranks)
+			claims_drop_held(o, c, n);
+	}
+	/* The batch in its order, less what was dropped; `c` keeps the rest. */
+	for (uint32_t i = 0; i < n; i++) {
+		if (c[i].at == UINT32_MAX) {
+			dropped++;
+			continue;
+		}
+		c[k++] = c[i];
+	}
+	for (uint32_t i = 0; i < m->nranks; i++) {
+		uint32_t at = claim_lower(c, k, m->ranks[i].rank);
+
+		if (at < k && c[at].rank == m->ranks[i].rank)
+			m->ranks[kept++] = m->ranks[i];
+	}
+	m->nranks = kept;
+	for (uint32_t h = 0; h < e->nholders && k; h++) {
+		struct node_job *o = e->holders[h];
+
+		if (o != j && o->node && !o->node->conn && o->nranks)
+			node_job_unclaim(o, c, k);
+	}
+	free(c);
+	return (int)dropped;
+}
+
 struct node *nodes_admit(struct conn *c, const char *peer, const struct fr_msg_node_hello *m,
 			 struct conn **old, const char **why)
 {
@@ -680,8 +869,14 @@ struct node *nodes_admit(struct conn *c, const char *peer, const struct fr_msg_n
 	n->refusal_logged = false;
 	for (uint32_t i = 0; i < m->njobs; i++) {
 		int err;
+		uint32_t world;
 		struct node_job *j = node_job(n, m->jobs[i].job, true, &err);
 
+		if (j && established_world(j->entry, j, &world) && world != m->jobs[i].world_size) {
+			/* Its NODE_RANKS will be refused too, and logged then. */
+			node_job_drop(n, n->njobs - 1);
+			continue;
+		}
 		if (j && m->jobs[i].world_size <= NODE_RANKS_MAX)
 			j->world_size = m->jobs[i].world_size;
 		else if (err)
@@ -698,25 +893,49 @@ struct node *nodes_hello(struct conn *c, const char *peer, const struct fr_msg_n
 	return nodes_admit(c, peer, m, old, &why);
 }
 
-int nodes_ranks(struct node *n, const struct fr_msg_node_ranks *m)
+int nodes_ranks(struct node *n, const struct fr_msg_node_ranks *cm)
 {
-	int err;
+	struct fr_msg_node_ranks m = *cm;
+	uint32_t world;
+	int err, dropped;
 	struct node_job *j;
 
 	/* An empty full list: the job ended on the node. */
-	if ((m->flags & FR_NODE_RANKS_FULL) && !m->nranks) {
-		size_t i = node_job_at(n, m->job);
+	if ((m.flags & FR_NODE_RANKS_FULL) && !m.nranks) {
+		size_t i = node_job_at(n, m.job);
 
 		if (i < n->njobs) {
-			daemon_log("node %s: job %s ended there", n->name, m->job);
+			daemon_log("node %s: job %s ended there", n->name, m.job);
 			node_job_drop(n, i);
 		}
 		return 0;
 	}
-	j = node_job(n, m->job, true, &err);
-	if (j)
-		err = node_job_ranks(j, m);
-	return err == -EDQUOT || err == -ENOSPC ? node_refuse(n, m->job, err, "ranks") : err;
+	j = node_job(n, m.job, true, &err);
+	if (!j)
+		return node_refuse(n, m.job, err, "ranks");
+	/* One world size a job: a node that says another is refused rather
+	 * than shrinking or growing the job under the others. */
+	if (m.world_size <= NODE_RANKS_MAX && established_world(j->entry, j, &world) &&
+	    world != m.world_size) {
+		ratelog("node world conflict", m.job,
+			"node %s: refusing its ranks of job %s: it says the world has %" PRIu32
+			" ranks, the job's other nodes say %" PRIu32,
+			n->name, m.job, m.world_size, world);
+		if (!j->nranks)
+			node_job_drop(n, node_job_at(n, m.job));
+		return -EDOM;
+	}
+	dropped = ranks_claim(j, &m);
+	if (dropped < 0)
+		return dropped;
+	if (dropped)
+		ratelog("node rank conflict", m.job,
+			"node %s: refusing %d rank%s of job %s that another connected node holds (one holder a rank; a lost node's ranks may move)",
+			n->name, dropped, dropped == 1 ? "" : "s", m.job);
+	err = node_job_ranks(j, &m);
+	if (err)
+		return node_refuse(n, m.job, err, "ranks");
+	return dropped ? -EADDRINUSE : 0;
 }
 
 int nodes_progress(struct node *n, const struct fr_msg_node_progress *m)
@@ -726,8 +945,7 @@ int nodes_progress(struct node *n, const struct fr_msg_node_progress *m)
 
 	if (j)
 		err = node_job_progress(j, m);
-	return err == -EDQUOT || err == -ENOSPC ?
-		       node_refuse(n, m->job, err, "progress records") : err;
+	return err ? node_refuse(n, m->job, err, "progress records") : 0;
 }
 
 void nodes_conn_lost(struct node *n, struct conn *c)
@@ -737,6 +955,41 @@ void nodes_conn_lost(struct node *n, struct conn *c)
 	n->conn = NULL;
 	n->lost_mono_ns = daemon_mono_ns();
 	daemon_log("node %s lost: its ranks are unresponsive until it reconnects", n->name);
+}
+
+uint64_t nodes_lost_grace_ns(double heartbeat_timeout_s)
+{
+	double s = 10.0 * heartbeat_timeout_s;
+
+	return (uint64_t)((s > NODES_LOST_GRACE_MIN_S ? s : NODES_LOST_GRACE_MIN_S) * NS_PER_S);
+}
+
+/* Whether node `n` still speaks for its jobs: connected, or lost within the grace. */
+static bool node_current(const struct node *n, uint64_t now_mono_ns)
+{
+	return n->conn || now_mono_ns - n->lost_mono_ns <= lost_grace_ns;
+}
+
+void nodes_forget_lost(uint64_t now_mono_ns, uint64_t grace_ns)
+{
+	lost_grace_ns = grace_ns;
+	for (struct node *n = nodes; n; n = n->next) {
+		if (node_current(n, now_mono_ns) || !n->njobs)
+			continue;
+		daemon_log("node %s: lost for %.0f s: forgetting its %" PRIu32
+			   " job%s (it resends them if it comes back)",
+			   n->name, (double)(now_mono_ns - n->lost_mono_ns) / NS_PER_S, n->njobs,
+			   n->njobs == 1 ? "" : "s");
+		node_forget_jobs(n);
+	}
+}
+
+struct conn *nodes_conn_by_name(const char *node)
+{
+	for (const struct node *n = nodes; n; n = n->next)
+		if (strcmp(n->name, node) == 0)
+			return n->conn;
+	return NULL;
 }
 
 void nodes_free(void)
@@ -862,23 +1115,39 @@ size_t nodes_job_ranks_json(const char *job, json_t *ranks)
 	return n;
 }
 
-/* The first holder of the entry with ranks; NULL when none has any. */
+/* A holder of the entry with ranks, a connected one first (its world size
+ * is the job's: nodes_ranks()); NULL when none has any. */
 static const struct node_job *entry_with_ranks(const struct nodes_entry *e)
 {
-	for (uint32_t h = 0; h < e->nholders; h++)
-		if (e->holders[h]->nranks)
-			return e->holders[h];
-	return NULL;
+	const struct node_job *any = NULL;
+
+	for (uint32_t h = 0; h < e->nholders; h++) {
+		const struct node_job *j = e->holders[h];
+
+		if (j->nranks && j->node && j->node->conn)
+			return j;
+		if (j->nranks && !any)
+			any = j;
+	}
+	return any;
 }
 
 bool nodes_job_held(const char *job, const char **node)
 {
 	struct nodes_entry *e = entry_find(job);
-	const struct node_job *j = e ? entry_with_ranks(e) : NULL;
+	uint64_t now = daemon_mono_ns();
 
-	if (j && node)
-		*node = j->node ? j->node->name : "";
-	return j != NULL;
+	/* A node gone longer than the grace no longer keeps the id from agents. */
+	for (uint32_t h = 0; e && h < e->nholders; h++) {
+		const struct node_job *j = e->holders[h];
+
+		if (j->nranks && (!j->node || node_current(j->node, now))) {
+			if (node)
+				*node = j->node ? j->node->name : "";
+			return true;
+		}
+	}
+	return false;
 }
 
 bool nodes_job_known(const char *job, uint32_t *world_size)
@@ -1008,21 +1277,6 @@ const char *nodes_node_name(uint32_t node)
 	return node < NODES_MAX && numbered[node] ? numbered[node]->name : "";
 }
 
-/* Rank `rank` among the node's ranks of the job (ascending by rank), or NULL. */
-static const struct fr_node_rank *node_job_find_rank(const struct node_job *j, uint32_t rank)
-{
-	uint32_t lo = 0, hi = j->nranks;
-
-	while (lo < hi) {
-		uint32_t mid = lo + (hi - lo) / 2;
-
-		if (j->ranks[mid].rank < rank)
-			lo = mid + 1;
-		else
-			hi = mid;
-	}
-	return lo < j->nranks && j->ranks[lo].rank == rank ? &j->ranks[lo] : NULL;
-}
 
 /* read side: node_watchdog */
 const struct fr_node_rank *nodes_job_rank(const char *job, const char *node, uint32_t rank)

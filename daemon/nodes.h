@@ -9,9 +9,13 @@
  *
  * Bounded: everything kept here is charged to the memory budget
  * (BUDGET_NODES) and capped (NODES_MAX nodes, NODE_JOBS_MAX jobs a node,
- * NODE_RANKS_MAX ranks and NODE_COMMS_MAX communicators a job on a node);
+ * NODES_JOBS_TOTAL_MAX jobs over all nodes, NODE_RANKS_MAX ranks and
+ * NODE_COMMS_MAX communicators a job on a node), and a lost node's jobs
+ * go after a grace (nodes_forget_lost());
  * what would go over is refused, logged once per connection and counted
- * by the caller, and what was kept stays. Linear: a job -> holders index
+ * by the caller, and what was kept stays. Checked, not trusted: job ids
+ * are names, a rank has one connected holder and a job one world size
+ * (nodes_ranks()). Linear: a job -> holders index
  * serves every listing and the read side, so that none of them costs more
  * than the nodes, jobs and communicators it reads; merging a NODE_RANKS
  * batch costs its sort and one pass over the node's ranks of the job.
@@ -43,6 +47,14 @@ struct flightrecd;
 #define NODE_RANKS_MAX (1u << 16)
 /* Communicators with a progress record per job per node: DAEMON_MAX_COMMS. */
 #define NODE_COMMS_MAX 16384u
+/* Jobs all nodes together may hold here: what the central watchdog walks
+ * each pass. A node's NODE_RANKS of a new job past it is refused. */
+#define NODES_JOBS_TOTAL_MAX 4096u
+#define NODES_JOBS_TOTAL_MAX_S "4096"
+/* A lost node's jobs are forgotten after max(10 x --heartbeat-timeout,
+ * this): until then its ranks show as unresponsive (node lost) and its job
+ * ids are not free for agents; after, it is as if it never held them. */
+#define NODES_LOST_GRACE_MIN_S 600
 
 /*
  * One communicator's latest progress record as a node sent it, at the
@@ -136,18 +148,33 @@ struct node *nodes_hello(struct conn *c, const char *peer, const struct fr_msg_n
 			 struct conn **old);
 /*
  * NODE_RANKS of node `n`. An empty FULL list retracts the job: the node's
- * record of it goes (and the index entry when no node holds it). Returns
- * 0, -ENOMEM, or -ENOSPC / -EDQUOT when refused over a cap or the budget
- * (logged; what was kept stays).
+ * record of it goes (and the index entry when no node holds it). A rank
+ * has one holder: one that another connected node of the job holds is
+ * refused (m->ranks is filtered in place), one a lost node held moves here
+ * (a rank restarted on another node). Returns 0, -ENOMEM, -ENOSPC /
+ * -EDQUOT when refused over a cap, the budget or an invalid job id
+ * (logged once per connection; what was kept stays), -EADDRINUSE when
+ * some ranks were refused as held by another node (the others are taken),
+ * -EDOM when the whole message was refused for a world size other than
+ * the one the job's other connected nodes say (those two rate-limited in
+ * the log).
  */
 int nodes_ranks(struct node *n, const struct fr_msg_node_ranks *m);
 /* NODE_PROGRESS of node `n`; returns as nodes_ranks(). */
 int nodes_progress(struct node *n, const struct fr_msg_node_progress *m);
 /* The node's connection `c` closed: the node stays, disconnected. */
 void nodes_conn_lost(struct node *n, struct conn *c);
+/* How long a lost node keeps its jobs: max(10 x heartbeat timeout, NODES_LOST_GRACE_MIN_S). */
+uint64_t nodes_lost_grace_ns(double heartbeat_timeout_s);
+/* Forgets the jobs of nodes lost longer than `grace_ns` (the watchdog's
+ * pass; linear in the nodes), and holds to that grace until the next call. */
+void nodes_forget_lost(uint64_t now_mono_ns, uint64_t grace_ns);
+/* The connection of the node named `node`; NULL while it is lost or unknown. */
+struct conn *nodes_conn_by_name(const char *node);
 void nodes_free(void);
 
-/* Whether some node holds ranks of `job`, and the first such node's name in *node. */
+/* Whether some node connected, or lost within the grace (nodes_forget_lost()),
+ * holds ranks of `job`, and the first such node's name in *node. */
 bool nodes_job_held(const char *job, const char **node);
 
 /* GET /v1/nodes: {"nodes": [{name, address, connected, jobs, ranks}]}. */

@@ -715,10 +715,20 @@ out_free:
  */
 static int node_kept(struct conn *c, int err)
 {
-	if (err != -ENOSPC && err != -EDQUOT)
+	switch (err) {
+	case -ENOSPC:
+	case -EDQUOT:
+		c->d->m.node_state_refused++;
+		return 0;
+	case -EADDRINUSE:
+	case -EDOM:
+		/* Ranks another connected node of the job holds, or a world
+		 * size its other nodes do not say (nodes.c logged it). */
+		c->d->m.node_ranks_conflicting++;
+		return 0;
+	default:
 		return err;
-	c->d->m.node_state_refused++;
-	return 0;
+	}
 }
 
 /* NODE_RANKS, NODE_COMMS, NODE_PROGRESS on a node's connection. */

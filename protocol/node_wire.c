@@ -122,6 +122,16 @@ static uint32_t rd_ranges(struct rd *r, struct fr_node_range *out)
 	return r->bad ? 0 : n;
 }
 
+/*
+ * A job id from a node: a name fr_wire_valid_name() accepts, as agents'
+ * job ids must be (registry.c), since the central daemon makes
+ * directories of it (DIR/<job>/<incident>/) and writes it in log lines.
+ */
+static bool job_valid(const char *job)
+{
+	return str_len(job, FR_JOB_MAX) <= FR_JOB_MAX && fr_wire_valid_name(job);
+}
+
 /* NODE_HELLO */
 
 _Static_assert(STR_SIZE(FR_HOST_MAX) + 8 + 2 + 4 +
@@ -147,7 +157,7 @@ int fr_wire_node_hello_encode(const struct fr_msg_node_hello *m, uint8_t *buf, s
 	    (m->njobs && !m->jobs))
 		return -EINVAL;
 	for (uint32_t i = 0; i < m->njobs; i++)
-		if (str_len(m->jobs[i].job, FR_JOB_MAX) > FR_JOB_MAX)
+		if (!job_valid(m->jobs[i].job))
 			return -EINVAL;
 	total = wr_begin(&w, buf, cap, FR_MSG_NODE_HELLO, fr_wire_node_hello_size(m));
 	if (total < 0)
@@ -182,6 +192,8 @@ int fr_wire_node_hello_decode(const uint8_t *payload, size_t len, struct fr_msg_
 		rd_str(&r, m->jobs[i].job, FR_JOB_MAX);
 		m->jobs[i].world_size = rd_u32(&r);
 		m->jobs[i].nranks = rd_u32(&r);
+		if (!r.bad && !job_valid(m->jobs[i].job))
+			rd_fail(&r);
 	}
 	if (rd_ok(&r))
 		return 0;
@@ -215,7 +227,7 @@ int fr_wire_node_ranks_encode(const struct fr_msg_node_ranks *m, uint8_t *buf, s
 	struct wr w;
 	int total;
 
-	if (str_len(m->job, FR_JOB_MAX) > FR_JOB_MAX || (m->flags & ~FR_NODE_RANKS_FULL) ||
+	if (!job_valid(m->job) || (m->flags & ~FR_NODE_RANKS_FULL) ||
 	    m->nranks > FR_NODE_RANKS_BATCH || (m->nranks && !m->ranks))
 		return -EINVAL;
 	for (uint32_t i = 0; i < m->nranks; i++)
@@ -250,7 +262,7 @@ int fr_wire_node_ranks_decode(const uint8_t *payload, size_t len, struct fr_msg_
 	rd_str(&r, m->job, FR_JOB_MAX);
 	m->world_size = rd_u32(&r);
 	m->flags = rd_u8(&r);
-	if (m->flags & ~FR_NODE_RANKS_FULL)
+	if ((m->flags & ~FR_NODE_RANKS_FULL) || (!r.bad && !job_valid(m->job)))
 		rd_fail(&r);
 	m->nranks = rd_count(&r, NODE_RANK_MIN_SIZE, 0);
 	if (m->nranks > FR_NODE_RANKS_BATCH)
@@ -309,7 +321,7 @@ int fr_wire_node_comms_encode(const struct fr_msg_node_comms *m, uint8_t *buf, s
 	struct wr w;
 	int total;
 
-	if (str_len(m->job, FR_JOB_MAX) > FR_JOB_MAX || (m->ncomms && !m->comms))
+	if (!job_valid(m->job) || (m->ncomms && !m->comms))
 		return -EINVAL;
 	for (uint32_t i = 0; i < m->ncomms; i++)
 		if (!node_comm_valid(&m->comms[i]))
@@ -348,6 +360,8 @@ int fr_wire_node_comms_decode(const uint8_t *payload, size_t len, struct fr_msg_
 
 	memset(m, 0, sizeof(*m));
 	rd_str(&r, m->job, FR_JOB_MAX);
+	if (!r.bad && !job_valid(m->job))
+		rd_fail(&r);
 	m->ncomms = rd_count(&r, NODE_COMM_MIN_SIZE, 0);
 	if (rd_array(&r, (void **)&m->comms, m->ncomms, sizeof(*m->comms), &ret) < 0)
 		goto out_free;
@@ -476,7 +490,7 @@ int fr_wire_node_progress_encode(const struct fr_msg_node_progress *m, uint8_t *
 	struct wr w;
 	int total;
 
-	if (str_len(m->job, FR_JOB_MAX) > FR_JOB_MAX || m->ncomms > FR_NODE_PROGRESS_COMMS_MAX ||
+	if (!job_valid(m->job) || m->ncomms > FR_NODE_PROGRESS_COMMS_MAX ||
 	    (m->ncomms && !m->comms))
 		return -EINVAL;
 	for (uint32_t i = 0; i < m->ncomms; i++)
@@ -559,6 +573,8 @@ int fr_wire_node_progress_decode(const uint8_t *payload, size_t len, struct fr_m
 
 	memset(m, 0, sizeof(*m));
 	rd_str(&r, m->job, FR_JOB_MAX);
+	if (!r.bad && !job_valid(m->job))
+		rd_fail(&r);
 	m->ncomms = rd_capped(&r, FR_NODE_PROGRESS_COMMS_MAX);
 	if (rd_array(&r, (void **)&m->comms, m->ncomms, sizeof(*m->comms), &ret) < 0)
 		goto out_free;
@@ -583,9 +599,8 @@ FR_WIRE_FREE_ONE(fr_wire_node_progress_free, struct fr_msg_node_progress, comms)
  */
 static bool ids_valid(const char *incident, const char *job)
 {
-	return str_len(incident, FR_INCIDENT_MAX) <= FR_INCIDENT_MAX &&
-	       str_len(job, FR_JOB_MAX) <= FR_JOB_MAX && fr_wire_valid_name(incident) &&
-	       fr_wire_valid_name(job);
+	return str_len(incident, FR_INCIDENT_MAX) <= FR_INCIDENT_MAX && fr_wire_valid_name(incident) &&
+	       job_valid(job);
 }
 
 static size_t ids_size(const char *incident, const char *job)

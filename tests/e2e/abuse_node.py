@@ -11,7 +11,9 @@ proving the token when it challenges.
   abuse_node.py PORT TOKEN_FILE node NAME BOOT_ID JOB WORLD RANK...
       NODE_HELLO as node NAME with BOOT_ID, then a FULL NODE_RANKS of JOB
       with RANKs, all connected; prints "sent", then each ERROR the daemon
-      sends as "error CODE MESSAGE", and "closed" when it closes. Reads
+      sends as "error CODE MESSAGE", each NODE_DUMP_REQUEST as
+      "dump_request INCIDENT JOB" (never answered), and "closed" when it
+      closes. Reads
       commands on stdin: "ranks JOB WORLD RANK..." (a FULL list),
       "retract JOB WORLD" (an empty FULL list: the job ended), "quit".
 """
@@ -28,7 +30,7 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from abuse_agent import AUTH, CHALLENGE, ERROR, VERSION, frame, read_frame, s  # noqa: E402
 
-NODE_HELLO, NODE_RANKS = 13, 14
+NODE_HELLO, NODE_RANKS, NODE_DUMP_REQUEST = 13, 14, 17
 VERSION.update({NODE_HELLO: 4, NODE_RANKS: 4})
 RANKS_FULL = 1
 START_NS = 1700000000000000000
@@ -102,6 +104,12 @@ def node(port, token, name, boot_id, job, world, ranks):
                 kind, body = read_frame(sock)
                 if kind == ERROR:
                     print_error(body)
+                elif kind == NODE_DUMP_REQUEST:
+                    ilen = struct.unpack("<H", body[:2])[0]
+                    jlen = struct.unpack("<H", body[2 + ilen:4 + ilen])[0]
+                    print("dump_request %s %s" % (body[2:2 + ilen].decode(errors="replace"),
+                                                  body[4 + ilen:4 + ilen + jlen].decode(errors="replace")),
+                          flush=True)
         except (OSError, ConnectionError):
             pass
         print("closed", flush=True)

@@ -472,6 +472,79 @@ static void test_progress_largest(void **state)
 		}                                                                      \
 	} while (0)
 
+/*
+ * Job ids are names (fr_wire_valid_name(), as agents' are): the central
+ * daemon makes directories of them. Each node message that carries one
+ * refuses any other, encoding and decoding; the frame is made with a
+ * placeholder id of the same length, then patched.
+ */
+static const char *const bad_job_ids[] = { "../esc", "a/bcde", ".hiddn", "ab\ncde", "ab cde" };
+
+/* Replaces the placeholder "QQQQQQ" in buf with each bad id: every decode fails. */
+static void assert_bad_ids_refused(uint8_t *buf, size_t len,
+				   int (*decode)(const uint8_t *, size_t, void *), void (*fr)(void *),
+				   void *out)
+{
+	uint8_t *at = memmem(buf, len, "QQQQQQ", 6);
+
+	assert_non_null(at);
+	assert_int_equal(decode(buf + FR_WIRE_HEADER_SIZE, len - FR_WIRE_HEADER_SIZE, out), 0);
+	fr(out);
+	for (size_t i = 0; i < sizeof(bad_job_ids) / sizeof(bad_job_ids[0]); i++) {
+		memcpy(at, bad_job_ids[i], 6);
+		assert_int_equal(decode(buf + FR_WIRE_HEADER_SIZE, len - FR_WIRE_HEADER_SIZE, out),
+				 -EPROTO);
+	}
+}
+
+#define DECODER(n)                                                                         \
+	static int n##_dec(const uint8_t *p, size_t len, void *out)                        \
+	{                                                                                  \
+		return fr_wire_##n##_decode(p, len, out);                                  \
+	}                                                                                  \
+	static void n##_fr(void *out)                                                      \
+	{                                                                                  \
+		fr_wire_##n##_free(out);                                                   \
+	}
+DECODER(node_hello)
+DECODER(node_ranks)
+DECODER(node_comms)
+DECODER(node_progress)
+
+/* Message `m` of kind `n`, its job id at `job`: a bad id is refused both ways. */
+#define ASSERT_JOB_ID_CHECKED(n, m, job, out)                                              \
+	do {                                                                               \
+		uint8_t *buf_;                                                             \
+		size_t len_;                                                               \
+		snprintf((job), sizeof(job), "QQQQQQ");                                    \
+		len_ = ENCODE(n, (m), &buf_);                                              \
+		assert_bad_ids_refused(buf_, len_, n##_dec, n##_fr, (out));                \
+		free(buf_);                                                                \
+		snprintf((job), sizeof(job), "../escape-x");                               \
+		assert_int_equal(fr_wire_##n##_encode((m), NULL, 0), -EINVAL);             \
+	} while (0)
+
+static void test_job_ids_are_names(void **state)
+{
+	struct fr_msg_node_hello h, ho;
+	struct fr_msg_node_ranks r, ro;
+	struct fr_msg_node_comms c, co;
+	struct fr_msg_node_progress p, po;
+	struct fr_node_job jobs[2];
+
+	(void)state;
+	sample_node_hello(&h);
+	memcpy(jobs, h.jobs, sizeof(jobs));
+	h.jobs = jobs;
+	ASSERT_JOB_ID_CHECKED(node_hello, &h, jobs[1].job, &ho);
+	sample_node_ranks(&r);
+	ASSERT_JOB_ID_CHECKED(node_ranks, &r, r.job, &ro);
+	sample_node_comms(&c);
+	ASSERT_JOB_ID_CHECKED(node_comms, &c, c.job, &co);
+	sample_node_progress(&p);
+	ASSERT_JOB_ID_CHECKED(node_progress, &p, p.job, &po);
+}
+
 static void test_dump_request_roundtrip_and_refusals(void **state)
 {
 	struct fr_msg_node_dump_request m, out;
@@ -799,6 +872,7 @@ int main(void)
 		cmocka_unit_test(test_progress_roundtrip),
 		cmocka_unit_test(test_progress_refusals),
 		cmocka_unit_test(test_progress_largest),
+		cmocka_unit_test(test_job_ids_are_names),
 		cmocka_unit_test(test_dump_request_roundtrip_and_refusals),
 		cmocka_unit_test(test_summary_roundtrip_and_refusals),
 		cmocka_unit_test(test_summary_largest_piece),

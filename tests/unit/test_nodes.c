@@ -703,6 +703,271 @@ static void test_rank_node(void **state)
 	nodes_free();
 }
 
+/*
+ * Job ids a node sends are names, checked again here (the decoders refuse
+ * them first): a job "../escape-x" never gets a record, so no incident
+ * directory is ever made of it; a communicator id that would forge a log
+ * line is refused, the node's other records taken.
+ */
+static void test_job_ids_checked(void **state)
+{
+	struct fr_node_job hj[] = { { .job = "../escape-x", .world_size = 8 },
+				    { .job = "ok", .world_size = 8 } };
+	struct fr_msg_node_hello h = { .node = "n1", .boot_id = 1, .njobs = 2, .jobs = hj };
+	struct fr_node_rank rr[] = { rank(0, 0) };
+	struct fr_node_comm_progress recs[2] = { 0 };
+	struct fr_msg_node_progress pm = { .ncomms = 2, .comms = recs };
+	struct fr_msg_node_ranks m;
+	struct conn *old;
+	struct node *n;
+	uint32_t ws;
+
+	(void)state;
+	n = nodes_hello((struct conn *)0x1, "a", &h, &old);
+	assert_non_null(n);
+	assert_int_equal(n->njobs, 1);
+	assert_string_equal(n->jobs[0]->id, "ok");
+	ranks_msg(&m, rr, 1, true);
+	snprintf(m.job, sizeof(m.job), "../escape-x");
+	assert_int_equal(nodes_ranks(n, &m), -ENOSPC);
+	snprintf(m.job, sizeof(m.job), "a/b");
+	assert_int_equal(nodes_ranks(n, &m), -ENOSPC);
+	assert_false(nodes_job_known("../escape-x", &ws));
+	assert_false(nodes_job_known("a/b", &ws));
+	snprintf(pm.job, sizeof(pm.job), ".hidden");
+	assert_int_equal(nodes_progress(n, &pm), -ENOSPC);
+	assert_int_equal(n->njobs, 1);
+
+	snprintf(pm.job, sizeof(pm.job), "ok");
+	snprintf(recs[0].comm, sizeof(recs[0].comm), "mpi-1\nflightrecd: forged");
+	snprintf(recs[1].comm, sizeof(recs[1].comm), "mpi-2");
+	assert_int_equal(nodes_progress(n, &pm), -ENOSPC);
+	assert_int_equal(n->jobs[0]->nprogress, 1);
+	assert_string_equal(n->jobs[0]->progress[0].comm, "mpi-2");
+	nodes_free();
+	assert_nodes_released();
+}
+
+/*
+ * One holder a rank: a node that claims ranks another connected node of
+ * the job holds gets the others only; a lost node's ranks move to the
+ * node that claims them (a rank restarted elsewhere). Connections are
+ * found by name.
+ */
+static void test_one_holder_a_rank(void **state)
+{
+	struct fr_msg_node_hello ha = { .node = "na", .boot_id = 1 };
+	struct fr_msg_node_hello hb = { .node = "nb", .boot_id = 2 };
+	struct fr_node_rank ra[] = { rank(0, 0), rank(1, 0), rank(2, 0), rank(3, 0) };
+	struct fr_node_rank rb[] = { rank(0, 0), rank(4, 0) };
+	struct fr_node_rank rb2[] = { rank(1, 0) };
+	struct conn *ca = (struct conn *)0x1, *cb = (struct conn *)0x2, *old, *c;
+	struct fr_msg_node_ranks m;
+	struct node *a, *b;
+	const char *name;
+
+	(void)state;
+	a = nodes_hello(ca, "127.0.0.1:1", &ha, &old);
+	b = nodes_hello(cb, "127.0.0.1:2", &hb, &old);
+	ranks_msg(&m, ra, 4, true);
+	assert_int_equal(nodes_ranks(a, &m), 0);
+	ranks_msg(&m, rb, 2, true);
+	assert_int_equal(nodes_ranks(b, &m), -EADDRINUSE);
+	assert_true(nodes_rank_node("j", 0, &c, &name));
+	assert_string_equal(name, "na");
+	assert_ptr_equal(c, ca);
+	assert_null(nodes_job_rank("j", "nb", 0));
+	assert_non_null(nodes_job_rank("j", "nb", 4));
+	assert_ptr_equal(nodes_conn_by_name("na"), ca);
+	assert_ptr_equal(nodes_conn_by_name("nb"), cb);
+	assert_null(nodes_conn_by_name("nc"));
+
+	/* na lost: its rank 1 restarted on nb moves there. */
+	nodes_conn_lost(a, ca);
+	assert_null(nodes_conn_by_name("na"));
+	ranks_msg(&m, rb2, 1, false);
+	assert_int_equal(nodes_ranks(b, &m), 0);
+	assert_true(nodes_rank_node("j", 1, &c, &name));
+	assert_string_equal(name, "nb");
+	assert_null(nodes_job_rank("j", "na", 1));
+	assert_non_null(nodes_job_rank("j", "na", 0));
+	/* na back: what nb holds now is nb's. */
+	a = nodes_hello(ca, "127.0.0.1:1", &ha, &old);
+	ranks_msg(&m, ra, 4, true);
+	assert_int_equal(nodes_ranks(a, &m), -EADDRINUSE);
+	assert_null(nodes_job_rank("j", "na", 1));
+	assert_non_null(nodes_job_rank("j", "na", 0));
+	nodes_free();
+	assert_nodes_released();
+}
+
+/* One world size a job: a node that says another is refused, in NODE_RANKS and NODE_HELLO. */
+static void test_world_size_agreed(void **state)
+{
+	struct fr_node_job hj = { .job = "j", .world_size = 4 };
+	struct fr_msg_node_hello ha = { .node = "na", .boot_id = 1 };
+	struct fr_msg_node_hello hb = { .node = "nb", .boot_id = 2 };
+	struct fr_msg_node_hello hc = { .node = "nc", .boot_id = 3, .njobs = 1, .jobs = &hj };
+	struct fr_node_rank ra[] = { rank(0, 0), rank(5, 0) };
+	struct fr_node_rank rb[] = { rank(1, 0) };
+	struct seen_node seen = { 0 };
+	struct fr_msg_node_ranks m;
+	struct conn *old;
+	struct node *a, *b, *c;
+	uint32_t ws;
+
+	(void)state;
+	a = nodes_hello((struct conn *)0x1, "x:1", &ha, &old);
+	b = nodes_hello((struct conn *)0x2, "x:2", &hb, &old);
+	c = nodes_hello((struct conn *)0x3, "x:3", &hc, &old);
+	assert_non_null(c);
+	assert_int_equal(c->njobs, 1);
+	ranks_msg(&m, ra, 2, true);
+	assert_int_equal(nodes_ranks(a, &m), 0);
+	ranks_msg(&m, rb, 1, true);
+	m.world_size = 4;
+	assert_int_equal(nodes_ranks(b, &m), -EDOM);
+	assert_int_equal(b->njobs, 0);
+	assert_true(nodes_job_known("j", &ws));
+	assert_int_equal(ws, 8);
+	nodes_job_each_node("j", note_node, &seen);
+	assert_int_equal(seen.n, 1);
+	/* A hello listing the job with another size: no record of it. */
+	c = nodes_hello((struct conn *)0x3, "x:3", &hc, &old);
+	assert_int_equal(c->njobs, 0);
+	nodes_free();
+	assert_nodes_released();
+}
+
+/*
+ * A lost node keeps its jobs for the grace (max(10 x heartbeat timeout,
+ * 10 min)), then forgets them; after the grace it no longer keeps a job id
+ * from agents even before the sweep.
+ */
+static void test_lost_node_grace(void **state)
+{
+	struct fr_msg_node_hello ha = { .node = "na", .boot_id = 1 };
+	struct fr_node_rank ra[] = { rank(0, 0) };
+	struct fr_msg_node_ranks m;
+	struct conn *ca = (struct conn *)0x1, *old;
+	uint64_t grace = nodes_lost_grace_ns(30);
+	struct timespec ms = { 0, 2000000 };
+	const char *node;
+	struct node *a;
+	uint32_t ws;
+
+	(void)state;
+	assert_int_equal(grace, 600 * NS_PER_S);
+	assert_int_equal(nodes_lost_grace_ns(120), 1200 * NS_PER_S);
+	a = nodes_hello(ca, "x:1", &ha, &old);
+	ranks_msg(&m, ra, 1, true);
+	assert_int_equal(nodes_ranks(a, &m), 0);
+	nodes_conn_lost(a, ca);
+	nodes_forget_lost(daemon_mono_ns(), grace);
+	assert_true(nodes_job_held("j", &node));
+	assert_string_equal(node, "na");
+	nodes_forget_lost(daemon_mono_ns() + grace + NS_PER_S, grace);
+	assert_false(nodes_job_held("j", &node));
+	assert_false(nodes_job_known("j", &ws));
+	assert_int_equal(a->njobs, 0);
+
+	/* Held while connected; past a (tiny) grace not, though not swept yet. */
+	a = nodes_hello(ca, "x:1", &ha, &old);
+	assert_int_equal(nodes_ranks(a, &m), 0);
+	nodes_forget_lost(daemon_mono_ns(), 1);
+	assert_true(nodes_job_held("j", &node));
+	nodes_conn_lost(a, ca);
+	nanosleep(&ms, NULL);
+	assert_false(nodes_job_held("j", &node));
+	assert_true(nodes_job_known("j", &ws));
+	nodes_forget_lost(daemon_mono_ns(), grace);
+	nodes_free();
+	assert_nodes_released();
+}
+
+/* The jobs all nodes hold together are capped: a new one past NODES_JOBS_TOTAL_MAX is refused. */
+static void test_jobs_total_cap(void **state)
+{
+	struct fr_node_rank rr[] = { rank(0, 0) };
+	struct fr_msg_node_hello last = { .node = "last", .boot_id = 1 };
+	struct fr_msg_node_ranks m;
+	struct conn *old;
+	struct node *n;
+	uint32_t ws;
+
+	(void)state;
+	for (uint32_t k = 0; k < NODES_JOBS_TOTAL_MAX / NODE_JOBS_MAX; k++) {
+		struct fr_msg_node_hello h = { .boot_id = 1 };
+
+		snprintf(h.node, sizeof(h.node), "n%u", k);
+		n = nodes_hello((struct conn *)(uintptr_t)(k + 1), "x:1", &h, &old);
+		assert_non_null(n);
+		for (uint32_t i = 0; i < NODE_JOBS_MAX; i++) {
+			ranks_msg(&m, rr, 1, true);
+			snprintf(m.job, sizeof(m.job), "job%u", k * NODE_JOBS_MAX + i);
+			assert_int_equal(nodes_ranks(n, &m), 0);
+		}
+	}
+	n = nodes_hello((struct conn *)0x9999, "x:2", &last, &old);
+	/* At the cap a node may still hold ranks of a job others hold ... */
+	ranks_msg(&m, rr, 1, true);
+	m.ranks[0].rank = 1;
+	snprintf(m.job, sizeof(m.job), "job0");
+	assert_int_equal(nodes_ranks(n, &m), 0);
+	/* ... but not of a new one. */
+	snprintf(m.job, sizeof(m.job), "one-more");
+	assert_int_equal(nodes_ranks(n, &m), -ENOSPC);
+	assert_false(nodes_job_known("one-more", &ws));
+	nodes_free();
+	assert_nodes_released();
+}
+
+/*
+ * Checking a claim costs what the job's other holders hold, not the batch
+ * times the holders: 4,095 nodes of 15 ranks each, then a node's batch of
+ * 2,048 ranks, all new, and one of 2,048 all held.
+ */
+static void test_claim_cost(void **state)
+{
+	static struct fr_node_rank rr[FR_NODE_RANKS_BATCH];
+	struct fr_msg_node_hello h = { .boot_id = 1 };
+	struct fr_msg_node_ranks m;
+	struct conn *old;
+	struct node *n;
+	uint64_t t0, t;
+
+	(void)state;
+	for (uint32_t k = 0; k < NODES_MAX - 1; k++) {
+		snprintf(h.node, sizeof(h.node), "n%u", k);
+		n = nodes_hello((struct conn *)(uintptr_t)(k + 1), "x:1", &h, &old);
+		for (uint32_t i = 0; i < 15; i++)
+			rr[i] = rank(k * 15 + i, 0);
+		ranks_msg(&m, rr, 15, true);
+		m.world_size = NODE_RANKS_MAX;
+		assert_int_equal(nodes_ranks(n, &m), 0);
+	}
+	snprintf(h.node, sizeof(h.node), "last");
+	n = nodes_hello((struct conn *)0x99999, "x:1", &h, &old);
+	for (uint32_t i = 0; i < FR_NODE_RANKS_BATCH; i++)
+		rr[i] = rank(NODE_RANKS_MAX - 1 - i, 0);
+	t0 = now_us();
+	for (int round = 0; round < 2; round++) {
+		ranks_msg(&m, rr, FR_NODE_RANKS_BATCH, true);
+		m.world_size = NODE_RANKS_MAX;
+		for (uint32_t i = 0; round && i < FR_NODE_RANKS_BATCH; i++)
+			rr[i] = rank(i, 0);
+		assert_int_equal(nodes_ranks(n, &m), round ? -EADDRINUSE : 0);
+	}
+	t = now_us() - t0;
+	printf("two claims of %u ranks against %u nodes: %.2f ms\n", FR_NODE_RANKS_BATCH,
+	       NODES_MAX - 1, (double)t / 1000.0);
+	/* The product (2 x 2,048 x 4,095 searches) took some 270 ms. */
+	assert_true(t < 100000);
+	assert_int_equal(n->jobs[0]->nranks, 0);
+	nodes_free();
+	assert_nodes_released();
+}
+
 static void test_backoff(void **state)
 {
 	uint64_t ms = 0;
@@ -731,6 +996,12 @@ int main(void)
 		cmocka_unit_test(test_empty_full_ranks_retracts_the_job),
 		cmocka_unit_test(test_jobs_listing_cost),
 		cmocka_unit_test(test_rank_node),
+		cmocka_unit_test(test_job_ids_checked),
+		cmocka_unit_test(test_one_holder_a_rank),
+		cmocka_unit_test(test_world_size_agreed),
+		cmocka_unit_test(test_lost_node_grace),
+		cmocka_unit_test(test_jobs_total_cap),
+		cmocka_unit_test(test_claim_cost),
 		cmocka_unit_test(test_backoff),
 	};
 
