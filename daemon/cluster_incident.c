@@ -1018,8 +1018,13 @@ void cluster_incident_node_lost(struct flightrecd *d, const char *node)
 {
 	char why[FR_HOST_MAX + 32];
 
-	(void)d;
 	snprintf(why, sizeof(why), "node lost: %s", node);
+	cluster_incident_node_gone(d, node, why);
+}
+
+void cluster_incident_node_gone(struct flightrecd *d, const char *node, const char *why)
+{
+	(void)d;
 	for (struct cl_job *j = cl.jobs; j; j = j->next) {
 		struct cl_incident *inc = j->active;
 		int i = inc ? cl_node_index(inc, node) : -1;

@@ -42,6 +42,8 @@ void cluster_incident_node_done(struct flightrecd *d, const char *node,
 				const struct fr_msg_node_dump_done *m);
 /* Node `node`'s connection went: its ranks are lost to the incidents. */
 void cluster_incident_node_lost(struct flightrecd *d, const char *node);
+/* The same, with `why` as each rank's error (the node reconnected, say). */
+void cluster_incident_node_gone(struct flightrecd *d, const char *node, const char *why);
 /* The deadlines, from the watchdog's tick; under the lock. */
 void cluster_incident_tick(struct flightrecd *d, uint64_t now_mono);
 /* The daemon is stopping: every incident closes now, marked incomplete. */
