@@ -36,6 +36,7 @@ struct ui_incident {
 	unsigned works;                 /* summaries being made */
 	uint32_t answered, failed;
 	uint64_t made;                  /* the order they came in */
+	bool repeat_logged;             /* a second request for the job was logged */
 };
 
 /* What waits to be sent: a NODE_SUMMARY's bytes (or failure), or a NODE_DUMP_DONE. */
@@ -80,6 +81,18 @@ struct ui_work {
 /* Fetches waiting for room under it, at most; more are answered FAILED. */
 #define UI_FETCHES_WAITING_MAX 256
 
+/*
+ * Answers queued and not yet sent, at most (in number, and in bytes with
+ * their data): past either, upstream.c reads no more of the central
+ * daemon's requests until the queue is down to half. Each request is
+ * small and its answer (a failure at least) is not, so a central daemon
+ * that sends requests without reading the answers must not be followed.
+ * Reading again hangs on the answers being written, never on a request,
+ * so a central daemon that reads cannot be deadlocked by it.
+ */
+#define UI_OUT_MAX 4096u
+#define UI_OUT_BYTES_MAX (16ull << 20)
+
 /* A NODE_FETCH waiting for room. */
 struct ui_fetch {
 	char incident[FR_INCIDENT_MAX + 1];
@@ -98,7 +111,14 @@ static struct {
 	struct ui_incident inc[UPSTREAM_INCIDENTS_KEPT];
 	uint64_t made;
 	struct ui_out *head, **tail;
+	size_t nout;                    /* answers queued, and their bytes */
+	uint64_t out_bytes;
 } ui = { .tail = &ui.head };
+
+static uint64_t out_bytes(const struct ui_out *o)
+{
+	return sizeof(*o) + o->len;
+}
 
 static struct ui_out *out_new(unsigned type, const char *incident, const char *job)
 {
@@ -116,6 +136,8 @@ static void out_push(struct ui_out *o)
 {
 	*ui.tail = o;
 	ui.tail = &o->next;
+	ui.nout++;
+	ui.out_bytes += out_bytes(o);
 	upstream_incident_pump();
 }
 
@@ -125,6 +147,8 @@ static void out_free(struct ui_out *o)
 {
 	bool full = o->flags & FR_NODE_SUMMARY_FULL;
 
+	ui.nout--;
+	ui.out_bytes -= out_bytes(o);
 	if (full)
 		ui.fetch_bytes -= o->len;
 	free(o->data);
@@ -229,6 +253,16 @@ void upstream_incident_pump(void)
 			ui.tail = &ui.head;
 		out_free(o);
 	}
+}
+
+bool upstream_incident_backlogged(void)
+{
+	return ui.nout >= UI_OUT_MAX || ui.out_bytes >= UI_OUT_BYTES_MAX;
+}
+
+bool upstream_incident_drained(void)
+{
+	return ui.nout <= UI_OUT_MAX / 2 && ui.out_bytes <= UI_OUT_BYTES_MAX / 2;
 }
 
 void upstream_incident_disconnected(void)
@@ -462,6 +496,15 @@ static struct ui_incident *slot_find(const char *incident, const char *job)
 	return NULL;
 }
 
+/* The incident of `job` the node is still answering, or NULL. */
+static struct ui_incident *slot_answering(const char *job)
+{
+	for (size_t i = 0; i < UPSTREAM_INCIDENTS_KEPT; i++)
+		if (ui.inc[i].used && !ui.inc[i].done_sent && strcmp(ui.inc[i].job, job) == 0)
+			return &ui.inc[i];
+	return NULL;
+}
+
 /* NODE_DUMP_REQUEST; the caller holds the lock. */
 static void dump_request(struct flightrecd *d, const struct fr_msg_node_dump_request *m)
 {
@@ -480,6 +523,19 @@ static void dump_request(struct flightrecd *d, const struct fr_msg_node_dump_req
 	}
 	if (slot_find(m->incident, m->job))
 		return;
+	/* The central daemon collects one incident of a job at a time: a
+	 * second request while the node still answers the first is a
+	 * confused (or hostile) peer, and failing each of its ranks again
+	 * would queue an answer per rank per request. */
+	inc = slot_answering(m->job);
+	if (inc) {
+		if (!inc->repeat_logged)
+			daemon_log("incident %s of job %s asked for while the node still answers the "
+				   "central daemon's %s: ignored (and any more like it)",
+				   m->incident, m->job, inc->id);
+		inc->repeat_logged = true;
+		return;
+	}
 	if (job->active) {
 		snprintf(why, sizeof(why), "node %s: an incident of the job is being collected there",
 			 upstream_node_name());

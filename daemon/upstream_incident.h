@@ -16,6 +16,7 @@
 #ifndef FR_DAEMON_UPSTREAM_INCIDENT_H
 #define FR_DAEMON_UPSTREAM_INCIDENT_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -32,6 +33,13 @@ struct flightrecd;
 int upstream_incident_frame(struct flightrecd *d, unsigned type, const uint8_t *p, size_t len);
 /* Queues what waits while the connection has room. */
 void upstream_incident_pump(void);
+/*
+ * Whether the answers waiting to be sent are over their bound: upstream.c
+ * then reads no more requests; and whether they are down to half of it,
+ * when it reads again.
+ */
+bool upstream_incident_backlogged(void);
+bool upstream_incident_drained(void);
 /* The connection went: what waits to be sent is dropped (the central
  * daemon counts the node lost). */
 void upstream_incident_disconnected(void);

@@ -1,0 +1,101 @@
+#!/usr/bin/env python3
+"""A hostile central daemon for a node daemon's end-to-end tests
+(flightrecd --upstream; protocol/PROTOCOL.md, "Node daemons").
+
+fake_central.py PORT_FILE fetch-flood FRAMES
+
+Listens on an ephemeral port of 127.0.0.1 (written to PORT_FILE once
+bound) and runs without a token: the node daemon's NODE_HELLO is the whole
+handshake. On the first node daemon's connection, after its NODE_HELLO,
+it never reads again and sends FRAMES NODE_FETCH frames for an incident
+the node never made, as fast as the node takes them. Each asks the node
+for an answer (a failure) far larger than the request. Prints "hello"
+once the NODE_HELLO came, then "sent N" when all went, or "blocked N"
+when the node took nothing more for 3 s; then holds the connection open
+until killed.
+"""
+import os
+import select
+import socket
+import struct
+import sys
+import time
+
+MAGIC = 0x43455246
+NODE_HELLO, NODE_FETCH = 13, 20
+
+
+def s(text):
+    b = text.encode()
+    return struct.pack("<H", len(b)) + b
+
+
+def frame(kind, payload):
+    return struct.pack("<IHHII", MAGIC, 4, kind, len(payload), 0) + payload
+
+
+def recv_exact(sock, n):
+    data = b""
+    while len(data) < n:
+        got = sock.recv(n - len(data))
+        if not got:
+            raise ConnectionError("closed")
+        data += got
+    return data
+
+
+def read_until(sock, want):
+    while True:
+        _, _, kind, length, _ = struct.unpack("<IHHII", recv_exact(sock, 16))
+        recv_exact(sock, length)
+        if kind == want:
+            return
+
+
+def say(text):
+    print(text, flush=True)
+
+
+def fetch_flood(conn, frames):
+    one = frame(NODE_FETCH, s("no-such-incident") + s("no-such-job") + struct.pack("<I", 7))
+    batch = one * 4096
+    data = memoryview(batch * (frames // 4096) + one * (frames % 4096))
+    conn.setblocking(False)
+    sent, stalled = 0, None
+    while sent < len(data):
+        _, writable, _ = select.select([], [conn], [], 0.2)
+        if not writable:
+            stalled = stalled or time.monotonic()
+            if time.monotonic() - stalled > 3:
+                say("blocked %d" % (sent // len(one)))
+                return
+            continue
+        stalled = None
+        try:
+            sent += conn.send(data[sent:sent + (1 << 20)])
+        except BlockingIOError:
+            pass
+    say("sent %d" % frames)
+
+
+def main():
+    port_file, mode, frames = sys.argv[1], sys.argv[2], int(sys.argv[3])
+    srv = socket.socket()
+    srv.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    srv.bind(("127.0.0.1", 0))
+    srv.listen(4)
+    with open(port_file + ".tmp", "w") as f:
+        f.write("%d\n" % srv.getsockname()[1])
+    os.rename(port_file + ".tmp", port_file)
+    conn, _ = srv.accept()
+    read_until(conn, NODE_HELLO)
+    say("hello")
+    if mode == "fetch-flood":
+        fetch_flood(conn, frames)
+    else:
+        sys.exit("unknown mode " + mode)
+    while True:
+        time.sleep(1)
+
+
+main()
