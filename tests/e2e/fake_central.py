@@ -30,27 +30,15 @@ import struct
 import sys
 import time
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from abuse_agent import recv_exact, s  # noqa: E402
+
 MAGIC = 0x43455246
 NODE_HELLO, NODE_RANKS, NODE_DUMP_REQUEST, NODE_SUMMARY, NODE_DUMP_DONE, NODE_FETCH = 13, 14, 17, 18, 19, 20
 
 
-def s(text):
-    b = text.encode()
-    return struct.pack("<H", len(b)) + b
-
-
 def frame(kind, payload):
     return struct.pack("<IHHII", MAGIC, 4, kind, len(payload), 0) + payload
-
-
-def recv_exact(sock, n):
-    data = b""
-    while len(data) < n:
-        got = sock.recv(n - len(data))
-        if not got:
-            raise ConnectionError("closed")
-        data += got
-    return data
 
 
 def read_until(sock, want):
