@@ -682,13 +682,9 @@ static int conn_node_hello(struct conn *c, const struct fr_wire_header *h, const
 	if (old) {
 		/* The node came back before its old connection was seen to go.
 		 * What it still owed an open incident went with that connection
-		 * (a node drops its queued answers when it loses the link), so
-		 * its ranks are given up now rather than at --dump-deadline. */
-		char lost[FR_HOST_MAX + 64];
-
-		snprintf(lost, sizeof(lost), "node %s reconnected mid-incident: its answers were lost",
-			 c->node->name);
-		cluster_incident_node_gone(c->d, c->node->name, lost);
+		 * (a node drops its queued answers when it loses the link): the
+		 * incident asks it again rather than waiting out --dump-deadline. */
+		cluster_incident_node_back(c->d, c->node->name, c);
 		old->node = NULL;
 		conn_close(old);
 	}

@@ -821,5 +821,5 @@ void upstream_close(struct flightrecd *d)
 	up.buf = NULL;
 	up.len = up.cap = 0;
 	up_jobs_forget();
-	upstream_incident_disconnected();
+	upstream_incident_free();
 }

@@ -40,8 +40,14 @@ void upstream_incident_pump(void);
  */
 bool upstream_incident_backlogged(void);
 bool upstream_incident_drained(void);
-/* The connection went: what waits to be sent is dropped (the central
- * daemon counts the node lost). */
+/*
+ * The connection went: what waits to be sent is dropped, and nothing more
+ * of the incidents being answered is sent until the central daemon asks
+ * for one again (NODE_DUMP_REQUEST of the same incident: then every
+ * rank's answer goes again).
+ */
 void upstream_incident_disconnected(void);
+/* The daemon stops: all of it is let go. */
+void upstream_incident_free(void);
 
 #endif

@@ -1,46 +1,108 @@
 #!/usr/bin/env bash
 # A node daemon that reconnects while an incident collects from it
-# (docs/SCALE-OUT.md, "Incidents at scale"): its new connection, with the
-# same boot id, takes the place of one the central daemon has not seen go.
-# A node drops what it had queued for the central daemon when it loses the
-# link, so the answers it owed are lost: the central daemon gives its ranks
-# up at once, saying why, instead of waiting the whole --dump-deadline
-# (60 s here) and calling them unresponsive.
+# (docs/SCALE-OUT.md, "Incidents at scale"): its link breaks under it
+# mid-answer, and its new connection (the same boot id) takes the place of
+# one the central daemon has not seen go. What the node had queued went
+# with the old connection; the central daemon asks the node again on the
+# new one, the node sends every rank's summary again, and the incident
+# completes with all of them, long before --dump-deadline (60 s here).
 #
-# The node is raw (abuse_node.py): it holds ranks 0-3 of the job and never
-# answers NODE_DUMP_REQUEST, as a node whose answers were lost.
+# The break: a proxy between the node daemon and the central daemon drops
+# the node's first NODE_SUMMARY and closes the node's side only, keeping
+# the central daemon's side open, as a path that fails silently does.
+# The job: 4 ranks simulated by bench/loadgen on the node daemon.
 . "$(dirname "$0")/lib.sh"
 
-NODE_PY=$ROOT/tests/e2e/abuse_node.py
+LOADGEN=$BUILD_DIR/bench/loadgen
+[ -x "$LOADGEN" ] || fail "no $LOADGEN: make e2e builds it"
 make_token
 start_daemon --token-file "$TOKEN" --dump-deadline 60
-JOB=$JOB-reconnect
 
-# raw_node NAME NODE BOOT: node NODE (boot id BOOT) holding ranks 0-3 of $JOB.
-raw_node() {
-	local name=$1 fd
-	mkfifo "$T/$name.ctl"
-	python3 "$NODE_PY" "$LISTEN_PORT" "$TOKEN" node "$2" "$3" "$JOB" 4 0 1 2 3 \
-		<"$T/$name.ctl" >"$T/$name.out" 2>&1 &
-	track_pid $!
-	exec {fd}>"$T/$name.ctl"
-	printf -v "$name" '%s' "$fd"
-	wait_for 10 grep -q sent "$T/$name.out" || fail "node $name did not connect: $(cat "$T/$name.out")"
-}
+cat >"$T/proxy.py" <<'PY'
+import socket, struct, sys, threading
+target = int(sys.argv[1])
+l = socket.socket()
+l.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+l.bind(("127.0.0.1", 0))
+l.listen(4)
+print(l.getsockname()[1], flush=True)
+held = []  # the central daemon's side of a cut connection, kept open
+
+def recv_exact(s, n):
+    data = b""
+    while len(data) < n:
+        part = s.recv(n - len(data))
+        if not part:
+            raise ConnectionError("closed")
+        data += part
+    return data
+
+def down(src, dst):
+    try:
+        while True:
+            data = src.recv(65536)
+            if not data:
+                break
+            dst.sendall(data)
+    except OSError:
+        pass
+
+def up(node, central, cut):
+    try:
+        while True:
+            head = recv_exact(node, 16)
+            body = recv_exact(node, struct.unpack("<IHHII", head)[3])
+            if cut and struct.unpack("<IHHII", head)[2] == 18:
+                held.append(central)
+                node.shutdown(socket.SHUT_RDWR)
+                node.close()
+                print("cut", flush=True)
+                return
+            central.sendall(head + body)
+    except (OSError, ConnectionError):
+        pass
+
+n = 0
+while True:
+    node, _ = l.accept()
+    n += 1
+    central = socket.create_connection(("127.0.0.1", target))
+    print("connection %d" % n, flush=True)
+    threading.Thread(target=down, args=(central, node), daemon=True).start()
+    threading.Thread(target=up, args=(node, central, n == 1), daemon=True).start()
+PY
+python3 "$T/proxy.py" "$LISTEN_PORT" >"$T/proxy.out" 2>&1 &
+track_pid $!
+wait_for 10 test -s "$T/proxy.out" || fail "the proxy did not start: $(cat "$T/proxy.out")"
+PROXY_PORT=$(head -n 1 "$T/proxy.out")
+
+NODE_LISTEN=$(free_port)
+FLIGHTREC_NODE_NAME=n-a "$BIN/flightrecd" --listen "127.0.0.1:$NODE_LISTEN" --http 127.0.0.1:0 \
+	--dump-dir "$T/node-incidents" --token-file "$TOKEN" --timeout 3600 --heartbeat-timeout 3600 \
+	--upstream "127.0.0.1:$PROXY_PORT" >>"$T/node.log" 2>&1 &
+track_pid $!
+wait_for 10 grep -q "connected as a node daemon" "$T/node.log" ||
+	fail "the node daemon did not connect upstream: $(cat "$T/node.log")"
+"$LOADGEN" --addr "127.0.0.1:$NODE_LISTEN" --ranks 4 --job "$JOB" --rate 2 --hang-after -1 \
+	--dump-size 16384 --token-file "$TOKEN" >"$T/loadgen.out" 2>&1 &
+track_pid $!
 job_ranks_are() { http_get "/v1/jobs/$JOB" 2>/dev/null | jq -e --argjson n "$1" '.ranks | length == $n' >/dev/null; }
+wait_for 20 job_ranks_are 4 || fail "the central daemon does not list the node's 4 ranks: $(http_get "/v1/jobs/$JOB")"
 
-raw_node NA n-a 7
-wait_for 10 job_ranks_are 4 || fail "the central daemon does not list the node's 4 ranks: $(http_get "/v1/jobs/$JOB")"
 http_headers
 curl -sS --max-time 10 -X POST "${HTTP_HEADERS[@]}" "$HTTP/v1/jobs/$JOB/dump" >"$T/post.json"
 jq -e '.incident and .ranks_requested == 4' "$T/post.json" >/dev/null ||
 	fail "POST dump on the central daemon: $(cat "$T/post.json")"
-
-# The same node comes back (the same boot id) on a new connection.
-raw_node NB n-a 7
-wait_incident 15
-expect '[.ranks[] | .answer] == ["unresponsive", "unresponsive", "unresponsive", "unresponsive"]' "$INCIDENT/manifest.json"
-expect '[.ranks[] | .error] | all(. == "node n-a reconnected mid-incident: its answers were lost")' \
-	"$INCIDENT/manifest.json"
-echo quit >&"$NB"
+wait_for 20 grep -q "^cut" "$T/proxy.out" || fail "the node daemon sent no summary: $(tail -n 5 "$T/node.log")"
+wait_incident 20
+expect '[.ranks[] | .answer] == ["received", "received", "received", "received"]' "$INCIDENT/manifest.json"
+expect '[.ranks[] | .node] == ["n-a", "n-a", "n-a", "n-a"]' "$INCIDENT/manifest.json"
+for r in 0 1 2 3; do
+	jq -e --argjson r "$r" '.rank == $r' "$INCIDENT/rank-$r.json" >/dev/null ||
+		fail "no dump of rank $r in $INCIDENT: $(head -c 400 "$INCIDENT/rank-$r.json")"
+done
+grep -q "node n-a reconnected mid-incident; asked for its ranks again" "$T/daemon.log" ||
+	fail "the central daemon did not say it asked again: $(grep n-a "$T/daemon.log")"
+grep -q "asked for again by the central daemon" "$T/node.log" ||
+	fail "the node daemon did not say it answers again: $(tail -n 5 "$T/node.log")"
 echo PASS
