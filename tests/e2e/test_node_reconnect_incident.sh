@@ -7,9 +7,10 @@
 # new one, the node sends every rank's summary again, and the incident
 # completes with all of them, long before --dump-deadline (60 s here).
 #
-# The break: a proxy between the node daemon and the central daemon drops
-# the node's first NODE_SUMMARY and closes the node's side only, keeping
-# the central daemon's side open, as a path that fails silently does.
+# The break: a proxy between the node daemon and the central daemon
+# (tcp_proxy.py, HALF_CUT_TYPE 18) drops the node's first NODE_SUMMARY and
+# closes the node's side only, keeping the central daemon's side open, as
+# a path that fails silently does.
 # The job: 4 ranks simulated by bench/loadgen on the node daemon.
 . "$(dirname "$0")/lib.sh"
 
@@ -18,63 +19,11 @@ LOADGEN=$BUILD_DIR/bench/loadgen
 make_token
 start_daemon --token-file "$TOKEN" --dump-deadline 60
 
-cat >"$T/proxy.py" <<'PY'
-import socket, struct, sys, threading
-target = int(sys.argv[1])
-l = socket.socket()
-l.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-l.bind(("127.0.0.1", 0))
-l.listen(4)
-print(l.getsockname()[1], flush=True)
-held = []  # the central daemon's side of a cut connection, kept open
-
-def recv_exact(s, n):
-    data = b""
-    while len(data) < n:
-        part = s.recv(n - len(data))
-        if not part:
-            raise ConnectionError("closed")
-        data += part
-    return data
-
-def down(src, dst):
-    try:
-        while True:
-            data = src.recv(65536)
-            if not data:
-                break
-            dst.sendall(data)
-    except OSError:
-        pass
-
-def up(node, central, cut):
-    try:
-        while True:
-            head = recv_exact(node, 16)
-            body = recv_exact(node, struct.unpack("<IHHII", head)[3])
-            if cut and struct.unpack("<IHHII", head)[2] == 18:
-                held.append(central)
-                node.shutdown(socket.SHUT_RDWR)
-                node.close()
-                print("cut", flush=True)
-                return
-            central.sendall(head + body)
-    except (OSError, ConnectionError):
-        pass
-
-n = 0
-while True:
-    node, _ = l.accept()
-    n += 1
-    central = socket.create_connection(("127.0.0.1", target))
-    print("connection %d" % n, flush=True)
-    threading.Thread(target=down, args=(central, node), daemon=True).start()
-    threading.Thread(target=up, args=(node, central, n == 1), daemon=True).start()
-PY
-python3 "$T/proxy.py" "$LISTEN_PORT" >"$T/proxy.out" 2>&1 &
+mkdir "$T/proxy"
+python3 "$ROOT/tests/e2e/tcp_proxy.py" "$T/proxy.port" "$LISTEN_PORT" "$T/proxy" 18 >"$T/proxy.out" 2>&1 &
 track_pid $!
-wait_for 10 test -s "$T/proxy.out" || fail "the proxy did not start: $(cat "$T/proxy.out")"
-PROXY_PORT=$(head -n 1 "$T/proxy.out")
+wait_for 10 test -s "$T/proxy.port" || fail "the proxy did not start: $(cat "$T/proxy.out")"
+PROXY_PORT=$(cat "$T/proxy.port")
 
 NODE_LISTEN=$(free_port)
 FLIGHTREC_NODE_NAME=n-a "$BIN/flightrecd" --listen "127.0.0.1:$NODE_LISTEN" --http 127.0.0.1:0 \
@@ -93,7 +42,7 @@ http_headers
 curl -sS --max-time 10 -X POST "${HTTP_HEADERS[@]}" "$HTTP/v1/jobs/$JOB/dump" >"$T/post.json"
 jq -e '.incident and .ranks_requested == 4' "$T/post.json" >/dev/null ||
 	fail "POST dump on the central daemon: $(cat "$T/post.json")"
-wait_for 20 grep -q "^cut" "$T/proxy.out" || fail "the node daemon sent no summary: $(tail -n 5 "$T/node.log")"
+wait_for 20 grep -q "^half-cut" "$T/proxy.out" || fail "the node daemon sent no summary: $(tail -n 5 "$T/node.log")"
 wait_incident 20
 expect '[.ranks[] | .answer] == ["received", "received", "received", "received"]' "$INCIDENT/manifest.json"
 expect '[.ranks[] | .node] == ["n-a", "n-a", "n-a", "n-a"]' "$INCIDENT/manifest.json"
