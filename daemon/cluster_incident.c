@@ -814,16 +814,23 @@ static void cl_open_node(void *arg, const char *node, struct conn *conn,
 	}
 }
 
+/* The incident's NODE_DUMP_REQUEST. */
+static void cl_request_msg(const struct cl_incident *inc, struct fr_msg_node_dump_request *m)
+{
+	*m = (struct fr_msg_node_dump_request){ .has_seq = inc->trigger.has_seq,
+						.seq = inc->trigger.seq };
+	snprintf(m->incident, sizeof(m->incident), "%s", inc->id);
+	snprintf(m->job, sizeof(m->job), "%s", inc->job->id);
+	snprintf(m->reason, sizeof(m->reason), "%s", inc->reason);
+	snprintf(m->comm, sizeof(m->comm), "%s", inc->trigger.comm);
+}
+
 /* Sends NODE_DUMP_REQUEST to every node connected; one that cannot be sent to is lost. */
 static void cl_request_all(struct cl_incident *inc)
 {
-	struct fr_msg_node_dump_request m = { .has_seq = inc->trigger.has_seq,
-					      .seq = inc->trigger.seq };
+	struct fr_msg_node_dump_request m;
 
-	snprintf(m.incident, sizeof(m.incident), "%s", inc->id);
-	snprintf(m.job, sizeof(m.job), "%s", inc->job->id);
-	snprintf(m.reason, sizeof(m.reason), "%s", inc->reason);
-	snprintf(m.comm, sizeof(m.comm), "%s", inc->trigger.comm);
+	cl_request_msg(inc, &m);
 	for (size_t i = 0; i < inc->nnodes; i++) {
 		struct conn *c;
 
@@ -1066,38 +1073,91 @@ void cluster_incident_node_lost(struct flightrecd *d, const char *node)
 {
 	char why[FR_HOST_MAX + 32];
 
-	(void)d;
 	snprintf(why, sizeof(why), "node lost: %s", node);
+	cluster_incident_node_gone(d, node, why);
+}
+
+/* Node `i` of `inc` answers no more: what it owes is lost, for `why`. */
+static void cl_node_gone_in(struct cl_incident *inc, int i, const char *why)
+{
+	inc->nodes[i].done = true;
+	for (uint32_t r = 0; r < inc->world_size; r++) {
+		struct cl_rank *cr = &inc->ranks[r];
+
+		if (cr->node != i)
+			continue;
+		if (cr->answer == CL_PENDING) {
+			cr->answer = CL_LOST;
+			cl_set_error(cr, "%s", why);
+			cl_drop_upload(cr);
+		}
+		if (cr->fetching)
+			cl_stop_fetch(cr, why);
+	}
+	if (inc->phase == CL_COLLECTING) {
+		cl_update_record(inc);
+		cl_check_collected(inc);
+	} else {
+		cl_check_fetched(inc);
+	}
+}
+
+/* The HTTP fetches waiting on `node`'s connection are answered 503 for `why`. */
+static void cl_node_fetches_fail(const char *node, const char *why)
+{
+	for (size_t k = 0; k < CLUSTER_FETCHES_MAX; k++)
+		if (cl.fetches[k] && strcmp(cl.fetches[k]->node, node) == 0)
+			cl_fetch_answer(cl.fetches[k], MHD_HTTP_SERVICE_UNAVAILABLE, why);
+}
+
+void cluster_incident_node_gone(struct flightrecd *d, const char *node, const char *why)
+{
+	(void)d;
+	for (struct cl_job *j = cl.jobs; j; j = j->next) {
+		int i = j->active ? cl_node_index(j->active, node) : -1;
+
+		if (i >= 0)
+			cl_node_gone_in(j->active, i, why);
+	}
+	cl_node_fetches_fail(node, why);
+}
+
+/*
+ * Asks node `i` of `inc` again on its new connection `conn`: its ranks
+ * not answered yet start over (a summary comes again from offset 0).
+ * Returns 0 or the error sending.
+ */
+static int cl_ask_again(struct cl_incident *inc, int i, struct conn *conn)
+{
+	struct fr_msg_node_dump_request m;
+
+	for (uint32_t r = 0; r < inc->world_size; r++)
+		if (inc->ranks[r].node == i && inc->ranks[r].answer == CL_PENDING)
+			cl_drop_upload(&inc->ranks[r]);
+	cl_request_msg(inc, &m);
+	if (conn_send_node_dump_request(conn, &m))
+		return -EPIPE;
+	daemon_log("incident %s of job %s: node %s reconnected mid-incident; asked for its ranks again",
+		   inc->id, inc->job->id, inc->nodes[i].name);
+	return 0;
+}
+
+void cluster_incident_node_back(struct flightrecd *d, const char *node, struct conn *conn)
+{
+	char why[FR_HOST_MAX + 64];
+
+	(void)d;
+	snprintf(why, sizeof(why), "node %s reconnected mid-incident: its answers were lost", node);
 	for (struct cl_job *j = cl.jobs; j; j = j->next) {
 		struct cl_incident *inc = j->active;
 		int i = inc ? cl_node_index(inc, node) : -1;
 
-		if (i < 0)
+		if (i < 0 || inc->nodes[i].done)
 			continue;
-		inc->nodes[i].done = true;
-		for (uint32_t r = 0; r < inc->world_size; r++) {
-			struct cl_rank *cr = &inc->ranks[r];
-
-			if (cr->node != i)
-				continue;
-			if (cr->answer == CL_PENDING) {
-				cr->answer = CL_LOST;
-				cl_set_error(cr, "%s", why);
-				cl_drop_upload(cr);
-			}
-			if (cr->fetching)
-				cl_stop_fetch(cr, why);
-		}
-		if (inc->phase == CL_COLLECTING) {
-			cl_update_record(inc);
-			cl_check_collected(inc);
-		} else {
-			cl_check_fetched(inc);
-		}
+		if (inc->phase != CL_COLLECTING || cl_ask_again(inc, i, conn))
+			cl_node_gone_in(inc, i, why);
 	}
-	for (size_t k = 0; k < CLUSTER_FETCHES_MAX; k++)
-		if (cl.fetches[k] && strcmp(cl.fetches[k]->node, node) == 0)
-			cl_fetch_answer(cl.fetches[k], MHD_HTTP_SERVICE_UNAVAILABLE, why);
+	cl_node_fetches_fail(node, why);
 }
 
 /* Gives up what is still owed at the deadline (or when stopping). */

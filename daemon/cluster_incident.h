@@ -35,6 +35,7 @@ bool cluster_incident_collecting(const char *job);
 
 struct fr_msg_node_summary;
 struct fr_msg_node_dump_done;
+struct conn;
 struct handover;
 
 /* What the nodes send back (server.c), on the loop under the lock; `node`
@@ -45,6 +46,15 @@ void cluster_incident_node_done(struct flightrecd *d, const char *node,
 				const struct fr_msg_node_dump_done *m);
 /* Node `node`'s connection went: its ranks are lost to the incidents. */
 void cluster_incident_node_lost(struct flightrecd *d, const char *node);
+/* The same, with `why` as each rank's error. */
+void cluster_incident_node_gone(struct flightrecd *d, const char *node, const char *why);
+/*
+ * Node `node` is back on a new connection `conn` before its old one was
+ * seen to go: what it sent on the old one since is lost. An incident that
+ * collects from it asks it again (the node answers every rank again);
+ * fetches of full dumps it owed are lost.
+ */
+void cluster_incident_node_back(struct flightrecd *d, const char *node, struct conn *conn);
 /* The deadlines, from the watchdog's tick; under the lock. */
 void cluster_incident_tick(struct flightrecd *d, uint64_t now_mono);
 /* The daemon is stopping: every incident closes now, marked incomplete. */

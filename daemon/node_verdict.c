@@ -44,9 +44,25 @@ bool nv_older(const struct agg_comm *agg, const struct agg_comm *best)
 	return agg->has_oldest && (!best || !best->has_oldest || agg->oldest.age_ms > best->oldest.age_ms);
 }
 
+bool nv_names_culprits(const struct agg_comm *agg)
+{
+	return agg->has_oldest && fr_op_is_collective(agg->oldest.type);
+}
+
 bool nv_is_culprit(const struct agg_comm *agg, const struct agg_laggard *l)
 {
-	return agg->has_oldest && l->last_entered < agg->oldest.seq;
+	return nv_names_culprits(agg) && l->last_entered < agg->oldest.seq;
+}
+
+uint64_t nv_culprit_count(const struct agg_comm *agg)
+{
+	uint64_t n = 0;
+
+	if (!nv_names_culprits(agg))
+		return 0;
+	for (uint32_t i = 0; i < agg->nlaggards; i++)
+		n += nv_is_culprit(agg, &agg->laggards[i]);
+	return n + agg->laggards_unnamed;
 }
 
 bool nv_lost_counts(const struct nv_lost *l, const struct nv_limits *lim, uint64_t now_mono_ns)
@@ -242,6 +258,8 @@ static void laggard_culprits(struct culprits *cs, const struct nv_job *j, const 
 	const struct nv_lost *lost = NULL;
 	const char *node = "";
 
+	if (!nv_names_culprits(a))
+		return;
 	cs->unnamed += a->laggards_unnamed;
 	cs->nlag += a->laggards_unnamed;
 	for (uint32_t i = 0; i < a->nlaggards; i++) {
@@ -352,7 +370,14 @@ static void summary(char *buf, size_t cap, const struct nv_job *j, const struct 
 	if (g) {
 		runs_text(waiting, sizeof(waiting), g->ranges, g->nranges);
 		runs_text(runs, sizeof(runs), cs->runs, cs->nruns);
-		if (cs->in_runs)
+		if (!fr_op_is_collective(g->type))
+			n = snprintf(buf, cap,
+				     "%s %s %s waited %.1f s in %s #%" PRIu64 " on %s; point-to-point: "
+				     "the peer is not known from the aggregates",
+				     g->nranks > 1 ? "ranks" : "rank", waiting,
+				     g->nranks > 1 ? "have" : "has", (double)g->age_ms / 1000.0,
+				     fr_op_name(g->type), g->seq, j->comm);
+		else if (cs->in_runs)
 			n = snprintf(buf, cap,
 				     "%s %s%s (%s %s%s) never entered %s #%" PRIu64
 				     " on %s; %s %s %s waited %.1f s",

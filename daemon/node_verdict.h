@@ -12,7 +12,9 @@
  *
  * A hang is an operation that holds ranks (blocking, or waited on) for
  * longer than --timeout; its culprits are the ranks whose last entered seq
- * on that communicator is below the operation's, which never entered it.
+ * on that communicator is below the operation's, which never entered it;
+ * when the operation is point-to-point (its seq counts per pair of peers)
+ * no rank is named, and the verdict says so.
  * The ranks that wait in it are never culprits. A node lost for longer
  * than --heartbeat-timeout makes all its ranks unresponsive, one reason for
  * all of them and none singled out. Costs are bounded by the aggregates'
@@ -86,8 +88,20 @@ struct nv_decision {
  */
 bool nv_older(const struct agg_comm *agg, const struct agg_comm *best);
 
-/* Whether the laggard is a culprit of `agg`'s oldest operation: below its seq. */
+/*
+ * Whether the laggards can be culprits of `agg`'s oldest operation: only
+ * when it is a collective. A point-to-point operation's seq counts per
+ * pair of peers, not on the communicator as the laggards' last entered
+ * does, and the aggregates do not say who the peer is.
+ */
+bool nv_names_culprits(const struct agg_comm *agg);
+
+/* Whether the laggard is a culprit of `agg`'s oldest operation: a
+ * collective, and the laggard below its seq. */
 bool nv_is_culprit(const struct agg_comm *agg, const struct agg_laggard *l);
+
+/* The culprits of `agg`'s oldest operation, named or counted only. */
+uint64_t nv_culprit_count(const struct agg_comm *agg);
 
 /* Whether node `l` counts as lost at now_mono_ns. */
 bool nv_lost_counts(const struct nv_lost *l, const struct nv_limits *lim, uint64_t now_mono_ns);

@@ -282,17 +282,14 @@ json_t *node_watchdog_verdict(struct flightrecd *d, const char *job)
 static json_t *stuck_json(const struct gather *g, const struct nv_decision *dec)
 {
 	const struct agg_comm *a = g->job.agg;
-	uint64_t culprits = 0;
 
 	if (!dec->hang)
 		return json_null();
-	for (uint32_t i = 0; i < a->nlaggards; i++)
-		culprits += nv_is_culprit(a, &a->laggards[i]);
 	return json_pack("{s:s, s:I, s:s, s:f, s:I, s:I}", "comm", g->job.comm, "seq",
 			 (json_int_t)a->oldest.seq, "type", fr_op_name(a->oldest.type),
 			 "waited_s", (double)a->oldest.age_ms / 1000.0, "ranks_waiting",
 			 (json_int_t)a->oldest.nranks, "culprits",
-			 (json_int_t)(culprits + a->laggards_unnamed));
+			 (json_int_t)nv_culprit_count(a));
 }
 
 void node_watchdog_jobs_json(struct flightrecd *d, json_t *jobs, size_t from)

@@ -700,7 +700,11 @@ static int conn_node_hello(struct conn *c, const struct fr_wire_header *h, const
 	c->said_hello = true;
 	conn_hello_settled(c);
 	if (old) {
-		/* The node came back before its old connection was seen to go. */
+		/* The node came back before its old connection was seen to go.
+		 * What it still owed an open incident went with that connection
+		 * (a node drops its queued answers when it loses the link): the
+		 * incident asks it again rather than waiting out --dump-deadline. */
+		cluster_incident_node_back(c->d, c->node->name, c);
 		old->node = NULL;
 		conn_close(old);
 	}

@@ -76,10 +76,14 @@ static struct {
 	size_t njobs;
 	struct up_job *jobs;
 	bool failed_logged;         /* the current run of failures was logged */
+	/* Reading stopped while incidents' answers wait over their bound
+	 * (upstream_incident_backlogged()); logged once a connection. */
+	bool paused, paused_logged;
 } up;
 
 static void up_schedule(void);
 static void on_handshake_timeout(uv_timer_t *t);
+static void up_resume(void);
 
 static void up_job_free(struct up_job *j)
 {
@@ -104,8 +108,10 @@ static void on_write_done(uv_write_t *req, int status)
 	(void)status;
 	free(req);
 	/* Room on the connection: incidents' pieces waiting may go. */
-	if (up.state == UP_READY)
+	if (up.state == UP_READY) {
 		upstream_incident_pump();
+		up_resume();
+	}
 }
 
 /* Queues a frame of `n` bytes encoded in w->frame (n < 0: the encoder's error); takes w. */
@@ -155,6 +161,7 @@ static void up_fail(const char *why)
 			   up.d->cfg.upstream, why, UPSTREAM_BACKOFF_MAX_MS / 1000);
 	up.failed_logged = true;
 	up.state = UP_IDLE;
+	up.paused = up.paused_logged = false;
 	upstream_incident_disconnected();
 	uv_timer_stop(&up.timer);
 	free(up.hello);
@@ -501,6 +508,9 @@ static void on_pace(uv_timer_t *t)
 	if (up.state != UP_READY)
 		return;
 	upstream_incident_pump();
+	up_resume();
+	if (up.state != UP_READY)
+		return;
 	if (uv_stream_get_write_queue_size((uv_stream_t *)&up.tcp) > UPSTREAM_QUEUE_MAX)
 		return;
 	pthread_mutex_lock(&up.d->lock);
@@ -661,10 +671,47 @@ static void on_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf)
 	*buf = uv_buf_init((char *)up.buf + up.len, (unsigned)(up.cap - up.len));
 }
 
-static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
+/*
+ * The whole frames read, up to the first that finds the incidents'
+ * answers over their bound: reading then stops (the rest stays in up.buf)
+ * until they are written (up_resume()). Returns false when the
+ * connection failed.
+ */
+static bool up_frames(void)
 {
 	size_t off = 0;
 
+	for (;;) {
+		struct fr_wire_frame f;
+		int err;
+
+		if (upstream_incident_backlogged()) {
+			if (!up.paused_logged)
+				daemon_log("upstream %s: the central daemon asks faster than it reads the "
+					   "answers; not reading its requests until they are sent",
+					   up.d->cfg.upstream);
+			up.paused = up.paused_logged = true;
+			uv_read_stop((uv_stream_t *)&up.tcp);
+			break;
+		}
+		err = fr_frame_next(up.buf + off, up.len - off, 4096, &f);
+		if (err == -EAGAIN)
+			break;
+		if (err) {
+			up_fail("a frame that is not flightrec's, or too long");
+			return false;
+		}
+		if (!up_frame(&f.h, f.payload))
+			return false;
+		off += f.size;
+	}
+	memmove(up.buf, up.buf + off, up.len - off);
+	up.len -= off;
+	return true;
+}
+
+static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
+{
 	(void)s;
 	(void)buf;
 	if (nread == 0)
@@ -675,22 +722,17 @@ static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
 		return;
 	}
 	up.len += (size_t)nread;
-	for (;;) {
-		struct fr_wire_frame f;
-		int err = fr_frame_next(up.buf + off, up.len - off, 4096, &f);
+	up_frames();
+}
 
-		if (err == -EAGAIN)
-			break;
-		if (err) {
-			up_fail("a frame that is not flightrec's, or too long");
-			return;
-		}
-		if (!up_frame(&f.h, f.payload))
-			return;
-		off += f.size;
-	}
-	memmove(up.buf, up.buf + off, up.len - off);
-	up.len -= off;
+/* Reads again once the answers are down to half their bound: first what was read already. */
+static void up_resume(void)
+{
+	if (!up.paused || !upstream_incident_drained() || !upstream_ready())
+		return;
+	up.paused = false;
+	if (up_frames() && !up.paused)
+		uv_read_start((uv_stream_t *)&up.tcp, on_alloc, on_read);
 }
 
 static void on_handshake_timeout(uv_timer_t *t)
@@ -790,5 +832,5 @@ void upstream_close(struct flightrecd *d)
 	up.buf = NULL;
 	up.len = up.cap = 0;
 	up_jobs_forget();
-	upstream_incident_disconnected();
+	upstream_incident_free();
 }

@@ -11,6 +11,7 @@
 #include "../dumps/summary.h"
 #include "../protocol/node_wire.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
@@ -32,10 +33,16 @@ struct ui_incident {
 	uint64_t seq;
 	char dir[PATH_MAX - 32];        /* the node's incident directory; "" when none */
 	bool closed;                    /* the node's incident is over */
+	/* NODE_DUMP_DONE sent, or nothing more to send: set too when the
+	 * connection goes (`cut`), until the central daemon asks again. */
 	bool done_sent;
+	bool cut;
+	uint8_t *failed_ranks;          /* a bit per rank that failed, to say so again */
+	uint32_t nfailed_bits;
 	unsigned works;                 /* summaries being made */
 	uint32_t answered, failed;
 	uint64_t made;                  /* the order they came in */
+	bool repeat_logged;             /* a second request for the job was logged */
 };
 
 /*
@@ -84,6 +91,18 @@ struct ui_work {
 /* Fetches waiting for room under it, at most; more are answered FAILED. */
 #define UI_FETCHES_WAITING_MAX 256
 
+/*
+ * Answers queued and not yet sent, at most (in number, and in bytes with
+ * their data): past either, upstream.c reads no more of the central
+ * daemon's requests until the queue is down to half. Each request is
+ * small and its answer (a failure at least) is not, so a central daemon
+ * that sends requests without reading the answers must not be followed.
+ * Reading again hangs on the answers being written, never on a request,
+ * so a central daemon that reads cannot be deadlocked by it.
+ */
+#define UI_OUT_MAX 4096u
+#define UI_OUT_BYTES_MAX (16ull << 20)
+
 /* A NODE_FETCH waiting for room. */
 struct ui_fetch {
 	char incident[FR_INCIDENT_MAX + 1];
@@ -102,7 +121,14 @@ static struct {
 	struct ui_incident inc[UPSTREAM_INCIDENTS_KEPT];
 	uint64_t made;
 	struct ui_out *head, **tail;
+	size_t nout;                    /* answers queued, and their bytes */
+	uint64_t out_bytes;
 } ui = { .tail = &ui.head };
+
+static uint64_t out_bytes(const struct ui_out *o)
+{
+	return sizeof(*o) + o->len;
+}
 
 static struct ui_out *out_new(unsigned type, const char *incident, const char *job)
 {
@@ -120,6 +146,8 @@ static void out_push(struct ui_out *o)
 {
 	*ui.tail = o;
 	ui.tail = &o->next;
+	ui.nout++;
+	ui.out_bytes += out_bytes(o);
 	upstream_incident_pump();
 }
 
@@ -129,6 +157,8 @@ static void out_free(struct ui_out *o)
 {
 	bool full = o->flags & FR_NODE_SUMMARY_FULL;
 
+	ui.nout--;
+	ui.out_bytes -= out_bytes(o);
 	if (full)
 		ui.fetch_bytes -= o->len;
 	free(o->data);
@@ -262,6 +292,25 @@ void upstream_incident_pump(void)
 	}
 }
 
+void upstream_incident_free(void)
+{
+	upstream_incident_disconnected();
+	for (size_t i = 0; i < UPSTREAM_INCIDENTS_KEPT; i++) {
+		free(ui.inc[i].failed_ranks);
+		memset(&ui.inc[i], 0, sizeof(ui.inc[i]));
+	}
+}
+
+bool upstream_incident_backlogged(void)
+{
+	return ui.nout >= UI_OUT_MAX || ui.out_bytes >= UI_OUT_BYTES_MAX;
+}
+
+bool upstream_incident_drained(void)
+{
+	return ui.nout <= UI_OUT_MAX / 2 && ui.out_bytes <= UI_OUT_BYTES_MAX / 2;
+}
+
 void upstream_incident_disconnected(void)
 {
 	/* First, so that freeing the queue starts none of them. */
@@ -275,10 +324,14 @@ void upstream_incident_disconnected(void)
 		out_free(o);
 	}
 	ui.tail = &ui.head;
-	/* The central daemon counts this node's ranks lost for its open
-	 * incidents: what they still make is not sent on a new connection. */
-	for (size_t i = 0; i < UPSTREAM_INCIDENTS_KEPT; i++)
+	/* What was queued is lost: nothing of the open incidents is sent on
+	 * the new connection until the central daemon asks for it again
+	 * (reanswer()); it may have counted this node lost meanwhile. */
+	for (size_t i = 0; i < UPSTREAM_INCIDENTS_KEPT; i++) {
+		if (ui.inc[i].used && !ui.inc[i].done_sent)
+			ui.inc[i].cut = true;
 		ui.inc[i].done_sent = true;
+	}
 }
 
 /* Reads a whole file of at most `max` bytes; 0 or -errno. */
@@ -437,10 +490,32 @@ static void hook_written(void *arg, uint32_t rank, const char *path)
 	work_queue(ui.d, inc, inc->id, inc->job, rank, path, false);
 }
 
+/* Remembers that `rank` failed, so that reanswer() can say so again. */
+static void failed_mark(struct ui_incident *inc, uint32_t rank)
+{
+	if (rank >= inc->nfailed_bits) {
+		uint32_t bits = (rank / 64 + 1) * 64;
+		uint8_t *b = realloc(inc->failed_ranks, bits / 8);
+
+		if (!b)
+			return;
+		memset(b + inc->nfailed_bits / 8, 0, (bits - inc->nfailed_bits) / 8);
+		inc->failed_ranks = b;
+		inc->nfailed_bits = bits;
+	}
+	inc->failed_ranks[rank / 8] |= (uint8_t)(1u << (rank % 8));
+}
+
+static bool failed_marked(const struct ui_incident *inc, uint32_t rank)
+{
+	return rank < inc->nfailed_bits && (inc->failed_ranks[rank / 8] & (1u << (rank % 8)));
+}
+
 static void hook_failed(void *arg, uint32_t rank, const char *why)
 {
 	struct ui_incident *inc = arg;
 
+	failed_mark(inc, rank);
 	inc->failed++;
 	if (!inc->done_sent)
 		send_rank(inc->id, inc->job, rank, false, NULL, 0, why);
@@ -493,6 +568,60 @@ static struct ui_incident *slot_find(const char *incident, const char *job)
 	return NULL;
 }
 
+/* The incident of `job` the node is still answering, or NULL. */
+static struct ui_incident *slot_answering(const char *job)
+{
+	for (size_t i = 0; i < UPSTREAM_INCIDENTS_KEPT; i++)
+		if (ui.inc[i].used && !ui.inc[i].done_sent && strcmp(ui.inc[i].job, job) == 0)
+			return &ui.inc[i];
+	return NULL;
+}
+
+/*
+ * The central daemon asks again for an incident whose answers the
+ * connection took with it (it saw this node reconnect mid-incident):
+ * every rank's summary again, from the full dumps in the node's incident
+ * directory, and the failures the node remembers; ranks still to come
+ * follow as they are written. The central daemon takes a summary again
+ * from its start and ignores one it has already.
+ */
+static void reanswer(struct flightrecd *d, struct ui_incident *inc)
+{
+	DIR *dir = inc->dir[0] ? opendir(inc->dir) : NULL;
+	struct dirent *e;
+	char why[FR_REASON_MAX + 1];
+
+	inc->cut = false;
+	inc->done_sent = false;
+	inc->answered = inc->failed = 0;
+	daemon_log("incident %s of job %s asked for again by the central daemon (the connection went "
+		   "while it was answered): sending its summaries again", inc->id, inc->job);
+	while (dir && (e = readdir(dir))) {
+		char path[PATH_MAX];
+		unsigned long rank;
+		char *end;
+
+		if (strncmp(e->d_name, "rank-", 5) != 0)
+			continue;
+		rank = strtoul(e->d_name + 5, &end, 10);
+		if (end == e->d_name + 5 || strcmp(end, ".json") != 0 || rank >= FR_RANK_UNKNOWN)
+			continue;
+		snprintf(path, sizeof(path), "%s/rank-%lu.json", inc->dir, rank);
+		work_queue(d, inc, inc->id, inc->job, (uint32_t)rank, path, false);
+	}
+	if (dir)
+		closedir(dir);
+	for (uint32_t r = 0; r < inc->nfailed_bits; r++) {
+		if (!failed_marked(inc, r))
+			continue;
+		snprintf(why, sizeof(why), "rank %" PRIu32 ": no dump on node %s (why was lost with "
+			 "its connection)", r, upstream_node_name());
+		inc->failed++;
+		send_rank(inc->id, inc->job, r, false, NULL, 0, why);
+	}
+	incident_maybe_done(inc);
+}
+
 /* NODE_DUMP_REQUEST; the caller holds the lock. */
 static void dump_request(struct flightrecd *d, const struct fr_msg_node_dump_request *m)
 {
@@ -504,13 +633,30 @@ static void dump_request(struct flightrecd *d, const struct fr_msg_node_dump_req
 	char why[FR_REASON_MAX + 1];
 	int err;
 
+	inc = slot_find(m->incident, m->job);
+	if (inc) {
+		if (inc->cut)
+			reanswer(d, inc);
+		return;
+	}
 	if (!job) {
 		/* The node holds none of it (any more). */
 		send_done(m->incident, m->job, 0, 0);
 		return;
 	}
-	if (slot_find(m->incident, m->job))
+	/* The central daemon collects one incident of a job at a time: a
+	 * second request while the node still answers the first is a
+	 * confused (or hostile) peer, and failing each of its ranks again
+	 * would queue an answer per rank per request. */
+	inc = slot_answering(m->job);
+	if (inc) {
+		if (!inc->repeat_logged)
+			daemon_log("incident %s of job %s asked for while the node still answers the "
+				   "central daemon's %s: ignored (and any more like it)",
+				   m->incident, m->job, inc->id);
+		inc->repeat_logged = true;
 		return;
+	}
 	if (job->active) {
 		snprintf(why, sizeof(why), "node %s: an incident of the job is being collected there",
 			 upstream_node_name());
@@ -531,6 +677,7 @@ static void dump_request(struct flightrecd *d, const struct fr_msg_node_dump_req
 		fail_all(m->incident, job, why);
 		return;
 	}
+	free(inc->failed_ranks);
 	memset(inc, 0, sizeof(*inc));
 	inc->used = true;
 	inc->made = ++ui.made;

@@ -16,6 +16,7 @@
 #ifndef FR_DAEMON_UPSTREAM_INCIDENT_H
 #define FR_DAEMON_UPSTREAM_INCIDENT_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -40,8 +41,21 @@ void upstream_send_piece(const char *incident, const char *job, uint32_t rank, u
 void upstream_send_frame(uint8_t *frame, size_t len);
 /* Queues what waits while the connection has room. */
 void upstream_incident_pump(void);
-/* The connection went: what waits to be sent is dropped (the central
- * daemon counts the node lost). */
+/*
+ * Whether the answers waiting to be sent are over their bound: upstream.c
+ * then reads no more requests; and whether they are down to half of it,
+ * when it reads again.
+ */
+bool upstream_incident_backlogged(void);
+bool upstream_incident_drained(void);
+/*
+ * The connection went: what waits to be sent is dropped, and nothing more
+ * of the incidents being answered is sent until the central daemon asks
+ * for one again (NODE_DUMP_REQUEST of the same incident: then every
+ * rank's answer goes again).
+ */
 void upstream_incident_disconnected(void);
+/* The daemon stops: all of it is let go. */
+void upstream_incident_free(void);
 
 #endif

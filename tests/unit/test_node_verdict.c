@@ -5,7 +5,8 @@
  * past --timeout and its culprits (the ranks below the operation the
  * others wait in, never the waiting ones), on one node or across nodes;
  * every rank waiting; the same stuck state opened once, a later one again;
- * a node lost past --heartbeat-timeout, alone or beside a hang.
+ * a node lost past --heartbeat-timeout, alone or beside a hang; an oldest
+ * operation that is point-to-point names no culprit.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -49,14 +50,21 @@ static void rec_rank(struct rec *r, uint32_t rank, uint64_t entered)
 	r->entered[r->n++] = entered;
 }
 
-/* Ranks first .. first + count - 1 wait in all_reduce #seq since age_ms. */
-static void rec_wait(struct rec *r, uint64_t seq, uint64_t age_ms, uint32_t first, uint32_t count)
+/* Ranks first .. first + count - 1 wait in operation `type` #seq since age_ms. */
+static void rec_wait_in(struct rec *r, unsigned type, uint64_t seq, uint64_t age_ms, uint32_t first,
+			uint32_t count)
 {
 	struct fr_node_group *g = &r->c->groups[r->c->ngroups++];
 
-	*g = (struct fr_node_group){ .seq = seq, .type = FR_OP_ALL_REDUCE, .nranks = count,
+	*g = (struct fr_node_group){ .seq = seq, .type = (uint8_t)type, .nranks = count,
 				     .age_ms = age_ms, .nranges = 1 };
 	g->ranges[0] = (struct fr_node_range){ .first = first, .count = count };
+}
+
+/* Ranks first .. first + count - 1 wait in all_reduce #seq since age_ms. */
+static void rec_wait(struct rec *r, uint64_t seq, uint64_t age_ms, uint32_t first, uint32_t count)
+{
+	rec_wait_in(r, FR_OP_ALL_REDUCE, seq, age_ms, first, count);
 }
 
 /* The record as a node sends it: highest and lowest, members, laggards. */
@@ -475,6 +483,60 @@ static void test_hang_and_node_lost(void **state)
 	free_recs(r, 2, agg);
 }
 
+/*
+ * The oldest operation is point-to-point: rank 0 has waited 100 s in send
+ * #p2p_seq, rank 1 is at collective #9, the others at #10. A send's seq
+ * counts per pair of peers, so whether it is above (50) or below (3) the
+ * laggard's collective seq says nothing of who the peer is: no rank is
+ * named, and the summary says the ranks wait and why none is blamed.
+ */
+static void p2p_oldest(uint64_t p2p_seq, const char *summary)
+{
+	struct nv_reported rep = { 0 };
+	struct nv_decision dec;
+	struct agg_comm *agg;
+	struct rec r[2];
+	json_t *v;
+
+	two_nodes(r, 10, 9, 10, 10);
+	rec_wait_in(&r[0], FR_OP_SEND, p2p_seq, 100000, 0, 1);
+	rec_wait(&r[1], 10, 1000, 2, 2);
+	struct nv_job j = two_nodes_job(r, &agg, NULL, 0);
+
+	assert_int_equal(agg->nlaggards, 1);
+	assert_int_equal(agg->oldest.type, FR_OP_SEND);
+	assert_true(nv_decide(&j, &LIMITS, NOW, &rep, &dec));
+	assert_true(dec.hang && dec.open);
+	assert_int_equal(dec.trigger.rank, -1);
+	assert_int_equal(dec.trigger.seq, p2p_seq);
+	assert_false(nv_is_culprit(agg, &agg->laggards[0]));
+	assert_int_equal(nv_culprit_count(agg), 0);
+	v = nv_verdict_json(&j, &dec, NOW, &NAMES);
+	assert_string_equal(json_string_value(json_object_get(v, "verdict")), "hang");
+	assert_culprits(v, "[]");
+	assert_int_equal(json_integer_value(json_object_get(v, "culprits_unnamed")), 0);
+	assert_string_equal(json_string_value(json_object_get(json_object_get(v, "op"), "type")),
+			    "send");
+	assert_string_equal(json_string_value(json_object_get(v, "waiting_ranges")), "0");
+	assert_string_equal(json_string_value(json_object_get(v, "summary")), summary);
+	json_decref(v);
+	free_recs(r, 2, agg);
+}
+
+static void test_p2p_seq_above(void **state)
+{
+	(void)state;
+	p2p_oldest(50, "rank 0 has waited 100.0 s in send #50 on world; point-to-point: the "
+		       "peer is not known from the aggregates");
+}
+
+static void test_p2p_seq_below(void **state)
+{
+	(void)state;
+	p2p_oldest(3, "rank 0 has waited 100.0 s in send #3 on world; point-to-point: the peer "
+		      "is not known from the aggregates");
+}
+
 /* A lost node's ranks as runs, the rest counted. */
 static void test_lost_ranges(void **state)
 {
@@ -515,6 +577,8 @@ int main(void)
 		cmocka_unit_test(test_node_lost),
 		cmocka_unit_test(test_hang_and_node_lost),
 		cmocka_unit_test(test_lost_ranges),
+		cmocka_unit_test(test_p2p_seq_above),
+		cmocka_unit_test(test_p2p_seq_below),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
