@@ -17,8 +17,9 @@
  * (--hang-at, likewise, or written to --hang-file once the script is
  * ready): each then works out the same operations and the same hung one.
  *
- * Every rank connects, says HELLO, sends a COMM_RUNS (its members as runs,
- * as agents send them to a daemon of protocol 5; COMM with --comm-lists)
+ * Every rank connects, says HELLO, sends a COMM or a COMM_RUNS (its members
+ * as runs), the shorter, as agents send them to a daemon of protocol 5
+ * (always COMM with --comm-lists)
  * for MPI_COMM_WORLD and for the two communicators a data- and
  * tensor-parallel job splits from it (named as the agent names splits),
  * then follows a job-wide timeline of
@@ -487,17 +488,18 @@ static int send_hello_and_comms(struct rank *r, const uint8_t *nonce)
 		snprintf(m.desc, sizeof(m.desc), "%s", c == C_WORLD ? "MPI_COMM_WORLD" : "split of world");
 		m.members = members;
 		m.size = comm_members(c, r->rank, members, &m.rank);
-		if (G.comm_lists) {
-			rc = QUEUE(r, comm, &m);
-		} else {
-			/* As agents send them to a daemon of protocol 5. */
-			struct fr_msg_comm_runs cr = { .rank = m.rank, .size = m.size, .runs = runs };
+		/* As agents send them to a daemon of protocol 5: the shorter of
+		 * the two (a data-parallel group of every 8th rank is one run
+		 * per member, longer than its list). */
+		struct fr_msg_comm_runs cr = { .rank = m.rank, .size = m.size, .runs = runs };
 
-			memcpy(cr.id, m.id, sizeof(cr.id));
-			memcpy(cr.desc, m.desc, sizeof(cr.desc));
-			cr.nruns = fr_node_maps_from_members(members, m.size, runs);
+		memcpy(cr.id, m.id, sizeof(cr.id));
+		memcpy(cr.desc, m.desc, sizeof(cr.desc));
+		cr.nruns = fr_node_maps_from_members(members, m.size, runs);
+		if (G.comm_lists || fr_wire_comm_size(&m) <= fr_wire_comm_runs_size(&cr))
+			rc = QUEUE(r, comm, &m);
+		else
 			rc = QUEUE(r, comm_runs, &cr);
-		}
 	}
 	free(members);
 	free(runs);
@@ -1155,7 +1157,8 @@ static void usage(FILE *f)
 		"  --dump-members-max M  a communicator of more members is dumped with its size\n"
 		"                        only (default: every list in full)\n"
 		"  --comm-lists          send each communicator as COMM with every member, as\n"
-		"                        agents before protocol 5 did (default: COMM_RUNS)\n"
+		"                        agents before protocol 5 did (default: COMM_RUNS\n"
+		"                        where that is shorter)\n"
 		"  --token-file FILE     prove this token when the daemon challenges\n"
 		"  --duration SECONDS    exit after this long (default: at SIGTERM)\n");
 }

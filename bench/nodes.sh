@@ -152,7 +152,7 @@ central RSS $(mib "$(rss_kib "$CENTRAL")") MiB; $(node_rss_line "${up_now:-0}");
 done
 t2=$(now_s)
 say "all $WORLD ranks listed connected by the central daemon in $(awk -v a="$t1" -v b="$t2" 'BEGIN {printf "%.1f", b - a}') s \
-(member lists sent as COMM_RUNS: world is one run per rank)"
+(member lists as agents send them: COMM_RUNS where shorter, world one run per rank)"
 
 # The steady state: settle, then the window.
 startup_cpu=$(for p in "$CENTRAL" "${NODE_PIDS[@]}" "${LOADGEN_PIDS[@]}"; do ticks "$p"; done |
