@@ -1046,9 +1046,12 @@ void cluster_incident_summary(struct flightrecd *d, const char *node,
 	}
 	return;
 ignore:
+	/* Once per node a minute: a node that answers late answers for
+	 * every one of its ranks. */
 	if (m->offset == 0)
-		daemon_log("ignoring node %s's %s of job %s rank %" PRIu32 " for incident %s: not being collected from it",
-			   node, full ? "full dump" : "summary", m->job, m->rank, m->incident);
+		ratelog("late answer", node,
+			"ignoring node %s's %s of job %s rank %" PRIu32 " for incident %s: not being collected from it",
+			node, full ? "full dump" : "summary", m->job, m->rank, m->incident);
 }
 
 void cluster_incident_node_done(struct flightrecd *d, const char *node,
