@@ -2,8 +2,9 @@
 # bench/nodes.sh (docs/SCALE-OUT.md), upstream of a central daemon that
 # lib.sh's start_daemon started: one at a time by name (start_node), many
 # on one machine with loadgen simulating the ranks of one job behind them
-# (start_nodes, start_loadgens), raw ones that lie (raw_node), and an MPI
-# job whose ranks are split over two node daemons (start_split_job).
+# (start_nodes, start_loadgens), raw ones that lie (raw_node), an MPI job
+# whose ranks are split over two node daemons (start_split_job), and the
+# scene of a hang that two node daemons hold (start_two_node_hang).
 #
 # How a node daemon gets its node name, for start_node and spawn_node
 # (NODE_NAMING):
@@ -193,4 +194,26 @@ EOF
 	chmod +x "$T/split.sh"
 	PRELOAD= AGENT_ENV="-x NW_PRELOAD=$preload -x NW_ADDR_A=$addr_a -x NW_ADDR_B=$addr_b ${AGENT_ENV:-}" \
 		start_mpi_program "$np" "$T/split.sh" "$HANG" "$@"
+}
+
+# start_two_node_hang [central daemon options...]: the scene of the tests
+# of a job that two node daemons hold (test_node_watchdog, test_node_looks):
+# a central daemon with a token (make_token) and the options; node daemons
+# nodeA and nodeB, each in a UTS namespace of its own (its host name its
+# node name), their agent ports PORT_A and PORT_B fixed (the agents find
+# them again after a restart: NODE_NAMING stays uts for one); and a 4-rank
+# job, ranks 0-1 on nodeA and 2-3 on nodeB, whose rank 3 computes forever
+# before all_reduce #5. Skips where no UTS namespace can be made.
+start_two_node_hang() {
+	command -v unshare >/dev/null || skip "no unshare (util-linux) for the nodes' host names"
+	unshare --uts true 2>/dev/null || skip "cannot make a UTS namespace here (needs CAP_SYS_ADMIN)"
+	make_token
+	start_daemon --token-file "$TOKEN" "$@"
+	PORT_A=$(free_port)
+	PORT_B=$(free_port)
+	NODE_NAMING=uts
+	start_node nodeA "$PORT_A" --token-file "$TOKEN"
+	start_node nodeB "$PORT_B" --token-file "$TOKEN"
+	AGENT_ENV="-x FLIGHTREC_TOKEN_FILE=$TOKEN" \
+		start_split_job 4 "127.0.0.1:$PORT_A" "127.0.0.1:$PORT_B" --scenario compute --culprit 3 --at 5
 }

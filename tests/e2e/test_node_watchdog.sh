@@ -12,25 +12,7 @@
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/node_daemons.sh"
 
-command -v unshare >/dev/null || skip "no unshare (util-linux) for the nodes' host names"
-unshare --uts true 2>/dev/null || skip "cannot make a UTS namespace here (needs CAP_SYS_ADMIN)"
-
-make_token
-
-start_daemon --token-file "$TOKEN" --timeout 2 --heartbeat-timeout 3
-PORT_A=$(free_port)
-PORT_B=$(free_port)
-
-# Each node daemon in a UTS namespace of its own, its host name its node
-# name; its agent port fixed (the agents find it again after a restart).
-NODE_NAMING=uts
-start_node nodeA "$PORT_A" --token-file "$TOKEN"
-start_node nodeB "$PORT_B" --token-file "$TOKEN"
-
-# Each rank finds its node daemon by its rank: Open MPI says which before
-# MPI_Init, and the agent is preloaded only into the program itself.
-AGENT_ENV="-x FLIGHTREC_TOKEN_FILE=$TOKEN" \
-	start_split_job 4 "127.0.0.1:$PORT_A" "127.0.0.1:$PORT_B" --scenario compute --culprit 3 --at 5
+start_two_node_hang --timeout 2 --heartbeat-timeout 3
 
 analysis() { http_get "/v1/jobs/$JOB/analysis" >"$T/verdict.json" 2>/dev/null; }
 analysis_says() { # analysis_says JQ: the central daemon's /analysis, now
