@@ -25,13 +25,13 @@ or NODE_DUMP_DONE) that answered the again-* requests.
 """
 import os
 import select
-import socket
 import struct
 import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from abuse_agent import recv_exact, s  # noqa: E402
+from port_file import listen_and_publish  # noqa: E402
 
 MAGIC = 0x43455246
 NODE_HELLO, NODE_RANKS, NODE_DUMP_REQUEST, NODE_SUMMARY, NODE_DUMP_DONE, NODE_FETCH = 13, 14, 17, 18, 19, 20
@@ -107,13 +107,7 @@ def request_again(conn, job, n):
 
 def main():
     port_file, mode = sys.argv[1], sys.argv[2]
-    srv = socket.socket()
-    srv.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    srv.bind(("127.0.0.1", 0))
-    srv.listen(4)
-    with open(port_file + ".tmp", "w") as f:
-        f.write("%d\n" % srv.getsockname()[1])
-    os.rename(port_file + ".tmp", port_file)
+    srv = listen_and_publish(port_file, 4)
     conn, _ = srv.accept()
     read_until(conn, NODE_HELLO)
     say("hello")

@@ -41,7 +41,6 @@ the first. Writes the port it
 listens on to PORT_FILE; runs until killed.
 """
 import os
-import socket
 import struct
 import sys
 import threading
@@ -49,6 +48,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from abuse_agent import recv_exact  # noqa: E402
+from port_file import listen_and_publish  # noqa: E402
 
 MAGIC = 0x43455246
 DUMP_REQUEST, DUMP_DATA, CHALLENGE, AUTH, ERROR, DAEMON_PROOF = 5, 6, 8, 9, 10, 12
@@ -206,16 +206,9 @@ def serve(conn, mode, n=0):
 
 def main():
     port_file, mode = sys.argv[1], sys.argv[2]
-    srv = socket.socket()
-    srv.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     # A small receive buffer (inherited by every connection): what the
     # agent sends soon piles up on its own side.
-    srv.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
-    srv.bind(("127.0.0.1", 0))
-    srv.listen(16)
-    with open(port_file + ".tmp", "w") as f:
-        f.write("%d\n" % srv.getsockname()[1])
-    os.rename(port_file + ".tmp", port_file)
+    srv = listen_and_publish(port_file, 16, rcvbuf=4096)
     n, first = 0, None
     while True:
         conn, _ = srv.accept()

@@ -20,6 +20,9 @@ reconnects before the central daemon sees the old connection go.
 """
 import os, socket, struct, sys, threading, time
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from port_file import listen_and_publish  # noqa: E402
+
 port_file, target, control = sys.argv[1], int(sys.argv[2]), sys.argv[3]
 half_cut_type = int(sys.argv[4]) if len(sys.argv) > 4 else None
 held = []  # the daemon's side of a half-cut connection, kept open
@@ -135,13 +138,7 @@ def controller():
         time.sleep(0.05)
 
 
-listener = socket.socket()
-listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-listener.bind(('127.0.0.1', 0))
-listener.listen(128)
-with open(port_file + '.tmp', 'w') as f:
-    f.write('%d\n' % listener.getsockname()[1])
-os.rename(port_file + '.tmp', port_file)
+listener = listen_and_publish(port_file, 128)
 threading.Thread(target=controller, daemon=True).start()
 while True:
     client, _ = listener.accept()

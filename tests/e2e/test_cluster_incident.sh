@@ -10,47 +10,23 @@
 # gives it the verdict it gives the nodes' full dumps. Any rank's full dump
 # is fetched from its node over HTTP.
 . "$(dirname "$0")/lib.sh"
+. "$(dirname "$0")/node_daemons.sh"
 [ "$SANITIZER" = thread ] && skip "ThreadSanitizer holds the stack-capture signal back while a rank polls in uninstrumented libmpi"
 
-TOKEN_VALUE=flightrec-e2e-$RANDOM$RANDOM-0123456789abcdef
-TOKEN=$T/token
-printf '%s\n' "$TOKEN_VALUE" >"$TOKEN"
-chmod 600 "$TOKEN"
-HTTP_TOKEN=$TOKEN_VALUE
+make_token
 
 start_daemon --token-file "$TOKEN" --dump-deadline 20 --max-incidents-per-hour 2
-CENTRAL_LISTEN=$LISTEN_PORT
 
-# start_node NAME: a node daemon on its own ports and --dump-dir, whose
-# own watchdog stays quiet (the central daemon is the one asking).
-start_node() {
-	local name=$1 port
-	port=$(free_port)
-	FLIGHTREC_NODE_NAME=$name "$BIN/flightrecd" --listen "127.0.0.1:$port" --http 127.0.0.1:0 \
-		--dump-dir "$T/$name" --ports-file "$T/$name-ports.json" --token-file "$TOKEN" \
-		--timeout 3600 --heartbeat-timeout 3600 \
-		--upstream "127.0.0.1:$CENTRAL_LISTEN" >>"$T/$name.log" 2>&1 &
-	track_pid $!
-	eval "PID_${name//-/_}=$!"
-	wait_for 10 test -s "$T/$name-ports.json" || fail "node $name did not write its ports file: $(cat "$T/$name.log")"
-	eval "PORT_${name//-/_}=$port"
-}
-start_node node-a
-start_node node-b
+# Two node daemons named by FLIGHTREC_NODE_NAME, whose own watchdogs stay
+# quiet (the central daemon is the one asking).
+PORT_A=$(free_port)
+PORT_B=$(free_port)
+NODE_NAMING=env start_node node-a "$PORT_A" --token-file "$TOKEN" --timeout 3600 --heartbeat-timeout 3600
+NODE_NAMING=env start_node node-b "$PORT_B" --token-file "$TOKEN" --timeout 3600 --heartbeat-timeout 3600
 
 # Each rank picks its node daemon by its rank, as a launcher would by host.
-cat >"$T/by-rank.sh" <<EOF
-#!/bin/sh
-case \$OMPI_COMM_WORLD_RANK in
-0|1) FLIGHTREC_ADDR=127.0.0.1:$PORT_node_a ;;
-*) FLIGHTREC_ADDR=127.0.0.1:$PORT_node_b ;;
-esac
-export FLIGHTREC_ADDR
-exec "\$@"
-EOF
-chmod +x "$T/by-rank.sh"
 AGENT_ENV="-x FLIGHTREC_TOKEN_FILE=$TOKEN" \
-	start_mpi_program 4 "$T/by-rank.sh" "$HANG" --scenario compute --culprit 2 --at 5
+	start_split_job 4 "127.0.0.1:$PORT_A" "127.0.0.1:$PORT_B" --scenario compute --culprit 2 --at 5
 
 ranks_on_nodes() {
 	http_get "/v1/jobs/$JOB" | jq -e '[.ranks[] | select(.state == "connected") | "\(.rank)@\(.node)"] | sort ==
@@ -104,8 +80,8 @@ jq '{verdict, culprits: [.culprits[] | {rank, reason}], op: {type: .op.type, seq
 
 # ... the same verdict as on the nodes' full dumps, put together.
 mkdir "$T/full"
-cp "$T"/node-a/"$JOB"/*/rank-*.json "$T"/node-b/"$JOB"/*/rank-*.json "$T/full/"
-[ "$(ls "$T/full" | wc -l)" -eq 4 ] || fail "the nodes do not hold 4 full dumps: $(ls -R "$T/node-a" "$T/node-b")"
+cp "$T"/node-a-incidents/"$JOB"/*/rank-*.json "$T"/node-b-incidents/"$JOB"/*/rank-*.json "$T/full/"
+[ "$(ls "$T/full" | wc -l)" -eq 4 ] || fail "the nodes do not hold 4 full dumps: $(ls -R "$T/node-a-incidents" "$T/node-b-incidents")"
 analyze "$T/full"
 jq '{verdict, culprits: [.culprits[] | {rank, reason}], op: {type: .op.type, seq: .op.seq, comm: .op.comm}}' \
 	"$T/verdict.json" >"$T/full-verdict.json"

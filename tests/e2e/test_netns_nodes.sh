@@ -19,6 +19,7 @@
 #     node 2 and all_reduce #5.
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/netns.sh"
+. "$(dirname "$0")/node_daemons.sh"
 
 # Sixteen ranks busy-polling on a small machine starve the culprit's
 # neighbours and the daemons: ranks that wait yield.
@@ -33,27 +34,21 @@ make_token
 LISTEN_ADDR=$BRIDGE_ADDR:0 start_daemon --token-file "$TOKEN" --timeout 600 --heartbeat-timeout 10
 CENTRAL=$BRIDGE_ADDR:$LISTEN_PORT
 
-# Each node's files: its daemon's socket, dumps, ports file and pid.
+# Each node's agent socket, where netns_rsh tells its ranks to look.
 NODES=$T/nodes
 export NETNS_NODE_SOCKETS=$NODES
 NODE_PIDS=()
 
-# start_node I: node I's daemon, inside its namespace (with its hostname,
-# which is the node's name it gives upstream), on that namespace's own
-# loopback and its own socket path.
-start_node() {
+# start_netns_node I: node I's daemon, inside its namespace (with its
+# hostname, which is the node's name it gives upstream), on that
+# namespace's own loopback and its own socket path; its log is
+# $T/<node's name>.log.
+start_netns_node() {
 	local i=$1 dir=$NODES/${NODE_NAMES[$1]}
 	mkdir -p -m 0755 "$dir"
-	rm -f "$dir/ports.json" "$dir/pid"
-	netns_run "$i" sh -c 'echo $$ >"$0" && exec "$@"' "$dir/pid" \
-		"$BIN/flightrecd" --upstream "$CENTRAL" --token-file "$TOKEN" \
-		--agent-socket "$dir/agent.sock" --listen 127.0.0.1:7420 --http 127.0.0.1:0 \
-		--dump-dir "$dir/dumps" --ports-file "$dir/ports.json" --heartbeat-timeout 10 \
-		>>"$T/node$i.log" 2>&1 &
-	track_pid $!
-	wait_for 10 test -s "$dir/ports.json" -a -s "$dir/pid" ||
-		fail "node ${NODE_NAMES[i]}'s daemon did not start: $(cat "$T/node$i.log")"
-	NODE_PIDS[i]=$(cat "$dir/pid")
+	NODE_WRAP="netns_run $i" NODE_UPSTREAM=$CENTRAL start_node "${NODE_NAMES[i]}" 7420 \
+		--token-file "$TOKEN" --agent-socket "$dir/agent.sock" --heartbeat-timeout 10
+	NODE_PIDS[i]=$NODE_PID
 }
 
 # gone PID: the process has exited (a zombie counts: it is only not reaped).
@@ -86,14 +81,14 @@ ranks_are() {
 }
 job_ranks() { http_get "/v1/jobs/$JOB" | jq -c '[.ranks[] | {rank, node, host, state, reason}]'; }
 
-for i in 0 1 2 3; do start_node "$i"; done
+for i in 0 1 2 3; do start_netns_node "$i"; done
 # No FLIGHTREC_ADDR: each rank looks for its node's socket (netns_rsh
 # names it), as on a node it looks for /run/flightrec/agent.sock.
 AGENT_ADDR= AGENT_ENV="-x FLIGHTREC_TOKEN_FILE=$TOKEN" start_job 16 --scenario compute --culprit 9 --at 5
 
 # 1. Four nodes, sixteen ranks, each on its node.
 wait_for 40 nodes_are true true true true ||
-	fail "the central daemon does not list 4 connected nodes of 4 ranks: $(http_get /v1/nodes); node 0: $(tail -n 5 "$T/node0.log")"
+	fail "the central daemon does not list 4 connected nodes of 4 ranks: $(http_get /v1/nodes); node 0: $(tail -n 5 "$T/${NODE_NAMES[0]}.log")"
 wait_for 20 ranks_are -1 || fail "the job's ranks are not each connected on its node: $(job_ranks)"
 for r in $(seq 0 15); do
 	pid=$(http_get "/v1/jobs/$JOB" | jq -r --argjson r "$r" '.ranks[] | select(.rank == $r) | .pid')
@@ -108,8 +103,8 @@ wait_for 10 gone "${NODE_PIDS[1]}" || fail "node 1's daemon (pid ${NODE_PIDS[1]}
 wait_for 20 nodes_are true false true true || fail "node 1 is not shown disconnected: $(http_get /v1/nodes)"
 wait_for 10 ranks_are 1 || fail "node 1's ranks, and only they, are not lost: $(job_ranks)"
 [ ! -e "$T/incidents/$JOB" ] || fail "the lost node opened an incident: $(ls "$T/incidents/$JOB")"
-start_node 1
-wait_for 40 nodes_are true true true true || fail "node 1 did not reconnect: $(http_get /v1/nodes); $(tail -n 5 "$T/node1.log")"
+start_netns_node 1
+wait_for 40 nodes_are true true true true || fail "node 1 did not reconnect: $(http_get /v1/nodes); $(tail -n 5 "$T/${NODE_NAMES[1]}.log")"
 wait_for 30 ranks_are -1 || fail "node 1's ranks did not come back: $(job_ranks)"
 echo "2. node 1 lost and back"
 
@@ -119,7 +114,7 @@ stop_daemon
 before=$(wc -l <"$T/daemon.log")
 LISTEN_ADDR=$CENTRAL start_daemon --token-file "$TOKEN" --timeout 2 --heartbeat-timeout 10
 wait_for 40 nodes_are true true true true ||
-	fail "the nodes did not reconnect to the restarted central daemon: $(http_get /v1/nodes); node 0: $(tail -n 5 "$T/node0.log")"
+	fail "the nodes did not reconnect to the restarted central daemon: $(http_get /v1/nodes); node 0: $(tail -n 5 "$T/${NODE_NAMES[0]}.log")"
 wait_for 30 ranks_are -1 || fail "the restarted central daemon does not list the 16 ranks again: $(job_ranks)"
 for i in 0 1 2 3; do
 	tail -n +$((before + 1)) "$T/daemon.log" | grep -q "node ${NODE_NAMES[i]} connected from" ||

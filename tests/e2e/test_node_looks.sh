@@ -11,51 +11,9 @@
 # is given up on after 6 s. Then nodeA dies: its ranks are missing, "node
 # lost: nodeA", and a look at one of them is refused.
 . "$(dirname "$0")/lib.sh"
+. "$(dirname "$0")/node_daemons.sh"
 
-command -v unshare >/dev/null || skip "no unshare (util-linux) for the nodes' host names"
-unshare --uts true 2>/dev/null || skip "cannot make a UTS namespace here (needs CAP_SYS_ADMIN)"
-
-TOKEN_VALUE=flightrec-e2e-$RANDOM$RANDOM-0123456789abcdef
-TOKEN=$T/token
-printf '%s\n' "$TOKEN_VALUE" >"$TOKEN"
-chmod 600 "$TOKEN"
-HTTP_TOKEN=$TOKEN_VALUE
-
-start_daemon --token-file "$TOKEN" --timeout 2
-CENTRAL_LISTEN=$LISTEN_PORT
-PORT_A=$(free_port)
-PORT_B=$(free_port)
-PID_nodeA=
-PID_nodeB=
-
-# start_node NAME PORT: a node daemon with host name NAME, reporting upstream.
-start_node() {
-	local name=$1 port=$2 pid
-	unshare --uts sh -c 'hostname "$1" && shift && exec "$@"' sh "$name" \
-		"$BIN/flightrecd" --listen "127.0.0.1:$port" --http 127.0.0.1:0 \
-		--dump-dir "$T/$name-incidents" --ports-file "$T/$name-ports.json" \
-		--token-file "$TOKEN" --upstream "127.0.0.1:$CENTRAL_LISTEN" >>"$T/$name.log" 2>&1 &
-	pid=$!
-	track_pid "$pid"
-	eval "PID_$name=$pid"
-	wait_for 10 test -s "$T/$name-ports.json" || fail "node daemon $name did not write its ports file: $(cat "$T/$name.log")"
-}
-
-start_node nodeA "$PORT_A"
-start_node nodeB "$PORT_B"
-
-cat >"$T/split.sh" <<'EOF'
-#!/bin/sh
-if [ "${OMPI_COMM_WORLD_RANK:-0}" -lt 2 ]; then FLIGHTREC_ADDR=$NW_ADDR_A; else FLIGHTREC_ADDR=$NW_ADDR_B; fi
-LD_PRELOAD=$NW_PRELOAD
-export FLIGHTREC_ADDR LD_PRELOAD
-exec "$@"
-EOF
-chmod +x "$T/split.sh"
-NW_PRELOAD=$PRELOAD
-PRELOAD=
-AGENT_ENV="-x NW_PRELOAD=$NW_PRELOAD -x NW_ADDR_A=127.0.0.1:$PORT_A -x NW_ADDR_B=127.0.0.1:$PORT_B -x FLIGHTREC_TOKEN_FILE=$TOKEN" \
-	start_mpi_program 4 "$T/split.sh" "$HANG" --scenario compute --culprit 3 --at 5
+start_two_node_hang --timeout 2
 
 # look PATH FILE: the central daemon's answer into FILE, its status on
 # stdout. A look waits for the nodes' (at most 6 s), so it gets longer

@@ -10,25 +10,12 @@
 # - incidents open at once over all node-held jobs are capped: a node lost
 #   with 20 jobs opens 16, the others wait, and none fails for "memory".
 . "$(dirname "$0")/lib.sh"
+. "$(dirname "$0")/node_daemons.sh"
 
-NODE_PY=$ROOT/tests/e2e/abuse_node.py
 make_token
 
 start_daemon --token-file "$TOKEN" --heartbeat-timeout 1 --dump-deadline 120
-CENTRAL_LISTEN=$LISTEN_PORT
 
-# raw_node NAME NODE BOOT JOB WORLD RANK...: a raw node daemon taking commands on fd $NAME.
-raw_node() {
-	local name=$1 fd pid
-	shift
-	mkfifo "$T/$name.ctl"
-	python3 "$NODE_PY" "$CENTRAL_LISTEN" "$TOKEN" node "$@" <"$T/$name.ctl" >"$T/$name.out" 2>&1 &
-	pid=$!
-	track_pid "$pid"
-	exec {fd}>"$T/$name.ctl"
-	printf -v "$name" '%s' "$fd"
-	wait_for 10 grep -q sent "$T/$name.out" || fail "node $name did not connect: $(cat "$T/$name.out")"
-}
 job_listed() { http_get /v1/jobs | jq -e --arg j "$1" '.jobs | any(.job == $j)' >/dev/null; }
 rank_node_is() { # rank_node_is JOB RANK NODE
 	http_get "/v1/jobs/$1" | jq -e --argjson r "$2" --arg n "$3" \

@@ -10,55 +10,9 @@
 # lost: nodeA", beside the hang; a node daemon started again for nodeA
 # clears it.
 . "$(dirname "$0")/lib.sh"
+. "$(dirname "$0")/node_daemons.sh"
 
-command -v unshare >/dev/null || skip "no unshare (util-linux) for the nodes' host names"
-unshare --uts true 2>/dev/null || skip "cannot make a UTS namespace here (needs CAP_SYS_ADMIN)"
-
-TOKEN_VALUE=flightrec-e2e-$RANDOM$RANDOM-0123456789abcdef
-TOKEN=$T/token
-printf '%s\n' "$TOKEN_VALUE" >"$TOKEN"
-chmod 600 "$TOKEN"
-HTTP_TOKEN=$TOKEN_VALUE
-
-start_daemon --token-file "$TOKEN" --timeout 2 --heartbeat-timeout 3
-CENTRAL_LISTEN=$LISTEN_PORT
-PORT_A=$(free_port)
-PORT_B=$(free_port)
-PID_nodeA=
-PID_nodeB=
-
-# start_node NAME PORT: a node daemon with host name NAME, its agent port
-# fixed (the agents find it again after a restart), reporting upstream.
-start_node() {
-	local name=$1 port=$2 pid
-	rm -f "$T/$name-ports.json"
-	unshare --uts sh -c 'hostname "$1" && shift && exec "$@"' sh "$name" \
-		"$BIN/flightrecd" --listen "127.0.0.1:$port" --http 127.0.0.1:0 \
-		--dump-dir "$T/$name-incidents" --ports-file "$T/$name-ports.json" \
-		--token-file "$TOKEN" --upstream "127.0.0.1:$CENTRAL_LISTEN" >>"$T/$name.log" 2>&1 &
-	pid=$!
-	track_pid "$pid"
-	eval "PID_$name=$pid"
-	wait_for 10 test -s "$T/$name-ports.json" || fail "node daemon $name did not write its ports file: $(cat "$T/$name.log")"
-}
-
-start_node nodeA "$PORT_A"
-start_node nodeB "$PORT_B"
-
-# Each rank finds its node daemon by its rank: Open MPI says which before
-# MPI_Init, and the agent is preloaded only into the program itself.
-cat >"$T/split.sh" <<'EOF'
-#!/bin/sh
-if [ "${OMPI_COMM_WORLD_RANK:-0}" -lt 2 ]; then FLIGHTREC_ADDR=$NW_ADDR_A; else FLIGHTREC_ADDR=$NW_ADDR_B; fi
-LD_PRELOAD=$NW_PRELOAD
-export FLIGHTREC_ADDR LD_PRELOAD
-exec "$@"
-EOF
-chmod +x "$T/split.sh"
-NW_PRELOAD=$PRELOAD
-PRELOAD=
-AGENT_ENV="-x NW_PRELOAD=$NW_PRELOAD -x NW_ADDR_A=127.0.0.1:$PORT_A -x NW_ADDR_B=127.0.0.1:$PORT_B -x FLIGHTREC_TOKEN_FILE=$TOKEN" \
-	start_mpi_program 4 "$T/split.sh" "$HANG" --scenario compute --culprit 3 --at 5
+start_two_node_hang --timeout 2 --heartbeat-timeout 3
 
 analysis() { http_get "/v1/jobs/$JOB/analysis" >"$T/verdict.json" 2>/dev/null; }
 analysis_says() { # analysis_says JQ: the central daemon's /analysis, now
@@ -111,7 +65,7 @@ wait_for 10 grep -qE "opened for job $JOB \(held by 2 nodes\): reason node_lost"
 	fail "the same stuck operation was opened more than once: $(grep "$JOB" "$T/daemon.log")"
 
 # nodeA back: its agents reconnect, it resends, the loss is gone.
-start_node nodeA "$PORT_A"
+start_node nodeA "$PORT_A" --token-file "$TOKEN"
 wait_for 30 analysis_says '.nodes_lost == [] and [.culprits[].rank] == [3] and .waiting_ranks == [0,1,2]' ||
 	fail "nodeA came back but is still lost: $(cat "$T/verdict.json")"
 [ "$(opened node_lost)" -eq 1 ] ||

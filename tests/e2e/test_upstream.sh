@@ -8,30 +8,16 @@
 # daemon started again reconnects and sends its ranks again. A node daemon
 # with another token is refused.
 . "$(dirname "$0")/lib.sh"
+. "$(dirname "$0")/node_daemons.sh"
 
-TOKEN_VALUE=flightrec-e2e-$RANDOM$RANDOM-0123456789abcdef
-TOKEN=$T/token
-printf '%s\n' "$TOKEN_VALUE" >"$TOKEN"
-chmod 600 "$TOKEN"
-HTTP_TOKEN=$TOKEN_VALUE
+make_token
 NODE=$(hostname)
 
 start_daemon --token-file "$TOKEN"
 CENTRAL_LISTEN=$LISTEN_PORT
+# The node daemon's agent port is fixed, so that the agents find it again
+# after a restart.
 NODE_LISTEN=$(free_port)
-NODE_PID=
-
-# start_node: the node daemon on its own ports (its agent port fixed, so
-# that the agents find it again after a restart), reporting upstream.
-start_node() {
-	rm -f "$T/node-ports.json"
-	"$BIN/flightrecd" --listen "127.0.0.1:$NODE_LISTEN" --http 127.0.0.1:0 \
-		--dump-dir "$T/node-incidents" --ports-file "$T/node-ports.json" \
-		--token-file "$TOKEN" --upstream "127.0.0.1:$CENTRAL_LISTEN" >>"$T/node.log" 2>&1 &
-	NODE_PID=$!
-	track_pid "$NODE_PID"
-	wait_for 10 test -s "$T/node-ports.json" || fail "the node daemon did not write its ports file: $(cat "$T/node.log")"
-}
 
 node_is() { # node_is CONNECTED RANKS: the central daemon's view of the node
 	http_get /v1/nodes | jq -e --arg n "$NODE" --argjson c "$1" --argjson r "$2" \
@@ -46,17 +32,14 @@ ranks_of_node_are() { # ranks_of_node_are STATE: all 4 ranks on the central daem
 # daemon lists no node for it.
 printf 'flightrec-e2e-wrong-token-0123456789\n' >"$T/wrong"
 chmod 600 "$T/wrong"
-"$BIN/flightrecd" --listen 127.0.0.1:0 --http 127.0.0.1:0 --dump-dir "$T/wrong-incidents" \
-	--token-file "$T/wrong" --upstream "127.0.0.1:$CENTRAL_LISTEN" >>"$T/wrong.log" 2>&1 &
-WRONG_PID=$!
-track_pid "$WRONG_PID"
+start_node wrong 0 --token-file "$T/wrong"
 wait_for 10 grep -q "upstream 127.0.0.1:$CENTRAL_LISTEN: refused: wrong or missing proof of the token" "$T/wrong.log" ||
 	fail "a node daemon with another token was not refused: $(cat "$T/wrong.log")"
 wait_for 10 metric_at_least auth_failures_total 1 || fail "the refused node daemon was not counted"
 http_get /v1/nodes | jq -e '.nodes == []' >/dev/null || fail "a refused node daemon is listed: $(http_get /v1/nodes)"
-kill -KILL "$WRONG_PID"
+kill -KILL "$PID_wrong"
 
-start_node
+start_node node "$NODE_LISTEN" --token-file "$TOKEN"
 AGENT_ADDR=127.0.0.1:$NODE_LISTEN AGENT_ENV="-x FLIGHTREC_TOKEN_FILE=$TOKEN" \
 	start_job 4 --scenario compute --culprit 2 --at 800
 
@@ -72,14 +55,14 @@ http_get /v1/jobs | jq -e --arg j "$JOB" '.jobs | any(.job == $j and .world_size
 [ "$(HTTP_TOKEN= http_status /v1/nodes)" = 401 ] || fail "GET /v1/nodes answered without the token"
 
 # The node daemon dies: its ranks are not watched any more, and say so.
-kill -KILL "$NODE_PID"
+kill -KILL "$PID_node"
 wait_for 10 node_is false 4 || fail "the central daemon still shows node $NODE connected: $(http_get /v1/nodes)"
 ranks_of_node_are unresponsive || fail "the lost node's ranks are not unresponsive: $(http_get "/v1/jobs/$JOB")"
 http_get "/v1/jobs/$JOB" | jq -e 'all(.ranks[]; .reason == "node lost")' >/dev/null ||
 	fail "the lost node's ranks do not say why: $(http_get "/v1/jobs/$JOB")"
 
 # Started again, it reconnects; the agents come back to it and it resends.
-start_node
+start_node node "$NODE_LISTEN" --token-file "$TOKEN"
 wait_for 30 node_is true 4 || fail "the node daemon did not reconnect with its 4 ranks: $(http_get /v1/nodes); node log: $(tail -n 20 "$T/node.log")"
 wait_for 30 ranks_of_node_are connected || fail "the ranks are not connected again on the central daemon: $(http_get "/v1/jobs/$JOB")"
 [ "$(grep -c "node $NODE connected from" "$T/daemon.log")" -eq 2 ] ||

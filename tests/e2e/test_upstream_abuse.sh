@@ -14,30 +14,15 @@
 #   accept queue drops its SYN) gives up after 10 s, says why, and tries
 #   again.
 . "$(dirname "$0")/lib.sh"
+. "$(dirname "$0")/node_daemons.sh"
 
 NODE_PY=$ROOT/tests/e2e/abuse_node.py
 AGENT_PY=$ROOT/tests/e2e/abuse_agent.py
-TOKEN_VALUE=flightrec-e2e-$RANDOM$RANDOM-0123456789abcdef
-TOKEN=$T/token
-printf '%s\n' "$TOKEN_VALUE" >"$TOKEN"
-chmod 600 "$TOKEN"
-HTTP_TOKEN=$TOKEN_VALUE
+make_token
 
 start_daemon --token-file "$TOKEN"
 CENTRAL_LISTEN=$LISTEN_PORT
 
-# raw_node NAME NODE BOOT JOB WORLD RANK...: a raw node daemon taking commands on fd $NAME.
-raw_node() {
-	local name=$1 fd pid
-	shift
-	mkfifo "$T/$name.ctl"
-	python3 "$NODE_PY" "$CENTRAL_LISTEN" "$TOKEN" node "$@" <"$T/$name.ctl" >"$T/$name.out" 2>&1 &
-	pid=$!
-	track_pid "$pid"
-	exec {fd}>"$T/$name.ctl"
-	printf -v "$name" '%s' "$fd"
-	wait_for 10 grep -q sent "$T/$name.out" || fail "node $name did not connect: $(cat "$T/$name.out")"
-}
 node_is() { # node_is NAME CONNECTED RANKS
 	http_get /v1/nodes | jq -e --arg n "$1" --argjson c "$2" --argjson r "$3" \
 		'.nodes | any(.name == $n and .connected == $c and .ranks == $r)' >/dev/null 2>&1
@@ -110,10 +95,7 @@ wait_for 10 node_is n-a false 0 || fail "n-a was not seen to go: $(http_get /v1/
 
 # 5. A real node daemon whose job ends: the central daemon forgets the job.
 NODE_LISTEN=$(free_port)
-"$BIN/flightrecd" --listen "127.0.0.1:$NODE_LISTEN" --http 127.0.0.1:0 \
-	--dump-dir "$T/node-incidents" --ports-file "$T/node-ports.json" \
-	--token-file "$TOKEN" --upstream "127.0.0.1:$CENTRAL_LISTEN" >>"$T/node.log" 2>&1 &
-track_pid $!
+start_node node "$NODE_LISTEN" --token-file "$TOKEN"
 wait_for 10 grep -q "connected as a node daemon" "$T/node.log" ||
 	fail "the node daemon did not connect upstream: $(cat "$T/node.log")"
 AGENT_ADDR=127.0.0.1:$NODE_LISTEN AGENT_ENV="-x FLIGHTREC_TOKEN_FILE=$TOKEN" \
@@ -154,9 +136,7 @@ track_pid $!
 exec {STUCK_FD}>"$T/stuck.ctl"
 wait_for 10 test -s "$T/stuck.out" || fail "the stuck upstream did not start: $(cat "$T/stuck.out")"
 STUCK_PORT=$(head -n 1 "$T/stuck.out")
-"$BIN/flightrecd" --listen 127.0.0.1:0 --http 127.0.0.1:0 --dump-dir "$T/stuck-incidents" \
-	--upstream "127.0.0.1:$STUCK_PORT" >>"$T/stuck-node.log" 2>&1 &
-track_pid $!
+NODE_UPSTREAM=127.0.0.1:$STUCK_PORT start_node stuck-node 0
 wait_for 20 grep -q "upstream 127.0.0.1:$STUCK_PORT: no connection within 10 s (connect timed out); trying again with backoff" "$T/stuck-node.log" ||
 	fail "the node daemon did not give up its hanging connect: $(cat "$T/stuck-node.log")"
 echo accept >&"$STUCK_FD"
