@@ -1596,13 +1596,22 @@ int fr_rd_json_error(const struct rd *rd, int rc, const char *why)
 	return fr_rd_fail(rd, rc, "invalid JSON at %s", why);
 }
 
+static __thread struct fr_doc *lent_doc, *lent_scratch;
+
+void fr_dump_use_docs(struct fr_doc *doc, struct fr_doc *scratch)
+{
+	lent_doc = doc;
+	lent_scratch = scratch;
+}
+
 int fr_dump_parse(const char *buf, size_t len, const char *name, struct fr_trace *t,
 		  char *err, size_t errlen)
 {
 	struct rd rd = { name ? name : "dump", err, errlen, NULL, NULL };
 	struct entries_reader er = { &rd, t, NULL, len, false, 0, "" };
 	struct fr_json_hook hook = { "entries", read_entries_json, &er };
-	struct fr_doc *doc = fr_doc_new();
+	bool lent = lent_doc && lent_scratch;
+	struct fr_doc *doc = lent ? lent_doc : fr_doc_new();
 	struct fr_val *root;
 	char why[256];
 	int rc;
@@ -1610,7 +1619,7 @@ int fr_dump_parse(const char *buf, size_t len, const char *name, struct fr_trace
 	memset(t, 0, sizeof(*t));
 	if (err && errlen)
 		err[0] = '\0';
-	er.scratch = fr_doc_new();
+	er.scratch = lent ? lent_scratch : fr_doc_new();
 	if (!doc || !er.scratch) {
 		rc = fr_rd_nomem(&rd);
 		goto out_free;
@@ -1625,8 +1634,13 @@ int fr_dump_parse(const char *buf, size_t len, const char *name, struct fr_trace
 	else if (!rc)
 		rc = fr_rd_trace(&rd, root, "", &er, NULL, t);
 out_free:
-	fr_doc_free(er.scratch);
-	fr_doc_free(doc);
+	if (lent) {
+		fr_doc_reset(er.scratch);
+		fr_doc_reset(doc);
+	} else {
+		fr_doc_free(er.scratch);
+		fr_doc_free(doc);
+	}
 	if (rc)
 		fr_trace_free(t);
 	return rc;
@@ -1700,6 +1714,12 @@ static const char *file_type_name(mode_t mode)
 
 int fr_dump_open(const char *path, struct stat *st, char *err, size_t errlen)
 {
+	return fr_dump_openat(AT_FDCWD, path, path, st, err, errlen);
+}
+
+int fr_dump_openat(int dirfd, const char *name, const char *path, struct stat *st, char *err,
+		   size_t errlen)
+{
 	struct rd rd = { path, err, errlen, NULL, NULL };
 	struct stat lst;
 	int fd;
@@ -1708,12 +1728,13 @@ int fr_dump_open(const char *path, struct stat *st, char *err, size_t errlen)
 		err[0] = '\0';
 	/* O_NONBLOCK: opening a FIFO for reading would wait for a writer. It
 	 * changes nothing for a regular file, the only kind read. */
-	fd = open(path, O_RDONLY | O_NONBLOCK | O_NOFOLLOW | O_CLOEXEC);
+	fd = openat(dirfd, name, O_RDONLY | O_NONBLOCK | O_NOFOLLOW | O_CLOEXEC);
 	if (fd < 0) {
 		int rc = -errno;
 
 		/* ELOOP: a link (O_NOFOLLOW); ENXIO: a socket. Say which. */
-		if ((rc == -ELOOP || rc == -ENXIO) && lstat(path, &lst) == 0) {
+		if ((rc == -ELOOP || rc == -ENXIO) &&
+		    fstatat(dirfd, name, &lst, AT_SYMLINK_NOFOLLOW) == 0) {
 			if (S_ISLNK(lst.st_mode))
 				return fr_rd_fail(&rd, -ELOOP, "a symbolic link, not followed (put the "
 						  "file itself in the directory)");
