@@ -105,9 +105,54 @@ const char *fr_rd_at(char *buf, const char *fmt, ...)
 	return buf;
 }
 
+/* Appends s to the n bytes of buf (AT_MAX), cut short as snprintf would;
+ * returns the new length. */
+static size_t at_put(char *buf, size_t n, const char *s)
+{
+	size_t len = strlen(s);
+
+	if (len > AT_MAX - 1 - n)
+		len = AT_MAX - 1 - n;
+	memcpy(buf + n, s, len);
+	buf[n + len] = '\0';
+	return n + len;
+}
+
+/* These are formatted for every thread, frame and communicator of every
+ * dump, before anything is known to be wrong: without printf, which cost
+ * a tenth of reading an incident of small dumps. */
+static size_t at_path(char *buf, const char *at, const char *key)
+{
+	size_t n = at_put(buf, 0, at);
+
+	return at_put(buf, *at ? at_put(buf, n, ".") : n, key);
+}
+
 const char *fr_rd_path(char *buf, const char *at, const char *key)
 {
-	return fr_rd_at(buf, "%s%s%s", at, *at ? "." : "", key);
+	at_path(buf, at, key);
+	return buf;
+}
+
+const char *fr_rd_item(char *buf, const char *at, const char *key, uint64_t i)
+{
+	char digits[24], *d = digits + sizeof(digits);
+	size_t n = at_path(buf, at, key);
+
+	*--d = '\0';
+	*--d = ']';
+	do
+		*--d = (char)('0' + i % 10);
+	while (i /= 10);
+	*--d = '[';
+	at_put(buf, n, d);
+	return buf;
+}
+
+const char *fr_rd_member(char *buf, const char *at, const char *key, const char *name)
+{
+	at_put(buf, at_put(buf, at_path(buf, at, key), "."), name);
+	return buf;
 }
 
 int fr_rd_missing(const struct rd *rd, const char *at,
@@ -620,13 +665,13 @@ static int read_entry_at(const struct rd *rd, entry_fields f, const char *at, si
 			 struct fr_trace *t, struct fr_op *op)
 {
 	struct rd quiet = { rd->name, NULL, 0, rd->names, NULL };
-	char p[AT_MAX], eat[AT_MAX];
+	char eat[AT_MAX];
 	int rc = read_entry(&quiet, f, "", t, op);
 
 	if (rc == 0 || rc == -ENOMEM)
 		return rc ? fr_rd_nomem(rd) : 0;
 	fr_op_init(op);
-	fr_rd_at(eat, "%s[%zu]", fr_rd_path(p, at, "entries"), i);
+	fr_rd_item(eat, at, "entries", i);
 	return read_entry(rd, f, eat, t, op);
 }
 
@@ -1262,7 +1307,7 @@ static int read_comm(const struct rd *rd, const struct fr_val *pc, const char *a
 static int read_comms(const struct rd *rd, const struct fr_val *root, const char *at,
 		      const struct comm_table *tab, struct fr_trace *t)
 {
-	char p[AT_MAX], cat[AT_MAX];
+	char cat[AT_MAX];
 	const struct fr_val *config, *status;
 	size_t cap = 0;
 	int rc;
@@ -1276,7 +1321,7 @@ static int read_comms(const struct rd *rd, const struct fr_val *root, const char
 		const struct fr_val *pc;
 		struct fr_comm *c;
 
-		fr_rd_at(cat, "%s.%s", fr_rd_path(p, at, "pg_config"), id->u.s);
+		fr_rd_member(cat, at, "pg_config", id->u.s);
 		if (id->n > FR_COMM_ID_MAX)
 			return fr_rd_fail(rd, -EPROTO, "%s: process group id longer than %d bytes",
 					  cat, FR_COMM_ID_MAX);
@@ -1300,7 +1345,7 @@ static int read_comms(const struct rd *rd, const struct fr_val *root, const char
 		const struct fr_val *ps = status->u.items[2 * i + 1];
 		struct fr_comm *c = (struct fr_comm *)fr_trace_comm(t, id->u.s);
 
-		fr_rd_at(cat, "%s.%s", fr_rd_path(p, at, "pg_status"), id->u.s);
+		fr_rd_member(cat, at, "pg_status", id->u.s);
 		if (!c)
 			return fr_rd_fail(rd, -EPROTO, "%s: no such process group in pg_config", cat);
 		if (!fr_val_is(ps, FR_VAL_OBJECT))
@@ -1362,7 +1407,7 @@ out_bad_ip:
 static int read_threads(const struct rd *rd, const struct fr_val *root, const char *at,
 			struct fr_trace *t)
 {
-	char p[AT_MAX], tat[AT_MAX], fat[AT_MAX];
+	char tat[AT_MAX], fat[AT_MAX];
 	const struct fr_val *threads, *frames;
 	int rc;
 
@@ -1378,7 +1423,7 @@ static int read_threads(const struct rd *rd, const struct fr_val *root, const ch
 		struct fr_thread *th = &t->threads[i];
 
 		t->nthreads = i + 1;
-		fr_rd_at(tat, "%s[%" PRIu32 "]", fr_rd_path(p, at, "threads"), i);
+		fr_rd_item(tat, at, "threads", i);
 		if (!fr_val_is(to, FR_VAL_OBJECT))
 			return fr_rd_fail(rd, -EPROTO, "%s: expected an object, got %s", tat,
 					  fr_val_type_name(to));
@@ -1395,7 +1440,7 @@ static int read_threads(const struct rd *rd, const struct fr_val *root, const ch
 			return fr_rd_nomem(rd);
 		for (uint32_t j = 0; j < frames->n; j++) {
 			th->nframes = j + 1;
-			fr_rd_at(fat, "%s[%" PRIu32 "]", fr_rd_path(p, tat, "frames"), j);
+			fr_rd_item(fat, tat, "frames", j);
 			if ((rc = read_frame(rd, frames->u.items[j], fat, &th->frames[j])))
 				return rc;
 		}
