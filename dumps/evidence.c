@@ -14,6 +14,7 @@
 #include <signal.h>
 #include <stdarg.h>
 #include <stdatomic.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -24,6 +25,7 @@
 #include "arena.h"
 #include "correlate.h"
 #include "grow.h"
+#include "ids.h"
 #include "pytorch.h"
 #include "pickle.h"
 #include "value.h"
@@ -790,16 +792,17 @@ static bool is_lent(const struct fr_evidence *ev, const uint32_t *p)
 struct lend_ref {
 	struct fr_comm *c;
 	uint32_t rank;
+	const char *id;        /* c's */
+	uint32_t id_rank;      /* fr_ids_rank() */
 };
 
 static int cmp_lend_ref(const void *a, const void *b)
 {
 	const struct lend_ref *x = a;
 	const struct lend_ref *y = b;
-	int c = strcmp(x->c->id, y->c->id);
 
-	if (c)
-		return c;
+	if (x->id_rank != y->id_rank)
+		return x->id_rank < y->id_rank ? -1 : 1;
 	return (x->c->size > y->c->size) - (x->c->size < y->c->size);
 }
 
@@ -855,8 +858,13 @@ static int lend_members(struct fr_evidence *ev)
 				continue;
 			c->members = table_list(ev, t->rank, c);
 			if (!c->members)
-				refs[nrefs++] = (struct lend_ref){ c, t->rank };
+				refs[nrefs++] = (struct lend_ref){ c, t->rank, c->id, 0 };
 		}
+	}
+	if (fr_ids_rank(refs, nrefs, sizeof(*refs), offsetof(struct lend_ref, id),
+			offsetof(struct lend_ref, id_rank)) < 0) {
+		rc = fail_nomem(ev);
+		goto out_free;
 	}
 	qsort(refs, nrefs, sizeof(*refs), cmp_lend_ref);
 	for (size_t i = 0, j; i < nrefs; i = j) {
@@ -954,16 +962,16 @@ struct comm_ref {
 	const char *id;
 	uint32_t rank;
 	const struct fr_comm *c;
+	uint32_t id_rank;      /* fr_ids_rank() */
 };
 
 static int cmp_comm_ref(const void *a, const void *b)
 {
 	const struct comm_ref *x = a;
 	const struct comm_ref *y = b;
-	int c = strcmp(x->id, y->id);
 
-	if (c)
-		return c;
+	if (x->id_rank != y->id_rank)
+		return x->id_rank < y->id_rank ? -1 : 1;
 	return (x->rank > y->rank) - (x->rank < y->rank);
 }
 
@@ -1052,12 +1060,18 @@ void fr_evidence_check_members(struct fr_evidence *ev)
 			/* A list without members says nothing to disagree with. */
 			if (!t->comms[j].members || !t->comms[j].size)
 				continue;
-			refs[nrefs++] = (struct comm_ref){ t->comms[j].id, t->rank, &t->comms[j] };
+			refs[nrefs++] = (struct comm_ref){ t->comms[j].id, t->rank, &t->comms[j], 0 };
 		}
+	}
+	/* Out of memory costs the warnings, as it would below. */
+	if (fr_ids_rank(refs, nrefs, sizeof(*refs), offsetof(struct comm_ref, id),
+			offsetof(struct comm_ref, id_rank)) < 0) {
+		free(refs);
+		return;
 	}
 	qsort(refs, nrefs, sizeof(*refs), cmp_comm_ref);
 	for (size_t i = 0, j; i < nrefs; i = j) {
-		for (j = i + 1; j < nrefs && strcmp(refs[j].id, refs[i].id) == 0; j++)
+		for (j = i + 1; j < nrefs && refs[j].id_rank == refs[i].id_rank; j++)
 			;
 		if (j - i > 1 && !warn_comm_conflict(ev, &refs[i], j - i))
 			break;
