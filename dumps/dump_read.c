@@ -1452,7 +1452,7 @@ static int read_threads(const struct rd *rd, const struct fr_val *root, const ch
 static int read_summary(const struct rd *rd, const struct fr_val *root, const char *at,
 			struct fr_trace *t)
 {
-	char p[AT_MAX];
+	char p[AT_MAX], full_dump[FR_SUMMARY_PATH_MAX + 1];
 	const struct fr_val *o;
 	struct fr_trace_summary *s;
 	int rc;
@@ -1464,13 +1464,14 @@ static int read_summary(const struct rd *rd, const struct fr_val *root, const ch
 		return fr_rd_nomem(rd);
 	fr_rd_path(p, at, "summary");
 	if ((rc = GET_STR(rd, o, p, "node", true, s->node)) ||
-	    (rc = GET_STR(rd, o, p, "full_dump", true, s->full_dump)) ||
+	    (rc = GET_STR(rd, o, p, "full_dump", true, full_dump)) ||
 	    (rc = get_u64(rd, fr_val_get(o, "entries_left_out"), p, "entries_left_out", false,
 			  INT64_MAX, &s->entries_left_out)) ||
 	    (rc = get_u64(rd, fr_val_get(o, "threads_left_out"), p, "threads_left_out", false,
 			  INT64_MAX, &s->threads_left_out)))
 		return rc;
-	return 0;
+	s->full_dump = strdup(full_dump);
+	return s->full_dump ? 0 : fr_rd_nomem(rd);
 }
 
 int fr_rd_trace(const struct rd *rd, const struct fr_val *root, const char *at,
