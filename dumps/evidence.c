@@ -169,8 +169,8 @@ static uint64_t mtime_ns(const struct stat *st)
 }
 
 /*
- * Files are mapped, not read: copying a gigabyte out of the page cache
- * cost a quarter of the time. A file cut short while mapped (someone
+ * Files larger than READ_MAX are mapped, not read: copying a gigabyte out
+ * of the page cache cost a quarter of the time. A file cut short while mapped (someone
  * rewriting it under us) raises SIGBUS at the first access past its new
  * end; the handler jumps back to the reader of that file, which reports it
  * and goes on with the others. What the interrupted parse had allocated
