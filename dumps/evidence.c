@@ -315,9 +315,11 @@ static int read_small(struct reader *r, struct dump_file *f, int fd, size_t size
 		r->buf = nb;
 		r->cap = ncap;
 	}
-	/* One byte more than fstat said: a file that grew is not read short. */
-	while (n < size + 1) {
-		ssize_t got = read(fd, r->buf + n, size + 1 - n);
+	/* As much as fstat said, as the mapping reads: the bytes a writer
+	 * adds meanwhile are not the dump that was looked at (and asking for
+	 * them would cost a read() per file). */
+	while (n < size) {
+		ssize_t got = read(fd, r->buf + n, size - n);
 
 		if (got < 0 && errno == EINTR)
 			continue;
@@ -337,7 +339,6 @@ static int read_small(struct reader *r, struct dump_file *f, int fd, size_t size
 			 f->path);
 		return -EIO;
 	}
-	/* Mapped, it would have been read as long as fstat said. */
 	return (int)size;
 }
 
