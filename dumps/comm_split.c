@@ -6,11 +6,13 @@
 #include "correlate_int.h"
 
 #include <inttypes.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "../protocol/hash.h"
+#include "ids.h"
 
 /* One rank's member list of a communicator; `set` hashes its members as a
  * set (in any order), 0 for a list with members not known. */
@@ -18,6 +20,8 @@ struct comm_use {
 	struct fr_trace *t;
 	struct fr_comm *c;
 	uint64_t set;
+	const char *id;        /* c's */
+	uint32_t id_rank;      /* fr_ids_rank() */
 };
 
 /*
@@ -59,10 +63,9 @@ static uint64_t lists_set(struct fr_lists *hashed, const struct fr_comm *c)
 static int cmp_comm_use(const void *x, const void *y)
 {
 	const struct comm_use *a = x, *b = y;
-	int c = strcmp(a->c->id, b->c->id);
 
-	if (c)
-		return c;
+	if (a->id_rank != b->id_rank)
+		return a->id_rank < b->id_rank ? -1 : 1;
 	if (!a->set != !b->set)
 		return a->set ? -1 : 1;
 	if (a->c->size != b->c->size)
@@ -242,10 +245,14 @@ int fr_traces_split_comms(struct fr_trace *const *traces, size_t n, FILE *note,
 		for (size_t j = 0; j < traces[i]->ncomms; j++, k++) {
 			struct fr_comm *c = &traces[i]->comms[j];
 
-			uses[k] = (struct comm_use){ traces[i], c, lists_set(&hashed, c) };
+			uses[k] = (struct comm_use){ traces[i], c, lists_set(&hashed, c), c->id, 0 };
 		}
 	}
 	fr_lists_free(&hashed);
+	rc = fr_ids_rank(uses, total, sizeof(*uses), offsetof(struct comm_use, id),
+			 offsetof(struct comm_use, id_rank));
+	if (rc < 0)
+		goto out_free;
 	qsort(uses, total, sizeof(*uses), cmp_comm_use);
 	for (size_t k = 0; k < total; k++)
 		memcpy(ids.ids[k], uses[k].c->id, sizeof(ids.ids[k]));
@@ -255,7 +262,7 @@ int fr_traces_split_comms(struct fr_trace *const *traces, size_t n, FILE *note,
 		char line[512];
 		size_t nfull, len;
 
-		for (j = i + 1; j < total && strcmp(uses[j].c->id, uses[i].c->id) == 0; j++)
+		for (j = i + 1; j < total && uses[j].id_rank == uses[i].id_rank; j++)
 			;
 		for (nfull = 0; i + nfull < j && uses[i + nfull].set; nfull++)
 			;

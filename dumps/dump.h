@@ -145,6 +145,13 @@ int fr_dump_from_json(const json_t *root, const char *name, struct fr_trace *t,
  */
 int fr_dump_parse(const char *buf, size_t len, const char *name, struct fr_trace *t,
 		  char *err, size_t errlen);
+/*
+ * Lends fr_dump_parse() on the calling thread two documents (NULL, NULL:
+ * none) to parse into, reset after each dump, so that a reader of
+ * thousands of small dumps does not make and free two per dump. They stay
+ * the caller's.
+ */
+void fr_dump_use_docs(struct fr_doc *doc, struct fr_doc *scratch);
 
 /*
  * Opens a file of an incident directory (a dump, a manifest) to read it.
@@ -159,6 +166,11 @@ int fr_dump_parse(const char *buf, size_t len, const char *name, struct fr_trace
  * open's -errno, with `err` naming `path` and what is wrong.
  */
 int fr_dump_open(const char *path, struct stat *st, char *err, size_t errlen);
+/* fr_dump_open() of file `name` of directory `dirfd` (AT_FDCWD: the
+ * current one), which messages call `path`: a directory of many dumps is
+ * looked up once, not once per file. */
+int fr_dump_openat(int dirfd, const char *name, const char *path, struct stat *st, char *err,
+		   size_t errlen);
 
 /* Reads a dump file (opened by fr_dump_open()); adds -errno for I/O errors. */
 int fr_dump_read_file(const char *path, struct fr_trace *t, char *err, size_t errlen);

@@ -105,9 +105,54 @@ const char *fr_rd_at(char *buf, const char *fmt, ...)
 	return buf;
 }
 
+/* Appends s to the n bytes of buf (AT_MAX), cut short as snprintf would;
+ * returns the new length. */
+static size_t at_put(char *buf, size_t n, const char *s)
+{
+	size_t len = strlen(s);
+
+	if (len > AT_MAX - 1 - n)
+		len = AT_MAX - 1 - n;
+	memcpy(buf + n, s, len);
+	buf[n + len] = '\0';
+	return n + len;
+}
+
+/* These are formatted for every thread, frame and communicator of every
+ * dump, before anything is known to be wrong: without printf, which cost
+ * a tenth of reading an incident of small dumps. */
+static size_t at_path(char *buf, const char *at, const char *key)
+{
+	size_t n = at_put(buf, 0, at);
+
+	return at_put(buf, *at ? at_put(buf, n, ".") : n, key);
+}
+
 const char *fr_rd_path(char *buf, const char *at, const char *key)
 {
-	return fr_rd_at(buf, "%s%s%s", at, *at ? "." : "", key);
+	at_path(buf, at, key);
+	return buf;
+}
+
+const char *fr_rd_item(char *buf, const char *at, const char *key, uint64_t i)
+{
+	char digits[24], *d = digits + sizeof(digits);
+	size_t n = at_path(buf, at, key);
+
+	*--d = '\0';
+	*--d = ']';
+	do
+		*--d = (char)('0' + i % 10);
+	while (i /= 10);
+	*--d = '[';
+	at_put(buf, n, d);
+	return buf;
+}
+
+const char *fr_rd_member(char *buf, const char *at, const char *key, const char *name)
+{
+	at_put(buf, at_put(buf, at_path(buf, at, key), "."), name);
+	return buf;
 }
 
 int fr_rd_missing(const struct rd *rd, const char *at,
@@ -620,13 +665,13 @@ static int read_entry_at(const struct rd *rd, entry_fields f, const char *at, si
 			 struct fr_trace *t, struct fr_op *op)
 {
 	struct rd quiet = { rd->name, NULL, 0, rd->names, NULL };
-	char p[AT_MAX], eat[AT_MAX];
+	char eat[AT_MAX];
 	int rc = read_entry(&quiet, f, "", t, op);
 
 	if (rc == 0 || rc == -ENOMEM)
 		return rc ? fr_rd_nomem(rd) : 0;
 	fr_op_init(op);
-	fr_rd_at(eat, "%s[%zu]", fr_rd_path(p, at, "entries"), i);
+	fr_rd_item(eat, at, "entries", i);
 	return read_entry(rd, f, eat, t, op);
 }
 
@@ -1262,7 +1307,7 @@ static int read_comm(const struct rd *rd, const struct fr_val *pc, const char *a
 static int read_comms(const struct rd *rd, const struct fr_val *root, const char *at,
 		      const struct comm_table *tab, struct fr_trace *t)
 {
-	char p[AT_MAX], cat[AT_MAX];
+	char cat[AT_MAX];
 	const struct fr_val *config, *status;
 	size_t cap = 0;
 	int rc;
@@ -1270,13 +1315,22 @@ static int read_comms(const struct rd *rd, const struct fr_val *root, const char
 	if ((rc = fr_rd_container(rd, root, at, "pg_config", true, FR_VAL_OBJECT, &config)) ||
 	    (rc = fr_rd_container(rd, root, at, "pg_status", true, FR_VAL_OBJECT, &status)))
 		return rc;
+	/* As many as there are: grown from 16 (2.5 KiB), the array of a
+	 * summary's four communicators left most of a page untouched but
+	 * faulted, a third of an incident of summaries' page faults. */
+	if (config->n && !t->comms) {
+		t->comms = malloc(config->n * sizeof(*t->comms));
+		if (!t->comms)
+			return fr_rd_nomem(rd);
+		cap = config->n;
+	}
 
 	for (uint32_t i = 0; i < config->n; i++) {
 		const struct fr_val *id = config->u.items[2 * i];
 		const struct fr_val *pc;
 		struct fr_comm *c;
 
-		fr_rd_at(cat, "%s.%s", fr_rd_path(p, at, "pg_config"), id->u.s);
+		fr_rd_member(cat, at, "pg_config", id->u.s);
 		if (id->n > FR_COMM_ID_MAX)
 			return fr_rd_fail(rd, -EPROTO, "%s: process group id longer than %d bytes",
 					  cat, FR_COMM_ID_MAX);
@@ -1300,7 +1354,7 @@ static int read_comms(const struct rd *rd, const struct fr_val *root, const char
 		const struct fr_val *ps = status->u.items[2 * i + 1];
 		struct fr_comm *c = (struct fr_comm *)fr_trace_comm(t, id->u.s);
 
-		fr_rd_at(cat, "%s.%s", fr_rd_path(p, at, "pg_status"), id->u.s);
+		fr_rd_member(cat, at, "pg_status", id->u.s);
 		if (!c)
 			return fr_rd_fail(rd, -EPROTO, "%s: no such process group in pg_config", cat);
 		if (!fr_val_is(ps, FR_VAL_OBJECT))
@@ -1362,7 +1416,7 @@ out_bad_ip:
 static int read_threads(const struct rd *rd, const struct fr_val *root, const char *at,
 			struct fr_trace *t)
 {
-	char p[AT_MAX], tat[AT_MAX], fat[AT_MAX];
+	char tat[AT_MAX], fat[AT_MAX];
 	const struct fr_val *threads, *frames;
 	int rc;
 
@@ -1378,7 +1432,7 @@ static int read_threads(const struct rd *rd, const struct fr_val *root, const ch
 		struct fr_thread *th = &t->threads[i];
 
 		t->nthreads = i + 1;
-		fr_rd_at(tat, "%s[%" PRIu32 "]", fr_rd_path(p, at, "threads"), i);
+		fr_rd_item(tat, at, "threads", i);
 		if (!fr_val_is(to, FR_VAL_OBJECT))
 			return fr_rd_fail(rd, -EPROTO, "%s: expected an object, got %s", tat,
 					  fr_val_type_name(to));
@@ -1395,7 +1449,7 @@ static int read_threads(const struct rd *rd, const struct fr_val *root, const ch
 			return fr_rd_nomem(rd);
 		for (uint32_t j = 0; j < frames->n; j++) {
 			th->nframes = j + 1;
-			fr_rd_at(fat, "%s[%" PRIu32 "]", fr_rd_path(p, tat, "frames"), j);
+			fr_rd_item(fat, tat, "frames", j);
 			if ((rc = read_frame(rd, frames->u.items[j], fat, &th->frames[j])))
 				return rc;
 		}
@@ -1407,7 +1461,7 @@ static int read_threads(const struct rd *rd, const struct fr_val *root, const ch
 static int read_summary(const struct rd *rd, const struct fr_val *root, const char *at,
 			struct fr_trace *t)
 {
-	char p[AT_MAX];
+	char p[AT_MAX], full_dump[FR_SUMMARY_PATH_MAX + 1];
 	const struct fr_val *o;
 	struct fr_trace_summary *s;
 	int rc;
@@ -1419,13 +1473,14 @@ static int read_summary(const struct rd *rd, const struct fr_val *root, const ch
 		return fr_rd_nomem(rd);
 	fr_rd_path(p, at, "summary");
 	if ((rc = GET_STR(rd, o, p, "node", true, s->node)) ||
-	    (rc = GET_STR(rd, o, p, "full_dump", true, s->full_dump)) ||
+	    (rc = GET_STR(rd, o, p, "full_dump", true, full_dump)) ||
 	    (rc = get_u64(rd, fr_val_get(o, "entries_left_out"), p, "entries_left_out", false,
 			  INT64_MAX, &s->entries_left_out)) ||
 	    (rc = get_u64(rd, fr_val_get(o, "threads_left_out"), p, "threads_left_out", false,
 			  INT64_MAX, &s->threads_left_out)))
 		return rc;
-	return 0;
+	s->full_dump = strdup(full_dump);
+	return s->full_dump ? 0 : fr_rd_nomem(rd);
 }
 
 int fr_rd_trace(const struct rd *rd, const struct fr_val *root, const char *at,
@@ -1596,13 +1651,22 @@ int fr_rd_json_error(const struct rd *rd, int rc, const char *why)
 	return fr_rd_fail(rd, rc, "invalid JSON at %s", why);
 }
 
+static __thread struct fr_doc *lent_doc, *lent_scratch;
+
+void fr_dump_use_docs(struct fr_doc *doc, struct fr_doc *scratch)
+{
+	lent_doc = doc;
+	lent_scratch = scratch;
+}
+
 int fr_dump_parse(const char *buf, size_t len, const char *name, struct fr_trace *t,
 		  char *err, size_t errlen)
 {
 	struct rd rd = { name ? name : "dump", err, errlen, NULL, NULL };
 	struct entries_reader er = { &rd, t, NULL, len, false, 0, "" };
 	struct fr_json_hook hook = { "entries", read_entries_json, &er };
-	struct fr_doc *doc = fr_doc_new();
+	bool lent = lent_doc && lent_scratch;
+	struct fr_doc *doc = lent ? lent_doc : fr_doc_new();
 	struct fr_val *root;
 	char why[256];
 	int rc;
@@ -1610,7 +1674,7 @@ int fr_dump_parse(const char *buf, size_t len, const char *name, struct fr_trace
 	memset(t, 0, sizeof(*t));
 	if (err && errlen)
 		err[0] = '\0';
-	er.scratch = fr_doc_new();
+	er.scratch = lent ? lent_scratch : fr_doc_new();
 	if (!doc || !er.scratch) {
 		rc = fr_rd_nomem(&rd);
 		goto out_free;
@@ -1625,8 +1689,13 @@ int fr_dump_parse(const char *buf, size_t len, const char *name, struct fr_trace
 	else if (!rc)
 		rc = fr_rd_trace(&rd, root, "", &er, NULL, t);
 out_free:
-	fr_doc_free(er.scratch);
-	fr_doc_free(doc);
+	if (lent) {
+		fr_doc_reset(er.scratch);
+		fr_doc_reset(doc);
+	} else {
+		fr_doc_free(er.scratch);
+		fr_doc_free(doc);
+	}
 	if (rc)
 		fr_trace_free(t);
 	return rc;
@@ -1700,6 +1769,12 @@ static const char *file_type_name(mode_t mode)
 
 int fr_dump_open(const char *path, struct stat *st, char *err, size_t errlen)
 {
+	return fr_dump_openat(AT_FDCWD, path, path, st, err, errlen);
+}
+
+int fr_dump_openat(int dirfd, const char *name, const char *path, struct stat *st, char *err,
+		   size_t errlen)
+{
 	struct rd rd = { path, err, errlen, NULL, NULL };
 	struct stat lst;
 	int fd;
@@ -1708,12 +1783,13 @@ int fr_dump_open(const char *path, struct stat *st, char *err, size_t errlen)
 		err[0] = '\0';
 	/* O_NONBLOCK: opening a FIFO for reading would wait for a writer. It
 	 * changes nothing for a regular file, the only kind read. */
-	fd = open(path, O_RDONLY | O_NONBLOCK | O_NOFOLLOW | O_CLOEXEC);
+	fd = openat(dirfd, name, O_RDONLY | O_NONBLOCK | O_NOFOLLOW | O_CLOEXEC);
 	if (fd < 0) {
 		int rc = -errno;
 
 		/* ELOOP: a link (O_NOFOLLOW); ENXIO: a socket. Say which. */
-		if ((rc == -ELOOP || rc == -ENXIO) && lstat(path, &lst) == 0) {
+		if ((rc == -ELOOP || rc == -ENXIO) &&
+		    fstatat(dirfd, name, &lst, AT_SYMLINK_NOFOLLOW) == 0) {
 			if (S_ISLNK(lst.st_mode))
 				return fr_rd_fail(&rd, -ELOOP, "a symbolic link, not followed (put the "
 						  "file itself in the directory)");

@@ -44,6 +44,10 @@ __attribute__((format(printf, 2, 3)))
 const char *fr_rd_at(char *buf, const char *fmt, ...);
 /* "entries[3]" + "count" -> "entries[3].count"; for messages. */
 const char *fr_rd_path(char *buf, const char *at, const char *key);
+/* "threads[3]" + "frames", 2 -> "threads[3].frames[2]". */
+const char *fr_rd_item(char *buf, const char *at, const char *key, uint64_t i);
+/* "" + "pg_config", "world" -> "pg_config.world". */
+const char *fr_rd_member(char *buf, const char *at, const char *key, const char *name);
 
 /* The getters' messages, made out of line. */
 __attribute__((cold)) int fr_rd_missing(const struct rd *rd, const char *at, const char *key,

@@ -329,7 +329,7 @@ static json_t *summary_json(const struct fr_trace_summary *s)
 	if (!o)
 		return NULL;
 	bad |= set(o, "node", JSTR(s->node));
-	bad |= set(o, "full_dump", JSTR(s->full_dump));
+	bad |= set(o, "full_dump", JSTRZ(s->full_dump));
 	bad |= set(o, "entries_left_out", ju64(s->entries_left_out));
 	bad |= set(o, "threads_left_out", ju64(s->threads_left_out));
 	if (bad) {

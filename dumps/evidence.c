@@ -6,6 +6,7 @@
 
 #include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <fnmatch.h>
 #include <inttypes.h>
 #include <pthread.h>
@@ -13,6 +14,7 @@
 #include <signal.h>
 #include <stdarg.h>
 #include <stdatomic.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -23,6 +25,7 @@
 #include "arena.h"
 #include "correlate.h"
 #include "grow.h"
+#include "ids.h"
 #include "pytorch.h"
 #include "pickle.h"
 #include "value.h"
@@ -119,6 +122,7 @@ enum file_kind { FILE_DUMP, FILE_SNIFF_JSON, FILE_SNIFF_PYTORCH };
 /* A dump file to read, and what became of it. */
 struct dump_file {
 	char *path;            /* owned */
+	const char *name;      /* in path: the name in the directory */
 	enum file_kind kind;
 	bool named_rank;       /* the name ends with a rank (PyTorch's naming) */
 	uint32_t rank;         /* that rank */
@@ -135,8 +139,29 @@ struct dump_file {
 struct pool {
 	struct dump_file *files;
 	size_t n;
+	int dirfd;             /* the directory the files are named in */
 	atomic_size_t next;
 };
+
+/* One reading thread: the pool it takes files from, its own arena, and
+ * what it reuses from file to file (a buffer for small files, the
+ * documents fr_dump_parse() parses into). */
+struct reader {
+	struct pool *pool;
+	struct fr_arena *arena;
+	char *buf;
+	size_t cap;
+	struct fr_doc *doc, *scratch;
+};
+
+/*
+ * Files up to this size are read into the reader's buffer, larger ones
+ * mapped. An incident of summaries is tens of thousands of files of
+ * tens of KiB: mapping one costs more (mmap, its page faults, munmap and
+ * the other thread's TLB flushed) than copying it; a full dump of
+ * megabytes is better mapped.
+ */
+#define READ_MAX ((size_t)256 << 10)
 
 static uint64_t mtime_ns(const struct stat *st)
 {
@@ -144,8 +169,8 @@ static uint64_t mtime_ns(const struct stat *st)
 }
 
 /*
- * Files are mapped, not read: copying a gigabyte out of the page cache
- * cost a quarter of the time. A file cut short while mapped (someone
+ * Files larger than READ_MAX are mapped, not read: copying a gigabyte out
+ * of the page cache cost a quarter of the time. A file cut short while mapped (someone
  * rewriting it under us) raises SIGBUS at the first access past its new
  * end; the handler jumps back to the reader of that file, which reports it
  * and goes on with the others. What the interrupted parse had allocated
@@ -241,6 +266,16 @@ static int read_sniffed_pytorch(struct dump_file *f, const char *buf, size_t len
 				sizeof(f->err));
 }
 
+/* Parses file f, whose bytes are at buf, as its kind says. */
+static int parse(struct dump_file *f, const char *buf, size_t len, const struct stat *st)
+{
+	if (f->kind == FILE_DUMP)
+		return fr_dump_parse(buf, len, f->path, f->t, f->err, sizeof(f->err));
+	if (f->kind == FILE_SNIFF_JSON)
+		return read_sniffed_json(f, buf, len, st);
+	return read_sniffed_pytorch(f, buf, len, st);
+}
+
 /* Parses file f, mapped at buf, as its kind says. */
 static int parse_mapped(struct dump_file *f, const char *buf, size_t len, const struct stat *st)
 {
@@ -255,14 +290,56 @@ static int parse_mapped(struct dump_file *f, const char *buf, size_t len, const 
 		return -EIO;
 	}
 	bus_jump = &jump;
-	if (f->kind == FILE_DUMP)
-		rc = fr_dump_parse(buf, len, f->path, f->t, f->err, sizeof(f->err));
-	else if (f->kind == FILE_SNIFF_JSON)
-		rc = read_sniffed_json(f, buf, len, st);
-	else
-		rc = read_sniffed_pytorch(f, buf, len, st);
+	rc = parse(f, buf, len, st);
 	bus_jump = NULL;
 	return rc;
+}
+
+/*
+ * Reads open file f (`size` bytes by fstat, at most READ_MAX) into r's
+ * buffer. Returns the bytes read, or a negative errno with f->err set.
+ * A file cut short since fstat is reported as the mapped read reports it.
+ */
+static int read_small(struct reader *r, struct dump_file *f, int fd, size_t size)
+{
+	size_t n = 0;
+
+	if (r->cap < size + 1) {
+		size_t ncap = size + 1 > 65536 ? size + 1 : 65536;
+		char *nb = realloc(r->buf, ncap);
+
+		if (!nb) {
+			snprintf(f->err, sizeof(f->err), "%s: out of memory", f->path);
+			return -ENOMEM;
+		}
+		r->buf = nb;
+		r->cap = ncap;
+	}
+	/* As much as fstat said, as the mapping reads: the bytes a writer
+	 * adds meanwhile are not the dump that was looked at (and asking for
+	 * them would cost a read() per file). */
+	while (n < size) {
+		ssize_t got = read(fd, r->buf + n, size - n);
+
+		if (got < 0 && errno == EINTR)
+			continue;
+		if (got < 0) {
+			int err = errno;
+
+			snprintf(f->err, sizeof(f->err), "%s: cannot read: %s", f->path,
+				 strerror(err));
+			return -err;
+		}
+		if (got == 0)
+			break;
+		n += (size_t)got;
+	}
+	if (n < size) {
+		snprintf(f->err, sizeof(f->err), "%s: the file was cut short while being read",
+			 f->path);
+		return -EIO;
+	}
+	return (int)size;
 }
 
 /*
@@ -273,7 +350,7 @@ static int parse_mapped(struct dump_file *f, const char *buf, size_t len, const 
  * any name (fr_dump_open()): it cannot be a dump the daemon or an agent
  * wrote, and a FIFO swapped in would otherwise block the reader for good.
  */
-static int read_file(struct dump_file *f)
+static int read_file(struct reader *r, struct dump_file *f)
 {
 	bool sniff = f->kind != FILE_DUMP;
 	const char *buf;
@@ -281,7 +358,7 @@ static int read_file(struct dump_file *f)
 	size_t len;
 	int fd, rc;
 
-	fd = fr_dump_open(f->path, &st, f->err, sizeof(f->err));
+	fd = fr_dump_openat(r->pool->dirfd, f->name, f->path, &st, f->err, sizeof(f->err));
 	if (fd == -EISDIR)
 		return 1;
 	if (fd < 0)
@@ -294,6 +371,16 @@ static int read_file(struct dump_file *f)
 		return -EFBIG;
 	}
 	len = (size_t)st.st_size;
+	if (len <= READ_MAX) {
+		rc = read_small(r, f, fd, len);
+		close(fd);
+		/* As when mapped: a file that cannot be read is no dump to
+		 * sniff, one cut short is reported. */
+		if (rc < 0)
+			return sniff && rc != -EIO && rc != -ENOMEM ? 1 : rc;
+		/* Read, not mapped: nothing can cut it short under the parser. */
+		return parse(f, r->buf, (size_t)rc, &st);
+	}
 	buf = map_file(fd, len);
 	close(fd);
 	if (!buf) {
@@ -306,26 +393,20 @@ static int read_file(struct dump_file *f)
 	return rc;
 }
 
-static void read_one(struct dump_file *f)
+static void read_one(struct reader *r, struct dump_file *f)
 {
 	f->t = calloc(1, sizeof(*f->t));
 	if (!f->t) {
 		f->rc = -ENOMEM;
 		return;
 	}
-	f->rc = read_file(f);
+	f->rc = read_file(r, f);
 	fr_trace_seal_ops(f->t);
 	if (f->rc) {
 		free(f->t);
 		f->t = NULL;
 	}
 }
-
-/* One reading thread: the pool it takes files from, its own arena. */
-struct reader {
-	struct pool *pool;
-	struct fr_arena *arena;
-};
 
 static void *reader(void *arg)
 {
@@ -334,19 +415,27 @@ static void *reader(void *arg)
 	size_t i;
 
 	fr_trace_use_arena(r->arena);
+	/* Without them each dump makes its own (out of memory is no worse). */
+	r->doc = fr_doc_new();
+	r->scratch = fr_doc_new();
+	fr_dump_use_docs(r->doc, r->scratch);
 	while ((i = atomic_fetch_add(&p->next, 1)) < p->n)
-		read_one(&p->files[i]);
+		read_one(r, &p->files[i]);
+	fr_dump_use_docs(NULL, NULL);
 	fr_trace_use_arena(NULL);
+	fr_doc_free(r->doc);
+	fr_doc_free(r->scratch);
+	free(r->buf);
 	return NULL;
 }
 
 /* Reads the n files, each thread's operations into an arena of `arenas`. */
-static void read_all(struct dump_file *files, size_t n,
+static void read_all(struct dump_file *files, size_t n, int dirfd,
 		     struct fr_arena *arenas[FR_EVIDENCE_READERS_MAX])
 {
 	pthread_t tids[FR_EVIDENCE_READERS_MAX - 1];
-	struct reader readers[FR_EVIDENCE_READERS_MAX];
-	struct pool p = { files, n, 0 };
+	struct reader readers[FR_EVIDENCE_READERS_MAX] = { { 0 } };
+	struct pool p = { files, n, dirfd, 0 };
 	long cpus = sysconf(_SC_NPROCESSORS_ONLN);
 	size_t want = cpus > 1 ? (size_t)cpus : 1;
 	size_t started = 0;
@@ -388,7 +477,7 @@ static int read_dir(struct fr_evidence *ev, const char *dir)
 	struct dump_file *files;
 	size_t nfiles = 0;
 	int n = scandir(dir, &names, NULL, cmp_names);
-	int rc = 0;
+	int dirfd, rc = 0;
 
 	if (n < 0)
 		return fail(ev, -errno, "%s: %s", dir, strerror(errno));
@@ -435,6 +524,7 @@ static int read_dir(struct fr_evidence *ev, const char *dir)
 			}
 		} else {
 			f->path = path;
+			f->name = path + strlen(path) - strlen(name);
 			f->kind = fnmatch("rank-*.json", name, 0) == 0 ? FILE_DUMP :
 				  json ? FILE_SNIFF_JSON : FILE_SNIFF_PYTORCH;
 			nfiles++;
@@ -443,7 +533,14 @@ static int read_dir(struct fr_evidence *ev, const char *dir)
 		free(path);
 	}
 
-	read_all(files, nfiles, ev->arenas);
+	dirfd = nfiles ? open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC) : -1;
+	if (nfiles && dirfd < 0) {
+		rc = fail(ev, -errno, "%s: %s", dir, strerror(errno));
+		goto out_free;
+	}
+	read_all(files, nfiles, dirfd, ev->arenas);
+	if (dirfd >= 0)
+		close(dirfd);
 	/* Out of memory stops the dumps being kept, not the warnings about
 	 * the files left out. */
 	for (size_t i = 0; i < nfiles; i++) {
@@ -696,16 +793,17 @@ static bool is_lent(const struct fr_evidence *ev, const uint32_t *p)
 struct lend_ref {
 	struct fr_comm *c;
 	uint32_t rank;
+	const char *id;        /* c's */
+	uint32_t id_rank;      /* fr_ids_rank() */
 };
 
 static int cmp_lend_ref(const void *a, const void *b)
 {
 	const struct lend_ref *x = a;
 	const struct lend_ref *y = b;
-	int c = strcmp(x->c->id, y->c->id);
 
-	if (c)
-		return c;
+	if (x->id_rank != y->id_rank)
+		return x->id_rank < y->id_rank ? -1 : 1;
 	return (x->c->size > y->c->size) - (x->c->size < y->c->size);
 }
 
@@ -761,8 +859,13 @@ static int lend_members(struct fr_evidence *ev)
 				continue;
 			c->members = table_list(ev, t->rank, c);
 			if (!c->members)
-				refs[nrefs++] = (struct lend_ref){ c, t->rank };
+				refs[nrefs++] = (struct lend_ref){ c, t->rank, c->id, 0 };
 		}
+	}
+	if (fr_ids_rank(refs, nrefs, sizeof(*refs), offsetof(struct lend_ref, id),
+			offsetof(struct lend_ref, id_rank)) < 0) {
+		rc = fail_nomem(ev);
+		goto out_free;
 	}
 	qsort(refs, nrefs, sizeof(*refs), cmp_lend_ref);
 	for (size_t i = 0, j; i < nrefs; i = j) {
@@ -860,16 +963,16 @@ struct comm_ref {
 	const char *id;
 	uint32_t rank;
 	const struct fr_comm *c;
+	uint32_t id_rank;      /* fr_ids_rank() */
 };
 
 static int cmp_comm_ref(const void *a, const void *b)
 {
 	const struct comm_ref *x = a;
 	const struct comm_ref *y = b;
-	int c = strcmp(x->id, y->id);
 
-	if (c)
-		return c;
+	if (x->id_rank != y->id_rank)
+		return x->id_rank < y->id_rank ? -1 : 1;
 	return (x->rank > y->rank) - (x->rank < y->rank);
 }
 
@@ -958,12 +1061,18 @@ void fr_evidence_check_members(struct fr_evidence *ev)
 			/* A list without members says nothing to disagree with. */
 			if (!t->comms[j].members || !t->comms[j].size)
 				continue;
-			refs[nrefs++] = (struct comm_ref){ t->comms[j].id, t->rank, &t->comms[j] };
+			refs[nrefs++] = (struct comm_ref){ t->comms[j].id, t->rank, &t->comms[j], 0 };
 		}
+	}
+	/* Out of memory costs the warnings, as it would below. */
+	if (fr_ids_rank(refs, nrefs, sizeof(*refs), offsetof(struct comm_ref, id),
+			offsetof(struct comm_ref, id_rank)) < 0) {
+		free(refs);
+		return;
 	}
 	qsort(refs, nrefs, sizeof(*refs), cmp_comm_ref);
 	for (size_t i = 0, j; i < nrefs; i = j) {
-		for (j = i + 1; j < nrefs && strcmp(refs[j].id, refs[i].id) == 0; j++)
+		for (j = i + 1; j < nrefs && refs[j].id_rank == refs[i].id_rank; j++)
 			;
 		if (j - i > 1 && !warn_comm_conflict(ev, &refs[i], j - i))
 			break;

@@ -269,8 +269,10 @@ static int copy_header(const struct fr_trace *full, const struct fr_summary_opts
 	if (!s)
 		return -ENOMEM;
 	snprintf(s->node, sizeof(s->node), "%s", opts && opts->node ? opts->node : full->host);
-	snprintf(s->full_dump, sizeof(s->full_dump), "%s",
-		 opts && opts->full_dump ? opts->full_dump : "");
+	s->full_dump = strndup(opts && opts->full_dump ? opts->full_dump : "",
+			       FR_SUMMARY_PATH_MAX);
+	if (!s->full_dump)
+		return -ENOMEM;
 	/* A summary of a summary still counts against the full dump. */
 	s->entries_left_out = was ? was->entries_left_out : 0;
 	s->threads_left_out = was ? was->threads_left_out : 0;
@@ -436,7 +438,7 @@ json_t *fr_summary_full_dumps_json(const struct fr_trace *const *traces, size_t 
 			break;
 		bad |= set(o, "rank", json_integer(s[i]->rank));
 		bad |= set(o, "node", JSTR(s[i]->summary->node));
-		bad |= set(o, "path", JSTR(s[i]->summary->full_dump));
+		bad |= set(o, "path", JSTRZ(s[i]->summary->full_dump));
 	}
 	free(s);
 	if (bad) {

@@ -141,6 +141,8 @@ void fr_trace_free(struct fr_trace *t)
 	}
 	free(t->threads);
 	fr_strs_free(t->strs);
+	if (t->summary)
+		free(t->summary->full_dump);
 	free(t->summary);
 	memset(t, 0, sizeof(*t));
 }

@@ -120,7 +120,10 @@ struct fr_thread {
 #define FR_SUMMARY_PATH_MAX 4095
 struct fr_trace_summary {
 	char node[FR_HOST_MAX + 1];              /* the node that keeps the full dump */
-	char full_dump[FR_SUMMARY_PATH_MAX + 1]; /* its path on that node */
+	/* Its path on that node (at most FR_SUMMARY_PATH_MAX bytes), owned:
+	 * not an array of the longest, which was 4 KiB a rank, 280 MiB of
+	 * an incident of 65,536 summaries. */
+	char *full_dump;
 	uint64_t entries_left_out;               /* entries of the full dump not here */
 	uint64_t threads_left_out;               /* threads of the full dump not here */
 };

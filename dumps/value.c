@@ -32,6 +32,10 @@ struct chunk {
 struct fr_doc {
 	struct chunk *head;
 	size_t next_size;
+	/* The parser's state, kept from one parse into the document to the
+	 * next (with its buffers) once reset: a reader of thousands of small
+	 * dumps parses each into the same document. */
+	struct fr_json_in *in;
 };
 
 struct fr_doc *fr_doc_new(void)
@@ -43,6 +47,8 @@ struct fr_doc *fr_doc_new(void)
 	return d;
 }
 
+static void json_in_free(struct fr_json_in *ps);
+
 void fr_doc_free(struct fr_doc *d)
 {
 	struct chunk *c, *next;
@@ -53,6 +59,7 @@ void fr_doc_free(struct fr_doc *d)
 		next = c->next;
 		free(c);
 	}
+	json_in_free(d->in);
 	free(d);
 }
 
@@ -1202,11 +1209,24 @@ void fr_val_fields(struct fr_val_keymap *map, const struct fr_val *obj,
 	}
 }
 
+static void json_in_free(struct fr_json_in *ps)
+{
+	if (!ps)
+		return;
+	free(ps->items);
+	free(ps->scratch);
+	free(ps);
+}
+
 int fr_json_parse_with(struct fr_doc *d, const char *buf, size_t len,
 		       const struct fr_json_hook *hook, struct fr_val **out, char *err,
 		       size_t errlen)
 {
-	struct fr_json_in *ps = malloc(sizeof(*ps));
+	struct fr_json_in *ps = d->in ? d->in : malloc(sizeof(*ps));
+	struct fr_val **items = d->in ? ps->items : NULL;
+	size_t capitems = d->in ? ps->capitems : 0;
+	char *scratch = d->in ? ps->scratch : NULL;
+	size_t capscratch = d->in ? ps->capscratch : 0;
 	char b[16];
 	int rc;
 
@@ -1215,6 +1235,8 @@ int fr_json_parse_with(struct fr_doc *d, const char *buf, size_t len,
 		err[0] = '\0';
 	if (!ps)
 		return -ENOMEM;
+	/* Taken while in use: a parse into `d` from a hook makes its own. */
+	d->in = NULL;
 	memset(ps, 0, offsetof(struct fr_json_in, open));
 	ps->d = d;
 	ps->buf = ps->p = buf;
@@ -1223,8 +1245,11 @@ int fr_json_parse_with(struct fr_doc *d, const char *buf, size_t len,
 	ps->err = err;
 	ps->errlen = errlen;
 	ps->depth = 0;
-	ps->scratch = NULL;
-	ps->capscratch = 0;
+	/* The buffers of the last parse into `d`, if any. */
+	ps->items = items;
+	ps->capitems = capitems;
+	ps->scratch = scratch;
+	ps->capscratch = capscratch;
 	rc = parse(ps, 0, out);
 	if (!rc) {
 		skip_ws(ps);
@@ -1234,9 +1259,9 @@ int fr_json_parse_with(struct fr_doc *d, const char *buf, size_t len,
 			*out = NULL;
 		}
 	}
-	free(ps->items);
-	free(ps->scratch);
-	free(ps);
+	/* Kept for the next parse into `d` (fr_doc_reset()), freed with it. */
+	json_in_free(d->in);
+	d->in = ps;
 	return rc;
 }
 

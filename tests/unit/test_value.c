@@ -384,6 +384,44 @@ static void test_builders_and_lookup(void **state)
 	fr_doc_free(d);
 }
 
+/* A document reset and parsed into again reuses its parser's state: what
+ * each parse reads is what a fresh document would, also after a refusal
+ * and after a document much deeper or longer than the next. */
+static void test_reparse_into_one_document(void **state)
+{
+	static const char *const texts[] = {
+		"{\"a\": [1, 2, {\"b\": \"x\\ny\"}], \"c\": null}",
+		"[[[[[[[[1]]]]]]]]",
+		"{\"a\": ",
+		"\"esc\\u00e9aped\"",
+		"{\"a\": [1, 2, {\"b\": \"x\\ny\"}], \"c\": null}",
+	};
+	struct fr_doc *d = fr_doc_new();
+
+	(void)state;
+	assert_non_null(d);
+	for (size_t i = 0; i < sizeof(texts) / sizeof(texts[0]); i++) {
+		char err[256], err2[256];
+		struct fr_val *v;
+		int rc, rc2;
+		json_t *fresh = ours(texts[i], strlen(texts[i]), err, sizeof(err), &rc);
+		json_t *again;
+
+		fr_doc_reset(d);
+		rc2 = fr_json_parse(d, texts[i], strlen(texts[i]), &v, err2, sizeof(err2));
+		assert_int_equal(rc, rc2);
+		if (rc) {
+			assert_string_equal(err, err2);
+			continue;
+		}
+		again = fr_val_to_json(v);
+		assert_true(json_equal(fresh, again));
+		json_decref(fresh);
+		json_decref(again);
+	}
+	fr_doc_free(d);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -395,6 +433,7 @@ int main(void)
 		cmocka_unit_test(test_large_objects),
 		cmocka_unit_test(test_object_reader_strict),
 		cmocka_unit_test(test_builders_and_lookup),
+		cmocka_unit_test(test_reparse_into_one_document),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
