@@ -257,13 +257,14 @@ $(BENCH_LOAD): $(call obj,bench/loadgen.c) $(CORE_LIB)
 	$(Q)$(CC) $(LDFLAGS) -o $@ $(call obj,bench/loadgen.c) $(CORE_LIB) \
 		$$($(PKG_CONFIG) --libs jansson) -lpthread -lm
 
-bench: all $(MPI_PROGS) $(NCCL_FAKE) $(BENCH_GEN) $(BENCH_LOAD) $(BENCH_SCALE) $(BENCH_MEMBERS)
+bench: all $(MPI_PROGS) $(NCCL_FAKE) $(BENCH_GEN) $(BENCH_SUMMARIZE) $(BENCH_LOAD) $(BENCH_SCALE) $(BENCH_MEMBERS)
 	$(Q)BUILD=$(BUILD) bench/run
 	$(Q)$(BENCH_SCALE)
 	$(Q)$(BENCH_MEMBERS)
 	$(Q)BUILD=$(BUILD) bench/analyze.sh
 	$(Q)BUILD=$(BUILD) bench/load.sh
 	$(Q)BUILD=$(BUILD) bench/nodes.sh
+	$(Q)BUILD=$(BUILD) bench/summaries.sh
 
 # ---- install ----
 
