@@ -24,7 +24,7 @@ cat >"$T/swap.c" <<'C'
 #include <sys/stat.h>
 #include <unistd.h>
 
-static void swap(const char *path)
+static void swap_at(int dirfd, const char *path)
 {
 	const char *names = getenv("FIFO_NAMES");
 	const char *base = strrchr(path, '/');
@@ -35,11 +35,17 @@ static void swap(const char *path)
 	if (!names || snprintf(list, sizeof(list), "%s", names) >= (int)sizeof(list))
 		return;
 	for (char *n = strtok_r(list, ":", &save); n; n = strtok_r(NULL, ":", &save)) {
-		if (strcmp(n, base) != 0 || lstat(path, &st) != 0 || !S_ISREG(st.st_mode))
+		if (strcmp(n, base) != 0 || fstatat(dirfd, path, &st, AT_SYMLINK_NOFOLLOW) != 0 ||
+		    !S_ISREG(st.st_mode))
 			continue;
-		if (unlink(path) != 0 || mkfifo(path, 0600) != 0)
+		if (unlinkat(dirfd, path, 0) != 0 || mkfifoat(dirfd, path, 0600) != 0)
 			perror("swap");
 	}
+}
+
+static void swap(const char *path)
+{
+	swap_at(AT_FDCWD, path);
 }
 
 #define OPEN_SHIM(fn)                                                        \
@@ -60,6 +66,36 @@ static void swap(const char *path)
 	}
 OPEN_SHIM(open)
 OPEN_SHIM(open64)
+
+/* fr-analyze opens dumps by name inside the directory it listed. */
+#define OPENAT_SHIM(fn)                                                      \
+	int fn(int dirfd, const char *path, int flags, ...)                  \
+	{                                                                    \
+		static int (*real)(int, const char *, int, ...);             \
+		mode_t mode = 0;                                             \
+		va_list ap;                                                  \
+                                                                             \
+		if (!real)                                                   \
+			real = (int (*)(int, const char *, int, ...))dlsym(RTLD_NEXT, #fn); \
+		va_start(ap, flags);                                         \
+		if (flags & (O_CREAT | O_TMPFILE))                           \
+			mode = va_arg(ap, mode_t);                           \
+		va_end(ap);                                                  \
+		swap_at(dirfd, path);                                        \
+		return real(dirfd, path, flags, mode);                       \
+	}
+OPENAT_SHIM(openat)
+OPENAT_SHIM(openat64)
+
+int __openat_2(int dirfd, const char *path, int flags)
+{
+	return openat(dirfd, path, flags);
+}
+
+int __openat64_2(int dirfd, const char *path, int flags)
+{
+	return openat64(dirfd, path, flags);
+}
 
 int __open_2(const char *path, int flags)
 {
