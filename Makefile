@@ -62,6 +62,7 @@ NCCL_FAKE := $(BUILD)/tests/nccl/nccl_hang
 # scale, and the summaries a node daemon would send up for them.
 BENCH_GEN := $(BUILD)/bench/gen_dumps
 BENCH_SUMMARIZE := $(BUILD)/bench/summarize
+BENCH_LOAD := $(BUILD)/bench/loadgen
 
 .PHONY: all test unit e2e demo bench install clean fuzz
 all: $(AGENT_LIB) $(DAEMON) $(CLI)
@@ -250,7 +251,6 @@ $(BENCH_SUMMARIZE): $(call obj,bench/summarize.c) $(CORE_LIB)
 
 # The simulated agents of bench/load.sh (RANKS ranks from one process), of
 # bench/nodes.sh and of test_scale_nodes (ranks behind node daemons).
-BENCH_LOAD := $(BUILD)/bench/loadgen
 $(BENCH_LOAD): $(call obj,bench/loadgen.c) $(CORE_LIB)
 	@mkdir -p $(dir $@)
 	@$(if $(Q),echo "  LD      $@")
