@@ -257,6 +257,21 @@ static void cl_update_record(struct cl_incident *inc)
 	}
 }
 
+/*
+ * Rank `cr` answered (a summary kept, or why there is none): its record
+ * counts it at once. cl_update_record() recounts every rank, which costs
+ * the world size: once per summary that made an incident of 65,536 ranks
+ * quadratic.
+ */
+static void cl_answered(struct cl_incident *inc, struct cl_rank *cr, enum cl_answer a)
+{
+	bool was = cr->answer == CL_RECEIVED || cr->answer == CL_FAILED;
+
+	cr->answer = a;
+	if (!was)
+		cl_record(inc)->answered++;
+}
+
 static int cl_add_record(struct cl_incident *inc, const char *summary)
 {
 	struct cl_job *j = inc->job;
@@ -334,7 +349,9 @@ static void cl_finish(struct cl_incident *inc);
 /* Collecting is over when every node is done or gone and every write applied. */
 static void cl_check_collected(struct cl_incident *inc)
 {
-	if (inc->phase != CL_COLLECTING)
+	/* Summaries still being written: the last one to finish looks again
+	 * (looking over every rank once per write would be quadratic). */
+	if (inc->phase != CL_COLLECTING || inc->writes)
 		return;
 	for (size_t i = 0; i < inc->nnodes; i++)
 		if (!inc->nodes[i].done)
@@ -351,8 +368,7 @@ static void cl_check_collected(struct cl_incident *inc)
 		}
 	}
 	cl_update_record(inc);
-	if (inc->writes == 0)
-		cl_judge(inc);
+	cl_judge(inc);
 }
 
 static void cl_check_fetched(struct cl_incident *inc)
@@ -415,13 +431,13 @@ static void cl_write_apply(struct cl_write *w)
 	inc->writes--;
 	if (!w->full) {
 		if (!w->valid) {
-			cr->answer = CL_FAILED;
+			cl_answered(inc, cr, CL_FAILED);
 			cl_set_error(cr, "%s", w->err);
 			inc->d->m.dumps_invalid++;
 			daemon_log("invalid summary of job %s rank %" PRIu32 " for incident %s: %s",
 				   inc->job->id, w->rank, inc->id, w->err);
 		} else {
-			cr->answer = CL_RECEIVED;
+			cl_answered(inc, cr, CL_RECEIVED);
 			snprintf(cr->host, sizeof(cr->host), "%s", w->host);
 			cr->pid = w->pid;
 			cr->written = !w->write_err;
@@ -445,12 +461,10 @@ static void cl_write_apply(struct cl_write *w)
 	budget_release_job(NULL, BUDGET_UPLOADS, w->charged);
 	free(w->data);
 	free(w);
-	if (inc->phase == CL_COLLECTING) {
-		cl_update_record(inc);
+	if (inc->phase == CL_COLLECTING)
 		cl_check_collected(inc);
-	} else {
+	else
 		cl_check_fetched(inc);
-	}
 }
 
 static void cl_write_after(uv_work_t *req, int status)
@@ -998,9 +1012,8 @@ static void cl_refuse(struct cl_incident *inc, struct cl_rank *cr, bool full, co
 		return;
 	}
 	cl_drop_upload(cr);
-	cr->answer = CL_FAILED;
+	cl_answered(inc, cr, CL_FAILED);
 	cl_set_error(cr, "%s", why);
-	cl_update_record(inc);
 }
 
 /* A piece of a full dump asked for over HTTP; true when one was waiting for it. */
