@@ -64,8 +64,14 @@ def frame(kind, payload, version=1):
     return struct.pack("<IHHII", MAGIC, version, kind, len(payload), 0) + payload
 
 
+SAY_LOCK = threading.Lock()
+
+
 def say(text):
-    print(text, flush=True)
+    # One connection's thread each: print() writes the text and its newline
+    # apart, so two threads' lines could run together.
+    with SAY_LOCK:
+        print(text, flush=True)
 
 
 def read_frame(conn):
