@@ -63,6 +63,7 @@ NCCL_FAKE := $(BUILD)/tests/nccl/nccl_hang
 BENCH_GEN := $(BUILD)/bench/gen_dumps
 BENCH_SUMMARIZE := $(BUILD)/bench/summarize
 BENCH_LOAD := $(BUILD)/bench/loadgen
+BENCH_FAKENODES := $(BUILD)/bench/fakenodes
 
 .PHONY: all test unit e2e demo bench install clean fuzz
 all: $(AGENT_LIB) $(DAEMON) $(CLI)
@@ -257,7 +258,14 @@ $(BENCH_LOAD): $(call obj,bench/loadgen.c) $(CORE_LIB)
 	$(Q)$(CC) $(LDFLAGS) -o $@ $(call obj,bench/loadgen.c) $(CORE_LIB) \
 		$$($(PKG_CONFIG) --libs jansson) -lpthread -lm
 
-bench: all $(MPI_PROGS) $(NCCL_FAKE) $(BENCH_GEN) $(BENCH_SUMMARIZE) $(BENCH_LOAD) $(BENCH_SCALE) $(BENCH_MEMBERS)
+# The node daemons of bench/central.sh: summaries ready in memory, sent at once.
+$(BENCH_FAKENODES): $(call obj,bench/fakenodes.c) $(CORE_LIB)
+	@mkdir -p $(dir $@)
+	@$(if $(Q),echo "  LD      $@")
+	$(Q)$(CC) $(LDFLAGS) -o $@ $(call obj,bench/fakenodes.c) $(CORE_LIB) \
+		$$($(PKG_CONFIG) --libs jansson) -lm
+
+bench: all $(MPI_PROGS) $(NCCL_FAKE) $(BENCH_GEN) $(BENCH_SUMMARIZE) $(BENCH_LOAD) $(BENCH_FAKENODES) $(BENCH_SCALE) $(BENCH_MEMBERS)
 	$(Q)BUILD=$(BUILD) bench/run
 	$(Q)$(BENCH_SCALE)
 	$(Q)$(BENCH_MEMBERS)

@@ -417,8 +417,9 @@ static void cl_write_work(uv_work_t *req)
 		snprintf(w->host, sizeof(w->host), "%s", t.host);
 		w->pid = t.pid;
 		/* A temporary name, then rename: a full dump replaces the
-		 * summary at once, never half written. */
-		w->write_err = fr_write_file_atomic_mode(w->path, w->data, w->len, 0640);
+		 * summary at once, never half written. Synced with the others
+		 * before the manifest (incident_write_manifest()). */
+		w->write_err = fr_write_file_unsynced(w->path, w->data, w->len, 0640);
 	}
 	fr_trace_free(&t);
 }

@@ -115,7 +115,9 @@ struct manifest_write {
 	void (*done)(void *arg, int err);
 	void *arg;
 	json_t *doc;
+	char dir[PATH_MAX - 16];
 	char path[PATH_MAX];
+	int sync_err;   /* making the dumps durable */
 	int err;
 };
 
@@ -675,6 +677,9 @@ static void manifest_work(uv_work_t *req)
 		w->err = -ENOMEM;
 		return;
 	}
+	/* The dumps went to disk unsynced: durable first, then the
+	 * manifest that says the incident is whole. */
+	w->sync_err = fr_sync_dir(w->dir);
 	w->err = fr_write_file_atomic_mode(w->path, text, strlen(text), 0640);
 	free(text);
 }
@@ -682,6 +687,10 @@ static void manifest_work(uv_work_t *req)
 /* The manifest is on disk, or could not be (logged, counted); the caller holds the lock. */
 static void manifest_apply(struct manifest_write *w)
 {
+	if (w->sync_err) {
+		daemon_log("cannot make the dumps in %s durable: %s", w->dir, strerror(-w->sync_err));
+		w->d->m.incident_write_errors++;
+	}
 	if (w->err) {
 		daemon_log("cannot write %s: %s", w->path, strerror(-w->err));
 		w->d->m.incident_write_errors++;
@@ -719,6 +728,7 @@ void incident_write_manifest(struct flightrecd *d, const char *dir, json_t *doc,
 	w->done = done;
 	w->arg = arg;
 	w->doc = doc;
+	snprintf(w->dir, sizeof(w->dir), "%s", dir);
 	snprintf(w->path, sizeof(w->path), "%s/manifest.json", dir);
 	if (!doc || uv_queue_work(d->loop, &w->req, manifest_work, manifest_after)) {
 		manifest_work(&w->req);
@@ -786,7 +796,8 @@ static void dump_work(uv_work_t *req)
 		return;
 	fr_trace_free(&t);
 	w->valid = true;
-	w->write_err = fr_write_file_atomic_mode(w->path, w->data, w->len, 0640);
+	/* Synced with the others before the manifest (manifest_work()). */
+	w->write_err = fr_write_file_unsynced(w->path, w->data, w->len, 0640);
 }
 
 static void dump_record_result(struct incident *inc, const struct dump_write *w)

@@ -195,6 +195,16 @@ int fr_write_file_atomic_mode(const char *path, const void *buf, size_t len, mod
 /* The same for `name` in the directory `dirfd`, which it never leaves: a
  * symbolic link at the temporary name is not followed. */
 int fr_write_file_at(int dirfd, const char *name, const void *buf, size_t len, mode_t mode);
+/*
+ * fr_write_file_atomic_mode() without its fsyncs: readers see the whole
+ * file or none, but it is durable only once fr_sync_dir() of its directory
+ * returned. For the many files of one incident, which the manifest,
+ * written after that sync, makes whole.
+ */
+int fr_write_file_unsynced(const char *path, const void *buf, size_t len, mode_t mode);
+/* Makes durable what was written in `dir` (syncfs, then the directory).
+ * Returns 0 or -errno (a failed write-back is reported here). */
+int fr_sync_dir(const char *dir);
 
 /*
  * Opens directory `path` (relative to `at` when not absolute: AT_FDCWD for
