@@ -47,12 +47,15 @@
 
 #include <assert.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <inttypes.h>
 #include <limits.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/uio.h>
+#include <unistd.h>
 
 #include <microhttpd.h>
 
@@ -99,6 +102,10 @@ struct cl_rank {
 struct cl_node {
 	char name[FR_HOST_MAX + 1];
 	bool done;              /* NODE_DUMP_DONE, or lost */
+	/* Its ranks' summaries, one a line (cl_node_file()): opened at the
+	 * first, -1 before, or -errno when it could not be. */
+	int fd;
+	char file[FR_HOST_MAX + 32];
 };
 
 enum cl_phase { CL_COLLECTING, CL_JUDGING, CL_FETCHING, CL_FINISHING };
@@ -312,6 +319,9 @@ static void cl_incident_free(struct cl_incident *inc)
 	}
 	free(inc->ranks);
 	budget_release_job(NULL, BUDGET_UPLOADS, inc->charged);
+	for (size_t i = 0; i < inc->nnodes; i++)
+		if (inc->nodes[i].fd >= 0)
+			close(inc->nodes[i].fd);
 	free(inc->nodes);
 	json_decref(inc->verdict);
 	free(inc);
@@ -391,6 +401,7 @@ struct cl_write {
 	uint8_t *data;
 	size_t len;
 	uint64_t charged;
+	int fd;                 /* a summary: its node's file; -1: `path` */
 	char path[PATH_MAX];
 	bool valid;
 	int write_err;
@@ -398,6 +409,29 @@ struct cl_write {
 	uint32_t pid;
 	char err[512];
 };
+
+/*
+ * Appends a checked summary to its node's file as one line. A valid
+ * document has no raw line break inside a string, so those it has are
+ * white space between tokens, and become spaces. One writev() on an
+ * O_APPEND file: the writers of one node's file never interleave.
+ */
+static int cl_append_line(int fd, uint8_t *data, size_t len)
+{
+	struct iovec iov[2] = { { data, len }, { (void *)"\n", 1 } };
+	ssize_t n;
+
+	for (uint8_t *p = data; (p = memchr(p, '\n', len - (size_t)(p - data))); )
+		*p++ = ' ';
+	for (uint8_t *p = data; (p = memchr(p, '\r', len - (size_t)(p - data))); )
+		*p++ = ' ';
+	n = writev(fd, iov, 2);
+	if (n < 0)
+		return -errno;
+	/* Cut short (a full disk): that line is lost, reported, and the
+	 * reader leaves it out; the ones after it stand on lines of their own. */
+	return (size_t)n == len + 1 ? 0 : -ENOSPC;
+}
 
 static void cl_write_work(uv_work_t *req)
 {
@@ -416,10 +450,11 @@ static void cl_write_work(uv_work_t *req)
 		w->valid = true;
 		snprintf(w->host, sizeof(w->host), "%s", t.host);
 		w->pid = t.pid;
-		/* A temporary name, then rename: a full dump replaces the
-		 * summary at once, never half written. Synced with the others
-		 * before the manifest (incident_write_manifest()). */
-		w->write_err = fr_write_file_unsynced(w->path, w->data, w->len, 0640);
+		/* Synced with the others before the manifest
+		 * (incident_write_manifest()). A full dump goes to a
+		 * temporary name, then rank-N.json, never seen half written. */
+		w->write_err = w->fd >= 0 ? cl_append_line(w->fd, w->data, w->len) :
+			       fr_write_file_unsynced(w->path, w->data, w->len, 0640);
 	}
 	fr_trace_free(&t);
 }
@@ -443,7 +478,8 @@ static void cl_write_apply(struct cl_write *w)
 			cr->pid = w->pid;
 			cr->written = !w->write_err;
 			if (w->write_err)
-				cl_set_error(cr, "cannot write rank-%" PRIu32 ".json: %s", w->rank,
+				cl_set_error(cr, "cannot write its summary to %s: %s",
+					     cr->node >= 0 ? inc->nodes[cr->node].file : "?",
 					     strerror(-w->write_err));
 		}
 	} else {
@@ -479,6 +515,35 @@ static void cl_write_after(uv_work_t *req, int status)
 	pthread_mutex_unlock(&d->lock);
 }
 
+/*
+ * Node `i`'s summaries file, opened at the first summary it sends:
+ * summaries-<node>.jsonl, or summaries-node<i>.jsonl when the node's name
+ * is not one a file may have. Returns its descriptor, or a negative errno.
+ */
+static int cl_node_file(struct cl_incident *inc, int i)
+{
+	struct cl_node *n;
+	char path[sizeof(inc->dir) + sizeof(n->file) + 1];
+
+	if (i < 0)
+		return -EINVAL;
+	n = &inc->nodes[i];
+	if (n->fd != -1)
+		return n->fd;
+	if (fr_wire_valid_name(n->name))
+		snprintf(n->file, sizeof(n->file), "summaries-%s.jsonl", n->name);
+	else
+		snprintf(n->file, sizeof(n->file), "summaries-node%d.jsonl", i);
+	snprintf(path, sizeof(path), "%s/%s", inc->dir, n->file);
+	n->fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_APPEND | O_NOFOLLOW | O_CLOEXEC, 0640);
+	if (n->fd < 0) {
+		n->fd = -errno;
+		daemon_log("incident %s of job %s: cannot create %s: %s", inc->id, inc->job->id, path,
+			   strerror(errno));
+	}
+	return n->fd;
+}
+
 /* Rank `rank`'s upload is whole: write it off the loop. */
 static void cl_upload_complete(struct cl_incident *inc, uint32_t rank, bool full)
 {
@@ -498,8 +563,19 @@ static void cl_upload_complete(struct cl_incident *inc, uint32_t rank, bool full
 	w->inc = inc;
 	w->rank = rank;
 	w->full = full;
+	w->fd = full ? -1 : cl_node_file(inc, cr->node);
 	snprintf(w->job, sizeof(w->job), "%s", inc->job->id);
 	snprintf(w->path, sizeof(w->path), "%s/rank-%" PRIu32 ".json", inc->dir, rank);
+	if (!full && w->fd < 0) {
+		cl_set_error(cr, "cannot create %s: %s",
+			     cr->node >= 0 ? inc->nodes[cr->node].file : "its node's file",
+			     strerror(cr->node >= 0 ? -inc->nodes[cr->node].fd : EINVAL));
+		cl_drop_upload(cr);
+		free(w);
+		cr->answer = CL_FAILED;
+		inc->d->m.incident_write_errors++;
+		return;
+	}
 	w->charged = cr->up->charged;
 	w->data = upload_take(cr->up, &w->len);
 	free(cr->up);
@@ -737,7 +813,9 @@ static json_t *cl_manifest_doc(struct cl_incident *inc)
 			continue;
 		cr = &inc->ranks[rank];
 		snprintf(name, sizeof(name), "rank-%" PRId64 ".json", (int64_t)rank);
-		json_object_set_new(obj, "dump", cr->written ? json_string(name) : json_null());
+		json_object_set_new(obj, "dump", !cr->written ? json_null() :
+						 cr->full || cr->node < 0 ? json_string(name) :
+						 json_string(inc->nodes[cr->node].file));
 		json_object_set_new(obj, "answer", json_string(cl_answer_names[cr->answer]));
 		json_object_set_new(obj, "error", cr->error ? json_string(cr->error) : json_null());
 		json_object_set_new(obj, "node", cr->node >= 0 ? json_string(inc->nodes[cr->node].name) :
@@ -797,6 +875,7 @@ static void cl_open_node(void *arg, const char *node, struct conn *conn,
 	}
 	inc->nodes = nodes;
 	memset(&nodes[idx], 0, sizeof(nodes[idx]));
+	nodes[idx].fd = -1;
 	snprintf(nodes[idx].name, sizeof(nodes[idx].name), "%s", node);
 	nodes[idx].done = !conn;
 	inc->nnodes++;

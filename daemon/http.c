@@ -898,7 +898,10 @@ static enum MHD_Result handle_incident_file(struct flightrecd *d, struct MHD_Con
 		close(fd);
 		return MHD_NO;
 	}
-	MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, "application/json");
+	/* A node's summaries are one document a line. */
+	MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE,
+				strncmp(r->file, "summaries-", 10) == 0 ? "application/x-ndjson" :
+									  "application/json");
 	ret = MHD_queue_response(mc, MHD_HTTP_OK, resp);
 	MHD_destroy_response(resp);
 	if (ret == MHD_YES)

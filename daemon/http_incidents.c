@@ -15,6 +15,7 @@
 #include "http_incidents.h"
 
 #include "../dumps/grow.h"
+#include "../protocol/wire.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -30,9 +31,25 @@
 
 /* One file of a listing. */
 struct listed_file {
-	char name[24];          /* "rank-9999999999.json" at most */
+	/* "rank-9999999999.json", or "summaries-<node>.jsonl" with a node
+	 * name fr_wire_valid_name() allows */
+	char name[FR_JOB_MAX + 20];
 	uint64_t size;
 };
+
+/* "<node>.jsonl" as cluster_incident.c names a node's summaries file
+ * (summaries-<node>.jsonl): a name it may have, and nothing after. */
+static bool summaries_name(const char *rest)
+{
+	size_t n = strlen(rest);
+	char node[FR_JOB_MAX + 1];
+
+	if (n <= 6 || n - 6 > FR_JOB_MAX || strcmp(rest + n - 6, ".jsonl") != 0)
+		return false;
+	memcpy(node, rest, n - 6);
+	node[n - 6] = '\0';
+	return fr_wire_valid_name(node);
+}
 
 bool http_incident_file_servable(const char *name)
 {
@@ -41,6 +58,8 @@ bool http_incident_file_servable(const char *name)
 
 	if (strcmp(name, MANIFEST_NAME) == 0)
 		return true;
+	if (strncmp(name, "summaries-", 10) == 0)
+		return summaries_name(name + 10);
 	if (strncmp(name, "rank-", 5) != 0)
 		return false;
 	/* Exactly as incident.c names them: "rank-%u.json", so never a

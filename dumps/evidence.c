@@ -115,9 +115,14 @@ static int evidence_add(struct fr_evidence *ev, struct fr_trace *t, char *path)
 }
 
 /* How a file is read: as a dump by its name (rank-*.json), a dump only if
- * its content says so (other *.json: our "format" or a PyTorch dump), or a
- * PyTorch dump only (a name ending with the rank, pickle or JSON). */
-enum file_kind { FILE_DUMP, FILE_SNIFF_JSON, FILE_SNIFF_PYTORCH };
+ * its content says so (other *.json: our "format" or a PyTorch dump), a
+ * PyTorch dump only (a name ending with the rank, pickle or JSON), or as
+ * many dumps, one a line (summaries-*.jsonl: a central daemon's summaries
+ * from one node, dumps/FORMAT.md "Summaries"). */
+enum file_kind { FILE_DUMP, FILE_SNIFF_JSON, FILE_SNIFF_PYTORCH, FILE_LINES };
+
+/* Bad lines of a summaries-*.jsonl file whose error is kept, a file. */
+#define LINE_ERRORS_MAX 8
 
 /* A dump file to read, and what became of it. */
 struct dump_file {
@@ -129,6 +134,15 @@ struct dump_file {
 	int rc;                /* 0 read, 1 not a dump, else a negative errno */
 	struct fr_trace *t;    /* owned once read */
 	char err[512];
+	/* FILE_LINES: a dump a line (each owned) with its line number, and
+	 * the lines left out with the first LINE_ERRORS_MAX errors (owned). */
+	struct line_dump {
+		struct fr_trace *t;
+		size_t no;
+	} *lines;
+	size_t nlines, lines_cap;
+	size_t nbad_lines;
+	char *line_errors[LINE_ERRORS_MAX];
 };
 
 /*
@@ -266,9 +280,69 @@ static int read_sniffed_pytorch(struct dump_file *f, const char *buf, size_t len
 				sizeof(f->err));
 }
 
+/* Keeps line `no`'s dump `t` of file f. */
+static int keep_line(struct dump_file *f, struct fr_trace *t, size_t no)
+{
+	if (fr_grow((void **)&f->lines, &f->lines_cap, f->nlines + 1, sizeof(*f->lines), 256))
+		return -ENOMEM;
+	f->lines[f->nlines++] = (struct line_dump){ t, no };
+	return 0;
+}
+
+/*
+ * A summaries-*.jsonl file: one dump a line, each parsed on its own, so
+ * that a bad line (cut short by a full disk, garbled) costs that line
+ * only. Blank lines are passed over. Returns 0, or -ENOMEM.
+ */
+static int parse_lines(struct dump_file *f, const char *buf, size_t len)
+{
+	const char *p = buf, *end = buf + len;
+	size_t no = 0;
+
+	while (p < end) {
+		const char *nl = memchr(p, '\n', (size_t)(end - p));
+		const char *eol = nl ? nl : end;
+		struct fr_trace *t;
+		char name[PATH_MAX + 32];
+		int rc;
+
+		no++;
+		if (eol == p || strspn(p, " \t\r") >= (size_t)(eol - p)) {
+			p = eol + 1;
+			continue;
+		}
+		t = calloc(1, sizeof(*t));
+		if (!t)
+			return -ENOMEM;
+		snprintf(name, sizeof(name), "%s:%zu", f->path, no);
+		rc = fr_dump_parse(p, (size_t)(eol - p), name, t, f->err, sizeof(f->err));
+		if (!rc) {
+			fr_trace_seal_ops(t);
+			rc = keep_line(f, t, no);
+			if (rc) {
+				fr_trace_free(t);
+				free(t);
+				return rc;
+			}
+		} else {
+			free(t);
+			if (rc == -ENOMEM)
+				return rc;
+			if (f->nbad_lines < LINE_ERRORS_MAX)
+				f->line_errors[f->nbad_lines] = strdup(f->err);
+			f->nbad_lines++;
+		}
+		p = eol + 1;
+	}
+	f->err[0] = '\0';
+	return 0;
+}
+
 /* Parses file f, whose bytes are at buf, as its kind says. */
 static int parse(struct dump_file *f, const char *buf, size_t len, const struct stat *st)
 {
+	if (f->kind == FILE_LINES)
+		return parse_lines(f, buf, len);
 	if (f->kind == FILE_DUMP)
 		return fr_dump_parse(buf, len, f->path, f->t, f->err, sizeof(f->err));
 	if (f->kind == FILE_SNIFF_JSON)
@@ -352,7 +426,7 @@ static int read_small(struct reader *r, struct dump_file *f, int fd, size_t size
  */
 static int read_file(struct reader *r, struct dump_file *f)
 {
-	bool sniff = f->kind != FILE_DUMP;
+	bool sniff = f->kind == FILE_SNIFF_JSON || f->kind == FILE_SNIFF_PYTORCH;
 	const char *buf;
 	struct stat st;
 	size_t len;
@@ -395,6 +469,10 @@ static int read_file(struct reader *r, struct dump_file *f)
 
 static void read_one(struct reader *r, struct dump_file *f)
 {
+	if (f->kind == FILE_LINES) {
+		f->rc = read_file(r, f);
+		return;
+	}
 	f->t = calloc(1, sizeof(*f->t));
 	if (!f->t) {
 		f->rc = -ENOMEM;
@@ -462,6 +540,47 @@ static void read_all(struct dump_file *files, size_t n, int dirfd,
 		pthread_join(tids[i], NULL);
 }
 
+static void free_lines(struct dump_file *f)
+{
+	for (size_t i = 0; i < f->nlines; i++) {
+		if (f->lines[i].t) {
+			fr_trace_free(f->lines[i].t);
+			free(f->lines[i].t);
+		}
+	}
+	free(f->lines);
+	for (size_t i = 0; i < f->nbad_lines && i < LINE_ERRORS_MAX; i++)
+		free(f->line_errors[i]);
+	f->lines = NULL;
+	f->nlines = 0;
+}
+
+/* The dumps of summaries file f, each named by its file and line, and
+ * warnings for its bad lines. Returns 0, or -ENOMEM (ev->error set). */
+static int add_lines(struct fr_evidence *ev, struct dump_file *f)
+{
+	for (size_t i = 0; i < f->nbad_lines && i < LINE_ERRORS_MAX; i++)
+		warn(ev, f->path, "%s; leaving this line out",
+		     f->line_errors[i] ? f->line_errors[i] : f->path);
+	if (f->nbad_lines > LINE_ERRORS_MAX)
+		warn(ev, f->path, "%s: %zu more lines left out", f->path,
+		     f->nbad_lines - LINE_ERRORS_MAX);
+	ev->nbad += f->nbad_lines;
+	for (size_t i = 0; i < f->nlines; i++) {
+		char *path;
+
+		if (asprintf(&path, "%s:%zu", f->path, f->lines[i].no) < 0)
+			return fail_nomem(ev);
+		if (evidence_add(ev, f->lines[i].t, path) < 0) {
+			free(path);
+			return fail_nomem(ev);
+		}
+		ev->dumps_in_lines++;
+		f->lines[i].t = NULL;
+	}
+	return 0;
+}
+
 static int cmp_names(const struct dirent **a, const struct dirent **b)
 {
 	return strcmp((*a)->d_name, (*b)->d_name);
@@ -494,12 +613,13 @@ static int read_dir(struct fr_evidence *ev, const char *dir)
 	for (int i = 0; i < n; i++) {
 		const char *name = names[i]->d_name;
 		bool json = fnmatch("*.json", name, 0) == 0;
+		bool lines = fnmatch("summaries-*.jsonl", name, 0) == 0;
 		struct dump_file *f = &files[nfiles];
 		char *path;
 
-		f->named_rank = fr_pytorch_rank_from_name(name, &f->rank);
+		f->named_rank = !lines && fr_pytorch_rank_from_name(name, &f->rank);
 		/* A directory is nothing to read, whatever its name. */
-		if (name[0] == '.' || (!json && !f->named_rank) || names[i]->d_type == DT_DIR)
+		if (name[0] == '.' || (!json && !lines && !f->named_rank) || names[i]->d_type == DT_DIR)
 			continue;
 		path = join(dir, name);
 		if (!path) {
@@ -525,7 +645,8 @@ static int read_dir(struct fr_evidence *ev, const char *dir)
 		} else {
 			f->path = path;
 			f->name = path + strlen(path) - strlen(name);
-			f->kind = fnmatch("rank-*.json", name, 0) == 0 ? FILE_DUMP :
+			f->kind = lines ? FILE_LINES :
+				  fnmatch("rank-*.json", name, 0) == 0 ? FILE_DUMP :
 				  json ? FILE_SNIFF_JSON : FILE_SNIFF_PYTORCH;
 			nfiles++;
 			continue;
@@ -546,6 +667,10 @@ static int read_dir(struct fr_evidence *ev, const char *dir)
 	for (size_t i = 0; i < nfiles; i++) {
 		struct dump_file *f = &files[i];
 
+		if (f->rc == 0 && f->kind == FILE_LINES && !rc) {
+			rc = add_lines(ev, f);
+			continue;
+		}
 		if (f->rc == -ENOMEM && !rc) {
 			rc = fail_nomem(ev);
 		} else if (f->rc < 0 && f->rc != -ENOMEM) {
@@ -567,6 +692,7 @@ out_free:
 			fr_trace_free(files[i].t);
 			free(files[i].t);
 		}
+		free_lines(&files[i]);
 		free(files[i].path);
 	}
 	free(files);
@@ -674,13 +800,23 @@ static bool outside_world(struct fr_lists *checked, const struct fr_trace *t, ui
  * warning. Returns 0, -ENODATA (nothing left), -ENOTUNIQ (two dumps of one
  * rank) or -ENOMEM, with ev->error set.
  */
+/* Whether dump i came from a summaries-*.jsonl file (named "<path>:<line>"). */
+static bool in_lines(const struct fr_evidence *ev, size_t i)
+{
+	const char *colon = strrchr(ev->paths[i], ':');
+
+	return ev->dumps_in_lines && colon && colon[1] && strspn(colon + 1, "0123456789") == strlen(colon + 1) &&
+	       colon - ev->paths[i] > 6 && strncmp(colon - 6, ".jsonl", 6) == 0;
+}
+
 static int assemble(struct fr_evidence *ev)
 {
 	const struct fr_trace **traces = NULL;
 	struct fr_lists checked = { 0 };
 	bool *keep = NULL;
-	/* By rank: the first dump kept of it, NONE for none. */
-	size_t *dump_of = NULL;
+	/* By rank: the first dump kept of it, NONE for none, and its place
+	 * in `traces`. */
+	size_t *dump_of = NULL, *slot_of = NULL;
 	size_t n = 0;
 	size_t nmax = ev->ndumps + (ev->have_manifest ? ev->manifest.nranks : 0);
 	uint32_t w = agreed_world(ev);
@@ -690,7 +826,8 @@ static int assemble(struct fr_evidence *ev)
 	traces = calloc(nmax ? nmax : 1, sizeof(*traces));
 	keep = calloc(ev->ndumps ? ev->ndumps : 1, sizeof(*keep));
 	dump_of = w ? malloc(w * sizeof(*dump_of)) : NULL;
-	if (!traces || !keep || !dump_of) {
+	slot_of = w ? malloc(w * sizeof(*slot_of)) : NULL;
+	if (!traces || !keep || !dump_of || !slot_of) {
 		rc = fail_nomem(ev);
 		goto out_free;
 	}
@@ -720,12 +857,22 @@ static int assemble(struct fr_evidence *ev)
 		if (!keep[i])
 			continue;
 		k = dump_of[ev->dumps[i]->rank];
+		if (k != SIZE_MAX && in_lines(ev, i) != in_lines(ev, k)) {
+			/* A central daemon fetched this rank's full dump after
+			 * its node's summary: the file is the evidence. */
+			size_t file = in_lines(ev, i) ? k : i;
+
+			traces[slot_of[ev->dumps[i]->rank]] = ev->dumps[file];
+			dump_of[ev->dumps[i]->rank] = file;
+			continue;
+		}
 		if (k != SIZE_MAX) {
 			rc = fail(ev, -ENOTUNIQ, "%s: rank %" PRIu32 " is dumped twice (also in %s)",
 				  ev->paths[i], ev->dumps[i]->rank, ev->paths[k]);
 			goto out_free;
 		}
 		dump_of[ev->dumps[i]->rank] = i;
+		slot_of[ev->dumps[i]->rank] = n;
 		traces[n++] = ev->dumps[i];
 	}
 	for (size_t i = 0; ev->have_manifest && i < ev->manifest.nranks; i++) {
@@ -750,6 +897,7 @@ static int assemble(struct fr_evidence *ev)
 	}
 	free(keep);
 	free(dump_of);
+	free(slot_of);
 	fr_lists_free(&checked);
 	ev->traces = traces;
 	ev->ntraces = n;
@@ -759,6 +907,7 @@ static int assemble(struct fr_evidence *ev)
 out_free:
 	free(keep);
 	free(dump_of);
+	free(slot_of);
 	fr_lists_free(&checked);
 	free(traces);
 	return rc;

@@ -48,7 +48,8 @@ struct fr_evidence {
 	struct fr_manifest manifest;
 	char *manifest_path;       /* owned, when have_manifest */
 	bool bad_manifest;         /* manifest.json is there, but unusable */
-	size_t nbad;               /* dump files left out */
+	size_t nbad;               /* dump files (and lines of summaries-*.jsonl) left out */
+	size_t dumps_in_lines;     /* dumps read from summaries-*.jsonl lines */
 	/* Member lists lent to summaries (summary.h), which list none: one
 	 * per communicator the manifest's table does not hold, made from
 	 * each summary's own place in it (each owned). A summary's

@@ -22,7 +22,7 @@
 
 /* Entries kept per communicator, and communicators whose entries are kept,
  * unless the caller says otherwise. */
-#define FR_SUMMARY_WINDOW 32
+#define FR_SUMMARY_WINDOW 8
 #define FR_SUMMARY_COMMS 8
 
 /* The point of interest, when the caller knows it: the operation the job

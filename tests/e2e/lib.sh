@@ -258,6 +258,12 @@ http_get() {
 	curl -sS --max-time 5 "${HTTP_HEADERS[@]}" "$HTTP$1"
 }
 
+# summary_of DIR RANK: rank RANK's summary in a central daemon's incident
+# DIR (a line of its node's summaries-<node>.jsonl), or nothing.
+summary_of() {
+	cat "$1"/summaries-*.jsonl 2>/dev/null | jq -c --argjson r "$2" 'select(.rank == $r)' 2>/dev/null
+}
+
 # make_token: a cluster token in $T/token (TOKEN), private to its owner as
 # the daemon wants it, and the same token in HTTP_TOKEN for the API calls.
 make_token() {

@@ -52,20 +52,28 @@ ID=$(jq -r .incident "$T/post.json")
 wait_incident 60
 [ "$(basename "$INCIDENT")" = "$ID" ] || fail "the incident directory is $INCIDENT, not $ID"
 
-# Every rank is there: the culprit's full dump, the others' summaries,
-# each naming its node and where its full dump is kept there.
-for r in 0 1 2 3; do
-	[ -s "$INCIDENT/rank-$r.json" ] || fail "no rank-$r.json in $INCIDENT"
-done
+# Every rank is there: the culprit's full dump in rank-2.json, the others'
+# summaries a line each in their node's file, each naming its node and
+# where its full dump is kept there.
 for r in 0 1 3; do
 	node=node-a
 	[ "$r" = 3 ] && node=node-b
+	summary_of "$INCIDENT" "$r" >"$T/summary-$r.json"
 	jq -e --arg n "$node" '.rank as $r | .summary.node == $n and (.summary.full_dump | endswith("/rank-\($r).json"))' \
-		"$INCIDENT/rank-$r.json" >/dev/null || fail "rank $r's file is not a summary from $node: $(head -c 600 "$INCIDENT/rank-$r.json")"
+		"$T/summary-$r.json" >/dev/null || fail "no summary of rank $r from $node in $INCIDENT: $(ls "$INCIDENT")"
+	grep -q "\"rank\":$r," "$INCIDENT/summaries-$node.jsonl" || fail "rank $r's summary is not in summaries-$node.jsonl"
+	[ ! -e "$INCIDENT/rank-$r.json" ] || fail "rank-$r.json in $INCIDENT: a summary has its own file"
 done
 jq -e '.summary == null and .rank == 2 and (.pg_config.world.ranks | length == 4)' "$INCIDENT/rank-2.json" >/dev/null ||
 	fail "the culprit's file is not its full dump: $(head -c 600 "$INCIDENT/rank-2.json")"
 expect '[.ranks[] | .answer] == ["received", "received", "received", "received"]' "$INCIDENT/manifest.json"
+expect '[.ranks[] | .dump] == ["summaries-node-a.jsonl", "summaries-node-a.jsonl", "rank-2.json", "summaries-node-b.jsonl"]' \
+	"$INCIDENT/manifest.json"
+# The node's file is served as it is, and listed.
+http_get "/v1/jobs/$JOB/incidents/$ID/summaries-node-a.jsonl" >"$T/served.jsonl"
+cmp -s "$T/served.jsonl" "$INCIDENT/summaries-node-a.jsonl" || fail "GET .../summaries-node-a.jsonl: $(head -c 300 "$T/served.jsonl")"
+http_get "/v1/jobs/$JOB/incidents/$ID" | jq -e '[.files[].name] | index("summaries-node-b.jsonl") != null' >/dev/null ||
+	fail "the incident's listing has no summaries-node-b.jsonl: $(http_get "/v1/jobs/$JOB/incidents/$ID")"
 expect '.reason == "manual" and .incident == "'"$ID"'"' "$INCIDENT/manifest.json"
 expect '[.ranks[] | .node] == ["node-a", "node-a", "node-b", "node-b"]' "$INCIDENT/manifest.json"
 
@@ -119,7 +127,7 @@ wait_for 60 test -s "$T/incidents/$JOB/$ID2/manifest.json" || fail "the second i
 M2=$T/incidents/$JOB/$ID2/manifest.json
 expect '[.ranks[] | .answer] == ["received", "received", "unresponsive", "unresponsive"]' "$M2"
 expect '[.ranks[2,3] | .error] == ["node lost: node-b", "node lost: node-b"] and .ranks[2].dump == null' "$M2"
-[ -s "$T/incidents/$JOB/$ID2/rank-0.json" ] && [ ! -e "$T/incidents/$JOB/$ID2/rank-2.json" ] ||
+[ -n "$(summary_of "$T/incidents/$JOB/$ID2" 0)" ] && [ ! -e "$T/incidents/$JOB/$ID2/summaries-node-b.jsonl" ] ||
 	fail "the second incident's files: $(ls "$T/incidents/$JOB/$ID2")"
 
 # --max-incidents-per-hour holds for node-held jobs too.

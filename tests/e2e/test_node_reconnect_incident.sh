@@ -47,9 +47,11 @@ wait_incident 20
 expect '[.ranks[] | .answer] == ["received", "received", "received", "received"]' "$INCIDENT/manifest.json"
 expect '[.ranks[] | .node] == ["n-a", "n-a", "n-a", "n-a"]' "$INCIDENT/manifest.json"
 for r in 0 1 2 3; do
-	jq -e --argjson r "$r" '.rank == $r' "$INCIDENT/rank-$r.json" >/dev/null ||
-		fail "no dump of rank $r in $INCIDENT: $(head -c 400 "$INCIDENT/rank-$r.json")"
+	[ -n "$(summary_of "$INCIDENT" "$r")" ] || [ -s "$INCIDENT/rank-$r.json" ] ||
+		fail "no dump of rank $r in $INCIDENT: $(ls "$INCIDENT")"
 done
+# Asked twice, each rank's summary is there once.
+[ "$(cat "$INCIDENT"/summaries-*.jsonl | wc -l)" -le 4 ] || fail "a rank's summary is in twice: $(cat "$INCIDENT"/summaries-*.jsonl | jq -c .rank)"
 grep -q "node n-a reconnected mid-incident; asked for its ranks again" "$T/daemon.log" ||
 	fail "the central daemon did not say it asked again: $(grep n-a "$T/daemon.log")"
 grep -q "asked for again by the central daemon" "$T/node.log" ||

@@ -301,6 +301,67 @@ static void test_duplicate_rank(void **state)
 	fr_evidence_free(&ev);
 }
 
+/*
+ * A central daemon's node file: a dump a line. A bad line (cut short) is
+ * left out with a warning naming the file and line, blank lines are
+ * passed over, and a rank's rank-<N>.json (its full dump, fetched after
+ * its summary) is taken over its line.
+ */
+static void test_summaries_file(void **state)
+{
+	struct fr_evidence ev = { 0 };
+	char *d0 = dump_text(0, 4, "[0, 1, 2, 3]", 0, 4);
+	char *d1 = dump_text(1, 4, "[0, 1, 2, 3]", 1, 4);
+	char *d2 = dump_text(2, 4, "[0, 1, 2, 3]", 2, 4);
+	char *d3 = dump_text(3, 4, "[0, 1, 2, 3]", 3, 4);
+	char *text, *full = path_of("rank-1.json");
+	const struct fr_evidence_warning *w;
+
+	(void)state;
+	/* dump_text() ends each with a newline: one a line. Rank 2's line is
+	 * cut short, as a full disk leaves it. */
+	d2[strlen(d2) / 2] = '\0';
+	assert_true(asprintf(&text, "%s\n%s%s\n%s", d0, d1, d2, d3) > 0);
+	write_text("summaries-node-a.jsonl", text);
+	write_dump("rank-1.json", 1, 4);
+	assert_int_equal(fr_evidence_load_dir(&ev, dir), 0);
+	assert_int_equal(ev.ntraces, 3);
+	assert_non_null(trace_of(&ev, 0));
+	assert_non_null(trace_of(&ev, 3));
+	assert_null(trace_of(&ev, 2));
+	assert_string_equal(fr_evidence_source(&ev, trace_of(&ev, 1)), full);
+	assert_non_null(strstr(fr_evidence_source(&ev, trace_of(&ev, 3)), "summaries-node-a.jsonl:5"));
+	assert_int_equal(ev.nbad, 1);
+	w = warning_about(&ev, "summaries-node-a.jsonl");
+	assert_non_null(w);
+	assert_non_null(strstr(w->text, "summaries-node-a.jsonl:4"));
+	assert_non_null(strstr(w->text, "leaving this line out"));
+	fr_evidence_free(&ev);
+	free(text);
+	free(full);
+	free(d0);
+	free(d1);
+	free(d2);
+	free(d3);
+}
+
+/* Two lines of one rank are a mixed-up directory, as two files are. */
+static void test_summaries_twice(void **state)
+{
+	struct fr_evidence ev = { 0 };
+	char *d0 = dump_text(0, 2, "[0, 1]", 0, 2);
+	char *text;
+
+	(void)state;
+	assert_true(asprintf(&text, "%s%s", d0, d0) > 0);
+	write_text("summaries-n.jsonl", text);
+	assert_int_equal(fr_evidence_load_dir(&ev, dir), -ENOTUNIQ);
+	assert_non_null(strstr(ev.error, "rank 0 is dumped twice"));
+	fr_evidence_free(&ev);
+	free(text);
+	free(d0);
+}
+
 /* Our dumps, PyTorch's JSON and PyTorch's pickles in one directory. */
 static void test_mixed_formats(void **state)
 {
@@ -555,6 +616,8 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_world_size_majority, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_world_size_tie_and_outside, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_duplicate_rank, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_summaries_file, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_summaries_twice, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_mixed_formats, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_other_files, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_symlink_refused, setup, teardown),
