@@ -58,6 +58,7 @@
 #include "../protocol/frame.h"
 #include "../protocol/hash.h"
 #include "agent.h"
+#include "crash.h"
 #include "dumper.h"
 #include "gpu.h"
 
@@ -224,6 +225,9 @@ static void on_written(uv_write_t *req, int status)
 
 	free(w->buf);
 	free(w);
+	/* Nothing half-written: a crash handler may write its frame. */
+	if (queued_bytes() == 0)
+		fr_crash_wire_release();
 	/* The daemon took the dump: the next one it asked for may go. */
 	if (dump_done && status == 0)
 		serve_dumps();
@@ -239,7 +243,7 @@ static int send_frame(uint8_t *buf, size_t len, enum send_kind kind)
 
 	if ((L.state != LINK_UP && L.state != LINK_VERIFY) ||
 	    queued_bytes() + len > MAX_QUEUED_TOTAL ||
-	    (kind == SEND_DROPPABLE && queued_bytes() > MAX_QUEUED)) {
+	    (kind == SEND_DROPPABLE && queued_bytes() > MAX_QUEUED) || !fr_crash_wire_claim()) {
 		free(buf);
 		return -EAGAIN;
 	}
@@ -254,9 +258,13 @@ static int send_frame(uint8_t *buf, size_t len, enum send_kind kind)
 	if (uv_write(&w->req, &L.sock.stream, &b, 1, on_written) < 0) {
 		free(buf);
 		free(w);
+		if (queued_bytes() == 0)
+			fr_crash_wire_release();
 		return -EIO;
 	}
 	L.dump_queued += w->dump_bytes;
+	if (queued_bytes() == 0)
+		fr_crash_wire_release();
 	return 0;
 }
 
@@ -729,6 +737,7 @@ static void disconnect(void)
 	if (L.awaiting_welcome && L.state == LINK_UP)
 		daemon_predates_runs();
 	L.awaiting_welcome = false;
+	fr_crash_set_fd(-1);
 	uv_timer_stop(&L.challenge);
 	uv_timer_stop(&L.defer);
 	if (link_open()) {
@@ -890,6 +899,13 @@ static int handle_frame(const struct fr_wire_header *h, const uint8_t *payload)
 			uv_timer_stop(&L.challenge);
 			L.awaiting_welcome = false;
 			L.comm_runs = w.version >= 5;
+			if (w.version >= 6) {
+				uv_os_fd_t fd;
+
+				/* Protocol 6: the crash handler may write CRASH here. */
+				if (uv_fileno(&L.sock.handle, &fd) == 0)
+					fr_crash_set_fd(fd);
+			}
 			announce_comms();
 			send_progress(true);
 		}
@@ -1278,6 +1294,7 @@ static void on_tick(uv_timer_t *t)
 	(void)t;
 	fr_clock_recalibrate();
 	fr_gpu_poll();
+	fr_crash_recheck();
 	if (L.state == LINK_UP) {
 		announce_comms();
 		send_progress(false);
@@ -1359,12 +1376,25 @@ static void begin_stop(void)
 	}
 }
 
+/* A crash's frame, behind what the link has queued (crash.c). */
+static int send_crash(void *buf, unsigned long len)
+{
+	return send_frame(buf, len, SEND_KEEP);
+}
+
+/* A crash's local dump: kept here, and uploaded when connected. */
+static void save_crash(const char *incident, const char *reason)
+{
+	dump(incident, reason, false);
+}
+
 static void on_wake(uv_async_t *a)
 {
 	bool stop, want_dump;
 	char reason[FR_REASON_MAX + 1];
 
 	(void)a;
+	fr_crash_serve(send_crash, save_crash);
 	pthread_mutex_lock(&L.lock);
 	stop = L.stop_requested;
 	want_dump = L.dump_requested;
@@ -1498,6 +1528,15 @@ void fr_link_stop(void)
 	L.rbuf = NULL;
 	explicit_bzero(&L.token, sizeof(L.token));
 	explicit_bzero(L.job_key, sizeof(L.job_key));
+}
+
+bool fr_link_wake_from_signal(void)
+{
+	/* uv_async_send() is async-signal-safe (libuv's documentation). */
+	if (!__atomic_load_n(&L.running, __ATOMIC_ACQUIRE))
+		return false;
+	uv_async_send(&L.wake);
+	return true;
 }
 
 int fr_link_request_dump(const char *reason)

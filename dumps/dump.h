@@ -33,6 +33,9 @@
  * members or more whose runs are shorter than its array. */
 #define FR_DUMP_VERSION_RUNS "1.6"
 #define DUMP_RUNS_MIN_MEMBERS 64
+/* 1.7 adds "crash" (the rank died of a fatal signal); only a dump, or a
+ * manifest's view of a rank, with one is written as 1.7. */
+#define FR_DUMP_VERSION_CRASH "1.7"
 #define FR_DUMP_VERSION_MAJOR 1
 /*
  * Manifests are versioned apart from dumps since 2.0, which lists each
