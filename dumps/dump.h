@@ -56,6 +56,14 @@
 json_t *fr_dump_to_json(const struct fr_trace *t);
 
 /*
+ * The "crash" object of a dump (FORMAT.md, "Crashes"): signal, signo,
+ * si_code, fault_addr, time_ns, ring_head, thread. The daemon's rank JSON
+ * and the verdict's culprit use it too. A new reference, NULL when out of
+ * memory.
+ */
+json_t *fr_crash_to_json(const struct fr_crash *c);
+
+/*
  * Serialises a trace into a newly allocated NUL-terminated buffer (caller
  * frees). Returns 0 or -ENOMEM.
  */

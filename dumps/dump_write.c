@@ -321,7 +321,7 @@ out_free:
 }
 
 /* How the rank died (FORMAT.md, "Crashes"). */
-static json_t *crash_json(const struct fr_crash *c)
+json_t *fr_crash_to_json(const struct fr_crash *c)
 {
 	json_t *o = json_object();
 	char addr[2 + 16 + 1], sname[16];
@@ -431,7 +431,7 @@ json_t *dump_trace_json(const struct fr_trace *t, bool with_threads,
 	if (t->summary)
 		bad |= set(root, "summary", summary_json(t->summary));
 	if (t->crash)
-		bad |= set(root, "crash", crash_json(t->crash));
+		bad |= set(root, "crash", fr_crash_to_json(t->crash));
 	if (bad)
 		goto out_free;
 	return root;
