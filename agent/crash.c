@@ -36,8 +36,9 @@
  * In the handler only async-signal-safe code runs: it unwinds its own stack
  * (stacks.c), fills a static CRASH message and wakes the link thread, which
  * names the frames (reading symbol tables allocates), sends the frame and
- * writes the local dump, while the handler waits at most LINK_WAIT_MS for
- * the frame and DUMP_WAIT_MS for the dump. A link thread that does not
+ * writes the local dump, then answers the incident the daemon opens for
+ * the crash with this rank's dump (link.c), while the handler waits at
+ * most LINK_WAIT_MS for the frame and DUMP_WAIT_MS for the rest. A link thread that does not
  * answer in time (it may block on a lock the crashed thread holds, or the
  * link thread itself crashed) is overtaken: the handler encodes the frame
  * without names into a static buffer and writes it itself, if the
@@ -518,8 +519,15 @@ bool fr_crash_serve(int (*send)(void *buf, unsigned long len),
 	fprintf(stderr, "flightrec: rank %u: %s; writing a local dump\n", fr_agent.id.rank,
 		reason);
 	save(incident, reason);
-	__atomic_store_n(&phase, PHASE_DUMPED, __ATOMIC_RELEASE);
 	return true;
+}
+
+void fr_crash_dumped(void)
+{
+	int expected = PHASE_SENT;
+
+	__atomic_compare_exchange_n(&phase, &expected, PHASE_DUMPED, false, __ATOMIC_ACQ_REL,
+				    __ATOMIC_ACQUIRE);
 }
 
 int fr_crash_to_trace(struct fr_trace *t)

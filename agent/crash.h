@@ -47,10 +47,16 @@ void fr_crash_wire_release(void);
  * Link thread, when woken: a crash the handler captured is named (symbols),
  * sent and dumped locally. `send` writes a frame the link way when the
  * connection has bytes of its own queued (it takes the buffer), `save`
- * writes the local dump. Returns true when there was one.
+ * writes the local dump. Returns true when there was one; the link thread
+ * then calls fr_crash_dumped() when it is done with it.
  */
 bool fr_crash_serve(int (*send)(void *buf, unsigned long len),
 		    void (*save)(const char *incident, const char *reason));
+
+/* Link thread: what it had to do for the crash is done (the local dump
+ * written, and the daemon's request for one answered or given up on): the
+ * handler may let the process die. */
+void fr_crash_dumped(void);
 
 /* The crash this process is dying of, into a dump's trace (none: nothing).
  * 0 or -ENOMEM. */

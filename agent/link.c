@@ -81,6 +81,7 @@
 #define DUMP_INTERVAL_MS 1000
 #define LIVE_INTERVAL_MS 500
 #define STOP_GRACE_MS 1000
+#define CRASH_LINGER_MS 1000
 /* How long a link with a token waits for the daemon's CHALLENGE (sent
  * as soon as it accepts), and then for its DAEMON_PROOF: as long as the
  * daemon itself waits for a HELLO, since a daemon busy with the HELLOs of
@@ -149,6 +150,12 @@ struct link {
 	 * (`daemon_v4`), and gets COMM as before. */
 	bool awaiting_welcome;
 	bool comm_runs;
+	/* Protocol 6: the daemon reads CRASH. After a crash the link waits
+	 * (`crash_lingering`, at most CRASH_LINGER_MS) for the daemon's
+	 * request for this rank's dump to be answered. */
+	bool crash_reads;
+	bool crash_lingering;
+	uv_timer_t crash_linger;
 	bool daemon_v4;
 	uint64_t local_dumped;       /* record id + 1 of the op last dumped locally */
 	bool stopping;
@@ -228,6 +235,12 @@ static void on_written(uv_write_t *req, int status)
 	/* Nothing half-written: a crash handler may write its frame. */
 	if (queued_bytes() == 0)
 		fr_crash_wire_release();
+	/* A crashed rank's dump reached the daemon: it may die now. */
+	if (dump_done && L.crash_lingering) {
+		L.crash_lingering = false;
+		uv_timer_stop(&L.crash_linger);
+		fr_crash_dumped();
+	}
 	/* The daemon took the dump: the next one it asked for may go. */
 	if (dump_done && status == 0)
 		serve_dumps();
@@ -737,6 +750,7 @@ static void disconnect(void)
 	if (L.awaiting_welcome && L.state == LINK_UP)
 		daemon_predates_runs();
 	L.awaiting_welcome = false;
+	L.crash_reads = false;
 	fr_crash_set_fd(-1);
 	uv_timer_stop(&L.challenge);
 	uv_timer_stop(&L.defer);
@@ -899,6 +913,7 @@ static int handle_frame(const struct fr_wire_header *h, const uint8_t *payload)
 			uv_timer_stop(&L.challenge);
 			L.awaiting_welcome = false;
 			L.comm_runs = w.version >= 5;
+			L.crash_reads = w.version >= 6;
 			if (w.version >= 6) {
 				uv_os_fd_t fd;
 
@@ -1310,7 +1325,7 @@ static void close_all(void)
 {
 	uv_handle_t *handles[] = { (uv_handle_t *)&L.wake, (uv_handle_t *)&L.tick,
 				   (uv_handle_t *)&L.retry, (uv_handle_t *)&L.challenge,
-				   (uv_handle_t *)&L.defer };
+				   (uv_handle_t *)&L.defer, (uv_handle_t *)&L.crash_linger };
 
 	for (size_t i = 0; i < sizeof(handles) / sizeof(handles[0]); i++)
 		if (!uv_is_closing(handles[i]))
@@ -1382,10 +1397,27 @@ static int send_crash(void *buf, unsigned long len)
 	return send_frame(buf, len, SEND_KEEP);
 }
 
-/* A crash's local dump: kept here, and uploaded when connected. */
+/* A crash's local dump: kept here only; the daemon asks for its own. */
 static void save_crash(const char *incident, const char *reason)
 {
-	dump(incident, reason, false);
+	struct fr_dumper_scope scope = { FR_WIRE_LIVE_NONE, 0 };
+	char *buf = NULL, path[1024], err[600];
+	size_t len = 0;
+	int rc = fr_dumper_serialize(incident, reason, &scope, &buf, &len);
+
+	if (!rc)
+		rc = fr_dumper_save(incident, buf, len, false, path, sizeof(path), err, sizeof(err));
+	if (rc)
+		fprintf(stderr, "flightrec: rank %u: crash dump not written: %s\n", fr_agent.id.rank,
+			strerror(-rc));
+	free(buf);
+}
+
+static void on_crash_linger(uv_timer_t *t)
+{
+	(void)t;
+	L.crash_lingering = false;
+	fr_crash_dumped();
 }
 
 static void on_wake(uv_async_t *a)
@@ -1394,7 +1426,16 @@ static void on_wake(uv_async_t *a)
 	char reason[FR_REASON_MAX + 1];
 
 	(void)a;
-	fr_crash_serve(send_crash, save_crash);
+	if (fr_crash_serve(send_crash, save_crash)) {
+		/* A daemon that reads CRASH opens an incident at once and asks
+		 * this rank for its dump too: wait a little for that. */
+		if (L.state == LINK_UP && L.crash_reads) {
+			L.crash_lingering = true;
+			uv_timer_start(&L.crash_linger, on_crash_linger, CRASH_LINGER_MS, 0);
+		} else {
+			fr_crash_dumped();
+		}
+	}
 	pthread_mutex_lock(&L.lock);
 	stop = L.stop_requested;
 	want_dump = L.dump_requested;
@@ -1487,6 +1528,7 @@ int fr_link_start(void)
 	uv_timer_init(&L.loop, &L.retry);
 	uv_timer_init(&L.loop, &L.challenge);
 	uv_timer_init(&L.loop, &L.defer);
+	uv_timer_init(&L.loop, &L.crash_linger);
 	uv_timer_start(&L.tick, on_tick, TICK_MS, TICK_MS);
 	/* The first connection attempt (which may resolve a host name) runs
 	 * on the link thread, never in the application's MPI_Init. */
