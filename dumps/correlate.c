@@ -313,6 +313,26 @@ static int own_strings(struct fr_verdict *v)
 	return rc;
 }
 
+/*
+ * Makes `v` a verdict of `kind` whose culprits are `cu` (taken), found by
+ * a check that overrides what the others found: their culprits and any
+ * stragglers go (a job that crashed or went silent is no ok job with
+ * stragglers).
+ */
+static void verdict_take_culprits(struct fr_verdict *v, enum fr_verdict_kind kind,
+				  struct fr_culprit *cu, size_t n)
+{
+	for (size_t i = 0; i < v->nculprits; i++)
+		fr_crash_free(v->culprits[i].crash);
+	free(v->culprits);
+	free(v->stragglers);
+	v->stragglers = NULL;
+	v->nstragglers = 0;
+	v->kind = kind;
+	v->culprits = cu;
+	v->nculprits = n;
+}
+
 /* The last operation of trace `t`, completed or not, on any communicator. */
 static const struct fr_op *last_op(const struct fr_trace *t)
 {
@@ -397,15 +417,7 @@ static int crash_verdict(const struct ctx *cx, struct fr_verdict *v)
 		if (fr_crash_copy(&c->crash, t->crash))
 			goto out_nomem;
 	}
-	for (size_t i = 0; i < v->nculprits; i++)
-		fr_crash_free(v->culprits[i].crash);
-	free(v->culprits);
-	free(v->stragglers);
-	v->stragglers = NULL;
-	v->nstragglers = 0;
-	v->culprits = cu;
-	v->nculprits = n;
-	v->kind = FR_VERDICT_CRASH;
+	verdict_take_culprits(v, FR_VERDICT_CRASH, cu, n);
 	v->summary[0] = '\0';
 	summary_crash(cx, v);
 	return 0;
@@ -544,12 +556,7 @@ int fr_verdict_name_silent(struct fr_verdict *v, const struct fr_trace *const *t
 		}
 	}
 	/* A job that went silent as a whole: not an ok job with stragglers. */
-	free(v->stragglers);
-	v->stragglers = NULL;
-	v->nstragglers = 0;
-	v->kind = FR_VERDICT_HANG;
-	v->culprits = cu;
-	v->nculprits = n;
+	verdict_take_culprits(v, FR_VERDICT_HANG, cu, n);
 	silent_text(&l, cu, n, FR_REASON_UNRESPONSIVE, r);
 	silent_text(&l, cu, n, FR_REASON_DISCONNECTED, r);
 	fr_corr_line_add(&l, "; no rank dumped, and the daemon's live view has no operation in "
