@@ -37,8 +37,10 @@
  * (stacks.c), fills a static CRASH message and wakes the link thread, which
  * names the frames (reading symbol tables allocates), sends the frame and
  * writes the local dump, then answers the incident the daemon opens for
- * the crash with this rank's dump (link.c), while the handler waits at
- * most LINK_WAIT_MS for the frame and DUMP_WAIT_MS for the rest. A link thread that does not
+ * the crash with this rank's dump (link.c: 0.5 to 1 s, so that the other
+ * ranks, asked at once, answer before the launcher kills them), while the
+ * handler waits at most LINK_WAIT_MS for the frame and DUMP_WAIT_MS for
+ * the rest. A link thread that does not
  * answer in time (it may block on a lock the crashed thread holds, or the
  * link thread itself crashed) is overtaken: the handler encodes the frame
  * without names into a static buffer and writes it itself, if the

@@ -82,6 +82,7 @@
 #define LIVE_INTERVAL_MS 500
 #define STOP_GRACE_MS 1000
 #define CRASH_LINGER_MS 1000
+#define CRASH_LINGER_MIN_MS 500
 /* How long a link with a token waits for the daemon's CHALLENGE (sent
  * as soon as it accepts), and then for its DAEMON_PROOF: as long as the
  * daemon itself waits for a HELLO, since a daemon busy with the HELLOs of
@@ -151,10 +152,13 @@ struct link {
 	bool awaiting_welcome;
 	bool comm_runs;
 	/* Protocol 6: the daemon reads CRASH. After a crash the link waits
-	 * (`crash_lingering`, at most CRASH_LINGER_MS) for the daemon's
-	 * request for this rank's dump to be answered. */
+	 * (`crash_lingering`, from `crash_ms`, at most CRASH_LINGER_MS) for
+	 * the daemon's request for this rank's dump to be answered, and at
+	 * least CRASH_LINGER_MIN_MS, so that the other ranks, asked at the
+	 * same time, can answer before the launcher kills them. */
 	bool crash_reads;
 	bool crash_lingering;
+	uint64_t crash_ms;
 	uv_timer_t crash_linger;
 	bool daemon_v4;
 	uint64_t local_dumped;       /* record id + 1 of the op last dumped locally */
@@ -209,6 +213,7 @@ static void say_goodbye(void);
 static void close_all(void);
 
 static void serve_dumps(void);
+static void on_crash_linger(uv_timer_t *t);
 
 /* How a frame is queued: kept, dropped when the daemon falls behind, or a
  * piece of a dump (counted in L.dump_queued until written). */
@@ -235,11 +240,20 @@ static void on_written(uv_write_t *req, int status)
 	/* Nothing half-written: a crash handler may write its frame. */
 	if (queued_bytes() == 0)
 		fr_crash_wire_release();
-	/* A crashed rank's dump reached the daemon: it may die now. */
+	/* A crashed rank's dump reached the daemon: it may die once its
+	 * peers had CRASH_LINGER_MIN_MS to send theirs (the launcher kills
+	 * them when it dies). */
 	if (dump_done && L.crash_lingering) {
-		L.crash_lingering = false;
+		uint64_t since = fr_mono_ms() - L.crash_ms;
+
 		uv_timer_stop(&L.crash_linger);
-		fr_crash_dumped();
+		if (since >= CRASH_LINGER_MIN_MS) {
+			L.crash_lingering = false;
+			fr_crash_dumped();
+		} else {
+			uv_timer_start(&L.crash_linger, on_crash_linger,
+				       CRASH_LINGER_MIN_MS - since, 0);
+		}
 	}
 	/* The daemon took the dump: the next one it asked for may go. */
 	if (dump_done && status == 0)
@@ -1431,6 +1445,7 @@ static void on_wake(uv_async_t *a)
 		 * this rank for its dump too: wait a little for that. */
 		if (L.state == LINK_UP && L.crash_reads) {
 			L.crash_lingering = true;
+			L.crash_ms = fr_mono_ms();
 			uv_timer_start(&L.crash_linger, on_crash_linger, CRASH_LINGER_MS, 0);
 		} else {
 			fr_crash_dumped();
