@@ -370,6 +370,16 @@ static void summary_crash(const struct ctx *cx, struct fr_verdict *v)
 		fr_corr_op_head(head, sizeof(head), op);
 		fr_corr_line_add(&l, " %s %s on %s",
 				 op->state == FR_STATE_COMPLETED ? "after" : "in", head, op->comm);
+	} else if (t && t->ncomms) {
+		/* A live view holds no completed entries, only the counters. */
+		const struct fr_comm *latest = &t->comms[0];
+
+		for (size_t i = 1; i < t->ncomms; i++)
+			if (t->comms[i].last_completed > latest->last_completed)
+				latest = &t->comms[i];
+		if (latest->last_completed)
+			fr_corr_line_add(&l, " after collective #%" PRIu64 " on %s",
+					 latest->last_completed, latest->id);
 	}
 	if (v->nwaiting) {
 		char rt[256];

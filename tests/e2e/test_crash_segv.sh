@@ -30,6 +30,7 @@ wait_incident 20
 M=$INCIDENT/manifest.json
 expect '.reason == "crash" and .trigger.rank == 2' "$M"
 expect '.verdict.verdict == "crash" and .verdict.culprits[0].rank == 2' "$M"
+expect '.verdict.summary | contains("crashed (SIGSEGV at 0x0 in load_shard)")' "$M"
 expect '[.ranks[] | select(.rank == 2)][0].crash.signal == "SIGSEGV"' "$M"
 expect '[.ranks[] | select(.dump == null)] | all(.error != null)' "$M"
 # The incident opened within 2 s of the crash (the agent's clock and the
