@@ -9,6 +9,7 @@
  * itself.
  */
 #include "agent.h"
+#include "crash.h"
 #include "link.h"
 
 #include <errno.h>
@@ -144,6 +145,7 @@ static void atfork_child(void)
 	__atomic_store_n(&fr_agent.active, false, __ATOMIC_RELAXED);
 	if (started)
 		fr_link_forget_in_child();
+	fr_crash_forget_in_child();
 	started = false;
 }
 
@@ -180,6 +182,9 @@ int fr_agent_start(const char *comm_lib, int world_rank, int world_size)
 	started = true;
 	started_pid = getpid();
 	__atomic_store_n(&fr_agent.active, true, __ATOMIC_RELEASE);
+	/* After the library's own initialisation: a handler it installed
+	 * (Open MPI's backtrace) is kept and called first. */
+	fr_crash_install();
 	rc = fr_link_start();
 	if (rc)
 		fprintf(stderr, "flightrec: rank %u: link thread not started (%s); recording locally only\n",

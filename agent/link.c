@@ -58,6 +58,7 @@
 #include "../protocol/frame.h"
 #include "../protocol/hash.h"
 #include "agent.h"
+#include "crash.h"
 #include "dumper.h"
 #include "gpu.h"
 
@@ -80,6 +81,8 @@
 #define DUMP_INTERVAL_MS 1000
 #define LIVE_INTERVAL_MS 500
 #define STOP_GRACE_MS 1000
+#define CRASH_LINGER_MS 1000
+#define CRASH_LINGER_MIN_MS 500
 /* How long a link with a token waits for the daemon's CHALLENGE (sent
  * as soon as it accepts), and then for its DAEMON_PROOF: as long as the
  * daemon itself waits for a HELLO, since a daemon busy with the HELLOs of
@@ -148,6 +151,15 @@ struct link {
 	 * (`daemon_v4`), and gets COMM as before. */
 	bool awaiting_welcome;
 	bool comm_runs;
+	/* Protocol 6: the daemon reads CRASH. After a crash the link waits
+	 * (`crash_lingering`, from `crash_ms`, at most CRASH_LINGER_MS) for
+	 * the daemon's request for this rank's dump to be answered, and at
+	 * least CRASH_LINGER_MIN_MS, so that the other ranks, asked at the
+	 * same time, can answer before the launcher kills them. */
+	bool crash_reads;
+	bool crash_lingering;
+	uint64_t crash_ms;
+	uv_timer_t crash_linger;
 	bool daemon_v4;
 	uint64_t local_dumped;       /* record id + 1 of the op last dumped locally */
 	bool stopping;
@@ -201,6 +213,7 @@ static void say_goodbye(void);
 static void close_all(void);
 
 static void serve_dumps(void);
+static void on_crash_linger(uv_timer_t *t);
 
 /* How a frame is queued: kept, dropped when the daemon falls behind, or a
  * piece of a dump (counted in L.dump_queued until written). */
@@ -224,6 +237,24 @@ static void on_written(uv_write_t *req, int status)
 
 	free(w->buf);
 	free(w);
+	/* Nothing half-written: a crash handler may write its frame. */
+	if (queued_bytes() == 0)
+		fr_crash_wire_release();
+	/* A crashed rank's dump reached the daemon: it may die once its
+	 * peers had CRASH_LINGER_MIN_MS to send theirs (the launcher kills
+	 * them when it dies). */
+	if (dump_done && L.crash_lingering) {
+		uint64_t since = fr_mono_ms() - L.crash_ms;
+
+		uv_timer_stop(&L.crash_linger);
+		if (since >= CRASH_LINGER_MIN_MS) {
+			L.crash_lingering = false;
+			fr_crash_dumped();
+		} else {
+			uv_timer_start(&L.crash_linger, on_crash_linger,
+				       CRASH_LINGER_MIN_MS - since, 0);
+		}
+	}
 	/* The daemon took the dump: the next one it asked for may go. */
 	if (dump_done && status == 0)
 		serve_dumps();
@@ -239,7 +270,7 @@ static int send_frame(uint8_t *buf, size_t len, enum send_kind kind)
 
 	if ((L.state != LINK_UP && L.state != LINK_VERIFY) ||
 	    queued_bytes() + len > MAX_QUEUED_TOTAL ||
-	    (kind == SEND_DROPPABLE && queued_bytes() > MAX_QUEUED)) {
+	    (kind == SEND_DROPPABLE && queued_bytes() > MAX_QUEUED) || !fr_crash_wire_claim()) {
 		free(buf);
 		return -EAGAIN;
 	}
@@ -254,9 +285,13 @@ static int send_frame(uint8_t *buf, size_t len, enum send_kind kind)
 	if (uv_write(&w->req, &L.sock.stream, &b, 1, on_written) < 0) {
 		free(buf);
 		free(w);
+		if (queued_bytes() == 0)
+			fr_crash_wire_release();
 		return -EIO;
 	}
 	L.dump_queued += w->dump_bytes;
+	if (queued_bytes() == 0)
+		fr_crash_wire_release();
 	return 0;
 }
 
@@ -729,6 +764,8 @@ static void disconnect(void)
 	if (L.awaiting_welcome && L.state == LINK_UP)
 		daemon_predates_runs();
 	L.awaiting_welcome = false;
+	L.crash_reads = false;
+	fr_crash_set_fd(-1);
 	uv_timer_stop(&L.challenge);
 	uv_timer_stop(&L.defer);
 	if (link_open()) {
@@ -890,6 +927,14 @@ static int handle_frame(const struct fr_wire_header *h, const uint8_t *payload)
 			uv_timer_stop(&L.challenge);
 			L.awaiting_welcome = false;
 			L.comm_runs = w.version >= 5;
+			L.crash_reads = w.version >= 6;
+			if (w.version >= 6) {
+				uv_os_fd_t fd;
+
+				/* Protocol 6: the crash handler may write CRASH here. */
+				if (uv_fileno(&L.sock.handle, &fd) == 0)
+					fr_crash_set_fd(fd);
+			}
 			announce_comms();
 			send_progress(true);
 		}
@@ -1278,6 +1323,7 @@ static void on_tick(uv_timer_t *t)
 	(void)t;
 	fr_clock_recalibrate();
 	fr_gpu_poll();
+	fr_crash_recheck();
 	if (L.state == LINK_UP) {
 		announce_comms();
 		send_progress(false);
@@ -1293,7 +1339,7 @@ static void close_all(void)
 {
 	uv_handle_t *handles[] = { (uv_handle_t *)&L.wake, (uv_handle_t *)&L.tick,
 				   (uv_handle_t *)&L.retry, (uv_handle_t *)&L.challenge,
-				   (uv_handle_t *)&L.defer };
+				   (uv_handle_t *)&L.defer, (uv_handle_t *)&L.crash_linger };
 
 	for (size_t i = 0; i < sizeof(handles) / sizeof(handles[0]); i++)
 		if (!uv_is_closing(handles[i]))
@@ -1359,12 +1405,52 @@ static void begin_stop(void)
 	}
 }
 
+/* A crash's frame, behind what the link has queued (crash.c). */
+static int send_crash(void *buf, unsigned long len)
+{
+	return send_frame(buf, len, SEND_KEEP);
+}
+
+/* A crash's local dump: kept here only; the daemon asks for its own. */
+static void save_crash(const char *incident, const char *reason)
+{
+	struct fr_dumper_scope scope = { FR_WIRE_LIVE_NONE, 0 };
+	char *buf = NULL, path[1024], err[600];
+	size_t len = 0;
+	int rc = fr_dumper_serialize(incident, reason, &scope, &buf, &len);
+
+	if (!rc)
+		rc = fr_dumper_save(incident, buf, len, false, path, sizeof(path), err, sizeof(err));
+	if (rc)
+		fprintf(stderr, "flightrec: rank %u: crash dump not written: %s\n", fr_agent.id.rank,
+			strerror(-rc));
+	free(buf);
+}
+
+static void on_crash_linger(uv_timer_t *t)
+{
+	(void)t;
+	L.crash_lingering = false;
+	fr_crash_dumped();
+}
+
 static void on_wake(uv_async_t *a)
 {
 	bool stop, want_dump;
 	char reason[FR_REASON_MAX + 1];
 
 	(void)a;
+	if (fr_crash_serve(send_crash, save_crash)) {
+		/* A daemon that reads CRASH opens an incident at once and asks
+		 * this rank for its dump too: wait a little for that. */
+		if (L.state == LINK_UP && L.crash_reads) {
+			L.crash_lingering = true;
+			L.crash_ms = fr_mono_ms();
+			uv_timer_start(&L.crash_linger, on_crash_linger, CRASH_LINGER_MS, 0);
+		} else {
+			fr_crash_dumped();
+		}
+	}
 	pthread_mutex_lock(&L.lock);
 	stop = L.stop_requested;
 	want_dump = L.dump_requested;
@@ -1457,6 +1543,7 @@ int fr_link_start(void)
 	uv_timer_init(&L.loop, &L.retry);
 	uv_timer_init(&L.loop, &L.challenge);
 	uv_timer_init(&L.loop, &L.defer);
+	uv_timer_init(&L.loop, &L.crash_linger);
 	uv_timer_start(&L.tick, on_tick, TICK_MS, TICK_MS);
 	/* The first connection attempt (which may resolve a host name) runs
 	 * on the link thread, never in the application's MPI_Init. */
@@ -1498,6 +1585,15 @@ void fr_link_stop(void)
 	L.rbuf = NULL;
 	explicit_bzero(&L.token, sizeof(L.token));
 	explicit_bzero(L.job_key, sizeof(L.job_key));
+}
+
+bool fr_link_wake_from_signal(void)
+{
+	/* uv_async_send() is async-signal-safe (libuv's documentation). */
+	if (!__atomic_load_n(&L.running, __ATOMIC_ACQUIRE))
+		return false;
+	uv_async_send(&L.wake);
+	return true;
 }
 
 int fr_link_request_dump(const char *reason)

@@ -111,13 +111,29 @@ static __attribute__((noinline)) void unwind_self(struct raw_stack *st, const uc
 
 	st->n = 0;
 #if defined(__x86_64__)
-	if (uc)
+	/* From a signal: every frame up to the interrupted one is dropped by
+	 * `resume`, and none after it (the caller of the interrupted function
+	 * was lost when `skip` applied here too). */
+	if (uc) {
 		w.resume = (uintptr_t)uc->uc_mcontext.gregs[REG_RIP];
+		w.skip = 0;
+	}
 #else
 	(void)uc;
 	w.skip = 3; /* this function, the handler, the trampoline */
 #endif
 	_Unwind_Backtrace(take_frame, &w);
+}
+
+int fr_stacks_unwind_context(uint64_t *ips, int max, const void *uc)
+{
+	struct raw_stack st;
+	int n;
+
+	unwind_self(&st, uc);
+	n = st.n < max ? st.n : max;
+	memcpy(ips, st.ips, (size_t)n * sizeof(*ips));
+	return n;
 }
 
 static void on_stack_signal(int sig, siginfo_t *si, void *uc)

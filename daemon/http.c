@@ -461,6 +461,8 @@ static json_t *rank_json(const struct live_rank *r, const struct fr_trace *t, ui
 	/* Only a rank on the Unix socket has a uid the kernel vouches for. */
 	if (o && r->has_uid)
 		json_object_set_new(o, "uid", json_integer((json_int_t)r->uid));
+	if (o && t->crash)
+		json_object_set_new(o, "crash", fr_crash_to_json(t->crash));
 	return o;
 }
 

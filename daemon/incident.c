@@ -32,6 +32,12 @@
 #include "../dumps/correlate.h"
 #include "../dumps/dump.h"
 
+/* A rank whose connection drops without goodbye this soon after another
+ * rank of its job crashed was, as far as the daemon can tell, killed by
+ * the launcher (mpirun tears a job down within milliseconds of a rank's
+ * death; the crashed rank itself lingers up to 2 s in its handler). */
+#define CRASH_KILL_WINDOW_NS (10ull * NS_PER_S)
+
 /* How long to wait before trying again when an incident could not be opened. */
 #define INCIDENT_RETRY_NS (10ull * NS_PER_S)
 
@@ -295,6 +301,31 @@ static int incident_add_record(struct incident *inc, const struct fr_verdict *v)
 				    v->summary, inc->opened_ns) ? 0 : -ENOMEM;
 }
 
+/*
+ * Why rank `rank`, gone without goodbye, gave no dump, when the daemon can
+ * tell: it crashed itself, or its connection dropped right after another
+ * rank's crash.
+ */
+static void incident_note_gone(struct incident *inc, uint32_t rank)
+{
+	const struct job *job = inc->job;
+	const struct job_rank *r = registry_rank(job, rank);
+	struct incident_rank *ir = &inc->ranks[rank];
+	char sname[16];
+
+	if (!r || r->finished || ir->error)
+		return;
+	if (r->crash) {
+		rank_set_error(ir, "crashed: %s at 0x%" PRIx64 "; it died before its dump was taken",
+			       fr_signal_name(r->crash->signo, sname), r->crash->fault_addr);
+	} else if (job->has_crash && r->disconnected && r->disconnected_mono >= job->crash_mono &&
+		   r->disconnected_mono - job->crash_mono <= CRASH_KILL_WINDOW_NS) {
+		rank_set_error(ir, "killed by the launcher: its connection dropped without a goodbye %.0f ms after rank %" PRIu32 " crashed",
+			       (double)(r->disconnected_mono - job->crash_mono) / 1e6,
+			       job->crash_rank);
+	}
+}
+
 static void incident_request(struct incident *inc, struct conn *c)
 {
 	struct incident_rank *ir = &inc->ranks[c->rank];
@@ -321,9 +352,10 @@ static void incident_request_all(struct incident *inc)
 			ir->answer = ANSWER_NEVER_CONNECTED;
 		else if (r->finished)
 			ir->answer = ANSWER_FINISHED;
-		else if (!r->conn)
+		else if (!r->conn) {
 			ir->answer = ANSWER_DISCONNECTED;
-		else
+			incident_note_gone(inc, i);
+		} else
 			incident_request(inc, r->conn);
 	}
 }
@@ -478,6 +510,38 @@ int incident_open_asked(struct flightrecd *d, struct job *job, const struct inci
 	return d->m.incidents == opened ? -EIO : 0;
 }
 
+void incident_open_crash(struct flightrecd *d, struct job *job, uint32_t rank)
+{
+	struct incident_trigger t = { .reason = "crash", .rank = (int32_t)rank };
+	const struct job_rank *r = registry_rank(job, rank);
+	uint64_t retry_after;
+
+	if (job->crash_reported)
+		return;
+	if (job->active) {
+		daemon_log("job %s: rank %" PRIu32 " crashed while incident %s is collecting; its manifest shows the crash",
+			   job->id, rank, job->active->id);
+		job->crash_reported = true;
+		return;
+	}
+	if (!incident_rate_allows(d, job, daemon_mono_ns(), &retry_after)) {
+		incident_suppress(d, job, t.reason, retry_after);
+		return;
+	}
+	/* The operation it died in, if it was in one. */
+	for (size_t i = 0; r && i < r->nops; i++) {
+		if (!rank_op_blocks(&r->ops[i]))
+			continue;
+		snprintf(t.comm, sizeof(t.comm), "%s", r->ops[i].w.comm);
+		t.has_seq = true;
+		t.seq = r->ops[i].w.seq;
+		break;
+	}
+	job->crash_reported = true;
+	if (incident_open_asked(d, job, &t, NULL))
+		job->crash_reported = false;
+}
+
 static void incident_open_with(struct flightrecd *d, struct job *job,
 			       const struct incident_trigger *t, const struct fr_verdict *v,
 			       uint64_t key, const struct incident_hooks *hooks)
@@ -563,6 +627,8 @@ void incident_rank_left(struct incident *inc, uint32_t rank, bool finished)
 		return;
 	ir->answer = finished ? ANSWER_FINISHED : ANSWER_DISCONNECTED;
 	rank_drop_upload(inc, ir);
+	if (!finished)
+		incident_note_gone(inc, rank);
 	incident_check_done(inc);
 }
 
@@ -586,6 +652,7 @@ static void incident_give_up(struct incident *inc, uint32_t rank)
 	if (!c) {
 		ir->answer = ANSWER_DISCONNECTED;
 		rank_drop_upload(inc, ir);
+		incident_note_gone(inc, rank);
 		return;
 	}
 	ir->answer = ANSWER_UNRESPONSIVE;

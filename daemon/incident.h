@@ -63,6 +63,13 @@ bool incident_rate_allows(struct flightrecd *d, struct job *job, uint64_t now_mo
 bool incident_bucket_allows(const struct flightrecd *d, double *budget, bool *set, uint64_t *mono,
 			    uint64_t now_mono, uint64_t *retry_after_s);
 /*
+ * A rank of `job` said CRASH: an incident opens at once (reason "crash"),
+ * asking the other ranks for their dumps while they still wait, unless one
+ * is collecting already (its manifest then shows the crash), this crash
+ * had one, or the rate limit refuses it.
+ */
+void incident_open_crash(struct flightrecd *d, struct job *job, uint32_t rank);
+/*
  * Opens an incident that someone asked for (POST .../dump, a central
  * daemon's NODE_DUMP_REQUEST), with the job's live verdict, leaving the
  * watchdog's memory of the hang it reported as it was; `hooks` (NULL:

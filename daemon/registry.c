@@ -180,6 +180,7 @@ static void rank_free(struct job_rank *r)
 	free(r->comms);
 	index_free(&r->comms_index);
 	free(r->ops);
+	fr_crash_free(r->crash);
 	free(r);
 }
 
@@ -497,8 +498,11 @@ static void rank_take_hello(struct job *job, struct job_rank *r, const struct fr
 	/* The same process reconnecting keeps its progress until it sends it
 	 * again. */
 	copy_clean(host, sizeof(host), m->host);
-	if (r->pid != m->pid || strcmp(r->host, host) != 0)
+	if (r->pid != m->pid || strcmp(r->host, host) != 0) {
 		rank_forget_comms(job, r);
+		fr_crash_free(r->crash);
+		r->crash = NULL;
+	}
 	r->nops = 0;
 	r->pid = m->pid;
 	memcpy(r->host, host, sizeof(host));
@@ -1060,6 +1064,36 @@ void registry_bye(struct conn *c)
 		daemon_log("job %s finished: every rank said goodbye", c->job->id);
 }
 
+int registry_crash(struct conn *c, const struct fr_msg_crash *m, const char **why)
+{
+	struct job_rank *r = conn_rank(c);
+	struct job *job = c->job;
+	char sname[16];
+	const char *fn;
+
+	if (!r)
+		return -EPROTO;
+	/* The handler and the link thread may both have sent it. */
+	if (r->crash)
+		return 0;
+	if (fr_crash_from_wire(&r->crash, m)) {
+		*why = "out of memory";
+		return -ENOMEM;
+	}
+	r->crashed_mono = daemon_mono_ns();
+	if (!job->has_crash) {
+		job->has_crash = true;
+		job->crash_reported = false;
+		job->crash_rank = r->rank;
+		job->crash_mono = r->crashed_mono;
+	}
+	fn = fr_crash_function(r->crash);
+	daemon_log("job %s rank %" PRIu32 " crashed: %s (si_code %d) at 0x%" PRIx64 "%s%s",
+		   job->id, r->rank, fr_signal_name(r->crash->signo, sname), r->crash->code,
+		   r->crash->fault_addr, fn ? " in " : "", fn ? fn : "");
+	return 0;
+}
+
 /* A connection is going away; its rank (if still its own) is disconnected. */
 void registry_conn_lost(struct flightrecd *d, struct conn *c)
 {
@@ -1088,6 +1122,8 @@ enum rank_state registry_rank_state(const struct flightrecd *d, const struct job
 {
 	double silent;
 
+	if (r->crash)
+		return RANK_STATE_CRASHED;
 	if (r->finished)
 		return RANK_STATE_FINISHED;
 	if (!r->conn)
@@ -1109,6 +1145,8 @@ const char *registry_rank_state_name(enum rank_state s)
 		return "disconnected";
 	case RANK_STATE_FINISHED:
 		return "finished";
+	case RANK_STATE_CRASHED:
+		return "crashed";
 	}
 	return "unknown";
 }
@@ -1143,6 +1181,9 @@ static enum fr_rank_status trace_status(enum rank_state s)
 		return FR_RANK_DISCONNECTED;
 	case RANK_STATE_FINISHED:
 		return FR_RANK_FINISHED;
+	case RANK_STATE_CRASHED:
+		/* What rank_trace() says by the connection; not reached. */
+		return FR_RANK_DISCONNECTED;
 	}
 	return FR_RANK_MISSING;
 }
@@ -1256,6 +1297,11 @@ static int rank_trace(const struct flightrecd *d, const struct job *job,
 	int err;
 
 	t->status = trace_status(registry_rank_state(d, r, now_mono));
+	/* A crashed rank's evidence is live while it is still connected. */
+	if (r->crash && r->conn)
+		t->status = FR_RANK_LIVE;
+	if (fr_crash_copy(&t->crash, r->crash))
+		return -ENOMEM;
 	snprintf(t->host, sizeof(t->host), "%s", r->host);
 	t->pid = r->pid;
 	snprintf(t->comm_lib, sizeof(t->comm_lib), "%s", r->comm_lib);

@@ -66,6 +66,7 @@ enum rank_state {
 	RANK_STATE_UNRESPONSIVE,
 	RANK_STATE_DISCONNECTED,
 	RANK_STATE_FINISHED,
+	RANK_STATE_CRASHED,         /* said CRASH: died of a fatal signal */
 };
 
 /* One rank of a job, created on its first HELLO and kept after it leaves. */
@@ -82,6 +83,10 @@ struct job_rank {
 	bool refusal_logged;        /* a second process claiming it was logged */
 	uint64_t last_seen_mono;    /* monotonic ns of its last frame */
 	uint64_t disconnected_mono;
+	/* Owned; what its CRASH said (protocol 6), NULL when none. Kept until
+	 * another process takes the rank. */
+	struct fr_crash *crash;
+	uint64_t crashed_mono;
 	/* What the rank says of itself in its HELLO. */
 	uint32_t pid;
 	char host[FR_HOST_MAX + 1];
@@ -190,6 +195,14 @@ struct job {
 	bool has_local_key;
 	uint64_t local_key;
 	uint64_t recheck_mono;      /* no new verdict before this */
+	/* The job's first crash (CRASH from a rank): which rank and when, so
+	 * that ranks whose connections drop right after are known as killed
+	 * by the launcher; `crash_reported` once an incident opened for it,
+	 * so that the watchdog does not open another for the same crash. */
+	bool has_crash;
+	bool crash_reported;
+	uint32_t crash_rank;
+	uint64_t crash_mono;
 	/* --max-incidents-per-hour as a token bucket: incidents the job may
 	 * still open now, refilled continuously up to the limit. */
 	bool incident_budget_set;
@@ -259,6 +272,9 @@ int registry_comm(struct conn *c, const struct fr_msg_comm *m, const char **why)
 int registry_comm_runs(struct conn *c, const struct fr_msg_comm_runs *m, const char **why);
 int registry_progress(struct conn *c, const struct fr_msg_progress *m, const char **why);
 void registry_bye(struct conn *c);
+/* CRASH (protocol 6): the rank is dying of a fatal signal. A second CRASH
+ * of the same process is ignored. */
+int registry_crash(struct conn *c, const struct fr_msg_crash *m, const char **why);
 void registry_seen(struct conn *c);
 void registry_conn_lost(struct flightrecd *d, struct conn *c);
 /* Forgets jobs idle for DAEMON_JOB_IDLE_NS; the caller holds the lock. */

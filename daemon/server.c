@@ -947,6 +947,16 @@ static void conn_dispatch(struct conn *c, const struct fr_wire_header *h, const 
 			incident_dump_data(c, &m);
 		break;
 	}
+	case FR_MSG_CRASH: {
+		static struct fr_msg_crash m; /* 9 KiB; the loop's only */
+
+		err = fr_wire_crash_decode(p, h->length, &m);
+		if (!err)
+			err = registry_crash(c, &m, &why);
+		if (!err)
+			incident_open_crash(d, c->job, c->rank);
+		break;
+	}
 	case FR_MSG_BYE: {
 		struct fr_msg_bye m;
 

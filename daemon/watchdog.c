@@ -233,8 +233,14 @@ static void watchdog_check_job(struct flightrecd *d, struct job *job, uint64_t n
 		return;
 	if (registry_live_verdict(&lv, &v) == 0) {
 		key = verdict_key(&v);
-		if (!job->has_last_key || key != job->last_key)
+		/* A crash had its incident at once (incident_open_crash());
+		 * its peers' wait is its consequence, not another incident. */
+		if (v.kind == FR_VERDICT_CRASH && job->crash_reported) {
+			job->has_last_key = true;
+			job->last_key = key;
+		} else if (!job->has_last_key || key != job->last_key) {
 			incident_open(d, job, &t, &v, key);
+		}
 	}
 	fr_verdict_free(&v);
 	live_view_free(&lv);

@@ -313,6 +313,132 @@ static int own_strings(struct fr_verdict *v)
 	return rc;
 }
 
+/*
+ * Makes `v` a verdict of `kind` whose culprits are `cu` (taken), found by
+ * a check that overrides what the others found: their culprits and any
+ * stragglers go (a job that crashed or went silent is no ok job with
+ * stragglers).
+ */
+static void verdict_take_culprits(struct fr_verdict *v, enum fr_verdict_kind kind,
+				  struct fr_culprit *cu, size_t n)
+{
+	for (size_t i = 0; i < v->nculprits; i++)
+		fr_crash_free(v->culprits[i].crash);
+	free(v->culprits);
+	free(v->stragglers);
+	v->stragglers = NULL;
+	v->nstragglers = 0;
+	v->kind = kind;
+	v->culprits = cu;
+	v->nculprits = n;
+}
+
+/* The last operation of trace `t`, completed or not, on any communicator. */
+static const struct fr_op *last_op(const struct fr_trace *t)
+{
+	return t->nops ? &t->ops[t->nops - 1] : NULL;
+}
+
+/* "rank 2 crashed (SIGSEGV at 0x0 in load_shard) during all_reduce #5 on
+ * world; ranks 0-1,3 wait for it" */
+static void summary_crash(const struct ctx *cx, struct fr_verdict *v)
+{
+	struct line l = { v->summary, sizeof(v->summary), 0 };
+	const struct fr_culprit *first = &v->culprits[0];
+	const struct fr_trace *t = cx->by_rank[first->rank];
+	const struct fr_crash *c = first->crash;
+	const char *fn = fr_crash_function(c);
+	uint32_t *ranks = malloc(v->nculprits * sizeof(*ranks));
+	char who[256], head[128], sname[16];
+
+	for (size_t i = 0; ranks && i < v->nculprits; i++)
+		ranks[i] = v->culprits[i].rank;
+	if (ranks)
+		fr_corr_who_text(who, sizeof(who), cx, ranks, v->nculprits);
+	else
+		snprintf(who, sizeof(who), "rank %" PRIu32, first->rank);
+	free(ranks);
+	fr_corr_line_add(&l, "%s crashed (%s%s%s at 0x%" PRIx64 "%s%s)", who,
+			 v->nculprits > 1 ? "the first: " : "", fr_signal_name(c->signo, sname), "",
+			 c->fault_addr, fn ? " in " : "", fn ? fn : "");
+	if (v->has_op) {
+		fr_corr_op_head(head, sizeof(head), &v->op);
+		fr_corr_line_add(&l, " during %s on %s", head, v->op.comm[0] ? v->op.comm : "?");
+	} else if (t && last_op(t)) {
+		const struct fr_op *op = last_op(t);
+
+		fr_corr_op_head(head, sizeof(head), op);
+		fr_corr_line_add(&l, " %s %s on %s",
+				 op->state == FR_STATE_COMPLETED ? "after" : "in", head, op->comm);
+	} else if (t && t->ncomms) {
+		/* A live view holds no completed entries, only the counters. */
+		const struct fr_comm *latest = &t->comms[0];
+
+		for (size_t i = 1; i < t->ncomms; i++)
+			if (t->comms[i].last_completed > latest->last_completed)
+				latest = &t->comms[i];
+		if (latest->last_completed)
+			fr_corr_line_add(&l, " after collective #%" PRIu64 " on %s",
+					 latest->last_completed, latest->id);
+	}
+	if (v->nwaiting) {
+		char rt[256];
+
+		fr_corr_line_add(&l, "; %s %s wait%s for %s", v->nwaiting == 1 ? "rank" : "ranks",
+				 fr_corr_ranks_text(rt, sizeof(rt), v->waiting, v->nwaiting),
+				 v->nwaiting == 1 ? "s" : "", v->nculprits == 1 ? "it" : "them");
+	}
+}
+
+/*
+ * A crash is the root cause of whatever the other checks found: the
+ * crashed ranks become the culprits (reason crashed), the rest of `v` (the
+ * op the others wait in, who waits) stays as its consequence.
+ */
+static int crash_verdict(const struct ctx *cx, struct fr_verdict *v)
+{
+	struct fr_culprit *cu;
+	size_t n = 0;
+
+	for (uint32_t r = 0; r < cx->world; r++)
+		if (cx->by_rank[r] && cx->by_rank[r]->crash)
+			n++;
+	if (!n)
+		return 0;
+	cu = calloc(n, sizeof(*cu));
+	if (!cu)
+		return -ENOMEM;
+	n = 0;
+	for (uint32_t r = 0; r < cx->world; r++) {
+		const struct fr_trace *t = cx->by_rank[r];
+		struct fr_culprit *c;
+
+		if (!t || !t->crash)
+			continue;
+		c = &cu[n++];
+		fr_corr_culprit_fill(cx, c, r, FR_REASON_CRASHED, v->has_op ? v->op.comm : "");
+		for (size_t j = t->nops; !v->has_op && j-- > 0;) {
+			if (t->ops[j].state == FR_STATE_COMPLETED) {
+				c->has_last_completed = true;
+				c->last_completed = fr_corr_op_named(cx, &t->ops[j]);
+				break;
+			}
+		}
+		if (fr_crash_copy(&c->crash, t->crash))
+			goto out_nomem;
+	}
+	verdict_take_culprits(v, FR_VERDICT_CRASH, cu, n);
+	v->summary[0] = '\0';
+	summary_crash(cx, v);
+	return 0;
+
+out_nomem:
+	for (size_t i = 0; i < n; i++)
+		fr_crash_free(cu[i].crash);
+	free(cu);
+	return -ENOMEM;
+}
+
 int fr_correlate(const struct fr_trace *const *traces, size_t ntraces, uint32_t world_size,
 		 struct fr_verdict *v)
 {
@@ -329,6 +455,8 @@ int fr_correlate(const struct fr_trace *const *traces, size_t ntraces, uint32_t 
 		if (evidence_of(&cx, r))
 			v->nranks_with_evidence++;
 	rc = verdict_of(&cx, v);
+	if (rc >= 0)
+		rc = crash_verdict(&cx, v);
 	if (rc < 0)
 		goto out_free;
 	rc = find_alignment(&cx, v->has_op ? fr_corr_comm_find(&cx, v->op.comm) : NONE,
@@ -438,12 +566,7 @@ int fr_verdict_name_silent(struct fr_verdict *v, const struct fr_trace *const *t
 		}
 	}
 	/* A job that went silent as a whole: not an ok job with stragglers. */
-	free(v->stragglers);
-	v->stragglers = NULL;
-	v->nstragglers = 0;
-	v->kind = FR_VERDICT_HANG;
-	v->culprits = cu;
-	v->nculprits = n;
+	verdict_take_culprits(v, FR_VERDICT_HANG, cu, n);
 	silent_text(&l, cu, n, FR_REASON_UNRESPONSIVE, r);
 	silent_text(&l, cu, n, FR_REASON_DISCONNECTED, r);
 	fr_corr_line_add(&l, "; no rank dumped, and the daemon's live view has no operation in "
@@ -455,6 +578,8 @@ int fr_verdict_name_silent(struct fr_verdict *v, const struct fr_trace *const *t
 
 void fr_verdict_free(struct fr_verdict *v)
 {
+	for (size_t i = 0; v->culprits && i < v->nculprits; i++)
+		fr_crash_free(v->culprits[i].crash);
 	free(v->culprits);
 	free(v->comm_ranks);
 	free(v->waiting);

@@ -28,7 +28,8 @@
 	X(OK, "ok")                   \
 	X(HANG, "hang")               \
 	X(MISMATCH, "mismatch")       \
-	X(DEADLOCK, "deadlock")
+	X(DEADLOCK, "deadlock")       \
+	X(CRASH, "crash")
 
 enum fr_verdict_kind {
 #define FR_V_ENUM(e, n) FR_VERDICT_##e,
@@ -42,7 +43,8 @@ enum fr_verdict_kind {
 	X(DISCONNECTED, "disconnected") /* lost its connection without finalising */ \
 	X(FINISHED, "finished")         /* finalised while peers still wait on it */  \
 	X(MISMATCH, "mismatch")         /* called a different op at the same seq */   \
-	X(STUCK_IN_OP, "stuck_in_op")   /* every member entered; none completes */
+	X(STUCK_IN_OP, "stuck_in_op")   /* every member entered; none completes */ \
+	X(CRASHED, "crashed")           /* died of a fatal signal (its agent said CRASH) */
 
 enum fr_reason {
 #define FR_R_ENUM(e, n) FR_REASON_##e,
@@ -65,6 +67,7 @@ struct fr_culprit {
 	 * own copy of the stuck operation (stuck_in_op). */
 	struct fr_op op;
 	double waited_s;              /* stuck_in_op: how long it has waited in op; else 0 */
+	struct fr_crash *crash;       /* owned; crashed only: signal, address, stack */
 };
 
 /*
@@ -163,6 +166,11 @@ struct fr_verdict {
  *     summary says it completed.
  *  5. Likewise a completed point-to-point pair that disagrees.
  *  6. Otherwise ok, with stragglers.
+ * Above all of them, a crash: when some rank's evidence says it died of a
+ * fatal signal (trace.crash), the verdict is crash, its culprits the
+ * crashed ranks (reason crashed), and what the checks above found (the
+ * hang of the ranks that wait for it) stays as the op and the waiting
+ * ranks: the consequence, said in the summary.
  * Among several mismatches, the lowest seq (then communicator id) is named.
  *
  * Point-to-point pairs. The agent numbers sends and receives per
@@ -224,7 +232,8 @@ void fr_verdict_free(struct fr_verdict *v);
 /*
  * The stable JSON contract:
  * {"verdict", "culprits": [{"rank","reason","host","pid", "last_completed": op?,
- *  "called": op?, "waited_s"}], "op": {"comm","comm_ranks","seq","type","count",
+ *  "called": op?, "waited_s", and for reason crashed "signal", "si_code",
+ *  "fault_addr", "stack": [{"name","offset","ip"}]}], "op": {"comm","comm_ranks","seq","type","count",
  *  "dtype","bytes","root","peer","is_p2p","state","nonblocking","waited",
  *  "comm_size", "gpu_state" (GPU operations only)}
  *  | null (comm_ranks: the known members only),

@@ -33,6 +33,9 @@
  * members or more whose runs are shorter than its array. */
 #define FR_DUMP_VERSION_RUNS "1.6"
 #define DUMP_RUNS_MIN_MEMBERS 64
+/* 1.7 adds "crash" (the rank died of a fatal signal); only a dump, or a
+ * manifest's view of a rank, with one is written as 1.7. */
+#define FR_DUMP_VERSION_CRASH "1.7"
 #define FR_DUMP_VERSION_MAJOR 1
 /*
  * Manifests are versioned apart from dumps since 2.0, which lists each
@@ -51,6 +54,14 @@
  * NULL when out of memory. Threads are included when the trace has them.
  */
 json_t *fr_dump_to_json(const struct fr_trace *t);
+
+/*
+ * The "crash" object of a dump (FORMAT.md, "Crashes"): signal, signo,
+ * si_code, fault_addr, time_ns, ring_head, thread. The daemon's rank JSON
+ * and the verdict's culprit use it too. A new reference, NULL when out of
+ * memory.
+ */
+json_t *fr_crash_to_json(const struct fr_crash *c);
 
 /*
  * Serialises a trace into a newly allocated NUL-terminated buffer (caller

@@ -11,6 +11,7 @@
 #include "entry.h"
 
 #include <assert.h>
+#include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
@@ -1413,11 +1414,42 @@ out_bad_ip:
 			  fr_rd_path(p, at, "ip"));
 }
 
+/* One thread object: tid, name, current, frames. */
+static int read_thread(const struct rd *rd, const struct fr_val *to, const char *tat,
+		       struct fr_thread *th)
+{
+	char fat[AT_MAX];
+	const struct fr_val *frames;
+	int rc;
+
+	if (!fr_val_is(to, FR_VAL_OBJECT))
+		return fr_rd_fail(rd, -EPROTO, "%s: expected an object, got %s", tat,
+				  fr_val_type_name(to));
+	if ((rc = get_u32(rd, fr_val_get(to, "tid"), tat, "tid", true, &th->tid)) ||
+	    (rc = GET_STR(rd, to, tat, "name", false, th->name)) ||
+	    (rc = get_bool(rd, fr_val_get(to, "current"), tat, "current", false,
+			   &th->current)) ||
+	    (rc = fr_rd_container(rd, to, tat, "frames", true, FR_VAL_ARRAY, &frames)))
+		return rc;
+	if (frames->n == 0)
+		return 0;
+	th->frames = calloc(frames->n, sizeof(*th->frames));
+	if (!th->frames)
+		return fr_rd_nomem(rd);
+	for (uint32_t j = 0; j < frames->n; j++) {
+		th->nframes = j + 1;
+		fr_rd_item(fat, tat, "frames", j);
+		if ((rc = read_frame(rd, frames->u.items[j], fat, &th->frames[j])))
+			return rc;
+	}
+	return 0;
+}
+
 static int read_threads(const struct rd *rd, const struct fr_val *root, const char *at,
 			struct fr_trace *t)
 {
-	char tat[AT_MAX], fat[AT_MAX];
-	const struct fr_val *threads, *frames;
+	char tat[AT_MAX];
+	const struct fr_val *threads;
 	int rc;
 
 	if ((rc = fr_rd_container(rd, root, at, "threads", false, FR_VAL_ARRAY, &threads)) ||
@@ -1428,33 +1460,51 @@ static int read_threads(const struct rd *rd, const struct fr_val *root, const ch
 		return fr_rd_nomem(rd);
 
 	for (uint32_t i = 0; i < threads->n; i++) {
-		const struct fr_val *to = threads->u.items[i];
-		struct fr_thread *th = &t->threads[i];
-
 		t->nthreads = i + 1;
 		fr_rd_item(tat, at, "threads", i);
-		if (!fr_val_is(to, FR_VAL_OBJECT))
-			return fr_rd_fail(rd, -EPROTO, "%s: expected an object, got %s", tat,
-					  fr_val_type_name(to));
-		if ((rc = get_u32(rd, fr_val_get(to, "tid"), tat, "tid", true, &th->tid)) ||
-		    (rc = GET_STR(rd, to, tat, "name", false, th->name)) ||
-		    (rc = get_bool(rd, fr_val_get(to, "current"), tat, "current", false,
-				   &th->current)) ||
-		    (rc = fr_rd_container(rd, to, tat, "frames", true, FR_VAL_ARRAY, &frames)))
+		if ((rc = read_thread(rd, threads->u.items[i], tat, &t->threads[i])))
 			return rc;
-		if (frames->n == 0)
-			continue;
-		th->frames = calloc(frames->n, sizeof(*th->frames));
-		if (!th->frames)
-			return fr_rd_nomem(rd);
-		for (uint32_t j = 0; j < frames->n; j++) {
-			th->nframes = j + 1;
-			fr_rd_item(fat, tat, "frames", j);
-			if ((rc = read_frame(rd, frames->u.items[j], fat, &th->frames[j])))
-				return rc;
-		}
 	}
 	return 0;
+}
+
+/* "crash", when the rank died of a fatal signal (FORMAT.md, "Crashes"). */
+static int read_crash(const struct rd *rd, const struct fr_val *root, const char *at,
+		      struct fr_trace *t)
+{
+	char p[AT_MAX], tat[AT_MAX], addr[24];
+	const struct fr_val *o, *th, *code;
+	struct fr_crash *c;
+	char *end;
+	int rc;
+
+	if ((rc = fr_rd_container(rd, root, at, "crash", false, FR_VAL_OBJECT, &o)) || !o)
+		return rc;
+	c = t->crash = calloc(1, sizeof(*c));
+	if (!c)
+		return fr_rd_nomem(rd);
+	fr_rd_path(p, at, "crash");
+	if ((rc = get_u32(rd, fr_val_get(o, "signo"), p, "signo", true, &c->signo)) ||
+	    (rc = want(rd, code = fr_val_get(o, "si_code"), p, "si_code", true, "an integer")) ||
+	    (rc = GET_STR(rd, o, p, "fault_addr", true, addr)) ||
+	    (rc = get_u64(rd, fr_val_get(o, "time_ns"), p, "time_ns", false, INT64_MAX,
+			  &c->time_ns)) ||
+	    (rc = get_u64(rd, fr_val_get(o, "ring_head"), p, "ring_head", false, INT64_MAX,
+			  &c->ring_head)) ||
+	    (rc = fr_rd_container(rd, o, p, "thread", true, FR_VAL_OBJECT, &th)))
+		return rc;
+	if (code->type != FR_VAL_INT)
+		return fr_rd_type(rd, code, p, "si_code", "an integer");
+	if (code->u.i < INT32_MIN || code->u.i > INT32_MAX)
+		return fr_rd_range(rd, p, "si_code", code->u.i, INT32_MIN, INT32_MAX);
+	c->code = (int32_t)code->u.i;
+	errno = 0;
+	c->fault_addr = strtoull(addr + 2, &end, 16);
+	if (strncmp(addr, "0x", 2) || !addr[2] || *end || errno || !isxdigit((unsigned char)addr[2]))
+		return fr_rd_fail(rd, -EPROTO, "%s: expected a hex string such as \"0x0\"",
+				  fr_rd_path(tat, p, "fault_addr"));
+	fr_rd_path(tat, p, "thread");
+	return read_thread(rd, th, tat, &c->thread);
 }
 
 /* "summary", when the dump is one (FORMAT.md, "Summaries"). */
@@ -1536,7 +1586,7 @@ int fr_rd_trace(const struct rd *rd, const struct fr_val *root, const char *at,
 	}
 	if (rd->visit && rd->visit->done && (rc = rd->visit->done(rd->visit->arg, t)))
 		return rc;
-	if ((rc = read_summary(rd, root, at, t)))
+	if ((rc = read_summary(rd, root, at, t)) || (rc = read_crash(rd, root, at, t)))
 		return rc;
 	return read_threads(rd, root, at, t);
 }

@@ -320,6 +320,30 @@ out_free:
 	return NULL;
 }
 
+/* How the rank died (FORMAT.md, "Crashes"). */
+json_t *fr_crash_to_json(const struct fr_crash *c)
+{
+	json_t *o = json_object();
+	char addr[2 + 16 + 1], sname[16];
+	int bad = 0;
+
+	if (!o)
+		return NULL;
+	snprintf(addr, sizeof(addr), "0x%" PRIx64, c->fault_addr);
+	bad |= set(o, "signal", json_string(fr_signal_name(c->signo, sname)));
+	bad |= set(o, "signo", json_integer(c->signo));
+	bad |= set(o, "si_code", json_integer(c->code));
+	bad |= set(o, "fault_addr", json_string(addr));
+	bad |= set(o, "time_ns", ju64(c->time_ns));
+	bad |= set(o, "ring_head", ju64(c->ring_head));
+	bad |= set(o, "thread", thread_json(&c->thread));
+	if (bad) {
+		json_decref(o);
+		return NULL;
+	}
+	return o;
+}
+
 /* What a summary says of itself (FORMAT.md, "Summaries"). */
 static json_t *summary_json(const struct fr_trace_summary *s)
 {
@@ -379,9 +403,10 @@ json_t *dump_trace_json(const struct fr_trace *t, bool with_threads,
 	}
 
 	bad |= set(root, "format", json_string(FR_DUMP_FORMAT));
-	/* A dump that needs no member runs (1.6) and is no summary (1.5)
-	 * stays a 1.4 one, byte for byte. */
-	bad |= set(root, "version", json_string(runs	   ? FR_DUMP_VERSION_RUNS :
+	/* A dump without a crash (1.7) that needs no member runs (1.6) and
+	 * is no summary (1.5) stays a 1.4 one, byte for byte. */
+	bad |= set(root, "version", json_string(t->crash ? FR_DUMP_VERSION_CRASH :
+						runs	   ? FR_DUMP_VERSION_RUNS :
 						t->summary ? FR_DUMP_VERSION_SUMMARY :
 							     FR_DUMP_VERSION));
 	bad |= set(root, "job", JSTR(t->job));
@@ -405,6 +430,8 @@ json_t *dump_trace_json(const struct fr_trace *t, bool with_threads,
 	}
 	if (t->summary)
 		bad |= set(root, "summary", summary_json(t->summary));
+	if (t->crash)
+		bad |= set(root, "crash", fr_crash_to_json(t->crash));
 	if (bad)
 		goto out_free;
 	return root;

@@ -3,6 +3,7 @@
 #include "scan.h"
 
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -144,7 +145,140 @@ void fr_trace_free(struct fr_trace *t)
 	if (t->summary)
 		free(t->summary->full_dump);
 	free(t->summary);
+	fr_crash_free(t->crash);
 	memset(t, 0, sizeof(*t));
+}
+
+const char *fr_signal_name(unsigned signo, char buf[16])
+{
+	/* Linux numbers, as the CRASH message carries them. */
+	static const char *const names[] = {
+		[4] = "SIGILL", [5] = "SIGTRAP", [6] = "SIGABRT", [7] = "SIGBUS",
+		[8] = "SIGFPE", [11] = "SIGSEGV", [31] = "SIGSYS",
+	};
+
+	if (signo < sizeof(names) / sizeof(names[0]) && names[signo])
+		return names[signo];
+	snprintf(buf, 16, "SIG%u", signo);
+	return buf;
+}
+
+void fr_crash_free(struct fr_crash *c)
+{
+	if (!c)
+		return;
+	for (size_t j = 0; j < c->thread.nframes; j++)
+		free(c->thread.frames[j].name);
+	free(c->thread.frames);
+	free(c);
+}
+
+/* A crash of `n` frames, zeroed, with its frame array; NULL when out of memory. */
+static struct fr_crash *crash_new(size_t n)
+{
+	struct fr_crash *c = calloc(1, sizeof(*c));
+
+	if (c && n && !(c->thread.frames = calloc(n, sizeof(*c->thread.frames)))) {
+		free(c);
+		return NULL;
+	}
+	return c;
+}
+
+int fr_crash_copy(struct fr_crash **dst, const struct fr_crash *src)
+{
+	struct fr_crash *c;
+
+	*dst = NULL;
+	if (!src)
+		return 0;
+	c = crash_new(0);
+	if (!c)
+		return -ENOMEM;
+	*c = *src;
+	c->thread.frames = NULL;
+	c->thread.nframes = 0;
+	if (src->thread.nframes) {
+		c->thread.frames = calloc(src->thread.nframes, sizeof(*c->thread.frames));
+		if (!c->thread.frames)
+			goto out_free;
+	}
+	for (size_t i = 0; i < src->thread.nframes; i++) {
+		const struct fr_frame *f = &src->thread.frames[i];
+
+		c->thread.frames[i] = *f;
+		c->thread.frames[i].name = NULL;
+		c->thread.nframes = i + 1;
+		if (f->name && !(c->thread.frames[i].name = strdup(f->name)))
+			goto out_free;
+	}
+	*dst = c;
+	return 0;
+
+out_free:
+	fr_crash_free(c);
+	return -ENOMEM;
+}
+
+int fr_crash_from_wire(struct fr_crash **dst, const struct fr_msg_crash *m)
+{
+	struct fr_crash *c = crash_new(m->nframes);
+
+	*dst = NULL;
+	if (!c)
+		return -ENOMEM;
+	c->signo = m->signo;
+	c->code = m->code;
+	c->fault_addr = m->fault_addr;
+	c->time_ns = m->time_ns;
+	c->ring_head = m->ring_head;
+	c->thread.tid = m->tid;
+	c->thread.current = true;
+	for (size_t i = 0; i < m->nframes && i < FR_WIRE_CRASH_FRAMES_MAX; i++) {
+		struct fr_frame *f = &c->thread.frames[i];
+
+		c->thread.nframes = i + 1;
+		f->ip = m->frames[i].ip;
+		f->offset = m->frames[i].offset;
+		if (m->frames[i].name[0] && !(f->name = strdup(m->frames[i].name))) {
+			fr_crash_free(c);
+			return -ENOMEM;
+		}
+	}
+	*dst = c;
+	return 0;
+}
+
+/* The C library's frames of a signal a thread sends itself: abort(),
+ * raise(), and the internals they call (names starting "__"). */
+static bool libc_signal_frame(const char *name)
+{
+	static const char *const names[] = { "raise", "abort", "gsignal", "pthread_kill",
+					     "kill", "tgkill" };
+
+	if (!strncmp(name, "__", 2))
+		return true;
+	for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++)
+		if (!strcmp(name, names[i]))
+			return true;
+	return false;
+}
+
+const char *fr_crash_function(const struct fr_crash *c)
+{
+	const char *first = NULL;
+
+	for (size_t i = 0; c && i < c->thread.nframes; i++) {
+		const char *name = c->thread.frames[i].name;
+
+		if (!name || !name[0])
+			continue;
+		if (!libc_signal_frame(name))
+			return name;
+		if (!first)
+			first = name;
+	}
+	return first;
 }
 
 static size_t list_slot(const struct fr_lists *ls, const struct fr_comm *c)

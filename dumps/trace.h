@@ -114,6 +114,30 @@ struct fr_thread {
 };
 
 /*
+ * How a rank died of a fatal signal: what its agent's signal handler
+ * recorded (agent/crash.c), sent to the daemon as CRASH and written into
+ * dumps and manifests as "crash" (dumps/FORMAT.md).
+ */
+struct fr_crash {
+	uint32_t signo;
+	int32_t code;          /* si_code */
+	uint64_t fault_addr;
+	uint64_t time_ns;      /* CLOCK_REALTIME */
+	uint64_t ring_head;    /* the ring's next record id when it crashed */
+	struct fr_thread thread; /* the crashing thread: tid and stack; name may be "" */
+};
+
+/* "SIGSEGV", ...; "SIG<n>" in `buf` (16 bytes) for others. */
+const char *fr_signal_name(unsigned signo, char buf[16]);
+/* A deep copy of `src` into a new *dst (NULL src: *dst NULL). 0 or -ENOMEM. */
+int fr_crash_copy(struct fr_crash **dst, const struct fr_crash *src);
+/* The crash a CRASH message tells, in a new *dst. 0 or -ENOMEM. */
+int fr_crash_from_wire(struct fr_crash **dst, const struct fr_msg_crash *m);
+void fr_crash_free(struct fr_crash *c);
+/* The first frame of the crash's stack that has a name, or NULL. */
+const char *fr_crash_function(const struct fr_crash *c);
+
+/*
  * What a summary of a rank's evidence says of itself (dumps/summary.h): a
  * node daemon keeps the rank's full dump and sends this smaller one up.
  */
@@ -155,6 +179,8 @@ struct fr_trace {
 	/* Owned; NULL unless the evidence is a summary of the rank's full
 	 * dump, which then lists no communicator's members. */
 	struct fr_trace_summary *summary;
+	/* Owned; NULL unless the rank died of a fatal signal. */
+	struct fr_crash *crash;
 };
 
 /* Releases everything a trace owns and zeroes it. */

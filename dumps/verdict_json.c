@@ -4,6 +4,7 @@
  * README. Keys are added, never renamed or dropped.
  */
 #include "correlate_int.h"
+#include "dump.h"
 
 #include <string.h>
 
@@ -159,6 +160,22 @@ static json_t *aligned_json(const struct fr_alignment *a)
 	return o;
 }
 
+/* A crashed culprit's "signal", "si_code", "fault_addr" and "stack", as
+ * its dump's "crash" says them. */
+static int crash_fields(json_t *c, const struct fr_crash *crash)
+{
+	json_t *cj = fr_crash_to_json(crash);
+	json_t *th = json_object_get(cj, "thread");
+	int rc = cj ? 0 : -1;
+
+	rc |= jset(c, "signal", json_incref(json_object_get(cj, "signal")));
+	rc |= jset(c, "si_code", json_incref(json_object_get(cj, "si_code")));
+	rc |= jset(c, "fault_addr", json_incref(json_object_get(cj, "fault_addr")));
+	rc |= jset(c, "stack", json_incref(json_object_get(th, "frames")));
+	json_decref(cj);
+	return rc;
+}
+
 json_t *fr_verdict_to_json(const struct fr_verdict *v)
 {
 	json_t *o = json_object();
@@ -181,6 +198,8 @@ json_t *fr_verdict_to_json(const struct fr_verdict *v)
 						fr_op_to_json(&cu->last_completed) : json_null());
 		rc |= jset(c, "called", cu->has_op ? fr_op_to_json(&cu->op) : json_null());
 		rc |= jset(c, "waited_s", json_real(cu->waited_s));
+		if (cu->crash)
+			rc |= crash_fields(c, cu->crash);
 	}
 	rc |= jset(o, "verdict", json_string(fr_verdict_name(v->kind)));
 	rc |= json_object_set_new(o, "culprits", cs);

@@ -239,6 +239,8 @@ static const char *reason_text(enum fr_reason r)
 		return "called a different operation at the same seq";
 	case FR_REASON_STUCK_IN_OP:
 		return "entered the operation, which does not complete";
+	case FR_REASON_CRASHED:
+		return "crashed: died of a fatal signal";
 	}
 	return "?";
 }
@@ -283,6 +285,14 @@ static void print_culprit(FILE *out, const struct fr_verdict *v, const struct fr
 			v->op.type == FR_OP_RECV ? "send" : "operation");
 	else
 		fprintf(out, ": %s\n", reason_text(cu->reason));
+	if (cu->crash) {
+		char sname[16];
+
+		fprintf(out, "  signal: %s (si_code %" PRId32 ") at 0x%" PRIx64 "\n",
+			fr_signal_name(cu->crash->signo, sname), cu->crash->code,
+			cu->crash->fault_addr);
+		fr_thread_print(out, &cu->crash->thread);
+	}
 	if (cu->has_op)
 		print_op_line(out, cu->reason == FR_REASON_MISMATCH ? "  called: " :
 				   "  in flight: ", &cu->op);

@@ -68,6 +68,8 @@ unsigned fr_wire_msg_version(unsigned type)
 {
 	if (!fr_msg_name(type))
 		return 0;
+	if (type >= FR_MSG_CRASH)
+		return 6;
 	if (type >= FR_MSG_VERSION)
 		return 5;
 	if (type >= FR_MSG_NODE_HELLO)
@@ -319,6 +321,87 @@ FR_WIRE_FREE_ONE(fr_wire_comm_runs_free, struct fr_msg_comm_runs, runs)
 VERSION_CODEC(version, VERSION)
 VERSION_CODEC(welcome, WELCOME)
 #undef VERSION_CODEC
+
+/*
+ * CRASH. The encoder runs in a signal handler (agent/crash.c): it only
+ * reads the struct and writes the buffer, no allocation, no lock.
+ */
+
+#define CRASH_FIXED_SIZE (4 + 4 + 8 + 8 + 8 + 4 + 2)
+
+static bool crash_valid(const struct fr_msg_crash *m)
+{
+	if (m->signo == 0 || m->signo > 64 || m->nframes > FR_WIRE_CRASH_FRAMES_MAX)
+		return false;
+	for (unsigned i = 0; i < m->nframes; i++)
+		if (str_len(m->frames[i].name, FR_WIRE_SYMBOL_MAX) > FR_WIRE_SYMBOL_MAX)
+			return false;
+	return true;
+}
+
+size_t fr_wire_crash_size(const struct fr_msg_crash *m)
+{
+	size_t n = FR_WIRE_HEADER_SIZE + CRASH_FIXED_SIZE;
+
+	for (unsigned i = 0; i < m->nframes && i < FR_WIRE_CRASH_FRAMES_MAX; i++)
+		n += 8 + 8 + STR_SIZE(str_len(m->frames[i].name, FR_WIRE_SYMBOL_MAX));
+	return n;
+}
+
+int fr_wire_crash_encode(const struct fr_msg_crash *m, uint8_t *buf, size_t cap)
+{
+	struct wr w;
+	int total;
+
+	if (!crash_valid(m))
+		return -EINVAL;
+	total = wr_begin(&w, buf, cap, FR_MSG_CRASH, fr_wire_crash_size(m));
+	if (total < 0)
+		return total;
+	wr_u32(&w, m->signo);
+	wr_u32(&w, (uint32_t)m->code);
+	wr_u64(&w, m->fault_addr);
+	wr_u64(&w, m->time_ns);
+	wr_u64(&w, m->ring_head);
+	wr_u32(&w, m->tid);
+	wr_u16(&w, m->nframes);
+	for (unsigned i = 0; i < m->nframes; i++) {
+		const struct fr_wire_frame_sym *f = &m->frames[i];
+
+		wr_u64(&w, f->ip);
+		wr_u64(&w, f->offset);
+		wr_str(&w, f->name, str_len(f->name, FR_WIRE_SYMBOL_MAX));
+	}
+	return wr_end(&w, buf, total);
+}
+
+int fr_wire_crash_decode(const uint8_t *payload, size_t len, struct fr_msg_crash *m)
+{
+	struct rd r = rd_init(payload, len);
+
+	memset(m, 0, sizeof(*m));
+	m->signo = rd_u32(&r);
+	m->code = (int32_t)rd_u32(&r);
+	m->fault_addr = rd_u64(&r);
+	m->time_ns = rd_u64(&r);
+	m->ring_head = rd_u64(&r);
+	m->tid = rd_u32(&r);
+	m->nframes = rd_u16(&r);
+	if (m->nframes > FR_WIRE_CRASH_FRAMES_MAX || m->signo == 0 || m->signo > 64)
+		rd_fail(&r);
+	for (unsigned i = 0; i < m->nframes && !r.bad; i++) {
+		struct fr_wire_frame_sym *f = &m->frames[i];
+
+		f->ip = rd_u64(&r);
+		f->offset = rd_u64(&r);
+		rd_str(&r, f->name, FR_WIRE_SYMBOL_MAX);
+	}
+	if (!rd_ok(&r)) {
+		memset(m, 0, sizeof(*m));
+		return -EPROTO;
+	}
+	return 0;
+}
 
 /* PROGRESS */
 

@@ -22,7 +22,8 @@
  * A frame's version is the protocol version that defined its message and
  * that message's layout: 1 for HELLO to BYE, 2 for CHALLENGE, AUTH and
  * ERROR, 3 for DAEMON_CHALLENGE and DAEMON_PROOF, 4 for the node daemons'
- * NODE_* messages (node_wire.h). Encoders write it, the header decoder insists on it, so a peer of
+ * NODE_* messages (node_wire.h), 5 for VERSION to NODE_LOOK_STACKS, 6 for
+ * CRASH. Encoders write it, the header decoder insists on it, so a peer of
  * version 1 reads every frame it knows and refuses the others by their
  * version, and an agent that is not asked for a token sends exactly what a
  * version-1 agent sends.
@@ -46,7 +47,7 @@
 
 #define FR_WIRE_MAGIC 0x43455246u
 /* The newest protocol version this build speaks, and the oldest it reads. */
-#define FR_WIRE_VERSION 5
+#define FR_WIRE_VERSION 6
 #define FR_WIRE_VERSION_MIN 1
 #define FR_WIRE_HEADER_SIZE 16
 /* Largest payload of one frame; dumps travel as several DUMP_DATA frames. */
@@ -96,7 +97,8 @@
 	X(WELCOME, 22, welcome)             \
 	X(COMM_RUNS, 23, comm_runs)         \
 	X(NODE_LOOK_REQUEST, 24, node_look_request) \
-	X(NODE_LOOK_STACKS, 25, node_look_stacks)
+	X(NODE_LOOK_STACKS, 25, node_look_stacks) \
+	X(CRASH, 26, crash)
 
 enum fr_msg_type {
 #define FR_MSG_ENUM(T, v, n) FR_MSG_##T = v,
@@ -379,6 +381,32 @@ struct fr_msg_comm_runs {
 	uint32_t size;                   /* number of members */
 	uint32_t nruns;
 	struct fr_node_map *runs;
+};
+
+/*
+ * Agent -> daemon, version 6: the rank is dying of a fatal signal. Sent
+ * once, from the agent's signal handler (agent/crash.c), and only to a
+ * daemon whose WELCOME said 6 or more. Fixed-size, so that the handler
+ * fills and encodes it without allocating; `frames` is the crashing
+ * thread's stack, innermost first, names "" where the agent had none.
+ */
+#define FR_WIRE_CRASH_FRAMES_MAX 64
+#define FR_WIRE_SYMBOL_MAX 127
+struct fr_wire_frame_sym {
+	uint64_t ip;
+	uint64_t offset;                 /* from the start of `name` */
+	char name[FR_WIRE_SYMBOL_MAX + 1];
+};
+
+struct fr_msg_crash {
+	uint32_t signo;                  /* 1 to 64 */
+	int32_t code;                    /* si_code */
+	uint64_t fault_addr;             /* si_addr for SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGTRAP */
+	uint64_t time_ns;                /* CLOCK_REALTIME of the signal */
+	uint64_t ring_head;              /* ring records taken so far (the next record id) */
+	uint32_t tid;                    /* the crashing thread */
+	uint16_t nframes;                /* at most FR_WIRE_CRASH_FRAMES_MAX */
+	struct fr_wire_frame_sym frames[FR_WIRE_CRASH_FRAMES_MAX];
 };
 
 /* The node daemons' messages, defined in node_wire.h. */

@@ -283,6 +283,15 @@ static void check_welcome(struct fr_msg_welcome *m, const uint8_t *p, size_t len
 	FUZZ_CHECK(m->version >= 5);
 }
 
+static void check_crash(struct fr_msg_crash *m, const uint8_t *p, size_t len)
+{
+	(void)p;
+	(void)len;
+	FUZZ_CHECK(m->signo >= 1 && m->signo <= 64 && m->nframes <= FR_WIRE_CRASH_FRAMES_MAX);
+	for (unsigned i = 0; i < m->nframes; i++)
+		FUZZ_CHECK(strlen(m->frames[i].name) <= FR_WIRE_SYMBOL_MAX);
+}
+
 /* Runs ascending with a gap between them, holding at most `most` ranks. */
 static void check_ranges(const struct fr_node_range *r, uint32_t n, uint64_t most)
 {
@@ -351,6 +360,7 @@ static void check_nothing(const void *m, const uint8_t *p, size_t len)
 		struct fr_msg_welcome *: check_welcome,             \
 		struct fr_msg_node_look_request *: check_node_look_request, \
 		struct fr_msg_node_look_stacks *: check_node_look_stacks, \
+		struct fr_msg_crash *: check_crash,                 \
 		default: check_nothing)((m), (p), (len))
 
 static void free_nothing(const void *m)

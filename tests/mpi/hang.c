@@ -16,6 +16,9 @@
  *   finalize  the culprit never returns from a computation after the loop,
  *             while every other rank enters MPI_Finalize
  *   slow      sleeps --slow-ms in every iteration but never hangs
+ *   segv      reads through a null pointer (in load_shard) before the
+ *             allreduce: dies of SIGSEGV
+ *   abort     calls abort() (in check_shard) before the allreduce
  *   none      no fault
  *
  * --culprit -1 makes every rank the culprit (with freeze: the whole job
@@ -111,6 +114,18 @@ static void exchange(int rank, int size, bool stall, double *x)
 	*x += got;
 }
 
+/* A data loader that crashes: the function a crash report should name. */
+static double __attribute__((noinline)) load_shard(double *const volatile *shard)
+{
+	return **shard;
+}
+
+static void __attribute__((noinline)) check_shard(void)
+{
+	fprintf(stderr, "check_shard: corrupt shard, aborting\n");
+	abort();
+}
+
 static void __attribute__((noinline)) train_step(MPI_Comm comm, double *x)
 {
 	double in = *x, out = 0;
@@ -172,6 +187,13 @@ int main(int argc, char **argv)
 			stuck_in_compute();
 		if (mine && strcmp(scenario, "freeze") == 0)
 			raise(SIGSTOP);
+		if (mine && strcmp(scenario, "segv") == 0) {
+			static double *const volatile none;
+
+			x += load_shard(&none);
+		}
+		if (mine && strcmp(scenario, "abort") == 0)
+			check_shard();
 		if (gathering)
 			gather_in_place(rank, size, x);
 		if (strcmp(scenario, "p2p") == 0)

@@ -78,6 +78,89 @@ static void test_round_trip(void **state)
 	fr_trace_free(&t);
 }
 
+/* A crash (format 1.7) reads back as written; a dump without one stays 1.4. */
+static void test_round_trip_crash(void **state)
+{
+	struct fr_trace t, back;
+	struct fr_crash *c;
+	char err[512];
+	char *text;
+	size_t len;
+
+	(void)state;
+	make_rich_trace(&t);
+	assert_int_equal(fr_dump_serialize(&t, &text, &len), 0);
+	assert_non_null(strstr(text, "\"1.4\""));
+	assert_null(strstr(text, "\"crash\""));
+	free(text);
+	c = t.crash = calloc(1, sizeof(*c));
+	assert_non_null(c);
+	c->signo = 6;
+	c->code = -6;
+	c->fault_addr = 0xffffffffffffff00ull;
+	c->time_ns = 1700000000123456789ull;
+	c->ring_head = 812;
+	c->thread.tid = 4242;
+	c->thread.current = true;
+	c->thread.nframes = 2;
+	c->thread.frames = calloc(2, sizeof(*c->thread.frames));
+	assert_non_null(c->thread.frames);
+	c->thread.frames[0] = (struct fr_frame){ strdup("check_shard"), 9, 0x401136 };
+	c->thread.frames[1] = (struct fr_frame){ NULL, 0, 0x7f0000001234 };
+	assert_int_equal(fr_dump_serialize(&t, &text, &len), 0);
+	assert_non_null(strstr(text, "\"1.7\""));
+	assert_int_equal(fr_dump_parse(text, len, "crash.json", &back, err, sizeof(err)), 0);
+	assert_non_null(back.crash);
+	assert_int_equal(back.crash->signo, 6);
+	assert_int_equal(back.crash->code, -6);
+	assert_true(back.crash->fault_addr == 0xffffffffffffff00ull);
+	assert_true(back.crash->time_ns == 1700000000123456789ull);
+	assert_int_equal(back.crash->ring_head, 812);
+	assert_int_equal(back.crash->thread.tid, 4242);
+	assert_int_equal(back.crash->thread.nframes, 2);
+	assert_string_equal(back.crash->thread.frames[0].name, "check_shard");
+	assert_null(back.crash->thread.frames[1].name);
+	assert_true(back.crash->thread.frames[1].ip == 0x7f0000001234);
+	/* abort()'s own frames are not the function a report names. */
+	assert_string_equal(fr_crash_function(back.crash), "check_shard");
+	free(text);
+	fr_trace_free(&back);
+	fr_trace_free(&t);
+}
+
+/* A "crash" that is not one is refused, naming the field. */
+static void test_read_bad_crash(void **state)
+{
+	static const char *const bad[][2] = {
+		{ "\"crash\": 7", "crash" },
+		{ "\"crash\": {\"signo\": 11, \"si_code\": 1, \"fault_addr\": \"12\", \"thread\": {\"tid\": 1, \"frames\": []}}",
+		  "crash.fault_addr" },
+		{ "\"crash\": {\"signo\": 11, \"si_code\": \"x\", \"fault_addr\": \"0x0\", \"thread\": {\"tid\": 1, \"frames\": []}}",
+		  "crash.si_code" },
+		{ "\"crash\": {\"signo\": 11, \"si_code\": 1, \"fault_addr\": \"0x0\"}", "crash.thread" },
+	};
+	struct fr_trace t;
+	char *text, *doc, err[512];
+	size_t len;
+
+	(void)state;
+	make_rich_trace(&t);
+	assert_int_equal(fr_dump_serialize(&t, &text, &len), 0);
+	fr_trace_free(&t);
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		/* The field goes in first, after the opening brace. */
+		doc = malloc(len + strlen(bad[i][0]) + 2);
+		assert_non_null(doc);
+		sprintf(doc, "{%s,%s", bad[i][0], text + 1);
+		assert_int_not_equal(fr_dump_parse(doc, strlen(doc), "bad.json", &t, err,
+						   sizeof(err)), 0);
+		if (!strstr(err, bad[i][1]))
+			fail_msg("%s: %s does not name %s", bad[i][0], err, bad[i][1]);
+		free(doc);
+	}
+	free(text);
+}
+
 static void test_round_trip_every_status(void **state)
 {
 	struct fr_trace t, back;
@@ -1116,6 +1199,8 @@ int main(void)
 		cmocka_unit_test(test_status_names),
 		cmocka_unit_test(test_trace_growth),
 		cmocka_unit_test(test_round_trip),
+		cmocka_unit_test(test_round_trip_crash),
+		cmocka_unit_test(test_read_bad_crash),
 		cmocka_unit_test(test_round_trip_every_status),
 		cmocka_unit_test(test_document_shape),
 		cmocka_unit_test(test_read_good),

@@ -101,6 +101,86 @@ static void test_json_ok_has_null_op(void **state)
 	job_free(j);
 }
 
+/*
+ * Rank 2 crashed in load_shard before all_reduce #5, which ranks 0, 1 and 3
+ * wait in: the verdict is crash (not the hang it causes), rank 2 its
+ * culprit with the signal, the address and the stack.
+ */
+static void test_crash_verdict(void **state)
+{
+	struct job *j = job_new(4);
+	struct fr_verdict *v;
+	struct fr_crash *c;
+	json_t *o, *cj;
+
+	(void)state;
+	for (uint32_t r = 0; r < 4; r++)
+		rank_new(j, r, r == 2 ? FR_RANK_DISCONNECTED : FR_RANK_DUMPED);
+	add_world(j);
+	for (uint32_t r = 0; r < 4; r++) {
+		history(j, r, "world", 4);
+		if (r != 2)
+			add_op(j, r, "world", FR_OP_ALL_REDUCE, 5, FR_STATE_ENTERED, 3);
+	}
+	c = j->ev[2]->t.crash = calloc(1, sizeof(*c));
+	assert_non_null(c);
+	c->signo = 11;
+	c->code = 1;
+	c->thread.tid = 99;
+	c->thread.nframes = 2;
+	c->thread.frames = calloc(2, sizeof(*c->thread.frames));
+	assert_non_null(c->thread.frames);
+	c->thread.frames[0] = (struct fr_frame){ strdup("load_shard"), 3, 0x401136 };
+	c->thread.frames[1] = (struct fr_frame){ strdup("main"), 64, 0x4011a0 };
+	v = correlate(j);
+	assert_int_equal(v->kind, FR_VERDICT_CRASH);
+	assert_int_equal(v->nculprits, 1);
+	assert_int_equal(v->culprits[0].rank, 2);
+	assert_int_equal(v->culprits[0].reason, FR_REASON_CRASHED);
+	assert_true(v->has_op);
+	assert_int_equal(v->op.seq, 5);
+	assert_ranks(v->waiting, v->nwaiting, "0-1,3");
+	assert_contains(v->summary, "rank 2 (node2, pid 1002) crashed (SIGSEGV at 0x0 in load_shard) during all_reduce #5 on world; ranks 0-1,3 wait for it");
+	o = fr_verdict_to_json(v);
+	assert_non_null(o);
+	assert_string_equal(json_string_value(json_object_get(o, "verdict")), "crash");
+	cj = json_array_get(json_object_get(o, "culprits"), 0);
+	assert_string_equal(json_string_value(json_object_get(cj, "reason")), "crashed");
+	assert_string_equal(json_string_value(json_object_get(cj, "signal")), "SIGSEGV");
+	assert_string_equal(json_string_value(json_object_get(cj, "fault_addr")), "0x0");
+	assert_int_equal(json_integer_value(json_object_get(cj, "si_code")), 1);
+	assert_string_equal(json_string_value(json_object_get(json_array_get(
+				    json_object_get(cj, "stack"), 0), "name")), "load_shard");
+	assert_int_equal(json_integer_value(json_object_get(json_object_get(cj, "last_completed"),
+							    "seq")), 4);
+	json_decref(o);
+	job_free(j);
+}
+
+/* A crash with nobody waiting yet: named all the same, after its last op. */
+static void test_crash_verdict_no_wait(void **state)
+{
+	struct job *j = job_new(2);
+	struct fr_verdict *v;
+
+	(void)state;
+	rank_new(j, 0, FR_RANK_DUMPED);
+	rank_new(j, 1, FR_RANK_DUMPED);
+	add_world(j);
+	history(j, 0, "world", 3);
+	history(j, 1, "world", 3);
+	j->ev[1]->t.crash = calloc(1, sizeof(*j->ev[1]->t.crash));
+	assert_non_null(j->ev[1]->t.crash);
+	j->ev[1]->t.crash->signo = 6;
+	j->ev[1]->t.crash->code = -6;
+	v = correlate(j);
+	assert_int_equal(v->kind, FR_VERDICT_CRASH);
+	assert_int_equal(v->culprits[0].rank, 1);
+	assert_false(v->has_op);
+	assert_contains(v->summary, "crashed (SIGABRT at 0x0) after all_reduce #3 on world");
+	job_free(j);
+}
+
 static void add_stack(struct fr_trace *t)
 {
 	static const char *const names[] = { "compute_forever", "train_step", "main" };
@@ -413,6 +493,8 @@ int main(void)
 		cmocka_unit_test(test_format_ranks),
 		cmocka_unit_test(test_json_contract),
 		cmocka_unit_test(test_json_ok_has_null_op),
+		cmocka_unit_test(test_crash_verdict),
+		cmocka_unit_test(test_crash_verdict_no_wait),
 		cmocka_unit_test(test_print_report),
 		cmocka_unit_test(test_print_missing_culprit),
 		cmocka_unit_test(test_readable_1024),

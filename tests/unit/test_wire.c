@@ -37,6 +37,7 @@
 #define V3 3
 #define V4 4
 #define V5 5
+#define V6 6
 
 /* A scratch frame built byte by byte, independently of the codec. */
 struct bytes {
@@ -234,6 +235,21 @@ static void sample_welcome(struct fr_msg_welcome *m)
 	m->version = 7;
 }
 
+static void sample_crash(struct fr_msg_crash *m)
+{
+	memset(m, 0, sizeof(*m));
+	m->signo = 11;
+	m->code = 1;
+	m->fault_addr = 0;
+	m->time_ns = 0x1122334455667788ull;
+	m->ring_head = 812;
+	m->tid = 4242;
+	m->nframes = 3;
+	m->frames[0] = (struct fr_wire_frame_sym){ 0x401136, 3, "load_shard" };
+	m->frames[1] = (struct fr_wire_frame_sym){ 0x4011a0, 0x40, "main" };
+	m->frames[2] = (struct fr_wire_frame_sym){ 0x7f0000001234, 0, "" };
+}
+
 /*
  * Per message: encode the sample, and decode a payload into a struct that
  * starts out dirty, checking that a failed decode leaves it zeroed and
@@ -269,6 +285,7 @@ static void release_nothing(const void *m)
 #define release_comm_runs fr_wire_comm_runs_free
 #define release_node_look_request release_nothing
 #define release_node_look_stacks fr_wire_node_look_stacks_free
+#define release_crash release_nothing
 
 #define CODEC_FUNCS(T, v, n)                                              \
 	static int encode_sample_##n(uint8_t *buf, size_t cap)            \
@@ -358,7 +375,8 @@ static void test_msg_names(void **state)
 	assert_string_equal(fr_msg_name(FR_MSG_COMM_RUNS), "comm_runs");
 		assert_string_equal(fr_msg_name(FR_MSG_NODE_LOOK_REQUEST), "node_look_request");
 	assert_string_equal(fr_msg_name(FR_MSG_NODE_LOOK_STACKS), "node_look_stacks");
-	assert_null(fr_msg_name(26));
+	assert_string_equal(fr_msg_name(FR_MSG_CRASH), "crash");
+	assert_null(fr_msg_name(27));
 	assert_null(fr_msg_name(0xffff));
 	assert_null(fr_msg_name(UINT_MAX));
 }
@@ -380,8 +398,9 @@ static void test_msg_versions(void **state)
 		assert_int_equal(fr_wire_msg_version(t), V4);
 	for (unsigned t = FR_MSG_VERSION; t <= FR_MSG_NODE_LOOK_STACKS; t++)
 		assert_int_equal(fr_wire_msg_version(t), V5);
-	assert_int_equal(fr_wire_msg_version(26), 0);
-	assert_int_equal(FR_WIRE_VERSION, V5);
+	assert_int_equal(fr_wire_msg_version(FR_MSG_CRASH), V6);
+	assert_int_equal(fr_wire_msg_version(27), 0);
+	assert_int_equal(FR_WIRE_VERSION, V6);
 	for (size_t i = 0; i < NCODECS; i++) {
 		assert_true(codecs[i].encode_sample(buf, sizeof(buf)) > 0);
 		assert_int_equal(buf[4] | buf[5] << 8, fr_wire_msg_version(codecs[i].type));
@@ -779,6 +798,70 @@ static void test_version_welcome(void **state)
 	assert_int_equal(buf[6] | buf[7] << 8, FR_MSG_WELCOME);
 	assert_int_equal(fr_wire_welcome_decode(buf + FR_WIRE_HEADER_SIZE, 2, &w), 0);
 	assert_int_equal(w.version, 5);
+}
+
+/* CRASH round-trips; its limits are refused by both sides. */
+static void test_roundtrip_crash(void **state)
+{
+	static struct fr_msg_crash in, out;
+	static uint8_t buf[16384];
+	size_t len;
+	int n;
+
+	(void)state;
+	sample_crash(&in);
+	len = encode_checked(codec_for(FR_MSG_CRASH), buf, sizeof(buf));
+	assert_int_equal(fr_wire_crash_size(&in), FR_WIRE_HEADER_SIZE + len);
+	assert_int_equal(buf[4] | buf[5] << 8, V6);
+	assert_int_equal(fr_wire_crash_decode(buf + FR_WIRE_HEADER_SIZE, len, &out), 0);
+	assert_int_equal(out.signo, 11);
+	assert_int_equal(out.code, 1);
+	assert_int_equal(out.time_ns, in.time_ns);
+	assert_int_equal(out.ring_head, 812);
+	assert_int_equal(out.tid, 4242);
+	assert_int_equal(out.nframes, 3);
+	for (unsigned i = 0; i < 3; i++) {
+		assert_int_equal(out.frames[i].ip, in.frames[i].ip);
+		assert_int_equal(out.frames[i].offset, in.frames[i].offset);
+		assert_string_equal(out.frames[i].name, in.frames[i].name);
+	}
+	/* A negative si_code (SI_TKILL from abort) survives. */
+	in.code = -6;
+	n = fr_wire_crash_encode(&in, buf, sizeof(buf));
+	assert_true(n > 0);
+	assert_int_equal(fr_wire_crash_decode(buf + FR_WIRE_HEADER_SIZE,
+					      (size_t)n - FR_WIRE_HEADER_SIZE, &out), 0);
+	assert_int_equal(out.code, -6);
+	/* Every frame, every name at its limit: the largest frame fits. */
+	in.nframes = FR_WIRE_CRASH_FRAMES_MAX;
+	for (unsigned i = 0; i < FR_WIRE_CRASH_FRAMES_MAX; i++) {
+		memset(in.frames[i].name, 'f', FR_WIRE_SYMBOL_MAX);
+		in.frames[i].name[FR_WIRE_SYMBOL_MAX] = '\0';
+	}
+	n = fr_wire_crash_encode(&in, buf, sizeof(buf));
+	assert_int_equal(n, (int)fr_wire_crash_size(&in));
+	assert_int_equal(fr_wire_crash_decode(buf + FR_WIRE_HEADER_SIZE,
+					      (size_t)n - FR_WIRE_HEADER_SIZE, &out), 0);
+	assert_int_equal(out.nframes, FR_WIRE_CRASH_FRAMES_MAX);
+	/* Over the limits: refused by the encoder, and by the decoder. */
+	in.nframes = FR_WIRE_CRASH_FRAMES_MAX + 1;
+	assert_int_equal(fr_wire_crash_encode(&in, buf, sizeof(buf)), -EINVAL);
+	sample_crash(&in);
+	in.signo = 0;
+	assert_int_equal(fr_wire_crash_encode(&in, buf, sizeof(buf)), -EINVAL);
+	in.signo = 65;
+	assert_int_equal(fr_wire_crash_encode(&in, buf, sizeof(buf)), -EINVAL);
+	sample_crash(&in);
+	n = fr_wire_crash_encode(&in, buf, sizeof(buf));
+	buf[FR_WIRE_HEADER_SIZE] = 0; /* signo 0 */
+	memset(&out, 0xa5, sizeof(out));
+	assert_int_equal(fr_wire_crash_decode(buf + FR_WIRE_HEADER_SIZE,
+					      (size_t)n - FR_WIRE_HEADER_SIZE, &out), -EPROTO);
+	assert_true(all_zero(&out, sizeof(out)));
+	buf[FR_WIRE_HEADER_SIZE] = 11;
+	buf[FR_WIRE_HEADER_SIZE + 36] = FR_WIRE_CRASH_FRAMES_MAX + 1; /* nframes */
+	assert_int_equal(fr_wire_crash_decode(buf + FR_WIRE_HEADER_SIZE,
+					      (size_t)n - FR_WIRE_HEADER_SIZE, &out), -EPROTO);
 }
 
 static void test_roundtrip_progress(void **state)
@@ -1810,6 +1893,7 @@ int main(void)
 		cmocka_unit_test(test_comm_runs_refused),
 		cmocka_unit_test(test_comm_runs_world),
 		cmocka_unit_test(test_version_welcome),
+		cmocka_unit_test(test_roundtrip_crash),
 		cmocka_unit_test(test_roundtrip_progress),
 		cmocka_unit_test(test_roundtrip_progress_empty),
 		cmocka_unit_test(test_roundtrip_heartbeat),
