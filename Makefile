@@ -198,7 +198,7 @@ $(BUILD)/obj/%.h.ok: %.h
 unit: $(UNIT_TESTS) $(CLI) $(HEADER_CHECKS)
 	$(Q)tests/run-unit $(UNIT_TESTS)
 
-e2e: all $(MPI_PROGS) $(NCCL_FAKE) $(BENCH_GEN) $(BENCH_SUMMARIZE) $(BENCH_LOAD)
+e2e: all $(MPI_PROGS) $(NCCL_FAKE) $(BENCH_GEN) $(BENCH_SUMMARIZE) $(BENCH_LOAD) $(BENCH_FAKENODES)
 	$(Q)BUILD=$(BUILD) tests/e2e/run
 
 # The libFuzzer targets (tests/fuzz) are built with clang into
@@ -207,7 +207,7 @@ e2e: all $(MPI_PROGS) $(NCCL_FAKE) $(BENCH_GEN) $(BENCH_SUMMARIZE) $(BENCH_LOAD)
 # clang it skips them (tests/fuzz/run exits 77), make fuzz fails.
 FUZZ_SECONDS ?= 15
 
-test: all $(UNIT_TESTS) $(HEADER_CHECKS) $(MPI_PROGS) $(NCCL_FAKE) $(BENCH_GEN) $(BENCH_SUMMARIZE) $(BENCH_LOAD)
+test: all $(UNIT_TESTS) $(HEADER_CHECKS) $(MPI_PROGS) $(NCCL_FAKE) $(BENCH_GEN) $(BENCH_SUMMARIZE) $(BENCH_LOAD) $(BENCH_FAKENODES)
 	$(Q)tests/run-unit $(UNIT_TESTS)
 	$(Q)BUILD=$(BUILD) tests/e2e/run
 	$(Q)BUILD=$(BUILD) tests/fuzz/run $(if $(filter 0,$(FUZZ_SECONDS)),--replay,$(FUZZ_SECONDS)) \

@@ -1,0 +1,18 @@
+#!/usr/bin/env bash
+# A reduced size of bench/central.sh (in make bench at 65,536 ranks): 2,048
+# ranks behind 16 fake node daemons answer a dump request with their
+# summaries at once; the central daemon writes them to one file per node,
+# judges the incident, fetches the culprit's full dump, and fr-analyze on
+# the incident names the planted rank. bench/central.sh fails (exits
+# non-zero) on a missing incident or a wrong verdict.
+. "$(dirname "$0")/lib.sh"
+
+RANKS=2048 NODES=16 ENTRIES=32 timeout -k 5 120 "$ROOT/bench/central.sh" >"$T/central.out" 2>&1 ||
+	fail "bench/central.sh at 2,048 ranks: $(tail -n 20 "$T/central.out")"
+grep -q "^== central: incident complete .* 2048 of 2048 ranks answered" "$T/central.out" ||
+	fail "not every rank answered: $(cat "$T/central.out")"
+grep -q "^== central: fr-analyze on the incident (1[78] files" "$T/central.out" ||
+	fail "the incident is not 16 node files, the culprit's full dump and the manifest: $(cat "$T/central.out")"
+grep -q "^== central: full dumps fetched: 1$" "$T/central.out" || fail "the culprit's full dump was not fetched: $(cat "$T/central.out")"
+echo "PASS central_scale: $(grep -o 'incident complete [0-9.]* s' "$T/central.out") at 2,048 ranks behind 16 node daemons; \
+$(grep '^== central: verdict' "$T/central.out" | cut -c 22-90)"
