@@ -127,6 +127,15 @@ struct cl_incident {
 	struct cl_node *nodes;
 	unsigned writes;        /* dumps on the thread pool */
 	uint64_t charged;       /* `ranks`, charged to the memory budget */
+	/* Each summary as it was parsed when checked, by rank, for the
+	 * judging (which would otherwise read them all back and parse them
+	 * again: two seconds at 65,536 ranks), charged as the bytes they
+	 * came in; NULL when the array could not be had, and `traces_lost`
+	 * when a summary written was not kept (the judging reads the
+	 * directory then). */
+	struct fr_trace **traces;
+	uint64_t traces_charged;
+	bool traces_lost;
 	enum cl_phase phase;
 	bool incomplete;
 	json_t *verdict;        /* the live verdict when it opened, then the judged one */
@@ -311,8 +320,21 @@ static void cl_drop_upload(struct cl_rank *r)
 	r->up = NULL;
 }
 
+static void cl_free_traces(struct fr_trace **traces, uint32_t n)
+{
+	for (uint32_t r = 0; traces && r < n; r++) {
+		if (traces[r]) {
+			fr_trace_free(traces[r]);
+			free(traces[r]);
+		}
+	}
+	free(traces);
+}
+
 static void cl_incident_free(struct cl_incident *inc)
 {
+	cl_free_traces(inc->traces, inc->world_size);
+	budget_release_job(NULL, BUDGET_UPLOADS, inc->traces_charged);
 	for (uint32_t i = 0; inc->ranks && i < inc->world_size; i++) {
 		cl_drop_upload(&inc->ranks[i]);
 		free(inc->ranks[i].error);
@@ -407,6 +429,7 @@ struct cl_write {
 	int write_err;
 	char host[FR_HOST_MAX + 1];
 	uint32_t pid;
+	struct fr_trace *trace; /* a summary written: as parsed */
 	char err[512];
 };
 
@@ -455,6 +478,11 @@ static void cl_write_work(uv_work_t *req)
 		 * temporary name, then rank-N.json, never seen half written. */
 		w->write_err = w->fd >= 0 ? cl_append_line(w->fd, w->data, w->len) :
 			       fr_write_file_unsynced(w->path, w->data, w->len, 0640);
+		if (!w->full && !w->write_err && (w->trace = malloc(sizeof(*w->trace)))) {
+			*w->trace = t;
+			fr_trace_seal_ops(w->trace);
+			return;
+		}
 	}
 	fr_trace_free(&t);
 }
@@ -477,6 +505,14 @@ static void cl_write_apply(struct cl_write *w)
 			snprintf(cr->host, sizeof(cr->host), "%s", w->host);
 			cr->pid = w->pid;
 			cr->written = !w->write_err;
+			if (cr->written && w->trace && inc->traces) {
+				inc->traces[w->rank] = w->trace;
+				w->trace = NULL;
+				inc->traces_charged += w->charged;
+				w->charged = 0;
+			} else if (cr->written) {
+				inc->traces_lost = true;
+			}
 			if (w->write_err)
 				cl_set_error(cr, "cannot write its summary to %s: %s",
 					     cr->node >= 0 ? inc->nodes[cr->node].file : "?",
@@ -496,6 +532,10 @@ static void cl_write_apply(struct cl_write *w)
 	if (w->write_err)
 		inc->d->m.incident_write_errors++;
 	budget_release_job(NULL, BUDGET_UPLOADS, w->charged);
+	if (w->trace) {
+		fr_trace_free(w->trace);
+		free(w->trace);
+	}
 	free(w->data);
 	free(w);
 	if (inc->phase == CL_COLLECTING)
@@ -641,13 +681,17 @@ out_drop:
 	return UPLOAD_ERROR;
 }
 
-/* Judging: the directory read back as fr-analyze reads it. */
+/* Judging: the summaries as fr-analyze reads them from the directory. */
 
 struct cl_judgement {
 	uv_work_t req;
 	struct cl_incident *inc;
 	char dir[PATH_MAX];
 	uint32_t world_size;
+	/* The summaries as parsed (the incident's, handed over), or NULL:
+	 * read the directory. `charged` goes with them. */
+	struct fr_trace **traces;
+	uint64_t charged;
 	json_t *verdict;
 	uint32_t *culprits;
 	size_t nculprits;
@@ -662,7 +706,29 @@ static void cl_judge_work(uv_work_t *req)
 	struct fr_verdict v = { 0 };
 	int rc;
 
-	rc = fr_evidence_load_dir(&ev, jw->dir);
+	if (jw->traces) {
+		/* Each rank's node and node file are settled: no summary is
+		 * taken while judging. */
+		const struct cl_incident *inc = jw->inc;
+		char path[PATH_MAX + sizeof(inc->nodes[0].file) + 1];
+
+		rc = 0;
+		for (uint32_t r = 0; !rc && r < jw->world_size; r++) {
+			const struct cl_rank *cr = &inc->ranks[r];
+
+			if (!jw->traces[r])
+				continue;
+			snprintf(path, sizeof(path), "%s/%s", jw->dir,
+				 cr->node >= 0 ? inc->nodes[cr->node].file : "?");
+			rc = fr_evidence_add_dump(&ev, jw->traces[r], path);
+			if (!rc)
+				jw->traces[r] = NULL;
+		}
+		if (!rc)
+			rc = fr_evidence_assemble(&ev, jw->dir);
+	} else {
+		rc = fr_evidence_load_dir(&ev, jw->dir);
+	}
 	if (rc) {
 		snprintf(jw->err, sizeof(jw->err), "%s", ev.error ? ev.error : strerror(-rc));
 		goto out;
@@ -732,6 +798,8 @@ static void cl_judge_after(uv_work_t *req, int status)
 		cl_fetch_culprits(inc, jw->culprits, jw->nculprits);
 	cl_check_fetched(inc);
 	pthread_mutex_unlock(&d->lock);
+	cl_free_traces(jw->traces, jw->world_size);
+	budget_release_job(NULL, BUDGET_UPLOADS, jw->charged);
 	free(jw->culprits);
 	free(jw);
 }
@@ -750,10 +818,18 @@ static void cl_judge(struct cl_incident *inc)
 	jw->inc = inc;
 	jw->world_size = inc->world_size;
 	snprintf(jw->dir, sizeof(jw->dir), "%s", inc->dir);
+	if (inc->traces && !inc->traces_lost) {
+		jw->traces = inc->traces;
+		jw->charged = inc->traces_charged;
+		inc->traces = NULL;
+		inc->traces_charged = 0;
+	}
 	if (uv_queue_work(inc->d->loop, &jw->req, cl_judge_work, cl_judge_after)) {
 		/* The lock is held: the work runs here and applies without it. */
 		cl_judge_work(&jw->req);
 		json_decref(jw->verdict);
+		cl_free_traces(jw->traces, jw->world_size);
+		budget_release_job(NULL, BUDGET_UPLOADS, jw->charged);
 		free(jw->culprits);
 		free(jw);
 		inc->phase = CL_FETCHING;
@@ -846,11 +922,18 @@ static void cl_done(void *arg, int err)
 	cl_incident_free(inc);
 }
 
+/* incident_build_manifest()'s builder: nothing the manifest says of the
+ * incident changes while it is finishing (answers come no more). */
+static json_t *cl_manifest_build(void *arg)
+{
+	return cl_manifest_doc(arg);
+}
+
 static void cl_finish(struct cl_incident *inc)
 {
 	inc->phase = CL_FINISHING;
 	inc->closed_ns = daemon_now_ns();
-	incident_write_manifest(inc->d, inc->dir, cl_manifest_doc(inc), cl_done, inc);
+	incident_build_manifest(inc->d, inc->dir, cl_manifest_build, cl_done, inc);
 }
 
 /* Opening */
@@ -989,6 +1072,14 @@ static int cl_open(struct flightrecd *d, const char *job, const struct incident_
 	if (!inc->ranks) {
 		cl_incident_free(inc);
 		return -ENOMEM;
+	}
+	/* Without it (no memory), the judging reads the directory. */
+	if (budget_charge_job(NULL, BUDGET_UPLOADS, (uint64_t)world_size * sizeof(*inc->traces))) {
+		inc->traces = calloc(world_size, sizeof(*inc->traces));
+		if (inc->traces)
+			inc->charged += (uint64_t)world_size * sizeof(*inc->traces);
+		else
+			budget_release_job(NULL, BUDGET_UPLOADS, (uint64_t)world_size * sizeof(*inc->traces));
 	}
 	inc->d = d;
 	inc->job = j;

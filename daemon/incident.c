@@ -121,6 +121,7 @@ struct manifest_write {
 	void (*done)(void *arg, int err);
 	void *arg;
 	json_t *doc;
+	json_t *(*build)(void *arg);    /* makes `doc` on the thread pool */
 	char dir[PATH_MAX - 16];
 	char path[PATH_MAX];
 	int sync_err;   /* making the dumps durable */
@@ -738,7 +739,11 @@ static json_t *incident_manifest(struct incident *inc)
 static void manifest_work(uv_work_t *req)
 {
 	struct manifest_write *w = req->data;
-	char *text = w->doc ? json_dumps(w->doc, JSON_INDENT(2)) : NULL;
+	char *text;
+
+	if (!w->doc && w->build)
+		w->doc = w->build(w->arg);
+	text = w->doc ? json_dumps(w->doc, JSON_INDENT(2)) : NULL;
 
 	if (!text) {
 		w->err = -ENOMEM;
@@ -778,8 +783,8 @@ static void manifest_after(uv_work_t *req, int status)
 	pthread_mutex_unlock(&d->lock);
 }
 
-void incident_write_manifest(struct flightrecd *d, const char *dir, json_t *doc,
-			     void (*done)(void *arg, int err), void *arg)
+static void write_manifest(struct flightrecd *d, const char *dir, json_t *doc,
+			   json_t *(*build)(void *arg), void (*done)(void *arg, int err), void *arg)
 {
 	struct manifest_write *w = calloc(1, sizeof(*w));
 
@@ -795,12 +800,25 @@ void incident_write_manifest(struct flightrecd *d, const char *dir, json_t *doc,
 	w->done = done;
 	w->arg = arg;
 	w->doc = doc;
+	w->build = build;
 	snprintf(w->dir, sizeof(w->dir), "%s", dir);
 	snprintf(w->path, sizeof(w->path), "%s/manifest.json", dir);
-	if (!doc || uv_queue_work(d->loop, &w->req, manifest_work, manifest_after)) {
+	if ((!doc && !build) || uv_queue_work(d->loop, &w->req, manifest_work, manifest_after)) {
 		manifest_work(&w->req);
 		manifest_apply(w);
 	}
+}
+
+void incident_write_manifest(struct flightrecd *d, const char *dir, json_t *doc,
+			     void (*done)(void *arg, int err), void *arg)
+{
+	write_manifest(d, dir, doc, NULL, done, arg);
+}
+
+void incident_build_manifest(struct flightrecd *d, const char *dir, json_t *(*build)(void *arg),
+			     void (*done)(void *arg, int err), void *arg)
+{
+	write_manifest(d, dir, NULL, build, done, arg);
 }
 
 void incident_log_closed(const struct incident_record *rec, const char *job, const char *dir)

@@ -93,6 +93,14 @@ int incident_make_dir_for(struct flightrecd *d, const char *job, uint64_t detect
  */
 void incident_write_manifest(struct flightrecd *d, const char *dir, json_t *doc,
 			     void (*done)(void *arg, int err), void *arg);
+/*
+ * The same with the document made by build(arg) on the thread pool,
+ * without the daemon's lock: for an incident of tens of thousands of
+ * ranks, whose manifest takes a second to make. What build() reads must
+ * not change until done() is called.
+ */
+void incident_build_manifest(struct flightrecd *d, const char *dir, json_t *(*build)(void *arg),
+			     void (*done)(void *arg, int err), void *arg);
 /* The manifest's "trigger" object. */
 json_t *incident_trigger_json(const struct incident_trigger *t);
 /* The line every kind of incident logs once its manifest is written. */

@@ -1079,16 +1079,35 @@ static int split_comms(struct fr_evidence *ev)
 	return rc < 0 ? fail_nomem(ev) : 0;
 }
 
+int fr_evidence_add_dump(struct fr_evidence *ev, struct fr_trace *t, const char *path)
+{
+	char *p = strdup(path);
+
+	if (!p || evidence_add(ev, t, p) < 0) {
+		free(p);
+		return -ENOMEM;
+	}
+	return 0;
+}
+
 int fr_evidence_load_dir(struct fr_evidence *ev, const char *dir)
 {
 	int rc;
 
-	ev->dir = strdup(dir);
-	if (!ev->dir)
+	if (!ev->dir && !(ev->dir = strdup(dir)))
 		return fail_nomem(ev);
 	rc = read_dir(ev, dir);
 	if (rc)
 		return rc;
+	return fr_evidence_assemble(ev, dir);
+}
+
+int fr_evidence_assemble(struct fr_evidence *ev, const char *dir)
+{
+	int rc;
+
+	if (!ev->dir && !(ev->dir = strdup(dir)))
+		return fail_nomem(ev);
 	if (!ev->ndumps && !(ev->have_manifest && ev->manifest.nranks))
 		return fail(ev, -ENODATA, "%s: no usable dump (%s%s)", dir,
 			    ev->nbad ? "every dump file was left out, see above" :

@@ -102,6 +102,19 @@ struct fr_evidence {
 int fr_evidence_load_dir(struct fr_evidence *ev, const char *dir);
 
 /*
+ * The same from dumps already read, for a reader that parsed them as they
+ * arrived (the central daemon, cluster_incident.c): each
+ * fr_evidence_add_dump() hands `ev` a trace (malloc'ed, filled by
+ * fr_dump_parse() and sealed with fr_trace_seal_ops(); `ev` frees it) with
+ * the file it is in, then fr_evidence_assemble() assembles them as
+ * fr_evidence_load_dir() does what it read from `dir`. add returns 0 or
+ * -ENOMEM (the trace is then still the caller's); assemble returns as
+ * fr_evidence_load_dir().
+ */
+int fr_evidence_add_dump(struct fr_evidence *ev, struct fr_trace *t, const char *path);
+int fr_evidence_assemble(struct fr_evidence *ev, const char *dir);
+
+/*
  * Keeps communicator `id` and the operations on it in every trace of `ev`,
  * and no other communicator or operation, so that the engine judges that
  * communicator alone. Returns 0, or -ENOENT when no evidence names `id`,
