@@ -93,6 +93,9 @@ if [ -n "${PROFILE:-}" ]; then
 	PERF_PID=$!
 	sleep 1
 fi
+# The daemon's log lines from here on, each with the time it was read.
+tail -n 0 -F "$T/daemon.log" 2>/dev/null | while IFS= read -r line; do echo "$(now_s) $line"; done >"$T/stamped.log" &
+track_pid "$!"
 read -r u0 s0 <<<"$(cpu_ticks "$DAEMON_PID")"
 t0=$(now_s)
 http_headers
@@ -121,6 +124,11 @@ $(jq -r .ranks_answered <<<"$rec") of $RANKS ranks answered [target < 5 s: $(pas
 awk -v u="$((u1 - u0))" -v s="$((s1 - s0))" -v hz="$HZ" -v r="$RANKS" -v t="$lat" 'BEGIN {
 	printf "== central: central CPU %.2f s (user %.2f s, system %.2f s): %.0f us a rank, %.0f%% of one core over the incident\n",
 		(u + s) / hz, u / hz, s / hz, 1e6 * (u + s) / hz / r, 100 * (u + s) / hz / t }'
+# Where the time went, from the daemon's log: the last node done, the
+# summaries judged, the culprit's full dump in, the incident closed.
+at() { awk -v t0="$t0" -v pat="$1" 'index($0, pat) {t = $1} END {if (t) printf "%.2f", t - t0; else printf "?"}' "$T/stamped.log"; }
+say "phases (s after the request): last node done $(at 'is done ('), judged $(at 'the summaries say'), \
+culprit's full dump $(at 'full dump fetched'), closed $(at ' closed')"
 hwm=$(hwm_kib "$DAEMON_PID")
 say "central peak RSS $(awk -v k="$hwm" 'BEGIN {printf "%.0f", k / 1024}') MiB [target < 2048 MiB: $(pass "$((hwm / 1024))" 2048)]"
 sort -n "$T/healthz.txt" | awk '{v[NR] = $1} END {

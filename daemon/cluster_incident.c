@@ -804,10 +804,45 @@ static void cl_judge_after(uv_work_t *req, int status)
 	free(jw);
 }
 
+/* The summaries' write-back, started while they are judged: the
+ * manifest's sync then finds little left to write (it took 0.8 s for
+ * 1 GiB of summaries at 65,536 ranks when it found it all). */
+struct cl_presync {
+	uv_work_t req;
+	char dir[PATH_MAX];
+};
+
+static void cl_presync_work(uv_work_t *req)
+{
+	struct cl_presync *ps = req->data;
+
+	/* An error here is the manifest's sync's to report. */
+	(void)fr_sync_dir(ps->dir);
+}
+
+static void cl_presync_after(uv_work_t *req, int status)
+{
+	(void)status;
+	free(req->data);
+}
+
+static void cl_presync(struct cl_incident *inc)
+{
+	struct cl_presync *ps = malloc(sizeof(*ps));
+
+	if (!ps)
+		return;
+	ps->req.data = ps;
+	snprintf(ps->dir, sizeof(ps->dir), "%s", inc->dir);
+	if (uv_queue_work(inc->d->loop, &ps->req, cl_presync_work, cl_presync_after))
+		free(ps);
+}
+
 static void cl_judge(struct cl_incident *inc)
 {
 	struct cl_judgement *jw = calloc(1, sizeof(*jw));
 
+	cl_presync(inc);
 	inc->phase = CL_JUDGING;
 	if (!jw) {
 		inc->phase = CL_FETCHING;

@@ -115,6 +115,9 @@ struct dump_write {
 	char err[512];
 };
 
+/* Manifests of more ranks are written without indentation. */
+#define MANIFEST_INDENT_RANKS_MAX 4096
+
 struct manifest_write {
 	uv_work_t req;
 	struct flightrecd *d;
@@ -743,7 +746,13 @@ static void manifest_work(uv_work_t *req)
 
 	if (!w->doc && w->build)
 		w->doc = w->build(w->arg);
-	text = w->doc ? json_dumps(w->doc, JSON_INDENT(2)) : NULL;
+	/* Indented for a person up to a few thousand ranks; past that the
+	 * white space was a third of a 41 MB manifest at 65,536 ranks, and
+	 * half the time it took to write. */
+	text = w->doc ? json_dumps(w->doc, json_array_size(json_object_get(w->doc, "ranks")) >
+						   MANIFEST_INDENT_RANKS_MAX ? JSON_COMPACT :
+									       JSON_INDENT(2)) :
+			NULL;
 
 	if (!text) {
 		w->err = -ENOMEM;
