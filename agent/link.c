@@ -146,10 +146,15 @@ struct link {
 	uint64_t inflight_sig;
 	/* Protocol 5 (COMM_RUNS): asked with VERSION on each connection, and
 	 * COMMs held back until the daemon answers (`awaiting_welcome`);
-	 * `comm_runs` once it said it reads them. A daemon that closed the
-	 * connection on the question predates them: it is not asked again
-	 * (`daemon_v4`), and gets COMM as before. */
+	 * `comm_runs` once it said it reads them. A daemon that refused the
+	 * question (ERROR 4), or closed two connections in a row on it,
+	 * predates them: it is not asked again (`daemon_v4`), and gets COMM
+	 * as before. One close is not enough: a connection dropped for any
+	 * reason while the answer was on its way (a daemon restarting, a
+	 * network blip) would otherwise cost protocol 5 and 6 (CRASH) for the
+	 * rest of the job (`closed_on_version` counts them). */
 	bool awaiting_welcome;
+	unsigned closed_on_version;
 	bool comm_runs;
 	/* Protocol 6: the daemon reads CRASH. After a crash the link waits
 	 * (`crash_lingering`, from `crash_ms`, at most CRASH_LINGER_MS) for
@@ -744,8 +749,8 @@ static bool link_open(void)
 }
 
 /*
- * The daemon closed the connection (or refused it, ERROR 4) on our VERSION:
- * it predates protocol 5. Said once; it is not asked again, and the
+ * The daemon closed two connections in a row (or refused one, ERROR 4) on
+ * our VERSION: it predates protocol 5. Said once; it is not asked again, and the
  * reconnect (at once: the connection itself was fine) sends it COMM.
  */
 static void daemon_predates_runs(void)
@@ -761,8 +766,10 @@ static void daemon_predates_runs(void)
 
 static void disconnect(void)
 {
-	if (L.awaiting_welcome && L.state == LINK_UP)
+	if (L.awaiting_welcome && L.state == LINK_UP && ++L.closed_on_version >= 2)
 		daemon_predates_runs();
+	else if (L.awaiting_welcome && L.state == LINK_UP)
+		L.backoff_ms = BACKOFF_MIN_MS;
 	L.awaiting_welcome = false;
 	L.crash_reads = false;
 	fr_crash_set_fd(-1);
@@ -926,6 +933,7 @@ static int handle_frame(const struct fr_wire_header *h, const uint8_t *payload)
 		if (L.awaiting_welcome && L.state == LINK_UP) {
 			uv_timer_stop(&L.challenge);
 			L.awaiting_welcome = false;
+			L.closed_on_version = 0;
 			L.comm_runs = w.version >= 5;
 			L.crash_reads = w.version >= 6;
 			if (w.version >= 6) {

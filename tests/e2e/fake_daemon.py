@@ -35,6 +35,9 @@ fake_daemon.py PORT_FILE MODE
               every other frame, N the connection
   v5          no token; answers VERSION with WELCOME 5, and prints frames
               as v4 does ("frame N comm_runs RUNS", RUNS the count of runs)
+  drop5       v5, but each rank's first connection is closed at its
+              VERSION (printed "frame N version: dropped"), as a daemon
+              restarting just then would drop it
 
 Prints "connection N SECONDS" for each connection accepted, SECONDS since
 the first. Writes the port it
@@ -147,15 +150,30 @@ NAMES = {1: "hello", 2: "comm", 3: "progress", 4: "heartbeat", 7: "bye", VERSION
          COMM_RUNS: "comm_runs"}
 
 
+DROPPED = set()
+DROPPED_LOCK = threading.Lock()
+
+
 def protocol(conn, n, mode):
     """Reads frames as a daemon of protocol 4 or 5 without a token."""
+    rank = None
     while True:
         version, kind, payload = read_frame(conn)
         name = NAMES.get(kind, str(kind))
+        if kind == HELLO:
+            rank = struct.unpack_from("<I", payload, 2 + struct.unpack_from("<H", payload)[0])[0]
         if version >= 5 and mode == "v4":
             say("frame %d %s: closing, as protocol 4 does" % (n, name))
             conn.close()
             return
+        if kind == VERSION and mode == "drop5":
+            with DROPPED_LOCK:
+                first = rank not in DROPPED
+                DROPPED.add(rank)
+            if first:
+                say("frame %d version: dropped" % n)
+                conn.close()
+                return
         if kind in (2, COMM_RUNS):
             at = 0
             for _ in range(2):
@@ -171,7 +189,7 @@ def protocol(conn, n, mode):
 
 def serve(conn, mode, n=0):
     try:
-        if mode in ("v4", "v5"):
+        if mode in ("v4", "v5", "drop5"):
             protocol(conn, n, mode)
         elif mode == "v2":
             old_daemon(conn)

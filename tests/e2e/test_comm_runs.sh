@@ -4,9 +4,12 @@
 #  1. a daemon of protocol 5 (a stand-in that prints what it reads) gets
 #     world of 6 ranks as one run from every rank, never a COMM;
 #  2. a daemon of protocol 4 (the stand-in closing at the first frame of
-#     version 5, as such a daemon does) is asked once per rank: each rank
-#     says so once on stderr, reconnects and sends COMM with all 6
-#     members, and is never asked again;
+#     version 5, as such a daemon does) is asked twice per rank (one
+#     close could be a drop for another reason): each rank says so once on
+#     stderr, reconnects and sends COMM with all 6 members, and is never
+#     asked again;
+#  2b. a daemon of protocol 5 that drops each rank's first connection at
+#     its VERSION is asked again, and gets runs, not COMM;
 #  3. flightrecd itself takes the runs into the job's member list: its job
 #     view lists world's 6 members.
 . "$(dirname "$0")/lib.sh"
@@ -45,10 +48,23 @@ AGENT_ADDR=$FAKE start_mpi_program 6 "$SLEEPER" sleep 30
 wait_for 30 sh -c "[ \$(grep -c '^frame [0-9]* comm 6\$' '$T/fake.log') -ge 6 ]" ||
 	fail "the ranks did not send COMM after the refusal: $(cat "$T/fake.log")"
 [ "$(frames comm_runs)" = 0 ] || fail "a rank sent COMM_RUNS to a daemon of protocol 4"
-[ "$(grep -c 'version: closing' "$T/fake.log")" = 6 ] ||
-	fail "want each rank to ask once: $(cat "$T/fake.log")"
+[ "$(grep -c 'version: closing' "$T/fake.log")" = 12 ] ||
+	fail "want each rank to ask twice: $(cat "$T/fake.log")"
 [ "$(grep -c 'predates protocol 5' "$T/job.log")" = 6 ] ||
 	fail "want each rank to say once that the daemon predates protocol 5: $(cat "$T/job.log")"
+stop_job
+kill "$FAKE_PID" 2>/dev/null
+wait "$FAKE_PID" 2>/dev/null
+
+# 2b. A connection dropped on the question: asked again, runs after all.
+start_fake drop5
+: >"$T/job.log"
+AGENT_ADDR=$FAKE start_mpi_program 6 "$SLEEPER" sleep 30
+wait_for 30 sh -c "[ \$(grep -c '^frame [0-9]* comm_runs 1\$' '$T/fake.log') -ge 6 ]" ||
+	fail "after a dropped connection the ranks did not send world as one run: $(cat "$T/fake.log")"
+[ "$(grep -c 'version: dropped' "$T/fake.log")" = 6 ] || fail "want each rank's first VERSION dropped: $(cat "$T/fake.log")"
+[ "$(frames comm)" = 0 ] || fail "a rank took one dropped connection for protocol 4: $(cat "$T/fake.log")"
+grep -q 'predates protocol 5' "$T/job.log" && fail "a rank said the daemon predates protocol 5: $(cat "$T/job.log")"
 stop_job
 kill "$FAKE_PID" 2>/dev/null
 wait "$FAKE_PID" 2>/dev/null
