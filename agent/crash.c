@@ -27,7 +27,7 @@
  * ignored unless the kernel raised it (it kills then anyway).
  *
  * Previous handlers run with the signal mask they asked for (their
- * sa_mask, and the signal itself unless SA_NODEFER) on top of the
+ * sa_mask, and the signal itself, SA_NODEFER or not) on top of the
  * interrupted code's, not with ours (everything blocked). One may leave by
  * siglongjmp() rather than return (a probe of an address); a previous
  * handler may also call ours, having found it installed before it: the
@@ -334,7 +334,10 @@ static bool fatal_after_return(int sig, const siginfo_t *si, const void *uc, uin
 }
 
 /* Calls the previous handler as the kernel would have: with its mask
- * added to the interrupted code's, and its SA_RESETHAND done. */
+ * added to the interrupted code's, and its SA_RESETHAND done. The signal
+ * itself stays blocked even under SA_NODEFER: a handler that raises it
+ * again (faulthandler, which asks for SA_NODEFER) leaves it pending, for
+ * us to see before it kills. */
 static void call_previous(const struct sigaction *p, int sig, siginfo_t *si, void *uc)
 {
 	sigset_t mask, old;
@@ -353,8 +356,7 @@ static void call_previous(const struct sigaction *p, int sig, siginfo_t *si, voi
 	for (int s = 1; s < NSIG; s++)
 		if (sigismember(&p->sa_mask, s) == 1)
 			sigaddset(&mask, s);
-	if (!(p->sa_flags & SA_NODEFER))
-		sigaddset(&mask, sig);
+	sigaddset(&mask, sig);
 	sigprocmask(SIG_SETMASK, &mask, &old);
 	if (p->sa_flags & SA_SIGINFO)
 		p->sa_sigaction(sig, si, uc);
