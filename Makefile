@@ -155,6 +155,8 @@ $(UNIT_TESTS):
 
 # An application that sleeps, for what the agent may do to it (test_agent_trust).
 MPI_PROGS += $(BUILD)/tests/mpi_sleeper
+# Application signal handlers the crash handler chains to (test_crash_chaining).
+MPI_PROGS += $(BUILD)/tests/mpi_chain
 
 # MPI test programs keep frame pointers and no tail calls, so that stacks in
 # dumps name the function a rank is stuck in.

@@ -9,21 +9,41 @@
  *   - the previous handler re-raised it (it is pending now, as faulthandler
  *     and Open MPI do, having restored the default): fatal;
  *   - a fault (SEGV, BUS, FPE, ILL with a kernel si_code) and the handler
- *     returned: it may have fixed it (a JVM moves the program counter), so
- *     we return too; the same fault again at the same place on the same
- *     thread is fatal;
+ *     returned: it may have fixed it (a JVM moves the program counter, a
+ *     garbage collector makes the page writable), so we return too. One
+ *     that did not fix it is called again at once by the same fault, for
+ *     ever: the same fault at the same place on the same thread,
+ *     REPEAT_MAX times in a row, each within REPEAT_GAP_MS of the
+ *     handler's return, is fatal. (A handler that fixes the same fault at
+ *     the same place that many times back to back is taken for one that
+ *     does not: a known limit.) A handler installed with SA_RESETHAND left
+ *     the default action behind it, as the kernel would have: ours is put
+ *     back in front of the default action, so that the fault, if it comes
+ *     again, is reported before it kills;
  *   - SIGABRT the process sent itself (abort(), which kills whatever the
  *     handler does): fatal;
  *   - anything else the handler returned from: handled, nothing recorded.
  * With the default action before us the signal is fatal; ignored, it is
  * ignored unless the kernel raised it (it kills then anyway).
  *
+ * Previous handlers run with the signal mask they asked for (their
+ * sa_mask, and the signal itself, SA_NODEFER or not) on top of the
+ * interrupted code's, not with ours (everything blocked). One may leave by
+ * siglongjmp() rather than return (a probe of an address); a previous
+ * handler may also call ours, having found it installed before it: the
+ * call nested in our frame, on the same stack, with the same siginfo, is
+ * such a call, and the outer one decides. The handler frame's address,
+ * not a depth count, tells it, as a siglongjmp() leaves no count behind.
+ *
  * A fatal signal is recorded once per process (a second thread crashing
  * meanwhile waits for the first to finish), then the default action is
- * restored and the signal raised again where returning would not raise it
- * (a signal sent by kill or raise, SIGABRT, SIGTRAP, SIGSYS): a fault
- * simply happens again on return. The exit status, and the core dump, are
- * the default action's.
+ * restored and the signal raised again unless it is pending already, so
+ * that the process dies of it whatever it was (a fault that would not
+ * happen again on return, such as an asynchronous machine-check, or one
+ * judged fatal by repetition alone) and never goes on half-dead with the
+ * crash reported. The exit status, and the core dump (taken at the
+ * faulting instruction, where the handler returns to), are the default
+ * action's.
  *
  * A handler the application installs later over ours: one that chains to
  * the previous handler (faulthandler restores it and raises again) reaches
@@ -52,6 +72,16 @@
  * main thread, usually) unless it has one. Other threads run the handler on
  * their own alternate stack if they set one, else on their stack: a stack
  * overflow in such a thread dies of the default action unrecorded.
+ *
+ * Known limits. A synchronous fault in a thread that blocks the signal is
+ * not seen: the kernel applies the default action (the link thread keeps
+ * SEGV, BUS, FPE, ILL, TRAP and SYS unblocked for this reason; a thread of
+ * the application or of a library that blocks them dies unrecorded). A
+ * fault while the handler unwinds a corrupted stack happens with every
+ * signal blocked, and the kernel kills the process with SIGSEGV, whatever
+ * the signal it was dying of. A previous handler that calls ours with a
+ * copy of the siginfo, rather than the one it was given, is not known as
+ * a chained call, and runs again.
  */
 #include "crash.h"
 
@@ -78,6 +108,8 @@
 #define LINK_WAIT_MS 300
 #define DUMP_WAIT_MS 1500
 #define MAX_REINSTALLS 8
+#define REPEAT_MAX 32
+#define REPEAT_GAP_MS 5
 #define NFATAL 7
 /* The largest CRASH frame: every name at its limit. */
 #define CRASH_FRAME_MAX                                                 \
@@ -86,9 +118,16 @@
 
 static const int fatal[NFATAL] = { SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT, SIGTRAP, SIGSYS };
 
-/* What was installed before ours, per signal; written before ours is
- * installed, read by the handler. */
-static struct sigaction previous[NFATAL];
+/*
+ * What was installed before ours, per signal, twice: the link thread's
+ * re-check (and the handler, after an SA_RESETHAND handler) writes the
+ * copy not in use, then publishes its index, so that a handler running on
+ * another thread meanwhile never reads one half-written. One writer at a
+ * time per signal (`writing`).
+ */
+static struct sigaction previous[NFATAL][2];
+static int current[NFATAL];     /* atomic: the index in use */
+static int writing[NFATAL];     /* atomic */
 static bool ours[NFATAL];
 static unsigned reinstalls[NFATAL];
 static bool said_fight;
@@ -118,13 +157,22 @@ static struct fr_msg_crash raw;   /* the handler's: frames without names */
 static struct fr_msg_crash named; /* the link thread's copy, with names */
 static uint8_t frame_buf[CRASH_FRAME_MAX];
 
-/* A fault the previous handler returned from, on this thread: the same one
- * again is fatal. Initial-exec TLS: no allocation in the handler. */
+/*
+ * This thread's handler call in progress (its frame's address, its signal
+ * and siginfo: a call nested in it with the same ones is the chain's), and
+ * the fault the previous handler last returned from, with how many times
+ * in a row it came again right after. Initial-exec TLS: no allocation in
+ * the handler.
+ */
 static __thread __attribute__((tls_model("initial-exec"))) struct {
-	int depth;
+	uintptr_t frame;
 	int sig;
-	uint64_t ip;
-	uint64_t addr;
+	const siginfo_t *si;
+	int last_sig;
+	uint64_t last_ip;
+	uint64_t last_addr;
+	uint64_t returned_ms;
+	unsigned repeats;
 } here;
 
 static int slot_of(int sig)
@@ -250,10 +298,15 @@ static bool pending(int sig)
 	return sigpending(&set) == 0 && sigismember(&set, sig) == 1;
 }
 
-/* Whether a signal the previous handler returned from was fatal after all. */
-static bool fatal_after_return(int sig, const siginfo_t *si, const void *uc)
+/*
+ * Whether a signal the previous handler returned from was fatal after all.
+ * `ip` is where the fault was before the handler ran, `entered_ms` when
+ * ours was called.
+ */
+static bool fatal_after_return(int sig, const siginfo_t *si, const void *uc, uint64_t ip,
+			       uint64_t entered_ms)
 {
-	uint64_t ip = context_ip(uc), addr = (uint64_t)(uintptr_t)si->si_addr;
+	uint64_t addr = (uint64_t)(uintptr_t)si->si_addr;
 	bool fault = si->si_code > 0 &&
 		     (sig == SIGSEGV || sig == SIGBUS || sig == SIGFPE || sig == SIGILL);
 
@@ -261,67 +314,105 @@ static bool fatal_after_return(int sig, const siginfo_t *si, const void *uc)
 		return true;
 	if (sig == SIGABRT && si->si_pid == getpid())
 		return true;
-	if (!fault)
+	/* Not a fault, or one the handler moved on from: nothing to watch. */
+	if (!fault || context_ip(uc) != ip) {
+		here.last_sig = 0;
 		return false;
-	if (here.sig == sig && here.ip == ip && here.addr == addr)
-		return true;
-	here.sig = sig;
-	here.ip = ip;
-	here.addr = addr;
+	}
+	if (here.last_sig == sig && here.last_ip == ip && here.last_addr == addr &&
+	    entered_ms - here.returned_ms <= REPEAT_GAP_MS) {
+		if (++here.repeats >= REPEAT_MAX)
+			return true;
+	} else {
+		here.last_sig = sig;
+		here.last_ip = ip;
+		here.last_addr = addr;
+		here.repeats = 0;
+	}
+	here.returned_ms = mono_ms();
 	return false;
 }
 
+/* Calls the previous handler as the kernel would have: with its mask
+ * added to the interrupted code's, and its SA_RESETHAND done. The signal
+ * itself stays blocked even under SA_NODEFER: a handler that raises it
+ * again (faulthandler, which asks for SA_NODEFER) leaves it pending, for
+ * us to see before it kills. */
 static void call_previous(const struct sigaction *p, int sig, siginfo_t *si, void *uc)
 {
+	sigset_t mask, old;
+
 	if (p->sa_flags & SA_RESETHAND) {
 		struct sigaction dfl;
 
-		/* What the kernel does before calling such a handler. */
 		memset(&dfl, 0, sizeof(dfl));
 		dfl.sa_handler = SIG_DFL;
 		sigaction(sig, &dfl, NULL);
 	}
+	if (uc)
+		mask = ((const ucontext_t *)uc)->uc_sigmask;
+	else
+		sigemptyset(&mask);
+	for (int s = 1; s < NSIG; s++)
+		if (sigismember(&p->sa_mask, s) == 1)
+			sigaddset(&mask, s);
+	sigaddset(&mask, sig);
+	sigprocmask(SIG_SETMASK, &mask, &old);
 	if (p->sa_flags & SA_SIGINFO)
 		p->sa_sigaction(sig, si, uc);
 	else
 		p->sa_handler(sig);
+	sigprocmask(SIG_SETMASK, &old, NULL);
 }
 
-static void die_by_default(int sig, const siginfo_t *si)
+static void die_by_default(int sig)
 {
 	struct sigaction dfl;
 
 	memset(&dfl, 0, sizeof(dfl));
 	dfl.sa_handler = SIG_DFL;
 	sigaction(sig, &dfl, NULL);
-	if (!pending(sig) &&
-	    (si->si_code <= 0 || sig == SIGABRT || sig == SIGTRAP || sig == SIGSYS))
+	if (!pending(sig))
 		syscall(SYS_tgkill, getpid(), (pid_t)syscall(SYS_gettid), sig);
-	/* Returning delivers the pending signal, or faults again: the
-	 * default action either way. */
+	/* Returning (which unblocks it) delivers it: the default action. */
 }
+
+static bool install_one(int i);
 
 static void on_fatal(int sig, siginfo_t *si, void *uc)
 {
 	int saved = errno;
 	int i = slot_of(sig);
-	const struct sigaction *p;
+	uintptr_t frame = (uintptr_t)__builtin_frame_address(0);
+	uintptr_t outer_frame = here.frame;
+	int outer_sig = here.sig;
+	const siginfo_t *outer_si = here.si;
+	uint64_t entered_ms = mono_ms(), ip = context_ip(uc);
+	struct sigaction p;
 
 	if (i < 0)
 		goto out;
-	/* Called again from within the chain (a previous handler that calls
-	 * the one it replaced, which it found to be ours): the outer call
-	 * decides. */
-	if (here.depth++ > 0)
-		goto out_depth;
-	p = &previous[i];
-	if (p->sa_handler == SIG_IGN) {
+	/* Called from within the chain (a previous handler that calls the one
+	 * it replaced, which it found to be ours): the outer call decides. A
+	 * frame left by siglongjmp() is above ours, or holds another siginfo. */
+	if (outer_frame && frame < outer_frame && outer_sig == sig && outer_si == si)
+		goto out;
+	here.frame = frame;
+	here.sig = sig;
+	here.si = si;
+	p = previous[i][__atomic_load_n(&current[i], __ATOMIC_ACQUIRE)];
+	if (p.sa_handler == SIG_IGN) {
 		if (si->si_code <= 0)
-			goto out_depth; /* sent by someone, and ignored as asked */
-	} else if (p->sa_handler != SIG_DFL) {
-		call_previous(p, sig, si, uc);
-		if (!fatal_after_return(sig, si, uc))
-			goto out_depth;
+			goto out_frame; /* sent by someone, and ignored as asked */
+	} else if (p.sa_handler != SIG_DFL) {
+		call_previous(&p, sig, si, uc);
+		if (!fatal_after_return(sig, si, uc, ip, entered_ms)) {
+			/* What the kernel left behind such a handler is the
+			 * default action: ours goes in front of it again. */
+			for (int t = 0; (p.sa_flags & SA_RESETHAND) && !install_one(i) && t < 10; t++)
+				nap_ms(); /* the link thread's re-check holds it */
+			goto out_frame;
+		}
 	}
 	if (__atomic_exchange_n(&taken, 1, __ATOMIC_ACQ_REL) == 0) {
 		if (fr_is_active())
@@ -334,9 +425,11 @@ static void on_fatal(int sig, siginfo_t *si, void *uc)
 		while (!__atomic_load_n(&done, __ATOMIC_ACQUIRE) && mono_ms() < until)
 			nap_ms();
 	}
-	die_by_default(sig, si);
-out_depth:
-	here.depth--;
+	die_by_default(sig);
+out_frame:
+	here.frame = outer_frame;
+	here.sig = outer_sig;
+	here.si = outer_si;
 out:
 	errno = saved;
 }
@@ -346,26 +439,36 @@ static bool is_ours(const struct sigaction *sa)
 	return (sa->sa_flags & SA_SIGINFO) && sa->sa_sigaction == on_fatal;
 }
 
-/* Installs ours over whatever `sig` has now, keeping that to call first. */
+/* Installs ours over whatever `sig` has now, keeping that to call first.
+ * Async-signal-safe. False when it could not, or another thread is at it. */
 static bool install_one(int i)
 {
 	struct sigaction sa, cur;
+	int next, expected = 0;
+	bool ok = false;
 
-	if (sigaction(fatal[i], NULL, &cur) != 0)
+	if (!__atomic_compare_exchange_n(&writing[i], &expected, 1, false, __ATOMIC_ACQ_REL,
+					 __ATOMIC_ACQUIRE))
 		return false;
+	if (sigaction(fatal[i], NULL, &cur) != 0)
+		goto out_unlock;
+	ok = true;
 	if (is_ours(&cur))
-		return true;
+		goto out_unlock;
 	memset(&sa, 0, sizeof(sa));
 	sa.sa_sigaction = on_fatal;
 	sa.sa_flags = SA_SIGINFO | SA_ONSTACK;
 	sigfillset(&sa.sa_mask);
 	/* The handler reads `previous` only once ours is installed. */
-	previous[i] = cur;
-	__atomic_thread_fence(__ATOMIC_RELEASE);
-	if (sigaction(fatal[i], &sa, NULL) != 0)
-		return false;
-	ours[i] = true;
-	return true;
+	next = !__atomic_load_n(&current[i], __ATOMIC_ACQUIRE);
+	previous[i][next] = cur;
+	__atomic_store_n(&current[i], next, __ATOMIC_RELEASE);
+	ok = sigaction(fatal[i], &sa, NULL) == 0;
+	if (ok)
+		ours[i] = true;
+out_unlock:
+	__atomic_store_n(&writing[i], 0, __ATOMIC_RELEASE);
+	return ok;
 }
 
 static void alt_stack(void)

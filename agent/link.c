@@ -1352,6 +1352,9 @@ static void close_all(void)
 	for (size_t i = 0; i < sizeof(handles) / sizeof(handles[0]); i++)
 		if (!uv_is_closing(handles[i]))
 			uv_close(handles[i], NULL);
+	/* The descriptor's number may be reused once closed: a crash after
+	 * this must not write its frame there. */
+	fr_crash_set_fd(-1);
 	if (link_open()) {
 		L.state = LINK_CLOSING;
 		uv_close(&L.sock.handle, on_closed);
@@ -1556,8 +1559,17 @@ int fr_link_start(void)
 	/* The first connection attempt (which may resolve a host name) runs
 	 * on the link thread, never in the application's MPI_Init. */
 	uv_timer_start(&L.retry, on_retry, 0, 0);
-	/* The application's signal handlers must never run on our thread. */
+	/* The application's signal handlers must never run on our thread,
+	 * except for a fault of its own: a synchronous fault in a thread that
+	 * blocks the signal is the default action's, never the crash
+	 * handler's (crash.c). */
 	sigfillset(&all);
+	sigdelset(&all, SIGSEGV);
+	sigdelset(&all, SIGBUS);
+	sigdelset(&all, SIGFPE);
+	sigdelset(&all, SIGILL);
+	sigdelset(&all, SIGTRAP);
+	sigdelset(&all, SIGSYS);
 	pthread_sigmask(SIG_SETMASK, &all, &old);
 	rc = pthread_create(&L.thread, NULL, link_main, NULL);
 	pthread_sigmask(SIG_SETMASK, &old, NULL);

@@ -1081,12 +1081,14 @@ int registry_crash(struct conn *c, const struct fr_msg_crash *m, const char **wh
 		return -ENOMEM;
 	}
 	r->crashed_mono = daemon_mono_ns();
-	if (!job->has_crash) {
-		job->has_crash = true;
-		job->crash_reported = false;
-		job->crash_rank = r->rank;
-		job->crash_mono = r->crashed_mono;
-	}
+	/* Each crash is the job's latest, to be reported (within the job's
+	 * incident rate): a crash reported once says nothing of another rank's
+	 * later, or of the next process of the same rank (its HELLO dropped
+	 * this one's crash). */
+	job->has_crash = true;
+	job->crash_reported = false;
+	job->crash_rank = r->rank;
+	job->crash_mono = r->crashed_mono;
 	fn = fr_crash_function(r->crash);
 	daemon_log("job %s rank %" PRIu32 " crashed: %s (si_code %d) at 0x%" PRIx64 "%s%s",
 		   job->id, r->rank, fr_signal_name(r->crash->signo, sname), r->crash->code,

@@ -195,10 +195,12 @@ struct job {
 	bool has_local_key;
 	uint64_t local_key;
 	uint64_t recheck_mono;      /* no new verdict before this */
-	/* The job's first crash (CRASH from a rank): which rank and when, so
-	 * that ranks whose connections drop right after are known as killed
-	 * by the launcher; `crash_reported` once an incident opened for it,
-	 * so that the watchdog does not open another for the same crash. */
+	/* The job's latest crash (CRASH from a rank's process, at most one
+	 * per process): which rank and when, so that ranks whose connections
+	 * drop right after are known as killed by the launcher;
+	 * `crash_reported` once an incident opened for it (or one collecting
+	 * shows it), so that the watchdog does not open another for the same
+	 * crash. A later crash is reported in its turn. */
 	bool has_crash;
 	bool crash_reported;
 	uint32_t crash_rank;
