@@ -128,7 +128,7 @@ struct daemon_config {
 	  "Agent connections the daemon could not accept (out of file descriptors).")            \
 	X(nodes_refused, "nodes_refused_total",                                                   \
 	  "Node daemons' node_hello refused: a name a connected node of another boot id holds, "  \
-	  "a name that is empty or not printable, 4096 nodes all connected, or over "            \
+	  "a name that is empty or not printable, 16384 nodes all connected, or over "            \
 	  "--max-memory.")                                                                      \
 	X(node_state_refused, "node_state_refused_total",                                         \
 	  "Node daemons' jobs, ranks or progress records not kept: over a cap on what a node "    \

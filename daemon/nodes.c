@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "aggregate.h"
 #include "budget.h"
@@ -14,6 +15,7 @@
 #include "log.h"
 #include "ratelog.h"
 
+#include "../protocol/hash.h"
 #include "../protocol/wire.h"
 
 _Static_assert(NODE_RANKS_MAX == DAEMON_MAX_WORLD, "a node holds at most a whole world");
@@ -35,8 +37,17 @@ struct nodes_entry {
 
 static struct node *nodes;
 static size_t nnodes;
-/* Nodes by number (agg_node.node): a forgotten node's number is reused. */
+/* Nodes by number (agg_node.node): a forgotten node's number is reused;
+ * the search for a free one starts after the last given. */
 static struct node *numbered[NODES_MAX];
+static uint32_t next_number;
+/* Nodes by name, chained (hnext): a lookup per NODE_HELLO, and one per
+ * node an incident asks or fetches from, at thousands of nodes. The seed
+ * is the daemon's own, so that names chosen to collide (by peers that
+ * proved the token) must guess it. */
+#define NAME_BUCKETS (2 * NODES_MAX)
+static struct node *by_name[NAME_BUCKETS];
+static uint64_t name_seed;
 static struct nodes_entry **buckets;
 static size_t nbuckets, nentries;
 static struct nodes_entry *entries_first, *entries_last;
@@ -612,8 +623,30 @@ static struct node_job *node_job(struct node *n, const char *job, bool create, i
 	return j;
 }
 
+static struct node **name_slot(const char *name)
+{
+	if (!name_seed)
+		name_seed = fr_fnv1a(FR_FNV_INIT, &(uint64_t){ daemon_mono_ns() ^ (uint64_t)getpid() },
+				     sizeof(uint64_t)) | 1;
+	return &by_name[fr_fnv1a(name_seed, name, strlen(name)) % NAME_BUCKETS];
+}
+
+static struct node *node_by_name(const char *name)
+{
+	struct node *n = *name_slot(name);
+
+	while (n && strcmp(n->name, name) != 0)
+		n = n->hnext;
+	return n;
+}
+
 static void node_free(struct node *n)
 {
+	struct node **pp = name_slot(n->name);
+
+	while (*pp != n)
+		pp = &(*pp)->hnext;
+	*pp = n->hnext;
 	node_forget_jobs(n);
 	numbered[n->number] = NULL;
 	charged_free(n, sizeof(*n), NULL);
@@ -646,7 +679,7 @@ static struct node *node_new(const char *name, const char **why)
 	uint32_t number = 0;
 
 	if (nnodes >= NODES_MAX && !nodes_evict_oldest()) {
-		*why = "the central daemon keeps 4096 nodes at most and all are connected";
+		*why = "the central daemon keeps " NODES_MAX_S " nodes at most and all are connected";
 		return NULL;
 	}
 	n = charged_realloc(NULL, 0, sizeof(*n), NULL);
@@ -655,13 +688,17 @@ static struct node *node_new(const char *name, const char **why)
 		return NULL;
 	}
 	memset(n, 0, sizeof(*n));
-	while (numbered[number])
-		number++;
+	/* There is a free number: fewer than NODES_MAX nodes are kept. */
+	for (number = next_number % NODES_MAX; numbered[number]; number = (number + 1) % NODES_MAX)
+		;
+	next_number = number + 1;
 	snprintf(n->name, sizeof(n->name), "%s", name);
 	n->number = number;
 	numbered[number] = n;
 	n->next = nodes;
 	nodes = n;
+	n->hnext = *name_slot(n->name);
+	*name_slot(n->name) = n;
 	nnodes++;
 	return n;
 }
@@ -837,8 +874,7 @@ struct node *nodes_admit(struct conn *c, const char *peer, const struct fr_msg_n
 		*why = "the node's name is empty";
 		return NULL;
 	}
-	for (n = nodes; n && strcmp(n->name, m->node) != 0; n = n->next)
-		;
+	n = node_by_name(m->node);
 	if (n && n->conn && n->boot_id != m->boot_id) {
 		/* Another daemon that says it is this node (a copied
 		 * configuration, or a peer making up names) must not
@@ -986,10 +1022,9 @@ void nodes_forget_lost(uint64_t now_mono_ns, uint64_t grace_ns)
 
 struct conn *nodes_conn_by_name(const char *node)
 {
-	for (const struct node *n = nodes; n; n = n->next)
-		if (strcmp(n->name, node) == 0)
-			return n->conn;
-	return NULL;
+	const struct node *n = node_by_name(node);
+
+	return n ? n->conn : NULL;
 }
 
 void nodes_free(void)

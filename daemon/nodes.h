@@ -38,8 +38,9 @@ struct flightrecd;
 
 /* Nodes remembered at most; at the cap a new name forgets the node that
  * has been disconnected longest, and is refused when every node is
- * connected. */
-#define NODES_MAX 4096u
+ * connected. A job of 100,000 GPUs, 8 a node, is 12,500 nodes. */
+#define NODES_MAX 16384u
+#define NODES_MAX_S "16384"
 /* Jobs kept per node: a node daemon's registry holds at most DAEMON_MAX_JOBS. */
 #define NODE_JOBS_MAX 1024u
 /* Ranks kept per job per node, and never more than the job's world size:
@@ -101,6 +102,7 @@ struct node_job {
 
 struct node {
 	struct node *next;
+	struct node *hnext;             /* in the table by name */
 	char name[FR_HOST_MAX + 1];
 	char addr[64];                  /* the peer it last connected from */
 	uint64_t boot_id;

@@ -450,6 +450,13 @@ static void test_nodes_cap_evicts_oldest_disconnected(void **state)
 	assert_string_equal(nodes_node_name(n->number), "newcomer");
 	assert_string_equal(nodes_node_name(first->number), "node0010");
 	assert_int_equal(n->number, number);
+	/* By name: the newcomer and the others, not the one forgotten. */
+	assert_ptr_equal(nodes_conn_by_name("newcomer"), (struct conn *)0x9999);
+	assert_ptr_equal(nodes_conn_by_name("node0030"), (struct conn *)31);
+	assert_ptr_equal(nodes_conn_by_name("node16383"), (struct conn *)16384);
+	assert_null(nodes_conn_by_name("node0010"));
+	assert_null(nodes_conn_by_name("node0020"));
+	assert_null(nodes_conn_by_name("node-none"));
 	assert_nodes_released();
 }
 
@@ -927,6 +934,7 @@ static void test_jobs_total_cap(void **state)
  * times the holders: 4,095 nodes of 15 ranks each, then a node's batch of
  * 2,048 ranks, all new, and one of 2,048 all held.
  */
+#define CLAIM_NODES 4095u
 static void test_claim_cost(void **state)
 {
 	static struct fr_node_rank rr[FR_NODE_RANKS_BATCH];
@@ -937,7 +945,7 @@ static void test_claim_cost(void **state)
 	uint64_t t0, t;
 
 	(void)state;
-	for (uint32_t k = 0; k < NODES_MAX - 1; k++) {
+	for (uint32_t k = 0; k < CLAIM_NODES; k++) {
 		snprintf(h.node, sizeof(h.node), "n%u", k);
 		n = nodes_hello((struct conn *)(uintptr_t)(k + 1), "x:1", &h, &old);
 		for (uint32_t i = 0; i < 15; i++)
@@ -960,7 +968,7 @@ static void test_claim_cost(void **state)
 	}
 	t = now_us() - t0;
 	printf("two claims of %u ranks against %u nodes: %.2f ms\n", FR_NODE_RANKS_BATCH,
-	       NODES_MAX - 1, (double)t / 1000.0);
+	       CLAIM_NODES, (double)t / 1000.0);
 	/* The product (2 x 2,048 x 4,095 searches) took some 270 ms. */
 	assert_true(t < 100000);
 	assert_int_equal(n->jobs[0]->nranks, 0);
