@@ -69,7 +69,11 @@ say "summaries: $(du -sb "$src/summaries" | awk -v r="$RANKS" '{printf "%.1f MiB
 make_token
 # The fake nodes stand for other machines: at nice 19 they take what CPU
 # the central daemon leaves, rather than half of it.
-start_daemon --token-file "$TOKEN" --heartbeat-timeout 60 --dump-deadline 60
+# Every fake node connects from 127.0.0.1, where real ones come each from
+# its own address: the per-address cap on connections not yet introduced
+# must hold them all.
+start_daemon --token-file "$TOKEN" --heartbeat-timeout 60 --dump-deadline 60 \
+	--max-pending-per-address "$((NODES + 64))"
 nice -n 19 "$FAKENODES" "127.0.0.1:$LISTEN_PORT" "$JOB" "$RANKS" "$NODES" "$src/summaries" --full "$src/kept" --token "$TOKEN" \
 	>"$T/fakenodes.out" 2>"$T/fakenodes.err" &
 track_pid "$!"
@@ -94,7 +98,7 @@ if [ -n "${PROFILE:-}" ]; then
 	sleep 1
 fi
 # The daemon's log lines from here on, each with the time it was read.
-tail -n 0 -F "$T/daemon.log" 2>/dev/null | while IFS= read -r line; do echo "$(now_s) $line"; done >"$T/stamped.log" &
+tail -n 0 -F "$T/daemon.log" 2>/dev/null | while IFS= read -r line; do echo "$EPOCHREALTIME $line"; done >"$T/stamped.log" &
 track_pid "$!"
 read -r u0 s0 <<<"$(cpu_ticks "$DAEMON_PID")"
 t0=$(now_s)
@@ -126,6 +130,7 @@ awk -v u="$((u1 - u0))" -v s="$((s1 - s0))" -v hz="$HZ" -v r="$RANKS" -v t="$lat
 		(u + s) / hz, u / hz, s / hz, 1e6 * (u + s) / hz / r, 100 * (u + s) / hz / t }'
 # Where the time went, from the daemon's log: the last node done, the
 # summaries judged, the culprit's full dump in, the incident closed.
+wait_for 10 grep -q " closed" "$T/stamped.log" || true
 at() { awk -v t0="$t0" -v pat="$1" 'index($0, pat) {t = $1} END {if (t) printf "%.2f", t - t0; else printf "?"}' "$T/stamped.log"; }
 say "phases (s after the request): last node done $(at 'is done ('), judged $(at 'the summaries say'), \
 culprit's full dump $(at 'full dump fetched'), closed $(at ' closed')"
