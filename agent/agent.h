@@ -102,6 +102,9 @@ void fr_agent_add_names(unsigned base, const char *const *dtypes, unsigned ndtyp
 /* Stops recording and closes the link (finalise). Bounded in time. */
 void fr_agent_stop(void);
 
+/* NCCL communicators learnt and not yet destroyed (hooks_nccl.c). */
+uint32_t fr_nccl_live_comms(void);
+
 /* Global rank of communicator rank `peer` of `c`; -1 for none, out of
  * range or unknown to this rank. */
 static inline int32_t fr_comm_global_rank(const struct fr_comm_rec *c, int32_t peer)

@@ -288,6 +288,10 @@ static void nccl_start(int rank, int nranks)
 	fr_agent_start(version, rank, nranks);
 }
 
+/* Communicators learnt and not yet destroyed or aborted: none at exit is a
+ * process that finalised NCCL (EXIT's FR_WIRE_EXIT_FINALISED). */
+static uint32_t live_comms;
+
 /*
  * Registers communicator `comm` of `nranks` members in which this process
  * has rank `rank`: only its own global rank is known.
@@ -308,8 +312,8 @@ static struct fr_comm_rec *learn(ncclComm_t comm, const char *id, const char *de
 	members[rank] = fr_agent.id.rank;
 	c = fr_comm_register(id, desc, (uint32_t)rank, (uint32_t)nranks, members);
 	free(members);
-	if (c)
-		fr_handles_put(&comm_map, (uintptr_t)comm, (uint64_t)c->index + 1);
+	if (c && fr_handles_put(&comm_map, (uintptr_t)comm, (uint64_t)c->index + 1))
+		__atomic_add_fetch(&live_comms, 1, __ATOMIC_RELAXED);
 	return c;
 }
 
@@ -513,8 +517,13 @@ HOOK ncclResult_t ncclCommShrink(ncclComm_t comm, int *exclude, int nexclude,
 /* A destroyed communicator's handle may be reused by the next one. */
 static void forget(ncclComm_t comm)
 {
-	if (comm && comm_map.slots)
-		fr_handles_take(&comm_map, (uintptr_t)comm);
+	if (comm && comm_map.slots && fr_handles_take(&comm_map, (uintptr_t)comm))
+		__atomic_sub_fetch(&live_comms, 1, __ATOMIC_RELAXED);
+}
+
+uint32_t fr_nccl_live_comms(void)
+{
+	return __atomic_load_n(&live_comms, __ATOMIC_RELAXED);
 }
 
 HOOK ncclResult_t ncclCommFinalize(ncclComm_t comm)

@@ -954,7 +954,19 @@ static void conn_dispatch(struct conn *c, const struct fr_wire_header *h, const 
 		if (!err)
 			err = registry_crash(c, &m, &why);
 		if (!err)
-			incident_open_crash(d, c->job, c->rank);
+			incident_open_death(d, c->job, c->rank, "crash");
+		break;
+	}
+	case FR_MSG_EXIT: {
+		struct fr_msg_exit m;
+
+		err = fr_wire_exit_decode(p, h->length, &m);
+		if (!err)
+			err = registry_exit(c, &m);
+		if (err == 1) {
+			err = 0;
+			incident_open_death(d, c->job, c->rank, "exited");
+		}
 		break;
 	}
 	case FR_MSG_BYE: {

@@ -36,6 +36,9 @@
 /* 1.7 adds "crash" (the rank died of a fatal signal); only a dump, or a
  * manifest's view of a rank, with one is written as 1.7. */
 #define FR_DUMP_VERSION_CRASH "1.7"
+/* 1.8 adds "exit" (the rank exited without finalising, or was killed); only
+ * a dump, or a manifest's view of a rank, with one is written as 1.8. */
+#define FR_DUMP_VERSION_EXIT "1.8"
 #define FR_DUMP_VERSION_MAJOR 1
 /*
  * Manifests are versioned apart from dumps since 2.0, which lists each
@@ -62,6 +65,14 @@ json_t *fr_dump_to_json(const struct fr_trace *t);
  * memory.
  */
 json_t *fr_crash_to_json(const struct fr_crash *c);
+
+/*
+ * The "exit" object of a dump (FORMAT.md, "Exits"): how ("exited",
+ * "killed"), code, underscore, finalised, inflight, time_ns, ring_head.
+ * The daemon's rank JSON uses it too. A new reference, NULL when out of
+ * memory.
+ */
+json_t *fr_exit_to_json(const struct fr_exit *e);
 
 /*
  * Serialises a trace into a newly allocated NUL-terminated buffer (caller

@@ -264,6 +264,29 @@ static bool libc_signal_frame(const char *name)
 	return false;
 }
 
+void fr_exit_from_wire(struct fr_exit *e, const struct fr_msg_exit *m)
+{
+	memset(e, 0, sizeof(*e));
+	e->kind = FR_EXIT_EXITED;
+	e->has_code = m->flags & FR_WIRE_EXIT_CODE_KNOWN;
+	e->code = e->has_code ? m->code : 0;
+	e->underscore = m->flags & FR_WIRE_EXIT_UNDERSCORE;
+	e->finalised = m->flags & FR_WIRE_EXIT_FINALISED;
+	e->inflight = m->inflight;
+	e->time_ns = m->time_ns;
+	e->ring_head = m->ring_head;
+}
+
+const char *fr_exit_kind_name(unsigned kind)
+{
+	return kind == FR_EXIT_EXITED ? "exited" : kind == FR_EXIT_KILLED ? "killed" : NULL;
+}
+
+bool fr_exit_is_fault(const struct fr_exit *e)
+{
+	return e->kind == FR_EXIT_KILLED || e->inflight || (e->has_code && e->code != 0);
+}
+
 const char *fr_crash_function(const struct fr_crash *c)
 {
 	const char *first = NULL;

@@ -138,6 +138,37 @@ void fr_crash_free(struct fr_crash *c);
 const char *fr_crash_function(const struct fr_crash *c);
 
 /*
+ * How a rank ended other than by a fatal signal or a goodbye after
+ * finalising (dumps/FORMAT.md, "Exits"):
+ *   FR_EXIT_EXITED  its agent said EXIT: exit(), _exit() or a return from
+ *                   main without finalising, or with operations in flight;
+ *   FR_EXIT_KILLED  its connection dropped without a goodbye, a CRASH or an
+ *                   EXIT while it had an operation in flight or its peers
+ *                   waited on it: killed (SIGKILL, the OOM killer) or lost,
+ *                   as far as the daemon can tell.
+ */
+enum fr_exit_kind { FR_EXIT_EXITED = 1, FR_EXIT_KILLED = 2 };
+struct fr_exit {
+	enum fr_exit_kind kind;
+	bool has_code;         /* exited: the status it asked for is known */
+	int32_t code;
+	bool underscore;       /* exited by _exit()/_Exit(): no atexit handlers ran */
+	bool finalised;        /* every communicator had been destroyed */
+	uint32_t inflight;     /* operations in flight that blocked it */
+	uint64_t time_ns;      /* CLOCK_REALTIME of the exit, or when the daemon saw it go */
+	uint64_t ring_head;    /* exited: the ring's next record id; killed: 0 */
+};
+
+/* The exit an EXIT message tells (kind exited). */
+void fr_exit_from_wire(struct fr_exit *e, const struct fr_msg_exit *m);
+/* "exited", "killed"; NULL for neither. */
+const char *fr_exit_kind_name(unsigned kind);
+/* An exit a rank's peers should hear of at once: killed, or an exit with
+ * operations in flight or a non-zero status. (An exit(0) with nothing in
+ * flight is taken for a goodbye until its peers wait on it.) */
+bool fr_exit_is_fault(const struct fr_exit *e);
+
+/*
  * What a summary of a rank's evidence says of itself (dumps/summary.h): a
  * node daemon keeps the rank's full dump and sends this smaller one up.
  */
@@ -181,6 +212,9 @@ struct fr_trace {
 	struct fr_trace_summary *summary;
 	/* Owned; NULL unless the rank died of a fatal signal. */
 	struct fr_crash *crash;
+	/* How it ended, when it exited without finalising or was killed. */
+	bool has_exit;
+	struct fr_exit exit;
 };
 
 /* Releases everything a trace owns and zeroes it. */

@@ -200,6 +200,11 @@ json_t *fr_verdict_to_json(const struct fr_verdict *v)
 		rc |= jset(c, "waited_s", json_real(cu->waited_s));
 		if (cu->crash)
 			rc |= crash_fields(c, cu->crash);
+		if (cu->has_exit && cu->reason == FR_REASON_EXITED)
+			rc |= jset(c, "exit_code", cu->exit.has_code ? json_integer(cu->exit.code) :
+								       json_null());
+		if (cu->has_exit)
+			rc |= jset(c, "inflight", json_integer(cu->exit.inflight));
 	}
 	rc |= jset(o, "verdict", json_string(fr_verdict_name(v->kind)));
 	rc |= json_object_set_new(o, "culprits", cs);
