@@ -1167,38 +1167,40 @@ static uint32_t blocking_ops(const struct job_rank *r)
 	return n;
 }
 
-/* Whether some other connected rank of the job waits in an operation. */
+/* Whether some other rank of the job still runs: it waits for `gone`
+ * now, or will at its next collective. */
 static bool peers_wait(const struct job *job, const struct job_rank *gone)
 {
 	for (uint32_t i = 0; i < job->nslots; i++) {
 		const struct job_rank *o = job->ranks[i];
 
-		if (o && o != gone && o->conn && !o->finished && blocking_ops(o))
+		if (o && o != gone && o->conn && !o->finished)
 			return true;
 	}
 	return false;
 }
 
 /*
- * Whether rank `r`, whose connection just dropped without a word, was
- * killed: its process, on this host, is gone, and it was needed (it had an
- * operation in flight, or its peers wait), and no other rank of the job
- * died just before (then it was the launcher that killed it). A rank on
- * another host, or one whose process lives (a network cut), is only
+ * Whether rank `r`, whose connection `c` just dropped without a word, was
+ * killed: its agent would have said EXIT on any other way out (protocol
+ * 6), its process, on this host, is gone, it was needed (it had an
+ * operation in flight, or a peer still runs and so waits for it now or at
+ * its next collective), and no other rank of the job died just before
+ * (then it was the launcher that killed it). A rank on another host, one
+ * whose process lives (a network cut) or an older agent's is only
  * disconnected.
  */
-static bool conn_lost_killed(const struct flightrecd *d, const struct job *job,
+static bool conn_lost_killed(const struct conn *c, const struct job *job,
 			     const struct job_rank *r, uint64_t now_mono)
 {
 	char host[FR_HOST_MAX + 1];
 
-	if (r->crash || r->has_exit || !r->pid)
+	if (c->agent_version < 6 || r->crash || r->has_exit || !r->pid)
 		return false;
 	if (job->has_crash && now_mono - job->crash_mono <= INCIDENT_KILL_WINDOW_NS)
 		return false;
 	if (gethostname(host, sizeof(host)) != 0 || strncmp(host, r->host, sizeof(host)) != 0)
 		return false;
-	(void)d;
 	return (blocking_ops(r) || peers_wait(job, r)) && pid_gone(r->pid);
 }
 
@@ -1215,18 +1217,18 @@ static void rank_killed(struct job *job, struct job_rank *r, uint64_t now_mono)
 	job_died(job, r->rank, now_mono, "was killed");
 	daemon_log("job %s rank %" PRIu32 " killed or lost: its process %" PRIu32 " is gone without a goodbye, with %" PRIu32 " operation(s) in flight%s",
 		   job->id, r->rank, r->pid, e->inflight,
-		   e->inflight ? "" : " while its peers wait");
+		   e->inflight ? "" : " while its peers run");
 }
 
 /* A connection is going away; its rank (if still its own) is disconnected. */
-void registry_conn_lost(struct flightrecd *d, struct conn *c)
+int registry_conn_lost(struct flightrecd *d, struct conn *c)
 {
 	struct job_rank *r = conn_rank(c);
 	struct job *job = c->job;
 
 	if (!r || r->conn != c) {
 		c->job = NULL;
-		return;
+		return -1;
 	}
 	conn_unbind(c);
 	if (!r->finished) {
@@ -1237,16 +1239,16 @@ void registry_conn_lost(struct flightrecd *d, struct conn *c)
 			daemon_log("job %s rank %" PRIu32 " disconnected without saying goodbye (%s)",
 				   job->id, r->rank, c->peer);
 		if (!d->stopping && !c->rejected &&
-		    conn_lost_killed(d, job, r, r->disconnected_mono)) {
+		    conn_lost_killed(c, job, r, r->disconnected_mono)) {
 			rank_killed(job, r, r->disconnected_mono);
 			if (job->active)
 				incident_rank_left(job->active, r->rank, false);
-			incident_open_death(d, job, r->rank, "killed");
-			return;
+			return (int)r->rank;
 		}
 	}
 	if (job->active)
 		incident_rank_left(job->active, r->rank, r->finished);
+	return -1;
 }
 
 enum rank_state registry_rank_state(const struct flightrecd *d, const struct job_rank *r,

@@ -293,7 +293,10 @@ int registry_crash(struct conn *c, const struct fr_msg_crash *m, const char **wh
  * goodbye, -EPROTO without a rank. A second EXIT is ignored. */
 int registry_exit(struct conn *c, const struct fr_msg_exit *m);
 void registry_seen(struct conn *c);
-void registry_conn_lost(struct flightrecd *d, struct conn *c);
+/* The connection is going away. Returns the rank when it was found
+ * killed (its process gone without a word while needed: the caller opens
+ * the incident), else -1. */
+int registry_conn_lost(struct flightrecd *d, struct conn *c);
 /* Forgets jobs idle for DAEMON_JOB_IDLE_NS; the caller holds the lock. */
 void registry_forget_idle(struct flightrecd *d, uint64_t now_mono);
 struct job *registry_job_find(struct flightrecd *d, const char *id);
