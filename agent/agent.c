@@ -239,19 +239,34 @@ __attribute__((destructor)) static void agent_at_exit(void)
  * _exit() and _Exit() run no atexit handler and no destructor: the agent
  * says EXIT from here, then ends the process as they would (exit_group,
  * which is what both are). The C library's own exit() reaches its _exit
- * internally, not through these.
+ * internally, not through these. They carry the C library's version (the
+ * architecture's base one, the only one both have): the dynamic linker
+ * binds a versioned reference only to a definition of that version
+ * (dlsym.c says the same of dlsym). Elsewhere they are not hooked.
  */
-__attribute__((visibility("default"), noreturn)) void _exit(int status)
+#if defined(__x86_64__) || defined(__aarch64__)
+#if defined(__x86_64__)
+#define EXIT_VERSION "GLIBC_2.2.5"
+#else
+#define EXIT_VERSION "GLIBC_2.17"
+#endif
+__attribute__((visibility("default"), noreturn)) void fr_hook_exit(int status);
+__attribute__((visibility("default"), noreturn)) void fr_hook_Exit(int status);
+__asm__(".symver fr_hook_exit, _exit@@" EXIT_VERSION "\n"
+	".symver fr_hook_Exit, _Exit@@" EXIT_VERSION "\n");
+
+void fr_hook_exit(int status)
 {
 	agent_exiting(true, status, true);
 	for (;;)
 		syscall(SYS_exit_group, status);
 }
 
-__attribute__((visibility("default"), noreturn)) void _Exit(int status)
+void fr_hook_Exit(int status)
 {
-	_exit(status);
+	fr_hook_exit(status);
 }
+#endif
 
 void fr_agent_stop(void)
 {

@@ -5,8 +5,8 @@
 # once (rank 2 "exited" in the live view, an incident with reason exited
 # within 2 s), and fr-analyze's verdict is crash, culprit reason exited with
 # exit_code 3. The job's exit status is the one it has without the agent.
-# A job that finalises and exits cleanly stays "finished", with no
-# incident.
+# _exit(3) is named alike. A job that finalises and exits cleanly stays
+# "finished", with no incident.
 . "$(dirname "$0")/lib.sh"
 
 # Without the agent: the exit status to keep.
@@ -48,8 +48,19 @@ expect '.summary | startswith("rank 2 ") and contains("exited (code 3) during al
 "$BIN/fr-analyze" "$INCIDENT" >"$T/analyze.txt" 2>&1
 grep -q "exited without finalising" "$T/analyze.txt" || fail "the report does not say it: $(cat "$T/analyze.txt")"
 
+# _exit(3), which runs no atexit handler and no destructor: the same, said
+# by the agent's _exit.
+JOB=e2e-underscore-$$-$RANDOM
+start_job 4 --scenario _exit --culprit 2 --at 10 --step-ms 100
+wait_job_exit 60
+[ "$JOB_RC" = "$PLAIN_RC" ] || fail "_exit: exit status $JOB_RC under the agent, $PLAIN_RC without it"
+wait_incident 20
+expect '.reason == "exited" and ([.ranks[] | select(.rank == 2)][0].exit | .code == 3 and .underscore)' "$INCIDENT/manifest.json"
+analyze "$INCIDENT"
+expect '[.culprits[].rank] == [2] and .culprits[0].reason == "exited" and .culprits[0].exit_code == 3'
+expect '.summary | contains("exited (_exit, code 3)")'
+
 # A clean job: every rank finalises and exits 0. Nothing to report.
-stop_job
 JOB=e2e-clean-$$-$RANDOM
 start_job 4 --scenario none --iters 5 --step-ms 10
 wait_job_exit 60
