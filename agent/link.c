@@ -82,6 +82,8 @@
 #define DUMP_INTERVAL_MS 1000
 #define LIVE_INTERVAL_MS 500
 #define STOP_GRACE_MS 1000
+/* Asynchronous NCCL errors kept (one per communicator, the first ones). */
+#define MAX_NCCL_ERRORS 16
 #define CRASH_LINGER_MS 1000
 #define CRASH_LINGER_MIN_MS 500
 /* How long a link with a token waits for the daemon's CHALLENGE (sent
@@ -170,6 +172,13 @@ struct link {
 	 * daemon's incident to take this rank's dump before it closes. */
 	bool exiting;
 	bool exit_sent;
+	/* Asynchronous NCCL errors found (fr_nccl_poll_errors()): the first
+	 * `nccl_errors`, of which the daemon has been sent `nccl_errors_sent`
+	 * (again from the first on each new connection). The first goes into
+	 * dumps. */
+	uint32_t nccl_errors;
+	uint32_t nccl_errors_sent;
+	struct fr_msg_nccl_error nccl_error[MAX_NCCL_ERRORS];
 	bool exit_lingering;
 	struct fr_msg_exit exit_msg;
 	uint64_t crash_ms;
@@ -781,6 +790,7 @@ static void disconnect(void)
 		L.backoff_ms = BACKOFF_MIN_MS;
 	L.awaiting_welcome = false;
 	L.crash_reads = false;
+	L.nccl_errors_sent = 0;
 	fr_crash_set_fd(-1);
 	uv_timer_stop(&L.challenge);
 	uv_timer_stop(&L.defer);
@@ -1333,6 +1343,30 @@ static void local_watchdog(void)
 	dump(incident, reason, false);
 }
 
+/*
+ * Asks NCCL for its communicators' asynchronous errors (at most every tick,
+ * from this thread), says each new one on stderr, and sends those the
+ * daemon has not had to a daemon of protocol 6.
+ */
+static void nccl_errors(void)
+{
+	struct fr_msg_nccl_error m;
+	char name[24];
+
+	while (fr_nccl_poll_errors(&m)) {
+		fprintf(stderr, "flightrec: rank %u: NCCL error on %s: %s%s%s\n", fr_agent.id.rank,
+			m.comm, fr_nccl_result_name(m.result, name), m.message[0] ? ": " : "",
+			m.message);
+		if (L.nccl_errors < MAX_NCCL_ERRORS) {
+			L.nccl_error[L.nccl_errors] = m;
+			__atomic_store_n(&L.nccl_errors, L.nccl_errors + 1, __ATOMIC_RELEASE);
+		}
+	}
+	while (L.state == LINK_UP && L.crash_reads && L.nccl_errors_sent < L.nccl_errors &&
+	       SEND_MSG(nccl_error, &L.nccl_error[L.nccl_errors_sent], SEND_KEEP) == 0)
+		L.nccl_errors_sent++;
+}
+
 static void on_tick(uv_timer_t *t)
 {
 	uint64_t now = fr_mono_ms();
@@ -1341,6 +1375,7 @@ static void on_tick(uv_timer_t *t)
 	fr_clock_recalibrate();
 	fr_gpu_poll();
 	fr_crash_recheck();
+	nccl_errors();
 	if (L.state == LINK_UP) {
 		announce_comms();
 		send_progress(false);
@@ -1694,6 +1729,14 @@ void fr_link_exit(int code, bool code_known, bool underscore, bool finalised)
 		   (finalised ? FR_WIRE_EXIT_FINALISED : 0);
 	__atomic_store_n(&L.exiting, true, __ATOMIC_RELEASE);
 	fr_link_stop();
+}
+
+void fr_link_nccl_error_to_trace(struct fr_trace *t)
+{
+	if (!__atomic_load_n(&L.nccl_errors, __ATOMIC_ACQUIRE))
+		return;
+	fr_nccl_error_from_wire(&t->nccl_error, &L.nccl_error[0]);
+	t->has_nccl_error = true;
 }
 
 void fr_link_exit_to_trace(struct fr_trace *t)

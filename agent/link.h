@@ -33,5 +33,7 @@ bool fr_link_wake_from_signal(void);
 
 /* The exit this process is ending by, into a dump's trace (none: nothing). */
 void fr_link_exit_to_trace(struct fr_trace *t);
+/* The first asynchronous NCCL error the link found, into a dump's trace. */
+void fr_link_nccl_error_to_trace(struct fr_trace *t);
 
 #endif

@@ -317,6 +317,9 @@ static void incident_note_gone(struct incident *inc, uint32_t rank)
 	if (r->crash) {
 		rank_set_error(ir, "crashed: %s at 0x%" PRIx64 "; it died before its dump was taken",
 			       fr_signal_name(r->crash->signo, sname), r->crash->fault_addr);
+	} else if (r->has_nccl_error) {
+		rank_set_error(ir, "NCCL error on %s (result %" PRIu32 "); it left before its dump was taken",
+			       r->nccl_error.comm, r->nccl_error.result);
 	} else if (r->has_exit && r->exit.kind == FR_EXIT_KILLED) {
 		rank_set_error(ir, "killed or lost: its process is gone without a goodbye; it died before its dump was taken");
 	} else if (r->has_exit && r->exit.has_code) {

@@ -504,6 +504,7 @@ static void rank_take_hello(struct job *job, struct job_rank *r, const struct fr
 		fr_crash_free(r->crash);
 		r->crash = NULL;
 		r->has_exit = false;
+		r->has_nccl_error = false;
 	}
 	r->nops = 0;
 	r->pid = m->pid;
@@ -1133,6 +1134,24 @@ int registry_exit(struct conn *c, const struct fr_msg_exit *m)
 	return 1;
 }
 
+int registry_nccl_error(struct conn *c, const struct fr_msg_nccl_error *m)
+{
+	struct job_rank *r = conn_rank(c);
+	char name[24];
+
+	if (!r)
+		return -EPROTO;
+	daemon_log("job %s rank %" PRIu32 " NCCL error on %s: %s (%" PRIu32 ")%s%s", c->job->id,
+		   r->rank, m->comm, fr_nccl_result_name(m->result, name), m->result,
+		   m->message[0] ? ": " : "", m->message);
+	if (r->has_nccl_error)
+		return 0;
+	fr_nccl_error_from_wire(&r->nccl_error, m);
+	r->has_nccl_error = true;
+	job_died(c->job, r->rank, daemon_mono_ns(), "hit an NCCL error");
+	return 1;
+}
+
 /* Whether process `pid` of this host is gone (or a zombie): false when it
  * lives, or when /proc cannot tell. */
 static bool pid_gone(uint32_t pid)
@@ -1447,6 +1466,8 @@ static int rank_trace(const struct flightrecd *d, const struct job *job,
 		return -ENOMEM;
 	t->has_exit = r->has_exit;
 	t->exit = r->exit;
+	t->has_nccl_error = r->has_nccl_error;
+	t->nccl_error = r->nccl_error;
 	snprintf(t->host, sizeof(t->host), "%s", r->host);
 	t->pid = r->pid;
 	snprintf(t->comm_lib, sizeof(t->comm_lib), "%s", r->comm_lib);

@@ -96,6 +96,9 @@ struct job_rank {
 	 * case its peers wait for it. */
 	bool has_exit;
 	struct fr_exit exit;
+	/* Its first asynchronous NCCL error (NCCL_ERROR), kept as `crash`. */
+	bool has_nccl_error;
+	struct fr_nccl_error nccl_error;
 	/* What the rank says of itself in its HELLO. */
 	uint32_t pid;
 	char host[FR_HOST_MAX + 1];
@@ -292,6 +295,10 @@ int registry_crash(struct conn *c, const struct fr_msg_crash *m, const char **wh
  * incident, as for a crash: fr_exit_is_fault()), 0 when it is taken for a
  * goodbye, -EPROTO without a rank. A second EXIT is ignored. */
 int registry_exit(struct conn *c, const struct fr_msg_exit *m);
+/* NCCL_ERROR (protocol 6): a communicator of the rank failed. Returns 1
+ * for the rank's first (an incident opens at once), 0 for a later one
+ * (logged, not kept), -EPROTO without a rank. */
+int registry_nccl_error(struct conn *c, const struct fr_msg_nccl_error *m);
 void registry_seen(struct conn *c);
 /* The connection is going away. Returns the rank when it was found
  * killed (its process gone without a word while needed: the caller opens

@@ -964,6 +964,18 @@ static void conn_dispatch(struct conn *c, const struct fr_wire_header *h, const 
 			incident_open_death(d, c->job, c->rank, "crash");
 		break;
 	}
+	case FR_MSG_NCCL_ERROR: {
+		struct fr_msg_nccl_error m;
+
+		err = fr_wire_nccl_error_decode(p, h->length, &m);
+		if (!err)
+			err = registry_nccl_error(c, &m);
+		if (err == 1) {
+			err = 0;
+			incident_open_death(d, c->job, c->rank, "nccl_error");
+		}
+		break;
+	}
 	case FR_MSG_EXIT: {
 		struct fr_msg_exit m;
 

@@ -352,6 +352,12 @@ static void death_text(char *buf, size_t len, const struct fr_culprit *c, bool f
 		snprintf(buf, len, "crashed (%s%s at 0x%" PRIx64 "%s%s)", lead,
 			 fr_signal_name(c->crash->signo, sname), c->crash->fault_addr,
 			 fn ? " in " : "", fn ? fn : "");
+	} else if (c->reason == FR_REASON_NCCL_ERROR) {
+		char name[24];
+
+		snprintf(buf, len, "hit an NCCL error (%s%s on %s%s%.120s)", lead,
+			 fr_nccl_result_name(c->nccl_error.result, name), c->nccl_error.comm,
+			 c->nccl_error.message[0] ? ": " : "", c->nccl_error.message);
 	} else if (c->reason == FR_REASON_EXITED && c->exit.has_code) {
 		snprintf(buf, len, "exited (%s%scode %" PRId32 ")", lead,
 			 c->exit.underscore ? "_exit, " : "", c->exit.code);
@@ -432,6 +438,8 @@ static int death_of(const struct fr_verdict *v, const struct fr_trace *t, uint32
 		return -1;
 	if (t->crash)
 		return FR_REASON_CRASHED;
+	if (t->has_nccl_error)
+		return FR_REASON_NCCL_ERROR;
 	if (!t->has_exit || (!fr_exit_is_fault(&t->exit) && !named_before(v, r)))
 		return -1;
 	return t->exit.kind == FR_EXIT_KILLED ? FR_REASON_KILLED : FR_REASON_EXITED;
@@ -473,7 +481,10 @@ static int crash_verdict(const struct ctx *cx, struct fr_verdict *v)
 				break;
 			}
 		}
-		if (reason != FR_REASON_CRASHED) {
+		if (reason == FR_REASON_NCCL_ERROR) {
+			c->has_nccl_error = true;
+			c->nccl_error = t->nccl_error;
+		} else if (reason != FR_REASON_CRASHED) {
 			c->has_exit = true;
 			c->exit = t->exit;
 		} else if (fr_crash_copy(&c->crash, t->crash)) {

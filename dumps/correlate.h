@@ -46,7 +46,8 @@ enum fr_verdict_kind {
 	X(STUCK_IN_OP, "stuck_in_op")   /* every member entered; none completes */ \
 	X(CRASHED, "crashed")           /* died of a fatal signal (its agent said CRASH) */ \
 	X(EXITED, "exited")             /* exited without finalising (its agent said EXIT) */ \
-	X(KILLED, "killed")             /* gone without a word while needed: killed or lost */
+	X(KILLED, "killed")             /* gone without a word while needed: killed or lost */ \
+	X(NCCL_ERROR, "nccl_error")     /* an NCCL communicator of it failed (ncclCommGetAsyncError) */
 
 enum fr_reason {
 #define FR_R_ENUM(e, n) FR_REASON_##e,
@@ -72,6 +73,8 @@ struct fr_culprit {
 	struct fr_crash *crash;       /* owned; crashed only: signal, address, stack */
 	bool has_exit;                /* exited and killed: how it ended */
 	struct fr_exit exit;
+	bool has_nccl_error;          /* nccl_error: what NCCL said */
+	struct fr_nccl_error nccl_error;
 };
 
 /*
@@ -171,11 +174,12 @@ struct fr_verdict {
  *  5. Likewise a completed point-to-point pair that disagrees.
  *  6. Otherwise ok, with stragglers.
  * Above all of them, a crash: when some rank's evidence says it died of a
- * fatal signal (trace.crash), or ended as fr_exit_is_fault() says
+ * fatal signal (trace.crash), or had an asynchronous NCCL error
+ * (trace.nccl_error), or ended as fr_exit_is_fault() says
  * (trace.exit: an exit with work in flight or a non-zero status, or killed),
  * or exited without finalising and is a culprit of the checks above (its
  * peers wait for it), the verdict is crash, its culprits those ranks
- * (reason crashed, exited or killed), and what the checks above found (the
+ * (reason crashed, nccl_error, exited or killed), and what the checks above found (the
  * hang of the ranks that wait for it) stays as the op and the waiting
  * ranks: the consequence, said in the summary.
  * Among several mismatches, the lowest seq (then communicator id) is named.
@@ -242,7 +246,8 @@ void fr_verdict_free(struct fr_verdict *v);
  *  "called": op?, "waited_s", and for reason crashed "signal", "si_code",
  *  "fault_addr", "stack": [{"name","offset","ip"}], for reason exited
  *  "exit_code" (null when not known) and "inflight", for reason killed
- *  "inflight"}], "op": {"comm","comm_ranks","seq","type","count",
+ *  "inflight", for reason nccl_error "nccl_result", "nccl_result_name",
+ *  "comm" and "message"}], "op": {"comm","comm_ranks","seq","type","count",
  *  "dtype","bytes","root","peer","is_p2p","state","nonblocking","waited",
  *  "comm_size", "gpu_state" (GPU operations only)}
  *  | null (comm_ranks: the known members only),

@@ -1550,6 +1550,31 @@ static int read_exit(const struct rd *rd, const struct fr_val *root, const char 
 	return 0;
 }
 
+/* "nccl_error", when an NCCL communicator of the rank failed
+ * (FORMAT.md, "NCCL errors"). */
+static int read_nccl_error(const struct rd *rd, const struct fr_val *root, const char *at,
+			   struct fr_trace *t)
+{
+	char p[AT_MAX];
+	const struct fr_val *o;
+	struct fr_nccl_error *e = &t->nccl_error;
+	int rc;
+
+	if ((rc = fr_rd_container(rd, root, at, "nccl_error", false, FR_VAL_OBJECT, &o)) || !o)
+		return rc;
+	fr_rd_path(p, at, "nccl_error");
+	if ((rc = GET_STR(rd, o, p, "comm", true, e->comm)) ||
+	    (rc = get_u32(rd, fr_val_get(o, "result"), p, "result", true, &e->result)) ||
+	    (rc = get_u64(rd, fr_val_get(o, "time_ns"), p, "time_ns", false, INT64_MAX,
+			  &e->time_ns)) ||
+	    (rc = GET_STR(rd, o, p, "message", false, e->message)))
+		return rc;
+	if (e->result == 0)
+		return fr_rd_range(rd, p, "result", 0, 1, UINT32_MAX);
+	t->has_nccl_error = true;
+	return 0;
+}
+
 /* "summary", when the dump is one (FORMAT.md, "Summaries"). */
 static int read_summary(const struct rd *rd, const struct fr_val *root, const char *at,
 			struct fr_trace *t)
@@ -1630,7 +1655,7 @@ int fr_rd_trace(const struct rd *rd, const struct fr_val *root, const char *at,
 	if (rd->visit && rd->visit->done && (rc = rd->visit->done(rd->visit->arg, t)))
 		return rc;
 	if ((rc = read_summary(rd, root, at, t)) || (rc = read_crash(rd, root, at, t)) ||
-	    (rc = read_exit(rd, root, at, t)))
+	    (rc = read_exit(rd, root, at, t)) || (rc = read_nccl_error(rd, root, at, t)))
 		return rc;
 	return read_threads(rd, root, at, t);
 }

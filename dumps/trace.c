@@ -3,6 +3,7 @@
 #include "scan.h"
 
 #include <errno.h>
+#include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -275,6 +276,27 @@ void fr_exit_from_wire(struct fr_exit *e, const struct fr_msg_exit *m)
 	e->inflight = m->inflight;
 	e->time_ns = m->time_ns;
 	e->ring_head = m->ring_head;
+}
+
+const char *fr_nccl_result_name(uint32_t result, char buf[24])
+{
+	static const char *const names[] = { "ncclSuccess", "ncclUnhandledCudaError",
+		"ncclSystemError", "ncclInternalError", "ncclInvalidArgument", "ncclInvalidUsage",
+		"ncclRemoteError", "ncclInProgress" };
+
+	if (result < sizeof(names) / sizeof(names[0]))
+		return names[result];
+	snprintf(buf, 24, "ncclResult %" PRIu32, result);
+	return buf;
+}
+
+void fr_nccl_error_from_wire(struct fr_nccl_error *e, const struct fr_msg_nccl_error *m)
+{
+	memset(e, 0, sizeof(*e));
+	memcpy(e->comm, m->comm, sizeof(e->comm));
+	e->result = m->result;
+	e->time_ns = m->time_ns;
+	memcpy(e->message, m->message, sizeof(e->message));
 }
 
 const char *fr_exit_kind_name(unsigned kind)

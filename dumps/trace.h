@@ -169,6 +169,23 @@ const char *fr_exit_kind_name(unsigned kind);
 bool fr_exit_is_fault(const struct fr_exit *e);
 
 /*
+ * An asynchronous NCCL error on one of the rank's communicators: what
+ * ncclCommGetAsyncError said (the agent asks every 100 ms), sent as
+ * NCCL_ERROR and written into dumps and manifests as "nccl_error"
+ * (dumps/FORMAT.md, "NCCL errors"). The first one the rank had.
+ */
+struct fr_nccl_error {
+	char comm[FR_COMM_ID_MAX + 1];
+	uint32_t result;       /* ncclResult_t, not 0 */
+	uint64_t time_ns;      /* when the agent saw it, CLOCK_REALTIME */
+	char message[FR_WIRE_NCCL_MESSAGE_MAX + 1]; /* ncclGetLastError(), may be "" */
+};
+
+/* "ncclRemoteError", ...; "ncclResult <n>" in `buf` (24 bytes) for others. */
+const char *fr_nccl_result_name(uint32_t result, char buf[24]);
+void fr_nccl_error_from_wire(struct fr_nccl_error *e, const struct fr_msg_nccl_error *m);
+
+/*
  * What a summary of a rank's evidence says of itself (dumps/summary.h): a
  * node daemon keeps the rank's full dump and sends this smaller one up.
  */
@@ -215,6 +232,9 @@ struct fr_trace {
 	/* How it ended, when it exited without finalising or was killed. */
 	bool has_exit;
 	struct fr_exit exit;
+	/* Its first asynchronous NCCL error, when it had one. */
+	bool has_nccl_error;
+	struct fr_nccl_error nccl_error;
 };
 
 /* Releases everything a trace owns and zeroes it. */
