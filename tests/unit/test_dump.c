@@ -208,7 +208,36 @@ static void test_round_trip_exit(void **state)
 	fr_trace_free(&t);
 }
 
-/* An "exit" that is not one is refused, naming the field. */
+/* An NCCL error (format 1.8) reads back as written. */
+static void test_round_trip_nccl_error(void **state)
+{
+	struct fr_trace t, back;
+	char err[512];
+	char *text;
+	size_t len;
+
+	(void)state;
+	make_rich_trace(&t);
+	t.has_nccl_error = true;
+	snprintf(t.nccl_error.comm, sizeof(t.nccl_error.comm), "nccl-5f3a9c0e");
+	t.nccl_error.result = 6;
+	t.nccl_error.time_ns = 1700000000123456789ull;
+	snprintf(t.nccl_error.message, sizeof(t.nccl_error.message), "peer went away");
+	assert_int_equal(fr_dump_serialize(&t, &text, &len), 0);
+	assert_non_null(strstr(text, "\"1.8\""));
+	assert_non_null(strstr(text, "ncclRemoteError"));
+	assert_int_equal(fr_dump_parse(text, len, "nccl.json", &back, err, sizeof(err)), 0);
+	assert_true(back.has_nccl_error);
+	assert_string_equal(back.nccl_error.comm, "nccl-5f3a9c0e");
+	assert_int_equal(back.nccl_error.result, 6);
+	assert_true(back.nccl_error.time_ns == 1700000000123456789ull);
+	assert_string_equal(back.nccl_error.message, "peer went away");
+	free(text);
+	fr_trace_free(&back);
+	fr_trace_free(&t);
+}
+
+/* An "exit" or "nccl_error" that is not one is refused, naming the field. */
 static void test_read_bad_exit(void **state)
 {
 	static const char *const bad[][2] = {
@@ -219,6 +248,9 @@ static void test_read_bad_exit(void **state)
 		{ "\"exit\": {\"how\": \"exited\", \"code\": 4294967296}", "exit.code" },
 		{ "\"exit\": {\"how\": \"exited\", \"inflight\": -1}", "exit.inflight" },
 		{ "\"exit\": {\"how\": \"exited\", \"underscore\": 1}", "exit.underscore" },
+		{ "\"nccl_error\": {\"comm\": \"c\", \"result\": 0}", "nccl_error.result" },
+		{ "\"nccl_error\": {\"result\": 6}", "nccl_error.comm" },
+		{ "\"nccl_error\": {\"comm\": \"c\", \"result\": 6, \"message\": 7}", "nccl_error.message" },
 	};
 
 	(void)state;
@@ -1267,6 +1299,7 @@ int main(void)
 		cmocka_unit_test(test_read_bad_crash),
 		cmocka_unit_test(test_round_trip_exit),
 		cmocka_unit_test(test_read_bad_exit),
+		cmocka_unit_test(test_round_trip_nccl_error),
 		cmocka_unit_test(test_round_trip_every_status),
 		cmocka_unit_test(test_document_shape),
 		cmocka_unit_test(test_read_good),

@@ -229,6 +229,23 @@ static void test_exit_verdict(void **state)
 	assert_string_equal(json_string_value(json_object_get(cj, "reason")), "killed");
 	assert_null(json_object_get(cj, "exit_code"));
 	json_decref(o);
+
+	/* An NCCL error is named ahead of the exit that may follow it. */
+	j->ev[2]->t.has_nccl_error = true;
+	snprintf(j->ev[2]->t.nccl_error.comm, sizeof(j->ev[2]->t.nccl_error.comm), "world");
+	j->ev[2]->t.nccl_error.result = 6;
+	snprintf(j->ev[2]->t.nccl_error.message, sizeof(j->ev[2]->t.nccl_error.message),
+		 "peer went away");
+	v = correlate(j);
+	assert_int_equal(v->kind, FR_VERDICT_CRASH);
+	assert_int_equal(v->culprits[0].reason, FR_REASON_NCCL_ERROR);
+	assert_contains(v->summary, "rank 2 (node2, pid 1002) hit an NCCL error (ncclRemoteError on world: peer went away) during all_reduce #5 on world");
+	o = fr_verdict_to_json(v);
+	cj = json_array_get(json_object_get(o, "culprits"), 0);
+	assert_string_equal(json_string_value(json_object_get(cj, "reason")), "nccl_error");
+	assert_int_equal(json_integer_value(json_object_get(cj, "nccl_result")), 6);
+	assert_string_equal(json_string_value(json_object_get(cj, "message")), "peer went away");
+	json_decref(o);
 	job_free(j);
 }
 
