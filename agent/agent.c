@@ -18,6 +18,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include "../include/flightrec.h"
@@ -27,6 +28,9 @@ struct fr_agent fr_agent;
 
 static bool started;
 static pid_t started_pid;
+/* The status exit() was called with (on_exit()), for EXIT. */
+static int exit_status;
+static bool exit_status_known;
 
 static const char *env_first(const char *const *names)
 {
@@ -138,6 +142,13 @@ static void read_identity(struct fr_identity *id, const char *comm_lib, int mpi_
 	snprintf(id->comm_lib, sizeof(id->comm_lib), "%s", comm_lib);
 }
 
+static void note_exit_status(int status, void *arg)
+{
+	(void)arg;
+	exit_status = status;
+	exit_status_known = true;
+}
+
 /* In a forked child the parent's link thread does not exist and its socket
  * is not ours: record nothing until the child initialises a library. */
 static void atfork_child(void)
@@ -177,6 +188,9 @@ int fr_agent_start(const char *comm_lib, int world_rank, int world_size)
 		return rc;
 	if (!atfork_set) {
 		pthread_atfork(NULL, NULL, atfork_child);
+		/* Registered after the library's own (MPI_Init's): runs before
+		 * them, and before the destructors that say goodbye. */
+		on_exit(note_exit_status, NULL);
 		atfork_set = true;
 	}
 	started = true;
@@ -192,12 +206,67 @@ int fr_agent_start(const char *comm_lib, int world_rank, int world_size)
 	return 0;
 }
 
+/*
+ * The process is ending while the agent records: it did not finalise MPI
+ * (MPI_Finalize stops the agent), or it uses NCCL, which has no finalise.
+ * The daemon hears EXIT, with the status when it is known, rather than
+ * BYE (link.c): an exit with work in flight or a non-zero status is a
+ * rank its peers will wait for in vain. In a forked or vfork()ed child the
+ * recording is the parent's: nothing.
+ */
+static void agent_exiting(bool code_known, int code, bool underscore)
+{
+	bool finalised;
+
+	if (!started || started_pid != getpid())
+		return;
+	/* NCCL whose every communicator was destroyed (an MPI process here
+	 * has not finalised). */
+	finalised = !strstr(fr_agent.id.comm_lib, "MPI") && fr_nccl_live_comms() == 0;
+	fr_link_exit(code, code_known, underscore, finalised);
+	__atomic_store_n(&fr_agent.active, false, __ATOMIC_RELAXED);
+	started = false;
+}
+
 /* A process that exits without finalising a library (NCCL has no
- * finalise; MPI programs may just exit) still says goodbye. */
+ * finalise; MPI programs may just exit) still says goodbye, or EXIT. */
 __attribute__((destructor)) static void agent_at_exit(void)
 {
-	fr_agent_stop();
+	agent_exiting(exit_status_known, exit_status, false);
 }
+
+/*
+ * _exit() and _Exit() run no atexit handler and no destructor: the agent
+ * says EXIT from here, then ends the process as they would (exit_group,
+ * which is what both are). The C library's own exit() reaches its _exit
+ * internally, not through these. They carry the C library's version (the
+ * architecture's base one, the only one both have): the dynamic linker
+ * binds a versioned reference only to a definition of that version
+ * (dlsym.c says the same of dlsym). Elsewhere they are not hooked.
+ */
+#if defined(__x86_64__) || defined(__aarch64__)
+#if defined(__x86_64__)
+#define EXIT_VERSION "GLIBC_2.2.5"
+#else
+#define EXIT_VERSION "GLIBC_2.17"
+#endif
+__attribute__((visibility("default"), noreturn)) void fr_hook_exit(int status);
+__attribute__((visibility("default"), noreturn)) void fr_hook_Exit(int status);
+__asm__(".symver fr_hook_exit, _exit@@" EXIT_VERSION "\n"
+	".symver fr_hook_Exit, _Exit@@" EXIT_VERSION "\n");
+
+void fr_hook_exit(int status)
+{
+	agent_exiting(true, status, true);
+	for (;;)
+		syscall(SYS_exit_group, status);
+}
+
+void fr_hook_Exit(int status)
+{
+	fr_hook_exit(status);
+}
+#endif
 
 void fr_agent_stop(void)
 {

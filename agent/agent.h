@@ -102,6 +102,19 @@ void fr_agent_add_names(unsigned base, const char *const *dtypes, unsigned ndtyp
 /* Stops recording and closes the link (finalise). Bounded in time. */
 void fr_agent_stop(void);
 
+/* NCCL communicators learnt and not yet destroyed (hooks_nccl.c). */
+uint32_t fr_nccl_live_comms(void);
+
+struct fr_msg_nccl_error;
+/*
+ * Link thread, every tick: asks ncclCommGetAsyncError of each live NCCL
+ * communicator not yet found failed; the first that says an error (not
+ * ncclSuccess, not ncclInProgress) is written into *out with
+ * ncclGetLastError's text and never asked again. Returns 1 then, else 0.
+ * Never on the application's thread: the question may take NCCL's locks.
+ */
+int fr_nccl_poll_errors(struct fr_msg_nccl_error *out);
+
 /* Global rank of communicator rank `peer` of `c`; -1 for none, out of
  * range or unknown to this rank. */
 static inline int32_t fr_comm_global_rank(const struct fr_comm_rec *c, int32_t peer)

@@ -10,6 +10,7 @@
 #include "../dumps/dump.h"
 #include "agent.h"
 #include "crash.h"
+#include "link.h"
 #include "stacks.h"
 
 /* Fills op, of trace t, from its record; -ENOMEM when it cannot. */
@@ -140,6 +141,10 @@ int fr_dumper_build(struct fr_trace *t, const char *incident, const char *reason
 		rc = fr_stacks_collect(t, fr_agent.cfg.stack_signal);
 	if (!rc)
 		rc = fr_crash_to_trace(t);
+	if (!rc) {
+		fr_link_exit_to_trace(t);
+		fr_link_nccl_error_to_trace(t);
+	}
 	if (rc)
 		fr_trace_free(t);
 	return rc;

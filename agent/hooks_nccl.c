@@ -25,6 +25,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "../protocol/hash.h"
 #include "agent.h"
@@ -288,6 +289,10 @@ static void nccl_start(int rank, int nranks)
 	fr_agent_start(version, rank, nranks);
 }
 
+/* Communicators learnt and not yet destroyed or aborted: none at exit is a
+ * process that finalised NCCL (EXIT's FR_WIRE_EXIT_FINALISED). */
+static uint32_t live_comms;
+
 /*
  * Registers communicator `comm` of `nranks` members in which this process
  * has rank `rank`: only its own global rank is known.
@@ -308,8 +313,8 @@ static struct fr_comm_rec *learn(ncclComm_t comm, const char *id, const char *de
 	members[rank] = fr_agent.id.rank;
 	c = fr_comm_register(id, desc, (uint32_t)rank, (uint32_t)nranks, members);
 	free(members);
-	if (c)
-		fr_handles_put(&comm_map, (uintptr_t)comm, (uint64_t)c->index + 1);
+	if (c && fr_handles_put(&comm_map, (uintptr_t)comm, (uint64_t)c->index + 1))
+		__atomic_add_fetch(&live_comms, 1, __ATOMIC_RELAXED);
 	return c;
 }
 
@@ -510,11 +515,87 @@ HOOK ncclResult_t ncclCommShrink(ncclComm_t comm, int *exclude, int nexclude,
 	return rc;
 }
 
+/*
+ * The communicator whose asynchronous error the link thread is asking now
+ * (fr_nccl_poll_errors()): a communicator being destroyed waits for that
+ * question to end, at most FORGET_WAIT_MS, before NCCL frees it.
+ */
+static uintptr_t polling; /* atomic */
+#define FORGET_WAIT_MS 1000
+
 /* A destroyed communicator's handle may be reused by the next one. */
 static void forget(ncclComm_t comm)
 {
-	if (comm && comm_map.slots)
-		fr_handles_take(&comm_map, (uintptr_t)comm);
+	struct timespec nap = { 0, 50000 };
+
+	if (!comm || !comm_map.slots || !fr_handles_take(&comm_map, (uintptr_t)comm))
+		return;
+	__atomic_sub_fetch(&live_comms, 1, __ATOMIC_RELAXED);
+	/* The poller publishes the handle, then checks it is still mapped;
+	 * we unmapped it, then check it is not being asked about. */
+	__atomic_thread_fence(__ATOMIC_SEQ_CST);
+	for (int i = 0; i < FORGET_WAIT_MS * 20 &&
+			__atomic_load_n(&polling, __ATOMIC_SEQ_CST) == (uintptr_t)comm;
+	     i++)
+		nanosleep(&nap, NULL);
+}
+
+int fr_nccl_poll_errors(struct fr_msg_nccl_error *out)
+{
+	static bool said[FR_MAX_COMMS];          /* link thread only */
+	static const char *(*last_error)(ncclComm_t);
+	static bool looked;
+	const struct nccl_impl *t = __atomic_load_n(&impl, __ATOMIC_ACQUIRE);
+	ncclResult_t (*get)(ncclComm_t, ncclResult_t *);
+
+	if (!t || !comm_map.slots || !(get = (__typeof__(get))t->fn[IMPL_CommGetAsyncError]))
+		return 0;
+	if (!looked) {
+		/* Not interposed: the library's own, where the process has one. */
+		last_error = (__typeof__(last_error))fr_real_dlsym(RTLD_DEFAULT, "pncclGetLastError");
+		if (!last_error)
+			last_error = (__typeof__(last_error))fr_real_dlsym(RTLD_DEFAULT,
+									   "ncclGetLastError");
+		looked = true;
+	}
+	for (uint64_t i = 0; i <= comm_map.mask; i++) {
+		struct fr_handle_slot *slot = &comm_map.slots[i];
+		uintptr_t key = __atomic_load_n(&slot->key, __ATOMIC_ACQUIRE);
+		uint64_t v = __atomic_load_n(&slot->value, __ATOMIC_ACQUIRE);
+		ncclResult_t res = ncclSuccess, rc;
+		const struct fr_comm_rec *c;
+		const char *text = NULL;
+
+		if (!key || !v || v > FR_MAX_COMMS || said[v - 1])
+			continue;
+		__atomic_store_n(&polling, key, __ATOMIC_SEQ_CST);
+		if (__atomic_load_n(&slot->value, __ATOMIC_SEQ_CST) != v) {
+			__atomic_store_n(&polling, 0, __ATOMIC_RELEASE);
+			continue; /* destroyed meanwhile: not to be touched */
+		}
+		rc = get((ncclComm_t)key, &res);
+		if (rc == ncclSuccess && res != ncclSuccess && res != ncclInProgress && last_error)
+			text = last_error((ncclComm_t)key);
+		if (text)
+			snprintf(out->message, sizeof(out->message), "%s", text);
+		__atomic_store_n(&polling, 0, __ATOMIC_RELEASE);
+		if (rc != ncclSuccess || res == ncclSuccess || res == ncclInProgress)
+			continue;
+		said[v - 1] = true;
+		c = __atomic_load_n(&fr_agent.comms[v - 1], __ATOMIC_ACQUIRE);
+		snprintf(out->comm, sizeof(out->comm), "%s", c ? c->id : "?");
+		out->result = (uint32_t)res;
+		out->time_ns = fr_now_ns();
+		if (!text)
+			out->message[0] = '\0';
+		return 1;
+	}
+	return 0;
+}
+
+uint32_t fr_nccl_live_comms(void)
+{
+	return __atomic_load_n(&live_comms, __ATOMIC_RELAXED);
 }
 
 HOOK ncclResult_t ncclCommFinalize(ncclComm_t comm)

@@ -57,6 +57,7 @@
 #include "../protocol/endpoint.h"
 #include "../protocol/frame.h"
 #include "../protocol/hash.h"
+#include "../dumps/trace.h"
 #include "agent.h"
 #include "crash.h"
 #include "dumper.h"
@@ -81,6 +82,8 @@
 #define DUMP_INTERVAL_MS 1000
 #define LIVE_INTERVAL_MS 500
 #define STOP_GRACE_MS 1000
+/* Asynchronous NCCL errors kept (one per communicator, the first ones). */
+#define MAX_NCCL_ERRORS 16
 #define CRASH_LINGER_MS 1000
 #define CRASH_LINGER_MIN_MS 500
 /* How long a link with a token waits for the daemon's CHALLENGE (sent
@@ -163,6 +166,21 @@ struct link {
 	 * same time, can answer before the launcher kills them. */
 	bool crash_reads;
 	bool crash_lingering;
+	/* The process is exiting without having finalised (fr_link_exit()):
+	 * `exit_msg` is what EXIT says, filled when the link stops;
+	 * `exit_lingering` while the link waits, as after a crash, for the
+	 * daemon's incident to take this rank's dump before it closes. */
+	bool exiting;
+	bool exit_sent;
+	/* Asynchronous NCCL errors found (fr_nccl_poll_errors()): the first
+	 * `nccl_errors`, of which the daemon has been sent `nccl_errors_sent`
+	 * (again from the first on each new connection). The first goes into
+	 * dumps. */
+	uint32_t nccl_errors;
+	uint32_t nccl_errors_sent;
+	struct fr_msg_nccl_error nccl_error[MAX_NCCL_ERRORS];
+	bool exit_lingering;
+	struct fr_msg_exit exit_msg;
 	uint64_t crash_ms;
 	uv_timer_t crash_linger;
 	bool daemon_v4;
@@ -215,6 +233,7 @@ enum { PENDING_INCIDENT, PENDING_LIVE };
 
 static void start_connect(void);
 static void say_goodbye(void);
+static void say_exit(void);
 static void close_all(void);
 
 static void serve_dumps(void);
@@ -253,8 +272,7 @@ static void on_written(uv_write_t *req, int status)
 
 		uv_timer_stop(&L.crash_linger);
 		if (since >= CRASH_LINGER_MIN_MS) {
-			L.crash_lingering = false;
-			fr_crash_dumped();
+			on_crash_linger(&L.crash_linger);
 		} else {
 			uv_timer_start(&L.crash_linger, on_crash_linger,
 				       CRASH_LINGER_MIN_MS - since, 0);
@@ -772,6 +790,7 @@ static void disconnect(void)
 		L.backoff_ms = BACKOFF_MIN_MS;
 	L.awaiting_welcome = false;
 	L.crash_reads = false;
+	L.nccl_errors_sent = 0;
 	fr_crash_set_fd(-1);
 	uv_timer_stop(&L.challenge);
 	uv_timer_stop(&L.defer);
@@ -1324,6 +1343,30 @@ static void local_watchdog(void)
 	dump(incident, reason, false);
 }
 
+/*
+ * Asks NCCL for its communicators' asynchronous errors (at most every tick,
+ * from this thread), says each new one on stderr, and sends those the
+ * daemon has not had to a daemon of protocol 6.
+ */
+static void nccl_errors(void)
+{
+	struct fr_msg_nccl_error m;
+	char name[24];
+
+	while (fr_nccl_poll_errors(&m)) {
+		fprintf(stderr, "flightrec: rank %u: NCCL error on %s: %s%s%s\n", fr_agent.id.rank,
+			m.comm, fr_nccl_result_name(m.result, name), m.message[0] ? ": " : "",
+			m.message);
+		if (L.nccl_errors < MAX_NCCL_ERRORS) {
+			L.nccl_error[L.nccl_errors] = m;
+			__atomic_store_n(&L.nccl_errors, L.nccl_errors + 1, __ATOMIC_RELEASE);
+		}
+	}
+	while (L.state == LINK_UP && L.crash_reads && L.nccl_errors_sent < L.nccl_errors &&
+	       SEND_MSG(nccl_error, &L.nccl_error[L.nccl_errors_sent], SEND_KEEP) == 0)
+		L.nccl_errors_sent++;
+}
+
 static void on_tick(uv_timer_t *t)
 {
 	uint64_t now = fr_mono_ms();
@@ -1332,6 +1375,7 @@ static void on_tick(uv_timer_t *t)
 	fr_clock_recalibrate();
 	fr_gpu_poll();
 	fr_crash_recheck();
+	nccl_errors();
 	if (L.state == LINK_UP) {
 		announce_comms();
 		send_progress(false);
@@ -1392,6 +1436,61 @@ static void say_goodbye(void)
 	close_all();
 }
 
+/* The connection closes once EXIT is flushed (bounded), as after BYE. */
+static void close_after_exit(void)
+{
+	uv_shutdown_t *req = malloc(sizeof(*req));
+
+	if (req && uv_shutdown(req, &L.sock.stream, on_shutdown) == 0) {
+		uv_timer_start(&L.tick, on_grace, STOP_GRACE_MS / 2, 0);
+		return;
+	}
+	free(req);
+	close_all();
+}
+
+/*
+ * Exit without finalising, to a daemon of protocol 6: last progress, then
+ * EXIT instead of BYE. When it is a fault the daemon opens an incident at
+ * once and asks this rank for its dump too: the link lingers for that as
+ * after a crash (at least CRASH_LINGER_MIN_MS, so that the other ranks,
+ * asked at the same time, can answer before the launcher kills them, and
+ * at most CRASH_LINGER_MS).
+ */
+static void say_exit(void)
+{
+	static struct fr_wire_inflight ops[MAX_INFLIGHT];
+	struct fr_msg_exit *m = &L.exit_msg;
+	uint64_t sig, oldest;
+	uint32_t n, blocking = 0;
+	struct fr_exit e;
+
+	announce_comms();
+	send_progress(false);
+	n = scan_inflight(ops, MAX_INFLIGHT, fr_now_ns(), false, &sig, &oldest);
+	for (uint32_t i = 0; i < n; i++)
+		if (!(ops[i].flags & FR_WIRE_INFLIGHT_NONBLOCKING) ||
+		    (ops[i].flags & FR_WIRE_INFLIGHT_WAITED))
+			blocking++;
+	m->inflight = blocking;
+	m->time_ns = fr_now_ns();
+	m->ring_head = fr_ring_head(&fr_agent.ring);
+	__atomic_store_n(&L.exit_sent, true, __ATOMIC_RELEASE);
+	if (SEND_MSG(exit, m, SEND_KEEP) < 0) {
+		close_after_exit();
+		return;
+	}
+	fr_exit_from_wire(&e, m);
+	if (!fr_exit_is_fault(&e)) {
+		close_after_exit();
+		return;
+	}
+	L.exit_lingering = true;
+	L.crash_lingering = true;
+	L.crash_ms = fr_mono_ms();
+	uv_timer_start(&L.crash_linger, on_crash_linger, CRASH_LINGER_MS, 0);
+}
+
 /*
  * Finalise or exit. A process that ends before its first connection was
  * made (a short NCCL program) still tells the daemon who it was and that
@@ -1403,7 +1502,9 @@ static void begin_stop(void)
 	if (L.state == LINK_IDLE)
 		start_connect();
 	L.stopping = true;
-	if (L.state == LINK_UP) {
+	if (L.state == LINK_UP && __atomic_load_n(&L.exiting, __ATOMIC_ACQUIRE) && L.crash_reads) {
+		say_exit();
+	} else if (L.state == LINK_UP) {
 		say_goodbye();
 	} else if (L.state == LINK_CONNECTING || L.state == LINK_AUTH || L.state == LINK_VERIFY) {
 		L.goodbye_on_connect = true;
@@ -1438,10 +1539,19 @@ static void save_crash(const char *incident, const char *reason)
 	free(buf);
 }
 
+static void close_after_exit(void);
+
+/* The linger after a crash or an exit is over: the crash handler may let
+ * the process die, an exiting link closes. */
 static void on_crash_linger(uv_timer_t *t)
 {
 	(void)t;
 	L.crash_lingering = false;
+	if (L.exit_lingering) {
+		L.exit_lingering = false;
+		close_after_exit();
+		return;
+	}
 	fr_crash_dumped();
 }
 
@@ -1463,7 +1573,7 @@ static void on_wake(uv_async_t *a)
 		}
 	}
 	pthread_mutex_lock(&L.lock);
-	stop = L.stop_requested;
+	stop = __atomic_load_n(&L.stop_requested, __ATOMIC_ACQUIRE);
 	want_dump = L.dump_requested;
 	L.dump_requested = false;
 	memcpy(reason, L.dump_reason, sizeof(reason));
@@ -1587,9 +1697,9 @@ void fr_link_stop(void)
 
 	if (!L.running)
 		return;
-	pthread_mutex_lock(&L.lock);
-	L.stop_requested = true;
-	pthread_mutex_unlock(&L.lock);
+	/* No lock: an _exit() from a signal handler may have interrupted a
+	 * thread holding it (fr_link_exit()). */
+	__atomic_store_n(&L.stop_requested, true, __ATOMIC_RELEASE);
 	uv_async_send(&L.wake);
 	clock_gettime(CLOCK_REALTIME, &deadline);
 	deadline.tv_sec += 2;
@@ -1605,6 +1715,36 @@ void fr_link_stop(void)
 	L.rbuf = NULL;
 	explicit_bzero(&L.token, sizeof(L.token));
 	explicit_bzero(L.job_key, sizeof(L.job_key));
+}
+
+void fr_link_exit(int code, bool code_known, bool underscore, bool finalised)
+{
+	struct fr_msg_exit *m = &L.exit_msg;
+
+	if (!L.running)
+		return;
+	m->code = code_known ? code : 0;
+	m->flags = (code_known ? FR_WIRE_EXIT_CODE_KNOWN : 0) |
+		   (underscore ? FR_WIRE_EXIT_UNDERSCORE : 0) |
+		   (finalised ? FR_WIRE_EXIT_FINALISED : 0);
+	__atomic_store_n(&L.exiting, true, __ATOMIC_RELEASE);
+	fr_link_stop();
+}
+
+void fr_link_nccl_error_to_trace(struct fr_trace *t)
+{
+	if (!__atomic_load_n(&L.nccl_errors, __ATOMIC_ACQUIRE))
+		return;
+	fr_nccl_error_from_wire(&t->nccl_error, &L.nccl_error[0]);
+	t->has_nccl_error = true;
+}
+
+void fr_link_exit_to_trace(struct fr_trace *t)
+{
+	if (!__atomic_load_n(&L.exit_sent, __ATOMIC_ACQUIRE))
+		return;
+	fr_exit_from_wire(&t->exit, &L.exit_msg);
+	t->has_exit = true;
 }
 
 bool fr_link_wake_from_signal(void)

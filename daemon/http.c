@@ -463,6 +463,10 @@ static json_t *rank_json(const struct live_rank *r, const struct fr_trace *t, ui
 		json_object_set_new(o, "uid", json_integer((json_int_t)r->uid));
 	if (o && t->crash)
 		json_object_set_new(o, "crash", fr_crash_to_json(t->crash));
+	if (o && t->has_exit)
+		json_object_set_new(o, "exit", fr_exit_to_json(&t->exit));
+	if (o && t->has_nccl_error)
+		json_object_set_new(o, "nccl_error", fr_nccl_error_to_json(&t->nccl_error));
 	return o;
 }
 

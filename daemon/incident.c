@@ -32,11 +32,6 @@
 #include "../dumps/correlate.h"
 #include "../dumps/dump.h"
 
-/* A rank whose connection drops without goodbye this soon after another
- * rank of its job crashed was, as far as the daemon can tell, killed by
- * the launcher (mpirun tears a job down within milliseconds of a rank's
- * death; the crashed rank itself lingers up to 2 s in its handler). */
-#define CRASH_KILL_WINDOW_NS (10ull * NS_PER_S)
 
 /* How long to wait before trying again when an incident could not be opened. */
 #define INCIDENT_RETRY_NS (10ull * NS_PER_S)
@@ -322,11 +317,21 @@ static void incident_note_gone(struct incident *inc, uint32_t rank)
 	if (r->crash) {
 		rank_set_error(ir, "crashed: %s at 0x%" PRIx64 "; it died before its dump was taken",
 			       fr_signal_name(r->crash->signo, sname), r->crash->fault_addr);
+	} else if (r->has_nccl_error) {
+		rank_set_error(ir, "NCCL error on %s (result %" PRIu32 "); it left before its dump was taken",
+			       r->nccl_error.comm, r->nccl_error.result);
+	} else if (r->has_exit && r->exit.kind == FR_EXIT_KILLED) {
+		rank_set_error(ir, "killed or lost: its process is gone without a goodbye; it died before its dump was taken");
+	} else if (r->has_exit && r->exit.has_code) {
+		rank_set_error(ir, "exited (code %" PRId32 ") before its dump was taken",
+			       r->exit.code);
+	} else if (r->has_exit) {
+		rank_set_error(ir, "exited before its dump was taken");
 	} else if (job->has_crash && r->disconnected && r->disconnected_mono >= job->crash_mono &&
-		   r->disconnected_mono - job->crash_mono <= CRASH_KILL_WINDOW_NS) {
-		rank_set_error(ir, "killed by the launcher: its connection dropped without a goodbye %.0f ms after rank %" PRIu32 " crashed",
+		   r->disconnected_mono - job->crash_mono <= INCIDENT_KILL_WINDOW_NS) {
+		rank_set_error(ir, "killed by the launcher: its connection dropped without a goodbye %.0f ms after rank %" PRIu32 " %s",
 			       (double)(r->disconnected_mono - job->crash_mono) / 1e6,
-			       job->crash_rank);
+			       job->crash_rank, job->crash_what ? job->crash_what : "crashed");
 	}
 }
 
@@ -514,17 +519,19 @@ int incident_open_asked(struct flightrecd *d, struct job *job, const struct inci
 	return d->m.incidents == opened ? -EIO : 0;
 }
 
-void incident_open_crash(struct flightrecd *d, struct job *job, uint32_t rank)
+void incident_open_death(struct flightrecd *d, struct job *job, uint32_t rank,
+			 const char *reason)
 {
-	struct incident_trigger t = { .reason = "crash", .rank = (int32_t)rank };
+	struct incident_trigger t = { .reason = reason, .rank = (int32_t)rank };
 	const struct job_rank *r = registry_rank(job, rank);
 	uint64_t retry_after;
 
 	if (job->crash_reported)
 		return;
 	if (job->active) {
-		daemon_log("job %s: rank %" PRIu32 " crashed while incident %s is collecting; its manifest shows the crash",
-			   job->id, rank, job->active->id);
+		daemon_log("job %s: rank %" PRIu32 " %s while incident %s is collecting; its manifest shows it",
+			   job->id, rank, job->crash_what ? job->crash_what : "crashed",
+			   job->active->id);
 		job->crash_reported = true;
 		return;
 	}

@@ -63,12 +63,20 @@ bool incident_rate_allows(struct flightrecd *d, struct job *job, uint64_t now_mo
 bool incident_bucket_allows(const struct flightrecd *d, double *budget, bool *set, uint64_t *mono,
 			    uint64_t now_mono, uint64_t *retry_after_s);
 /*
- * A rank of `job` said CRASH: an incident opens at once (reason "crash"),
- * asking the other ranks for their dumps while they still wait, unless one
- * is collecting already (its manifest then shows the crash), this crash
- * had one, or the rate limit refuses it.
+ * A rank of `job` died: it said CRASH (reason "crash"), an EXIT that is a
+ * fault ("exited"), or was found killed ("killed"). An incident opens at
+ * once, asking the other ranks for their dumps while they still wait,
+ * unless one is collecting already (its manifest then shows the death),
+ * this death had one, or the rate limit refuses it.
  */
-void incident_open_crash(struct flightrecd *d, struct job *job, uint32_t rank);
+void incident_open_death(struct flightrecd *d, struct job *job, uint32_t rank,
+			 const char *reason);
+
+/* A rank whose connection drops without goodbye this soon after another
+ * rank of its job died was, as far as the daemon can tell, killed by the
+ * launcher (mpirun tears a job down within milliseconds of a rank's death;
+ * a crashed or exiting rank itself lingers up to 2 s). */
+#define INCIDENT_KILL_WINDOW_NS (10ull * NS_PER_S)
 /*
  * Opens an incident that someone asked for (POST .../dump, a central
  * daemon's NODE_DUMP_REQUEST), with the job's live verdict, leaving the

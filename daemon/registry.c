@@ -15,6 +15,7 @@
 
 #include <assert.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <inttypes.h>
 #include <stddef.h>
 #include <stdio.h>
@@ -502,6 +503,8 @@ static void rank_take_hello(struct job *job, struct job_rank *r, const struct fr
 		rank_forget_comms(job, r);
 		fr_crash_free(r->crash);
 		r->crash = NULL;
+		r->has_exit = false;
+		r->has_nccl_error = false;
 	}
 	r->nops = 0;
 	r->pid = m->pid;
@@ -1064,6 +1067,19 @@ void registry_bye(struct conn *c)
 		daemon_log("job %s finished: every rank said goodbye", c->job->id);
 }
 
+/* A rank of the job died (crashed, exited or was killed) at `mono`. Each
+ * death is the job's latest, to be reported (within the job's incident
+ * rate): one reported once says nothing of another rank's later, or of the
+ * next process of the same rank (its HELLO dropped this one's record). */
+static void job_died(struct job *job, uint32_t rank, uint64_t mono, const char *what)
+{
+	job->has_crash = true;
+	job->crash_reported = false;
+	job->crash_rank = rank;
+	job->crash_mono = mono;
+	job->crash_what = what;
+}
+
 int registry_crash(struct conn *c, const struct fr_msg_crash *m, const char **why)
 {
 	struct job_rank *r = conn_rank(c);
@@ -1081,14 +1097,7 @@ int registry_crash(struct conn *c, const struct fr_msg_crash *m, const char **wh
 		return -ENOMEM;
 	}
 	r->crashed_mono = daemon_mono_ns();
-	/* Each crash is the job's latest, to be reported (within the job's
-	 * incident rate): a crash reported once says nothing of another rank's
-	 * later, or of the next process of the same rank (its HELLO dropped
-	 * this one's crash). */
-	job->has_crash = true;
-	job->crash_reported = false;
-	job->crash_rank = r->rank;
-	job->crash_mono = r->crashed_mono;
+	job_died(job, r->rank, r->crashed_mono, "crashed");
 	fn = fr_crash_function(r->crash);
 	daemon_log("job %s rank %" PRIu32 " crashed: %s (si_code %d) at 0x%" PRIx64 "%s%s",
 		   job->id, r->rank, fr_signal_name(r->crash->signo, sname), r->crash->code,
@@ -1096,15 +1105,149 @@ int registry_crash(struct conn *c, const struct fr_msg_crash *m, const char **wh
 	return 0;
 }
 
+int registry_exit(struct conn *c, const struct fr_msg_exit *m)
+{
+	struct job_rank *r = conn_rank(c);
+	struct fr_exit *e;
+
+	if (!r)
+		return -EPROTO;
+	if (r->has_exit || r->crash || r->finished)
+		return 0;
+	e = &r->exit;
+	fr_exit_from_wire(e, m);
+	r->has_exit = true;
+	if (!fr_exit_is_fault(e)) {
+		daemon_log("job %s rank %" PRIu32 " exited (code %" PRId32 ") without finalising, with nothing in flight",
+			   c->job->id, r->rank, e->code);
+		registry_bye(c);
+		return 0;
+	}
+	job_died(c->job, r->rank, daemon_mono_ns(), "exited");
+	if (e->has_code)
+		daemon_log("job %s rank %" PRIu32 " exited (code %" PRId32 "%s) %s, with %" PRIu32 " operation(s) in flight",
+			   c->job->id, r->rank, e->code, e->underscore ? ", by _exit" : "",
+			   e->finalised ? "having finalised" : "without finalising", e->inflight);
+	else
+		daemon_log("job %s rank %" PRIu32 " exited (code unknown) with %" PRIu32 " operation(s) in flight",
+			   c->job->id, r->rank, e->inflight);
+	return 1;
+}
+
+int registry_nccl_error(struct conn *c, const struct fr_msg_nccl_error *m)
+{
+	struct job_rank *r = conn_rank(c);
+	char name[24];
+
+	if (!r)
+		return -EPROTO;
+	daemon_log("job %s rank %" PRIu32 " NCCL error on %s: %s (%" PRIu32 ")%s%s", c->job->id,
+		   r->rank, m->comm, fr_nccl_result_name(m->result, name), m->result,
+		   m->message[0] ? ": " : "", m->message);
+	if (r->has_nccl_error)
+		return 0;
+	fr_nccl_error_from_wire(&r->nccl_error, m);
+	r->has_nccl_error = true;
+	job_died(c->job, r->rank, daemon_mono_ns(), "hit an NCCL error");
+	return 1;
+}
+
+/* Whether process `pid` of this host is gone (or a zombie): false when it
+ * lives, or when /proc cannot tell. */
+static bool pid_gone(uint32_t pid)
+{
+	char path[64], buf[512];
+	const char *close_paren;
+	ssize_t n;
+	int fd;
+
+	snprintf(path, sizeof(path), "/proc/%" PRIu32 "/stat", pid);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return errno == ENOENT;
+	n = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	if (n <= 0)
+		return false;
+	buf[n] = '\0';
+	/* "pid (comm) S ...": the name may hold anything, even ')'. */
+	close_paren = strrchr(buf, ')');
+	return close_paren && close_paren[1] == ' ' &&
+	       (close_paren[2] == 'Z' || close_paren[2] == 'X');
+}
+
+/* How many of the rank's operations in flight block it. */
+static uint32_t blocking_ops(const struct job_rank *r)
+{
+	uint32_t n = 0;
+
+	for (size_t i = 0; i < r->nops; i++)
+		n += rank_op_blocks(&r->ops[i]);
+	return n;
+}
+
+/* Whether some other rank of the job still runs: it waits for `gone`
+ * now, or will at its next collective. */
+static bool peers_wait(const struct job *job, const struct job_rank *gone)
+{
+	for (uint32_t i = 0; i < job->nslots; i++) {
+		const struct job_rank *o = job->ranks[i];
+
+		if (o && o != gone && o->conn && !o->finished)
+			return true;
+	}
+	return false;
+}
+
+/*
+ * Whether rank `r`, whose connection `c` just dropped without a word, was
+ * killed: its agent would have said EXIT on any other way out (protocol
+ * 6), its process, on this host, is gone, it was needed (it had an
+ * operation in flight, or a peer still runs and so waits for it now or at
+ * its next collective), and no other rank of the job died just before
+ * (then it was the launcher that killed it). A rank on another host, one
+ * whose process lives (a network cut) or an older agent's is only
+ * disconnected.
+ */
+static bool conn_lost_killed(const struct conn *c, const struct job *job,
+			     const struct job_rank *r, uint64_t now_mono)
+{
+	char host[FR_HOST_MAX + 1];
+
+	if (c->agent_version < 6 || r->crash || r->has_exit || !r->pid)
+		return false;
+	if (job->has_crash && now_mono - job->crash_mono <= INCIDENT_KILL_WINDOW_NS)
+		return false;
+	if (gethostname(host, sizeof(host)) != 0 || strncmp(host, r->host, sizeof(host)) != 0)
+		return false;
+	return (blocking_ops(r) || peers_wait(job, r)) && pid_gone(r->pid);
+}
+
+/* The rank was killed (conn_lost_killed()): recorded as its exit. */
+static void rank_killed(struct job *job, struct job_rank *r, uint64_t now_mono)
+{
+	struct fr_exit *e = &r->exit;
+
+	memset(e, 0, sizeof(*e));
+	e->kind = FR_EXIT_KILLED;
+	e->inflight = blocking_ops(r);
+	e->time_ns = daemon_now_ns();
+	r->has_exit = true;
+	job_died(job, r->rank, now_mono, "was killed");
+	daemon_log("job %s rank %" PRIu32 " killed or lost: its process %" PRIu32 " is gone without a goodbye, with %" PRIu32 " operation(s) in flight%s",
+		   job->id, r->rank, r->pid, e->inflight,
+		   e->inflight ? "" : " while its peers run");
+}
+
 /* A connection is going away; its rank (if still its own) is disconnected. */
-void registry_conn_lost(struct flightrecd *d, struct conn *c)
+int registry_conn_lost(struct flightrecd *d, struct conn *c)
 {
 	struct job_rank *r = conn_rank(c);
 	struct job *job = c->job;
 
 	if (!r || r->conn != c) {
 		c->job = NULL;
-		return;
+		return -1;
 	}
 	conn_unbind(c);
 	if (!r->finished) {
@@ -1114,9 +1257,17 @@ void registry_conn_lost(struct flightrecd *d, struct conn *c)
 		if (!d->stopping && !c->rejected)
 			daemon_log("job %s rank %" PRIu32 " disconnected without saying goodbye (%s)",
 				   job->id, r->rank, c->peer);
+		if (!d->stopping && !c->rejected &&
+		    conn_lost_killed(c, job, r, r->disconnected_mono)) {
+			rank_killed(job, r, r->disconnected_mono);
+			if (job->active)
+				incident_rank_left(job->active, r->rank, false);
+			return (int)r->rank;
+		}
 	}
 	if (job->active)
 		incident_rank_left(job->active, r->rank, r->finished);
+	return -1;
 }
 
 enum rank_state registry_rank_state(const struct flightrecd *d, const struct job_rank *r,
@@ -1126,6 +1277,8 @@ enum rank_state registry_rank_state(const struct flightrecd *d, const struct job
 
 	if (r->crash)
 		return RANK_STATE_CRASHED;
+	if (r->has_exit && fr_exit_is_fault(&r->exit))
+		return r->exit.kind == FR_EXIT_KILLED ? RANK_STATE_KILLED : RANK_STATE_EXITED;
 	if (r->finished)
 		return RANK_STATE_FINISHED;
 	if (!r->conn)
@@ -1149,6 +1302,10 @@ const char *registry_rank_state_name(enum rank_state s)
 		return "finished";
 	case RANK_STATE_CRASHED:
 		return "crashed";
+	case RANK_STATE_EXITED:
+		return "exited";
+	case RANK_STATE_KILLED:
+		return "killed";
 	}
 	return "unknown";
 }
@@ -1184,7 +1341,9 @@ static enum fr_rank_status trace_status(enum rank_state s)
 	case RANK_STATE_FINISHED:
 		return FR_RANK_FINISHED;
 	case RANK_STATE_CRASHED:
-		/* What rank_trace() says by the connection; not reached. */
+	case RANK_STATE_EXITED:
+	case RANK_STATE_KILLED:
+		/* What rank_trace() says by the connection. */
 		return FR_RANK_DISCONNECTED;
 	}
 	return FR_RANK_MISSING;
@@ -1299,11 +1458,16 @@ static int rank_trace(const struct flightrecd *d, const struct job *job,
 	int err;
 
 	t->status = trace_status(registry_rank_state(d, r, now_mono));
-	/* A crashed rank's evidence is live while it is still connected. */
-	if (r->crash && r->conn)
+	/* A crashed or exiting rank's evidence is live while it is still
+	 * connected. */
+	if ((r->crash || r->has_exit) && r->conn && !r->finished)
 		t->status = FR_RANK_LIVE;
 	if (fr_crash_copy(&t->crash, r->crash))
 		return -ENOMEM;
+	t->has_exit = r->has_exit;
+	t->exit = r->exit;
+	t->has_nccl_error = r->has_nccl_error;
+	t->nccl_error = r->nccl_error;
 	snprintf(t->host, sizeof(t->host), "%s", r->host);
 	t->pid = r->pid;
 	snprintf(t->comm_lib, sizeof(t->comm_lib), "%s", r->comm_lib);

@@ -12,6 +12,7 @@
 
 #include "../protocol/auth.h"
 #include "../protocol/wire.h"
+#include "../dumps/trace.h"
 
 struct conn;
 struct flightrecd;
@@ -67,6 +68,8 @@ enum rank_state {
 	RANK_STATE_DISCONNECTED,
 	RANK_STATE_FINISHED,
 	RANK_STATE_CRASHED,         /* said CRASH: died of a fatal signal */
+	RANK_STATE_EXITED,          /* said EXIT with work in flight or a non-zero status */
+	RANK_STATE_KILLED,          /* its process went without a word while needed */
 };
 
 /* One rank of a job, created on its first HELLO and kept after it leaves. */
@@ -87,6 +90,15 @@ struct job_rank {
 	 * another process takes the rank. */
 	struct fr_crash *crash;
 	uint64_t crashed_mono;
+	/* How it ended otherwise (protocol 6 EXIT, or found killed), when
+	 * `has_exit`; kept as `crash` is. An EXIT with code 0 and nothing in
+	 * flight leaves the rank finished, as BYE does, with this kept in
+	 * case its peers wait for it. */
+	bool has_exit;
+	struct fr_exit exit;
+	/* Its first asynchronous NCCL error (NCCL_ERROR), kept as `crash`. */
+	bool has_nccl_error;
+	struct fr_nccl_error nccl_error;
 	/* What the rank says of itself in its HELLO. */
 	uint32_t pid;
 	char host[FR_HOST_MAX + 1];
@@ -205,6 +217,7 @@ struct job {
 	bool crash_reported;
 	uint32_t crash_rank;
 	uint64_t crash_mono;
+	const char *crash_what;     /* "crashed", "exited", "was killed" */
 	/* --max-incidents-per-hour as a token bucket: incidents the job may
 	 * still open now, refilled continuously up to the limit. */
 	bool incident_budget_set;
@@ -277,8 +290,20 @@ void registry_bye(struct conn *c);
 /* CRASH (protocol 6): the rank is dying of a fatal signal. A second CRASH
  * of the same process is ignored. */
 int registry_crash(struct conn *c, const struct fr_msg_crash *m, const char **why);
+/* EXIT (protocol 6): the rank's process is ending without having
+ * finalised. Returns 1 when its peers should hear of it at once (an
+ * incident, as for a crash: fr_exit_is_fault()), 0 when it is taken for a
+ * goodbye, -EPROTO without a rank. A second EXIT is ignored. */
+int registry_exit(struct conn *c, const struct fr_msg_exit *m);
+/* NCCL_ERROR (protocol 6): a communicator of the rank failed. Returns 1
+ * for the rank's first (an incident opens at once), 0 for a later one
+ * (logged, not kept), -EPROTO without a rank. */
+int registry_nccl_error(struct conn *c, const struct fr_msg_nccl_error *m);
 void registry_seen(struct conn *c);
-void registry_conn_lost(struct flightrecd *d, struct conn *c);
+/* The connection is going away. Returns the rank when it was found
+ * killed (its process gone without a word while needed: the caller opens
+ * the incident), else -1. */
+int registry_conn_lost(struct flightrecd *d, struct conn *c);
 /* Forgets jobs idle for DAEMON_JOB_IDLE_NS; the caller holds the lock. */
 void registry_forget_idle(struct flightrecd *d, uint64_t now_mono);
 struct job *registry_job_find(struct flightrecd *d, const char *id);

@@ -283,6 +283,9 @@ static bool server_evict_pending(struct flightrecd *d, const char *why)
 
 void conn_close(struct conn *c)
 {
+	struct job *job = c->job;
+	int killed;
+
 	if (c->closing)
 		return;
 	c->closing = true;
@@ -291,7 +294,9 @@ void conn_close(struct conn *c)
 		cluster_incident_node_lost(c->d, c->node->name);
 		nodes_conn_lost(c->node, c);
 	}
-	registry_conn_lost(c->d, c);
+	killed = registry_conn_lost(c->d, c);
+	if (killed >= 0 && job)
+		incident_open_death(c->d, job, (uint32_t)killed, "killed");
 	look_conn_closed(c);
 	if (c->node)
 		node_look_conn_closed(c);
@@ -915,8 +920,10 @@ static void conn_dispatch(struct conn *c, const struct fr_wire_header *h, const 
 		struct fr_msg_version m;
 
 		err = fr_wire_version_decode(p, h->length, &m);
-		if (!err)
+		if (!err) {
+			c->agent_version = m.version;
 			err = conn_send_welcome(c);
+		}
 		break;
 	}
 	case FR_MSG_PROGRESS: {
@@ -954,7 +961,31 @@ static void conn_dispatch(struct conn *c, const struct fr_wire_header *h, const 
 		if (!err)
 			err = registry_crash(c, &m, &why);
 		if (!err)
-			incident_open_crash(d, c->job, c->rank);
+			incident_open_death(d, c->job, c->rank, "crash");
+		break;
+	}
+	case FR_MSG_NCCL_ERROR: {
+		struct fr_msg_nccl_error m;
+
+		err = fr_wire_nccl_error_decode(p, h->length, &m);
+		if (!err)
+			err = registry_nccl_error(c, &m);
+		if (err == 1) {
+			err = 0;
+			incident_open_death(d, c->job, c->rank, "nccl_error");
+		}
+		break;
+	}
+	case FR_MSG_EXIT: {
+		struct fr_msg_exit m;
+
+		err = fr_wire_exit_decode(p, h->length, &m);
+		if (!err)
+			err = registry_exit(c, &m);
+		if (err == 1) {
+			err = 0;
+			incident_open_death(d, c->job, c->rank, "exited");
+		}
 		break;
 	}
 	case FR_MSG_BYE: {

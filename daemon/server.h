@@ -46,6 +46,9 @@ struct conn {
 	bool said_hello;
 	struct job *job;
 	uint32_t rank;
+	/* The newest protocol version the agent said it speaks (VERSION), 0
+	 * before: one of 6 or more says EXIT rather than vanish. */
+	uint16_t agent_version;
 	/* look.c's state of the live looks asked of this agent; NULL before
 	 * the first. Owned by look.c, freed when the connection closes. */
 	struct look_conn *live;

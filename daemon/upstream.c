@@ -302,9 +302,9 @@ static int up_send_ranks(struct up_job *uj, const struct job *job, uint64_t now_
 		if (!r)
 			continue;
 		st = (uint8_t)registry_rank_state(up.d, r, now_mono);
-		/* NODE_RANKS (protocol 4) has no crashed state: the central
+		/* NODE_RANKS (protocol 4) has no crashed, exited or killed state: the central
 		 * daemon sees the rank gone, as before protocol 6. */
-		if (st == RANK_STATE_CRASHED)
+		if (st == RANK_STATE_CRASHED || st == RANK_STATE_EXITED || st == RANK_STATE_KILLED)
 			st = RANK_STATE_DISCONNECTED;
 		if (!full && uj->state[i] == st + 1 && uj->pid[i] == r->pid)
 			continue;

@@ -339,6 +339,38 @@ static const struct fr_op *last_op(const struct fr_trace *t)
 	return t->nops ? &t->ops[t->nops - 1] : NULL;
 }
 
+/* What befell culprit `c`, for the summary: "crashed (SIGSEGV at 0x0 in
+ * load_shard)", "exited (code 3)", "was killed or lost". */
+static void death_text(char *buf, size_t len, const struct fr_culprit *c, bool first_of_many)
+{
+	const char *lead = first_of_many ? "the first: " : "";
+	char sname[16];
+
+	if (c->crash) {
+		const char *fn = fr_crash_function(c->crash);
+
+		snprintf(buf, len, "crashed (%s%s at 0x%" PRIx64 "%s%s)", lead,
+			 fr_signal_name(c->crash->signo, sname), c->crash->fault_addr,
+			 fn ? " in " : "", fn ? fn : "");
+	} else if (c->reason == FR_REASON_NCCL_ERROR) {
+		char name[24];
+
+		snprintf(buf, len, "hit an NCCL error (%s%s on %s%s%.120s)", lead,
+			 fr_nccl_result_name(c->nccl_error.result, name), c->nccl_error.comm,
+			 c->nccl_error.message[0] ? ": " : "", c->nccl_error.message);
+	} else if (c->reason == FR_REASON_EXITED && c->exit.has_code) {
+		snprintf(buf, len, "exited (%s%scode %" PRId32 ")", lead,
+			 c->exit.underscore ? "_exit, " : "", c->exit.code);
+	} else if (c->reason == FR_REASON_EXITED) {
+		snprintf(buf, len, "exited (%s%swithout finalising)", lead,
+			 c->exit.underscore ? "_exit, " : "");
+	} else {
+		snprintf(buf, len, "%s", first_of_many ?
+			 "were killed or lost (their connections dropped without a goodbye)" :
+			 "was killed or lost (its connection dropped without a goodbye)");
+	}
+}
+
 /* "rank 2 crashed (SIGSEGV at 0x0 in load_shard) during all_reduce #5 on
  * world; ranks 0-1,3 wait for it" */
 static void summary_crash(const struct ctx *cx, struct fr_verdict *v)
@@ -346,10 +378,8 @@ static void summary_crash(const struct ctx *cx, struct fr_verdict *v)
 	struct line l = { v->summary, sizeof(v->summary), 0 };
 	const struct fr_culprit *first = &v->culprits[0];
 	const struct fr_trace *t = cx->by_rank[first->rank];
-	const struct fr_crash *c = first->crash;
-	const char *fn = fr_crash_function(c);
 	uint32_t *ranks = malloc(v->nculprits * sizeof(*ranks));
-	char who[256], head[128], sname[16];
+	char who[256], head[128], what[256];
 
 	for (size_t i = 0; ranks && i < v->nculprits; i++)
 		ranks[i] = v->culprits[i].rank;
@@ -358,9 +388,8 @@ static void summary_crash(const struct ctx *cx, struct fr_verdict *v)
 	else
 		snprintf(who, sizeof(who), "rank %" PRIu32, first->rank);
 	free(ranks);
-	fr_corr_line_add(&l, "%s crashed (%s%s%s at 0x%" PRIx64 "%s%s)", who,
-			 v->nculprits > 1 ? "the first: " : "", fr_signal_name(c->signo, sname), "",
-			 c->fault_addr, fn ? " in " : "", fn ? fn : "");
+	death_text(what, sizeof(what), first, v->nculprits > 1);
+	fr_corr_line_add(&l, "%s %s", who, what);
 	if (v->has_op) {
 		fr_corr_op_head(head, sizeof(head), &v->op);
 		fr_corr_line_add(&l, " during %s on %s", head, v->op.comm[0] ? v->op.comm : "?");
@@ -390,10 +419,37 @@ static void summary_crash(const struct ctx *cx, struct fr_verdict *v)
 	}
 }
 
+/* Whether the checks before named rank `r` a culprit. */
+static bool named_before(const struct fr_verdict *v, uint32_t r)
+{
+	for (size_t i = 0; i < v->nculprits; i++)
+		if (v->culprits[i].rank == r)
+			return true;
+	return false;
+}
+
 /*
- * A crash is the root cause of whatever the other checks found: the
- * crashed ranks become the culprits (reason crashed), the rest of `v` (the
- * op the others wait in, who waits) stays as its consequence.
+ * How trace `t` (rank `r`) died, if it did as far as a verdict goes
+ * (correlate.h, "Above all of them"): the reason, or -1.
+ */
+static int death_of(const struct fr_verdict *v, const struct fr_trace *t, uint32_t r)
+{
+	if (!t)
+		return -1;
+	if (t->crash)
+		return FR_REASON_CRASHED;
+	if (t->has_nccl_error)
+		return FR_REASON_NCCL_ERROR;
+	if (!t->has_exit || (!fr_exit_is_fault(&t->exit) && !named_before(v, r)))
+		return -1;
+	return t->exit.kind == FR_EXIT_KILLED ? FR_REASON_KILLED : FR_REASON_EXITED;
+}
+
+/*
+ * A rank that died is the root cause of whatever the other checks found:
+ * the ranks that crashed, exited or were killed become the culprits, the
+ * rest of `v` (the op the others wait in, who waits) stays as its
+ * consequence.
  */
 static int crash_verdict(const struct ctx *cx, struct fr_verdict *v)
 {
@@ -401,7 +457,7 @@ static int crash_verdict(const struct ctx *cx, struct fr_verdict *v)
 	size_t n = 0;
 
 	for (uint32_t r = 0; r < cx->world; r++)
-		if (cx->by_rank[r] && cx->by_rank[r]->crash)
+		if (death_of(v, cx->by_rank[r], r) >= 0)
 			n++;
 	if (!n)
 		return 0;
@@ -411,12 +467,13 @@ static int crash_verdict(const struct ctx *cx, struct fr_verdict *v)
 	n = 0;
 	for (uint32_t r = 0; r < cx->world; r++) {
 		const struct fr_trace *t = cx->by_rank[r];
+		int reason = death_of(v, t, r);
 		struct fr_culprit *c;
 
-		if (!t || !t->crash)
+		if (reason < 0)
 			continue;
 		c = &cu[n++];
-		fr_corr_culprit_fill(cx, c, r, FR_REASON_CRASHED, v->has_op ? v->op.comm : "");
+		fr_corr_culprit_fill(cx, c, r, (enum fr_reason)reason, v->has_op ? v->op.comm : "");
 		for (size_t j = t->nops; !v->has_op && j-- > 0;) {
 			if (t->ops[j].state == FR_STATE_COMPLETED) {
 				c->has_last_completed = true;
@@ -424,8 +481,15 @@ static int crash_verdict(const struct ctx *cx, struct fr_verdict *v)
 				break;
 			}
 		}
-		if (fr_crash_copy(&c->crash, t->crash))
+		if (reason == FR_REASON_NCCL_ERROR) {
+			c->has_nccl_error = true;
+			c->nccl_error = t->nccl_error;
+		} else if (reason != FR_REASON_CRASHED) {
+			c->has_exit = true;
+			c->exit = t->exit;
+		} else if (fr_crash_copy(&c->crash, t->crash)) {
 			goto out_nomem;
+		}
 	}
 	verdict_take_culprits(v, FR_VERDICT_CRASH, cu, n);
 	v->summary[0] = '\0';

@@ -44,7 +44,10 @@ enum fr_verdict_kind {
 	X(FINISHED, "finished")         /* finalised while peers still wait on it */  \
 	X(MISMATCH, "mismatch")         /* called a different op at the same seq */   \
 	X(STUCK_IN_OP, "stuck_in_op")   /* every member entered; none completes */ \
-	X(CRASHED, "crashed")           /* died of a fatal signal (its agent said CRASH) */
+	X(CRASHED, "crashed")           /* died of a fatal signal (its agent said CRASH) */ \
+	X(EXITED, "exited")             /* exited without finalising (its agent said EXIT) */ \
+	X(KILLED, "killed")             /* gone without a word while needed: killed or lost */ \
+	X(NCCL_ERROR, "nccl_error")     /* an NCCL communicator of it failed (ncclCommGetAsyncError) */
 
 enum fr_reason {
 #define FR_R_ENUM(e, n) FR_REASON_##e,
@@ -68,6 +71,10 @@ struct fr_culprit {
 	struct fr_op op;
 	double waited_s;              /* stuck_in_op: how long it has waited in op; else 0 */
 	struct fr_crash *crash;       /* owned; crashed only: signal, address, stack */
+	bool has_exit;                /* exited and killed: how it ended */
+	struct fr_exit exit;
+	bool has_nccl_error;          /* nccl_error: what NCCL said */
+	struct fr_nccl_error nccl_error;
 };
 
 /*
@@ -167,8 +174,12 @@ struct fr_verdict {
  *  5. Likewise a completed point-to-point pair that disagrees.
  *  6. Otherwise ok, with stragglers.
  * Above all of them, a crash: when some rank's evidence says it died of a
- * fatal signal (trace.crash), the verdict is crash, its culprits the
- * crashed ranks (reason crashed), and what the checks above found (the
+ * fatal signal (trace.crash), or had an asynchronous NCCL error
+ * (trace.nccl_error), or ended as fr_exit_is_fault() says
+ * (trace.exit: an exit with work in flight or a non-zero status, or killed),
+ * or exited without finalising and is a culprit of the checks above (its
+ * peers wait for it), the verdict is crash, its culprits those ranks
+ * (reason crashed, nccl_error, exited or killed), and what the checks above found (the
  * hang of the ranks that wait for it) stays as the op and the waiting
  * ranks: the consequence, said in the summary.
  * Among several mismatches, the lowest seq (then communicator id) is named.
@@ -233,7 +244,10 @@ void fr_verdict_free(struct fr_verdict *v);
  * The stable JSON contract:
  * {"verdict", "culprits": [{"rank","reason","host","pid", "last_completed": op?,
  *  "called": op?, "waited_s", and for reason crashed "signal", "si_code",
- *  "fault_addr", "stack": [{"name","offset","ip"}]}], "op": {"comm","comm_ranks","seq","type","count",
+ *  "fault_addr", "stack": [{"name","offset","ip"}], for reason exited
+ *  "exit_code" (null when not known) and "inflight", for reason killed
+ *  "inflight", for reason nccl_error "nccl_result", "nccl_result_name",
+ *  "comm" and "message"}], "op": {"comm","comm_ranks","seq","type","count",
  *  "dtype","bytes","root","peer","is_p2p","state","nonblocking","waited",
  *  "comm_size", "gpu_state" (GPU operations only)}
  *  | null (comm_ranks: the known members only),

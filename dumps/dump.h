@@ -36,6 +36,10 @@
 /* 1.7 adds "crash" (the rank died of a fatal signal); only a dump, or a
  * manifest's view of a rank, with one is written as 1.7. */
 #define FR_DUMP_VERSION_CRASH "1.7"
+/* 1.8 adds "exit" (the rank exited without finalising, or was killed) and
+ * "nccl_error" (an asynchronous NCCL error); only a dump, or a manifest's
+ * view of a rank, with one is written as 1.8. */
+#define FR_DUMP_VERSION_EXIT "1.8"
 #define FR_DUMP_VERSION_MAJOR 1
 /*
  * Manifests are versioned apart from dumps since 2.0, which lists each
@@ -62,6 +66,19 @@ json_t *fr_dump_to_json(const struct fr_trace *t);
  * memory.
  */
 json_t *fr_crash_to_json(const struct fr_crash *c);
+
+/*
+ * The "exit" object of a dump (FORMAT.md, "Exits"): how ("exited",
+ * "killed"), code, underscore, finalised, inflight, time_ns, ring_head.
+ * The daemon's rank JSON uses it too. A new reference, NULL when out of
+ * memory.
+ */
+json_t *fr_exit_to_json(const struct fr_exit *e);
+
+/* The "nccl_error" object of a dump (FORMAT.md, "NCCL errors"): comm,
+ * result, result_name, time_ns, message. A new reference, NULL when out of
+ * memory. */
+json_t *fr_nccl_error_to_json(const struct fr_nccl_error *e);
 
 /*
  * Serialises a trace into a newly allocated NUL-terminated buffer (caller

@@ -1507,6 +1507,74 @@ static int read_crash(const struct rd *rd, const struct fr_val *root, const char
 	return read_thread(rd, th, tat, &c->thread);
 }
 
+/* "exit", when the rank exited without finalising or was killed
+ * (FORMAT.md, "Exits"). */
+static int read_exit(const struct rd *rd, const struct fr_val *root, const char *at,
+		     struct fr_trace *t)
+{
+	char p[AT_MAX], hat[AT_MAX], how[16];
+	const struct fr_val *o, *code;
+	struct fr_exit *e = &t->exit;
+	int rc;
+
+	if ((rc = fr_rd_container(rd, root, at, "exit", false, FR_VAL_OBJECT, &o)) || !o)
+		return rc;
+	fr_rd_path(p, at, "exit");
+	if ((rc = GET_STR(rd, o, p, "how", true, how)) ||
+	    (rc = get_bool(rd, fr_val_get(o, "underscore"), p, "underscore", false,
+			   &e->underscore)) ||
+	    (rc = get_bool(rd, fr_val_get(o, "finalised"), p, "finalised", false, &e->finalised)) ||
+	    (rc = get_u32(rd, fr_val_get(o, "inflight"), p, "inflight", false, &e->inflight)) ||
+	    (rc = get_u64(rd, fr_val_get(o, "time_ns"), p, "time_ns", false, INT64_MAX,
+			  &e->time_ns)) ||
+	    (rc = get_u64(rd, fr_val_get(o, "ring_head"), p, "ring_head", false, INT64_MAX,
+			  &e->ring_head)))
+		return rc;
+	if (!strcmp(how, "exited"))
+		e->kind = FR_EXIT_EXITED;
+	else if (!strcmp(how, "killed"))
+		e->kind = FR_EXIT_KILLED;
+	else
+		return fr_rd_fail(rd, -EPROTO, "%s: unknown way to end \"%s\" (exited, killed)",
+				  fr_rd_path(hat, p, "how"), how);
+	code = fr_val_get(o, "code");
+	if (present(code)) {
+		if (code->type != FR_VAL_INT)
+			return fr_rd_type(rd, code, p, "code", "an integer");
+		if (code->u.i < INT32_MIN || code->u.i > INT32_MAX)
+			return fr_rd_range(rd, p, "code", code->u.i, INT32_MIN, INT32_MAX);
+		e->has_code = true;
+		e->code = (int32_t)code->u.i;
+	}
+	t->has_exit = true;
+	return 0;
+}
+
+/* "nccl_error", when an NCCL communicator of the rank failed
+ * (FORMAT.md, "NCCL errors"). */
+static int read_nccl_error(const struct rd *rd, const struct fr_val *root, const char *at,
+			   struct fr_trace *t)
+{
+	char p[AT_MAX];
+	const struct fr_val *o;
+	struct fr_nccl_error *e = &t->nccl_error;
+	int rc;
+
+	if ((rc = fr_rd_container(rd, root, at, "nccl_error", false, FR_VAL_OBJECT, &o)) || !o)
+		return rc;
+	fr_rd_path(p, at, "nccl_error");
+	if ((rc = GET_STR(rd, o, p, "comm", true, e->comm)) ||
+	    (rc = get_u32(rd, fr_val_get(o, "result"), p, "result", true, &e->result)) ||
+	    (rc = get_u64(rd, fr_val_get(o, "time_ns"), p, "time_ns", false, INT64_MAX,
+			  &e->time_ns)) ||
+	    (rc = GET_STR(rd, o, p, "message", false, e->message)))
+		return rc;
+	if (e->result == 0)
+		return fr_rd_range(rd, p, "result", 0, 1, UINT32_MAX);
+	t->has_nccl_error = true;
+	return 0;
+}
+
 /* "summary", when the dump is one (FORMAT.md, "Summaries"). */
 static int read_summary(const struct rd *rd, const struct fr_val *root, const char *at,
 			struct fr_trace *t)
@@ -1586,7 +1654,8 @@ int fr_rd_trace(const struct rd *rd, const struct fr_val *root, const char *at,
 	}
 	if (rd->visit && rd->visit->done && (rc = rd->visit->done(rd->visit->arg, t)))
 		return rc;
-	if ((rc = read_summary(rd, root, at, t)) || (rc = read_crash(rd, root, at, t)))
+	if ((rc = read_summary(rd, root, at, t)) || (rc = read_crash(rd, root, at, t)) ||
+	    (rc = read_exit(rd, root, at, t)) || (rc = read_nccl_error(rd, root, at, t)))
 		return rc;
 	return read_threads(rd, root, at, t);
 }

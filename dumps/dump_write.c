@@ -344,6 +344,49 @@ json_t *fr_crash_to_json(const struct fr_crash *c)
 	return o;
 }
 
+/* How the rank ended (FORMAT.md, "Exits"). */
+json_t *fr_exit_to_json(const struct fr_exit *e)
+{
+	json_t *o = json_object();
+	int bad = 0;
+
+	if (!o)
+		return NULL;
+	bad |= set(o, "how", json_string(fr_exit_kind_name(e->kind)));
+	bad |= set(o, "code", e->has_code ? json_integer(e->code) : json_null());
+	bad |= set(o, "underscore", json_boolean(e->underscore));
+	bad |= set(o, "finalised", json_boolean(e->finalised));
+	bad |= set(o, "inflight", json_integer(e->inflight));
+	bad |= set(o, "time_ns", ju64(e->time_ns));
+	bad |= set(o, "ring_head", ju64(e->ring_head));
+	if (bad) {
+		json_decref(o);
+		return NULL;
+	}
+	return o;
+}
+
+/* The rank's asynchronous NCCL error (FORMAT.md, "NCCL errors"). */
+json_t *fr_nccl_error_to_json(const struct fr_nccl_error *e)
+{
+	json_t *o = json_object();
+	char name[24];
+	int bad = 0;
+
+	if (!o)
+		return NULL;
+	bad |= set(o, "comm", JSTR(e->comm));
+	bad |= set(o, "result", json_integer(e->result));
+	bad |= set(o, "result_name", json_string(fr_nccl_result_name(e->result, name)));
+	bad |= set(o, "time_ns", ju64(e->time_ns));
+	bad |= set(o, "message", JSTR(e->message));
+	if (bad) {
+		json_decref(o);
+		return NULL;
+	}
+	return o;
+}
+
 /* What a summary says of itself (FORMAT.md, "Summaries"). */
 static json_t *summary_json(const struct fr_trace_summary *s)
 {
@@ -403,9 +446,11 @@ json_t *dump_trace_json(const struct fr_trace *t, bool with_threads,
 	}
 
 	bad |= set(root, "format", json_string(FR_DUMP_FORMAT));
-	/* A dump without a crash (1.7) that needs no member runs (1.6) and
-	 * is no summary (1.5) stays a 1.4 one, byte for byte. */
-	bad |= set(root, "version", json_string(t->crash ? FR_DUMP_VERSION_CRASH :
+	/* A dump without an exit (1.8) or a crash (1.7) that needs no member
+	 * runs (1.6) and is no summary (1.5) stays a 1.4 one, byte for byte. */
+	bad |= set(root, "version", json_string(t->has_exit || t->has_nccl_error ?
+							FR_DUMP_VERSION_EXIT :
+						t->crash ? FR_DUMP_VERSION_CRASH :
 						runs	   ? FR_DUMP_VERSION_RUNS :
 						t->summary ? FR_DUMP_VERSION_SUMMARY :
 							     FR_DUMP_VERSION));
@@ -432,6 +477,10 @@ json_t *dump_trace_json(const struct fr_trace *t, bool with_threads,
 		bad |= set(root, "summary", summary_json(t->summary));
 	if (t->crash)
 		bad |= set(root, "crash", fr_crash_to_json(t->crash));
+	if (t->has_exit)
+		bad |= set(root, "exit", fr_exit_to_json(&t->exit));
+	if (t->has_nccl_error)
+		bad |= set(root, "nccl_error", fr_nccl_error_to_json(&t->nccl_error));
 	if (bad)
 		goto out_free;
 	return root;

@@ -3,6 +3,7 @@
 #include "scan.h"
 
 #include <errno.h>
+#include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -262,6 +263,50 @@ static bool libc_signal_frame(const char *name)
 		if (!strcmp(name, names[i]))
 			return true;
 	return false;
+}
+
+void fr_exit_from_wire(struct fr_exit *e, const struct fr_msg_exit *m)
+{
+	memset(e, 0, sizeof(*e));
+	e->kind = FR_EXIT_EXITED;
+	e->has_code = m->flags & FR_WIRE_EXIT_CODE_KNOWN;
+	e->code = e->has_code ? m->code : 0;
+	e->underscore = m->flags & FR_WIRE_EXIT_UNDERSCORE;
+	e->finalised = m->flags & FR_WIRE_EXIT_FINALISED;
+	e->inflight = m->inflight;
+	e->time_ns = m->time_ns;
+	e->ring_head = m->ring_head;
+}
+
+const char *fr_nccl_result_name(uint32_t result, char buf[24])
+{
+	static const char *const names[] = { "ncclSuccess", "ncclUnhandledCudaError",
+		"ncclSystemError", "ncclInternalError", "ncclInvalidArgument", "ncclInvalidUsage",
+		"ncclRemoteError", "ncclInProgress" };
+
+	if (result < sizeof(names) / sizeof(names[0]))
+		return names[result];
+	snprintf(buf, 24, "ncclResult %" PRIu32, result);
+	return buf;
+}
+
+void fr_nccl_error_from_wire(struct fr_nccl_error *e, const struct fr_msg_nccl_error *m)
+{
+	memset(e, 0, sizeof(*e));
+	memcpy(e->comm, m->comm, sizeof(e->comm));
+	e->result = m->result;
+	e->time_ns = m->time_ns;
+	memcpy(e->message, m->message, sizeof(e->message));
+}
+
+const char *fr_exit_kind_name(unsigned kind)
+{
+	return kind == FR_EXIT_EXITED ? "exited" : kind == FR_EXIT_KILLED ? "killed" : NULL;
+}
+
+bool fr_exit_is_fault(const struct fr_exit *e)
+{
+	return e->kind == FR_EXIT_KILLED || e->inflight || (e->has_code && e->code != 0);
 }
 
 const char *fr_crash_function(const struct fr_crash *c)

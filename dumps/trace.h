@@ -138,6 +138,54 @@ void fr_crash_free(struct fr_crash *c);
 const char *fr_crash_function(const struct fr_crash *c);
 
 /*
+ * How a rank ended other than by a fatal signal or a goodbye after
+ * finalising (dumps/FORMAT.md, "Exits"):
+ *   FR_EXIT_EXITED  its agent said EXIT: exit(), _exit() or a return from
+ *                   main without finalising, or with operations in flight;
+ *   FR_EXIT_KILLED  its connection dropped without a goodbye, a CRASH or an
+ *                   EXIT while it had an operation in flight or its peers
+ *                   waited on it: killed (SIGKILL, the OOM killer) or lost,
+ *                   as far as the daemon can tell.
+ */
+enum fr_exit_kind { FR_EXIT_EXITED = 1, FR_EXIT_KILLED = 2 };
+struct fr_exit {
+	enum fr_exit_kind kind;
+	bool has_code;         /* exited: the status it asked for is known */
+	int32_t code;
+	bool underscore;       /* exited by _exit()/_Exit(): no atexit handlers ran */
+	bool finalised;        /* every communicator had been destroyed */
+	uint32_t inflight;     /* operations in flight that blocked it */
+	uint64_t time_ns;      /* CLOCK_REALTIME of the exit, or when the daemon saw it go */
+	uint64_t ring_head;    /* exited: the ring's next record id; killed: 0 */
+};
+
+/* The exit an EXIT message tells (kind exited). */
+void fr_exit_from_wire(struct fr_exit *e, const struct fr_msg_exit *m);
+/* "exited", "killed"; NULL for neither. */
+const char *fr_exit_kind_name(unsigned kind);
+/* An exit a rank's peers should hear of at once: killed, or an exit with
+ * operations in flight or a non-zero status. (An exit(0) with nothing in
+ * flight is taken for a goodbye until its peers wait on it.) */
+bool fr_exit_is_fault(const struct fr_exit *e);
+
+/*
+ * An asynchronous NCCL error on one of the rank's communicators: what
+ * ncclCommGetAsyncError said (the agent asks every 100 ms), sent as
+ * NCCL_ERROR and written into dumps and manifests as "nccl_error"
+ * (dumps/FORMAT.md, "NCCL errors"). The first one the rank had.
+ */
+struct fr_nccl_error {
+	char comm[FR_COMM_ID_MAX + 1];
+	uint32_t result;       /* ncclResult_t, not 0 */
+	uint64_t time_ns;      /* when the agent saw it, CLOCK_REALTIME */
+	char message[FR_WIRE_NCCL_MESSAGE_MAX + 1]; /* ncclGetLastError(), may be "" */
+};
+
+/* "ncclRemoteError", ...; "ncclResult <n>" in `buf` (24 bytes) for others. */
+const char *fr_nccl_result_name(uint32_t result, char buf[24]);
+void fr_nccl_error_from_wire(struct fr_nccl_error *e, const struct fr_msg_nccl_error *m);
+
+/*
  * What a summary of a rank's evidence says of itself (dumps/summary.h): a
  * node daemon keeps the rank's full dump and sends this smaller one up.
  */
@@ -181,6 +229,12 @@ struct fr_trace {
 	struct fr_trace_summary *summary;
 	/* Owned; NULL unless the rank died of a fatal signal. */
 	struct fr_crash *crash;
+	/* How it ended, when it exited without finalising or was killed. */
+	bool has_exit;
+	struct fr_exit exit;
+	/* Its first asynchronous NCCL error, when it had one. */
+	bool has_nccl_error;
+	struct fr_nccl_error nccl_error;
 };
 
 /* Releases everything a trace owns and zeroes it. */

@@ -176,6 +176,20 @@ static int crash_fields(json_t *c, const struct fr_crash *crash)
 	return rc;
 }
 
+/* An nccl_error culprit's "nccl_result", "nccl_result_name", "comm" and
+ * "message". */
+static int nccl_error_fields(json_t *c, const struct fr_nccl_error *e)
+{
+	char name[24];
+	int rc = 0;
+
+	rc |= jset(c, "nccl_result", json_integer(e->result));
+	rc |= jset(c, "nccl_result_name", json_string(fr_nccl_result_name(e->result, name)));
+	rc |= jset(c, "comm", json_string(e->comm));
+	rc |= jset(c, "message", json_string(e->message));
+	return rc;
+}
+
 json_t *fr_verdict_to_json(const struct fr_verdict *v)
 {
 	json_t *o = json_object();
@@ -200,6 +214,13 @@ json_t *fr_verdict_to_json(const struct fr_verdict *v)
 		rc |= jset(c, "waited_s", json_real(cu->waited_s));
 		if (cu->crash)
 			rc |= crash_fields(c, cu->crash);
+		if (cu->has_exit && cu->reason == FR_REASON_EXITED)
+			rc |= jset(c, "exit_code", cu->exit.has_code ? json_integer(cu->exit.code) :
+								       json_null());
+		if (cu->has_exit)
+			rc |= jset(c, "inflight", json_integer(cu->exit.inflight));
+		if (cu->has_nccl_error)
+			rc |= nccl_error_fields(c, &cu->nccl_error);
 	}
 	rc |= jset(o, "verdict", json_string(fr_verdict_name(v->kind)));
 	rc |= json_object_set_new(o, "culprits", cs);

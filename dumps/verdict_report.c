@@ -241,6 +241,12 @@ static const char *reason_text(enum fr_reason r)
 		return "entered the operation, which does not complete";
 	case FR_REASON_CRASHED:
 		return "crashed: died of a fatal signal";
+	case FR_REASON_EXITED:
+		return "exited without finalising";
+	case FR_REASON_KILLED:
+		return "killed or lost: its connection dropped without a goodbye";
+	case FR_REASON_NCCL_ERROR:
+		return "an NCCL communicator of it failed (ncclCommGetAsyncError)";
 	}
 	return "?";
 }
@@ -292,6 +298,21 @@ static void print_culprit(FILE *out, const struct fr_verdict *v, const struct fr
 			fr_signal_name(cu->crash->signo, sname), cu->crash->code,
 			cu->crash->fault_addr);
 		fr_thread_print(out, &cu->crash->thread);
+	}
+	if (cu->has_nccl_error) {
+		char name[24];
+
+		fprintf(out, "  NCCL error: %s (%" PRIu32 ") on %s%s%s\n",
+			fr_nccl_result_name(cu->nccl_error.result, name), cu->nccl_error.result,
+			cu->nccl_error.comm, cu->nccl_error.message[0] ? ": " : "",
+			cu->nccl_error.message);
+	}
+	if (cu->has_exit && cu->reason == FR_REASON_EXITED) {
+		fprintf(out, "  exit: %s", cu->exit.underscore ? "_exit()" : "exit()");
+		if (cu->exit.has_code)
+			fprintf(out, " with code %" PRId32, cu->exit.code);
+		fprintf(out, ", %" PRIu32 " operation%s in flight\n", cu->exit.inflight,
+			cu->exit.inflight == 1 ? "" : "s");
 	}
 	if (cu->has_op)
 		print_op_line(out, cu->reason == FR_REASON_MISMATCH ? "  called: " :

@@ -403,6 +403,97 @@ int fr_wire_crash_decode(const uint8_t *payload, size_t len, struct fr_msg_crash
 	return 0;
 }
 
+/* EXIT: fixed size, so that the agent's exit path never allocates for it. */
+
+#define EXIT_PAYLOAD (4 + 4 + 4 + 8 + 8)
+
+size_t fr_wire_exit_size(const struct fr_msg_exit *m)
+{
+	(void)m;
+	return FR_WIRE_HEADER_SIZE + EXIT_PAYLOAD;
+}
+
+int fr_wire_exit_encode(const struct fr_msg_exit *m, uint8_t *buf, size_t cap)
+{
+	struct wr w;
+	int total;
+
+	if (m->flags & ~FR_WIRE_EXIT_FLAGS)
+		return -EINVAL;
+	total = wr_begin(&w, buf, cap, FR_MSG_EXIT, fr_wire_exit_size(m));
+	if (total < 0)
+		return total;
+	wr_u32(&w, (uint32_t)m->code);
+	wr_u32(&w, m->flags);
+	wr_u32(&w, m->inflight);
+	wr_u64(&w, m->time_ns);
+	wr_u64(&w, m->ring_head);
+	return wr_end(&w, buf, total);
+}
+
+int fr_wire_exit_decode(const uint8_t *payload, size_t len, struct fr_msg_exit *m)
+{
+	struct rd r = rd_init(payload, len);
+
+	memset(m, 0, sizeof(*m));
+	m->code = (int32_t)rd_u32(&r);
+	m->flags = rd_u32(&r);
+	m->inflight = rd_u32(&r);
+	m->time_ns = rd_u64(&r);
+	m->ring_head = rd_u64(&r);
+	if (m->flags & ~FR_WIRE_EXIT_FLAGS)
+		rd_fail(&r);
+	if (!rd_ok(&r)) {
+		memset(m, 0, sizeof(*m));
+		return -EPROTO;
+	}
+	return 0;
+}
+
+/* NCCL_ERROR */
+
+size_t fr_wire_nccl_error_size(const struct fr_msg_nccl_error *m)
+{
+	return FR_WIRE_HEADER_SIZE + STR_SIZE(str_len(m->comm, FR_COMM_ID_MAX)) + 4 + 8 +
+	       STR_SIZE(str_len(m->message, FR_WIRE_NCCL_MESSAGE_MAX));
+}
+
+int fr_wire_nccl_error_encode(const struct fr_msg_nccl_error *m, uint8_t *buf, size_t cap)
+{
+	struct wr w;
+	int total;
+
+	if (m->result == 0 || str_len(m->comm, FR_COMM_ID_MAX) > FR_COMM_ID_MAX ||
+	    str_len(m->message, FR_WIRE_NCCL_MESSAGE_MAX) > FR_WIRE_NCCL_MESSAGE_MAX)
+		return -EINVAL;
+	total = wr_begin(&w, buf, cap, FR_MSG_NCCL_ERROR, fr_wire_nccl_error_size(m));
+	if (total < 0)
+		return total;
+	wr_str(&w, m->comm, str_len(m->comm, FR_COMM_ID_MAX));
+	wr_u32(&w, m->result);
+	wr_u64(&w, m->time_ns);
+	wr_str(&w, m->message, str_len(m->message, FR_WIRE_NCCL_MESSAGE_MAX));
+	return wr_end(&w, buf, total);
+}
+
+int fr_wire_nccl_error_decode(const uint8_t *payload, size_t len, struct fr_msg_nccl_error *m)
+{
+	struct rd r = rd_init(payload, len);
+
+	memset(m, 0, sizeof(*m));
+	rd_str(&r, m->comm, FR_COMM_ID_MAX);
+	m->result = rd_u32(&r);
+	m->time_ns = rd_u64(&r);
+	rd_str(&r, m->message, FR_WIRE_NCCL_MESSAGE_MAX);
+	if (m->result == 0)
+		rd_fail(&r);
+	if (!rd_ok(&r)) {
+		memset(m, 0, sizeof(*m));
+		return -EPROTO;
+	}
+	return 0;
+}
+
 /* PROGRESS */
 
 size_t fr_wire_progress_size(const struct fr_msg_progress *m)

@@ -23,7 +23,7 @@
  * that message's layout: 1 for HELLO to BYE, 2 for CHALLENGE, AUTH and
  * ERROR, 3 for DAEMON_CHALLENGE and DAEMON_PROOF, 4 for the node daemons'
  * NODE_* messages (node_wire.h), 5 for VERSION to NODE_LOOK_STACKS, 6 for
- * CRASH. Encoders write it, the header decoder insists on it, so a peer of
+ * CRASH, EXIT and NCCL_ERROR. Encoders write it, the header decoder insists on it, so a peer of
  * version 1 reads every frame it knows and refuses the others by their
  * version, and an agent that is not asked for a token sends exactly what a
  * version-1 agent sends.
@@ -98,7 +98,9 @@
 	X(COMM_RUNS, 23, comm_runs)         \
 	X(NODE_LOOK_REQUEST, 24, node_look_request) \
 	X(NODE_LOOK_STACKS, 25, node_look_stacks) \
-	X(CRASH, 26, crash)
+	X(CRASH, 26, crash)                 \
+	X(EXIT, 27, exit)                   \
+	X(NCCL_ERROR, 28, nccl_error)
 
 enum fr_msg_type {
 #define FR_MSG_ENUM(T, v, n) FR_MSG_##T = v,
@@ -407,6 +409,41 @@ struct fr_msg_crash {
 	uint32_t tid;                    /* the crashing thread */
 	uint16_t nframes;                /* at most FR_WIRE_CRASH_FRAMES_MAX */
 	struct fr_wire_frame_sym frames[FR_WIRE_CRASH_FRAMES_MAX];
+};
+
+/*
+ * Agent -> daemon, version 6: the process is ending without having
+ * finalised (exit(), _exit() or a return from main without MPI_Finalize),
+ * or with operations in flight. Sent instead of BYE, and only to a daemon
+ * whose WELCOME said 6 or more; a rank that finalised says BYE as ever.
+ * The daemon takes one with code 0 and nothing in flight for a goodbye,
+ * kept in case its peers turn out to wait for it; any other opens an
+ * incident at once.
+ */
+#define FR_WIRE_EXIT_CODE_KNOWN 0x1u  /* `code` is the exit status it asked for */
+#define FR_WIRE_EXIT_UNDERSCORE 0x2u  /* by _exit() or _Exit(): no atexit handlers ran */
+#define FR_WIRE_EXIT_FINALISED 0x4u   /* every communicator had been destroyed (NCCL) */
+#define FR_WIRE_EXIT_FLAGS 0x7u
+struct fr_msg_exit {
+	int32_t code;                    /* the status passed to exit(), 0 when not known */
+	uint32_t flags;                  /* FR_WIRE_EXIT_* */
+	uint32_t inflight;               /* operations in flight that block it */
+	uint64_t time_ns;                /* CLOCK_REALTIME of the exit */
+	uint64_t ring_head;              /* ring records taken so far */
+};
+
+/*
+ * Agent -> daemon, version 6: ncclCommGetAsyncError, which the agent's
+ * link thread asks of every live communicator at most every 100 ms, said
+ * an error (not ncclSuccess, not ncclInProgress). Sent once per
+ * communicator, only to a daemon whose WELCOME said 6 or more.
+ */
+#define FR_WIRE_NCCL_MESSAGE_MAX 255
+struct fr_msg_nccl_error {
+	char comm[FR_COMM_ID_MAX + 1];   /* the communicator's id, as its COMM said */
+	uint32_t result;                 /* the ncclResult_t, never 0 */
+	uint64_t time_ns;                /* CLOCK_REALTIME when the agent saw it */
+	char message[FR_WIRE_NCCL_MESSAGE_MAX + 1]; /* ncclGetLastError's text, may be "" */
 };
 
 /* The node daemons' messages, defined in node_wire.h. */

@@ -292,6 +292,21 @@ static void check_crash(struct fr_msg_crash *m, const uint8_t *p, size_t len)
 		FUZZ_CHECK(strlen(m->frames[i].name) <= FR_WIRE_SYMBOL_MAX);
 }
 
+static void check_exit(struct fr_msg_exit *m, const uint8_t *p, size_t len)
+{
+	(void)p;
+	(void)len;
+	FUZZ_CHECK(!(m->flags & ~FR_WIRE_EXIT_FLAGS));
+}
+
+static void check_nccl_error(struct fr_msg_nccl_error *m, const uint8_t *p, size_t len)
+{
+	(void)p;
+	(void)len;
+	FUZZ_CHECK(m->result != 0 && strlen(m->comm) <= FR_COMM_ID_MAX &&
+		   strlen(m->message) <= FR_WIRE_NCCL_MESSAGE_MAX);
+}
+
 /* Runs ascending with a gap between them, holding at most `most` ranks. */
 static void check_ranges(const struct fr_node_range *r, uint32_t n, uint64_t most)
 {
@@ -361,6 +376,8 @@ static void check_nothing(const void *m, const uint8_t *p, size_t len)
 		struct fr_msg_node_look_request *: check_node_look_request, \
 		struct fr_msg_node_look_stacks *: check_node_look_stacks, \
 		struct fr_msg_crash *: check_crash,                 \
+		struct fr_msg_exit *: check_exit,                   \
+		struct fr_msg_nccl_error *: check_nccl_error,       \
 		default: check_nothing)((m), (p), (len))
 
 static void free_nothing(const void *m)

@@ -19,6 +19,8 @@
  *   segv      reads through a null pointer (in load_shard) before the
  *             allreduce: dies of SIGSEGV
  *   abort     calls abort() (in check_shard) before the allreduce
+ *   exit      calls exit(3) before the allreduce, without MPI_Finalize
+ *   _exit     calls _exit(3) there instead
  *   none      no fault
  *
  * --culprit -1 makes every rank the culprit (with freeze: the whole job
@@ -194,6 +196,10 @@ int main(int argc, char **argv)
 		}
 		if (mine && strcmp(scenario, "abort") == 0)
 			check_shard();
+		if (mine && strcmp(scenario, "exit") == 0)
+			exit(3);
+		if (mine && strcmp(scenario, "_exit") == 0)
+			_exit(3);
 		if (gathering)
 			gather_in_place(rank, size, x);
 		if (strcmp(scenario, "p2p") == 0)

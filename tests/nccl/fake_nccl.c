@@ -35,6 +35,12 @@
  *                             process created (from 1, splits included);
  *                             1 by default, the first.
  *   FAKE_NCCL_SLOW_MS=N       every collective waits N ms before it starts.
+ *   FAKE_NCCL_ASYNC_ERROR=R:S as FAKE_NCCL_STUCK=R:S (on the same
+ *                             communicator), and from then on
+ *                             ncclCommGetAsyncError says ncclRemoteError
+ *                             and ncclGetLastError why, as the real
+ *                             library does when a peer's connection fails
+ *                             under a running kernel.
  *
  * And one fault that models the real library: when ranks disagree on a
  * collective (a different operation or root), none of them completes it;
@@ -152,6 +158,8 @@ struct ncclComm {
 
 	uint64_t completed; /* the last collective done, in order; worker side */
 	uint64_t stuck_at;  /* injected: the collective never to complete */
+	bool fails_there;   /* ... and the communicator fails when it is reached */
+	ncclResult_t async_error; /* what ncclCommGetAsyncError says (atomic) */
 	bool aborted;
 };
 
@@ -200,6 +208,7 @@ static struct {
 	uint64_t stuck_seq;
 	unsigned stuck_comm;
 	long slow_ms;
+	bool async_error;
 	unsigned comms; /* communicators created so far */
 } config = { .once = PTHREAD_ONCE_INIT, .stuck_rank = -1, .stuck_comm = 1 };
 
@@ -212,8 +221,17 @@ static void read_config(void)
 	const char *stuck = getenv("FAKE_NCCL_STUCK");
 	const char *comm = getenv("FAKE_NCCL_STUCK_COMM");
 	const char *slow = getenv("FAKE_NCCL_SLOW_MS");
+	const char *async = getenv("FAKE_NCCL_ASYNC_ERROR");
 	unsigned long long seq;
 	int rank;
+
+	if (async && sscanf(async, "%d:%llu", &rank, &seq) == 2 && rank >= 0 && seq > 0) {
+		stuck = async;
+		config.async_error = true;
+	} else if (async && *async) {
+		fprintf(stderr, "fake-nccl: FAKE_NCCL_ASYNC_ERROR=%s is not RANK:SEQ, ignored\n",
+			async);
+	}
 
 	if (stuck && sscanf(stuck, "%d:%llu", &rank, &seq) == 2 && rank >= 0 && seq > 0) {
 		config.stuck_rank = rank;
@@ -566,8 +584,10 @@ static void comm_wait_joined(struct ncclComm *c)
 		backoff(&idle);
 	c->unlinked = true; /* by the last member to join */
 	c->ordinal = __atomic_add_fetch(&config.comms, 1, __ATOMIC_ACQ_REL);
-	if (c->ordinal == config.stuck_comm && c->rank == config.stuck_rank)
+	if (c->ordinal == config.stuck_comm && c->rank == config.stuck_rank) {
 		c->stuck_at = config.stuck_seq;
+		c->fails_there = config.async_error;
+	}
 }
 
 static ncclResult_t comm_create(ncclComm_t *comm, int nranks, const ncclUniqueId *id, int rank)
@@ -748,6 +768,8 @@ static bool step_collective(struct op *op)
 		}
 		if (op->seq == c->stuck_at) {
 			op->state = OP_HUNG; /* the injected kernel that never ends */
+			if (c->fails_there)
+				STORE(&c->async_error, ncclRemoteError);
 			return true;
 		}
 		if (op->sendbuff && input_bytes(op))
@@ -1312,7 +1334,7 @@ ncclResult_t pncclCommGetAsyncError(ncclComm_t comm, ncclResult_t *err)
 {
 	if (!comm || !err)
 		return fail(ncclInvalidArgument, "comm or err is NULL");
-	*err = ncclSuccess;
+	*err = LOAD(&comm->async_error);
 	return ncclSuccess;
 }
 
@@ -1472,7 +1494,8 @@ const char *pncclGetErrorString(ncclResult_t result)
 
 const char *pncclGetLastError(ncclComm_t comm)
 {
-	(void)comm;
+	if (comm && LOAD(&comm->async_error) == ncclRemoteError)
+		return "fake-nccl: remote process exited or there was a network error (injected)";
 	return last_error;
 }
 

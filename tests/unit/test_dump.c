@@ -128,26 +128,18 @@ static void test_round_trip_crash(void **state)
 	fr_trace_free(&t);
 }
 
-/* A "crash" that is not one is refused, naming the field. */
-static void test_read_bad_crash(void **state)
+/* Each document of `bad` (a field, put first in a good dump) is refused
+ * with a message that names the second string. */
+static void refuse_each(const char *const (*bad)[2], size_t n)
 {
-	static const char *const bad[][2] = {
-		{ "\"crash\": 7", "crash" },
-		{ "\"crash\": {\"signo\": 11, \"si_code\": 1, \"fault_addr\": \"12\", \"thread\": {\"tid\": 1, \"frames\": []}}",
-		  "crash.fault_addr" },
-		{ "\"crash\": {\"signo\": 11, \"si_code\": \"x\", \"fault_addr\": \"0x0\", \"thread\": {\"tid\": 1, \"frames\": []}}",
-		  "crash.si_code" },
-		{ "\"crash\": {\"signo\": 11, \"si_code\": 1, \"fault_addr\": \"0x0\"}", "crash.thread" },
-	};
 	struct fr_trace t;
 	char *text, *doc, err[512];
 	size_t len;
 
-	(void)state;
 	make_rich_trace(&t);
 	assert_int_equal(fr_dump_serialize(&t, &text, &len), 0);
 	fr_trace_free(&t);
-	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+	for (size_t i = 0; i < n; i++) {
 		/* The field goes in first, after the opening brace. */
 		doc = malloc(len + strlen(bad[i][0]) + 2);
 		assert_non_null(doc);
@@ -159,6 +151,110 @@ static void test_read_bad_crash(void **state)
 		free(doc);
 	}
 	free(text);
+}
+
+/* A "crash" that is not one is refused, naming the field. */
+static void test_read_bad_crash(void **state)
+{
+	static const char *const bad[][2] = {
+		{ "\"crash\": 7", "crash" },
+		{ "\"crash\": {\"signo\": 11, \"si_code\": 1, \"fault_addr\": \"12\", \"thread\": {\"tid\": 1, \"frames\": []}}",
+		  "crash.fault_addr" },
+		{ "\"crash\": {\"signo\": 11, \"si_code\": \"x\", \"fault_addr\": \"0x0\", \"thread\": {\"tid\": 1, \"frames\": []}}",
+		  "crash.si_code" },
+		{ "\"crash\": {\"signo\": 11, \"si_code\": 1, \"fault_addr\": \"0x0\"}", "crash.thread" },
+	};
+
+	(void)state;
+	refuse_each(bad, sizeof(bad) / sizeof(bad[0]));
+}
+
+/* An exit (format 1.8) reads back as written; a dump without one does not
+ * say "exit". */
+static void test_round_trip_exit(void **state)
+{
+	struct fr_trace t, back;
+	char err[512];
+	char *text;
+	size_t len;
+
+	(void)state;
+	make_rich_trace(&t);
+	t.has_exit = true;
+	t.exit = (struct fr_exit){ .kind = FR_EXIT_EXITED, .has_code = true, .code = -3,
+				   .underscore = true, .inflight = 2,
+				   .time_ns = 1700000000123456789ull, .ring_head = 812 };
+	assert_int_equal(fr_dump_serialize(&t, &text, &len), 0);
+	assert_non_null(strstr(text, "\"1.8\""));
+	assert_int_equal(fr_dump_parse(text, len, "exit.json", &back, err, sizeof(err)), 0);
+	assert_true(back.has_exit);
+	assert_int_equal(back.exit.kind, FR_EXIT_EXITED);
+	assert_true(back.exit.has_code && back.exit.code == -3 && back.exit.underscore);
+	assert_false(back.exit.finalised);
+	assert_int_equal(back.exit.inflight, 2);
+	assert_true(back.exit.time_ns == 1700000000123456789ull);
+	assert_int_equal(back.exit.ring_head, 812);
+	free(text);
+	fr_trace_free(&back);
+	/* Killed: no code, written as null. */
+	t.exit = (struct fr_exit){ .kind = FR_EXIT_KILLED, .inflight = 1 };
+	assert_int_equal(fr_dump_serialize(&t, &text, &len), 0);
+	assert_true(strstr(text, "\"code\": null") || strstr(text, "\"code\":null"));
+	assert_int_equal(fr_dump_parse(text, len, "exit.json", &back, err, sizeof(err)), 0);
+	assert_int_equal(back.exit.kind, FR_EXIT_KILLED);
+	assert_false(back.exit.has_code);
+	free(text);
+	fr_trace_free(&back);
+	fr_trace_free(&t);
+}
+
+/* An NCCL error (format 1.8) reads back as written. */
+static void test_round_trip_nccl_error(void **state)
+{
+	struct fr_trace t, back;
+	char err[512];
+	char *text;
+	size_t len;
+
+	(void)state;
+	make_rich_trace(&t);
+	t.has_nccl_error = true;
+	snprintf(t.nccl_error.comm, sizeof(t.nccl_error.comm), "nccl-5f3a9c0e");
+	t.nccl_error.result = 6;
+	t.nccl_error.time_ns = 1700000000123456789ull;
+	snprintf(t.nccl_error.message, sizeof(t.nccl_error.message), "peer went away");
+	assert_int_equal(fr_dump_serialize(&t, &text, &len), 0);
+	assert_non_null(strstr(text, "\"1.8\""));
+	assert_non_null(strstr(text, "ncclRemoteError"));
+	assert_int_equal(fr_dump_parse(text, len, "nccl.json", &back, err, sizeof(err)), 0);
+	assert_true(back.has_nccl_error);
+	assert_string_equal(back.nccl_error.comm, "nccl-5f3a9c0e");
+	assert_int_equal(back.nccl_error.result, 6);
+	assert_true(back.nccl_error.time_ns == 1700000000123456789ull);
+	assert_string_equal(back.nccl_error.message, "peer went away");
+	free(text);
+	fr_trace_free(&back);
+	fr_trace_free(&t);
+}
+
+/* An "exit" or "nccl_error" that is not one is refused, naming the field. */
+static void test_read_bad_exit(void **state)
+{
+	static const char *const bad[][2] = {
+		{ "\"exit\": 7", "exit" },
+		{ "\"exit\": {\"code\": 3}", "exit.how" },
+		{ "\"exit\": {\"how\": \"vanished\"}", "exit.how" },
+		{ "\"exit\": {\"how\": \"exited\", \"code\": \"3\"}", "exit.code" },
+		{ "\"exit\": {\"how\": \"exited\", \"code\": 4294967296}", "exit.code" },
+		{ "\"exit\": {\"how\": \"exited\", \"inflight\": -1}", "exit.inflight" },
+		{ "\"exit\": {\"how\": \"exited\", \"underscore\": 1}", "exit.underscore" },
+		{ "\"nccl_error\": {\"comm\": \"c\", \"result\": 0}", "nccl_error.result" },
+		{ "\"nccl_error\": {\"result\": 6}", "nccl_error.comm" },
+		{ "\"nccl_error\": {\"comm\": \"c\", \"result\": 6, \"message\": 7}", "nccl_error.message" },
+	};
+
+	(void)state;
+	refuse_each(bad, sizeof(bad) / sizeof(bad[0]));
 }
 
 static void test_round_trip_every_status(void **state)
@@ -1201,6 +1297,9 @@ int main(void)
 		cmocka_unit_test(test_round_trip),
 		cmocka_unit_test(test_round_trip_crash),
 		cmocka_unit_test(test_read_bad_crash),
+		cmocka_unit_test(test_round_trip_exit),
+		cmocka_unit_test(test_read_bad_exit),
+		cmocka_unit_test(test_round_trip_nccl_error),
 		cmocka_unit_test(test_round_trip_every_status),
 		cmocka_unit_test(test_document_shape),
 		cmocka_unit_test(test_read_good),

@@ -181,6 +181,113 @@ static void test_crash_verdict_no_wait(void **state)
 	job_free(j);
 }
 
+/*
+ * Rank 2 exited with status 3 before all_reduce #5, which ranks 0, 1 and 3
+ * wait in: the verdict is crash, rank 2 its culprit with reason exited and
+ * its exit code. The same rank killed instead is named killed.
+ */
+static void test_exit_verdict(void **state)
+{
+	struct job *j = job_new(4);
+	struct fr_verdict *v;
+	json_t *o, *cj;
+
+	(void)state;
+	for (uint32_t r = 0; r < 4; r++)
+		rank_new(j, r, r == 2 ? FR_RANK_DISCONNECTED : FR_RANK_DUMPED);
+	add_world(j);
+	for (uint32_t r = 0; r < 4; r++) {
+		history(j, r, "world", 4);
+		if (r != 2)
+			add_op(j, r, "world", FR_OP_ALL_REDUCE, 5, FR_STATE_ENTERED, 3);
+	}
+	j->ev[2]->t.has_exit = true;
+	j->ev[2]->t.exit = (struct fr_exit){ .kind = FR_EXIT_EXITED, .has_code = true, .code = 3 };
+	v = correlate(j);
+	assert_int_equal(v->kind, FR_VERDICT_CRASH);
+	assert_int_equal(v->nculprits, 1);
+	assert_int_equal(v->culprits[0].rank, 2);
+	assert_int_equal(v->culprits[0].reason, FR_REASON_EXITED);
+	assert_int_equal(v->op.seq, 5);
+	assert_contains(v->summary, "rank 2 (node2, pid 1002) exited (code 3) during all_reduce #5 on world; ranks 0-1,3 wait for it");
+	o = fr_verdict_to_json(v);
+	assert_non_null(o);
+	cj = json_array_get(json_object_get(o, "culprits"), 0);
+	assert_string_equal(json_string_value(json_object_get(cj, "reason")), "exited");
+	assert_int_equal(json_integer_value(json_object_get(cj, "exit_code")), 3);
+	assert_int_equal(json_integer_value(json_object_get(cj, "inflight")), 0);
+	assert_null(json_object_get(cj, "signal"));
+	json_decref(o);
+
+	j->ev[2]->t.exit = (struct fr_exit){ .kind = FR_EXIT_KILLED };
+	v = correlate(j);
+	assert_int_equal(v->kind, FR_VERDICT_CRASH);
+	assert_int_equal(v->culprits[0].reason, FR_REASON_KILLED);
+	assert_contains(v->summary, "rank 2 (node2, pid 1002) was killed or lost (its connection dropped without a goodbye) during all_reduce #5 on world");
+	o = fr_verdict_to_json(v);
+	cj = json_array_get(json_object_get(o, "culprits"), 0);
+	assert_string_equal(json_string_value(json_object_get(cj, "reason")), "killed");
+	assert_null(json_object_get(cj, "exit_code"));
+	json_decref(o);
+
+	/* An NCCL error is named ahead of the exit that may follow it. */
+	j->ev[2]->t.has_nccl_error = true;
+	snprintf(j->ev[2]->t.nccl_error.comm, sizeof(j->ev[2]->t.nccl_error.comm), "world");
+	j->ev[2]->t.nccl_error.result = 6;
+	snprintf(j->ev[2]->t.nccl_error.message, sizeof(j->ev[2]->t.nccl_error.message),
+		 "peer went away");
+	v = correlate(j);
+	assert_int_equal(v->kind, FR_VERDICT_CRASH);
+	assert_int_equal(v->culprits[0].reason, FR_REASON_NCCL_ERROR);
+	assert_contains(v->summary, "rank 2 (node2, pid 1002) hit an NCCL error (ncclRemoteError on world: peer went away) during all_reduce #5 on world");
+	o = fr_verdict_to_json(v);
+	cj = json_array_get(json_object_get(o, "culprits"), 0);
+	assert_string_equal(json_string_value(json_object_get(cj, "reason")), "nccl_error");
+	assert_int_equal(json_integer_value(json_object_get(cj, "nccl_result")), 6);
+	assert_string_equal(json_string_value(json_object_get(cj, "message")), "peer went away");
+	json_decref(o);
+	job_free(j);
+}
+
+/*
+ * exit(0) with nothing in flight is a goodbye until someone waits for it:
+ * alone it changes nothing; the rank its peers wait for is named exited.
+ */
+static void test_exit_zero(void **state)
+{
+	struct job *j = job_new(2);
+	struct fr_verdict *v;
+
+	(void)state;
+	rank_new(j, 0, FR_RANK_DUMPED);
+	rank_new(j, 1, FR_RANK_FINISHED);
+	add_world(j);
+	history(j, 0, "world", 3);
+	history(j, 1, "world", 3);
+	j->ev[1]->t.has_exit = true;
+	j->ev[1]->t.exit = (struct fr_exit){ .kind = FR_EXIT_EXITED, .has_code = true };
+	v = correlate(j);
+	assert_int_equal(v->kind, FR_VERDICT_OK);
+	assert_int_equal(v->nculprits, 0);
+	job_free(j);
+
+	j = job_new(2);
+	rank_new(j, 0, FR_RANK_DUMPED);
+	rank_new(j, 1, FR_RANK_FINISHED);
+	add_world(j);
+	history(j, 0, "world", 3);
+	history(j, 1, "world", 3);
+	add_op(j, 0, "world", FR_OP_ALL_REDUCE, 4, FR_STATE_ENTERED, 3);
+	j->ev[1]->t.has_exit = true;
+	j->ev[1]->t.exit = (struct fr_exit){ .kind = FR_EXIT_EXITED, .has_code = true };
+	v = correlate(j);
+	assert_int_equal(v->kind, FR_VERDICT_CRASH);
+	assert_int_equal(v->culprits[0].rank, 1);
+	assert_int_equal(v->culprits[0].reason, FR_REASON_EXITED);
+	assert_contains(v->summary, "exited (code 0) during all_reduce #4 on world; rank 0 waits for it");
+	job_free(j);
+}
+
 static void add_stack(struct fr_trace *t)
 {
 	static const char *const names[] = { "compute_forever", "train_step", "main" };
@@ -495,6 +602,8 @@ int main(void)
 		cmocka_unit_test(test_json_ok_has_null_op),
 		cmocka_unit_test(test_crash_verdict),
 		cmocka_unit_test(test_crash_verdict_no_wait),
+		cmocka_unit_test(test_exit_verdict),
+		cmocka_unit_test(test_exit_zero),
 		cmocka_unit_test(test_print_report),
 		cmocka_unit_test(test_print_missing_culprit),
 		cmocka_unit_test(test_readable_1024),

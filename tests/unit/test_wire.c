@@ -250,6 +250,25 @@ static void sample_crash(struct fr_msg_crash *m)
 	m->frames[2] = (struct fr_wire_frame_sym){ 0x7f0000001234, 0, "" };
 }
 
+static void sample_exit(struct fr_msg_exit *m)
+{
+	memset(m, 0, sizeof(*m));
+	m->code = 3;
+	m->flags = FR_WIRE_EXIT_CODE_KNOWN;
+	m->inflight = 1;
+	m->time_ns = 0x1122334455667788ull;
+	m->ring_head = 812;
+}
+
+static void sample_nccl_error(struct fr_msg_nccl_error *m)
+{
+	memset(m, 0, sizeof(*m));
+	snprintf(m->comm, sizeof(m->comm), "nccl-5f3a9c0e");
+	m->result = 6; /* ncclRemoteError */
+	m->time_ns = 0x1122334455667788ull;
+	snprintf(m->message, sizeof(m->message), "remote process exited or there was a network error");
+}
+
 /*
  * Per message: encode the sample, and decode a payload into a struct that
  * starts out dirty, checking that a failed decode leaves it zeroed and
@@ -286,6 +305,8 @@ static void release_nothing(const void *m)
 #define release_node_look_request release_nothing
 #define release_node_look_stacks fr_wire_node_look_stacks_free
 #define release_crash release_nothing
+#define release_exit release_nothing
+#define release_nccl_error release_nothing
 
 #define CODEC_FUNCS(T, v, n)                                              \
 	static int encode_sample_##n(uint8_t *buf, size_t cap)            \
@@ -376,7 +397,11 @@ static void test_msg_names(void **state)
 		assert_string_equal(fr_msg_name(FR_MSG_NODE_LOOK_REQUEST), "node_look_request");
 	assert_string_equal(fr_msg_name(FR_MSG_NODE_LOOK_STACKS), "node_look_stacks");
 	assert_string_equal(fr_msg_name(FR_MSG_CRASH), "crash");
-	assert_null(fr_msg_name(27));
+	assert_string_equal(fr_msg_name(FR_MSG_EXIT), "exit");
+	assert_int_equal(FR_MSG_EXIT, 27);
+	assert_string_equal(fr_msg_name(FR_MSG_NCCL_ERROR), "nccl_error");
+	assert_int_equal(FR_MSG_NCCL_ERROR, 28);
+	assert_null(fr_msg_name(29));
 	assert_null(fr_msg_name(0xffff));
 	assert_null(fr_msg_name(UINT_MAX));
 }
@@ -399,7 +424,9 @@ static void test_msg_versions(void **state)
 	for (unsigned t = FR_MSG_VERSION; t <= FR_MSG_NODE_LOOK_STACKS; t++)
 		assert_int_equal(fr_wire_msg_version(t), V5);
 	assert_int_equal(fr_wire_msg_version(FR_MSG_CRASH), V6);
-	assert_int_equal(fr_wire_msg_version(27), 0);
+	assert_int_equal(fr_wire_msg_version(FR_MSG_EXIT), V6);
+	assert_int_equal(fr_wire_msg_version(FR_MSG_NCCL_ERROR), V6);
+	assert_int_equal(fr_wire_msg_version(29), 0);
 	assert_int_equal(FR_WIRE_VERSION, V6);
 	for (size_t i = 0; i < NCODECS; i++) {
 		assert_true(codecs[i].encode_sample(buf, sizeof(buf)) > 0);
@@ -862,6 +889,86 @@ static void test_roundtrip_crash(void **state)
 	buf[FR_WIRE_HEADER_SIZE + 36] = FR_WIRE_CRASH_FRAMES_MAX + 1; /* nframes */
 	assert_int_equal(fr_wire_crash_decode(buf + FR_WIRE_HEADER_SIZE,
 					      (size_t)n - FR_WIRE_HEADER_SIZE, &out), -EPROTO);
+}
+
+/* EXIT round-trips, a negative code included; unknown flags are refused
+ * by both sides, and a payload of another size by the decoder. */
+static void test_roundtrip_exit(void **state)
+{
+	struct fr_msg_exit in, out;
+	uint8_t buf[128];
+	size_t len;
+	int n;
+
+	(void)state;
+	sample_exit(&in);
+	len = encode_checked(codec_for(FR_MSG_EXIT), buf, sizeof(buf));
+	assert_int_equal(len, 28);
+	assert_int_equal(fr_wire_exit_size(&in), FR_WIRE_HEADER_SIZE + len);
+	assert_int_equal(buf[4] | buf[5] << 8, V6);
+	assert_int_equal(fr_wire_exit_decode(buf + FR_WIRE_HEADER_SIZE, len, &out), 0);
+	assert_memory_equal(&out, &in, sizeof(in));
+	in.code = -1;
+	in.flags = FR_WIRE_EXIT_FLAGS;
+	n = fr_wire_exit_encode(&in, buf, sizeof(buf));
+	assert_int_equal(n, FR_WIRE_HEADER_SIZE + 28);
+	assert_int_equal(fr_wire_exit_decode(buf + FR_WIRE_HEADER_SIZE, 28, &out), 0);
+	assert_int_equal(out.code, -1);
+	assert_int_equal(out.flags, FR_WIRE_EXIT_FLAGS);
+	assert_int_equal(fr_wire_exit_encode(&in, buf, FR_WIRE_HEADER_SIZE + 27), -EMSGSIZE);
+	in.flags = 0x8;
+	assert_int_equal(fr_wire_exit_encode(&in, buf, sizeof(buf)), -EINVAL);
+	buf[FR_WIRE_HEADER_SIZE + 4] = 0x8; /* flags */
+	memset(&out, 0xa5, sizeof(out));
+	assert_int_equal(fr_wire_exit_decode(buf + FR_WIRE_HEADER_SIZE, 28, &out), -EPROTO);
+	assert_true(all_zero(&out, sizeof(out)));
+	buf[FR_WIRE_HEADER_SIZE + 4] = 0;
+	assert_int_equal(fr_wire_exit_decode(buf + FR_WIRE_HEADER_SIZE, 27, &out), -EPROTO);
+	assert_int_equal(fr_wire_exit_decode(buf + FR_WIRE_HEADER_SIZE, 29, &out), -EPROTO);
+}
+
+/* NCCL_ERROR round-trips, its message at its limit too; result 0 and an
+ * over-long message are refused. */
+static void test_roundtrip_nccl_error(void **state)
+{
+	struct fr_msg_nccl_error in, out;
+	uint8_t buf[512];
+	size_t len;
+	int n;
+
+	(void)state;
+	sample_nccl_error(&in);
+	len = encode_checked(codec_for(FR_MSG_NCCL_ERROR), buf, sizeof(buf));
+	assert_int_equal(fr_wire_nccl_error_size(&in), FR_WIRE_HEADER_SIZE + len);
+	assert_int_equal(buf[4] | buf[5] << 8, V6);
+	assert_int_equal(fr_wire_nccl_error_decode(buf + FR_WIRE_HEADER_SIZE, len, &out), 0);
+	assert_string_equal(out.comm, "nccl-5f3a9c0e");
+	assert_int_equal(out.result, 6);
+	assert_true(out.time_ns == in.time_ns);
+	assert_string_equal(out.message, in.message);
+	memset(in.message, 'm', FR_WIRE_NCCL_MESSAGE_MAX);
+	in.message[FR_WIRE_NCCL_MESSAGE_MAX] = '\0';
+	n = fr_wire_nccl_error_encode(&in, buf, sizeof(buf));
+	assert_int_equal(n, (int)fr_wire_nccl_error_size(&in));
+	assert_int_equal(fr_wire_nccl_error_decode(buf + FR_WIRE_HEADER_SIZE,
+						   (size_t)n - FR_WIRE_HEADER_SIZE, &out), 0);
+	assert_int_equal(strlen(out.message), FR_WIRE_NCCL_MESSAGE_MAX);
+	in.result = 0;
+	assert_int_equal(fr_wire_nccl_error_encode(&in, buf, sizeof(buf)), -EINVAL);
+	sample_nccl_error(&in);
+	n = fr_wire_nccl_error_encode(&in, buf, sizeof(buf));
+	/* result 0 on the wire: after the comm string (2 + 13 bytes). */
+	memset(buf + FR_WIRE_HEADER_SIZE + 15, 0, 4);
+	memset(&out, 0xa5, sizeof(out));
+	assert_int_equal(fr_wire_nccl_error_decode(buf + FR_WIRE_HEADER_SIZE,
+						   (size_t)n - FR_WIRE_HEADER_SIZE, &out), -EPROTO);
+	assert_true(all_zero(&out, sizeof(out)));
+	/* A message longer than its limit. */
+	n = fr_wire_nccl_error_encode(&in, buf, sizeof(buf));
+	buf[n - (int)strlen(in.message) - 2] = 0xff;
+	buf[n - (int)strlen(in.message) - 1] = 0x00;
+	assert_int_equal(fr_wire_nccl_error_decode(buf + FR_WIRE_HEADER_SIZE,
+						   (size_t)n - FR_WIRE_HEADER_SIZE, &out), -EPROTO);
 }
 
 static void test_roundtrip_progress(void **state)
@@ -1894,6 +2001,8 @@ int main(void)
 		cmocka_unit_test(test_comm_runs_world),
 		cmocka_unit_test(test_version_welcome),
 		cmocka_unit_test(test_roundtrip_crash),
+		cmocka_unit_test(test_roundtrip_exit),
+		cmocka_unit_test(test_roundtrip_nccl_error),
 		cmocka_unit_test(test_roundtrip_progress),
 		cmocka_unit_test(test_roundtrip_progress_empty),
 		cmocka_unit_test(test_roundtrip_heartbeat),
