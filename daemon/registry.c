@@ -1220,7 +1220,7 @@ static bool conn_lost_killed(const struct conn *c, const struct job *job,
 		return false;
 	if (gethostname(host, sizeof(host)) != 0 || strncmp(host, r->host, sizeof(host)) != 0)
 		return false;
-	return (blocking_ops(r) || peers_wait(job, r)) && pid_gone(r->pid);
+	return blocking_ops(r) || peers_wait(job, r);
 }
 
 /* The rank was killed (conn_lost_killed()): recorded as its exit. */
@@ -1239,15 +1239,57 @@ static void rank_killed(struct job *job, struct job_rank *r, uint64_t now_mono)
 		   e->inflight ? "" : " while its peers run");
 }
 
+void registry_kill_checks(struct flightrecd *d, struct job *job, uint64_t now_mono,
+			  void (*killed)(struct flightrecd *d, struct job *job, uint32_t rank))
+{
+	while (job->nkill_pending) {
+		struct job_rank *first = NULL;
+
+		for (uint32_t i = 0; i < job->nslots; i++) {
+			struct job_rank *r = job->ranks[i];
+
+			if (r && r->kill_pending &&
+			    (!first || r->disconnected_mono < first->disconnected_mono))
+				first = r;
+		}
+		if (!first)
+			break;
+		/* Reconnected, or another way out said meanwhile: no kill. */
+		if (first->conn || first->crash || first->has_exit) {
+			first->kill_pending = false;
+			job->nkill_pending--;
+			continue;
+		}
+		if (!pid_gone(first->pid)) {
+			if (now_mono - first->disconnected_mono < KILL_SETTLE_NS)
+				return;
+			/* Alive past the settling time: cut off, not killed. */
+			first->kill_pending = false;
+			job->nkill_pending--;
+			continue;
+		}
+		first->kill_pending = false;
+		job->nkill_pending--;
+		/* A rank dropped after another's death was killed by the launcher. */
+		if (job->has_crash && first->disconnected_mono > job->crash_mono &&
+		    first->disconnected_mono - job->crash_mono <= INCIDENT_KILL_WINDOW_NS)
+			continue;
+		rank_killed(job, first, first->disconnected_mono);
+		if (job->active)
+			incident_rank_left(job->active, first->rank, false);
+		killed(d, job, first->rank);
+	}
+}
+
 /* A connection is going away; its rank (if still its own) is disconnected. */
-int registry_conn_lost(struct flightrecd *d, struct conn *c)
+void registry_conn_lost(struct flightrecd *d, struct conn *c)
 {
 	struct job_rank *r = conn_rank(c);
 	struct job *job = c->job;
 
 	if (!r || r->conn != c) {
 		c->job = NULL;
-		return -1;
+		return;
 	}
 	conn_unbind(c);
 	if (!r->finished) {
@@ -1257,17 +1299,14 @@ int registry_conn_lost(struct flightrecd *d, struct conn *c)
 		if (!d->stopping && !c->rejected)
 			daemon_log("job %s rank %" PRIu32 " disconnected without saying goodbye (%s)",
 				   job->id, r->rank, c->peer);
-		if (!d->stopping && !c->rejected &&
-		    conn_lost_killed(c, job, r, r->disconnected_mono)) {
-			rank_killed(job, r, r->disconnected_mono);
-			if (job->active)
-				incident_rank_left(job->active, r->rank, false);
-			return (int)r->rank;
+		/* Decided by registry_kill_checks(), in the order they dropped. */
+		if (!d->stopping && !c->rejected && conn_lost_killed(c, job, r, r->disconnected_mono)) {
+			r->kill_pending = true;
+			job->nkill_pending++;
 		}
 	}
 	if (job->active)
 		incident_rank_left(job->active, r->rank, r->finished);
-	return -1;
 }
 
 enum rank_state registry_rank_state(const struct flightrecd *d, const struct job_rank *r,

@@ -86,6 +86,11 @@ struct job_rank {
 	bool refusal_logged;        /* a second process claiming it was logged */
 	uint64_t last_seen_mono;    /* monotonic ns of its last frame */
 	uint64_t disconnected_mono;
+	/* Its connection dropped without a word while it was needed, its
+	 * process on this host: whether it was killed is decided once the
+	 * process is seen gone, or not within KILL_SETTLE_NS (a network
+	 * cut): registry_kill_checks(). */
+	bool kill_pending;
 	/* Owned; what its CRASH said (protocol 6), NULL when none. Kept until
 	 * another process takes the rank. */
 	struct fr_crash *crash;
@@ -179,6 +184,7 @@ struct incident_record {
 struct job {
 	struct job *next;
 	char id[FR_JOB_MAX + 1];
+	uint32_t nkill_pending;     /* ranks with kill_pending */
 	uint32_t world_size;
 	uint32_t nslots;            /* ranks[] entries allocated */
 	struct job_rank **ranks;    /* by rank number, NULL until seen */
@@ -290,6 +296,18 @@ void registry_bye(struct conn *c);
 /* CRASH (protocol 6): the rank is dying of a fatal signal. A second CRASH
  * of the same process is ignored. */
 int registry_crash(struct conn *c, const struct fr_msg_crash *m, const char **why);
+/*
+ * A rank whose connection dropped without a word is killed only once its
+ * process is seen gone: the socket closes while the process exits, before
+ * /proc shows it a zombie. The ranks waiting to be decided, in the order
+ * they dropped: the first seen gone is the job's death (`killed` is
+ * called with it), and the ranks the launcher killed after it are not;
+ * one still alive after KILL_SETTLE_NS was cut off, not killed. Each
+ * watchdog pass, under the lock.
+ */
+#define KILL_SETTLE_NS (1000ull * 1000 * 1000)
+void registry_kill_checks(struct flightrecd *d, struct job *job, uint64_t now_mono,
+			  void (*killed)(struct flightrecd *d, struct job *job, uint32_t rank));
 /* EXIT (protocol 6): the rank's process is ending without having
  * finalised. Returns 1 when its peers should hear of it at once (an
  * incident, as for a crash: fr_exit_is_fault()), 0 when it is taken for a
@@ -300,10 +318,9 @@ int registry_exit(struct conn *c, const struct fr_msg_exit *m);
  * (logged, not kept), -EPROTO without a rank. */
 int registry_nccl_error(struct conn *c, const struct fr_msg_nccl_error *m);
 void registry_seen(struct conn *c);
-/* The connection is going away. Returns the rank when it was found
- * killed (its process gone without a word while needed: the caller opens
- * the incident), else -1. */
-int registry_conn_lost(struct flightrecd *d, struct conn *c);
+/* The connection is going away. A rank it leaves without a word while
+ * needed is looked at again by registry_kill_checks(). */
+void registry_conn_lost(struct flightrecd *d, struct conn *c);
 /* Forgets jobs idle for DAEMON_JOB_IDLE_NS; the caller holds the lock. */
 void registry_forget_idle(struct flightrecd *d, uint64_t now_mono);
 struct job *registry_job_find(struct flightrecd *d, const char *id);

@@ -283,9 +283,6 @@ static bool server_evict_pending(struct flightrecd *d, const char *why)
 
 void conn_close(struct conn *c)
 {
-	struct job *job = c->job;
-	int killed;
-
 	if (c->closing)
 		return;
 	c->closing = true;
@@ -294,9 +291,7 @@ void conn_close(struct conn *c)
 		cluster_incident_node_lost(c->d, c->node->name);
 		nodes_conn_lost(c->node, c);
 	}
-	killed = registry_conn_lost(c->d, c);
-	if (killed >= 0 && job)
-		incident_open_death(c->d, job, (uint32_t)killed, "killed");
+	registry_conn_lost(c->d, c);
 	look_conn_closed(c);
 	if (c->node)
 		node_look_conn_closed(c);

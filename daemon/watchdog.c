@@ -246,6 +246,12 @@ static void watchdog_check_job(struct flightrecd *d, struct job *job, uint64_t n
 	live_view_free(&lv);
 }
 
+/* registry_kill_checks() found a rank killed: its incident, at once. */
+static void open_killed(struct flightrecd *d, struct job *job, uint32_t rank)
+{
+	incident_open_death(d, job, rank, "killed");
+}
+
 static void on_watchdog(uv_timer_t *timer)
 {
 	struct flightrecd *d = timer->data;
@@ -256,8 +262,11 @@ static void on_watchdog(uv_timer_t *timer)
 	ratelog_sweep(now_mono);
 	pthread_mutex_lock(&d->lock);
 	registry_forget_idle(d, now_mono);
-	for (struct job *job = d->jobs; job; job = job->next)
+	for (struct job *job = d->jobs; job; job = job->next) {
+		if (job->nkill_pending)
+			registry_kill_checks(d, job, now_mono, open_killed);
 		watchdog_check_job(d, job, now, now_mono);
+	}
 	/* Jobs whose ranks connected to node daemons: from their aggregates. */
 	node_watchdog_check(d, now_mono);
 	cluster_incident_tick(d, now_mono);
