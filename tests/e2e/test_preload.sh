@@ -7,8 +7,10 @@
 mpi_refs=$(nm -D --undefined-only "$AGENT" | awk '$2 ~ /^(P?MPI_|ompi_)/ {print $2}')
 [ -z "$mpi_refs" ] ||
 	fail "MPI references bound at load time (use the table of agent/mpi_real.h): $mpi_refs"
+# The hooks, and _exit/_Exit, which the agent interposes to tell its
+# daemon how a rank left (EXIT) before the process ends.
 exported=$(nm -D --defined-only "$AGENT" | awk '$2 ~ /[TDB]/ {sub(/@.*/, "", $3); print $3}' |
-	grep -vE '^(MPI_|nccl[A-Z]|dlsym$|fr_version$|fr_dump_now$|FLIGHTREC_)' || true)
+	grep -vE '^(MPI_|nccl[A-Z]|dlsym$|_exit$|_Exit$|fr_version$|fr_dump_now$|FLIGHTREC_)' || true)
 [ -z "$exported" ] || fail "symbols leak out of the agent: $exported"
 
 # It carries its libraries inside (training containers have none of them):
