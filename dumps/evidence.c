@@ -358,7 +358,10 @@ static int parse_mapped(struct dump_file *f, const char *buf, size_t len, const 
 
 	if (sigsetjmp(jump, 1)) {
 		bus_jump = NULL;
-		fr_trace_free(f->t);
+		/* A summaries file has no single trace: it is left out
+		 * whole, as any file cut short under the reader is. */
+		if (f->t)
+			fr_trace_free(f->t);
 		snprintf(f->err, sizeof(f->err), "%s: the file was cut short while being read",
 			 f->path);
 		return -EIO;
