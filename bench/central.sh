@@ -37,10 +37,7 @@ FAKENODES=$BUILD_DIR/bench/fakenodes
 HZ=$(getconf CLK_TCK)
 
 say() { echo "== central: $*"; }
-now_s() { date +%s.%N; }
-pass() { awk -v v="$1" -v t="$2" 'BEGIN {print (v + 0 < t + 0) ? "PASS" : "FAIL"}'; }
 cpu_ticks() { awk '{print $14, $15}' "/proc/$1/stat"; }
-hwm_kib() { awk '/^VmHWM:/ {print $2}' "/proc/$1/status"; }
 
 for p in "$FAKENODES" "$BUILD_DIR/bench/gen_dumps" "$BUILD_DIR/bench/summarize" "$BIN/fr-analyze"; do
 	[ -x "$p" ] || { echo "bench/central.sh: $p is missing: run make bench" >&2; exit 2; }

@@ -60,7 +60,6 @@ hwm_kib() { awk '/^VmHWM:/ {print $2}' "/proc/$DAEMON_PID/status"; }
 connected() {
 	curl -sf "$HTTP/metrics" | awk '/^flightrec_ranks_connected / {print $2}'
 }
-now_s() { date +%s.%N; }
 
 start_daemon --timeout "$TIMEOUT" --heartbeat-timeout 30 --dump-deadline 30 "${token_args[@]}"
 rss0=$(rss_kib)

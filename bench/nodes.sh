@@ -67,11 +67,8 @@ JOB=nodes-$$
 HZ=$(getconf CLK_TCK)
 
 say() { echo "== nodes: $*"; }
-now_s() { date +%s.%N; }
-pass() { awk -v v="$1" -v t="$2" 'BEGIN {print (v + 0 < t + 0) ? "PASS" : "FAIL"}'; }
 ticks() { awk '{print $14 + $15}' "/proc/$1/stat" 2>/dev/null || echo 0; }
 rss_kib() { awk '/^VmRSS:/ {print $2}' "/proc/$1/status" 2>/dev/null || echo 0; }
-hwm_kib() { awk '/^VmHWM:/ {print $2}' "/proc/$1/status" 2>/dev/null || echo 0; }
 rchar() { awk '/^rchar:/ {print $2}' "/proc/$1/io" 2>/dev/null || echo 0; }
 # The machine's busy CPU seconds (all cores) so far, from /proc/stat: the
 # noise of whatever else runs.

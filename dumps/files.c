@@ -121,16 +121,22 @@ static int open_parent(const char *path, const char **base)
 	return dirfd < 0 ? -errno : dirfd;
 }
 
-int fr_write_file_unsynced(const char *path, const void *buf, size_t len, mode_t mode)
+/* write_file_at() of `path`, in its directory. */
+static int write_file_path(const char *path, const void *buf, size_t len, mode_t mode, bool sync)
 {
 	const char *base;
 	int dirfd = open_parent(path, &base), rc;
 
 	if (dirfd < 0)
 		return dirfd;
-	rc = write_file_at(dirfd, base, buf, len, mode, false);
+	rc = write_file_at(dirfd, base, buf, len, mode, sync);
 	close(dirfd);
 	return rc;
+}
+
+int fr_write_file_unsynced(const char *path, const void *buf, size_t len, mode_t mode)
+{
+	return write_file_path(path, buf, len, mode, false);
 }
 
 int fr_sync_dir(const char *dir)
@@ -152,14 +158,7 @@ int fr_sync_dir(const char *dir)
 
 int fr_write_file_atomic_mode(const char *path, const void *buf, size_t len, mode_t mode)
 {
-	const char *base;
-	int dirfd = open_parent(path, &base), rc;
-
-	if (dirfd < 0)
-		return dirfd;
-	rc = write_file_at(dirfd, base, buf, len, mode, true);
-	close(dirfd);
-	return rc;
+	return write_file_path(path, buf, len, mode, true);
 }
 
 int fr_write_file_atomic(const char *path_, const void *buf, size_t len)

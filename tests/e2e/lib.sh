@@ -258,6 +258,13 @@ http_get() {
 	curl -sS --max-time 5 "${HTTP_HEADERS[@]}" "$HTTP$1"
 }
 
+# For the benches that report against targets: the time now (seconds,
+# real time), PASS or FAIL for VALUE under TARGET, and a process's peak RSS
+# in KiB (0 once it is gone).
+now_s() { date +%s.%N; }
+pass() { awk -v v="$1" -v t="$2" 'BEGIN {print (v + 0 < t + 0) ? "PASS" : "FAIL"}'; }
+hwm_kib() { awk '/^VmHWM:/ {print $2}' "/proc/$1/status" 2>/dev/null || echo 0; }
+
 # summary_of DIR RANK: rank RANK's summary in a central daemon's incident
 # DIR (a line of its node's summaries-<node>.jsonl), or nothing.
 summary_of() {
