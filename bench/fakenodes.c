@@ -35,7 +35,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
-#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -99,20 +98,16 @@ static double now_s(void)
 static bool load(const char *dir, uint32_t r, struct doc *d)
 {
 	char path[4096];
-	struct stat st;
-	int fd;
+	char *data;
+	int err;
 
 	snprintf(path, sizeof(path), "%s/rank-%" PRIu32 ".json", dir, r);
-	fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
+	err = fr_read_small_file(path, FR_WIRE_MAX_PAYLOAD * 64, &data, &d->len, NULL);
+	if (err == -ENOENT)
 		return false;
-	if (fstat(fd, &st) < 0 || st.st_size <= 0)
-		die("cannot read %s", path);
-	d->len = (size_t)st.st_size;
-	d->data = malloc(d->len);
-	if (!d->data || read(fd, d->data, d->len) != (ssize_t)d->len)
-		die("cannot read %s", path);
-	close(fd);
+	if (err || !d->len)
+		die("cannot read %s: %s", path, err ? strerror(-err) : "it is empty");
+	d->data = (uint8_t *)data;
 	return true;
 }
 
