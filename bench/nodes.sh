@@ -47,7 +47,8 @@
 # Environment: BUILD, NODES (64), RANKS_PER_NODE (1024), RATE (2), WINDOW
 # (10), TIMEOUT (5), NODE_TIMEOUT (300), DUMP_SIZE (16384), INCIDENT_WAIT
 # (60), MEM_FLOOR_MIB (2048), CENTRAL_NICE (-10), NODE_ENV, LOADGENS (as
-# few as RLIMIT_NOFILE allows).
+# few as RLIMIT_NOFILE allows), PROFILE (a file: perf record -g of the node
+# daemons from the timeout to the complete incident).
 . "$(dirname "$0")/../tests/e2e/lib.sh"
 . "$(dirname "$0")/../tests/e2e/node_daemons.sh"
 
@@ -251,6 +252,19 @@ wait_for 30 planted || fail "loadgen did not plant its hang"
 entered=$(sed -n 's/.*entered from \([0-9.]*\).*/\1/p' "$T"/loadgen*.log | sort -n | head -n 1)
 expiry=$(awk -v e="$entered" -v t="$TIMEOUT" 'BEGIN {printf "%.3f", e + t}')
 say "hang planted: rank $PLANTED never enters a world all_reduce the others enter from $entered (timeout expires at $expiry)"
+# CPU seconds of the central daemon, the node daemons and the loadgens
+# (the ranks), in all: from the timeout to the complete incident.
+cpu_snapshot() {
+	echo "$(ticks "$CENTRAL") $(for p in "${NODE_PIDS[@]}"; do ticks "$p"; done | awk '{s += $1} END {print s}') \
+$(for p in "${LOADGEN_PIDS[@]}"; do ticks "$p"; done | awk '{s += $1} END {print s}')"
+}
+until awk -v e="$expiry" -v t="$(now_s)" 'BEGIN {exit !(t >= e)}'; do sleep 0.05; done
+cpu_at_timeout=$(cpu_snapshot)
+# PROFILE=FILE: perf record of the node daemons, from the timeout to the incident.
+if [ -n "${PROFILE:-}" ]; then
+	perf record -g -o "$PROFILE" -p "$(IFS=,; echo "${NODE_PIDS[*]}")" >"$T/perf.log" 2>&1 &
+	PERF_PID=$!
+fi
 
 # An incident record of the job, complete; its time is closed_ns.
 incident_complete() {
@@ -262,6 +276,11 @@ if wait_for $((TIMEOUT + INCIDENT_WAIT)) incident_complete; then
 	lat=$(jq -r --arg e "$expiry" '.closed_ns / 1e9 - ($e | tonumber) | . * 100 | floor / 100' <<<"$rec")
 	say "incident $(jq -r .id <<<"$rec") complete $lat s after the timeout, $(jq -r .ranks_answered <<<"$rec") of \
 $(jq -r .ranks_requested <<<"$rec") ranks [target < 5 s: $(pass "$lat" 5)]"
+	read -r c0 n0 l0 c1 n1 l1 <<<"$cpu_at_timeout $(cpu_snapshot)"
+	[ -n "${PROFILE:-}" ] && kill -INT "$PERF_PID" && wait "$PERF_PID"
+	say "CPU from the timeout to the complete incident: central $(awk -v a="$c0" -v b="$c1" -v hz="$HZ" 'BEGIN {printf "%.1f", (b - a) / hz}') s, \
+node daemons $(awk -v a="$n0" -v b="$n1" -v hz="$HZ" 'BEGIN {printf "%.1f", (b - a) / hz}') s in all, \
+ranks (loadgen) $(awk -v a="$l0" -v b="$l1" -v hz="$HZ" 'BEGIN {printf "%.1f", (b - a) / hz}') s; $(nproc) cores"
 	"$BIN/fr-analyze" --json "$(jq -r .path <<<"$rec")" >"$T/verdict.json" 2>"$T/analyze.err"
 	if jq -e --argjson r "$PLANTED" '[.culprits[].rank] == [$r]' "$T/verdict.json" >/dev/null 2>&1; then
 		say "verdict names the planted rank $PLANTED: $(jq -r .summary "$T/verdict.json")"
@@ -274,6 +293,8 @@ else
 fi
 # What the node daemons did meanwhile (their own watchdogs see the hang).
 say "node daemons' own incidents: $(find "$T" -path "$T/node*/incidents/*/manifest.json" 2>/dev/null | wc -l) of $NODES with a manifest"
+say "node daemons' peak RSS over the run (the incident included): $(for p in "${NODE_PIDS[@]}"; do hwm_kib "$p"; done |
+	awk '{ s += $1; if ($1 > m) m = $1 } END { printf "mean %.1f MiB, max %.1f MiB", s / NR / 1024, m / 1024 }')"
 
 # /healthz over the whole run, then in each phase.
 healthz() { # healthz LABEL [PHASE]

@@ -108,6 +108,13 @@ struct dump_write {
 	bool valid;
 	int write_err;
 	char err[512];
+	/* What the hooks' digest made of the dump (incident_hooks). */
+	int (*digest)(const void *arg, const struct fr_trace *t, const char *path, uint8_t **out,
+		      size_t *len);
+	const void *digest_arg;
+	uint8_t *digested;
+	size_t digested_len;
+	int digest_err;
 };
 
 /* Manifests of more ranks are written without indentation. */
@@ -895,13 +902,18 @@ static void dump_work(uv_work_t *req)
 
 	if (!incident_dump_check(w->data, w->len, w->job, w->rank, &t, w->err, sizeof(w->err)))
 		return;
-	fr_trace_free(&t);
 	w->valid = true;
 	/* Synced with the others before the manifest (manifest_work()). */
 	w->write_err = fr_write_file_unsynced(w->path, w->data, w->len, 0640);
+	/* Its bytes are not needed any more: only the digest waits for the loop. */
+	free(w->data);
+	w->data = NULL;
+	if (w->digest && !w->write_err)
+		w->digest_err = w->digest(w->digest_arg, &t, w->path, &w->digested, &w->digested_len);
+	fr_trace_free(&t);
 }
 
-static void dump_record_result(struct incident *inc, const struct dump_write *w)
+static void dump_record_result(struct incident *inc, struct dump_write *w)
 {
 	struct flightrecd *d = inc->d;
 	struct incident_rank *ir = &inc->ranks[w->rank];
@@ -928,7 +940,9 @@ static void dump_record_result(struct incident *inc, const struct dump_write *w)
 	ir->written = true;
 	if (inc->hooks.written) {
 		ir->told = true;
-		inc->hooks.written(inc->hooks.arg, w->rank, w->path);
+		inc->hooks.written(inc->hooks.arg, w->rank, w->path, w->digested, w->digested_len,
+				   w->digested ? 0 : w->digest ? w->digest_err : -ENOENT);
+		w->digested = NULL;
 	}
 	daemon_log("received the dump of job %s rank %" PRIu32 " for incident %s (%zu bytes)",
 		   inc->job->id, w->rank, inc->id, w->len);
@@ -949,6 +963,7 @@ static void dump_apply(struct dump_write *w)
 		incident_check_done(inc);
 	}
 	budget_release_job(w->charged_job, BUDGET_UPLOADS, w->charged);
+	free(w->digested);
 	free(w->data);
 	free(w);
 }
@@ -986,6 +1001,8 @@ static void upload_complete(struct incident *inc, uint32_t rank)
 	w->charged_job = inc->job;
 	w->charged = ir->up->charged;
 	w->data = upload_take(ir->up, &w->len);
+	w->digest = inc->hooks.digest;
+	w->digest_arg = inc->hooks.arg;
 	free(ir->up);
 	ir->up = NULL;
 	ir->answer = ANSWER_WRITING;

@@ -33,8 +33,21 @@ struct incident_trigger {
  * Each is called on the loop under the daemon's lock; any may be NULL.
  */
 struct incident_hooks {
-	/* Rank `rank`'s dump is on disk as `path`. */
-	void (*written)(void *arg, uint32_t rank, const char *path);
+	/*
+	 * Called on the thread pool, without the lock, with each valid dump
+	 * as it was parsed to be checked: what the owner makes of it (a node
+	 * daemon's summary), in `*out` (`*len` bytes, owned by the caller),
+	 * so that nobody reads and parses the dump again. Returns 0 or
+	 * -errno. It may read `arg`, which must not change while the
+	 * incident collects.
+	 */
+	int (*digest)(const void *arg, const struct fr_trace *t, const char *path, uint8_t **out,
+		      size_t *len);
+	/* Rank `rank`'s dump is on disk as `path`; `digest` (taken: the
+	 * callee frees it) is what `digest` made of it, NULL with its
+	 * -errno in `digest_err` when it failed, or when there is none. */
+	void (*written)(void *arg, uint32_t rank, const char *path, uint8_t *digest,
+			size_t digest_len, int digest_err);
 	/* Rank `rank`, which the daemon holds (or held), gave no dump on disk: `why`. */
 	void (*failed)(void *arg, uint32_t rank, const char *why);
 	/* The manifest is written (or could not be): nothing more is said. */

@@ -1655,7 +1655,7 @@ int registry_request_view(const struct flightrecd *d, const struct job *job,
 int registry_manifest_view(const struct flightrecd *d, const struct job *job,
 			   struct live_view *lv)
 {
-	return live_view_build(d, job, true, false, lv);
+	return live_view_build(d, job, !d->cfg.upstream, false, lv);
 }
 
 int registry_live_verdict(const struct live_view *lv, struct fr_verdict *v)

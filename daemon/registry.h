@@ -358,7 +358,13 @@ int registry_live_view(const struct flightrecd *d, const struct job *job, bool a
  */
 int registry_request_view(const struct flightrecd *d, const struct job *job,
 			  struct live_view *lv);
-/* Live traces of ranks 0..world_size-1, for an incident's manifest. */
+/*
+ * Live traces for an incident's manifest: of ranks 0..world_size-1, or
+ * on a node daemon (--upstream) of the ranks it holds only: the others
+ * are other nodes' (their manifests, and the central daemon's, list
+ * them), and a node holding 1,024 ranks of a 65,536-rank job would
+ * otherwise build and write the whole job's manifest.
+ */
 int registry_manifest_view(const struct flightrecd *d, const struct job *job,
 			   struct live_view *lv);
 void live_view_free(struct live_view *lv);

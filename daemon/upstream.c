@@ -14,6 +14,7 @@
 #include <errno.h>
 #include <stddef.h>
 #include <inttypes.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
@@ -185,12 +186,21 @@ static void node_name(char *out, size_t cap)
 	out[cap - 1] = '\0';
 }
 
+static char node_name_once[FR_HOST_MAX + 1];
+
+static void node_name_init(void)
+{
+	node_name(node_name_once, sizeof(node_name_once));
+}
+
+/* Read once: it is the node's identity to the central daemon for the
+ * daemon's life, and the thread pool's summaries read it too. */
 const char *upstream_node_name(void)
 {
-	static char name[FR_HOST_MAX + 1];
+	static pthread_once_t once = PTHREAD_ONCE_INIT;
 
-	node_name(name, sizeof(name));
-	return name;
+	pthread_once(&once, node_name_init);
+	return node_name_once;
 }
 
 bool upstream_ready(void)
@@ -222,7 +232,7 @@ static int up_make_hello(struct up_write **frame, int *n)
 	struct fr_msg_node_hello m = { 0 };
 	size_t size, i = 0;
 
-	node_name(m.node, sizeof(m.node));
+	snprintf(m.node, sizeof(m.node), "%s", upstream_node_name());
 	m.boot_id = up.boot_id;
 	m.protocol = FR_WIRE_VERSION;
 	m.jobs = calloc(d->njobs ? d->njobs : 1, sizeof(*m.jobs));

@@ -72,7 +72,6 @@ struct ui_work {
 	char job[FR_JOB_MAX + 1];
 	uint32_t rank;
 	char path[PATH_MAX];
-	char node[FR_HOST_MAX + 1];
 	char comm[FR_COMM_ID_MAX + 1];
 	bool has_seq;
 	uint64_t seq;
@@ -381,13 +380,33 @@ out_close:
 	return err;
 }
 
+/*
+ * The summary of rank dump `t` (on disk as `path`), around operation
+ * `seq` of `comm` when the central daemon named one, as the text sent
+ * upstream. 0 or -errno. Any thread.
+ */
+static int summarize(const struct fr_trace *t, const char *comm, bool has_seq, uint64_t seq,
+		     const char *path, uint8_t **out, size_t *len)
+{
+	struct fr_summary_focus focus = { .comm = comm, .seq = seq };
+	struct fr_summary_opts opts = { .node = upstream_node_name(), .full_dump = path };
+	struct fr_trace sum = { 0 };
+	char *text = NULL;
+	int err;
+
+	*out = NULL;
+	err = fr_trace_summarize(t, comm[0] && has_seq ? &focus : NULL, &opts, &sum);
+	if (!err)
+		err = fr_dump_serialize(&sum, &text, len);
+	fr_trace_free(&sum);
+	*out = (uint8_t *)text;
+	return err;
+}
+
 static void work_run(uv_work_t *req)
 {
 	struct ui_work *w = req->data;
-	struct fr_summary_focus focus = { .comm = w->comm, .seq = w->seq };
-	struct fr_summary_opts opts = { .node = w->node, .full_dump = w->path };
-	struct fr_trace t = { 0 }, sum = { 0 };
-	char *text = NULL;
+	struct fr_trace t = { 0 };
 	int err;
 
 	if (w->full) {
@@ -399,15 +418,10 @@ static void work_run(uv_work_t *req)
 	}
 	if (fr_dump_read_file(w->path, &t, w->err, sizeof(w->err)))
 		return;
-	err = fr_trace_summarize(&t, w->comm[0] && w->has_seq ? &focus : NULL, &opts, &sum);
-	if (!err)
-		err = fr_dump_serialize(&sum, &text, &w->len);
+	err = summarize(&t, w->comm, w->has_seq, w->seq, w->path, &w->data, &w->len);
 	if (err)
 		snprintf(w->err, sizeof(w->err), "rank %" PRIu32 ": cannot summarize its dump: %s",
 			 w->rank, strerror(-err));
-	else
-		w->data = (uint8_t *)text;
-	fr_trace_free(&sum);
 	fr_trace_free(&t);
 }
 
@@ -465,7 +479,6 @@ static void work_queue(struct flightrecd *d, struct ui_incident *inc, const char
 	snprintf(w->job, sizeof(w->job), "%s", job);
 	w->rank = rank;
 	snprintf(w->path, sizeof(w->path), "%s", path);
-	snprintf(w->node, sizeof(w->node), "%s", upstream_node_name());
 	if (inc) {
 		memcpy(w->comm, inc->comm, sizeof(w->comm));
 		w->has_seq = inc->has_seq;
@@ -483,11 +496,33 @@ static void work_queue(struct flightrecd *d, struct ui_incident *inc, const char
 
 /* incident.c's hooks of the node's incident. */
 
-static void hook_written(void *arg, uint32_t rank, const char *path)
+/* On the thread pool: the summary of a dump as incident.c parsed it to check it. */
+static int hook_digest(const void *arg, const struct fr_trace *t, const char *path, uint8_t **out,
+		       size_t *len)
+{
+	const struct ui_incident *inc = arg;
+
+	return summarize(t, inc->comm, inc->has_seq, inc->seq, path, out, len);
+}
+
+static void hook_written(void *arg, uint32_t rank, const char *path, uint8_t *summary, size_t len,
+			 int err)
 {
 	struct ui_incident *inc = arg;
+	char why[FR_REASON_MAX + 1];
 
-	work_queue(ui.d, inc, inc->id, inc->job, rank, path, false);
+	if (!summary) {
+		snprintf(why, sizeof(why), "rank %" PRIu32 ": cannot summarize its dump: %s", rank,
+			 strerror(-err));
+		inc->failed++;
+	} else {
+		inc->answered++;
+	}
+	if (!inc->done_sent)
+		send_rank(inc->id, inc->job, rank, false, summary, len, why);
+	else
+		free(summary);
+	(void)path;
 }
 
 /* Remembers that `rank` failed, so that reanswer() can say so again. */
@@ -628,7 +663,12 @@ static void dump_request(struct flightrecd *d, const struct fr_msg_node_dump_req
 	struct job *job = registry_job_find(d, m->job);
 	struct ui_incident *inc;
 	struct incident_trigger t = { .rank = -1 };
-	struct incident_hooks hooks = { hook_written, hook_failed, hook_closed, NULL };
+	struct incident_hooks hooks = {
+		.digest = hook_digest,
+		.written = hook_written,
+		.failed = hook_failed,
+		.closed = hook_closed,
+	};
 	uint64_t retry_after = 0;
 	char why[FR_REASON_MAX + 1];
 	int err;
