@@ -8,8 +8,8 @@
  * the daemon's lock over the job it passes.
  *
  * Costs are linear: the node side reads each of its ranks' communicators
- * and operations in flight twice per frame of FR_NODE_PROGRESS_COMMS_MAX
- * communicators, the central side each node's record once (its laggard
+ * and operations in flight twice (finding each record by hash), the
+ * central side each node's record once (its laggard
  * list is bounded by the ranks it names).
  */
 #ifndef FR_DAEMON_AGGREGATE_H
@@ -38,6 +38,13 @@ struct job;
  */
 int aggregate_progress(const struct job *job, size_t first, uint32_t n, uint64_t now_ns,
 		       struct fr_msg_node_progress *m, struct fr_node_comm_progress *out);
+/*
+ * The same records of all the job's communicators at once, into `out`
+ * (room for job->ncomms): one pass over the ranks, which the caller cuts
+ * into frames. 0, or -ENOMEM.
+ */
+int aggregate_progress_all(const struct job *job, uint64_t now_ns,
+			   struct fr_node_comm_progress *out);
 
 /* Ranks the central side names at most, per communicator: the rest are counted. */
 #define AGG_LAGGARDS_MAX 1024u

@@ -80,6 +80,9 @@ static struct {
 	/* Reading stopped while incidents' answers wait over their bound
 	 * (upstream_incident_backlogged()); logged once a connection. */
 	bool paused, paused_logged;
+	/* The NODE_PROGRESS records of a pace (up_send_progress()). */
+	struct fr_node_comm_progress *progress;
+	size_t nprogress;
 } up;
 
 static void up_schedule(void);
@@ -412,23 +415,29 @@ static int up_send_progress(struct up_job *uj, const struct job *job, uint64_t n
 		uj->progress_hash = h;
 		uj->nhash = frames;
 	}
-	out = calloc(FR_NODE_PROGRESS_COMMS_MAX, sizeof(*out));
-	if (!out)
-		return -ENOMEM;
+	/* Kept from pace to pace: a record is 36 KiB, and a node's ranks may
+	 * report a hundred communicators. */
+	if (up.nprogress < job->ncomms) {
+		out = realloc(up.progress, job->ncomms * sizeof(*out));
+		if (!out)
+			return -ENOMEM;
+		up.progress = out;
+		up.nprogress = job->ncomms;
+	}
+	out = up.progress;
+	err = aggregate_progress_all(job, now_ns, out);
 	for (size_t f = 0; f < frames && !err; f++) {
 		size_t first = f * FR_NODE_PROGRESS_COMMS_MAX;
 		uint32_t n = (uint32_t)(job->ncomms - first < FR_NODE_PROGRESS_COMMS_MAX ?
 						job->ncomms - first :
 						FR_NODE_PROGRESS_COMMS_MAX);
-		struct fr_msg_node_progress m = { 0 };
+		struct fr_msg_node_progress m = { .ncomms = n, .comms = out + first };
 		struct up_write *w;
 		size_t size;
 		uint64_t h;
 		int len;
 
-		err = aggregate_progress(job, first, n, now_ns, &m, out);
-		if (err)
-			break;
+		memcpy(m.job, job->id, sizeof(m.job));
 		size = fr_wire_node_progress_size(&m);
 		w = malloc(sizeof(*w) + size);
 		if (!w) {
@@ -444,7 +453,6 @@ static int up_send_progress(struct up_job *uj, const struct job *job, uint64_t n
 		uj->progress_hash[f] = h;
 		err = up_write(w, len);
 	}
-	free(out);
 	return err;
 }
 
@@ -845,6 +853,9 @@ void upstream_close(struct flightrecd *d)
 	free(up.buf);
 	up.buf = NULL;
 	up.len = up.cap = 0;
+	free(up.progress);
+	up.progress = NULL;
+	up.nprogress = 0;
 	up_jobs_forget();
 	upstream_incident_free();
 }
