@@ -38,17 +38,6 @@ static bool parse_u64(const char **p, const char *end, uint64_t *out)
 	return true;
 }
 
-static int hex_digit(char c)
-{
-	if (c >= '0' && c <= '9')
-		return c - '0';
-	if (c >= 'a' && c <= 'f')
-		return c - 'a' + 10;
-	if (c >= 'A' && c <= 'F')
-		return c - 'A' + 10;
-	return -1;
-}
-
 int kmsg_parse(const char *buf, size_t len, struct kmsg_record *r)
 {
 	const char *p = buf, *end = buf + len, *semi, *eol;
@@ -72,9 +61,11 @@ int kmsg_parse(const char *buf, size_t len, struct kmsg_record *r)
 	for (p = semi + 1; p < eol && n < sizeof(r->text) - 1; p++) {
 		unsigned char c = (unsigned char)*p;
 
-		if (c == '\\' && eol - p >= 4 && p[1] == 'x' && hex_digit(p[2]) >= 0 &&
-		    hex_digit(p[3]) >= 0) {
-			c = (unsigned char)(hex_digit(p[2]) * 16 + hex_digit(p[3]));
+		if (c == '\\' && eol - p >= 4 && p[1] == 'x' && isxdigit((unsigned char)p[2]) &&
+		    isxdigit((unsigned char)p[3])) {
+			char hex[3] = { p[2], p[3], '\0' };
+
+			c = (unsigned char)strtoul(hex, NULL, 16);
 			p += 3;
 		}
 		/* Bytes that are not UTF-8 become '?' when written out. */

@@ -229,15 +229,6 @@ static uint64_t culprit_ref(const struct fr_culprit *cu, const struct fr_trace *
 	return last;
 }
 
-static const struct fr_trace *trace_of(const struct fr_trace *const *traces, size_t n,
-				       uint32_t rank)
-{
-	for (size_t i = 0; i < n; i++)
-		if (traces[i] && traces[i]->rank == rank)
-			return traces[i];
-	return NULL;
-}
-
 /* "2026-12-03 04:50:12 UTC"; "?" for an unknown time. */
 static void utc_text(char *buf, size_t cap, uint64_t ns)
 {
@@ -388,7 +379,7 @@ int fr_klog_add_json(json_t *o, const struct fr_verdict *v, const struct fr_trac
 		const struct fr_culprit *cu = &v->culprits[c];
 
 		bad |= set(json_array_get(culprits, c), "kernel_log",
-			   culprit_lines_json(v, cu, trace_of(traces, ntraces, cu->rank)));
+			   culprit_lines_json(v, cu, fr_corr_trace_of(traces, ntraces, cu->rank)));
 	}
 	return bad ? -ENOMEM : 0;
 }

@@ -26,8 +26,8 @@
 /* A culprit's posted, unwaited non-blocking operations listed in the report. */
 #define PRINT_POSTED_MAX 4
 
-static const struct fr_trace *trace_of(const struct fr_trace *const *traces, size_t ntraces,
-				       uint32_t rank)
+const struct fr_trace *fr_corr_trace_of(const struct fr_trace *const *traces, size_t ntraces,
+					uint32_t rank)
 {
 	for (size_t i = 0; i < ntraces; i++)
 		if (traces[i] && traces[i]->rank == rank)
@@ -133,7 +133,7 @@ static void print_waiting(FILE *out, const struct fr_verdict *v,
 	for (size_t i = 0; i < v->nwaiting; i++) {
 		uint32_t rank = v->waiting[i];
 		const struct fr_trace *t = idx ? (rank < v->world_size ? idx[rank] : NULL) :
-					   trace_of(traces, ntraces, rank);
+					   fr_corr_trace_of(traces, ntraces, rank);
 
 		it[i].rank = rank;
 		it[i].op = NULL;
@@ -648,7 +648,7 @@ void fr_verdict_print(FILE *out, const struct fr_verdict *v,
 	for (size_t i = 0; i < v->nculprits; i++) {
 		uint32_t rank = v->culprits[i].rank;
 		const struct fr_trace *t = idx ? (rank < v->world_size ? idx[rank] : NULL) :
-					   trace_of(traces, ntraces, rank);
+					   fr_corr_trace_of(traces, ntraces, rank);
 
 		if (v->nculprits > PRINT_CULPRITS_MAX && i == PRINT_CULPRITS_DETAIL) {
 			fprintf(out, "\n... and %zu more culprits, listed by reason above\n",
