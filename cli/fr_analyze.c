@@ -20,6 +20,7 @@
 #include "../dumps/correlate.h"
 #include "../dumps/dump.h"
 #include "../dumps/evidence.h"
+#include "../dumps/kernel_log.h"
 #include "../dumps/summary.h"
 #include "../include/flightrec.h"
 #include "live.h"
@@ -145,12 +146,20 @@ static int report(struct fr_evidence *ev, bool json)
 		return EXIT_UNUSABLE;
 	}
 	status = v.kind == FR_VERDICT_OK ? EXIT_VERDICT_OK : EXIT_PROBLEM;
+	if (ev->have_manifest) {
+		v.klogs = ev->manifest.klogs;
+		v.nklogs = ev->manifest.nklogs;
+	}
 	if (json) {
 		json_t *o = fr_verdict_to_json(&v);
 
 		/* Only with summaries: other output stays byte for byte. */
 		if (o && fr_evidence_has_summaries(ev) &&
 		    json_object_set_new(o, "full_dumps", fr_summary_full_dumps_json(traces, n))) {
+			json_decref(o);
+			o = NULL;
+		}
+		if (o && fr_klog_add_json(o, &v, traces, n)) {
 			json_decref(o);
 			o = NULL;
 		}

@@ -13,6 +13,7 @@
 #include "daemon.h"
 #include "budget.h"
 #include "clock.h"
+#include "kmsg.h"
 #include "log.h"
 #include "ratelog.h"
 #include "registry.h"
@@ -127,6 +128,7 @@ struct manifest_write {
 	void *arg;
 	json_t *doc;
 	json_t *(*build)(void *arg);    /* makes `doc` on the thread pool */
+	struct kmsg_query *kq;          /* owned; the kernel log to add, or NULL */
 	char dir[PATH_MAX - 16];
 	char path[PATH_MAX];
 	int sync_err;   /* making the dumps durable */
@@ -760,6 +762,9 @@ static void manifest_work(uv_work_t *req)
 
 	if (!w->doc && w->build)
 		w->doc = w->build(w->arg);
+	/* Without memory for it, the manifest goes without. */
+	if (w->doc && w->kq)
+		(void)kmsg_add_to_manifest(w->doc, w->kq);
 	/* Indented for a person up to a few thousand ranks; past that the
 	 * white space was a third of a 41 MB manifest at 65,536 ranks, and
 	 * half the time it took to write. */
@@ -792,6 +797,7 @@ static void manifest_apply(struct manifest_write *w)
 	}
 	w->done(w->arg, w->err);
 	json_decref(w->doc);
+	kmsg_query_free(w->kq);
 	free(w);
 }
 
@@ -807,12 +813,14 @@ static void manifest_after(uv_work_t *req, int status)
 }
 
 static void write_manifest(struct flightrecd *d, const char *dir, json_t *doc,
-			   json_t *(*build)(void *arg), void (*done)(void *arg, int err), void *arg)
+			   json_t *(*build)(void *arg), struct kmsg_query *kq,
+			   void (*done)(void *arg, int err), void *arg)
 {
 	struct manifest_write *w = calloc(1, sizeof(*w));
 
 	if (!w) {
 		json_decref(doc);
+		kmsg_query_free(kq);
 		daemon_log("cannot write %s/manifest.json: out of memory", dir);
 		d->m.incident_write_errors++;
 		done(arg, -ENOMEM);
@@ -824,6 +832,7 @@ static void write_manifest(struct flightrecd *d, const char *dir, json_t *doc,
 	w->arg = arg;
 	w->doc = doc;
 	w->build = build;
+	w->kq = kq;
 	snprintf(w->dir, sizeof(w->dir), "%s", dir);
 	snprintf(w->path, sizeof(w->path), "%s/manifest.json", dir);
 	if ((!doc && !build) || uv_queue_work(d->loop, &w->req, manifest_work, manifest_after)) {
@@ -835,13 +844,13 @@ static void write_manifest(struct flightrecd *d, const char *dir, json_t *doc,
 void incident_write_manifest(struct flightrecd *d, const char *dir, json_t *doc,
 			     void (*done)(void *arg, int err), void *arg)
 {
-	write_manifest(d, dir, doc, NULL, done, arg);
+	write_manifest(d, dir, doc, NULL, NULL, done, arg);
 }
 
 void incident_build_manifest(struct flightrecd *d, const char *dir, json_t *(*build)(void *arg),
 			     void (*done)(void *arg, int err), void *arg)
 {
-	write_manifest(d, dir, NULL, build, done, arg);
+	write_manifest(d, dir, NULL, build, NULL, done, arg);
 }
 
 void incident_log_closed(const struct incident_record *rec, const char *job, const char *dir)
@@ -872,10 +881,12 @@ static void incident_done(void *arg, int err)
 	incident_free(inc);
 }
 
-/* Builds the manifest and writes it last, on the thread pool. */
+/* Builds the manifest and writes it last, on the thread pool, with the
+ * node's kernel log of the incident (read there: kmsg.h). */
 static void incident_finish(struct incident *inc)
 {
-	incident_write_manifest(inc->d, inc->dir, incident_manifest(inc), incident_done, inc);
+	write_manifest(inc->d, inc->dir, incident_manifest(inc), NULL,
+		       kmsg_query_of_view(&inc->snapshot, inc->detected_ns), incident_done, inc);
 }
 
 bool incident_dump_check(const uint8_t *data, size_t len, const char *job, uint32_t rank,

@@ -58,6 +58,8 @@ enum fr_reason {
 const char *fr_verdict_name(unsigned v);
 const char *fr_reason_name(unsigned r);
 
+struct fr_klog;
+
 struct fr_culprit {
 	uint32_t rank;
 	enum fr_reason reason;
@@ -137,6 +139,11 @@ struct fr_verdict {
 	char summary[1024];           /* one line, for a person */
 	/* Owned: the strings of its operations, which outlive the traces. */
 	struct fr_strs *strs;
+	/* Borrowed, set by the caller after fr_correlate() (fr-analyze, from
+	 * the manifest): the nodes' kernel logs of the incident, which the
+	 * report and --json tell under the culprits (kernel_log.h). */
+	const struct fr_klog *klogs;
+	size_t nklogs;
 };
 
 /*

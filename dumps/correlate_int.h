@@ -426,6 +426,10 @@ int fr_corr_verdict_deadlock(struct ctx *cx, const struct cand *k, struct fr_ver
 int fr_corr_find_stragglers(const struct ctx *cx, struct fr_verdict *v);
 void fr_corr_straggler_text(char *buf, size_t cap, const struct fr_straggler *st);
 
+/* verdict_report.c: the trace of `rank` among `traces`, or NULL. */
+const struct fr_trace *fr_corr_trace_of(const struct fr_trace *const *traces, size_t ntraces,
+					uint32_t rank);
+
 /* verdict_text.c */
 const char *fr_corr_ranks_text(char *buf, size_t cap, const uint32_t *ranks, size_t n);
 const char *fr_corr_members_text(char *buf, size_t cap, const uint32_t *ranks, size_t n);

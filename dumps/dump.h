@@ -49,6 +49,9 @@
  */
 #define FR_MANIFEST_VERSION "2.0"
 #define FR_MANIFEST_VERSION_MAJOR 2
+/* 2.1 adds "kernel_log" (dumps/kernel_log.h); only a manifest with one is
+ * written as 2.1. */
+#define FR_MANIFEST_VERSION_KLOG "2.1"
 
 /* Dumps of a 2000-entry ring are a few MiB; a file this big is not one. */
 #define FR_DUMP_FILE_MAX (1ull << 30)
@@ -249,6 +252,8 @@ int fr_dir_open(int at, const char *path, mode_t mode, char *err, size_t errlen)
 /* fr_dir_open() of `path` with mode 0750, closed again. Returns 0 or -errno. */
 int fr_mkdir_p(const char *path);
 
+struct fr_klog;
+
 /* An incident manifest, as read back by fr-analyze. */
 struct fr_manifest {
 	char job[FR_JOB_MAX + 1];
@@ -268,6 +273,9 @@ struct fr_manifest {
 	 * NULL for a 1.x manifest). */
 	uint32_t *members;
 	size_t nmembers;
+	/* Each node's kernel log of the incident (2.1, owned; none before). */
+	struct fr_klog *klogs;
+	size_t nklogs;
 };
 
 /*

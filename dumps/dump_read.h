@@ -202,6 +202,11 @@ int fr_rd_container(const struct rd *rd, const struct fr_val *obj, const char *a
 		    const char *key, bool required, enum fr_val_type type,
 		    const struct fr_val **out);
 
+/* A manifest's "kernel_log" (2.1, optional) into a new array of *n logs
+ * (fr_klogs_free() it, also after an error). In kernel_log.c. */
+struct fr_klog;
+int fr_rd_klogs(const struct rd *rd, const struct fr_val *root, struct fr_klog **out, size_t *n);
+
 /* A kind of document: what its header must say, and which majors we read. */
 struct doc_kind {
 	const char *format;         /* "flightrec-dump" */

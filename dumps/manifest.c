@@ -8,6 +8,7 @@
 #include "dump_read.h"
 #include "dump_write.h"
 #include "grow.h"
+#include "kernel_log.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -165,6 +166,7 @@ void fr_manifest_free(struct fr_manifest *m)
 	}
 	free(m->ranks);
 	free(m->members);
+	fr_klogs_free(m->klogs, m->nklogs);
 	memset(m, 0, sizeof(*m));
 }
 
@@ -331,7 +333,8 @@ static int read_manifest(const struct rd *rd, const struct fr_val *root, struct 
 	    (rc = get_u64(rd, fr_val_get(root, "closed_ns"), "", "closed_ns", true, INT64_MAX,
 			  &m->closed_ns)) ||
 	    (rc = fr_rd_container(rd, root, "", "ranks", true, FR_VAL_ARRAY, &ranks)) ||
-	    (rc = fr_rd_world(rd, "", m->world_size)))
+	    (rc = fr_rd_world(rd, "", m->world_size)) ||
+	    (rc = fr_rd_klogs(rd, root, &m->klogs, &m->nklogs)))
 		return rc;
 	/* 1.x views are whole dumps; 2.x ones name the table's communicators. */
 	if (major >= 2 && (rc = read_comm_table(rd, root, m, &tab)))

@@ -1,9 +1,10 @@
 /*
  * The report for a person (fr_verdict_print()): the summary, who waits in
- * what, the evidence, each culprit with its operations and stack, and the
- * ranks grouped by stack.
+ * what, the evidence, each culprit with its operations, kernel log lines and
+ * stack, and the ranks grouped by stack.
  */
 #include "correlate_int.h"
+#include "kernel_log.h"
 
 #include <inttypes.h>
 #include <stdlib.h>
@@ -25,8 +26,8 @@
 /* A culprit's posted, unwaited non-blocking operations listed in the report. */
 #define PRINT_POSTED_MAX 4
 
-static const struct fr_trace *trace_of(const struct fr_trace *const *traces, size_t ntraces,
-				       uint32_t rank)
+const struct fr_trace *fr_corr_trace_of(const struct fr_trace *const *traces, size_t ntraces,
+					uint32_t rank)
 {
 	for (size_t i = 0; i < ntraces; i++)
 		if (traces[i] && traces[i]->rank == rank)
@@ -132,7 +133,7 @@ static void print_waiting(FILE *out, const struct fr_verdict *v,
 	for (size_t i = 0; i < v->nwaiting; i++) {
 		uint32_t rank = v->waiting[i];
 		const struct fr_trace *t = idx ? (rank < v->world_size ? idx[rank] : NULL) :
-					   trace_of(traces, ntraces, rank);
+					   fr_corr_trace_of(traces, ntraces, rank);
 
 		it[i].rank = rank;
 		it[i].op = NULL;
@@ -330,6 +331,7 @@ static void print_culprit(FILE *out, const struct fr_verdict *v, const struct fr
 	else if (t)
 		fprintf(out, "  last completed: none on %s in its evidence\n",
 			v->op.comm[0] ? v->op.comm : "this communicator");
+	fr_klog_print_culprit(out, v, cu, t);
 	if (!t || t->status == FR_RANK_MISSING) {
 		fprintf(out, "  no dump: %s\n", t ? "missing" : "no evidence at all (missing)");
 		return;
@@ -598,6 +600,7 @@ void fr_verdict_print(FILE *out, const struct fr_verdict *v,
 	char rt[512];
 	uint32_t *r = NULL;
 	size_t n = 0;
+	size_t shown = 0;
 
 	for (size_t i = 0; idx && i < ntraces; i++)
 		if (traces[i] && traces[i]->rank < v->world_size && !idx[traces[i]->rank])
@@ -645,7 +648,7 @@ void fr_verdict_print(FILE *out, const struct fr_verdict *v,
 	for (size_t i = 0; i < v->nculprits; i++) {
 		uint32_t rank = v->culprits[i].rank;
 		const struct fr_trace *t = idx ? (rank < v->world_size ? idx[rank] : NULL) :
-					   trace_of(traces, ntraces, rank);
+					   fr_corr_trace_of(traces, ntraces, rank);
 
 		if (v->nculprits > PRINT_CULPRITS_MAX && i == PRINT_CULPRITS_DETAIL) {
 			fprintf(out, "\n... and %zu more culprits, listed by reason above\n",
@@ -653,7 +656,9 @@ void fr_verdict_print(FILE *out, const struct fr_verdict *v,
 			break;
 		}
 		print_culprit(out, v, &v->culprits[i], t);
+		shown = i + 1;
 	}
+	fr_klog_print_rest(out, v, shown);
 	if (idx)
 		print_merged_stacks(out, idx, v->world_size);
 	free(r);
