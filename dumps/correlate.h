@@ -116,6 +116,29 @@ struct fr_alignment {
 	uint64_t common_last;
 };
 
+/* Classes a verdict lists at most, the largest first. */
+#define FR_CLASSES_MAX 16
+
+/*
+ * Ranks that did the same thing where ranks disagree: called one signature
+ * at a mismatched collective, or (a deadlock of collectives) waited in the
+ * same collective of the cycle. The largest class, when it is larger than
+ * every other, is the majority; the others are the odd ones out, the
+ * culprits.
+ */
+struct fr_rank_class {
+	size_t nranks;
+	const uint32_t *ranks;        /* ascending, in the verdict's class_ranks */
+	bool majority;
+	/* What the class called (mismatch) or waits in (deadlock). */
+	struct fr_op op;
+	/* Deadlock, when every rank of the class is a member of it and never
+	 * entered it: the collective of the cycle it did not call first. */
+	bool has_before;
+	struct fr_op before;
+	char behaviour[256];          /* "called all_reduce #3 on b before all_reduce #3 on a" */
+};
+
 struct fr_verdict {
 	enum fr_verdict_kind kind;
 	size_t nculprits;
@@ -134,6 +157,12 @@ struct fr_verdict {
 	size_t nstragglers;
 	struct fr_straggler *stragglers; /* owned; only in ok verdicts */
 	struct fr_alignment aligned;
+	/* Deadlocks of collectives and collective mismatches only: the ranks
+	 * involved by what they did, the FR_CLASSES_MAX largest classes,
+	 * largest first; none has `majority` on a tie. */
+	size_t nclasses;
+	struct fr_rank_class *classes; /* owned */
+	uint32_t *class_ranks;        /* owned: every listed class's ranks */
 	char summary[1024];           /* one line, for a person */
 	/* Owned: the strings of its operations, which outlive the traces. */
 	struct fr_strs *strs;
