@@ -178,7 +178,9 @@ struct fr_verdict {
  *  1. A mismatch in a collective some member still has in flight: the
  *     members' signatures at the same (comm, seq) -- type, count, dtype,
  *     root, redop -- differ. Culprits: the ranks whose signature is not the
- *     majority's; on a tie, the ranks not sharing the lowest rank's. So
+ *     majority's; on a tie, the ranks not sharing the lowest rank's (the
+ *     summary then says there is no majority); `classes` lists them by
+ *     signature. So
  *     the odd rank is named whichever rank's evidence comes first. Counts
  *     are not compared for the vector collectives (all_gatherv, gatherv,
  *     scatterv, all_to_allv); they are for all_gather (its output is the
@@ -192,7 +194,15 @@ struct fr_verdict {
  *  3. A hang: culprits are the unresponsive/disconnected/finished members
  *     of the stuck communicator if any, else the sink ranks that never
  *     entered the op (reason not_entered), else every member (stuck_in_op);
- *     or a deadlock.
+ *     or a deadlock. A deadlock of collectives (communicators whose
+ *     collectives ranks called in different orders) groups every rank
+ *     waiting in one of the cycle's collectives into `classes` by which
+ *     one; culprits are the ranks outside the largest class, the odd ones
+ *     out (reason not_entered, what each waits in as its op), and op what
+ *     the largest waits in; when no class is the largest, every rank
+ *     classed. So rank 1 alone of 4 calling b before a is named, not the
+ *     cycle's pair. Found in one pass over the ranks: linear in them. A
+ *     deadlock with a p2p wait names the ranks of its cycle.
  *  4. Nothing waits, but a collective that completed on every member that
  *     kept it disagrees on its type, root, reduction or the bytes it moved
  *     (not on how each side spelled them: MPI_LONG and MPI_INT64_T are one
@@ -287,6 +297,9 @@ void fr_verdict_free(struct fr_verdict *v);
  *  "aligned": {"comms"} when no windows differ, else {"comms", "comm",
  *   "common_first", "common_last", "latest": {"rank","first","last"},
  *   "earliest": {"rank","first","last"}},
+ *  "classes": [{"ranks","count","majority","behaviour","called": op,
+ *   "before": op?}] (empty unless a deadlock of collectives or a
+ *   collective mismatch),
  *  "summary"}
  * Returns a new reference.
  */
