@@ -31,4 +31,8 @@ head -n 1 "$T/report.txt" | grep -qF "deadlock: $want" ||
 	fail "summary does not say \"deadlock: $want\": $(head -n 1 "$T/report.txt")"
 grep -qF "3 ranks (0,2-3), the majority: called all_reduce #4 on $a before all_reduce #4 on $b" "$T/report.txt" ||
 	fail "report does not list the majority's class: $(cat "$T/report.txt")"
+# The daemon's live verdict (the same engine, on its live view) says so too.
+http_get "/v1/jobs/$JOB/analysis" >"$T/live.json" || fail "GET /analysis failed"
+expect '.verdict == "deadlock" and [.culprits[].rank] == [1]' "$T/live.json"
+expect '[.classes[] | .ranks] == [[0,2,3],[1]] and .classes[0].majority' "$T/live.json"
 echo "PASS order minority: rank 1 named alone, ranks 0,2-3 called $a then $b"
