@@ -343,21 +343,28 @@ static void test_print_report(void **state)
 	free(buf);
 }
 
+/* The report for a person of job `j`'s verdict, allocated. */
+static char *report_of(struct job *j, size_t ntraces)
+{
+	struct fr_verdict *v = correlate(j);
+	char *buf = NULL;
+	size_t len = 0;
+	FILE *f = open_memstream(&buf, &len);
+
+	assert_non_null(f);
+	fr_verdict_print(f, v, j->traces, ntraces);
+	fclose(f);
+	return buf;
+}
+
 /* The report of an order inversion lists the classes, the majority's too. */
 static void test_print_classes(void **state)
 {
 	struct job *j = order_job(4, "0100");
-	struct fr_verdict *v;
-	char *buf = NULL;
-	size_t len = 0;
-	FILE *f;
+	char *buf;
 
 	(void)state;
-	v = correlate(j);
-	f = open_memstream(&buf, &len);
-	assert_non_null(f);
-	fr_verdict_print(f, v, j->traces, 4);
-	fclose(f);
+	buf = report_of(j, 4);
 	assert_contains(buf, "Ranks by what they did:\n"
 			     "  3 ranks (0,2-3), the majority: called all_reduce #4 on a before "
 			     "all_reduce #4 on b\n"
@@ -368,11 +375,7 @@ static void test_print_classes(void **state)
 	free(buf);
 
 	j = order_job(4, "0011");
-	v = correlate(j);
-	f = open_memstream(&buf, &len);
-	assert_non_null(f);
-	fr_verdict_print(f, v, j->traces, 4);
-	fclose(f);
+	buf = report_of(j, 4);
 	assert_contains(buf, "Ranks by what they did (no majority):\n  2 ranks (0-1): called");
 	job_free(j);
 	free(buf);
