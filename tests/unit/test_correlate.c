@@ -814,6 +814,40 @@ static void test_order_three_of_eight(void **state)
 	job_free(j);
 }
 
+/*
+ * b has only ranks 0 and 1; rank 1 calls b's all_reduce before world's,
+ * rank 0 world's first, as 2 and 3 (not members of b) do. Rank 1 is the
+ * odd one out; the majority entered world's, which is all that can be
+ * said of 2 and 3.
+ */
+static void test_order_sub_communicator(void **state)
+{
+	const uint32_t pair[] = { 0, 1 };
+	struct job *j = world_job(4);
+	struct fr_verdict *v;
+
+	(void)state;
+	for (uint32_t r = 0; r < 4; r++) {
+		history(j, r, "world", 3);
+		if (r < 2) {
+			add_comm(j, r, "b", pair, 2);
+			history(j, r, "b", 3);
+		}
+		add_op(j, r, r == 1 ? "b" : "world", FR_OP_ALL_REDUCE, 4, FR_STATE_ENTERED, 20);
+	}
+	v = correlate(j);
+	assert_int_equal(v->kind, FR_VERDICT_DEADLOCK);
+	assert_int_equal(v->nculprits, 1);
+	assert_int_equal(v->culprits[0].rank, 1);
+	assert_class(v, 0, "0,2-3", true, "world");
+	assert_false(v->classes[0].has_before);
+	assert_true(v->classes[1].has_before);
+	assert_contains(v->summary, "deadlock: rank 1 (node1, pid 1001) called all_reduce #4 "
+				    "on b before all_reduce #4 on world; ranks 0,2-3 entered "
+				    "all_reduce #4 on world; ranks 0-3 have waited 20 s");
+	job_free(j);
+}
+
 /* Ring wrap: an entry gone from the ring still counts through last_entered. */
 static void test_ring_wrap_uses_progress(void **state)
 {
@@ -1014,6 +1048,7 @@ int main(void)
 		cmocka_unit_test(test_order_one_odd_rank),
 		cmocka_unit_test(test_order_no_majority),
 		cmocka_unit_test(test_order_three_of_eight),
+		cmocka_unit_test(test_order_sub_communicator),
 		cmocka_unit_test(test_ring_wrap_uses_progress),
 		cmocka_unit_test(test_scale_1024),
 		cmocka_unit_test(test_ring_windows_differ),
