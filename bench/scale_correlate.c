@@ -3,7 +3,7 @@
  * in memory the traces the daemon's live view of a hung job would hold,
  * runs fr_correlate() on them and prints the time and the peak memory.
  *
- *   scale_correlate [--unknown] [RANKS...]     (default 4096 16384 65536)
+ *   scale_correlate [--unknown | --order] [RANKS...]     (default 4096 16384 65536)
  *
  * Each size runs in a child process of its own, so that its peak is its
  * own. The traces are shaped as live_view_build() (daemon/registry.c)
@@ -16,7 +16,12 @@
  * not_entered. With --unknown the laggard never said HELLO, as an NCCL rank
  * that never started: the view has no trace of it, and its entry in the
  * world's list is unknown (an NCCL rank reports only its own); the verdict
- * must name it unresponsive.
+ * must name it unresponsive. With --order the job deadlocks instead: two
+ * more communicators a and b, as large as the world and borrowing its
+ * list, and every rank waits in all_reduce #100 on a but the laggard, which
+ * called b's first and waits in it; the verdict must be a deadlock naming
+ * the laggard alone, the odd one out (a pass over the ranks that groups
+ * them by what they wait in, not a comparison of every pair).
  *
  * Printed per size: the ranks, the seconds fr_correlate() took, the peak
  * resident memory of the whole process (getrusage), the resident memory
@@ -103,10 +108,13 @@ static struct fr_op *add_op(struct fr_trace *t, size_t *cap, const char *comm,
 	return op;
 }
 
+/* --order: the laggard calls b's all_reduce first, the others a's. */
+static bool order;
+
 static int make_trace(struct fr_trace *t, uint32_t rank, uint32_t n, uint32_t laggard,
 		      uint32_t *world, uint32_t *node_members)
 {
-	size_t ccap = 2, ocap = 0;
+	size_t ccap = order ? 4 : 2, ocap = 0;
 	uint32_t node = rank / NODE;
 	uint32_t nsize = n - node * NODE < NODE ? n - node * NODE : NODE;
 	char nid[32];
@@ -123,14 +131,18 @@ static int make_trace(struct fr_trace *t, uint32_t rank, uint32_t n, uint32_t la
 	snprintf(nid, sizeof(nid), "node.%" PRIu32, node);
 	/* Allocated to size, as trace_add_comms() and trace_add_ops() do. */
 	t->comms = malloc(ccap * sizeof(*t->comms));
-	if (!t->comms || (rank != laggard && fr_trace_reserve_ops(t, 2, &ocap) < 0))
+	if (!t->comms || ((rank != laggard || order) && fr_trace_reserve_ops(t, 2, &ocap) < 0))
 		return -ENOMEM;
 	if (add_comm(t, &ccap, "world", rank, n, world, rank == laggard ? SEQ - 1 : SEQ) < 0 ||
 	    add_comm(t, &ccap, nid, rank % NODE, nsize, node_members + node * NODE, 40) < 0)
 		return -ENOMEM;
-	if (rank == laggard)
+	if (order && (add_comm(t, &ccap, "a", rank, n, world, SEQ - (rank == laggard)) < 0 ||
+		      add_comm(t, &ccap, "b", rank, n, world, SEQ - (rank != laggard)) < 0))
+		return -ENOMEM;
+	if (rank == laggard && !order)
 		return 0;
-	op = add_op(t, &ocap, "world", FR_OP_ALL_REDUCE, SEQ);
+	op = add_op(t, &ocap, order ? (rank == laggard ? "b" : "a") : "world", FR_OP_ALL_REDUCE,
+		    SEQ);
 	if (!op)
 		return -ENOMEM;
 	op->count = 1 << 20;
@@ -190,7 +202,8 @@ static int run(uint32_t n, bool unknown)
 		printf(" rank %" PRIu32 " %s%s", v.culprits[0].rank,
 		       fr_reason_name(v.culprits[0].reason), v.nculprits > 1 ? " (and more)" : "");
 	printf("\n");
-	rc = v.kind == FR_VERDICT_HANG && v.nculprits == 1 && v.culprits[0].rank == laggard &&
+	rc = v.kind == (order ? FR_VERDICT_DEADLOCK : FR_VERDICT_HANG) && v.nculprits == 1 &&
+			     v.culprits[0].rank == laggard &&
 			     v.culprits[0].reason ==
 				     (unknown ? FR_REASON_UNRESPONSIVE : FR_REASON_NOT_ENTERED) ?
 		     0 :
@@ -206,8 +219,11 @@ int main(int argc, char **argv)
 	static const uint32_t sizes[] = { 4096, 16384, 65536 };
 	size_t nsizes = sizeof(sizes) / sizeof(sizes[0]);
 	bool unknown = argc > 1 && strcmp(argv[1], "--unknown") == 0;
-	int first = unknown ? 2 : 1;
+	int first;
 	int bad = 0;
+
+	order = argc > 1 && strcmp(argv[1], "--order") == 0;
+	first = unknown || order ? 2 : 1;
 
 	if (argc > first)
 		nsizes = (size_t)(argc - first);

@@ -83,6 +83,81 @@ int fr_corr_verdict_set_comm(struct fr_verdict *v, const struct cinfo *c)
 	return 0;
 }
 
+struct class_size {
+	uint32_t cls;
+	uint32_t count;
+	uint32_t low;     /* its lowest rank */
+};
+
+/* The largest first; on equal sizes, the one with the lowest rank. */
+static int cmp_class_size(const void *a, const void *b)
+{
+	const struct class_size *x = a;
+	const struct class_size *y = b;
+
+	if (x->count != y->count)
+		return x->count > y->count ? -1 : 1;
+	return x->low < y->low ? -1 : x->low > y->low;
+}
+
+int fr_corr_classes_build(struct fr_verdict *v, const uint32_t *ranks, const uint32_t *cls,
+			  size_t n, uint32_t k, uint32_t *slot, uint32_t *major)
+{
+	struct class_size *sz = calloc(k ? k : 1, sizeof(*sz));
+	size_t nz = 0;
+	size_t keep;
+	size_t off = 0;
+	int rc = -ENOMEM;
+
+	*major = NONE;
+	if (!sz)
+		return -ENOMEM;
+	for (uint32_t c = 0; c < k; c++) {
+		sz[c].cls = c;
+		sz[c].low = NONE;
+		slot[c] = NONE;
+	}
+	/* Ranks come ascending: a class's first is its lowest. */
+	for (size_t i = 0; i < n; i++) {
+		if (!sz[cls[i]].count++)
+			sz[cls[i]].low = ranks[i];
+	}
+	for (uint32_t c = 0; c < k; c++)
+		if (sz[c].count)
+			sz[nz++] = sz[c];
+	qsort(sz, nz, sizeof(*sz), cmp_class_size);
+	if (nz && (nz == 1 || sz[0].count > sz[1].count))
+		*major = sz[0].cls;
+	keep = nz < FR_CLASSES_MAX ? nz : FR_CLASSES_MAX;
+	v->classes = calloc(keep ? keep : 1, sizeof(*v->classes));
+	for (size_t i = 0; i < keep; i++)
+		off += sz[i].count;
+	v->class_ranks = malloc((off ? off : 1) * sizeof(*v->class_ranks));
+	if (!v->classes || !v->class_ranks)
+		goto out_free;
+	off = 0;
+	for (size_t i = 0; i < keep; i++) {
+		slot[sz[i].cls] = (uint32_t)i;
+		v->classes[i].ranks = v->class_ranks + off;
+		v->classes[i].majority = sz[i].cls == *major;
+		off += sz[i].count;
+	}
+	v->nclasses = keep;
+	for (size_t i = 0; i < n; i++) {
+		uint32_t s = slot[cls[i]];
+		struct fr_rank_class *c;
+
+		if (s == NONE)
+			continue;
+		c = &v->classes[s];
+		v->class_ranks[(size_t)(c->ranks - v->class_ranks) + c->nranks++] = ranks[i];
+	}
+	rc = 0;
+out_free:
+	free(sz);
+	return rc;
+}
+
 /* "rank 3 (node7, pid 4242)", or "ranks 1,3" for several. */
 void fr_corr_who_text(char *buf, size_t cap, const struct ctx *cx, const uint32_t *ranks, size_t n)
 {
@@ -302,6 +377,12 @@ static int own_strings(struct fr_verdict *v)
 {
 	int rc = v->has_op ? own_op_strings(v, &v->op) : 0;
 
+	for (size_t i = 0; i < v->nclasses && !rc; i++) {
+		rc = own_op_strings(v, &v->classes[i].op);
+		if (!rc && v->classes[i].has_before)
+			rc = own_op_strings(v, &v->classes[i].before);
+	}
+
 	for (size_t i = 0; i < v->nculprits && !rc; i++) {
 		struct fr_culprit *cu = &v->culprits[i];
 
@@ -311,6 +392,15 @@ static int own_strings(struct fr_verdict *v)
 			rc = own_op_strings(v, &cu->last_completed);
 	}
 	return rc;
+}
+
+static void verdict_drop_classes(struct fr_verdict *v)
+{
+	free(v->classes);
+	free(v->class_ranks);
+	v->classes = NULL;
+	v->class_ranks = NULL;
+	v->nclasses = 0;
 }
 
 /*
@@ -328,6 +418,8 @@ static void verdict_take_culprits(struct fr_verdict *v, enum fr_verdict_kind kin
 	free(v->stragglers);
 	v->stragglers = NULL;
 	v->nstragglers = 0;
+	/* What the ranks did differently is no longer the finding. */
+	verdict_drop_classes(v);
 	v->kind = kind;
 	v->culprits = cu;
 	v->nculprits = n;
@@ -648,6 +740,7 @@ void fr_verdict_free(struct fr_verdict *v)
 	free(v->comm_ranks);
 	free(v->waiting);
 	free(v->stragglers);
+	verdict_drop_classes(v);
 	fr_strs_free(v->strs);
 	memset(v, 0, sizeof(*v));
 }

@@ -118,6 +118,29 @@ struct fr_alignment {
 	uint64_t common_last;
 };
 
+/* Classes a verdict lists at most, the largest first. */
+#define FR_CLASSES_MAX 16
+
+/*
+ * Ranks that did the same thing where ranks disagree: called one signature
+ * at a mismatched collective, or (a deadlock of collectives) waited in the
+ * same collective of the cycle. The largest class, when it is larger than
+ * every other, is the majority; the others are the odd ones out, the
+ * culprits.
+ */
+struct fr_rank_class {
+	size_t nranks;
+	const uint32_t *ranks;        /* ascending, in the verdict's class_ranks */
+	bool majority;
+	/* What the class called (mismatch) or waits in (deadlock). */
+	struct fr_op op;
+	/* Deadlock, when every rank of the class is a member of it and never
+	 * entered it: the collective of the cycle it did not call first. */
+	bool has_before;
+	struct fr_op before;
+	char behaviour[256];          /* "called all_reduce #3 on b before all_reduce #3 on a" */
+};
+
 struct fr_verdict {
 	enum fr_verdict_kind kind;
 	size_t nculprits;
@@ -136,6 +159,12 @@ struct fr_verdict {
 	size_t nstragglers;
 	struct fr_straggler *stragglers; /* owned; only in ok verdicts */
 	struct fr_alignment aligned;
+	/* Deadlocks of collectives and collective mismatches only: the ranks
+	 * involved by what they did, the FR_CLASSES_MAX largest classes,
+	 * largest first; none has `majority` on a tie. */
+	size_t nclasses;
+	struct fr_rank_class *classes; /* owned */
+	uint32_t *class_ranks;        /* owned: every listed class's ranks */
 	char summary[1024];           /* one line, for a person */
 	/* Owned: the strings of its operations, which outlive the traces. */
 	struct fr_strs *strs;
@@ -156,7 +185,9 @@ struct fr_verdict {
  *  1. A mismatch in a collective some member still has in flight: the
  *     members' signatures at the same (comm, seq) -- type, count, dtype,
  *     root, redop -- differ. Culprits: the ranks whose signature is not the
- *     majority's; on a tie, the ranks not sharing the lowest rank's. So
+ *     majority's; on a tie, the ranks not sharing the lowest rank's (the
+ *     summary then says there is no majority); `classes` lists them by
+ *     signature. So
  *     the odd rank is named whichever rank's evidence comes first. Counts
  *     are not compared for the vector collectives (all_gatherv, gatherv,
  *     scatterv, all_to_allv); they are for all_gather (its output is the
@@ -170,7 +201,15 @@ struct fr_verdict {
  *  3. A hang: culprits are the unresponsive/disconnected/finished members
  *     of the stuck communicator if any, else the sink ranks that never
  *     entered the op (reason not_entered), else every member (stuck_in_op);
- *     or a deadlock.
+ *     or a deadlock. A deadlock of collectives (communicators whose
+ *     collectives ranks called in different orders) groups every rank
+ *     waiting in one of the cycle's collectives into `classes` by which
+ *     one; culprits are the ranks outside the largest class, the odd ones
+ *     out (reason not_entered, what each waits in as its op), and op what
+ *     the largest waits in; when no class is the largest, every rank
+ *     classed. So rank 1 alone of 4 calling b before a is named, not the
+ *     cycle's pair. Found in one pass over the ranks: linear in them. A
+ *     deadlock with a p2p wait names the ranks of its cycle.
  *  4. Nothing waits, but a collective that completed on every member that
  *     kept it disagrees on its type, root, reduction or the bytes it moved
  *     (not on how each side spelled them: MPI_LONG and MPI_INT64_T are one
@@ -265,6 +304,9 @@ void fr_verdict_free(struct fr_verdict *v);
  *  "aligned": {"comms"} when no windows differ, else {"comms", "comm",
  *   "common_first", "common_last", "latest": {"rank","first","last"},
  *   "earliest": {"rank","first","last"}},
+ *  "classes": [{"ranks","count","majority","behaviour","called": op,
+ *   "before": op?}] (empty unless a deadlock of collectives or a
+ *   collective mismatch),
  *  "summary"}
  * Returns a new reference.
  */

@@ -390,6 +390,16 @@ int fr_corr_verdict_set_comm(struct fr_verdict *v, const struct cinfo *c);
 void fr_corr_who_text(char *buf, size_t cap, const struct ctx *cx, const uint32_t *ranks, size_t n);
 void fr_corr_waited_text(struct line *l, const uint32_t *ranks, size_t n, double s);
 void fr_corr_where_text(char *buf, size_t cap, const struct fr_verdict *v);
+/*
+ * Makes the verdict's classes (correlate.h) of `n` ranks, ascending, rank i
+ * of class cls[i] below k: the FR_CLASSES_MAX largest, each class's ranks
+ * ascending, with `majority` set on the largest when it is larger than
+ * every other. slot[c] (k entries) becomes class c's index in v->classes,
+ * NONE when left out; *major the majority's class, NONE on a tie. The
+ * caller fills in what each class did. Returns 0 or -ENOMEM.
+ */
+int fr_corr_classes_build(struct fr_verdict *v, const uint32_t *ranks, const uint32_t *cls,
+			  size_t n, uint32_t k, uint32_t *slot, uint32_t *major);
 
 /* correlate_index.c */
 int fr_corr_ctx_build(struct ctx *cx, const struct fr_trace *const *traces, size_t ntraces,

@@ -39,6 +39,38 @@ uint32_t fr_corr_find_mismatch(const struct ctx *cx, bool strict)
 }
 
 /*
+ * The verdict's classes: the `n` entries of `list` (ascending by rank),
+ * entry i of class cls[i], which is the index of the class's first entry;
+ * each class with its signature. `ranks` and `slot` have room for n.
+ */
+static int classes_of(const struct ctx *cx, const struct gentry *list, const uint32_t *cls,
+		      size_t n, uint32_t *ranks, uint32_t *slot, uint32_t *major,
+		      struct fr_verdict *v)
+{
+	char head[128];
+	char det[128];
+	int rc;
+
+	for (size_t i = 0; i < n; i++)
+		ranks[i] = list[i].rank;
+	rc = fr_corr_classes_build(v, ranks, cls, n, (uint32_t)n, slot, major);
+	for (size_t k = 0; rc == 0 && k < n; k++) {
+		struct fr_rank_class *c;
+		struct line l;
+
+		if (slot[k] == NONE)
+			continue;
+		c = &v->classes[slot[k]];
+		c->op = fr_corr_op_named(cx, list[k].op);
+		fr_corr_op_head(head, sizeof(head), &c->op);
+		fr_corr_op_details(det, sizeof(det), &c->op);
+		l = (struct line){ c->behaviour, sizeof(c->behaviour), 0 };
+		fr_corr_line_add(&l, "called %s (%s)", head, det);
+	}
+	return rc;
+}
+
+/*
  * The verdict for the mismatched collective `gi`: the ranks whose signature
  * is not the majority's (on a tie, not the lowest rank's) are the culprits.
  * Returns 1, leaving `v` alone, when every signature is the majority's after
@@ -52,6 +84,9 @@ int fr_corr_verdict_mismatch(const struct ctx *cx, uint32_t gi, bool strict, str
 	uint32_t *cls = NULL;
 	uint32_t *ccount = NULL;
 	uint32_t *same = NULL;
+	uint32_t *ranks = NULL;
+	uint32_t *slot = NULL;
+	uint32_t major;
 	uint32_t ref;
 	uint32_t refcount = 0;
 	bool tie = false;
@@ -63,7 +98,9 @@ int fr_corr_verdict_mismatch(const struct ctx *cx, uint32_t gi, bool strict, str
 	cls = malloc(g->count * sizeof(*cls));
 	ccount = calloc(g->count, sizeof(*ccount));
 	same = malloc(g->count * sizeof(*same));
-	if (!list || !cls || !ccount || !same)
+	ranks = malloc(g->count * sizeof(*ranks));
+	slot = malloc(g->count * sizeof(*slot));
+	if (!list || !cls || !ccount || !same || !ranks || !slot)
 		goto out_free;
 	/* The chain runs from the highest rank down; lay it out ascending. */
 	n = g->count;
@@ -108,6 +145,8 @@ int fr_corr_verdict_mismatch(const struct ctx *cx, uint32_t gi, bool strict, str
 		goto out_free;
 	v->has_op = true;
 	v->op = fr_corr_op_named(cx, list[ref].op);
+	if (classes_of(cx, list, cls, n, ranks, slot, &major, v) < 0)
+		goto out_free;
 	for (size_t i = 0; i < n; i++) {
 		const struct fr_trace *t = cx->by_rank[list[i].rank];
 
@@ -147,6 +186,9 @@ int fr_corr_verdict_mismatch(const struct ctx *cx, uint32_t gi, bool strict, str
 		}
 		fr_corr_who_text(who, sizeof(who), cx, cr, v->nculprits);
 		free(cr);
+		/* On a tie the culprits are only those unlike the lowest rank. */
+		if (tie)
+			fr_corr_line_add(&l, "no majority: ");
 		fr_corr_line_add(&l, "%s called ", who);
 		if (one_sig) {
 			fr_corr_line_add(&l, "%s #%" PRIu64, fr_op_name(c0->op.type), c0->op.seq);
@@ -175,6 +217,8 @@ out_free:
 	free(cls);
 	free(ccount);
 	free(same);
+	free(ranks);
+	free(slot);
 	return rc;
 }
 

@@ -102,8 +102,9 @@ json_t *fr_op_to_json(const struct fr_op *op)
 }
 
 /*
- * The summary is cut to fit its buffer, possibly inside a UTF-8 sequence of
- * a host or communicator name: drop the broken tail rather than the summary.
+ * The summary (or a class's behaviour) is cut to fit its buffer, possibly
+ * inside a UTF-8 sequence of a host or communicator name: drop the broken
+ * tail rather than the summary.
  */
 static json_t *summary_json(const char *s)
 {
@@ -158,6 +159,37 @@ static json_t *aligned_json(const struct fr_alignment *a)
 		return NULL;
 	}
 	return o;
+}
+
+/*
+ * [{"ranks", "count", "majority", "behaviour", "called", "before"}]: the
+ * classes of ranks by what they did, the largest first.
+ */
+static json_t *classes_json(const struct fr_verdict *v)
+{
+	json_t *a = json_array();
+
+	for (size_t i = 0; a && i < v->nclasses; i++) {
+		const struct fr_rank_class *c = &v->classes[i];
+		json_t *o = json_object();
+		int rc = 0;
+
+		if (!o || json_array_append_new(a, o) < 0) {
+			json_decref(a);
+			return NULL;
+		}
+		rc |= jset(o, "ranks", ranks_json(c->ranks, c->nranks));
+		rc |= jset(o, "count", json_integer((json_int_t)c->nranks));
+		rc |= jset(o, "majority", json_boolean(c->majority));
+		rc |= jset(o, "behaviour", summary_json(c->behaviour));
+		rc |= jset(o, "called", fr_op_to_json(&c->op));
+		rc |= jset(o, "before", c->has_before ? fr_op_to_json(&c->before) : json_null());
+		if (rc) {
+			json_decref(a);
+			return NULL;
+		}
+	}
+	return a;
 }
 
 /* A crashed culprit's "signal", "si_code", "fault_addr" and "stack", as
@@ -231,6 +263,7 @@ json_t *fr_verdict_to_json(const struct fr_verdict *v)
 	rc |= jset(o, "world_size", json_integer(v->world_size));
 	rc |= jset(o, "stragglers", stragglers_json(v));
 	rc |= jset(o, "aligned", aligned_json(&v->aligned));
+	rc |= jset(o, "classes", classes_json(v));
 	rc |= jset(o, "summary", summary_json(v->summary));
 	if (rc)
 		goto out_free;

@@ -281,7 +281,14 @@ static void print_culprit(FILE *out, const struct fr_verdict *v, const struct fr
 	fprintf(out, "\nCulprit rank %" PRIu32, cu->rank);
 	if (cu->host[0] || cu->pid)
 		fprintf(out, " (%s, pid %" PRIu32 ")", cu->host[0] ? cu->host : "?", cu->pid);
-	if (v->kind == FR_VERDICT_DEADLOCK)
+	if (v->kind == FR_VERDICT_DEADLOCK && v->nclasses && v->classes[0].majority)
+		fprintf(out, ": did otherwise than the majority (see \"Ranks by what they "
+			"did\"): it waits in the operation below, never having entered the one "
+			"they wait in\n");
+	else if (v->kind == FR_VERDICT_DEADLOCK && v->nclasses)
+		fprintf(out, ": one of the classes of a deadlock with no majority (see \"Ranks "
+			"by what they did\"): it waits in the operation below\n");
+	else if (v->kind == FR_VERDICT_DEADLOCK)
 		fprintf(out, ": waits in a cycle: it never entered what the rank before it "
 			"waits in, being stuck in the operation below\n");
 	else if (cu->reason == FR_REASON_MISMATCH && v->has_op && is_p2p(&v->op))
@@ -570,6 +577,26 @@ static void print_stragglers(FILE *out, const struct fr_verdict *v)
 }
 
 /*
+ * "Ranks by what they did:", one line per class, the largest first:
+ * "  3 ranks (0,2-3), the majority: called all_reduce #4 on a before ...".
+ */
+static void print_classes(FILE *out, const struct fr_verdict *v)
+{
+	char rt[512];
+
+	if (!v->nclasses)
+		return;
+	fprintf(out, "Ranks by what they did%s:\n", v->classes[0].majority ? "" : " (no majority)");
+	for (size_t i = 0; i < v->nclasses; i++) {
+		const struct fr_rank_class *c = &v->classes[i];
+
+		fprintf(out, "  %zu %s (%s)%s: %s\n", c->nranks, c->nranks == 1 ? "rank" : "ranks",
+			fr_corr_ranks_text(rt, sizeof(rt), c->ranks, c->nranks),
+			c->majority ? ", the majority" : "", c->behaviour);
+	}
+}
+
+/*
  * Many culprits (every member of a large stuck communicator): one line per
  * reason with rank ranges. `r` has room for every culprit.
  */
@@ -618,6 +645,7 @@ void fr_verdict_print(FILE *out, const struct fr_verdict *v,
 	}
 	if (v->nwaiting)
 		print_waiting(out, v, traces, ntraces, idx);
+	print_classes(out, v);
 	fprintf(out, "Evidence: %zu of %" PRIu32 " ranks\n", v->nranks_with_evidence,
 		v->world_size);
 	r = malloc((v->world_size ? v->world_size : 1) * sizeof(*r));

@@ -8,6 +8,8 @@
  *             < size/2), while the other half moves on to a world barrier
  *   freeze    stops itself with SIGSTOP before the allreduce
  *   mismatch  calls MPI_Bcast where every other rank calls MPI_Allreduce
+ *   order     every step does an allreduce on each of two duplicates of the
+ *             world, a then b; the culprit calls b's first: a deadlock
  *   p2p       ranks exchange a message with their pair partner (0-1, 2-3,
  *             ...) before the allreduce; the culprit never sends its part
  *   nonblock  every step posts an Irecv/Isend pair with its partner, computes,
@@ -142,6 +144,7 @@ int main(int argc, char **argv)
 	int culprit = 1, at = 5, iters = -1, slow_ms = 0, step_ms = 5;
 	int rank, size, opt, forking = 0, gathering = 0;
 	MPI_Comm half = MPI_COMM_NULL;
+	MPI_Comm a = MPI_COMM_NULL, b = MPI_COMM_NULL;
 	static const struct option opts[] = {
 		{ "scenario", required_argument, NULL, 's' },
 		{ "culprit", required_argument, NULL, 'c' },
@@ -175,6 +178,10 @@ int main(int argc, char **argv)
 	MPI_Comm_size(MPI_COMM_WORLD, &size);
 	if (strcmp(scenario, "subcomm") == 0)
 		MPI_Comm_split(MPI_COMM_WORLD, rank < size / 2 ? 0 : 1, rank, &half);
+	if (strcmp(scenario, "order") == 0) {
+		MPI_Comm_dup(MPI_COMM_WORLD, &a);
+		MPI_Comm_dup(MPI_COMM_WORLD, &b);
+	}
 
 	double x = rank;
 	for (int i = 1; iters < 0 || i <= iters; i++) {
@@ -211,6 +218,9 @@ int main(int argc, char **argv)
 				stuck_in_compute();
 			train_step(half, &x);
 			MPI_Barrier(MPI_COMM_WORLD);
+		} else if (a != MPI_COMM_NULL) {
+			train_step(mine ? b : a, &x);
+			train_step(mine ? a : b, &x);
 		} else if (mine && strcmp(scenario, "mismatch") == 0) {
 			MPI_Bcast(&x, 1, MPI_DOUBLE, 0, MPI_COMM_WORLD);
 		} else {
@@ -219,6 +229,10 @@ int main(int argc, char **argv)
 	}
 	if (half != MPI_COMM_NULL)
 		MPI_Comm_free(&half);
+	if (a != MPI_COMM_NULL) {
+		MPI_Comm_free(&a);
+		MPI_Comm_free(&b);
+	}
 	if (strcmp(scenario, "finalize") == 0 && rank == culprit)
 		stuck_in_compute();
 	if (rank == 0)

@@ -229,6 +229,44 @@ static inline uint32_t culprit_ranks(const struct fr_verdict *v, uint32_t *out)
 	return (uint32_t)v->nculprits;
 }
 
+/*
+ * Two communicators "a" and "b" over every rank of a `world`-rank job, with
+ * three all_reduces done on each; then every rank calls all_reduce #4 on a
+ * and then on b, except the ranks of `odd` (a string of '0' and '1' per
+ * rank, '1' for odd), which call b first: each rank waits in the first it
+ * called, so the job deadlocks.
+ */
+static inline struct job *order_job(uint32_t world, const char *odd)
+{
+	uint32_t m[MAX_RANKS];
+	struct job *j = job_new(world);
+
+	for (uint32_t r = 0; r < world; r++)
+		m[r] = r;
+	for (uint32_t r = 0; r < world; r++) {
+		bool b_first = odd[r] == '1';
+
+		rank_new(j, r, FR_RANK_DUMPED);
+		add_comm(j, r, "a", m, world);
+		add_comm(j, r, "b", m, world);
+		history(j, r, "a", 3);
+		history(j, r, "b", 3);
+		add_op(j, r, b_first ? "b" : "a", FR_OP_ALL_REDUCE, 4, FR_STATE_ENTERED, 20);
+	}
+	return j;
+}
+
+/* The verdict's class `i`: its ranks as text, whether the majority, and
+ * the communicator it waits in or called. */
+static inline void assert_class(const struct fr_verdict *v, size_t i, const char *ranks,
+				bool majority, const char *comm)
+{
+	assert_true(i < v->nclasses);
+	assert_ranks(v->classes[i].ranks, v->classes[i].nranks, ranks);
+	assert_int_equal(v->classes[i].majority, majority);
+	assert_string_equal(v->classes[i].op.comm, comm);
+}
+
 /* Builds 4 ranks at all_reduce #5 on world; `odd` calls `type` instead. */
 static inline struct job *mismatch_job(uint32_t odd, enum fr_op_type type)
 {

@@ -710,6 +710,144 @@ static void test_collective_order_deadlock(void **state)
 	job_free(j);
 }
 
+/*
+ * The odd one out: ranks 0, 2 and 3 call all_reduce on a, then on b; rank 1
+ * calls b first. The cycle's first pair (0 and 1) is not the answer: rank 1
+ * alone did otherwise, and the others' order is said beside it.
+ */
+static void test_order_one_odd_rank(void **state)
+{
+	struct job *j = order_job(4, "0100");
+	struct fr_verdict *v;
+	json_t *o, *cls;
+
+	(void)state;
+	v = correlate(j);
+	assert_int_equal(v->kind, FR_VERDICT_DEADLOCK);
+	assert_int_equal(v->nculprits, 1);
+	assert_int_equal(v->culprits[0].rank, 1);
+	assert_int_equal(v->culprits[0].reason, FR_REASON_NOT_ENTERED);
+	assert_string_equal(v->culprits[0].op.comm, "b");
+	assert_int_equal(v->culprits[0].op.seq, 4);
+	assert_int_equal(v->culprits[0].last_completed.seq, 3);
+	/* The operation is the one the majority waits in. */
+	assert_string_equal(v->op.comm, "a");
+	assert_int_equal(v->op.seq, 4);
+	assert_ranks(v->waiting, v->nwaiting, "0-3");
+	assert_int_equal(v->nclasses, 2);
+	assert_class(v, 0, "0,2-3", true, "a");
+	assert_class(v, 1, "1", false, "b");
+	assert_string_equal(v->classes[1].behaviour,
+			    "called all_reduce #4 on b before all_reduce #4 on a");
+	assert_contains(v->summary, "deadlock: rank 1 (node1, pid 1001) called all_reduce #4 "
+				    "on b before all_reduce #4 on a; ranks 0,2-3 called a then b");
+
+	o = fr_verdict_to_json(v);
+	assert_non_null(o);
+	cls = json_object_get(o, "classes");
+	assert_int_equal(json_array_size(cls), 2);
+	assert_int_equal(json_integer_value(json_object_get(json_array_get(cls, 1), "count")), 1);
+	assert_true(json_is_false(json_object_get(json_array_get(cls, 1), "majority")));
+	assert_int_equal(json_integer_value(json_array_get(
+				 json_object_get(json_array_get(cls, 1), "ranks"), 0)), 1);
+	assert_string_equal(json_string_value(json_object_get(json_object_get(
+				    json_array_get(cls, 1), "before"), "comm")), "a");
+	assert_true(json_is_true(json_object_get(json_array_get(cls, 0), "majority")));
+	assert_int_equal(json_array_size(json_object_get(o, "culprits")), 1);
+	json_decref(o);
+	job_free(j);
+}
+
+/* Two against two: no majority, so both halves are named. */
+static void test_order_no_majority(void **state)
+{
+	struct job *j = order_job(4, "0011");
+	struct fr_verdict *v;
+	uint32_t r[4];
+
+	(void)state;
+	v = correlate(j);
+	assert_int_equal(v->kind, FR_VERDICT_DEADLOCK);
+	assert_int_equal(culprit_ranks(v, r), 4);
+	assert_ranks(r, 4, "0-3");
+	assert_string_equal(v->culprits[0].op.comm, "a");
+	assert_string_equal(v->culprits[3].op.comm, "b");
+	assert_int_equal(v->nclasses, 2);
+	assert_class(v, 0, "0-1", false, "a");
+	assert_class(v, 1, "2-3", false, "b");
+	assert_contains(v->summary, "deadlock, no majority: ranks 0-1 called all_reduce #4 on a "
+				    "before all_reduce #4 on b; ranks 2-3 called b then a");
+	job_free(j);
+}
+
+/*
+ * Eight ranks, three of them (1, 4 and 6) calling b first: the three are
+ * the culprits, however the cycle walked from the lowest waiter runs.
+ */
+static void test_order_three_of_eight(void **state)
+{
+	struct job *j = order_job(8, "01001010");
+	struct fr_verdict *v;
+	uint32_t r[8];
+
+	(void)state;
+	v = correlate(j);
+	assert_int_equal(v->kind, FR_VERDICT_DEADLOCK);
+	assert_int_equal(culprit_ranks(v, r), 3);
+	assert_ranks(r, 3, "1,4,6");
+	for (size_t i = 0; i < 3; i++)
+		assert_string_equal(v->culprits[i].op.comm, "b");
+	assert_int_equal(v->nclasses, 2);
+	assert_class(v, 0, "0,2-3,5,7", true, "a");
+	assert_class(v, 1, "1,4,6", false, "b");
+	assert_contains(v->summary, "deadlock: ranks 1,4,6 called all_reduce #4 on b before "
+				    "all_reduce #4 on a; ranks 0,2-3,5,7 called a then b");
+	job_free(j);
+
+	/* The other way round: the majority calls b first, and 0 is odd. */
+	j = order_job(8, "01111111");
+	v = correlate(j);
+	assert_int_equal(v->nculprits, 1);
+	assert_int_equal(v->culprits[0].rank, 0);
+	assert_string_equal(v->op.comm, "b");
+	assert_class(v, 0, "1-7", true, "b");
+	job_free(j);
+}
+
+/*
+ * b has only ranks 0 and 1; rank 1 calls b's all_reduce before world's,
+ * rank 0 world's first, as 2 and 3 (not members of b) do. Rank 1 is the
+ * odd one out; the majority entered world's, which is all that can be
+ * said of 2 and 3.
+ */
+static void test_order_sub_communicator(void **state)
+{
+	const uint32_t pair[] = { 0, 1 };
+	struct job *j = world_job(4);
+	struct fr_verdict *v;
+
+	(void)state;
+	for (uint32_t r = 0; r < 4; r++) {
+		history(j, r, "world", 3);
+		if (r < 2) {
+			add_comm(j, r, "b", pair, 2);
+			history(j, r, "b", 3);
+		}
+		add_op(j, r, r == 1 ? "b" : "world", FR_OP_ALL_REDUCE, 4, FR_STATE_ENTERED, 20);
+	}
+	v = correlate(j);
+	assert_int_equal(v->kind, FR_VERDICT_DEADLOCK);
+	assert_int_equal(v->nculprits, 1);
+	assert_int_equal(v->culprits[0].rank, 1);
+	assert_class(v, 0, "0,2-3", true, "world");
+	assert_false(v->classes[0].has_before);
+	assert_true(v->classes[1].has_before);
+	assert_contains(v->summary, "deadlock: rank 1 (node1, pid 1001) called all_reduce #4 "
+				    "on b before all_reduce #4 on world; ranks 0,2-3 entered "
+				    "all_reduce #4 on world; ranks 0-3 have waited 20 s");
+	job_free(j);
+}
+
 /* Ring wrap: an entry gone from the ring still counts through last_entered. */
 static void test_ring_wrap_uses_progress(void **state)
 {
@@ -907,6 +1045,10 @@ int main(void)
 		cmocka_unit_test(test_p2p_peer_never_posts),
 		cmocka_unit_test(test_p2p_deadlock),
 		cmocka_unit_test(test_collective_order_deadlock),
+		cmocka_unit_test(test_order_one_odd_rank),
+		cmocka_unit_test(test_order_no_majority),
+		cmocka_unit_test(test_order_three_of_eight),
+		cmocka_unit_test(test_order_sub_communicator),
 		cmocka_unit_test(test_ring_wrap_uses_progress),
 		cmocka_unit_test(test_scale_1024),
 		cmocka_unit_test(test_ring_windows_differ),

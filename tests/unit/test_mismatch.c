@@ -65,6 +65,39 @@ static void test_mismatch_count_and_tie(void **state)
 }
 
 /*
+ * The classes of a mismatch: three ranks called all_reduce, the majority,
+ * and rank 2 broadcast; two against two have no majority, which the
+ * summary says, and both are listed.
+ */
+static void test_mismatch_classes(void **state)
+{
+	struct job *j = mismatch_job(2, FR_OP_BROADCAST);
+	struct fr_verdict *v;
+
+	(void)state;
+	v = correlate(j);
+	assert_int_equal(v->nclasses, 2);
+	assert_class(v, 0, "0-1,3", true, "world");
+	assert_int_equal(v->classes[0].op.type, FR_OP_ALL_REDUCE);
+	assert_class(v, 1, "2", false, "world");
+	assert_int_equal(v->classes[1].op.type, FR_OP_BROADCAST);
+	assert_string_equal(v->classes[1].behaviour, "called broadcast #5 (count 1, double, root 0)");
+	assert_false(v->classes[1].has_before);
+	job_free(j);
+
+	j = mismatch_job(UINT32_MAX, FR_OP_ALL_REDUCE);
+	j->ev[1]->t.ops[4].count = 2;
+	j->ev[3]->t.ops[4].count = 2;
+	v = correlate(j);
+	assert_int_equal(v->nclasses, 2);
+	assert_class(v, 0, "0,2", false, "world");
+	assert_class(v, 1, "1,3", false, "world");
+	assert_int_equal(v->classes[1].op.count, 2);
+	assert_contains(v->summary, "no majority: ranks 1,3 called all_reduce #5 (count 2");
+	job_free(j);
+}
+
+/*
  * PyTorch records an all_gather's output beside its input: on every member
  * the output is the group's size times the input. Rank 1 passed an output
  * the size of its input; the others' relation holds, and a rank whose
@@ -485,6 +518,7 @@ int main(void)
 		cmocka_unit_test(test_mismatch_three_vs_one),
 		cmocka_unit_test(test_mismatch_odd_rank_zero),
 		cmocka_unit_test(test_mismatch_count_and_tie),
+		cmocka_unit_test(test_mismatch_classes),
 		cmocka_unit_test(test_all_gather_size_relation),
 		cmocka_unit_test(test_vector_counts_no_mismatch),
 		cmocka_unit_test(test_mismatch_wins_over_hang),

@@ -343,6 +343,44 @@ static void test_print_report(void **state)
 	free(buf);
 }
 
+/* The report for a person of job `j`'s verdict, allocated. */
+static char *report_of(struct job *j, size_t ntraces)
+{
+	struct fr_verdict *v = correlate(j);
+	char *buf = NULL;
+	size_t len = 0;
+	FILE *f = open_memstream(&buf, &len);
+
+	assert_non_null(f);
+	fr_verdict_print(f, v, j->traces, ntraces);
+	fclose(f);
+	return buf;
+}
+
+/* The report of an order inversion lists the classes, the majority's too. */
+static void test_print_classes(void **state)
+{
+	struct job *j = order_job(4, "0100");
+	char *buf;
+
+	(void)state;
+	buf = report_of(j, 4);
+	assert_contains(buf, "Ranks by what they did:\n"
+			     "  3 ranks (0,2-3), the majority: called all_reduce #4 on a before "
+			     "all_reduce #4 on b\n"
+			     "  1 rank (1): called all_reduce #4 on b before all_reduce #4 on a\n");
+	assert_contains(buf, "Culprit rank 1 (node1, pid 1001): did otherwise than the majority");
+	assert_null(strstr(buf, "Culprit rank 0"));
+	job_free(j);
+	free(buf);
+
+	j = order_job(4, "0011");
+	buf = report_of(j, 4);
+	assert_contains(buf, "Ranks by what they did (no majority):\n  2 ranks (0-1): called");
+	job_free(j);
+	free(buf);
+}
+
 static void test_print_missing_culprit(void **state)
 {
 	struct job *j = job_new(2);
@@ -606,6 +644,7 @@ int main(void)
 		cmocka_unit_test(test_exit_zero),
 		cmocka_unit_test(test_print_report),
 		cmocka_unit_test(test_print_missing_culprit),
+		cmocka_unit_test(test_print_classes),
 		cmocka_unit_test(test_readable_1024),
 		cmocka_unit_test(test_stack_groups),
 		cmocka_unit_test(test_stack_groups_many),
