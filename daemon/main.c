@@ -168,7 +168,7 @@ static void usage(FILE *out)
 		"                               quarter of RAM, at least 268435456); one job may\n"
 		"                               hold half of it; beyond it the newest is refused\n"
 		"  --straggler-threshold MS     a rank last to its job's collectives by at least\n"
-		"                               this much (decayed) is a straggler (default 5)\n"
+		"                               this much (decayed) is a straggler (default 2)\n"
 		"  --straggler-min-duration SECONDS\n"
 		"                               ... once it has been so this long (default 10);\n"
 		"                               /v1/jobs/<job> lists stragglers, no incident opens\n"

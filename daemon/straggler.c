@@ -36,6 +36,7 @@
 #include "straggler.h"
 
 #include <errno.h>
+#include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -63,6 +64,7 @@ struct srank {
 	double lag_ns;
 	double lead_ns;
 	uint32_t samples;
+	uint32_t nlast;         /* times last; the first sets the averages */
 	bool pair;              /* its latest collective had two members */
 	uint64_t since_mono;    /* a straggler's criteria hold since; 0 when not */
 	uint64_t last_mono;     /* it was last in a sampled collective; 0 never */
@@ -230,9 +232,17 @@ int straggler_note(struct job *job, const struct job_comm *jc, const struct stra
 	if (!g->untimed && g->last_rank < sj->nranks) {
 		struct srank *last = &sj->ranks[g->last_rank];
 
+		double lag = (double)(g->key_last - g->key_first);
+		double lead = (double)(g->key_last - g->key_second);
+
 		last->last_frac += ALPHA;
-		last->lag_ns += ALPHA * ((double)(g->key_last - g->key_first) - last->lag_ns);
-		last->lead_ns += ALPHA * ((double)(g->key_last - g->key_second) - last->lead_ns);
+		if (!last->nlast++) {
+			last->lag_ns = lag;
+			last->lead_ns = lead;
+		} else {
+			last->lag_ns += ALPHA * (lag - last->lag_ns);
+			last->lead_ns += ALPHA * (lead - last->lead_ns);
+		}
 		last->last_mono = now_mono;
 		judge(last, lim, now_mono);
 	}
@@ -355,4 +365,58 @@ unsigned straggler_list(const struct job *job, const struct straggler_limits *li
 		out[at] = e;
 	}
 	return n;
+}
+
+json_t *straggler_json(const struct flightrecd *d, const struct job *job, bool stragglers_only)
+{
+	struct straggler_entry e[STRAGGLER_LIST_MAX];
+	struct straggler_limits lim;
+	json_t *a = json_array();
+	unsigned n;
+
+	n = straggler_list(job, daemon_limits(d, &lim), daemon_mono_ns(), stragglers_only, e,
+			   STRAGGLER_LIST_MAX);
+	for (unsigned i = 0; a && i < n; i++)
+		if (json_array_append_new(a, json_pack("{s:I, s:f, s:f, s:f, s:f}", "rank",
+						       (json_int_t)e[i].rank, "lag_ms",
+						       e[i].lag_s * 1e3, "lead_ms",
+						       e[i].lead_s * 1e3, "last_fraction",
+						       e[i].last_fraction, "since_s",
+						       e[i].since_s)) < 0) {
+			json_decref(a);
+			return NULL;
+		}
+	return a;
+}
+
+void straggler_metrics(const struct flightrecd *d, FILE *f)
+{
+	struct straggler_limits lim;
+	uint64_t now = daemon_mono_ns();
+
+	daemon_limits(d, &lim);
+	fputs("# HELP flightrec_straggler_ranks Ranks of the job that are stragglers now "
+	      "(--straggler-threshold, --straggler-min-duration).\n"
+	      "# TYPE flightrec_straggler_ranks gauge\n", f);
+	for (const struct job *job = d->jobs; job; job = job->next) {
+		struct straggler_entry e[1];
+		unsigned all = 0;
+
+		if (job->straggler)
+			for (uint32_t i = 0; i < job->straggler->nranks; i++) {
+				entry_of(e, i, &job->straggler->ranks[i], &lim, now);
+				all += e->straggler && now - job->straggler->ranks[i].last_mono <= STALE_NS;
+			}
+		fprintf(f, "flightrec_straggler_ranks{job=\"%s\"} %u\n", job->id, all);
+	}
+	fputs("# HELP flightrec_straggler_lag_seconds How far behind the first member the job's "
+	      "slowest straggler comes to its collectives (decayed); 0 without one.\n"
+	      "# TYPE flightrec_straggler_lag_seconds gauge\n", f);
+	for (const struct job *job = d->jobs; job; job = job->next) {
+		struct straggler_entry e[1];
+
+		if (!straggler_list(job, &lim, now, true, e, 1))
+			e->lag_s = 0;
+		fprintf(f, "flightrec_straggler_lag_seconds{job=\"%s\"} %.6f\n", job->id, e->lag_s);
+	}
 }

@@ -8,6 +8,8 @@
 
 #include <stdbool.h>
 #include <stdint.h>
+#include <stdio.h>
+#include <jansson.h>
 
 #include "../protocol/wire.h"
 
@@ -17,7 +19,7 @@ struct job;
 struct job_comm;
 
 /* The defaults of --straggler-threshold and --straggler-min-duration. */
-#define STRAGGLER_DEFAULT_THRESHOLD_S 0.005
+#define STRAGGLER_DEFAULT_THRESHOLD_S 0.002
 #define STRAGGLER_DEFAULT_MIN_DURATION_S 10.0
 /* Ranks /v1/jobs/<job> lists at most, in `stragglers` and in `slowest`. */
 #define STRAGGLER_LIST_MAX 8
@@ -73,6 +75,15 @@ void straggler_heartbeat(struct conn *c, uint64_t agent_now_ns);
 unsigned straggler_list(const struct job *job, const struct straggler_limits *lim,
 			uint64_t now_mono, bool stragglers_only, struct straggler_entry *out,
 			unsigned max);
+/*
+ * The job's `stragglers` (or, without `stragglers_only`, `slowest`) for
+ * /v1/jobs/<job>: [{rank, lag_ms, lead_ms, last_fraction, since_s}], at
+ * most STRAGGLER_LIST_MAX. The caller holds the lock. NULL: out of memory.
+ */
+json_t *straggler_json(const struct flightrecd *d, const struct job *job, bool stragglers_only);
+/* flightrec_straggler_ranks and flightrec_straggler_lag_seconds, per job,
+ * for /metrics; the caller holds the lock. */
+void straggler_metrics(const struct flightrecd *d, FILE *f);
 /* Forgets the job's scores (a new run, or the job forgotten). */
 void straggler_job_free(struct job *job);
 
