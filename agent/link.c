@@ -165,6 +165,13 @@ struct link {
 	 * least CRASH_LINGER_MIN_MS, so that the other ranks, asked at the
 	 * same time, can answer before the launcher kills them. */
 	bool crash_reads;
+	/* Protocol 7: the daemon reads TIMING. `timing_next` is the ring record
+	 * the next scan starts at, `timing_sent` per communicator the highest
+	 * seq sent; neither is reset on a new connection, so that no sample
+	 * is sent twice to a daemon that keeps its scores across it. */
+	bool timing;
+	uint64_t timing_next;
+	uint64_t timing_sent[FR_MAX_COMMS];
 	bool crash_lingering;
 	/* The process is exiting without having finalised (fr_link_exit()):
 	 * `exit_msg` is what EXIT says, filled when the link stops;
@@ -485,6 +492,65 @@ static uint32_t scan_inflight(struct fr_wire_inflight *out, uint32_t max, uint64
 	}
 	*sig = h ^ n;
 	return n;
+}
+
+/*
+ * TIMING (protocol 7): when the rank entered, and how long it took in, each
+ * collective it completed since the last scan whose seq is a multiple of
+ * FR_WIRE_TIMING_EVERY. The scan stops at the oldest sampled collective
+ * still in flight (a non-blocking one), so that it is sent once complete;
+ * one completed later than a newer sampled one is dropped.
+ */
+static void send_timing(void)
+{
+	static struct fr_wire_timing samples[FR_WIRE_TIMING_MAX];
+	static uint16_t comm_of[FR_WIRE_TIMING_MAX];
+	const struct fr_ring *r = &fr_agent.ring;
+	struct fr_msg_timing m = { .n = 0, .samples = samples };
+	uint64_t head = fr_ring_head(r);
+	uint64_t first = head > r->capacity ? head - r->capacity : 0;
+	uint64_t id = L.timing_next > first ? L.timing_next : first;
+	uint64_t resume = UINT64_MAX;
+
+	if (!L.timing)
+		return;
+	for (; id < head && m.n < FR_WIRE_TIMING_MAX; id++) {
+		const struct fr_comm_rec *c;
+		struct fr_wire_timing *t;
+		struct fr_rec rec;
+
+		if (!fr_ring_read(r, id, &rec)) {
+			if (id + r->capacity / 2 > head && resume == UINT64_MAX)
+				resume = id; /* being written, not lost: read it next time */
+			continue;
+		}
+		if ((rec.flags & FR_REC_P2P) || !fr_op_is_collective(rec.type) ||
+		    rec.seq % FR_WIRE_TIMING_EVERY)
+			continue;
+		if (rec.state == FR_STATE_ENTERED) {
+			if (resume == UINT64_MAX)
+				resume = id;
+			continue;
+		}
+		c = fr_agent.comms[rec.comm];
+		if (!c || !announced(rec.comm) || rec.state != FR_STATE_COMPLETED ||
+		    rec.seq <= L.timing_sent[rec.comm] || rec.t_completed < rec.t_entered)
+			continue;
+		comm_of[m.n] = rec.comm;
+		t = &samples[m.n++];
+		memset(t, 0, sizeof(*t));
+		memcpy(t->comm, c->id, sizeof(t->comm));
+		t->seq = rec.seq;
+		t->type = rec.type;
+		t->flags = (rec.flags & FR_REC_GPU) ? FR_WIRE_TIMING_GPU : 0;
+		t->entered_ns = fr_ticks_to_ns(rec.t_entered);
+		t->wait_ns = fr_ticks_to_ns(rec.t_completed) - t->entered_ns;
+	}
+	if (m.n && SEND_MSG(timing, &m, SEND_DROPPABLE) < 0)
+		return; /* not sent: scanned again next tick */
+	for (uint32_t i = 0; i < m.n; i++)
+		L.timing_sent[comm_of[i]] = samples[i].seq;
+	L.timing_next = resume < id ? resume : id;
 }
 
 static void send_progress(bool force)
@@ -955,6 +1021,7 @@ static int handle_frame(const struct fr_wire_header *h, const uint8_t *payload)
 			L.closed_on_version = 0;
 			L.comm_runs = w.version >= 5;
 			L.crash_reads = w.version >= 6;
+			L.timing = w.version >= 7;
 			if (w.version >= 6) {
 				uv_os_fd_t fd;
 
@@ -1028,6 +1095,7 @@ static void link_up(void)
 	/* Whether the daemon reads COMM_RUNS, asked before any COMM; the
 	 * answer (or the wait running out) announces them. */
 	L.comm_runs = false;
+	L.timing = false;
 	if (!L.daemon_v4) {
 		struct fr_msg_version v = { .version = FR_WIRE_VERSION };
 
@@ -1379,6 +1447,7 @@ static void on_tick(uv_timer_t *t)
 	if (L.state == LINK_UP) {
 		announce_comms();
 		send_progress(false);
+		send_timing();
 		if (now - L.last_heartbeat_ms >= HEARTBEAT_MS) {
 			send_heartbeat();
 			L.last_heartbeat_ms = now;

@@ -233,13 +233,14 @@ void config_log_settings(const struct daemon_config *cfg, const char *when)
 		   ", max-connections %" PRIu32 ", max-job-connections %" PRIu32
 		   ", max-frame-size %" PRIu32 ", max-incidents-per-hour %" PRIu32
 		   ", hello-timeout %g s, max-pending-per-address %" PRIu32 ", max-memory %" PRIu64
+		   ", straggler-threshold %g ms, straggler-min-duration %g s"
 		   ", token-file %s, http-allowed-hosts %s, agent-socket %s%s%s%s",
 		   when, cfg->config_file ? ", config " : "",
 		   cfg->config_file ? cfg->config_file : "", la, ha, cfg->dump_dir, cfg->timeout_s,
 		   cfg->heartbeat_timeout_s, cfg->dump_deadline_s, cfg->max_dump_size,
 		   cfg->max_connections, cfg->max_job_connections, cfg->max_frame_size,
 		   cfg->max_incidents_per_hour, cfg->hello_timeout_s, cfg->max_pending_per_address,
-		   cfg->max_memory,
+		   cfg->max_memory, cfg->straggler_threshold_s * 1000, cfg->straggler_min_duration_s,
 		   cfg->token_file ? cfg->token_file : "(none)",
 		   cfg->http_allowed_hosts ? cfg->http_allowed_hosts : "(none)",
 		   cfg->agent_socket ? cfg->agent_socket : "(none)",
@@ -318,6 +319,8 @@ int config_apply_reload(struct flightrecd *d, const struct daemon_config *next)
 	RELOAD_SECONDS(d, next, heartbeat_timeout_s, "heartbeat-timeout");
 	/* An incident being collected keeps the deadline it opened with. */
 	RELOAD_SECONDS(d, next, dump_deadline_s, "dump-deadline");
+	RELOAD_SECONDS(d, next, straggler_threshold_s, "straggler-threshold");
+	RELOAD_SECONDS(d, next, straggler_min_duration_s, "straggler-min-duration");
 	RELOAD_BYTES(d, next, max_dump_size, "max-dump-size");
 	if (was->max_connections != next->max_connections) {
 		daemon_log("reload: max-connections %" PRIu32 " -> %" PRIu32

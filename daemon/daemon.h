@@ -77,6 +77,10 @@ struct daemon_config {
 	double hello_timeout_s;     /* a connection must say HELLO within this long */
 	uint32_t max_pending_per_address; /* connections of one address before their HELLO */
 	uint64_t max_memory;        /* the memory budget (budget.c) */
+	/* --straggler-threshold (given in ms) and --straggler-min-duration
+	 * (straggler.c). */
+	double straggler_threshold_s;
+	double straggler_min_duration_s;
 	/* --http-allowed-hosts: names the HTTP API answers to besides its
 	 * address and localhost (access.c); NULL: none. */
 	const char *http_allowed_hosts;

@@ -34,6 +34,7 @@
 #include "ratelog.h"
 #include "registry.h"
 #include "route.h"
+#include "straggler.h"
 #include "web.h"
 #include "../dumps/correlate.h"
 #include "../dumps/dump.h"
@@ -258,6 +259,7 @@ static void write_metrics(struct flightrecd *d, FILE *f)
 #define LOOK_METRIC(field, name, type, help) metric(f, name, type, help, lm.field);
 	LOOK_METRICS(LOOK_METRIC)
 #undef LOOK_METRIC
+	straggler_metrics(d, f);
 }
 
 static enum MHD_Result handle_metrics(struct flightrecd *d, struct MHD_Connection *mc)
@@ -677,6 +679,10 @@ static enum MHD_Result handle_job(struct flightrecd *d, struct MHD_Connection *m
 				"world_size", (json_int_t)job->world_size, "status",
 				registry_job_status(job), "ranks", "communicators", "verdict",
 				"incidents", incident_records_json(d, job));
+		if (doc) {
+			json_object_set_new(doc, "stragglers", straggler_json(d, job, true));
+			json_object_set_new(doc, "slowest", straggler_json(d, job, false));
+		}
 	}
 	pthread_mutex_unlock(&d->lock);
 	if (have_view && copy.n && (node_ranks = json_array()))

@@ -17,6 +17,7 @@
 #include "notify.h"
 #include "registry.h"
 #include "server.h"
+#include "straggler.h"
 #include "upstream.h"
 #include "watchdog.h"
 
@@ -86,6 +87,8 @@ enum {
 	OPT_INSECURE,
 	OPT_AGENT_SOCKET,
 	OPT_UPSTREAM,
+	OPT_STRAGGLER_THRESHOLD,
+	OPT_STRAGGLER_MIN_DURATION,
 };
 
 static const struct option long_options[] = {
@@ -106,6 +109,8 @@ static const struct option long_options[] = {
 	{ "hello-timeout", required_argument, NULL, OPT_HELLO_TIMEOUT },
 	{ "max-pending-per-address", required_argument, NULL, OPT_MAX_PENDING_PER_ADDRESS },
 	{ "max-memory", required_argument, NULL, OPT_MAX_MEMORY },
+	{ "straggler-threshold", required_argument, NULL, OPT_STRAGGLER_THRESHOLD },
+	{ "straggler-min-duration", required_argument, NULL, OPT_STRAGGLER_MIN_DURATION },
 	{ "config", required_argument, NULL, OPT_CONFIG },
 	{ "token-file", required_argument, NULL, OPT_TOKEN_FILE },
 	{ "job-key", required_argument, NULL, OPT_JOB_KEY },
@@ -162,6 +167,11 @@ static void usage(FILE *out)
 		"                               lists, incident uploads, live looks (default a\n"
 		"                               quarter of RAM, at least 268435456); one job may\n"
 		"                               hold half of it; beyond it the newest is refused\n"
+		"  --straggler-threshold MS     a rank last to its job's collectives by at least\n"
+		"                               this much (decayed) is a straggler (default 2)\n"
+		"  --straggler-min-duration SECONDS\n"
+		"                               ... once it has been so this long (default 10);\n"
+		"                               /v1/jobs/<job> lists stragglers, no incident opens\n"
 		"  --ports-file FILE            write {\"listen\": N, \"http\": M} once bound\n"
 		"  --token-file FILE            agents must prove they hold the token in FILE;\n"
 		"                               POST /v1/jobs/<job>/dump needs it as a bearer token,\n"
@@ -291,6 +301,8 @@ static void set_defaults(struct daemon_config *cfg)
 		.hello_timeout_s = DEFAULT_HELLO_TIMEOUT_S,
 		.max_pending_per_address = DEFAULT_MAX_PENDING_PER_ADDRESS,
 		.max_memory = budget_default_max(),
+		.straggler_threshold_s = STRAGGLER_DEFAULT_THRESHOLD_S,
+		.straggler_min_duration_s = STRAGGLER_DEFAULT_MIN_DURATION_S,
 	};
 	parse_addr(DEFAULT_LISTEN, &cfg->listen_addr);
 	parse_addr(DEFAULT_HTTP, &cfg->http_addr);
@@ -348,6 +360,15 @@ static int parse_args(int argc, char **argv, struct daemon_config *cfg)
 		case OPT_DUMP_DEADLINE:
 			if (parse_seconds(optarg, &cfg->dump_deadline_s))
 				return bad_option("dump-deadline", optarg);
+			break;
+		case OPT_STRAGGLER_THRESHOLD:
+			if (parse_seconds(optarg, &cfg->straggler_threshold_s))
+				return bad_option("straggler-threshold", optarg);
+			cfg->straggler_threshold_s /= 1000;
+			break;
+		case OPT_STRAGGLER_MIN_DURATION:
+			if (parse_seconds(optarg, &cfg->straggler_min_duration_s))
+				return bad_option("straggler-min-duration", optarg);
 			break;
 		case OPT_PORTS_FILE:
 			cfg->ports_file = optarg;

@@ -12,6 +12,7 @@
 #include "log.h"
 #include "ratelog.h"
 #include "server.h"
+#include "straggler.h"
 
 #include <assert.h>
 #include <errno.h>
@@ -266,6 +267,7 @@ static void job_reset(struct job *job)
 	job->comms_dropped_logged = false;
 	job->has_last_key = false;
 	job->has_local_key = false;
+	straggler_job_free(job);
 }
 
 static void job_free(struct job *job)
@@ -962,6 +964,11 @@ int32_t registry_op_peer(const struct job *job, const struct rank_op *op)
 	if (op->w.peer >= 0)
 		return op->w.peer;
 	return registry_comm_member(job, op->w.comm, op->w.peer_in_comm);
+}
+
+bool registry_rank_in_comm(const struct job_rank *r, const char *id)
+{
+	return index_find(&r->comms_index, r->comms, sizeof(*r->comms), id) >= 0;
 }
 
 bool registry_comm_has_member(const struct job *job, const struct job_comm *jc, uint32_t rank)

@@ -19,6 +19,7 @@ struct flightrecd;
 struct fr_trace;
 struct fr_verdict;
 struct incident;
+struct straggler_job;
 
 /*
  * An open-addressing index over an array of structs whose first member is
@@ -235,6 +236,9 @@ struct job {
 	 * most (registry_job_key_is()). key_gen 0: none made yet. */
 	uint8_t key[FR_WIRE_JOB_KEY_SIZE];
 	uint64_t key_gen;
+	/* Owned: the ranks' straggler scores (straggler.c), NULL until the
+	 * first TIMING or HEARTBEAT. */
+	struct straggler_job *straggler;
 };
 
 /* A communicator of the job as a live view copied it. */
@@ -337,6 +341,8 @@ int32_t registry_comm_member(const struct job *job, const char *comm, int32_t in
  * list. -1 for none, any source, or a member the job cannot name yet.
  */
 int32_t registry_op_peer(const struct job *job, const struct rank_op *op);
+/* Whether the rank named communicator `id` (COMM or PROGRESS), in O(1). */
+bool registry_rank_in_comm(const struct job_rank *r, const char *id);
 /* Whether global rank `rank` is known to be a member of `jc`. */
 bool registry_comm_has_member(const struct job *job, const struct job_comm *jc, uint32_t rank);
 enum rank_state registry_rank_state(const struct flightrecd *d, const struct job_rank *r,

@@ -30,6 +30,7 @@
  * is logged once a minute, never once per attempt.
  */
 #include "server.h"
+#include "straggler.h"
 #include "daemon.h"
 #include "addr.h"
 #include "agent_socket.h"
@@ -935,6 +936,18 @@ static void conn_dispatch(struct conn *c, const struct fr_wire_header *h, const 
 		struct fr_msg_heartbeat m;
 
 		err = fr_wire_heartbeat_decode(p, h->length, &m);
+		if (!err)
+			straggler_heartbeat(c, m.now_ns);
+		break;
+	}
+	case FR_MSG_TIMING: {
+		struct fr_msg_timing m = { 0 };
+
+		err = fr_wire_timing_decode(p, h->length, &m);
+		if (!err) {
+			err = straggler_timing(d, c, &m, &why);
+			fr_wire_timing_free(&m);
+		}
 		break;
 	}
 	case FR_MSG_DUMP_DATA: {

@@ -120,13 +120,6 @@ bool fr_corr_sig_equal(const struct fr_op *a, const struct fr_op *b, bool strict
 
 /* ---- indexes ---- */
 
-static bool ends_together(enum fr_op_type t)
-{
-	return t == FR_OP_ALL_REDUCE || t == FR_OP_ALL_GATHER || t == FR_OP_ALL_GATHERV ||
-	       t == FR_OP_REDUCE_SCATTER || t == FR_OP_BARRIER || t == FR_OP_ALL_TO_ALL ||
-	       t == FR_OP_ALL_TO_ALLV;
-}
-
 static uint64_t hash_str(const char *s)
 {
 	uint64_t h = 0xcbf29ce484222325ull;
@@ -253,7 +246,7 @@ static void group_note(struct group *g, uint32_t rank, const struct fr_op *op, b
 	uint8_t timing = TIMED_BY_ENTRY;
 	uint64_t t = op->t_entered_ns;
 
-	if (mpi && !op->gpu && ends_together(op->type)) {
+	if (mpi && !op->gpu && fr_op_ends_together(op->type)) {
 		timing = TIMED_BY_WAIT;
 		t = op->state == FR_STATE_COMPLETED && op->t_entered_ns &&
 				    op->t_completed_ns >= op->t_entered_ns ?

@@ -61,3 +61,9 @@ const char *fr_state_name(unsigned state)
 	return state_names[state];
 }
 
+bool fr_op_ends_together(unsigned type)
+{
+	return type == FR_OP_ALL_REDUCE || type == FR_OP_ALL_GATHER || type == FR_OP_ALL_GATHERV ||
+	       type == FR_OP_REDUCE_SCATTER || type == FR_OP_BARRIER || type == FR_OP_ALL_TO_ALL ||
+	       type == FR_OP_ALL_TO_ALLV;
+}

@@ -71,6 +71,13 @@ enum fr_op_type fr_op_from_name(const char *name);
 bool fr_op_is_collective(unsigned type);
 /* True for collectives with a root (broadcast, reduce, gather(v), scatter(v)). */
 bool fr_op_is_rooted(unsigned type);
+/*
+ * True for collectives that end for every member at once (a reduction or a
+ * gather to all, a barrier): the member that waited least in the call came
+ * last, whatever the hosts' clocks say. fr-analyze and the daemon's live
+ * straggler scores both order arrivals so.
+ */
+bool fr_op_ends_together(unsigned type);
 
 const char *fr_state_name(unsigned state);
 

@@ -23,7 +23,7 @@
  * that message's layout: 1 for HELLO to BYE, 2 for CHALLENGE, AUTH and
  * ERROR, 3 for DAEMON_CHALLENGE and DAEMON_PROOF, 4 for the node daemons'
  * NODE_* messages (node_wire.h), 5 for VERSION to NODE_LOOK_STACKS, 6 for
- * CRASH, EXIT and NCCL_ERROR. Encoders write it, the header decoder insists on it, so a peer of
+ * CRASH, EXIT and NCCL_ERROR, 7 for TIMING. Encoders write it, the header decoder insists on it, so a peer of
  * version 1 reads every frame it knows and refuses the others by their
  * version, and an agent that is not asked for a token sends exactly what a
  * version-1 agent sends.
@@ -47,7 +47,7 @@
 
 #define FR_WIRE_MAGIC 0x43455246u
 /* The newest protocol version this build speaks, and the oldest it reads. */
-#define FR_WIRE_VERSION 6
+#define FR_WIRE_VERSION 7
 #define FR_WIRE_VERSION_MIN 1
 #define FR_WIRE_HEADER_SIZE 16
 /* Largest payload of one frame; dumps travel as several DUMP_DATA frames. */
@@ -100,7 +100,8 @@
 	X(NODE_LOOK_STACKS, 25, node_look_stacks) \
 	X(CRASH, 26, crash)                 \
 	X(EXIT, 27, exit)                   \
-	X(NCCL_ERROR, 28, nccl_error)
+	X(NCCL_ERROR, 28, nccl_error)       \
+	X(TIMING, 29, timing)
 
 enum fr_msg_type {
 #define FR_MSG_ENUM(T, v, n) FR_MSG_##T = v,
@@ -446,6 +447,33 @@ struct fr_msg_nccl_error {
 	char message[FR_WIRE_NCCL_MESSAGE_MAX + 1]; /* ncclGetLastError's text, may be "" */
 };
 
+/*
+ * Agent -> daemon, version 7: when the rank entered, and how long it
+ * waited in, some of the collectives it completed since the last TIMING
+ * (protocol/PROTOCOL.md, TIMING), from which the daemon tells a straggler
+ * while the job runs. Every rank samples the same sequence numbers, those
+ * that are multiples of FR_WIRE_TIMING_EVERY, so that the daemon sees every
+ * member of a sampled collective and no other.
+ */
+#define FR_WIRE_TIMING_EVERY 8
+/* Samples one TIMING carries at most (the agent sends the rest next time). */
+#define FR_WIRE_TIMING_MAX 256
+#define FR_WIRE_TIMING_GPU 0x1u /* enqueued on a GPU stream: its wait is the host's, not the device's */
+#define FR_WIRE_TIMING_FLAGS FR_WIRE_TIMING_GPU
+struct fr_wire_timing {
+	char comm[FR_COMM_ID_MAX + 1];
+	uint64_t seq;           /* its collective sequence number on `comm` */
+	uint8_t type;           /* enum fr_op_type */
+	uint8_t flags;          /* FR_WIRE_TIMING_* */
+	uint64_t entered_ns;    /* CLOCK_REALTIME of the agent's host when the rank entered it */
+	uint64_t wait_ns;       /* completion less entry, on the agent's clock */
+};
+
+struct fr_msg_timing {
+	uint32_t n;
+	struct fr_wire_timing *samples; /* decode allocates (fr_wire_timing_free()) */
+};
+
 /* The node daemons' messages, defined in node_wire.h. */
 struct fr_msg_node_hello;
 struct fr_msg_node_ranks;
@@ -476,5 +504,6 @@ void fr_wire_comm_runs_free(struct fr_msg_comm_runs *m);
 /* Why fr_wire_comm_runs_decode() refused `payload`, for a log line. */
 const char *fr_wire_comm_runs_why(const uint8_t *payload, size_t len);
 void fr_wire_progress_free(struct fr_msg_progress *m);
+void fr_wire_timing_free(struct fr_msg_timing *m);
 
 #endif

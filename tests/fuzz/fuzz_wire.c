@@ -307,6 +307,16 @@ static void check_nccl_error(struct fr_msg_nccl_error *m, const uint8_t *p, size
 		   strlen(m->message) <= FR_WIRE_NCCL_MESSAGE_MAX);
 }
 
+static void check_timing(struct fr_msg_timing *m, const uint8_t *p, size_t len)
+{
+	(void)p;
+	(void)len;
+	FUZZ_CHECK(m->n <= FR_WIRE_TIMING_MAX);
+	for (uint32_t i = 0; i < m->n; i++)
+		FUZZ_CHECK(strlen(m->samples[i].comm) <= FR_COMM_ID_MAX &&
+			   !(m->samples[i].flags & ~FR_WIRE_TIMING_FLAGS));
+}
+
 /* Runs ascending with a gap between them, holding at most `most` ranks. */
 static void check_ranges(const struct fr_node_range *r, uint32_t n, uint64_t most)
 {
@@ -378,6 +388,7 @@ static void check_nothing(const void *m, const uint8_t *p, size_t len)
 		struct fr_msg_crash *: check_crash,                 \
 		struct fr_msg_exit *: check_exit,                   \
 		struct fr_msg_nccl_error *: check_nccl_error,       \
+		struct fr_msg_timing *: check_timing,               \
 		default: check_nothing)((m), (p), (len))
 
 static void free_nothing(const void *m)
@@ -400,6 +411,7 @@ FREE_ZEROED(node_comms)
 FREE_ZEROED(node_progress)
 FREE_ZEROED(comm_runs)
 FREE_ZEROED(node_look_stacks)
+FREE_ZEROED(timing)
 #undef FREE_ZEROED
 
 /* Frees what a decoded message owns. */
@@ -413,6 +425,7 @@ FREE_ZEROED(node_look_stacks)
 		struct fr_msg_node_progress *: free_node_progress,   \
 		struct fr_msg_comm_runs *: free_comm_runs,           \
 		struct fr_msg_node_look_stacks *: free_node_look_stacks, \
+		struct fr_msg_timing *: free_timing,                 \
 		default: free_nothing)(m)
 
 /* ---- reading a frame back ---- */

@@ -38,6 +38,7 @@
 #define V4 4
 #define V5 5
 #define V6 6
+#define V7 7
 
 /* A scratch frame built byte by byte, independently of the codec. */
 struct bytes {
@@ -269,6 +270,19 @@ static void sample_nccl_error(struct fr_msg_nccl_error *m)
 	snprintf(m->message, sizeof(m->message), "remote process exited or there was a network error");
 }
 
+static struct fr_wire_timing sample_timings[2] = {
+	{ .comm = "world", .seq = 8, .type = 4, .flags = 0, .entered_ns = 0x1122334455667788ull,
+	  .wait_ns = 5000000 },
+	{ .comm = "nccl-5f3a9c0e", .seq = 16, .type = 4, .flags = FR_WIRE_TIMING_GPU,
+	  .entered_ns = 0x1122334455667799ull, .wait_ns = 12 },
+};
+
+static void sample_timing(struct fr_msg_timing *m)
+{
+	m->n = 2;
+	m->samples = sample_timings;
+}
+
 /*
  * Per message: encode the sample, and decode a payload into a struct that
  * starts out dirty, checking that a failed decode leaves it zeroed and
@@ -307,6 +321,7 @@ static void release_nothing(const void *m)
 #define release_crash release_nothing
 #define release_exit release_nothing
 #define release_nccl_error release_nothing
+#define release_timing fr_wire_timing_free
 
 #define CODEC_FUNCS(T, v, n)                                              \
 	static int encode_sample_##n(uint8_t *buf, size_t cap)            \
@@ -400,8 +415,10 @@ static void test_msg_names(void **state)
 	assert_string_equal(fr_msg_name(FR_MSG_EXIT), "exit");
 	assert_int_equal(FR_MSG_EXIT, 27);
 	assert_string_equal(fr_msg_name(FR_MSG_NCCL_ERROR), "nccl_error");
+	assert_string_equal(fr_msg_name(FR_MSG_TIMING), "timing");
 	assert_int_equal(FR_MSG_NCCL_ERROR, 28);
-	assert_null(fr_msg_name(29));
+	assert_int_equal(FR_MSG_TIMING, 29);
+	assert_null(fr_msg_name(30));
 	assert_null(fr_msg_name(0xffff));
 	assert_null(fr_msg_name(UINT_MAX));
 }
@@ -426,8 +443,9 @@ static void test_msg_versions(void **state)
 	assert_int_equal(fr_wire_msg_version(FR_MSG_CRASH), V6);
 	assert_int_equal(fr_wire_msg_version(FR_MSG_EXIT), V6);
 	assert_int_equal(fr_wire_msg_version(FR_MSG_NCCL_ERROR), V6);
-	assert_int_equal(fr_wire_msg_version(29), 0);
-	assert_int_equal(FR_WIRE_VERSION, V6);
+	assert_int_equal(fr_wire_msg_version(FR_MSG_TIMING), V7);
+	assert_int_equal(fr_wire_msg_version(30), 0);
+	assert_int_equal(FR_WIRE_VERSION, V7);
 	for (size_t i = 0; i < NCODECS; i++) {
 		assert_true(codecs[i].encode_sample(buf, sizeof(buf)) > 0);
 		assert_int_equal(buf[4] | buf[5] << 8, fr_wire_msg_version(codecs[i].type));
@@ -925,6 +943,37 @@ static void test_roundtrip_exit(void **state)
 	buf[FR_WIRE_HEADER_SIZE + 4] = 0;
 	assert_int_equal(fr_wire_exit_decode(buf + FR_WIRE_HEADER_SIZE, 27, &out), -EPROTO);
 	assert_int_equal(fr_wire_exit_decode(buf + FR_WIRE_HEADER_SIZE, 29, &out), -EPROTO);
+}
+
+/* TIMING round-trips; unknown flags and a count over the limit are refused. */
+static void test_roundtrip_timing(void **state)
+{
+	struct fr_msg_timing in, out;
+	uint8_t buf[256];
+	size_t len;
+
+	(void)state;
+	sample_timing(&in);
+	len = encode_checked(codec_for(FR_MSG_TIMING), buf, sizeof(buf));
+	assert_int_equal(fr_wire_timing_size(&in), FR_WIRE_HEADER_SIZE + len);
+	assert_int_equal(buf[4] | buf[5] << 8, V7);
+	assert_int_equal(fr_wire_timing_decode(buf + FR_WIRE_HEADER_SIZE, len, &out), 0);
+	assert_int_equal(out.n, 2);
+	assert_string_equal(out.samples[1].comm, "nccl-5f3a9c0e");
+	assert_true(out.samples[0].seq == 8 && out.samples[0].wait_ns == 5000000);
+	assert_true(out.samples[1].entered_ns == in.samples[1].entered_ns);
+	assert_int_equal(out.samples[1].flags, FR_WIRE_TIMING_GPU);
+	fr_wire_timing_free(&out);
+	/* The first sample's flags byte: after n, its comm (2 + 5), seq and type. */
+	buf[FR_WIRE_HEADER_SIZE + 4 + 7 + 8 + 1] = 0xf0;
+	memset(&out, 0xa5, sizeof(out));
+	assert_int_equal(fr_wire_timing_decode(buf + FR_WIRE_HEADER_SIZE, len, &out), -EPROTO);
+	assert_true(all_zero(&out, sizeof(out)));
+	in.samples[0].flags = 0x80;
+	assert_int_equal(fr_wire_timing_encode(&in, buf, sizeof(buf)), -EINVAL);
+	in.samples[0].flags = 0;
+	in.n = FR_WIRE_TIMING_MAX + 1;
+	assert_int_equal(fr_wire_timing_encode(&in, buf, sizeof(buf)), -EINVAL);
 }
 
 /* NCCL_ERROR round-trips, its message at its limit too; result 0 and an
@@ -2003,6 +2052,7 @@ int main(void)
 		cmocka_unit_test(test_roundtrip_crash),
 		cmocka_unit_test(test_roundtrip_exit),
 		cmocka_unit_test(test_roundtrip_nccl_error),
+		cmocka_unit_test(test_roundtrip_timing),
 		cmocka_unit_test(test_roundtrip_progress),
 		cmocka_unit_test(test_roundtrip_progress_empty),
 		cmocka_unit_test(test_roundtrip_heartbeat),
