@@ -204,7 +204,9 @@ void fr_corr_where_text(char *buf, size_t cap, const struct fr_verdict *v)
 		 fr_corr_members_text(m, sizeof(m), v->comm_ranks, v->comm_size));
 }
 
-static void summary_ok(const struct ctx *cx, struct fr_verdict *v)
+/* `waiting` ranks wait, `longest` ns at most, in a dump taken on request (verdict_of()). */
+static void summary_ok(const struct ctx *cx, struct fr_verdict *v, size_t waiting,
+		       uint64_t longest)
 {
 	struct line l = { v->summary, sizeof(v->summary), 0 };
 	uint32_t *none = malloc(cx->world * sizeof(*none) + 1);
@@ -215,7 +217,12 @@ static void summary_ok(const struct ctx *cx, struct fr_verdict *v)
 		for (uint32_t i = 0; i < cx->infl_n[r]; i++)
 			if (!op_blocks(cx->inflight[cx->infl_off[r] + i]))
 				posted++;
-	if (posted)
+	if (waiting)
+		fr_corr_line_add(&l, "no hang: running when dumped on request, %zu %s in an "
+				 "operation for %.3f s at most (%zu of %" PRIu32 " ranks with evidence",
+				 waiting, waiting == 1 ? "rank waits" : "ranks wait", ns_to_s(longest),
+				 v->nranks_with_evidence, cx->world);
+	else if (posted)
 		fr_corr_line_add(&l, "no hang: no rank waits in an operation, %zu non-blocking %s "
 				 "posted and not waited on (%zu of %" PRIu32 " ranks with evidence",
 				 posted, posted == 1 ? "one is" : "ones are",
@@ -298,11 +305,38 @@ static int find_alignment(const struct ctx *cx, uint32_t prefer, struct fr_align
 
 /* ---- the verdict ---- */
 
-/* The verdict, in the order of precedence correlate.h gives. */
+/*
+ * Whether the evidence was taken on request (POST .../dump: reason
+ * "manual") by every rank that has some, rather than for a timeout.
+ */
+static bool taken_on_request(const struct ctx *cx)
+{
+	bool any = false;
+
+	for (uint32_t r = 0; r < cx->world; r++) {
+		const struct fr_trace *t = cx->by_rank[r];
+
+		if (!t)
+			continue;
+		if (strcmp(t->reason, "manual") != 0)
+			return false;
+		any = true;
+	}
+	return any;
+}
+
+/*
+ * The verdict, in the order of precedence correlate.h gives. A dump taken
+ * on request catches a running job between two collectives: ranks that
+ * have waited less than FR_CORR_REQUEST_WAIT_MIN_NS for one still on its
+ * way are in progress, not hung, and the job is judged as running (ok,
+ * with its stragglers); a timeout's dump is a hang past --timeout.
+ */
 static int verdict_of(struct ctx *cx, struct fr_verdict *v)
 {
 	struct p2p_pair pair;
 	uint64_t longest = 0;
+	size_t in_progress;
 	uint32_t gi;
 	int rc;
 
@@ -327,12 +361,14 @@ static int verdict_of(struct ctx *cx, struct fr_verdict *v)
 			longest = cx->wait_ns[r];
 	}
 	v->waited_s = ns_to_s(longest);
-	if (v->nwaiting)
+	if (v->nwaiting && (longest >= FR_CORR_REQUEST_WAIT_MIN_NS || !taken_on_request(cx)))
 		return fr_corr_hang(cx, v);
+	in_progress = v->nwaiting;
 
 	/* Nothing hangs: what completed may still disagree. */
 	free(v->waiting);
 	v->waiting = NULL;
+	v->nwaiting = 0;
 	while ((gi = fr_corr_find_mismatch(cx, false)) != NONE) {
 		rc = fr_corr_verdict_mismatch(cx, gi, false, v);
 		if (rc != 1)
@@ -343,7 +379,7 @@ static int verdict_of(struct ctx *cx, struct fr_verdict *v)
 		return fr_corr_verdict_p2p_mismatch(cx, &pair, false, v);
 
 	v->kind = FR_VERDICT_OK;
-	summary_ok(cx, v);
+	summary_ok(cx, v, in_progress, longest);
 	rc = fr_corr_find_stragglers(cx, v);
 	if (rc == 0 && v->nstragglers) {
 		struct line l = { v->summary, sizeof(v->summary), strlen(v->summary) };

@@ -232,6 +232,10 @@ struct cand {
 	size_t nb;
 };
 
+/* In a dump taken on request, a wait shorter than this is a collective
+ * in progress, not a hang (verdict_of()). */
+#define FR_CORR_REQUEST_WAIT_MIN_NS (1000ull * 1000 * 1000)
+
 struct ctx {
 	uint32_t world;
 	const struct fr_trace **by_rank;

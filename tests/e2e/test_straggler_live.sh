@@ -26,23 +26,17 @@ lag=$(metric "straggler_lag_seconds{job=\"$JOB\"}")
 awk -v l="$lag" 'BEGIN {exit !(l > 0.005)}' || fail "straggler lag $lag s, want over 5 ms"
 metric_is incidents_total 0 || fail "an incident opened for a straggler"
 
-# A manual dump while it runs: fr-analyze names the same rank. Its
-# straggler report needs a snapshot with nothing in flight; most catch the
-# others already in an all_reduce that rank 2, asleep, has not entered, and
-# fr-analyze then names rank 2 as the one rank not entered, the others
-# having waited milliseconds. Either way rank 2 and no other is named.
+# A manual dump while it runs: fr-analyze names the same rank. Most
+# catch the others already in an all_reduce that rank 2, asleep, has not
+# entered: milliseconds of waiting in a dump taken on request are a job
+# running, not a hang, so the verdict is ok, with rank 2 the straggler.
 status=$(curl -s -o "$T/post.json" -w '%{http_code}' --max-time 10 -X POST \
 	-H "Authorization: Bearer $HTTP_TOKEN" "$HTTP/v1/jobs/$JOB/dump")
 [ "$status" = 202 ] || [ "$status" = 200 ] || fail "POST /v1/jobs/$JOB/dump: $status $(cat "$T/post.json")"
 wait_incident 30
 analyze "$INCIDENT"
-if [ "$RC" -eq 0 ]; then
-	expect '.verdict == "ok" and ([.stragglers[].rank] | unique) == [2]'
-else
-	[ "$RC" -eq 1 ] || fail "fr-analyze exit $RC: $(cat "$T/analyze.err")"
-	expect '.verdict == "hang" and [.culprits[] | [.rank, .reason]] == [[2, "not_entered"]]'
-	expect '(.waiting_ranks | index(2)) == null'
-fi
+[ "$RC" -eq 0 ] || fail "fr-analyze exit $RC on a running job's manual dump: $(jq -r .summary "$T/verdict.json" 2>/dev/null) $(cat "$T/analyze.err")"
+expect '.verdict == "ok" and ([.stragglers[].rank] | unique) == [2] and .culprits == []'
 
 wait_job_exit 60
 [ "$JOB_RC" -eq 0 ] || fail "the job with a straggler exited $JOB_RC"

@@ -46,6 +46,51 @@ static void test_ok_slow_but_progressing(void **state)
 	job_free(j);
 }
 
+/*
+ * Rank 3 has not entered all_reduce #11 the others entered `wait_ns` ago,
+ * in dumps of reason `reason`.
+ */
+static struct fr_verdict *request_job(struct job **jp, const char *reason, uint64_t wait_ns)
+{
+	struct job *j = world_job(4);
+
+	for (uint32_t r = 0; r < 4; r++) {
+		history(j, r, "world", 10);
+		snprintf(j->ev[r]->t.reason, sizeof(j->ev[r]->t.reason), "%s", reason);
+		if (r != 3)
+			add_op(j, r, "world", FR_OP_ALL_REDUCE, 11, FR_STATE_ENTERED, 0)->t_entered_ns =
+				NOW_NS - wait_ns;
+	}
+	*jp = j;
+	return correlate(j);
+}
+
+/* A dump taken on request catches a running job between two collectives:
+ * milliseconds of waiting are no hang; a second and more, or a timeout's
+ * dump, are. */
+static void test_request_dump_in_progress(void **state)
+{
+	struct job *j;
+	struct fr_verdict *v;
+
+	(void)state;
+	v = request_job(&j, "manual", 5 * 1000 * 1000);
+	assert_int_equal(v->kind, FR_VERDICT_OK);
+	assert_int_equal(v->nculprits, 0);
+	assert_contains(v->summary, "running when dumped on request, 3 ranks wait");
+	job_free(j);
+
+	v = request_job(&j, "manual", 2000ull * 1000 * 1000);
+	assert_int_equal(v->kind, FR_VERDICT_HANG);
+	assert_int_equal(v->culprits[0].rank, 3);
+	job_free(j);
+
+	v = request_job(&j, "timeout", 5 * 1000 * 1000);
+	assert_int_equal(v->kind, FR_VERDICT_HANG);
+	assert_int_equal(v->culprits[0].rank, 3);
+	job_free(j);
+}
+
 static void test_not_entered_world(void **state)
 {
 	struct job *j = world_job(6);
@@ -1026,6 +1071,7 @@ int main(void)
 		cmocka_unit_test(test_ok_all_completed),
 		cmocka_unit_test(test_ok_slow_but_progressing),
 		cmocka_unit_test(test_not_entered_world),
+		cmocka_unit_test(test_request_dump_in_progress),
 		cmocka_unit_test(test_sub_communicator),
 		cmocka_unit_test(test_unresponsive),
 		cmocka_unit_test(test_disconnected),
