@@ -149,6 +149,7 @@ static int report(struct fr_evidence *ev, bool json)
 	if (ev->have_manifest) {
 		v.klogs = ev->manifest.klogs;
 		v.nklogs = ev->manifest.nklogs;
+		fr_klog_name_oom(&v);
 	}
 	if (json) {
 		json_t *o = fr_verdict_to_json(&v);

@@ -77,6 +77,9 @@ struct fr_culprit {
 	struct fr_exit exit;
 	bool has_nccl_error;          /* nccl_error: what NCCL said */
 	struct fr_nccl_error nccl_error;
+	/* killed: the kernel log of its node shows the OOM killer killing
+	 * its pid (fr_klog_name_oom()). */
+	bool oom_killed;
 };
 
 /*

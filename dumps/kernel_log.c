@@ -229,6 +229,55 @@ static uint64_t culprit_ref(const struct fr_culprit *cu, const struct fr_trace *
 	return last;
 }
 
+/* Node `k`'s line of the OOM killer killing culprit `cu`, or NULL. */
+static const struct fr_klog_line *oom_line_of(const struct fr_klog *k, const struct fr_culprit *cu)
+{
+	for (size_t i = 0; i < k->nlines; i++) {
+		const struct fr_klog_line *l = &k->lines[i];
+
+		if (l->kind == FR_KLOG_OOM && l->pid &&
+		    (l->rank != FR_RANK_UNKNOWN ? l->rank == cu->rank :
+						  l->pid == cu->pid && strcmp(k->node, cu->host) == 0))
+			return l;
+	}
+	return NULL;
+}
+
+/* The killed culprits' words in a summary (correlate.c's death text). */
+static const char *const killed_words[] = {
+	"was killed or lost (its connection dropped without a goodbye)",
+	"were killed or lost (their connections dropped without a goodbye)",
+};
+
+void fr_klog_name_oom(struct fr_verdict *v)
+{
+	size_t named = 0;
+
+	for (size_t c = 0; c < v->nculprits; c++) {
+		struct fr_culprit *cu = &v->culprits[c];
+
+		for (size_t n = 0; n < v->nklogs && !cu->oom_killed; n++)
+			cu->oom_killed = cu->reason == FR_REASON_KILLED && oom_line_of(&v->klogs[n], cu);
+		named += cu->oom_killed;
+	}
+	if (!named || !v->nculprits || !v->culprits[0].oom_killed)
+		return;
+	/* The summary names the first culprit's death. */
+	for (size_t i = 0; i < sizeof(killed_words) / sizeof(killed_words[0]); i++) {
+		char *at = strstr(v->summary, killed_words[i]);
+		char rest[sizeof(v->summary)];
+
+		if (!at)
+			continue;
+		snprintf(rest, sizeof(rest), "%s", at + strlen(killed_words[i]));
+		snprintf(at, sizeof(v->summary) - (size_t)(at - v->summary), "%s%s",
+			 i == 0 ? "was killed by the OOM killer (the kernel log of its node says so)" :
+				  "were killed, the first by the OOM killer (the kernel log of its node says so)",
+			 rest);
+		break;
+	}
+}
+
 /* "2026-12-03 04:50:12 UTC"; "?" for an unknown time. */
 static void utc_text(char *buf, size_t cap, uint64_t ns)
 {

@@ -95,6 +95,15 @@ void fr_klog_print_culprit(FILE *out, const struct fr_verdict *v, const struct f
 void fr_klog_print_rest(FILE *out, const struct fr_verdict *v, size_t shown);
 
 /*
+ * A culprit `killed` (its connection dropped, its process gone) whom a
+ * node's kernel log shows the OOM killer killing (a line of kind "oom"
+ * naming its pid) was killed by the OOM killer: marks it (oom_killed) and
+ * says so in the summary instead of "killed or lost". Call it once the
+ * verdict holds the kernel logs.
+ */
+void fr_klog_name_oom(struct fr_verdict *v);
+
+/*
  * --json: the verdict's "kernel_log" (every node's, as the manifest has it,
  * each line with its node) and each culprit's (its lines, with "before_s",
  * how long before its reference time, negative after, null when unknown).

@@ -251,6 +251,8 @@ json_t *fr_verdict_to_json(const struct fr_verdict *v)
 								       json_null());
 		if (cu->has_exit)
 			rc |= jset(c, "inflight", json_integer(cu->exit.inflight));
+		if (cu->reason == FR_REASON_KILLED)
+			rc |= jset(c, "oom_killed", json_boolean(cu->oom_killed));
 		if (cu->has_nccl_error)
 			rc |= nccl_error_fields(c, &cu->nccl_error);
 	}

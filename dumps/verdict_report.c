@@ -298,7 +298,8 @@ static void print_culprit(FILE *out, const struct fr_verdict *v, const struct fr
 			v->op.type == FR_OP_SEND ? "receive" :
 			v->op.type == FR_OP_RECV ? "send" : "operation");
 	else
-		fprintf(out, ": %s\n", reason_text(cu->reason));
+		fprintf(out, ": %s\n", cu->oom_killed ? "killed by the OOM killer (its node's kernel log says so)" :
+							 reason_text(cu->reason));
 	if (cu->crash) {
 		char sname[16];
 

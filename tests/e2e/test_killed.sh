@@ -35,7 +35,7 @@ expect '[.ranks[] | select(.rank == 2)][0] | .state == "killed" and .exit.how ==
 analyze "$INCIDENT"
 [ "$RC" -eq 1 ] || fail "fr-analyze exit $RC, want 1: $(cat "$T/analyze.err")"
 expect '.verdict == "crash"'
-expect '[.culprits[].rank] == [2] and .culprits[0].reason == "killed"'
+expect '[.culprits[].rank] == [2] and .culprits[0].reason == "killed" and .culprits[0].oom_killed == false'
 expect '.summary | startswith("rank 2 ") and contains("was killed or lost (its connection dropped without a goodbye)")'
 "$BIN/fr-analyze" "$INCIDENT" >"$T/analyze.txt" 2>&1
 grep -q "killed or lost: its connection dropped without a goodbye" "$T/analyze.txt" ||

@@ -439,6 +439,63 @@ static void test_lines_under_their_culprit(void **state)
 	json_decref(o);
 }
 
+/* A rank killed (its connection dropped, its process gone) whose node's
+ * kernel log shows the OOM killer killing its pid was killed by the OOM
+ * killer; a line of another pid, or a culprit of another reason, is not
+ * taken for it. */
+static void test_oom_named(void **state)
+{
+	struct fr_klog_line lines[2] = {
+		{ 1000000000000ull, FR_KLOG_OOM, 4243, 6, "Out of memory: Killed process 4243 (python3)" },
+		{ 1000100000000ull, FR_KLOG_OOM, 4242, 5, "Out of memory: Killed process 4242 (python3)" },
+	};
+	struct fr_klog k;
+	struct fr_culprit cu[2];
+	struct fr_verdict v;
+
+	(void)state;
+	memset(&k, 0, sizeof(k));
+	snprintf(k.node, sizeof(k.node), "node17");
+	k.available = true;
+	k.nlines = 1;
+	k.lines = lines;
+	memset(cu, 0, sizeof(cu));
+	cu[0].rank = 5;
+	cu[0].pid = 4242;
+	cu[0].reason = FR_REASON_KILLED;
+	snprintf(cu[0].host, sizeof(cu[0].host), "node17");
+	cu[1] = cu[0];
+	cu[1].rank = 7;
+	cu[1].pid = 4244;
+	memset(&v, 0, sizeof(v));
+	v.kind = FR_VERDICT_CRASH;
+	v.nculprits = 2;
+	v.culprits = cu;
+	v.klogs = &k;
+	v.nklogs = 1;
+	snprintf(v.summary, sizeof(v.summary), "rank 5 (node17, pid 4242) was killed or lost (its "
+		 "connection dropped without a goodbye) during all_reduce #9 on world; ranks 0-4 wait for it");
+
+	/* Another rank's OOM kill only. */
+	fr_klog_name_oom(&v);
+	assert_false(cu[0].oom_killed);
+	assert_non_null(strstr(v.summary, "was killed or lost"));
+
+	k.nlines = 2;
+	fr_klog_name_oom(&v);
+	assert_true(cu[0].oom_killed);
+	assert_false(cu[1].oom_killed);
+	assert_string_equal(v.summary, "rank 5 (node17, pid 4242) was killed by the OOM killer (the "
+			    "kernel log of its node says so) during all_reduce #9 on world; ranks 0-4 "
+			    "wait for it");
+
+	/* Only a killed culprit is. */
+	cu[0].oom_killed = false;
+	cu[0].reason = FR_REASON_EXITED;
+	fr_klog_name_oom(&v);
+	assert_false(cu[0].oom_killed);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -451,6 +508,7 @@ int main(void)
 		cmocka_unit_test(test_lines_bounded),
 		cmocka_unit_test(test_manifest_reads_back),
 		cmocka_unit_test(test_lines_under_their_culprit),
+		cmocka_unit_test(test_oom_named),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
