@@ -3,6 +3,7 @@
  * side of an incident at scale alone (bench/central.sh).
  *
  *   fakenodes HOST:PORT JOB WORLD NODES SUMMARY_DIR [--full DIR] [--token FILE]
+ *             [--pace MS] [--stall NODE:N]
  *
  * Node i (named "fake<i>") connects to the central daemon at HOST:PORT,
  * says NODE_HELLO and holds ranks [i * WORLD / NODES, (i + 1) * WORLD /
@@ -16,6 +17,11 @@
  * what a real node daemon does (ask its agents, write their dumps, cut
  * the summaries) runs on each node in parallel at scale, and is measured
  * by bench/nodes.sh.
+ *
+ * --pace MS: each node sends a summary every MS milliseconds instead of
+ * all at once (a node slowed by its machine); --stall NODE:N: node NODE
+ * sends its first N summaries, then nothing more, and never says it is
+ * done (a node wedged mid-answer). tests/e2e/test_cluster_deadline.sh.
  *
  * Prints "ready" once every node has said who it is, then one line per
  * request and per node done ("request INCIDENT", "sent NODE SECONDS"
@@ -64,6 +70,7 @@ struct node {
 	uint32_t next;
 	struct fr_msg_node_dump_request req;
 	double asked;
+	double due;             /* --pace: when the next summary may go */
 };
 
 static struct {
@@ -72,7 +79,11 @@ static struct {
 	struct doc *summaries;  /* per rank */
 	struct doc *full;       /* per rank; data NULL: none */
 	struct fr_token token;
-} G;
+	double pace_s;          /* --pace, 0: none */
+	long stall_node;        /* --stall, -1: none */
+	uint32_t stall_after;
+	struct node *nodes;
+} G = { .stall_node = -1 };
 
 __attribute__((format(printf, 1, 2))) static void die(const char *fmt, ...)
 {
@@ -167,7 +178,14 @@ static void queue_doc(struct node *n, const char *incident, uint32_t rank, uint8
 static void pump(struct node *n)
 {
 	while (n->answering && n->out_len - n->out_off < QUEUE_LOW) {
+		if (G.stall_node == n - G.nodes && n->next - n->first >= G.stall_after)
+			return;
 		if (n->next < n->first + n->count) {
+			if (G.pace_s) {
+				if (now_s() < n->due)
+					return;
+				n->due += G.pace_s;
+			}
 			queue_doc(n, n->req.incident, n->next, 0, &G.summaries[n->next]);
 			n->next++;
 			continue;
@@ -257,6 +275,7 @@ static bool take(struct node *n)
 				n->answering = true;
 				n->next = n->first;
 				n->asked = now_s();
+				n->due = n->asked;
 				if (n->first == 0) {
 					printf("request %s\n", req.incident);
 					fflush(stdout);
@@ -321,14 +340,19 @@ int main(int argc, char **argv)
 
 		if (i + 1 < argc && strcmp(argv[i], "--full") == 0)
 			full_dir = argv[i + 1];
+		else if (i + 1 < argc && strcmp(argv[i], "--pace") == 0)
+			G.pace_s = strtod(argv[i + 1], NULL) / 1000;
+		else if (i + 1 < argc && strcmp(argv[i], "--stall") == 0 &&
+			 sscanf(argv[i + 1], "%ld:%" SCNu32, &G.stall_node, &G.stall_after) == 2)
+			;
 		else if (i + 1 < argc && strcmp(argv[i], "--token") == 0 &&
 			 !fr_wire_token_read(argv[i + 1], &G.token, &why, &loose))
 			continue;
 		else
-			die("%s", "usage: " PROG " HOST:PORT JOB WORLD NODES SUMMARY_DIR [--full DIR] [--token FILE]");
+			die("%s", "usage: " PROG " HOST:PORT JOB WORLD NODES SUMMARY_DIR [--full DIR] [--token FILE] [--pace MS] [--stall NODE:N]");
 	}
 	if (argc < 6)
-		die("%s", "usage: " PROG " HOST:PORT JOB WORLD NODES SUMMARY_DIR [--full DIR] [--token FILE]");
+		die("%s", "usage: " PROG " HOST:PORT JOB WORLD NODES SUMMARY_DIR [--full DIR] [--token FILE] [--pace MS] [--stall NODE:N]");
 	host = argv[1];
 	port = strrchr(host, ':');
 	if (!port)
@@ -341,7 +365,7 @@ int main(int argc, char **argv)
 		die("%s", "WORLD and NODES must be numbers, 0 < NODES <= WORLD");
 	G.summaries = calloc(G.world, sizeof(*G.summaries));
 	G.full = calloc(G.world, sizeof(*G.full));
-	ns = calloc(nodes, sizeof(*ns));
+	ns = G.nodes = calloc(nodes, sizeof(*ns));
 	pfd = calloc(nodes, sizeof(*pfd));
 	if (!G.summaries || !G.full || !ns || !pfd)
 		die("%s", "out of memory");
@@ -378,7 +402,7 @@ int main(int argc, char **argv)
 			printf("ready\n");
 			fflush(stdout);
 		}
-		if (poll(pfd, nodes, -1) < 0 && errno != EINTR)
+		if (poll(pfd, nodes, G.pace_s ? (int)(G.pace_s * 1000 / 4) + 1 : -1) < 0 && errno != EINTR)
 			die("poll: %s", strerror(errno));
 		for (uint32_t i = 0; i < nodes; i++) {
 			struct node *n = &ns[i];

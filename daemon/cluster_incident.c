@@ -69,6 +69,11 @@
  * open a thousand. The others open on a later pass, if still due. */
 #define CLUSTER_OPEN_MAX 16
 _Static_assert(CLUSTER_OPEN_MAX < CLUSTER_JOBS_MAX, "cl_job_get() always finds an idle record to reuse");
+/* At the summaries' deadline, nodes still sending (a piece within
+ * CL_FLOWING_NS) are waited for, up to CL_STRETCH_DEADLINES times
+ * --dump-deadline in all (cl_stretch()). */
+#define CL_FLOWING_NS (2ull * NS_PER_S)
+#define CL_STRETCH_DEADLINES 4
 
 enum cl_answer {
 	CL_NOT_HELD,        /* no node holds the rank */
@@ -102,6 +107,7 @@ struct cl_rank {
 struct cl_node {
 	char name[FR_HOST_MAX + 1];
 	bool done;              /* NODE_DUMP_DONE, or lost */
+	uint64_t piece_mono;    /* when the last piece of a summary came from it; 0: none */
 	/* Its ranks' summaries, one a line (cl_node_file()): opened at the
 	 * first, -1 before, or -errno when it could not be. */
 	int fd;
@@ -121,6 +127,10 @@ struct cl_incident {
 	struct incident_trigger trigger;
 	uint64_t detected_ns, opened_ns, closed_ns;
 	uint64_t deadline_mono;
+	/* The summaries' deadline as it may be stretched for nodes still
+	 * sending (cl_stretch()); the stretching was logged. */
+	uint64_t stretch_until_mono;
+	bool stretch_logged;
 	uint32_t world_size;
 	struct cl_rank *ranks;
 	size_t nnodes;
@@ -1134,6 +1144,8 @@ static int cl_open(struct flightrecd *d, const char *job, const struct incident_
 		cl_incident_free(inc);
 		return err;
 	}
+	/* Before its record, which says when it opened. */
+	inc->opened_ns = daemon_now_ns();
 	ctx.inc = inc;
 	nodes_job_each_node(job, cl_open_node, &ctx);
 	summary = verdict ? json_object_get(verdict, "summary") : NULL;
@@ -1143,8 +1155,9 @@ static int cl_open(struct flightrecd *d, const char *job, const struct incident_
 		return -ENOMEM;
 	}
 	inc->verdict = verdict ? json_incref(verdict) : NULL;
-	inc->opened_ns = daemon_now_ns();
 	inc->deadline_mono = daemon_mono_ns() + (uint64_t)(d->cfg.dump_deadline_s * NS_PER_S);
+	inc->stretch_until_mono = inc->deadline_mono +
+				  (uint64_t)(d->cfg.dump_deadline_s * NS_PER_S) * (CL_STRETCH_DEADLINES - 1);
 	cl_set_active(j, inc);
 	j->budget -= 1.0;
 	d->m.incidents++;
@@ -1246,6 +1259,8 @@ void cluster_incident_summary(struct flightrecd *d, const char *node,
 	if (full ? !cr->fetching || inc->phase != CL_FETCHING :
 		   cr->answer != CL_PENDING || inc->phase != CL_COLLECTING)
 		goto ignore;
+	if (!full)
+		inc->nodes[cr->node].piece_mono = daemon_mono_ns();
 	if (m->flags & FR_NODE_SUMMARY_FAILED) {
 		cl_refuse(inc, cr, full, m->reason);
 		return;
@@ -1407,6 +1422,34 @@ static void cl_give_up(struct cl_incident *inc)
 }
 
 /*
+ * At the summaries' deadline: whether to wait on, because a node not done
+ * has sent a piece within CL_FLOWING_NS (a node with many ranks, or one
+ * slowed by its machine, is still delivering: cutting it off would judge
+ * its ranks as silent) and the stretched deadline is not reached. Then
+ * the deadline moves a second on, to look again.
+ */
+static bool cl_stretch(struct cl_incident *inc, uint64_t now_mono)
+{
+	size_t flowing = 0;
+
+	if (inc->phase != CL_COLLECTING || now_mono >= inc->stretch_until_mono)
+		return false;
+	for (size_t i = 0; i < inc->nnodes; i++)
+		flowing += !inc->nodes[i].done && inc->nodes[i].piece_mono &&
+			   now_mono - inc->nodes[i].piece_mono < CL_FLOWING_NS;
+	if (!flowing)
+		return false;
+	if (!inc->stretch_logged)
+		daemon_log("incident %s of job %s: summary deadline passed with %zu node(s) still "
+			   "sending: waiting while they do, %.0f s more at most", inc->id,
+			   inc->job->id, flowing,
+			   (double)(inc->stretch_until_mono - now_mono) / NS_PER_S);
+	inc->stretch_logged = true;
+	inc->deadline_mono = now_mono + NS_PER_S;
+	return true;
+}
+
+/*
  * Gives up, at the deadline or when stopping (`stopping`), on what the
  * incidents waiting on their nodes are still owed, and answers the rank
  * fetches over HTTP past theirs (all of them when stopping).
@@ -1418,6 +1461,8 @@ static void cl_expire(uint64_t now_mono, bool stopping)
 
 		if (!inc || (!stopping && now_mono < inc->deadline_mono) ||
 		    (inc->phase != CL_COLLECTING && inc->phase != CL_FETCHING))
+			continue;
+		if (!stopping && cl_stretch(inc, now_mono))
 			continue;
 		if (stopping)
 			inc->incomplete = true;
