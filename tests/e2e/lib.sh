@@ -298,6 +298,22 @@ metric_is() { [ "$(metric "$1")" = "$2" ]; }
 metric_at_least() { [ "$(metric "$1")" -ge "$2" ] 2>/dev/null; }
 
 # ranks_connected [JOB] N: the daemon sees N connected ranks of JOB ($JOB).
+# start_running NP RANK: a daemon and NP ranks of the planted-fault
+# program with no fault (each step an all_reduce, 20 ms apart), once every
+# rank has completed 4 of them; RANK_PID is then rank RANK's pid.
+world_progressed() {
+	http_get "/v1/jobs/$JOB" 2>/dev/null |
+		jq -e '[.ranks[] | .comms.world.last_completed // 0] | min > 3' >/dev/null 2>&1
+}
+start_running() {
+	start_daemon --timeout 30 --heartbeat-timeout 30
+	start_job "$1" --scenario none --step-ms 20
+	wait_for 20 ranks_connected "$1" || fail "ranks did not connect: $(http_get "/v1/jobs/$JOB")"
+	wait_for 20 world_progressed || fail "the job made no progress: $(http_get "/v1/jobs/$JOB")"
+	RANK_PID=$(http_get "/v1/jobs/$JOB" | jq -r --argjson r "$2" '.ranks[] | select(.rank == $r) | .pid')
+	[ -n "$RANK_PID" ] && [ "$RANK_PID" -gt 1 ] || fail "no pid for rank $2"
+}
+
 ranks_connected() {
 	local job=$JOB
 	[ $# -ge 2 ] && { job=$1; shift; }

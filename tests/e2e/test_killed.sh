@@ -7,16 +7,8 @@
 # killed, "killed or lost".
 . "$(dirname "$0")/lib.sh"
 
-start_daemon --timeout 30 --heartbeat-timeout 30
-start_job 4 --scenario none --step-ms 20
-wait_for 20 ranks_connected 4 || fail "ranks did not connect: $(http_get "/v1/jobs/$JOB")"
-progressed() {
-	http_get "/v1/jobs/$JOB" 2>/dev/null |
-		jq -e '[.ranks[] | .comms.world.last_completed // 0] | min > 3' >/dev/null 2>&1
-}
-wait_for 20 progressed || fail "the job made no progress: $(http_get "/v1/jobs/$JOB")"
-pid=$(http_get "/v1/jobs/$JOB" | jq -r '.ranks[] | select(.rank == 2) | .pid')
-[ -n "$pid" ] && [ "$pid" -gt 1 ] || fail "no pid for rank 2"
+start_running 4 2
+pid=$RANK_PID
 kill -KILL "$pid"
 wait_job_exit 60
 [ "$JOB_RC" -ne 0 ] || fail "the job exited 0 although a rank was killed"

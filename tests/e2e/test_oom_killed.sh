@@ -10,16 +10,8 @@
 { printf '' >/dev/kmsg && dd if=/dev/kmsg iflag=nonblock bs=8192 count=1 of=/dev/null; } \
 	2>/dev/null || skip "/dev/kmsg is not readable and writable here (needs root)"
 
-start_daemon --timeout 30 --heartbeat-timeout 30
-start_job 4 --scenario none --step-ms 20
-wait_for 20 ranks_connected 4 || fail "ranks did not connect: $(http_get "/v1/jobs/$JOB")"
-progressed() {
-	http_get "/v1/jobs/$JOB" 2>/dev/null |
-		jq -e '[.ranks[] | .comms.world.last_completed // 0] | min > 3' >/dev/null 2>&1
-}
-wait_for 20 progressed || fail "the job made no progress: $(http_get "/v1/jobs/$JOB")"
-pid=$(http_get "/v1/jobs/$JOB" | jq -r '.ranks[] | select(.rank == 2) | .pid')
-[ -n "$pid" ] && [ "$pid" -gt 1 ] || fail "no pid for rank 2"
+start_running 4 2
+pid=$RANK_PID
 echo "Out of memory: Killed process $pid (mpi_hang) total-vm:123456kB, anon-rss:65432kB, file-rss:0kB, shmem-rss:0kB, UID:0 pgtables:200kB oom_score_adj:0 ($JOB)" >/dev/kmsg
 kill -KILL "$pid"
 wait_job_exit 60
