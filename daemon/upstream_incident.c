@@ -51,8 +51,8 @@ struct ui_incident {
 
 /*
  * What waits to be sent: a NODE_SUMMARY's bytes (or failure), a
- * NODE_KERNEL_LOG's, a NODE_DUMP_DONE, or (type 0) a frame encoded already (upstream_look.c's
- * NODE_LOOK_STACKS), which goes as it is.
+ * NODE_KERNEL_LOG's, a NODE_DUMP_DONE, or (type 0) a frame encoded
+ * already (upstream_look.c's NODE_LOOK_STACKS), which goes as it is.
  */
 struct ui_out {
 	struct ui_out *next;
@@ -274,7 +274,8 @@ static bool out_next_frame(struct ui_out *o, size_t max_payload)
 		memcpy(m.job, o->job, sizeof(m.job));
 		size = fr_wire_node_kernel_log_size(&m);
 		/* A central daemon of version 6 or older would close the
-		 * connection on it; its manifest says this node sent none. */
+		 * connection on it, and one of a --max-frame-size below it
+		 * too: its manifest says this node sent none. */
 		if (upstream_central_version() < 7 || size - FR_WIRE_HEADER_SIZE > max_payload)
 			return true;
 		frame = upstream_frame(size);
