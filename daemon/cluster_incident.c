@@ -43,6 +43,7 @@
 #include "../dumps/correlate.h"
 #include "../dumps/dump.h"
 #include "../dumps/evidence.h"
+#include "../dumps/kernel_log.h"
 #include "../protocol/node_wire.h"
 
 #include <assert.h>
@@ -112,6 +113,10 @@ struct cl_node {
 	 * first, -1 before, or -errno when it could not be. */
 	int fd;
 	char file[FR_HOST_MAX + 32];
+	/* Its kernel log (NODE_KERNEL_LOG) as read and written again, compact
+	 * JSON of at most about FR_NODE_KERNEL_LOG_MAX bytes, owned; NULL
+	 * while none came. */
+	char *klog;
 };
 
 enum cl_phase { CL_COLLECTING, CL_JUDGING, CL_FETCHING, CL_FINISHING };
@@ -351,9 +356,11 @@ static void cl_incident_free(struct cl_incident *inc)
 	}
 	free(inc->ranks);
 	budget_release_job(NULL, BUDGET_UPLOADS, inc->charged);
-	for (size_t i = 0; i < inc->nnodes; i++)
+	for (size_t i = 0; i < inc->nnodes; i++) {
 		if (inc->nodes[i].fd >= 0)
 			close(inc->nodes[i].fd);
+		free(inc->nodes[i].klog);
+	}
 	free(inc->nodes);
 	json_decref(inc->verdict);
 	free(inc);
@@ -896,6 +903,40 @@ static enum fr_rank_status cl_status(enum cl_answer a)
 	}
 }
 
+/*
+ * The manifest's "kernel_log": each node's as it sent it, or why there is
+ * none, so that fr-analyze says which nodes' logs it lacks. Without
+ * memory for it, the manifest goes without.
+ */
+static void cl_manifest_klogs(const struct cl_incident *inc, json_t *doc)
+{
+	json_t *arr = json_array();
+	int bad = !arr;
+
+	for (size_t i = 0; i < inc->nnodes && !bad; i++) {
+		const struct cl_node *n = &inc->nodes[i];
+		struct fr_klog none = { .available = false };
+		json_t *o = n->klog ? json_loads(n->klog, 0, NULL) : NULL;
+
+		if (!n->klog) {
+			snprintf(none.node, sizeof(none.node), "%s", n->name);
+			snprintf(none.error, sizeof(none.error),
+				 n->done ? "node %s sent no kernel log (a node daemon of protocol 6 or "
+					   "older, or its incident did not open)" :
+					   "node %s sent no kernel log (it did not finish its incident)",
+				 n->name);
+			o = fr_klog_to_json(&none);
+		}
+		bad |= !o || json_array_append_new(arr, o);
+	}
+	if (bad || json_object_set_new(doc, "kernel_log", arr) ||
+	    json_object_set_new(doc, "version", json_string(FR_MANIFEST_VERSION_KLOG))) {
+		if (bad)
+			json_decref(arr);
+		json_object_del(doc, "kernel_log");
+	}
+}
+
 static json_t *cl_manifest_doc(struct cl_incident *inc)
 {
 	struct fr_trace *views = calloc(inc->world_size ? inc->world_size : 1, sizeof(*views));
@@ -946,6 +987,7 @@ static json_t *cl_manifest_doc(struct cl_incident *inc)
 	json_object_set_new(doc, "trigger", incident_trigger_json(&inc->trigger));
 	json_object_set_new(doc, "detected_ns", json_integer((json_int_t)inc->detected_ns));
 	json_object_set_new(doc, "incomplete", json_boolean(inc->incomplete));
+	cl_manifest_klogs(inc, doc);
 out:
 	free(views);
 	free(ptrs);
@@ -1302,6 +1344,41 @@ void cluster_incident_node_done(struct flightrecd *d, const char *node,
 	daemon_log("incident %s of job %s: node %s is done (%" PRIu32 " summaries, %" PRIu32
 		   " ranks without one)", inc->id, j->id, node, m->answered, m->failed);
 	cl_check_collected(inc);
+}
+
+void cluster_incident_node_klog(struct flightrecd *d, const char *node,
+				const struct fr_msg_node_kernel_log *m)
+{
+	struct cl_job *j = cl_job_find(m->job);
+	struct cl_incident *inc = j ? j->active : NULL;
+	struct fr_klog k;
+	char err[256];
+	json_t *o;
+	int i, rc;
+
+	(void)d;
+	if (!inc || strcmp(inc->id, m->incident) != 0 || (i = cl_node_index(inc, node)) < 0 ||
+	    inc->phase == CL_FINISHING)
+		return;
+	memset(&k, 0, sizeof(k));
+	rc = fr_klog_parse((const char *)m->data, m->len, &k, err, sizeof(err));
+	if (rc == -EPROTO) {
+		/* Said in the manifest in its place, where a reader looks. */
+		ratelog("kernel log", node, "incident %s of job %s: node %s sent a kernel log that "
+			"cannot be read: %s", inc->id, j->id, node, err);
+		free(k.lines);
+		memset(&k, 0, sizeof(k));
+		snprintf(k.node, sizeof(k.node), "%s", node);
+		snprintf(k.error, sizeof(k.error), "node %.64s sent a kernel log that cannot be read: %.140s",
+			 node, err);
+	}
+	/* Written again from what was read: only what this daemon understood
+	 * goes into its manifest. */
+	o = rc && rc != -EPROTO ? NULL : fr_klog_to_json(&k);
+	free(k.lines);
+	free(inc->nodes[i].klog);
+	inc->nodes[i].klog = o ? json_dumps(o, JSON_COMPACT) : NULL;
+	json_decref(o);
 }
 
 static void cl_fetch_answer(struct cl_fetch *f, unsigned status, const char *why);

@@ -35,6 +35,7 @@ bool cluster_incident_collecting(const char *job);
 
 struct fr_msg_node_summary;
 struct fr_msg_node_dump_done;
+struct fr_msg_node_kernel_log;
 struct conn;
 struct handover;
 
@@ -44,6 +45,10 @@ void cluster_incident_summary(struct flightrecd *d, const char *node,
 			      const struct fr_msg_node_summary *m);
 void cluster_incident_node_done(struct flightrecd *d, const char *node,
 				const struct fr_msg_node_dump_done *m);
+/* The node's kernel log of the incident, checked and kept (bounded by
+ * FR_NODE_KERNEL_LOG_MAX) for the manifest's "kernel_log". */
+void cluster_incident_node_klog(struct flightrecd *d, const char *node,
+				const struct fr_msg_node_kernel_log *m);
 /* Node `node`'s connection went: its ranks are lost to the incidents. */
 void cluster_incident_node_lost(struct flightrecd *d, const char *node);
 /* The same, with `why` as each rank's error. */

@@ -93,6 +93,10 @@ struct incident {
 	json_t *verdict;                /* live verdict when it opened */
 	struct incident_hooks hooks;
 	struct live_view snapshot;      /* every rank, taken when it closed */
+	/* The manifest's kernel log query, owned by its manifest_write:
+	 * borrowed from incident_finish() until incident_done() returns, for
+	 * the text hooks.closed is given. */
+	struct kmsg_query *kq;
 };
 
 /* A complete dump on its way to disk; owns its bytes. */
@@ -820,10 +824,11 @@ static void write_manifest(struct flightrecd *d, const char *dir, json_t *doc,
 
 	if (!w) {
 		json_decref(doc);
-		kmsg_query_free(kq);
 		daemon_log("cannot write %s/manifest.json: out of memory", dir);
 		d->m.incident_write_errors++;
 		done(arg, -ENOMEM);
+		/* After done(), which may read it as manifest_apply() lets it. */
+		kmsg_query_free(kq);
 		return;
 	}
 	w->req.data = w;
@@ -877,7 +882,8 @@ static void incident_done(void *arg, int err)
 		if (!inc->ranks[i].written && registry_rank(inc->job, i))
 			incident_tell_failed(inc, i);
 	if (inc->hooks.closed)
-		inc->hooks.closed(inc->hooks.arg);
+		inc->hooks.closed(inc->hooks.arg, inc->kq ? inc->kq->text : NULL,
+				  inc->kq ? inc->kq->text_len : 0);
 	incident_free(inc);
 }
 
@@ -885,8 +891,11 @@ static void incident_done(void *arg, int err)
  * node's kernel log of the incident (read there: kmsg.h). */
 static void incident_finish(struct incident *inc)
 {
-	write_manifest(inc->d, inc->dir, incident_manifest(inc), NULL,
-		       kmsg_query_of_view(&inc->snapshot, inc->detected_ns), incident_done, inc);
+	inc->kq = kmsg_query_of_view(&inc->snapshot, inc->detected_ns);
+	if (inc->kq)
+		inc->kq->keep_text = inc->hooks.closed != NULL;
+	write_manifest(inc->d, inc->dir, incident_manifest(inc), NULL, inc->kq, incident_done,
+		       inc);
 }
 
 bool incident_dump_check(const uint8_t *data, size_t len, const char *job, uint32_t rank,

@@ -50,8 +50,11 @@ struct incident_hooks {
 			size_t digest_len, int digest_err);
 	/* Rank `rank`, which the daemon holds (or held), gave no dump on disk: `why`. */
 	void (*failed)(void *arg, uint32_t rank, const char *why);
-	/* The manifest is written (or could not be): nothing more is said. */
-	void (*closed)(void *arg);
+	/* The manifest is written (or could not be): nothing more is said.
+	 * `klog` is the node's "kernel_log" object in it, as compact JSON of
+	 * `klog_len` bytes (kmsg.h's text), borrowed for the call; NULL when
+	 * there is none (out of memory). */
+	void (*closed)(void *arg, const char *klog, size_t klog_len);
 	void *arg;
 };
 

@@ -4,6 +4,7 @@
 #include "registry.h"
 
 #include "../dumps/dump.h"
+#include "../protocol/node_wire.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -302,12 +303,44 @@ struct kmsg_query *kmsg_query_of_view(const struct live_view *lv, uint64_t detec
 
 void kmsg_query_free(struct kmsg_query *q)
 {
-	if (q)
+	if (q) {
 		free(q->pids);
+		free(q->text);
+	}
 	free(q);
 }
 
-int kmsg_add_to_manifest(json_t *doc, const struct kmsg_query *q)
+char *kmsg_text(struct fr_klog *k, size_t max, size_t *len)
+{
+	size_t nlines = k->nlines;
+	uint64_t dropped = k->dropped;
+	char *text = NULL;
+
+	/* A few lines are usual and fit at once; 256 of the longest need
+	 * their latest third or so left out, found in a few tries. */
+	for (;;) {
+		json_t *o = fr_klog_to_json(k);
+
+		text = o ? json_dumps(o, JSON_COMPACT) : NULL;
+		json_decref(o);
+		if (!text || strlen(text) <= max || !k->nlines)
+			break;
+		free(text);
+		text = NULL;
+		k->dropped += k->nlines - k->nlines * 7 / 8;
+		k->nlines = k->nlines * 7 / 8;
+	}
+	k->nlines = nlines;
+	k->dropped = dropped;
+	if (text && strlen(text) > max) {
+		free(text);
+		text = NULL;
+	}
+	*len = text ? strlen(text) : 0;
+	return text;
+}
+
+int kmsg_add_to_manifest(json_t *doc, struct kmsg_query *q)
 {
 	struct fr_klog k;
 	json_t *arr = json_array();
@@ -317,6 +350,8 @@ int kmsg_add_to_manifest(json_t *doc, const struct kmsg_query *q)
 	rc = arr ? kmsg_collect(q, &k) : -ENOMEM;
 	if (!rc && json_array_append_new(arr, fr_klog_to_json(&k)))
 		rc = -ENOMEM;
+	if (!rc && q->keep_text)
+		q->text = kmsg_text(&k, FR_NODE_KERNEL_LOG_MAX, &q->text_len);
 	free(k.lines);
 	if (rc) {
 		json_decref(arr);

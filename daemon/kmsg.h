@@ -63,6 +63,16 @@ struct kmsg_query {
 	uint64_t from_ns;           /* CLOCK_REALTIME */
 	size_t npids;
 	struct kmsg_pid *pids;      /* owned, sorted by pid */
+	/*
+	 * A node daemon's incident for its central daemon sets `keep_text`:
+	 * kmsg_add_to_manifest() then leaves the node's object in `text`
+	 * (owned, compact JSON of `text_len` bytes, at most
+	 * FR_NODE_KERNEL_LOG_MAX: the latest lines are left out, counted in
+	 * `dropped`, to fit), for NODE_KERNEL_LOG; NULL when out of memory.
+	 */
+	bool keep_text;
+	char *text;
+	size_t text_len;
 };
 
 /* Parses one record as read() returns it ("6,5222,36793573314,-;text\n",
@@ -97,7 +107,15 @@ struct kmsg_query *kmsg_query_of_view(const struct live_view *lv, uint64_t detec
 void kmsg_query_free(struct kmsg_query *q);
 
 /* Collects `q` and adds it to manifest `doc` as "kernel_log" (version
- * 2.1). Runs on the thread pool. Returns 0 or -ENOMEM. */
-int kmsg_add_to_manifest(json_t *doc, const struct kmsg_query *q);
+ * 2.1), and to q->text when q->keep_text. Runs on the thread pool.
+ * Returns 0 or -ENOMEM. */
+int kmsg_add_to_manifest(json_t *doc, struct kmsg_query *q);
+
+/*
+ * `k` as compact JSON of at most `max` bytes (*len of them), its latest
+ * lines left out and counted in `dropped` when it would be longer; `k`
+ * is as it was on return. NULL when out of memory. Owned by the caller.
+ */
+char *kmsg_text(struct fr_klog *k, size_t max, size_t *len);
 
 #endif

@@ -589,7 +589,8 @@ static int conn_send_proof(struct conn *c, const struct fr_msg_daemon_proof *m)
 	return conn_write_frame(c, w, fr_wire_daemon_proof_encode(m, w->frame, size));
 }
 
-/* Answers an agent's VERSION: this daemon reads COMM_RUNS (protocol 5). */
+/* Answers an agent's VERSION: this daemon reads COMM_RUNS (protocol 5); and
+ * tells a node daemon of protocol 7 that it takes NODE_KERNEL_LOG. */
 static int conn_send_welcome(struct conn *c)
 {
 	struct fr_msg_welcome m = { .version = FR_WIRE_VERSION };
@@ -700,6 +701,12 @@ static int conn_node_hello(struct conn *c, const struct fr_wire_header *h, const
 	}
 	c->said_hello = true;
 	conn_hello_settled(c);
+	/* A node of protocol 7 or later hears this daemon's version, before
+	 * any request (cluster_incident_node_back()'s below): it sends
+	 * NODE_KERNEL_LOG only to a central daemon that said 7. An older
+	 * node would refuse the frame. */
+	if (m.protocol >= 7 && (err = conn_send_welcome(c)))
+		goto out_free;
 	if (old) {
 		/* The node came back before its old connection was seen to go.
 		 * What it still owed an open incident went with that connection
@@ -790,6 +797,14 @@ static int conn_node_frame(struct conn *c, const struct fr_wire_header *h, const
 			cluster_incident_node_done(c->d, c->node->name, &m);
 		return err;
 	}
+	case FR_MSG_NODE_KERNEL_LOG: {
+		struct fr_msg_node_kernel_log m;
+
+		err = fr_wire_node_kernel_log_decode(p, h->length, &m);
+		if (!err)
+			cluster_incident_node_klog(c->d, c->node->name, &m);
+		return err;
+	}
 	default: {
 		struct fr_msg_node_progress m = { 0 };
 
@@ -821,7 +836,8 @@ static void conn_dispatch(struct conn *c, const struct fr_wire_header *h, const 
 	/* A node's connection sends only node frames; an agent's never does. */
 	if (c->node && h->type != FR_MSG_NODE_RANKS && h->type != FR_MSG_NODE_COMMS &&
 	    h->type != FR_MSG_NODE_PROGRESS && h->type != FR_MSG_NODE_SUMMARY &&
-	    h->type != FR_MSG_NODE_DUMP_DONE && h->type != FR_MSG_NODE_LOOK_STACKS) {
+	    h->type != FR_MSG_NODE_DUMP_DONE && h->type != FR_MSG_NODE_LOOK_STACKS &&
+	    h->type != FR_MSG_NODE_KERNEL_LOG) {
 		conn_reject(c, h->type, "not a message a node daemon sends after node_hello");
 		return;
 	}
@@ -845,6 +861,7 @@ static void conn_dispatch(struct conn *c, const struct fr_wire_header *h, const 
 	case FR_MSG_NODE_SUMMARY:
 	case FR_MSG_NODE_DUMP_DONE:
 	case FR_MSG_NODE_LOOK_STACKS:
+	case FR_MSG_NODE_KERNEL_LOG:
 		if (!c->node) {
 			why = "not a message an agent sends";
 			err = -EBADMSG;

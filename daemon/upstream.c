@@ -83,6 +83,10 @@ static struct {
 	/* The NODE_PROGRESS records of a pace (up_send_progress()). */
 	struct fr_node_comm_progress *progress;
 	size_t nprogress;
+	/* The newest version the central daemon said it speaks (WELCOME,
+	 * protocol 7); 0 until it says, as one of version 6 or older never
+	 * does. Per connection. */
+	unsigned central_version;
 } up;
 
 static void up_schedule(void);
@@ -209,6 +213,11 @@ const char *upstream_node_name(void)
 bool upstream_ready(void)
 {
 	return up.d && up.state == UP_READY && up.tcp_open;
+}
+
+unsigned upstream_central_version(void)
+{
+	return upstream_ready() ? up.central_version : 0;
 }
 
 size_t upstream_queued(void)
@@ -658,6 +667,16 @@ static bool up_frame(const struct fr_wire_header *h, const uint8_t *p)
 			return false;
 		}
 		return true;
+	case FR_MSG_WELCOME: {
+		struct fr_msg_welcome m;
+
+		if (up.state != UP_READY || fr_wire_welcome_decode(p, h->length, &m)) {
+			up_fail("a welcome it cannot read");
+			return false;
+		}
+		up.central_version = m.version;
+		return true;
+	}
 	case FR_MSG_ERROR: {
 		struct fr_msg_error m;
 		char why[FR_REASON_MAX + 32];
@@ -806,6 +825,7 @@ static void on_retry(uv_timer_t *t)
 	}
 	up.tcp_open = true;
 	up.state = UP_CONNECTING;
+	up.central_version = 0;
 	/* One deadline for the connect and the handshake; up_ready() and
 	 * up_fail() stop it. */
 	uv_timer_start(&up.timer, on_handshake_timeout, UPSTREAM_HANDSHAKE_MS, 0);

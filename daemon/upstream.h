@@ -47,6 +47,10 @@ void upstream_close(struct flightrecd *d);
 const char *upstream_node_name(void);
 /* Whether the connection is up and past its handshake. */
 bool upstream_ready(void);
+/* The newest protocol version the connected central daemon said it
+ * speaks: 7 or more when it takes NODE_KERNEL_LOG; 0 when it said none
+ * (version 6 or older) or none is connected. */
+unsigned upstream_central_version(void);
 /* Bytes queued on the connection and not written yet. */
 size_t upstream_queued(void);
 /*

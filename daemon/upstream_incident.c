@@ -38,6 +38,10 @@ struct ui_incident {
 	bool done_sent;
 	bool cut;
 	uint8_t *failed_ranks;          /* a bit per rank that failed, to say so again */
+	/* The node's kernel log object of its incident (hook_closed()), owned,
+	 * sent before NODE_DUMP_DONE, again when asked again; NULL: none. */
+	char *klog;
+	size_t klog_len;
 	uint32_t nfailed_bits;
 	unsigned works;                 /* summaries being made */
 	uint32_t answered, failed;
@@ -47,8 +51,8 @@ struct ui_incident {
 
 /*
  * What waits to be sent: a NODE_SUMMARY's bytes (or failure), a
- * NODE_DUMP_DONE, or (type 0) a frame encoded already (upstream_look.c's
- * NODE_LOOK_STACKS), which goes as it is.
+ * NODE_KERNEL_LOG's, a NODE_DUMP_DONE, or (type 0) a frame encoded
+ * already (upstream_look.c's NODE_LOOK_STACKS), which goes as it is.
  */
 struct ui_out {
 	struct ui_out *next;
@@ -214,6 +218,23 @@ void upstream_send_frame(uint8_t *frame, size_t len)
 	out_push(o);
 }
 
+/* Queues the node's kernel log of `inc` (a copy), when it has one. */
+static void send_klog(const struct ui_incident *inc)
+{
+	struct ui_out *o = inc->klog ? out_new(FR_MSG_NODE_KERNEL_LOG, inc->id, inc->job) : NULL;
+
+	if (!o)
+		return;
+	o->data = malloc(inc->klog_len);
+	if (!o->data) {
+		free(o);
+		return;
+	}
+	memcpy(o->data, inc->klog, inc->klog_len);
+	o->len = inc->klog_len;
+	out_push(o);
+}
+
 static void send_done(const char *incident, const char *job, uint32_t answered, uint32_t failed)
 {
 	struct ui_out *o = out_new(FR_MSG_NODE_DUMP_DONE, incident, job);
@@ -246,6 +267,20 @@ static bool out_next_frame(struct ui_out *o, size_t max_payload)
 		size = fr_wire_node_dump_done_size(&m);
 		frame = upstream_frame(size);
 		n = frame ? fr_wire_node_dump_done_encode(&m, frame, size) : -ENOMEM;
+	} else if (o->type == FR_MSG_NODE_KERNEL_LOG) {
+		struct fr_msg_node_kernel_log m = { .len = (uint32_t)o->len, .data = o->data };
+
+		memcpy(m.incident, o->incident, sizeof(m.incident));
+		memcpy(m.job, o->job, sizeof(m.job));
+		size = fr_wire_node_kernel_log_size(&m);
+		/* A central daemon of version 6 or older would close the
+		 * connection on it, and one of a --max-frame-size below it
+		 * too: its manifest says this node sent none. */
+		if (upstream_central_version() < 7 || size - FR_WIRE_HEADER_SIZE > max_payload)
+			return true;
+		frame = upstream_frame(size);
+		n = frame ? fr_wire_node_kernel_log_encode(&m, frame, size) : -ENOMEM;
+		o->sent = o->len;
 	} else {
 		struct fr_msg_node_summary m = { .rank = o->rank, .flags = o->flags };
 		size_t chunk = FR_WIRE_DUMP_CHUNK;
@@ -296,6 +331,7 @@ void upstream_incident_free(void)
 	upstream_incident_disconnected();
 	for (size_t i = 0; i < UPSTREAM_INCIDENTS_KEPT; i++) {
 		free(ui.inc[i].failed_ranks);
+		free(ui.inc[i].klog);
 		memset(&ui.inc[i], 0, sizeof(ui.inc[i]));
 	}
 }
@@ -430,6 +466,7 @@ static void incident_maybe_done(struct ui_incident *inc)
 	if (!inc->closed || inc->works || inc->done_sent)
 		return;
 	inc->done_sent = true;
+	send_klog(inc);
 	send_done(inc->id, inc->job, inc->answered, inc->failed);
 	daemon_log("incident %s of job %s (central daemon's): %" PRIu32 " ranks sent upstream, %" PRIu32
 		   " without a dump", inc->id, inc->job, inc->answered, inc->failed);
@@ -556,11 +593,16 @@ static void hook_failed(void *arg, uint32_t rank, const char *why)
 		send_rank(inc->id, inc->job, rank, false, NULL, 0, why);
 }
 
-static void hook_closed(void *arg)
+static void hook_closed(void *arg, const char *klog, size_t klog_len)
 {
 	struct ui_incident *inc = arg;
 
 	inc->closed = true;
+	free(inc->klog);
+	inc->klog = klog_len ? malloc(klog_len) : NULL;
+	inc->klog_len = inc->klog ? klog_len : 0;
+	if (inc->klog)
+		memcpy(inc->klog, klog, klog_len);
 	incident_maybe_done(inc);
 }
 
@@ -718,6 +760,7 @@ static void dump_request(struct flightrecd *d, const struct fr_msg_node_dump_req
 		return;
 	}
 	free(inc->failed_ranks);
+	free(inc->klog);
 	memset(inc, 0, sizeof(*inc));
 	inc->used = true;
 	inc->made = ++ui.made;

@@ -171,6 +171,27 @@ static int read_node(const struct rd *rd, const struct fr_val *e, const char *at
 	return 0;
 }
 
+int fr_klog_parse(const char *buf, size_t len, struct fr_klog *k, char *err, size_t errlen)
+{
+	struct rd rd = { .name = "node_kernel_log", .err = err, .errlen = errlen };
+	struct fr_doc *d = fr_doc_new();
+	struct fr_val *root = NULL;
+	char why[256];
+	int rc;
+
+	if (!d)
+		return fr_rd_nomem(&rd);
+	rc = fr_json_parse(d, buf, len, &root, why, sizeof(why));
+	if (rc == -EPROTO)
+		rc = fr_rd_fail(&rd, rc, "%s", why);
+	else if (rc)
+		rc = fr_rd_nomem(&rd);
+	else
+		rc = read_node(&rd, root, "kernel_log", k);
+	fr_doc_free(d);
+	return rc;
+}
+
 int fr_rd_klogs(const struct rd *rd, const struct fr_val *root, struct fr_klog **out, size_t *n)
 {
 	char at[AT_MAX];

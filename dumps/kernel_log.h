@@ -75,6 +75,14 @@ void fr_klogs_free(struct fr_klog *k, size_t n);
 /* A node's object of the manifest's "kernel_log" array; a new reference,
  * NULL when out of memory. */
 json_t *fr_klog_to_json(const struct fr_klog *k);
+/*
+ * The same object as JSON text (`len` bytes, as a node daemon sends it in
+ * NODE_KERNEL_LOG) into `k` (zeroed by the caller; free k->lines after,
+ * also after an error), read as a manifest's is. Returns 0, -ENOMEM, or
+ * -EPROTO with `err` saying why ("node_kernel_log: kernel_log.node:
+ * missing (expected a string)").
+ */
+int fr_klog_parse(const char *buf, size_t len, struct fr_klog *k, char *err, size_t errlen);
 
 struct fr_verdict;
 struct fr_culprit;

@@ -785,6 +785,49 @@ int fr_wire_node_dump_done_decode(const uint8_t *payload, size_t len,
 	return 0;
 }
 
+/* NODE_KERNEL_LOG */
+
+size_t fr_wire_node_kernel_log_size(const struct fr_msg_node_kernel_log *m)
+{
+	return FR_WIRE_HEADER_SIZE + ids_size(m->incident, m->job) + 4 + m->len;
+}
+
+int fr_wire_node_kernel_log_encode(const struct fr_msg_node_kernel_log *m, uint8_t *buf,
+				   size_t cap)
+{
+	struct wr w;
+	int total;
+
+	if (!ids_valid(m->incident, m->job) || !m->len || m->len > FR_NODE_KERNEL_LOG_MAX ||
+	    !m->data)
+		return -EINVAL;
+	total = wr_begin(&w, buf, cap, FR_MSG_NODE_KERNEL_LOG, fr_wire_node_kernel_log_size(m));
+	if (total < 0)
+		return total;
+	wr_ids(&w, m->incident, m->job);
+	wr_u32(&w, m->len);
+	wr_bytes(&w, m->data, m->len);
+	return wr_end(&w, buf, total);
+}
+
+int fr_wire_node_kernel_log_decode(const uint8_t *payload, size_t len,
+				   struct fr_msg_node_kernel_log *m)
+{
+	struct rd r = rd_init(payload, len);
+
+	memset(m, 0, sizeof(*m));
+	rd_ids(&r, m->incident, m->job);
+	m->len = rd_u32(&r);
+	if (!r.bad && (!m->len || m->len > FR_NODE_KERNEL_LOG_MAX || m->len != r.left))
+		rd_fail(&r);
+	m->data = rd_take(&r, m->len);
+	if (!rd_ok(&r)) {
+		memset(m, 0, sizeof(*m));
+		return -EPROTO;
+	}
+	return 0;
+}
+
 /* NODE_FETCH */
 
 size_t fr_wire_node_fetch_size(const struct fr_msg_node_fetch *m)

@@ -248,6 +248,25 @@ struct fr_msg_node_dump_done {
 	uint32_t failed;
 };
 
+/* The longest kernel log object one NODE_KERNEL_LOG carries. */
+#define FR_NODE_KERNEL_LOG_MAX 65536u
+
+/*
+ * Node -> central (protocol 7), before NODE_DUMP_DONE, to a central
+ * daemon that said WELCOME 7 or more: the node's kernel log of incident
+ * `incident`, the "kernel_log" object its own manifest holds
+ * (dumps/FORMAT.md, "Kernel log"), as compact JSON text of 1 to
+ * FR_NODE_KERNEL_LOG_MAX bytes. The codec checks its size only; the
+ * receiver reads it as it reads a manifest's. `data` points into the
+ * decoded buffer.
+ */
+struct fr_msg_node_kernel_log {
+	char incident[FR_INCIDENT_MAX + 1];
+	char job[FR_JOB_MAX + 1];
+	uint32_t len;
+	const uint8_t *data;
+};
+
 /*
  * Central -> node: send rank `rank`'s full dump of incident `incident`
  * (NODE_SUMMARY with FULL, or FAILED when the node has none).

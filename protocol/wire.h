@@ -23,7 +23,7 @@
  * that message's layout: 1 for HELLO to BYE, 2 for CHALLENGE, AUTH and
  * ERROR, 3 for DAEMON_CHALLENGE and DAEMON_PROOF, 4 for the node daemons'
  * NODE_* messages (node_wire.h), 5 for VERSION to NODE_LOOK_STACKS, 6 for
- * CRASH, EXIT and NCCL_ERROR, 7 for TIMING. Encoders write it, the header decoder insists on it, so a peer of
+ * CRASH, EXIT and NCCL_ERROR, 7 for TIMING and NODE_KERNEL_LOG. Encoders write it, the header decoder insists on it, so a peer of
  * version 1 reads every frame it knows and refuses the others by their
  * version, and an agent that is not asked for a token sends exactly what a
  * version-1 agent sends.
@@ -101,7 +101,8 @@
 	X(CRASH, 26, crash)                 \
 	X(EXIT, 27, exit)                   \
 	X(NCCL_ERROR, 28, nccl_error)       \
-	X(TIMING, 29, timing)
+	X(TIMING, 29, timing)       \
+	X(NODE_KERNEL_LOG, 30, node_kernel_log)
 
 enum fr_msg_type {
 #define FR_MSG_ENUM(T, v, n) FR_MSG_##T = v,
@@ -485,6 +486,7 @@ struct fr_msg_node_dump_done;
 struct fr_msg_node_fetch;
 struct fr_msg_node_look_request;
 struct fr_msg_node_look_stacks;
+struct fr_msg_node_kernel_log;
 
 /*
  * For each message M: size of the whole frame, encode the whole frame into

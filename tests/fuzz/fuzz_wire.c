@@ -195,6 +195,14 @@ static void check_node_fetch(struct fr_msg_node_fetch *m, const uint8_t *p, size
 	FUZZ_CHECK(m->rank != FR_RANK_UNKNOWN);
 }
 
+/* The kernel log's bytes are the rest of the payload, 1 to FR_NODE_KERNEL_LOG_MAX of them. */
+static void check_node_kernel_log(struct fr_msg_node_kernel_log *m, const uint8_t *p, size_t len)
+{
+	FUZZ_CHECK(fr_wire_valid_name(m->incident) && fr_wire_valid_name(m->job));
+	FUZZ_CHECK(m->len >= 1 && m->len <= FR_NODE_KERNEL_LOG_MAX);
+	FUZZ_CHECK(m->data >= p && m->data + m->len == p + len);
+}
+
 static void check_node_look_request(struct fr_msg_node_look_request *m, const uint8_t *p,
 				   size_t len)
 {
@@ -389,6 +397,7 @@ static void check_nothing(const void *m, const uint8_t *p, size_t len)
 		struct fr_msg_exit *: check_exit,                   \
 		struct fr_msg_nccl_error *: check_nccl_error,       \
 		struct fr_msg_timing *: check_timing,               \
+		struct fr_msg_node_kernel_log *: check_node_kernel_log, \
 		default: check_nothing)((m), (p), (len))
 
 static void free_nothing(const void *m)

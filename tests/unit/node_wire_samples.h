@@ -145,6 +145,19 @@ static inline void sample_node_dump_done(struct fr_msg_node_dump_done *m)
 	m->failed = 1;
 }
 
+static const uint8_t sample_node_kernel_log_bytes[] =
+	"{\"node\":\"node17\",\"available\":true,\"error\":null,\"from_ns\":1,"
+	"\"to_ns\":2,\"dropped\":0,\"lines\":[]}";
+
+static inline void sample_node_kernel_log(struct fr_msg_node_kernel_log *m)
+{
+	memset(m, 0, sizeof(*m));
+	strcpy(m->incident, "20261203T120000Z-7");
+	strcpy(m->job, "train.7");
+	m->len = sizeof(sample_node_kernel_log_bytes) - 1;
+	m->data = sample_node_kernel_log_bytes;
+}
+
 static inline void sample_node_fetch(struct fr_msg_node_fetch *m)
 {
 	memset(m, 0, sizeof(*m));

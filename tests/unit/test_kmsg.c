@@ -21,6 +21,7 @@
 #include "../../daemon/log.h"
 #include "../../dumps/correlate.h"
 #include "../../dumps/dump.h"
+#include "../../protocol/node_wire.h"
 
 static unsigned nlogged;
 static char last_log[512];
@@ -350,6 +351,68 @@ static void test_manifest_reads_back(void **state)
 	assert_non_null(strstr(err, "available"));
 }
 
+/*
+ * What a node daemon sends its central daemon (NODE_KERNEL_LOG): its
+ * object as compact text, at most FR_NODE_KERNEL_LOG_MAX bytes however
+ * long its lines, the latest left out and counted; the central daemon
+ * reads it back as a manifest's.
+ */
+static void test_node_text_bounded_and_read_back(void **state)
+{
+	struct fr_klog k, back;
+	struct fr_klog_line l = { 7, FR_KLOG_XID, 4242, 5, "" };
+	char err[512];
+	size_t len;
+	char *text;
+
+	(void)state;
+	memset(&k, 0, sizeof(k));
+	snprintf(k.node, sizeof(k.node), "node17");
+	k.available = true;
+	k.dropped = 3;
+	/* 256 lines of 511 quotes: about 260 KiB of JSON as they are. */
+	memset(l.text, '"', FR_KLOG_TEXT_MAX);
+	for (unsigned i = 0; i < FR_KLOG_LINES_MAX; i++)
+		assert_int_equal(fr_klog_add(&k, &l), 0);
+	text = kmsg_text(&k, FR_NODE_KERNEL_LOG_MAX, &len);
+	assert_non_null(text);
+	assert_true(len <= FR_NODE_KERNEL_LOG_MAX && len == strlen(text));
+	assert_int_equal(k.nlines, FR_KLOG_LINES_MAX);
+	assert_int_equal(k.dropped, 3);
+	memset(&back, 0, sizeof(back));
+	assert_int_equal(fr_klog_parse(text, len, &back, err, sizeof(err)), 0);
+	free(text);
+	assert_string_equal(back.node, "node17");
+	assert_true(back.nlines > 0 && back.nlines < FR_KLOG_LINES_MAX);
+	assert_int_equal(back.dropped, 3 + FR_KLOG_LINES_MAX - back.nlines);
+	assert_int_equal(back.lines[0].pid, 4242);
+	assert_int_equal(back.lines[0].rank, 5);
+	assert_int_equal(strlen(back.lines[0].text), FR_KLOG_TEXT_MAX);
+	free(back.lines);
+
+	/* A few lines go whole. */
+	k.nlines = 2;
+	text = kmsg_text(&k, FR_NODE_KERNEL_LOG_MAX, &len);
+	memset(&back, 0, sizeof(back));
+	assert_int_equal(fr_klog_parse(text, len, &back, err, sizeof(err)), 0);
+	free(text);
+	assert_int_equal(back.nlines, 2);
+	assert_int_equal(back.dropped, 3);
+	free(back.lines);
+	free(k.lines);
+
+	/* Not JSON, and an object without its node, are refused with why. */
+	memset(&back, 0, sizeof(back));
+	assert_int_equal(fr_klog_parse("{\"node\":", 8, &back, err, sizeof(err)), -EPROTO);
+	assert_non_null(strstr(err, "node_kernel_log: "));
+	free(back.lines);
+	memset(&back, 0, sizeof(back));
+	assert_int_equal(fr_klog_parse("{\"available\":true}", 18, &back, err, sizeof(err)),
+			 -EPROTO);
+	assert_non_null(strstr(err, "kernel_log.node"));
+	free(back.lines);
+}
+
 /* fr-analyze: rank 5 stopped at 1002 s on node17; an Xid of its pid at
  * 1000 s, a link down on node17 at 1001 s, and a line of rank 2 (not a
  * culprit) on node18. */
@@ -507,6 +570,7 @@ int main(void)
 		cmocka_unit_test(test_unavailable_said_once),
 		cmocka_unit_test(test_lines_bounded),
 		cmocka_unit_test(test_manifest_reads_back),
+		cmocka_unit_test(test_node_text_bounded_and_read_back),
 		cmocka_unit_test(test_lines_under_their_culprit),
 		cmocka_unit_test(test_oom_named),
 	};

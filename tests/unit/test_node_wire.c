@@ -712,6 +712,67 @@ static void test_done_and_fetch_roundtrip(void **state)
 	assert_int_equal(fr_wire_node_dump_done_encode(&d, (uint8_t[256]){ 0 }, 256), -EINVAL);
 }
 
+/*
+ * NODE_KERNEL_LOG: the node's kernel log object round-trips byte for
+ * byte; an empty one, one over FR_NODE_KERNEL_LOG_MAX and a length that is
+ * not what follows are refused.
+ */
+static void test_kernel_log_roundtrip_and_refusals(void **state)
+{
+	struct fr_msg_node_kernel_log m, out;
+	uint8_t *big = malloc(FR_NODE_KERNEL_LOG_MAX + 1);
+	uint8_t *buf;
+	size_t len, len_at;
+
+	(void)state;
+	assert_non_null(big);
+	sample_node_kernel_log(&m);
+	len = ENCODE(node_kernel_log, &m, &buf);
+	assert_int_equal(buf[4], 7);
+	assert_int_equal(buf[6], FR_MSG_NODE_KERNEL_LOG);
+	assert_int_equal(DECODE(node_kernel_log, buf, len, &out), 0);
+	assert_string_equal(out.incident, m.incident);
+	assert_string_equal(out.job, m.job);
+	assert_int_equal(out.len, m.len);
+	assert_memory_equal(out.data, m.data, m.len);
+	ASSERT_TRUNCATIONS_REFUSED(node_kernel_log, buf, len);
+	/* A length past the bytes, or short of them (a trailing byte). */
+	len_at = FR_WIRE_HEADER_SIZE + 2 + strlen(m.incident) + 2 + strlen(m.job);
+	put_u32(buf + len_at, m.len + 1);
+	assert_int_equal(DECODE(node_kernel_log, buf, len, &out), -EPROTO);
+	put_u32(buf + len_at, m.len - 1);
+	assert_int_equal(DECODE(node_kernel_log, buf, len, &out), -EPROTO);
+	put_u32(buf + len_at, 0);
+	assert_int_equal(DECODE(node_kernel_log, buf, len_at + 4, &out), -EPROTO);
+	free(buf);
+
+	/* The largest is taken; one byte more is refused both ways. */
+	memset(big, ' ', FR_NODE_KERNEL_LOG_MAX + 1);
+	m.data = big;
+	m.len = FR_NODE_KERNEL_LOG_MAX;
+	len = ENCODE(node_kernel_log, &m, &buf);
+	assert_int_equal(DECODE(node_kernel_log, buf, len, &out), 0);
+	assert_int_equal(out.len, FR_NODE_KERNEL_LOG_MAX);
+	/* The same frame saying one byte more, with that byte. */
+	buf = realloc(buf, len + 1);
+	assert_non_null(buf);
+	buf[len] = ' ';
+	put_u32(buf + len_at, FR_NODE_KERNEL_LOG_MAX + 1);
+	assert_int_equal(DECODE(node_kernel_log, buf, len + 1, &out), -EPROTO);
+	assert_int_equal(out.len, 0);
+	free(buf);
+	m.len = FR_NODE_KERNEL_LOG_MAX + 1;
+	assert_int_equal(fr_wire_node_kernel_log_encode(&m, (uint8_t[256]){ 0 }, 256), -EINVAL);
+	/* Nothing to carry, and ids that are not names, are not encoded. */
+	sample_node_kernel_log(&m);
+	m.len = 0;
+	assert_int_equal(fr_wire_node_kernel_log_encode(&m, (uint8_t[256]){ 0 }, 256), -EINVAL);
+	sample_node_kernel_log(&m);
+	strcpy(m.job, "../etc");
+	assert_int_equal(fr_wire_node_kernel_log_encode(&m, (uint8_t[256]){ 0 }, 256), -EINVAL);
+	free(big);
+}
+
 static void test_look_request_roundtrip_and_refusals(void **state)
 {
 	struct fr_msg_node_look_request m = { .look = 0x1122334455667788ull, .job = "train.7",
@@ -877,6 +938,7 @@ int main(void)
 		cmocka_unit_test(test_summary_roundtrip_and_refusals),
 		cmocka_unit_test(test_summary_largest_piece),
 		cmocka_unit_test(test_done_and_fetch_roundtrip),
+		cmocka_unit_test(test_kernel_log_roundtrip_and_refusals),
 		cmocka_unit_test(test_look_request_roundtrip_and_refusals),
 		cmocka_unit_test(test_look_stacks_roundtrip_and_refusals),
 		cmocka_unit_test(test_summary_look_flag),

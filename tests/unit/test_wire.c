@@ -322,6 +322,7 @@ static void release_nothing(const void *m)
 #define release_exit release_nothing
 #define release_nccl_error release_nothing
 #define release_timing fr_wire_timing_free
+#define release_node_kernel_log release_nothing
 
 #define CODEC_FUNCS(T, v, n)                                              \
 	static int encode_sample_##n(uint8_t *buf, size_t cap)            \
@@ -418,7 +419,9 @@ static void test_msg_names(void **state)
 	assert_string_equal(fr_msg_name(FR_MSG_TIMING), "timing");
 	assert_int_equal(FR_MSG_NCCL_ERROR, 28);
 	assert_int_equal(FR_MSG_TIMING, 29);
-	assert_null(fr_msg_name(30));
+	assert_string_equal(fr_msg_name(FR_MSG_NODE_KERNEL_LOG), "node_kernel_log");
+	assert_int_equal(FR_MSG_NODE_KERNEL_LOG, 30);
+	assert_null(fr_msg_name(31));
 	assert_null(fr_msg_name(0xffff));
 	assert_null(fr_msg_name(UINT_MAX));
 }
@@ -444,7 +447,8 @@ static void test_msg_versions(void **state)
 	assert_int_equal(fr_wire_msg_version(FR_MSG_EXIT), V6);
 	assert_int_equal(fr_wire_msg_version(FR_MSG_NCCL_ERROR), V6);
 	assert_int_equal(fr_wire_msg_version(FR_MSG_TIMING), V7);
-	assert_int_equal(fr_wire_msg_version(30), 0);
+	assert_int_equal(fr_wire_msg_version(FR_MSG_NODE_KERNEL_LOG), V7);
+	assert_int_equal(fr_wire_msg_version(31), 0);
 	assert_int_equal(FR_WIRE_VERSION, V7);
 	for (size_t i = 0; i < NCODECS; i++) {
 		assert_true(codecs[i].encode_sample(buf, sizeof(buf)) > 0);
