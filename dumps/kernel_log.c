@@ -349,17 +349,73 @@ void fr_klog_print_culprit(FILE *out, const struct fr_verdict *v, const struct f
 			more);
 }
 
+/* Why node `k`'s log is unavailable, without the node's own name in front
+ * ("node n17 sent no kernel log (...)": "sent no kernel log (...)"), so
+ * that nodes alike group. */
+static const char *unavailable_why(const struct fr_klog *k)
+{
+	size_t len = strlen(k->node);
+
+	if (!k->error[0])
+		return "no reason given";
+	if (strncmp(k->error, "node ", 5) == 0 && strncmp(k->error + 5, k->node, len) == 0 &&
+	    k->error[5 + len] == ' ')
+		return k->error + 6 + len;
+	return k->error;
+}
+
+/* Reasons told apart at most, and nodes named for each: a cluster of
+ * thousands of nodes without access says so in a few lines. */
+#define UNAVAILABLE_WHYS_MAX 8
+#define UNAVAILABLE_NAMED_MAX 4
+
+/* The nodes whose kernel log could not be read, grouped by why. */
+static void print_unavailable(FILE *out, const struct fr_verdict *v)
+{
+	const char *whys[UNAVAILABLE_WHYS_MAX];
+	size_t count[UNAVAILABLE_WHYS_MAX] = { 0 };
+	size_t nwhys = 0, other = 0;
+
+	for (size_t n = 0; n < v->nklogs; n++) {
+		const char *why = unavailable_why(&v->klogs[n]);
+		size_t w = 0;
+
+		if (v->klogs[n].available)
+			continue;
+		while (w < nwhys && strcmp(whys[w], why) != 0)
+			w++;
+		if (w == nwhys && nwhys == UNAVAILABLE_WHYS_MAX) {
+			other++;
+			continue;
+		}
+		if (w == nwhys)
+			whys[nwhys++] = why;
+		count[w]++;
+	}
+	for (size_t w = 0; w < nwhys; w++) {
+		size_t named = 0;
+
+		fprintf(out, "\nKernel log unavailable on %zu node%s (%s): ", count[w],
+			count[w] == 1 ? "" : "s", whys[w]);
+		for (size_t n = 0; n < v->nklogs && named < UNAVAILABLE_NAMED_MAX; n++)
+			if (!v->klogs[n].available && strcmp(unavailable_why(&v->klogs[n]), whys[w]) == 0)
+				fprintf(out, "%s%s", named++ ? ", " : "", v->klogs[n].node);
+		fprintf(out, "%s\n", count[w] > named ? ", ..." : "");
+	}
+	if (other)
+		fprintf(out, "Kernel log unavailable on %zu more node%s, for other reasons "
+			"(fr-analyze --json lists them)\n", other, other == 1 ? "" : "s");
+}
+
 void fr_klog_print_rest(FILE *out, const struct fr_verdict *v, size_t shown)
 {
 	size_t printed = 0, more = 0;
 	bool head = false;
 
+	print_unavailable(out, v);
 	for (size_t n = 0; n < v->nklogs; n++) {
 		const struct fr_klog *k = &v->klogs[n];
 
-		if (!k->available)
-			fprintf(out, "\nKernel log of %s: unavailable (%s)\n", k->node,
-				k->error[0] ? k->error : "no reason given");
 		for (size_t i = 0; i < k->nlines; i++) {
 			const struct fr_klog_line *l = &k->lines[i];
 			bool taken = false;

@@ -473,8 +473,8 @@ static void test_lines_under_their_culprit(void **state)
 				    "2.0 s before rank 5 stopped\n"));
 	assert_non_null(strstr(buf, "  kernel: node17: mlx5_core ib0: Link down, 1.0 s before "
 				    "rank 5 stopped\n"));
-	assert_non_null(strstr(buf, "Kernel log of node19: unavailable (cannot open /dev/kmsg: "
-				    "Permission denied)"));
+	assert_non_null(strstr(buf, "Kernel log unavailable on 1 node (cannot open /dev/kmsg: "
+				    "Permission denied): node19\n"));
 	assert_non_null(strstr(buf, "node18: Out of memory: Killed process 17 (a.out) (rank 2)"));
 	/* The culprit's lines are not told again among the rest. */
 	assert_null(strstr(strstr(buf, "Kernel log ("), "Xid"));
@@ -559,6 +559,37 @@ static void test_oom_named(void **state)
 	assert_false(cu[0].oom_killed);
 }
 
+/* Thousands of nodes without a kernel log say so in a line per reason,
+ * a few named, the node's own name taken out of the reason. */
+static void test_unavailable_grouped(void **state)
+{
+	struct fr_klog k[12];
+	struct fr_verdict v;
+	char *buf = NULL;
+	size_t len = 0;
+	FILE *f;
+
+	(void)state;
+	memset(k, 0, sizeof(k));
+	for (int i = 0; i < 12; i++) {
+		snprintf(k[i].node, sizeof(k[i].node), "n%d", i);
+		if (i < 10)
+			snprintf(k[i].error, sizeof(k[i].error), "node n%d sent no kernel log (old)", i);
+		else
+			snprintf(k[i].error, sizeof(k[i].error), "cannot open /dev/kmsg: Permission denied");
+	}
+	memset(&v, 0, sizeof(v));
+	v.klogs = k;
+	v.nklogs = 12;
+	f = open_memstream(&buf, &len);
+	assert_non_null(f);
+	fr_klog_print_rest(f, &v, 0);
+	fclose(f);
+	assert_string_equal(buf, "\nKernel log unavailable on 10 nodes (sent no kernel log (old)): n0, n1, n2, n3, ...\n"
+				 "\nKernel log unavailable on 2 nodes (cannot open /dev/kmsg: Permission denied): n10, n11\n");
+	free(buf);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -573,6 +604,7 @@ int main(void)
 		cmocka_unit_test(test_node_text_bounded_and_read_back),
 		cmocka_unit_test(test_lines_under_their_culprit),
 		cmocka_unit_test(test_oom_named),
+		cmocka_unit_test(test_unavailable_grouped),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
