@@ -1223,6 +1223,24 @@ int cluster_incident_open(struct flightrecd *d, const char *job, const struct in
 	return err;
 }
 
+void cluster_incident_death(struct flightrecd *d, const char *job, uint32_t rank, uint8_t state)
+{
+	struct incident_trigger t = { .rank = (int32_t)rank };
+	uint64_t retry_after = 0;
+	int err;
+
+	t.reason = state == FR_NODE_RANK_CRASHED ? "crash" :
+		   state == FR_NODE_RANK_EXITED	 ? "exited" :
+						   "killed";
+	err = cl_open(d, job, &t, NULL, &retry_after);
+	if (err == -EBUSY)
+		daemon_log("job %s: rank %" PRIu32 " %s while an incident is collecting; its manifest "
+			   "shows it", job, rank, state == FR_NODE_RANK_CRASHED ? "crashed" :
+						   state == FR_NODE_RANK_EXITED ? "exited" : "was killed");
+	else if (err && err != -EDQUOT && err != -ENOSPC)
+		daemon_log("cannot open an incident for job %s: %s", job, strerror(-err));
+}
+
 unsigned cluster_incident_manual(struct flightrecd *d, const char *job, char *id, size_t idcap,
 				 uint32_t *requested, uint64_t *retry_after_s, char *error,
 				 size_t errcap)

@@ -68,6 +68,14 @@ void cluster_incident_stop(struct flightrecd *d);
 void cluster_incident_free_all(void);
 
 /*
+ * Rank `rank` of node-held `job` died (its node said so, state
+ * FR_NODE_RANK_CRASHED, _EXITED or _KILLED): an incident opens at once
+ * (reason crash, exited or killed), asking every node for its ranks'
+ * evidence while they still wait, unless one is collecting already or the
+ * rate limit refuses it.
+ */
+void cluster_incident_death(struct flightrecd *d, const char *job, uint32_t rank, uint8_t state);
+/*
  * POST /v1/jobs/<job>/dump for a job the nodes hold: opens an incident
  * with reason "manual". Returns the HTTP status (202 with `id` and
  * `requested` filled; 404, 409, 429 with *retry_after_s, 500) and says

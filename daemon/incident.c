@@ -17,6 +17,7 @@
 #include "log.h"
 #include "ratelog.h"
 #include "registry.h"
+#include "upstream.h"
 #include "server.h"
 #include "upload.h"
 
@@ -192,18 +193,55 @@ static void incident_update_record(struct incident *inc)
 	incident_count(inc, &rec->answered, &rec->requested);
 }
 
-/* Tells the hooks that `rank` gave no dump on disk, once, with why. */
+/* Whether the daemon's rank `rank` died: crashed, exited or was killed. */
+static bool rank_died(const struct incident *inc, uint32_t rank)
+{
+	const struct job_rank *r = registry_rank(inc->job, rank);
+	enum rank_state st = r ? registry_rank_state(inc->d, r, daemon_mono_ns()) : RANK_STATE_DISCONNECTED;
+
+	return st == RANK_STATE_CRASHED || st == RANK_STATE_EXITED || st == RANK_STATE_KILLED;
+}
+
+/* The closing snapshot's live view of `rank` (ascending by rank), or NULL. */
+static const struct fr_trace *snapshot_trace(const struct incident *inc, uint32_t rank)
+{
+	size_t lo = 0, hi = inc->snapshot.n;
+
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+		const struct fr_trace *t = &inc->snapshot.traces[mid];
+
+		if (t->rank == rank)
+			return t;
+		if (t->rank < rank)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return NULL;
+}
+
+/*
+ * Tells the hooks that `rank` gave no dump on disk, once, with why. One
+ * that died is told once the incident closes, with its live view then.
+ */
 static void incident_tell_failed(struct incident *inc, uint32_t rank)
 {
 	struct incident_rank *ir = &inc->ranks[rank];
+	const struct fr_trace *live = NULL;
 	char why[FR_REASON_MAX + 1];
 
 	if (ir->told || !inc->hooks.failed)
 		return;
+	if (rank_died(inc, rank)) {
+		if (!inc->closing)
+			return;
+		live = snapshot_trace(inc, rank);
+	}
 	ir->told = true;
 	snprintf(why, sizeof(why), "rank %" PRIu32 ": %s%s%s", rank, answer_names[ir->answer],
 		 ir->error ? ": " : "", ir->error ? ir->error : "");
-	inc->hooks.failed(inc->hooks.arg, rank, why);
+	inc->hooks.failed(inc->hooks.arg, rank, why, live);
 }
 
 /* Lets a rank's dump arriving go, with the memory budget's charge for it. */
@@ -541,6 +579,15 @@ void incident_open_death(struct flightrecd *d, struct job *job, uint32_t rank,
 
 	if (job->crash_reported)
 		return;
+	/* A node daemon whose central daemon hears of deaths (protocol 7)
+	 * leaves the incident to it: it asks every node of the job at once,
+	 * this one too. */
+	if (d->cfg.upstream && upstream_central_version() >= 7) {
+		daemon_log("job %s: rank %" PRIu32 " %s: the central daemon is told, and opens the "
+			   "incident", job->id, rank, job->crash_what ? job->crash_what : "died");
+		job->crash_reported = true;
+		return;
+	}
 	if (job->active) {
 		daemon_log("job %s: rank %" PRIu32 " %s while incident %s is collecting; its manifest shows it",
 			   job->id, rank, job->crash_what ? job->crash_what : "crashed",

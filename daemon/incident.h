@@ -48,8 +48,12 @@ struct incident_hooks {
 	 * -errno in `digest_err` when it failed, or when there is none. */
 	void (*written)(void *arg, uint32_t rank, const char *path, uint8_t *digest,
 			size_t digest_len, int digest_err);
-	/* Rank `rank`, which the daemon holds (or held), gave no dump on disk: `why`. */
-	void (*failed)(void *arg, uint32_t rank, const char *why);
+	/* Rank `rank`, which the daemon holds (or held), gave no dump on disk:
+	 * `why`. A rank that died (crashed, exited, killed) is told once the
+	 * incident closes, with `live`, the daemon's live view of it (its
+	 * crash or exit, its operations in flight: the manifest's), borrowed
+	 * for the call; `live` is NULL for any other. */
+	void (*failed)(void *arg, uint32_t rank, const char *why, const struct fr_trace *live);
 	/* The manifest is written (or could not be): nothing more is said.
 	 * `klog` is the node's "kernel_log" object in it, as compact JSON of
 	 * `klog_len` bytes (kmsg.h's text), borrowed for the call; NULL when

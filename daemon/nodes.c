@@ -974,6 +974,45 @@ int nodes_ranks(struct node *n, const struct fr_msg_node_ranks *cm)
 	return dropped ? -EADDRINUSE : 0;
 }
 
+/* Rank `rank`'s state as node job `j` holds it; FR_NODE_RANK_STATE_MAX + 1 when it holds none. */
+static uint8_t held_state(const struct node_job *j, uint32_t rank)
+{
+	uint32_t lo = 0, hi = j ? j->nranks : 0;
+
+	while (lo < hi) {
+		uint32_t mid = lo + (hi - lo) / 2;
+
+		if (j->ranks[mid].rank == rank)
+			return j->ranks[mid].state;
+		if (j->ranks[mid].rank < rank)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return FR_NODE_RANK_STATE_MAX + 1;
+}
+
+bool nodes_ranks_new_death(struct node *n, const struct fr_msg_node_ranks *m, uint32_t *rank,
+			   uint8_t *state)
+{
+	struct node_job *j;
+	int err;
+
+	if (!m->nranks)
+		return false;
+	j = node_job(n, m->job, false, &err);
+	for (uint32_t i = 0; i < m->nranks; i++) {
+		const struct fr_node_rank *r = &m->ranks[i];
+
+		if (fr_node_rank_died(r->state) && !fr_node_rank_died(held_state(j, r->rank))) {
+			*rank = r->rank;
+			*state = r->state;
+			return true;
+		}
+	}
+	return false;
+}
+
 int nodes_progress(struct node *n, const struct fr_msg_node_progress *m)
 {
 	int err;
@@ -1047,7 +1086,7 @@ void nodes_free(void)
 static const char *node_rank_state_name(bool lost, uint8_t state)
 {
 	static const char *const names[] = { "connected", "unresponsive", "disconnected",
-					      "finished" };
+					      "finished", "crashed", "exited", "killed" };
 
 	/* What the node cannot tell any more: its ranks may be fine, but
 	 * nobody watches them now. */

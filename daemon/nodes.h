@@ -162,6 +162,13 @@ struct node *nodes_hello(struct conn *c, const char *peer, const struct fr_msg_n
  * the log).
  */
 int nodes_ranks(struct node *n, const struct fr_msg_node_ranks *m);
+/*
+ * Whether NODE_RANKS `m` of node `n` says a rank died (crashed, exited,
+ * killed: protocol 7) that the node held alive until now: the first such
+ * rank and its state. Asked before nodes_ranks() takes `m`.
+ */
+bool nodes_ranks_new_death(struct node *n, const struct fr_msg_node_ranks *m, uint32_t *rank,
+			   uint8_t *state);
 /* NODE_PROGRESS of node `n`; returns as nodes_ranks(). */
 int nodes_progress(struct node *n, const struct fr_msg_node_progress *m);
 /* The node's connection `c` closed: the node stays, disconnected. */

@@ -294,6 +294,27 @@ static struct up_job *up_job(const struct job *job)
 }
 
 /* NODE_RANKS of the job's ranks whose state or process changed since sent (all: `full`). */
+/* The registry's state of a rank as NODE_RANKS says it. */
+static uint8_t node_rank_state(enum rank_state st)
+{
+	switch (st) {
+	case RANK_STATE_CONNECTED:
+		return FR_NODE_RANK_CONNECTED;
+	case RANK_STATE_UNRESPONSIVE:
+		return FR_NODE_RANK_UNRESPONSIVE;
+	case RANK_STATE_FINISHED:
+		return FR_NODE_RANK_FINISHED;
+	case RANK_STATE_CRASHED:
+		return FR_NODE_RANK_CRASHED;
+	case RANK_STATE_EXITED:
+		return FR_NODE_RANK_EXITED;
+	case RANK_STATE_KILLED:
+		return FR_NODE_RANK_KILLED;
+	default:
+		return FR_NODE_RANK_DISCONNECTED;
+	}
+}
+
 static int up_send_ranks(struct up_job *uj, const struct job *job, uint64_t now_mono, bool full)
 {
 	struct fr_msg_node_ranks m = { 0 };
@@ -323,11 +344,11 @@ static int up_send_ranks(struct up_job *uj, const struct job *job, uint64_t now_
 
 		if (!r)
 			continue;
-		st = (uint8_t)registry_rank_state(up.d, r, now_mono);
-		/* NODE_RANKS (protocol 4) has no crashed, exited or killed state: the central
-		 * daemon sees the rank gone, as before protocol 6. */
-		if (st == RANK_STATE_CRASHED || st == RANK_STATE_EXITED || st == RANK_STATE_KILLED)
-			st = RANK_STATE_DISCONNECTED;
+		st = node_rank_state(registry_rank_state(up.d, r, now_mono));
+		/* A central daemon older than protocol 7 knows no deaths: it
+		 * sees the rank gone. */
+		if (fr_node_rank_died(st) && up.central_version < 7)
+			st = FR_NODE_RANK_DISCONNECTED;
 		if (!full && uj->state[i] == st + 1 && uj->pid[i] == r->pid)
 			continue;
 		uj->state[i] = st + 1;

@@ -583,10 +583,28 @@ static bool failed_marked(const struct ui_incident *inc, uint32_t rank)
 	return rank < inc->nfailed_bits && (inc->failed_ranks[rank / 8] & (1u << (rank % 8)));
 }
 
-static void hook_failed(void *arg, uint32_t rank, const char *why)
+/*
+ * A rank without a dump. One that died is summarised from the node's
+ * live view of it (`live`: its crash or exit, what it had in flight), so
+ * that the central daemon's verdict can say how it died; its full dump
+ * there is none.
+ */
+static void hook_failed(void *arg, uint32_t rank, const char *why, const struct fr_trace *live)
 {
 	struct ui_incident *inc = arg;
+	uint8_t *summary = NULL;
+	size_t len = 0;
 
+	if (live && (live->crash || live->has_exit || live->has_nccl_error) &&
+	    !summarize(live, inc->comm, inc->has_seq, inc->seq, NULL, &summary, &len)) {
+		inc->answered++;
+		if (!inc->done_sent)
+			send_rank(inc->id, inc->job, rank, false, summary, len, NULL);
+		else
+			free(summary);
+		return;
+	}
+	free(summary);
 	failed_mark(inc, rank);
 	inc->failed++;
 	if (!inc->done_sent)

@@ -257,6 +257,13 @@ static int copy_header(const struct fr_trace *full, const struct fr_summary_opts
 	memcpy(out->reason, full->reason, sizeof(out->reason));
 	out->time_ns = full->time_ns;
 	out->dropped = full->dropped;
+	/* How it died, or what NCCL said: a verdict of crash needs them. */
+	if (fr_crash_copy(&out->crash, full->crash))
+		return -ENOMEM;
+	out->has_exit = full->has_exit;
+	out->exit = full->exit;
+	out->has_nccl_error = full->has_nccl_error;
+	out->nccl_error = full->nccl_error;
 	for (size_t i = 0; i < full->ncomms; i++) {
 		struct fr_comm *c = fr_trace_add_comm(out, &cap);
 

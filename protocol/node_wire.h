@@ -76,14 +76,28 @@ struct fr_msg_node_hello {
 	struct fr_node_job *jobs;
 };
 
-/* A rank's state as the node sees it (registry_rank_state()). */
+/*
+ * A rank's state as the node sees it (registry_rank_state()). The last
+ * three are of protocol 7: a node sends them only to a central daemon
+ * that said 7 or more (WELCOME), and says disconnected to an older one,
+ * whose decoder refuses them.
+ */
 enum fr_node_rank_state {
 	FR_NODE_RANK_CONNECTED = 0,
 	FR_NODE_RANK_UNRESPONSIVE = 1,
 	FR_NODE_RANK_DISCONNECTED = 2,
 	FR_NODE_RANK_FINISHED = 3,
+	FR_NODE_RANK_CRASHED = 4,       /* said CRASH: died of a fatal signal */
+	FR_NODE_RANK_EXITED = 5,        /* exited with work in flight or a non-zero status */
+	FR_NODE_RANK_KILLED = 6,        /* its process went without a word while needed */
 };
-#define FR_NODE_RANK_STATE_MAX FR_NODE_RANK_FINISHED
+#define FR_NODE_RANK_STATE_MAX FR_NODE_RANK_KILLED
+
+/* Whether a rank in state `s` died (crashed, exited or killed). */
+static inline bool fr_node_rank_died(uint8_t s)
+{
+	return s == FR_NODE_RANK_CRASHED || s == FR_NODE_RANK_EXITED || s == FR_NODE_RANK_KILLED;
+}
 
 struct fr_node_rank {
 	uint32_t rank;

@@ -82,9 +82,15 @@ static void test_ranks_roundtrip_and_refusals(void **state)
 	assert_memory_equal(out.ranks, sample_node_rank_list, sizeof(sample_node_rank_list));
 	fr_wire_node_ranks_free(&out);
 
-	/* The first entry's state byte: 4 is no state; rank 16 is not in a world of 16. */
+	/* The first entry's state byte: 6 (killed, protocol 7) is the last
+	 * state, 7 is none; rank 16 is not in a world of 16. */
 	first = FR_WIRE_HEADER_SIZE + 2 + strlen("job-42") + 4 + 1 + 4;
-	buf[first + 4 + 4 + 2 + strlen("node-17")] = 4;
+	buf[first + 4 + 4 + 2 + strlen("node-17")] = FR_NODE_RANK_KILLED;
+	assert_int_equal(fr_wire_node_ranks_decode(buf + FR_WIRE_HEADER_SIZE,
+						   len - FR_WIRE_HEADER_SIZE, &out), 0);
+	assert_int_equal(out.ranks[0].state, FR_NODE_RANK_KILLED);
+	fr_wire_node_ranks_free(&out);
+	buf[first + 4 + 4 + 2 + strlen("node-17")] = FR_NODE_RANK_KILLED + 1;
 	assert_int_equal(fr_wire_node_ranks_decode(buf + FR_WIRE_HEADER_SIZE,
 						   len - FR_WIRE_HEADER_SIZE, &out), -EPROTO);
 	buf[first + 4 + 4 + 2 + strlen("node-17")] = FR_NODE_RANK_CONNECTED;

@@ -269,6 +269,67 @@ static void test_deadlock_many_comms(void **state)
  * max at #10 of 100): only a summary focused on it keeps it, so only the
  * focus gives the same verdict. The central daemon sends the focus.
  */
+/*
+ * How a rank died, and what NCCL said, are in its summary: rank 2
+ * crashed (SIGSEGV) and rank 1 had an NCCL error, while ranks 0, 1 and 3
+ * wait in all_reduce #11. The verdict from the summaries is crash, naming
+ * both, as from the full dumps (they were lost from summaries before).
+ */
+static void test_death_kept(void **state)
+{
+	struct job *j = world_job(4);
+	struct fr_evidence sev;
+	struct fr_verdict sv;
+	char *d, *n;
+	char err[512];
+
+	(void)state;
+	for (uint32_t r = 0; r < 4; r++) {
+		history(j, r, "world", 10);
+		if (r != 2)
+			add_op(j, r, "world", FR_OP_ALL_REDUCE, 11, FR_STATE_ENTERED, 30);
+	}
+	j->ev[2]->t.crash = calloc(1, sizeof(*j->ev[2]->t.crash));
+	assert_non_null(j->ev[2]->t.crash);
+	j->ev[2]->t.crash->signo = 11;
+	j->ev[2]->t.crash->fault_addr = 0x10;
+	j->ev[2]->t.crash->time_ns = NOW_NS - 31000000000ull;
+	j->ev[1]->t.has_nccl_error = true;
+	j->ev[1]->t.nccl_error.result = 6;
+	j->ev[1]->t.nccl_error.time_ns = NOW_NS - 1000000000ull; /* after the crash */
+	snprintf(j->ev[1]->t.nccl_error.comm, sizeof(j->ev[1]->t.nccl_error.comm), "world");
+	d = write_job(j, "death");
+	(void)check_both(d, "death");
+	n = sub("death-s");
+	{
+		struct fr_evidence ev;
+		struct fr_verdict v;
+
+		verdict_of(d, &ev, &v);
+		assert_int_equal(mkdir(n, 0755), 0);
+		if (fr_summary_write_dir(&ev, NULL, NULL, n, err, sizeof(err)))
+			fail_msg("%s", err);
+		fr_verdict_free(&v);
+		fr_evidence_free(&ev);
+	}
+	verdict_of(n, &sev, &sv);
+	assert_int_equal(sv.kind, FR_VERDICT_CRASH);
+	assert_int_equal(sv.nculprits, 2);
+	assert_int_equal(sv.culprits[0].rank, 1);
+	assert_int_equal(sv.culprits[0].reason, FR_REASON_NCCL_ERROR);
+	assert_int_equal(sv.culprits[1].rank, 2);
+	assert_int_equal(sv.culprits[1].reason, FR_REASON_CRASHED);
+	assert_int_equal(sv.culprits[1].crash->signo, 11);
+	for (size_t i = 0; i < sev.ndumps; i++)
+		if (sev.dumps[i]->rank == 1)
+			assert_true(sev.dumps[i]->has_nccl_error && sev.dumps[i]->nccl_error.result == 6);
+	fr_verdict_free(&sv);
+	fr_evidence_free(&sev);
+	free(n);
+	free(d);
+	job_free(j);
+}
+
 static void test_old_mismatch_needs_focus(void **state)
 {
 	struct job *j = world_job(4);
@@ -402,6 +463,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_mismatch, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_deadlock_many_comms, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_old_mismatch_needs_focus, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_death_kept, setup, teardown),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
