@@ -99,6 +99,7 @@ struct cl_rank {
 	bool written;           /* rank-N.json is on disk */
 	bool full;              /* ... and is the full dump */
 	bool fetching;          /* its full dump is asked for */
+	bool fetch_asked;       /* it was: its manifest entry is made again at the end */
 	char host[FR_HOST_MAX + 1];
 	uint32_t pid;
 	char *error;            /* owned */
@@ -154,6 +155,12 @@ struct cl_incident {
 	enum cl_phase phase;
 	bool incomplete;
 	json_t *verdict;        /* the live verdict when it opened, then the judged one */
+	/* The manifest's ranks, made on the thread pool while the summaries
+	 * are judged (cl_prebuild()); the judgement waits for it (`judged`)
+	 * before any rank changes again. */
+	bool prebuilding;
+	json_t *prebuilt;
+	struct cl_judgement *judged;
 };
 
 struct cl_job {
@@ -363,6 +370,7 @@ static void cl_incident_free(struct cl_incident *inc)
 	}
 	free(inc->nodes);
 	json_decref(inc->verdict);
+	json_decref(inc->prebuilt);
 	free(inc);
 }
 
@@ -393,6 +401,7 @@ static void cl_stop_fetch(struct cl_rank *cr, const char *why)
 /* Steps */
 
 static void cl_judge(struct cl_incident *inc);
+static void cl_prebuild(struct cl_incident *inc);
 static void cl_finish(struct cl_incident *inc);
 
 /* Collecting is over when every node is done or gone and every write applied. */
@@ -780,25 +789,26 @@ static void cl_fetch_culprits(struct cl_incident *inc, const uint32_t *culprits,
 			continue;
 		c = cl_node_conn(inc, cr->node);
 		if (!c) {
+			cr->fetch_asked = true;
 			cl_set_error(cr, "its full dump stays on node %s, which is lost",
 				     inc->nodes[cr->node].name);
 			continue;
 		}
 		snprintf(m.incident, sizeof(m.incident), "%s", inc->id);
 		snprintf(m.job, sizeof(m.job), "%s", inc->job->id);
+		cr->fetch_asked = true;
 		if (conn_send_node_fetch(c, &m) == 0)
 			cr->fetching = true;
 	}
 }
 
-static void cl_judge_after(uv_work_t *req, int status)
+/* The judgement applied: the verdict kept, the culprits' full dumps asked
+ * for. The caller holds the lock. */
+static void cl_judge_apply(struct cl_judgement *jw)
 {
-	struct cl_judgement *jw = req->data;
 	struct cl_incident *inc = jw->inc;
 	struct flightrecd *d = inc->d;
 
-	(void)status;
-	pthread_mutex_lock(&d->lock);
 	if (jw->verdict) {
 		json_decref(inc->verdict);
 		inc->verdict = jw->verdict;
@@ -814,11 +824,26 @@ static void cl_judge_after(uv_work_t *req, int status)
 	if (!inc->incomplete)
 		cl_fetch_culprits(inc, jw->culprits, jw->nculprits);
 	cl_check_fetched(inc);
-	pthread_mutex_unlock(&d->lock);
 	cl_free_traces(jw->traces, jw->world_size);
 	budget_release_job(NULL, BUDGET_UPLOADS, jw->charged);
 	free(jw->culprits);
 	free(jw);
+}
+
+static void cl_judge_after(uv_work_t *req, int status)
+{
+	struct cl_judgement *jw = req->data;
+	struct flightrecd *d = jw->inc->d;
+
+	(void)status;
+	pthread_mutex_lock(&d->lock);
+	/* The manifest's ranks are still being read: nothing changes them
+	 * until they are. */
+	if (jw->inc->prebuilding)
+		jw->inc->judged = jw;
+	else
+		cl_judge_apply(jw);
+	pthread_mutex_unlock(&d->lock);
 }
 
 /* The summaries' write-back, started while they are judged: the
@@ -886,7 +911,9 @@ static void cl_judge(struct cl_incident *inc)
 		free(jw);
 		inc->phase = CL_FETCHING;
 		cl_check_fetched(inc);
+		return;
 	}
+	cl_prebuild(inc);
 }
 
 /* Finishing: the manifest, as incident.c writes it. */
@@ -937,7 +964,29 @@ static void cl_manifest_klogs(const struct cl_incident *inc, json_t *doc)
 	}
 }
 
-static json_t *cl_manifest_doc(struct cl_incident *inc)
+/* What became of rank `rank`, in its object of the manifest's "ranks". */
+static void cl_manifest_rank(json_t *obj, const struct cl_incident *inc, uint32_t rank)
+{
+	const struct cl_rank *cr = &inc->ranks[rank];
+	char name[32];
+
+	snprintf(name, sizeof(name), "rank-%" PRIu32 ".json", rank);
+	json_object_set_new(obj, "dump", !cr->written ? json_null() :
+					 cr->full || cr->node < 0 ? json_string(name) :
+					 json_string(inc->nodes[cr->node].file));
+	json_object_set_new(obj, "answer", json_string(cl_answer_names[cr->answer]));
+	json_object_set_new(obj, "error", cr->error ? json_string(cr->error) : json_null());
+	json_object_set_new(obj, "node", cr->node >= 0 ? json_string(inc->nodes[cr->node].name) :
+							 json_null());
+	json_object_set_new(obj, "full_dump", json_boolean(cr->full));
+}
+
+/*
+ * The manifest with every rank's entry, as of `view_ns`, and `verdict`
+ * (borrowed, may be NULL): a rank's entry reads its cl_rank, nothing
+ * else of the incident that changes.
+ */
+static json_t *cl_manifest_ranks(const struct cl_incident *inc, uint64_t view_ns, json_t *verdict)
 {
 	struct fr_trace *views = calloc(inc->world_size ? inc->world_size : 1, sizeof(*views));
 	const struct fr_trace **ptrs = calloc(inc->world_size ? inc->world_size : 1, sizeof(*ptrs));
@@ -957,41 +1006,119 @@ static json_t *cl_manifest_doc(struct cl_incident *inc)
 		t->pid = inc->ranks[r].pid;
 		snprintf(t->incident, sizeof(t->incident), "%s", inc->id);
 		snprintf(t->reason, sizeof(t->reason), "%s", inc->reason);
-		t->time_ns = inc->closed_ns;
+		t->time_ns = view_ns;
 		ptrs[r] = t;
 	}
 	doc = fr_manifest_to_json(inc->job->id, inc->id, inc->reason, inc->world_size,
-				  inc->opened_ns, inc->closed_ns, ptrs, inc->world_size, inc->verdict);
+				  inc->opened_ns, view_ns, ptrs, inc->world_size, verdict);
 	if (!doc)
 		goto out;
 	ranks = json_object_get(doc, "ranks");
 	json_array_foreach(ranks, i, obj) {
 		json_t *jr = json_object_get(obj, "rank");
 		json_int_t rank = json_is_integer(jr) ? json_integer_value(jr) : (json_int_t)i;
-		const struct cl_rank *cr;
-		char name[32];
 
-		if (rank < 0 || (uint64_t)rank >= inc->world_size)
-			continue;
-		cr = &inc->ranks[rank];
-		snprintf(name, sizeof(name), "rank-%" PRId64 ".json", (int64_t)rank);
-		json_object_set_new(obj, "dump", !cr->written ? json_null() :
-						 cr->full || cr->node < 0 ? json_string(name) :
-						 json_string(inc->nodes[cr->node].file));
-		json_object_set_new(obj, "answer", json_string(cl_answer_names[cr->answer]));
-		json_object_set_new(obj, "error", cr->error ? json_string(cr->error) : json_null());
-		json_object_set_new(obj, "node", cr->node >= 0 ? json_string(inc->nodes[cr->node].name) :
-								 json_null());
-		json_object_set_new(obj, "full_dump", json_boolean(cr->full));
+		if (rank >= 0 && (uint64_t)rank < inc->world_size)
+			cl_manifest_rank(obj, inc, (uint32_t)rank);
 	}
-	json_object_set_new(doc, "trigger", incident_trigger_json(&inc->trigger));
-	json_object_set_new(doc, "detected_ns", json_integer((json_int_t)inc->detected_ns));
-	json_object_set_new(doc, "incomplete", json_boolean(inc->incomplete));
-	cl_manifest_klogs(inc, doc);
 out:
 	free(views);
 	free(ptrs);
 	return doc;
+}
+
+/* What the manifest says of the incident as it closes. */
+static void cl_manifest_close(struct cl_incident *inc, json_t *doc)
+{
+	json_object_set_new(doc, "closed_ns", json_integer((json_int_t)inc->closed_ns));
+	json_object_set(doc, "verdict", inc->verdict ? inc->verdict : json_null());
+	json_object_set_new(doc, "trigger", incident_trigger_json(&inc->trigger));
+	json_object_set_new(doc, "detected_ns", json_integer((json_int_t)inc->detected_ns));
+	json_object_set_new(doc, "incomplete", json_boolean(inc->incomplete));
+	cl_manifest_klogs(inc, doc);
+}
+
+static json_t *cl_manifest_doc(struct cl_incident *inc)
+{
+	json_t *doc = cl_manifest_ranks(inc, inc->closed_ns, inc->verdict);
+
+	if (doc)
+		cl_manifest_close(inc, doc);
+	return doc;
+}
+
+/*
+ * The manifest made while the summaries were judged, brought up to date:
+ * the entries of the ranks whose full dump was asked for since, and what
+ * it says of the incident as it closes.
+ */
+static json_t *cl_manifest_prebuilt(struct cl_incident *inc)
+{
+	json_t *doc = inc->prebuilt, *ranks = json_object_get(doc, "ranks");
+
+	inc->prebuilt = NULL;
+	for (uint32_t r = 0; r < inc->world_size; r++) {
+		json_t *obj = json_array_get(ranks, r);
+
+		if (inc->ranks[r].fetch_asked && obj)
+			cl_manifest_rank(obj, inc, r);
+	}
+	cl_manifest_close(inc, doc);
+	return doc;
+}
+
+/* The manifest's ranks, made on the thread pool while the summaries are judged. */
+struct cl_prebuild {
+	uv_work_t req;
+	struct cl_incident *inc;
+	uint64_t view_ns;
+	json_t *doc;
+};
+
+static void cl_prebuild_work(uv_work_t *req)
+{
+	struct cl_prebuild *pb = req->data;
+
+	pb->doc = cl_manifest_ranks(pb->inc, pb->view_ns, NULL);
+}
+
+static void cl_prebuild_after(uv_work_t *req, int status)
+{
+	struct cl_prebuild *pb = req->data;
+	struct cl_incident *inc = pb->inc;
+	struct flightrecd *d = inc->d;
+
+	(void)status;
+	pthread_mutex_lock(&d->lock);
+	inc->prebuilding = false;
+	inc->prebuilt = pb->doc;
+	if (inc->judged) {
+		struct cl_judgement *jw = inc->judged;
+
+		inc->judged = NULL;
+		cl_judge_apply(jw);
+	}
+	pthread_mutex_unlock(&d->lock);
+	free(pb);
+}
+
+/* Starts making the manifest's ranks: every answer is in, none changes
+ * before the judgement is applied. Without memory, the manifest is made
+ * whole at the end. */
+static void cl_prebuild(struct cl_incident *inc)
+{
+	struct cl_prebuild *pb = calloc(1, sizeof(*pb));
+
+	if (!pb)
+		return;
+	pb->req.data = pb;
+	pb->inc = inc;
+	pb->view_ns = daemon_now_ns();
+	inc->prebuilding = true;
+	if (uv_queue_work(inc->d->loop, &pb->req, cl_prebuild_work, cl_prebuild_after)) {
+		inc->prebuilding = false;
+		free(pb);
+	}
 }
 
 /* The manifest is written (or could not be): the incident is over. */
@@ -1020,7 +1147,10 @@ static void cl_finish(struct cl_incident *inc)
 {
 	inc->phase = CL_FINISHING;
 	inc->closed_ns = daemon_now_ns();
-	incident_build_manifest(inc->d, inc->dir, cl_manifest_build, cl_done, inc);
+	if (inc->prebuilt)
+		incident_write_manifest(inc->d, inc->dir, cl_manifest_prebuilt(inc), cl_done, inc);
+	else
+		incident_build_manifest(inc->d, inc->dir, cl_manifest_build, cl_done, inc);
 }
 
 /* Opening */
