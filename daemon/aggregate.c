@@ -207,10 +207,12 @@ int aggregate_progress(const struct job *job, size_t first, uint32_t n, uint64_t
 	return aggregate_into(job, first, n, now_ns, out);
 }
 
-int aggregate_progress_all(const struct job *job, uint64_t now_ns,
-			   struct fr_node_comm_progress *out)
+int aggregate_progress_range(const struct job *job, size_t first, uint32_t n, uint64_t now_ns,
+			     struct fr_node_comm_progress *out)
 {
-	return aggregate_into(job, 0, (uint32_t)job->ncomms, now_ns, out);
+	if (first > job->ncomms || n > job->ncomms - first)
+		return -EINVAL;
+	return aggregate_into(job, first, n, now_ns, out);
 }
 
 /* The central side */

@@ -8,7 +8,8 @@
  * the daemon's lock over the job it passes.
  *
  * Costs are linear: the node side reads each of its ranks' communicators
- * and operations in flight twice (finding each record by hash), the
+ * and operations in flight twice per 256 communicators of the job
+ * (finding each record by hash), the
  * central side each node's record once (its laggard
  * list is bounded by the ranks it names).
  */
@@ -39,12 +40,12 @@ struct job;
 int aggregate_progress(const struct job *job, size_t first, uint32_t n, uint64_t now_ns,
 		       struct fr_msg_node_progress *m, struct fr_node_comm_progress *out);
 /*
- * The same records of all the job's communicators at once, into `out`
- * (room for job->ncomms): one pass over the ranks, which the caller cuts
- * into frames. 0, or -ENOMEM.
+ * The same records of job->comms[first .. first + n), any n, into `out`
+ * (room for n): one pass over the ranks, which the caller cuts into
+ * frames. 0, -EINVAL for a range the job does not have, or -ENOMEM.
  */
-int aggregate_progress_all(const struct job *job, uint64_t now_ns,
-			   struct fr_node_comm_progress *out);
+int aggregate_progress_range(const struct job *job, size_t first, uint32_t n, uint64_t now_ns,
+			     struct fr_node_comm_progress *out);
 
 /* Ranks the central side names at most, per communicator: the rest are counted. */
 #define AGG_LAGGARDS_MAX 1024u

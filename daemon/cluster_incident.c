@@ -74,6 +74,8 @@ _Static_assert(CLUSTER_OPEN_MAX < CLUSTER_JOBS_MAX, "cl_job_get() always finds a
  * CL_FLOWING_NS) are waited for, up to CL_STRETCH_DEADLINES times
  * --dump-deadline in all (cl_stretch()). */
 #define CL_FLOWING_NS (2ull * NS_PER_S)
+/* Deaths a job remembers as reported (cl_job.deaths). */
+#define CL_DEATHS_KEPT 64
 #define CL_STRETCH_DEADLINES 4
 
 enum cl_answer {
@@ -173,6 +175,11 @@ struct cl_job {
 	bool budget_set;
 	double budget;
 	uint64_t budget_mono;
+	/* Deaths already reported (an incident opened, or one collecting
+	 * shows it), the last CL_DEATHS_KEPT: a node that reconnects says
+	 * its dead ranks again, and that is no new death. */
+	struct { uint32_t rank, pid; } deaths[CL_DEATHS_KEPT];
+	size_t ndeaths;
 };
 
 /* A rank's full dump asked for over HTTP, until its node answers. */
@@ -1353,20 +1360,47 @@ int cluster_incident_open(struct flightrecd *d, const char *job, const struct in
 	return err;
 }
 
-void cluster_incident_death(struct flightrecd *d, const char *job, uint32_t rank, uint8_t state)
+/* Whether the death of `rank` (process `pid`) was reported. */
+static bool cl_death_seen(const struct cl_job *j, uint32_t rank, uint32_t pid)
+{
+	size_t n = j->ndeaths < CL_DEATHS_KEPT ? j->ndeaths : CL_DEATHS_KEPT;
+
+	for (size_t i = 0; i < n; i++)
+		if (j->deaths[i].rank == rank && j->deaths[i].pid == pid)
+			return true;
+	return false;
+}
+
+static void cl_death_note(struct cl_job *j, uint32_t rank, uint32_t pid)
+{
+	size_t i = j->ndeaths++ % CL_DEATHS_KEPT;
+
+	j->deaths[i].rank = rank;
+	j->deaths[i].pid = pid;
+}
+
+void cluster_incident_death(struct flightrecd *d, const char *job, uint32_t rank, uint32_t pid,
+			    uint8_t state)
 {
 	struct incident_trigger t = { .rank = (int32_t)rank };
+	const char *what = state == FR_NODE_RANK_CRASHED ? "crashed" :
+			   state == FR_NODE_RANK_EXITED	 ? "exited" :
+							   "was killed";
+	struct cl_job *j = cl_job_get(job);
 	uint64_t retry_after = 0;
 	int err;
 
+	if (j && cl_death_seen(j, rank, pid))
+		return;
 	t.reason = state == FR_NODE_RANK_CRASHED ? "crash" :
 		   state == FR_NODE_RANK_EXITED	 ? "exited" :
 						   "killed";
 	err = cl_open(d, job, &t, NULL, &retry_after);
+	if (j && (!err || err == -EBUSY))
+		cl_death_note(j, rank, pid);
 	if (err == -EBUSY)
 		daemon_log("job %s: rank %" PRIu32 " %s while an incident is collecting; its manifest "
-			   "shows it", job, rank, state == FR_NODE_RANK_CRASHED ? "crashed" :
-						   state == FR_NODE_RANK_EXITED ? "exited" : "was killed");
+			   "shows it", job, rank, what);
 	else if (err && err != -EDQUOT && err != -ENOSPC)
 		daemon_log("cannot open an incident for job %s: %s", job, strerror(-err));
 }

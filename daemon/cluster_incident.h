@@ -71,10 +71,12 @@ void cluster_incident_free_all(void);
  * Rank `rank` of node-held `job` died (its node said so, state
  * FR_NODE_RANK_CRASHED, _EXITED or _KILLED): an incident opens at once
  * (reason crash, exited or killed), asking every node for its ranks'
- * evidence while they still wait, unless one is collecting already or the
- * rate limit refuses it.
+ * evidence while they still wait, unless one is collecting already, the
+ * rate limit refuses it, or this death (rank and pid) was reported before
+ * (a node that reconnects says its dead ranks again).
  */
-void cluster_incident_death(struct flightrecd *d, const char *job, uint32_t rank, uint8_t state);
+void cluster_incident_death(struct flightrecd *d, const char *job, uint32_t rank, uint32_t pid,
+			    uint8_t state);
 /*
  * POST /v1/jobs/<job>/dump for a job the nodes hold: opens an incident
  * with reason "manual". Returns the HTTP status (202 with `id` and

@@ -579,10 +579,11 @@ void incident_open_death(struct flightrecd *d, struct job *job, uint32_t rank,
 
 	if (job->crash_reported)
 		return;
-	/* A node daemon whose central daemon hears of deaths (protocol 7)
-	 * leaves the incident to it: it asks every node of the job at once,
-	 * this one too. */
-	if (d->cfg.upstream && upstream_central_version() >= 7) {
+	/* A node daemon whose central daemon hears of deaths (protocol 7:
+	 * NODE_RANKS says crashed, exited, killed) leaves the incident to
+	 * it: it asks every node of the job at once, this one too. An NCCL
+	 * error changes no rank's state: the node opens that one. */
+	if (d->cfg.upstream && upstream_central_version() >= 7 && strcmp(reason, "nccl_error") != 0) {
 		daemon_log("job %s: rank %" PRIu32 " %s: the central daemon is told, and opens the "
 			   "incident", job->id, rank, job->crash_what ? job->crash_what : "died");
 		job->crash_reported = true;
@@ -1008,7 +1009,10 @@ static void dump_record_result(struct incident *inc, struct dump_write *w)
 	if (inc->hooks.written) {
 		ir->told = true;
 		inc->hooks.written(inc->hooks.arg, w->rank, w->path, w->digested, w->digested_len,
-				   w->digested ? 0 : w->digest ? w->digest_err : -ENOENT);
+				   w->digested	      ? 0 :
+				   !w->digest	      ? -ENOENT :
+				   w->digest_err      ? w->digest_err :
+							-EIO);
 		w->digested = NULL;
 	}
 	daemon_log("received the dump of job %s rank %" PRIu32 " for incident %s (%zu bytes)",

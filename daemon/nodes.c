@@ -993,7 +993,7 @@ static uint8_t held_state(const struct node_job *j, uint32_t rank)
 }
 
 bool nodes_ranks_new_death(struct node *n, const struct fr_msg_node_ranks *m, uint32_t *rank,
-			   uint8_t *state)
+			   uint32_t *pid, uint8_t *state)
 {
 	struct node_job *j;
 	int err;
@@ -1006,6 +1006,7 @@ bool nodes_ranks_new_death(struct node *n, const struct fr_msg_node_ranks *m, ui
 
 		if (fr_node_rank_died(r->state) && !fr_node_rank_died(held_state(j, r->rank))) {
 			*rank = r->rank;
+			*pid = r->pid;
 			*state = r->state;
 			return true;
 		}

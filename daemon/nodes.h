@@ -165,10 +165,12 @@ int nodes_ranks(struct node *n, const struct fr_msg_node_ranks *m);
 /*
  * Whether NODE_RANKS `m` of node `n` says a rank died (crashed, exited,
  * killed: protocol 7) that the node held alive until now: the first such
- * rank and its state. Asked before nodes_ranks() takes `m`.
+ * rank, its pid and its state. Asked before nodes_ranks() takes `m`. (A
+ * node that reconnects says its dead ranks again: the central daemon's
+ * incidents tell them apart, cluster_incident_death().)
  */
 bool nodes_ranks_new_death(struct node *n, const struct fr_msg_node_ranks *m, uint32_t *rank,
-			   uint8_t *state);
+			   uint32_t *pid, uint8_t *state);
 /* NODE_PROGRESS of node `n`; returns as nodes_ranks(). */
 int nodes_progress(struct node *n, const struct fr_msg_node_progress *m);
 /* The node's connection `c` closed: the node stays, disconnected. */

@@ -751,18 +751,18 @@ static int conn_node_frame(struct conn *c, const struct fr_wire_header *h, const
 	switch (h->type) {
 	case FR_MSG_NODE_RANKS: {
 		struct fr_msg_node_ranks m = { 0 };
-		uint32_t dead = 0;
+		uint32_t dead = 0, pid = 0;
 		uint8_t state = 0;
 		bool died;
 
 		err = fr_wire_node_ranks_decode(p, h->length, &m);
 		if (!err && node_job_allowed(c, c->node->name, m.job)) {
-			died = nodes_ranks_new_death(c->node, &m, &dead, &state);
+			died = nodes_ranks_new_death(c->node, &m, &dead, &pid, &state);
 			err = nodes_ranks(c->node, &m);
 			/* A rank died: the incident opens at once, as for a
 			 * rank of this daemon's own (incident_open_death()). */
-			if (!err && died)
-				cluster_incident_death(c->d, m.job, dead, state);
+			if ((!err || err == -EADDRINUSE) && died)
+				cluster_incident_death(c->d, m.job, dead, pid, state);
 			err = node_kept(c, err);
 		}
 		fr_wire_node_ranks_free(&m);

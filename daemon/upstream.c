@@ -430,6 +430,10 @@ static uint64_t fnv(const uint8_t *p, size_t n)
 }
 
 /* NODE_PROGRESS for each frame of communicators whose records changed. */
+/* Communicators whose records one pass over the ranks makes; a multiple of FR_NODE_PROGRESS_COMMS_MAX. */
+#define UP_PROGRESS_CHUNK 256u
+_Static_assert(UP_PROGRESS_CHUNK % FR_NODE_PROGRESS_COMMS_MAX == 0, "a frame never straddles two chunks");
+
 static int up_send_progress(struct up_job *uj, const struct job *job, uint64_t now_ns)
 {
 	size_t frames = (job->ncomms + FR_NODE_PROGRESS_COMMS_MAX - 1) / FR_NODE_PROGRESS_COMMS_MAX;
@@ -445,28 +449,37 @@ static int up_send_progress(struct up_job *uj, const struct job *job, uint64_t n
 		uj->progress_hash = h;
 		uj->nhash = frames;
 	}
-	/* Kept from pace to pace: a record is 36 KiB, and a node's ranks may
-	 * report a hundred communicators. */
-	if (up.nprogress < job->ncomms) {
-		out = realloc(up.progress, job->ncomms * sizeof(*out));
-		if (!out)
+	/* Records of UP_PROGRESS_CHUNK communicators at a time, each chunk
+	 * one pass over the ranks; kept from pace to pace (a record is
+	 * 36 KiB: a job of thousands of communicators must not make the node
+	 * hold one each). */
+	if (!up.progress) {
+		up.progress = malloc(UP_PROGRESS_CHUNK * sizeof(*up.progress));
+		if (!up.progress)
 			return -ENOMEM;
-		up.progress = out;
-		up.nprogress = job->ncomms;
 	}
 	out = up.progress;
-	err = aggregate_progress_all(job, now_ns, out);
 	for (size_t f = 0; f < frames && !err; f++) {
 		size_t first = f * FR_NODE_PROGRESS_COMMS_MAX;
+		size_t chunk = first / UP_PROGRESS_CHUNK * UP_PROGRESS_CHUNK;
 		uint32_t n = (uint32_t)(job->ncomms - first < FR_NODE_PROGRESS_COMMS_MAX ?
 						job->ncomms - first :
 						FR_NODE_PROGRESS_COMMS_MAX);
-		struct fr_msg_node_progress m = { .ncomms = n, .comms = out + first };
+		struct fr_msg_node_progress m = { .ncomms = n, .comms = out + (first - chunk) };
 		struct up_write *w;
 		size_t size;
 		uint64_t h;
 		int len;
 
+		if (first == chunk) {
+			err = aggregate_progress_range(job, chunk,
+						       (uint32_t)(job->ncomms - chunk < UP_PROGRESS_CHUNK ?
+								  job->ncomms - chunk :
+								  UP_PROGRESS_CHUNK),
+						       now_ns, out);
+			if (err)
+				break;
+		}
 		memcpy(m.job, job->id, sizeof(m.job));
 		size = fr_wire_node_progress_size(&m);
 		w = malloc(sizeof(*w) + size);
@@ -896,7 +909,6 @@ void upstream_close(struct flightrecd *d)
 	up.len = up.cap = 0;
 	free(up.progress);
 	up.progress = NULL;
-	up.nprogress = 0;
 	up_jobs_forget();
 	upstream_incident_free();
 }
