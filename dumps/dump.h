@@ -40,6 +40,10 @@
  * "nccl_error" (an asynchronous NCCL error); only a dump, or a manifest's
  * view of a rank, with one is written as 1.8. */
 #define FR_DUMP_VERSION_EXIT "1.8"
+/* 1.9 adds threads' "python_frames" and "python_truncated", and
+ * "python_note" (agent/pyframes.c); only a dump with one of them is
+ * written as 1.9. */
+#define FR_DUMP_VERSION_PYTHON "1.9"
 #define FR_DUMP_VERSION_MAJOR 1
 /*
  * Manifests are versioned apart from dumps since 2.0, which lists each

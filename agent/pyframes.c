@@ -1,0 +1,458 @@
+/*
+ * Python frames for dumps: which line of the script each thread is on.
+ *
+ * The native stack of a Python thread is the interpreter's evaluation loop
+ * over and over; what a user needs is the Python stack, which lives in the
+ * interpreter's own structures. They are read here, on the link thread,
+ * when a dump is taken, and never on the hooked call path. The thread that
+ * holds the GIL may be the one that is stuck, so nothing here takes it,
+ * calls into Python or stops a thread: the link thread reads every thread
+ * state from outside, as a debugger would, but from inside the process.
+ *
+ * Every read of interpreter memory is process_vm_readv on this process,
+ * which answers EFAULT for an address that is not mapped instead of
+ * faulting: the structures change under the reader (a thread pops a frame,
+ * exits, a string is freed), so any pointer may be stale. What is read is
+ * checked before it is believed: a code object, a str and a bytes must
+ * have the type object's address the symbols give, lengths and offsets
+ * must be sane, and a thread's walk stops at its first inconsistency,
+ * marked py_truncated, rather than report a frame it is not sure of. Walks
+ * are bounded in threads, depth and string length.
+ *
+ * The layout is CPython 3.11's (Debian 12), chosen by the version the
+ * process carries (Py_Version). The offsets are written out here rather
+ * than taken from Python's headers at build time: the agent must build
+ * without them, and the headers of the build machine's Python say nothing
+ * of the version an application runs. tests/unit/test_pyframes.c checks
+ * them against the real 3.11 headers where python3.11-dev is installed.
+ */
+#include "pyframes.h"
+
+#include <dlfcn.h>
+#include <errno.h>
+#include <limits.h>
+#include <link.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+#include "../dumps/trace.h"
+#include "dlsym.h"
+
+/*
+ * CPython 3.11 on a 64-bit target: byte offsets of the fields read. Each
+ * is offsetof() of the named field in the 3.11 headers (the test names the
+ * header of each).
+ */
+enum {
+	RT_INTERP_HEAD = 40,       /* _PyRuntimeState.interpreters.head */
+	IS_NEXT = 0,               /* PyInterpreterState.next */
+	IS_THREADS_HEAD = 16,      /* PyInterpreterState.threads.head */
+	TS_NEXT = 8,               /* PyThreadState.next */
+	TS_INTERP = 16,            /* PyThreadState.interp */
+	TS_CFRAME = 56,            /* PyThreadState.cframe */
+	TS_NATIVE_TID = 160,       /* PyThreadState.native_thread_id */
+	TS_SIZE = 168,
+	CF_CURRENT_FRAME = 8,      /* _PyCFrame.current_frame */
+	FR_CODE = 32,              /* _PyInterpreterFrame.f_code */
+	FR_PREVIOUS = 48,          /* _PyInterpreterFrame.previous */
+	FR_PREV_INSTR = 56,        /* _PyInterpreterFrame.prev_instr */
+	FR_OWNER = 69,             /* _PyInterpreterFrame.owner (a char) */
+	FR_SIZE = 72,
+	OB_TYPE = 8,               /* PyObject.ob_type */
+	OB_SIZE = 16,              /* PyVarObject.ob_size */
+	CO_FIRSTLINENO = 72,       /* PyCodeObject.co_firstlineno (int) */
+	CO_FILENAME = 112,         /* PyCodeObject.co_filename */
+	CO_QUALNAME = 128,         /* PyCodeObject.co_qualname */
+	CO_LINETABLE = 136,        /* PyCodeObject.co_linetable */
+	CO_FIRSTTRACEABLE = 168,   /* PyCodeObject._co_firsttraceable (int) */
+	CO_CODE = 184,             /* PyCodeObject.co_code_adaptive */
+	BYTES_DATA = 32,           /* PyBytesObject.ob_sval */
+	STR_LENGTH = 16,           /* PyASCIIObject.length */
+	STR_STATE = 32,            /* PyASCIIObject.state (bit fields) */
+	STR_ASCII_DATA = 48,       /* sizeof(PyASCIIObject) */
+	STR_UTF8_LENGTH = 48,      /* PyCompactUnicodeObject.utf8_length */
+	STR_UTF8 = 56,             /* PyCompactUnicodeObject.utf8 */
+	STR_DATA = 72,             /* sizeof(PyCompactUnicodeObject) */
+};
+
+/* _PyInterpreterFrame.owner: FRAME_OWNED_BY_GENERATOR; the highest is
+ * FRAME_OWNED_BY_FRAME_OBJECT. */
+#define OWNED_BY_GENERATOR 1
+#define OWNED_BY_MAX 2
+/* More than any real interpreter has; a longer list is a cycle. */
+#define MAX_INTERPRETERS 64
+/* Code units of one code object, and bytes of its location table, past
+ * which it is taken for garbage. */
+#define MAX_CODE_UNITS (1 << 24)
+#define MAX_LINETABLE (1 << 20)
+
+/* Copies `len` bytes at `addr` of this process; false when any of them is
+ * not mapped (or the address is null). */
+static bool peek(uint64_t addr, void *buf, size_t len)
+{
+	static pid_t self;
+	struct iovec local = { buf, len }, remote = { (void *)(uintptr_t)addr, len };
+
+	if (!self)
+		self = getpid();
+	return addr && process_vm_readv(self, &local, 1, &remote, 1, 0) == (ssize_t)len;
+}
+
+static uint64_t u64_at(const uint8_t *p, size_t off)
+{
+	uint64_t v;
+
+	memcpy(&v, p + off, sizeof(v));
+	return v;
+}
+
+static int32_t i32_at(const uint8_t *p, size_t off)
+{
+	int32_t v;
+
+	memcpy(&v, p + off, sizeof(v));
+	return v;
+}
+
+/* Appends code point `c` as UTF-8 to out[*n], room for `cap` bytes; false
+ * when it does not fit. */
+static bool put_utf8(char *out, size_t *n, size_t cap, uint32_t c)
+{
+	uint8_t b[4];
+	size_t k;
+
+	if (c < 0x80) {
+		b[0] = (uint8_t)c;
+		k = 1;
+	} else if (c < 0x800) {
+		b[0] = (uint8_t)(0xc0 | c >> 6);
+		b[1] = (uint8_t)(0x80 | (c & 0x3f));
+		k = 2;
+	} else if (c < 0x10000) {
+		b[0] = (uint8_t)(0xe0 | c >> 12);
+		b[1] = (uint8_t)(0x80 | (c >> 6 & 0x3f));
+		b[2] = (uint8_t)(0x80 | (c & 0x3f));
+		k = 3;
+	} else {
+		b[0] = (uint8_t)(0xf0 | c >> 18);
+		b[1] = (uint8_t)(0x80 | (c >> 12 & 0x3f));
+		b[2] = (uint8_t)(0x80 | (c >> 6 & 0x3f));
+		b[3] = (uint8_t)(0x80 | (c & 0x3f));
+		k = 4;
+	}
+	if (*n + k > cap)
+		return false;
+	memcpy(out + *n, b, k);
+	*n += k;
+	return true;
+}
+
+/*
+ * The str object at `addr` as UTF-8 into `out` (FR_PY_STR_MAX + 1 bytes),
+ * cut at FR_PY_STR_MAX bytes on a character's boundary. False when it is
+ * not a ready compact str, or not readable.
+ */
+static bool read_str(const struct fr_py_target *py, uint64_t addr, char *out)
+{
+	/* Code units of a string cut at the limit: the widest takes 4 bytes. */
+	uint8_t h[STR_DATA], raw[FR_PY_STR_MAX * 4];
+	uint32_t state, kind;
+	int64_t length;
+	size_t n = 0, take;
+
+	if (!peek(addr, h, STR_ASCII_DATA) || u64_at(h, OB_TYPE) != py->unicode_type)
+		return false;
+	memcpy(&length, h + STR_LENGTH, sizeof(length));
+	memcpy(&state, h + STR_STATE, sizeof(state));
+	/* state: interned:2, kind:3, compact:1, ascii:1, ready:1 */
+	kind = state >> 2 & 7;
+	if (!(state >> 5 & 1) || !(state >> 7 & 1) || length < 0 || length > MAX_CODE_UNITS ||
+	    (kind != 1 && kind != 2 && kind != 4))
+		return false;
+	take = (size_t)length < FR_PY_STR_MAX ? (size_t)length : FR_PY_STR_MAX;
+	if (state >> 6 & 1) {
+		if (kind != 1 || !peek(addr + STR_ASCII_DATA, out, take))
+			return false;
+		for (size_t i = 0; i < take; i++)
+			if (!out[i] || (uint8_t)out[i] >= 0x80)
+				return false;
+		out[take] = '\0';
+		return true;
+	}
+	/* Not ASCII: the code units follow the compact header, 1, 2 or 4
+	 * bytes each (the UTF-8 copy exists only once asked for). */
+	if (!peek(addr, h, STR_DATA) || !peek(addr + STR_DATA, raw, take * kind))
+		return false;
+	for (size_t i = 0; i < take; i++) {
+		uint32_t c = kind == 1 ? raw[i] :
+			     kind == 2 ? (uint32_t)raw[2 * i] | (uint32_t)raw[2 * i + 1] << 8 :
+					 (uint32_t)raw[4 * i] | (uint32_t)raw[4 * i + 1] << 8 |
+						 (uint32_t)raw[4 * i + 2] << 16 |
+						 (uint32_t)raw[4 * i + 3] << 24;
+
+		if (!c || c > 0x10ffff || (c >= 0xd800 && c < 0xe000))
+			return false;
+		if (!put_utf8(out, &n, FR_PY_STR_MAX, c))
+			break;
+	}
+	out[n] = '\0';
+	return true;
+}
+
+/* A location table's varint at t[*i]: 6 bits a byte, low first, bit 6
+ * saying more follow. False when it runs past the table. */
+static bool scan_varint(const uint8_t *t, size_t len, size_t *i, uint32_t *out)
+{
+	uint32_t v = 0;
+
+	for (unsigned shift = 0; *i < len && shift < 32; shift += 6) {
+		uint8_t b = t[(*i)++];
+
+		v |= (uint32_t)(b & 63) << shift;
+		if (!(b & 64)) {
+			*out = v;
+			return true;
+		}
+	}
+	return false;
+}
+
+uint32_t fr_py311_addr2line(const uint8_t *t, size_t len, int32_t firstlineno, int64_t addr)
+{
+	int64_t line = firstlineno, end = 0;
+	size_t i = 0;
+
+	if (addr < 0)
+		return firstlineno > 0 ? (uint32_t)firstlineno : 0;
+	/* Each entry: a byte with bit 7 set, its code in bits 3-6 and the
+	 * code units it covers less one in bits 0-2, then the code's operands.
+	 * Codes 0-9: same line (short form); 10-12: line + 0, 1, 2 (one-line
+	 * form); 13: line + svarint, no columns; 14: line + svarint, then end
+	 * line and columns (long form); 15: no location. */
+	while (i < len) {
+		uint8_t b = t[i];
+		int code = b >> 3 & 15;
+		uint32_t uv;
+
+		if (!(b & 0x80))
+			return 0; /* not an entry's first byte: not a table */
+		end += ((b & 7) + 1) * 2;
+		i++;
+		if (code == 13 || code == 14) {
+			if (!scan_varint(t, len, &i, &uv))
+				return 0;
+			line += uv & 1 ? -(int64_t)(uv >> 1) : (int64_t)(uv >> 1);
+		} else if (code == 11 || code == 12) {
+			line += code - 10;
+		}
+		if (addr < end)
+			return code == 15 || line <= 0 || line > UINT32_MAX ? 0 : (uint32_t)line;
+		while (i < len && !(t[i] & 0x80))
+			i++;
+	}
+	return 0;
+}
+
+/* The line a code object's instruction at byte offset `addr` is on, 0 when
+ * its table cannot be read or says none. */
+static uint32_t code_line(const struct fr_py_target *py, const uint8_t *code, int64_t addr)
+{
+	uint64_t table = u64_at(code, CO_LINETABLE);
+	uint8_t h[BYTES_DATA];
+	int64_t len;
+	uint8_t *bytes;
+	uint32_t line = 0;
+
+	if (!peek(table, h, sizeof(h)) || u64_at(h, OB_TYPE) != py->bytes_type)
+		return 0;
+	memcpy(&len, h + OB_SIZE, sizeof(len));
+	if (len <= 0 || len > MAX_LINETABLE || !(bytes = malloc((size_t)len)))
+		return 0;
+	if (peek(table + BYTES_DATA, bytes, (size_t)len))
+		line = fr_py311_addr2line(bytes, (size_t)len, i32_at(code, CO_FIRSTLINENO), addr);
+	free(bytes);
+	return line;
+}
+
+/* The thread of `t` with kernel thread id `tid`, or NULL. */
+static struct fr_thread *thread_of(struct fr_trace *t, uint64_t tid)
+{
+	for (size_t i = 0; i < t->nthreads; i++)
+		if (t->threads[i].tid == tid)
+			return &t->threads[i];
+	return NULL;
+}
+
+/*
+ * One frame: kept in th->pyframes (room for FR_PY_MAX_DEPTH), skipped
+ * (returns 0 with nothing added) when the interpreter has not begun it,
+ * -EPROTO when it is not consistent, -ENOMEM.
+ */
+static int add_frame(const struct fr_py_target *py, const uint8_t *frame, struct fr_thread *th)
+{
+	uint8_t code[CO_CODE];
+	uint64_t co = u64_at(frame, FR_CODE), prev_instr = u64_at(frame, FR_PREV_INSTR);
+	int64_t units, first, lasti;
+	char function[FR_PY_STR_MAX + 1], file[FR_PY_STR_MAX + 1];
+	struct fr_pyframe *f;
+
+	if (frame[FR_OWNER] > OWNED_BY_MAX || !peek(co, code, sizeof(code)) ||
+	    u64_at(code, OB_TYPE) != py->code_type)
+		return -EPROTO;
+	memcpy(&units, code + OB_SIZE, sizeof(units));
+	first = i32_at(code, CO_FIRSTTRACEABLE);
+	if (units <= 0 || units > MAX_CODE_UNITS || first < 0 || first >= units)
+		return -EPROTO;
+	/* prev_instr points at the last instruction begun, in the code's
+	 * instructions, which start CO_CODE bytes into the code object. A
+	 * frame whose function has not reached its first traceable
+	 * instruction is still being set up: the interpreter itself leaves
+	 * such a frame out of tracebacks (_PyFrame_IsIncomplete). */
+	lasti = ((int64_t)prev_instr - (int64_t)(co + CO_CODE)) / 2;
+	if (frame[FR_OWNER] != OWNED_BY_GENERATOR && lasti < first)
+		return 0;
+	if (lasti < -1 || lasti >= units || (prev_instr - co) % 2)
+		return -EPROTO;
+	if (!read_str(py, u64_at(code, CO_QUALNAME), function) ||
+	    !read_str(py, u64_at(code, CO_FILENAME), file))
+		return -EPROTO;
+	f = &th->pyframes[th->npyframes];
+	f->line = code_line(py, code, lasti * 2);
+	if (!(f->function = strdup(function)) || !(f->file = strdup(file))) {
+		free(f->function);
+		f->function = NULL;
+		return -ENOMEM;
+	}
+	th->npyframes++;
+	return 0;
+}
+
+/* The frames of the thread state read into `ts`, into `th`. */
+static int read_thread_frames(const struct fr_py_target *py, const uint8_t *ts,
+			      struct fr_thread *th)
+{
+	uint8_t frame[FR_SIZE];
+	uint64_t cframe = u64_at(ts, TS_CFRAME), at;
+	int depth, rc = 0;
+
+	if (th->pyframes)
+		return 0; /* a second thread state naming the same thread */
+	if (!peek(cframe + CF_CURRENT_FRAME, &at, sizeof(at))) {
+		th->py_truncated = true;
+		return 0;
+	}
+	if (!at)
+		return 0; /* not running Python */
+	th->pyframes = calloc(FR_PY_MAX_DEPTH, sizeof(*th->pyframes));
+	if (!th->pyframes)
+		return -ENOMEM;
+	for (depth = 0; at && depth < FR_PY_MAX_DEPTH; depth++) {
+		if (!peek(at, frame, sizeof(frame)) || (rc = add_frame(py, frame, th)) == -EPROTO) {
+			rc = 0;
+			break;
+		}
+		if (rc)
+			return rc;
+		at = u64_at(frame, FR_PREVIOUS);
+	}
+	th->py_truncated = at != 0;
+	if (!th->npyframes) {
+		free(th->pyframes);
+		th->pyframes = NULL;
+	}
+	return 0;
+}
+
+int fr_py311_read(const struct fr_py_target *py, struct fr_trace *t)
+{
+	uint64_t interp, ts;
+	unsigned nthreads = 0;
+
+	if (!peek(py->runtime + RT_INTERP_HEAD, &interp, sizeof(interp)))
+		return 0;
+	for (int ni = 0; interp && ni < MAX_INTERPRETERS; ni++) {
+		uint8_t is[IS_THREADS_HEAD + 8];
+
+		if (!peek(interp, is, sizeof(is)))
+			break;
+		ts = u64_at(is, IS_THREADS_HEAD);
+		for (; ts && nthreads < FR_PY_MAX_THREADS; nthreads++) {
+			uint8_t state[TS_SIZE];
+			struct fr_thread *th;
+			int rc;
+
+			/* A thread state of another interpreter, or none at
+			 * all: the list changed under the reader. */
+			if (!peek(ts, state, sizeof(state)) || u64_at(state, TS_INTERP) != interp)
+				break;
+			th = thread_of(t, u64_at(state, TS_NATIVE_TID));
+			if (th && (rc = read_thread_frames(py, state, th)))
+				return rc;
+			ts = u64_at(state, TS_NEXT);
+		}
+		interp = u64_at(is, IS_NEXT);
+	}
+	return 0;
+}
+
+/* A libpython the program loaded privately (RTLD_LOCAL), which the global
+ * scope does not reach: its file name, from the list of loaded objects. */
+static int find_libpython(struct dl_phdr_info *info, size_t size, void *arg)
+{
+	const char *base = info->dlpi_name ? strrchr(info->dlpi_name, '/') : NULL;
+
+	(void)size;
+	base = base ? base + 1 : info->dlpi_name;
+	if (!base || strncmp(base, "libpython3", 10) != 0)
+		return 0;
+	snprintf(arg, PATH_MAX, "%s", info->dlpi_name);
+	return 1;
+}
+
+static uint64_t sym(void *h, const char *name)
+{
+	return (uint64_t)(uintptr_t)fr_real_dlsym(h, name);
+}
+
+int fr_pyframes_collect(struct fr_trace *t)
+{
+	struct fr_py_target py = { 0 };
+	char path[PATH_MAX] = "";
+	void *h = RTLD_DEFAULT, *own = NULL;
+	uint64_t vaddr, version = 0;
+	int rc = 0;
+
+	/* The executable (Debian's python3.11 links libpython statically and
+	 * exports its symbols) or a libpython in the global scope; else one
+	 * loaded privately. */
+	if (!(py.runtime = sym(h, "_PyRuntime")) && dl_iterate_phdr(find_libpython, path) &&
+	    (own = dlopen(path, RTLD_LAZY | RTLD_NOLOAD)))
+		py.runtime = sym(h = own, "_PyRuntime");
+	if (!py.runtime)
+		goto out; /* no Python in this process */
+	/* Py_Version (PY_VERSION_HEX) exists from 3.11 on. */
+	if (!(vaddr = sym(h, "Py_Version")) || !peek(vaddr, &version, sizeof(version))) {
+		snprintf(t->python_note, sizeof(t->python_note),
+			 "Python frames unavailable: Python older than 3.11 (the agent reads 3.11)");
+		goto out;
+	}
+	if (version >> 16 != 0x030b) {
+		snprintf(t->python_note, sizeof(t->python_note),
+			 "Python frames unavailable for Python %u.%u (the agent reads 3.11)",
+			 (unsigned)(version >> 24 & 0xff), (unsigned)(version >> 16 & 0xff));
+		goto out;
+	}
+	py.code_type = sym(h, "PyCode_Type");
+	py.unicode_type = sym(h, "PyUnicode_Type");
+	py.bytes_type = sym(h, "PyBytes_Type");
+	if (py.code_type && py.unicode_type && py.bytes_type)
+		rc = fr_py311_read(&py, t);
+out:
+	if (own)
+		dlclose(own);
+	return rc;
+}

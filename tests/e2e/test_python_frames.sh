@@ -1,0 +1,61 @@
+#!/usr/bin/env bash
+# A Python training loop under the agent (Debian's mpi4py), 4 ranks: its
+# output and exit status are what they are without the agent; when rank 2
+# stalls in load_batch() before an allreduce, the dumps carry each thread's
+# Python frames (read by the agent without the GIL), rank 2's innermost is
+# load_batch on the sleeping line, the others' is train_step on the
+# allreduce line, and fr-analyze names rank 2 and shows its Python stack.
+. "$(dirname "$0")/lib.sh"
+
+PY=/usr/bin/python3
+SCRIPT=$ROOT/tests/python/train_loop.py
+$PY -c 'import mpi4py' 2>/dev/null ||
+	skip "/usr/bin/python3 cannot import mpi4py (apt-get install python3-mpi4py)"
+[ "$($PY -c 'import sys; print(sys.version_info[:2] == (3, 11))')" = True ] ||
+	skip "/usr/bin/python3 is not CPython 3.11, the version the agent reads"
+LOAD_LINE=$(grep -n 'LOAD_BATCH_LINE' "$SCRIPT" | cut -d: -f1)
+REDUCE_LINE=$(grep -n 'ALLREDUCE_LINE' "$SCRIPT" | cut -d: -f1)
+
+# No daemon, no stall: the same output and status with and without the agent.
+mpirun -np 4 $PY "$SCRIPT" -1 0 20 >"$T/plain.out" 2>&1
+plain_rc=$?
+mpirun -np 4 -x LD_PRELOAD="$PRELOAD" ${ASAN_OPTIONS:+-x ASAN_OPTIONS} \
+	-x FLIGHTREC_ADDR=127.0.0.1:1 -x FLIGHTREC_DUMP_DIR="$T/local" \
+	$PY "$SCRIPT" -1 0 20 >"$T/agent.raw" 2>&1
+agent_rc=$?
+grep -v "^flightrec:" "$T/agent.raw" >"$T/agent.out"
+[ "$plain_rc" -eq 0 ] && [ "$(wc -l <"$T/plain.out")" -eq 1 ] ||
+	fail "the job fails without the agent (exit $plain_rc): $(cat "$T/plain.out")"
+[ "$agent_rc" -eq "$plain_rc" ] || fail "exit status $agent_rc under the agent, $plain_rc without"
+cmp -s "$T/plain.out" "$T/agent.out" ||
+	fail "the agent changed the job's output: $(diff "$T/plain.out" "$T/agent.out")"
+
+# Rank 2 sleeps in load_batch() before the allreduce of step 3.
+start_daemon --timeout 3 --heartbeat-timeout 10
+start_mpi_program 4 $PY "$SCRIPT" 2 3 100
+wait_incident 40
+analyze "$INCIDENT"
+[ "$RC" -eq 1 ] || fail "fr-analyze exit $RC, want 1: $(cat "$T/analyze.err")"
+expect '.verdict == "hang"'
+expect '[.culprits[].rank] == [2] and .culprits[0].reason == "not_entered"'
+expect '.waiting_ranks == [0,1,3]'
+
+# The stalled rank's dump: a thread whose innermost Python frame is
+# load_batch, in the script, on the line that sleeps, called from main.
+D2=$INCIDENT/rank-2.json
+expect '.version == "1.9"' "$D2"
+expect "[.threads[] | select(.python_frames) | .python_frames[0]] |
+	any(.function == \"load_batch\" and .file == \"$SCRIPT\" and .line == $LOAD_LINE)" "$D2"
+expect '[.threads[] | select(.python_frames) | .python_frames | map(.function)] |
+	any(. == ["load_batch", "main", "<module>"])' "$D2"
+# A waiting rank is in train_step, on its allreduce line.
+expect "[.threads[] | select(.python_frames) | .python_frames[0]] |
+	any(.function == \"train_step\" and .line == $REDUCE_LINE)" "$INCIDENT/rank-0.json"
+# --json carries the culprit's Python frames.
+expect ".culprits[0].python_frames[0] | .function == \"load_batch\" and .line == $LOAD_LINE"
+
+# The report shows them under the culprit.
+"$BIN/fr-analyze" "$INCIDENT" >"$T/report.txt"
+grep -q "load_batch ($(basename "$SCRIPT"):$LOAD_LINE)" "$T/report.txt" ||
+	fail "the report lacks rank 2's Python frame: $(cat "$T/report.txt")"
+echo "PASS python frames: output unchanged; rank 2 named, in load_batch (line $LOAD_LINE)"
