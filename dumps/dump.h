@@ -60,6 +60,10 @@
 /* Dumps of a 2000-entry ring are a few MiB; a file this big is not one. */
 #define FR_DUMP_FILE_MAX (1ull << 30)
 
+/* A thread's "python_frames" (FORMAT.md, "threads[i]"): a new reference,
+ * NULL when out of memory. */
+json_t *fr_pyframes_to_json(const struct fr_thread *th);
+
 /*
  * The JSON object of a trace (the dump document). Returns a new reference,
  * NULL when out of memory. Threads are included when the trace has them.

@@ -284,8 +284,7 @@ static json_t *pg_status_json(const struct fr_comm *c)
 	return o;
 }
 
-/* A thread's Python frames (FORMAT.md, "threads[i]"); NULL when out of memory. */
-static json_t *pyframes_json(const struct fr_thread *th)
+json_t *fr_pyframes_to_json(const struct fr_thread *th)
 {
 	json_t *a = json_array();
 	int bad = !a;
@@ -346,7 +345,7 @@ static json_t *thread_json(const struct fr_thread *th)
 	bad |= set(o, "frames", frames);
 	frames = NULL;
 	if (th->npyframes)
-		bad |= set(o, "python_frames", pyframes_json(th));
+		bad |= set(o, "python_frames", fr_pyframes_to_json(th));
 	if (th->py_truncated)
 		bad |= set(o, "python_truncated", json_true());
 	if (bad)

@@ -189,10 +189,41 @@ out_free:
 	free(r);
 }
 
+/* A Python file as the report names it: its last component. */
+static const char *py_file_name(const char *file)
+{
+	const char *slash = strrchr(file, '/');
+
+	return slash && slash[1] ? slash + 1 : file;
+}
+
+/* "load_batch (train.py:41)", or without the line when it is not known. */
+void fr_pyframe_text(char *buf, size_t len, const struct fr_pyframe *f)
+{
+	if (f->line)
+		snprintf(buf, len, "%s (%s:%" PRIu32 ")", f->function, py_file_name(f->file),
+			 f->line);
+	else
+		snprintf(buf, len, "%s (%s)", f->function, py_file_name(f->file));
+}
+
 void fr_thread_print(FILE *out, const struct fr_thread *th)
 {
+	char text[2 * 256 + 32];
+
 	fprintf(out, "  thread %" PRIu32 "%s%s%s:\n", th->tid, th->name[0] ? " \"" : "", th->name,
 		th->name[0] ? "\"" : "");
+	/* Where the script is comes first: the native frames under it are
+	 * the interpreter's loop, and say little to the script's author. */
+	for (size_t j = 0; j < th->npyframes; j++) {
+		fr_pyframe_text(text, sizeof(text), &th->pyframes[j]);
+		fprintf(out, "    py#%zu %s\n", j, text);
+	}
+	if (th->py_truncated)
+		fprintf(out, "    py#%zu (outer Python frames not read: too deep, or changing as they were read)\n",
+			th->npyframes);
+	if (th->npyframes && th->nframes)
+		fprintf(out, "    native:\n");
 	if (!th->nframes)
 		fprintf(out, "    (no frames)\n");
 	for (size_t j = 0; j < th->nframes; j++) {
@@ -223,6 +254,8 @@ static void print_stack(FILE *out, const struct fr_trace *t)
 			continue;
 		fr_thread_print(out, th);
 	}
+	if (t->python_note[0])
+		fprintf(out, "  %s\n", t->python_note);
 }
 
 static const char *reason_text(enum fr_reason r)
