@@ -132,6 +132,12 @@ $(CLI): $(call obj,$(CLI_SRC)) $(CORE_LIB)
 
 $(UNIT_TESTS): $(BUILD)/tests/%: $(BUILD)/obj/tests/unit/%.o $(CORE_LIB)
 $(BUILD)/tests/test_ring: $(call obj,agent/ring.c)
+$(BUILD)/tests/test_pyframes: $(call obj,agent/pyframes.c)
+# With python3.11-dev, test_pyframes checks the agent's CPython 3.11
+# offsets against the real headers (as system headers: their own code is
+# not held to our warnings).
+PY311_CFLAGS := $(patsubst -I%,-isystem %,$(shell $(PKG_CONFIG) --cflags python-3.11-embed 2>/dev/null))
+$(BUILD)/obj/tests/unit/test_pyframes.o: ALL_CFLAGS += $(if $(PY311_CFLAGS),$(PY311_CFLAGS) -DFR_HAVE_PY311_HEADERS)
 $(BUILD)/tests/test_handles: $(call obj,agent/handles.c)
 $(BUILD)/tests/test_route: $(call obj,daemon/route.c)
 $(BUILD)/tests/test_ratelog: $(call obj,daemon/ratelog.c)

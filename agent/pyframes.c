@@ -313,10 +313,10 @@ static int add_frame(const struct fr_py_target *py, const uint8_t *frame, struct
 	 * instruction is still being set up: the interpreter itself leaves
 	 * such a frame out of tracebacks (_PyFrame_IsIncomplete). */
 	lasti = ((int64_t)prev_instr - (int64_t)(co + CO_CODE)) / 2;
-	if (frame[FR_OWNER] != OWNED_BY_GENERATOR && lasti < first)
-		return 0;
 	if (lasti < -1 || lasti >= units || (prev_instr - co) % 2)
 		return -EPROTO;
+	if (frame[FR_OWNER] != OWNED_BY_GENERATOR && lasti < first)
+		return 0;
 	if (!read_str(py, u64_at(code, CO_QUALNAME), function) ||
 	    !read_str(py, u64_at(code, CO_FILENAME), file))
 		return -EPROTO;
