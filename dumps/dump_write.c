@@ -484,8 +484,9 @@ json_t *dump_trace_json(const struct fr_trace *t, bool with_threads,
 	}
 
 	bad |= set(root, "format", json_string(FR_DUMP_FORMAT));
-	/* A dump without Python frames (1.9), an exit (1.8) or a crash (1.7) that needs no member
-	 * runs (1.6) and is no summary (1.5) stays a 1.4 one, byte for byte. */
+	/* A dump without Python frames (1.9), an exit (1.8) or a crash (1.7)
+	 * that needs no member runs (1.6) and is no summary (1.5) stays a 1.4
+	 * one, byte for byte. */
 	bad |= set(root, "version", json_string(with_threads && has_python(t) ?
 							FR_DUMP_VERSION_PYTHON :
 						t->has_exit || t->has_nccl_error ?
