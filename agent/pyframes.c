@@ -257,25 +257,72 @@ uint32_t fr_py311_addr2line(const uint8_t *t, size_t len, int32_t firstlineno, i
 	return 0;
 }
 
-/* The line a code object's instruction at byte offset `addr` is on, 0 when
- * its table cannot be read or says none. */
-static uint32_t code_line(const struct fr_py_target *py, const uint8_t *code, int64_t addr)
+/*
+ * What a reading keeps of each code object it met, so that the frames of
+ * 64 threads running the same functions read each name and location
+ * table once: a code object is immutable in what is kept here, and an
+ * entry is used only while the code object still points at the same
+ * name, file and table objects. Direct-mapped on the code's address.
+ */
+#define CODE_CACHE 256
+
+struct code_info {
+	uint64_t code, qualname, filename, table; /* addresses: the key */
+	bool named;                               /* the names read */
+	char function[FR_PY_STR_MAX + 1];
+	char file[FR_PY_STR_MAX + 1];
+	uint8_t *lines;                           /* the location table, owned */
+	size_t nlines;
+};
+
+struct reading {
+	const struct fr_py_target *py;
+	struct code_info *codes;                  /* CODE_CACHE of them */
+};
+
+/* The location table of a code object whose bytes object is at `table`,
+ * into `ci`; left empty when it cannot be read (its lines are then 0). */
+static void read_lines(const struct fr_py_target *py, uint64_t table, struct code_info *ci)
 {
-	uint64_t table = u64_at(code, CO_LINETABLE);
 	uint8_t h[BYTES_DATA];
 	int64_t len;
-	uint8_t *bytes;
-	uint32_t line = 0;
 
 	if (!peek(table, h, sizeof(h)) || u64_at(h, OB_TYPE) != py->bytes_type)
-		return 0;
+		return;
 	memcpy(&len, h + OB_SIZE, sizeof(len));
-	if (len <= 0 || len > MAX_LINETABLE || !(bytes = malloc((size_t)len)))
-		return 0;
-	if (peek(table + BYTES_DATA, bytes, (size_t)len))
-		line = fr_py311_addr2line(bytes, (size_t)len, i32_at(code, CO_FIRSTLINENO), addr);
-	free(bytes);
-	return line;
+	if (len <= 0 || len > MAX_LINETABLE || !(ci->lines = malloc((size_t)len)))
+		return;
+	if (peek(table + BYTES_DATA, ci->lines, (size_t)len)) {
+		ci->nlines = (size_t)len;
+	} else {
+		free(ci->lines);
+		ci->lines = NULL;
+	}
+}
+
+/* The kept names and lines of the code object at `co`, whose first bytes
+ * are `code`; NULL when its names are not strs. */
+static const struct code_info *code_info(struct reading *rd, uint64_t co, const uint8_t *code)
+{
+	struct code_info *ci = &rd->codes[(co >> 4) % CODE_CACHE];
+	uint64_t qualname = u64_at(code, CO_QUALNAME), filename = u64_at(code, CO_FILENAME);
+	uint64_t table = u64_at(code, CO_LINETABLE);
+
+	if (ci->code == co && ci->qualname == qualname && ci->filename == filename &&
+	    ci->table == table)
+		return ci->named ? ci : NULL;
+	free(ci->lines);
+	memset(ci, 0, sizeof(*ci));
+	ci->code = co;
+	ci->qualname = qualname;
+	ci->filename = filename;
+	ci->table = table;
+	ci->named = read_str(rd->py, qualname, ci->function) &&
+		    read_str(rd->py, filename, ci->file);
+	if (!ci->named)
+		return NULL;
+	read_lines(rd->py, table, ci);
+	return ci;
 }
 
 /* The thread of `t` with kernel thread id `tid`, or NULL. */
@@ -292,16 +339,16 @@ static struct fr_thread *thread_of(struct fr_trace *t, uint64_t tid)
  * (returns 0 with nothing added) when the interpreter has not begun it,
  * -EPROTO when it is not consistent, -ENOMEM.
  */
-static int add_frame(const struct fr_py_target *py, const uint8_t *frame, struct fr_thread *th)
+static int add_frame(struct reading *rd, const uint8_t *frame, struct fr_thread *th)
 {
 	uint8_t code[CO_CODE];
 	uint64_t co = u64_at(frame, FR_CODE), prev_instr = u64_at(frame, FR_PREV_INSTR);
 	int64_t units, first, lasti;
-	char function[FR_PY_STR_MAX + 1], file[FR_PY_STR_MAX + 1];
+	const struct code_info *ci;
 	struct fr_pyframe *f;
 
 	if (frame[FR_OWNER] > OWNED_BY_MAX || !peek(co, code, sizeof(code)) ||
-	    u64_at(code, OB_TYPE) != py->code_type)
+	    u64_at(code, OB_TYPE) != rd->py->code_type)
 		return -EPROTO;
 	memcpy(&units, code + OB_SIZE, sizeof(units));
 	first = i32_at(code, CO_FIRSTTRACEABLE);
@@ -317,12 +364,12 @@ static int add_frame(const struct fr_py_target *py, const uint8_t *frame, struct
 		return -EPROTO;
 	if (frame[FR_OWNER] != OWNED_BY_GENERATOR && lasti < first)
 		return 0;
-	if (!read_str(py, u64_at(code, CO_QUALNAME), function) ||
-	    !read_str(py, u64_at(code, CO_FILENAME), file))
+	if (!(ci = code_info(rd, co, code)))
 		return -EPROTO;
 	f = &th->pyframes[th->npyframes];
-	f->line = code_line(py, code, lasti * 2);
-	if (!(f->function = strdup(function)) || !(f->file = strdup(file))) {
+	f->line = fr_py311_addr2line(ci->lines, ci->nlines, i32_at(code, CO_FIRSTLINENO),
+				     lasti * 2);
+	if (!(f->function = strdup(ci->function)) || !(f->file = strdup(ci->file))) {
 		free(f->function);
 		f->function = NULL;
 		return -ENOMEM;
@@ -332,8 +379,7 @@ static int add_frame(const struct fr_py_target *py, const uint8_t *frame, struct
 }
 
 /* The frames of the thread state read into `ts`, into `th`. */
-static int read_thread_frames(const struct fr_py_target *py, const uint8_t *ts,
-			      struct fr_thread *th)
+static int read_thread_frames(struct reading *rd, const uint8_t *ts, struct fr_thread *th)
 {
 	uint8_t frame[FR_SIZE];
 	uint64_t cframe = u64_at(ts, TS_CFRAME), at;
@@ -351,7 +397,7 @@ static int read_thread_frames(const struct fr_py_target *py, const uint8_t *ts,
 	if (!th->pyframes)
 		return -ENOMEM;
 	for (depth = 0; at && depth < FR_PY_MAX_DEPTH; depth++) {
-		if (!peek(at, frame, sizeof(frame)) || (rc = add_frame(py, frame, th)) == -EPROTO) {
+		if (!peek(at, frame, sizeof(frame)) || (rc = add_frame(rd, frame, th)) == -EPROTO) {
 			rc = 0;
 			break;
 		}
@@ -367,12 +413,13 @@ static int read_thread_frames(const struct fr_py_target *py, const uint8_t *ts,
 	return 0;
 }
 
-int fr_py311_read(const struct fr_py_target *py, struct fr_trace *t)
+/* Walks every interpreter's thread states. */
+static int read_interpreters(struct reading *rd, struct fr_trace *t)
 {
 	uint64_t interp, ts;
 	unsigned nthreads = 0;
 
-	if (!peek(py->runtime + RT_INTERP_HEAD, &interp, sizeof(interp)))
+	if (!peek(rd->py->runtime + RT_INTERP_HEAD, &interp, sizeof(interp)))
 		return 0;
 	for (int ni = 0; interp && ni < MAX_INTERPRETERS; ni++) {
 		uint8_t is[IS_THREADS_HEAD + 8];
@@ -390,13 +437,27 @@ int fr_py311_read(const struct fr_py_target *py, struct fr_trace *t)
 			if (!peek(ts, state, sizeof(state)) || u64_at(state, TS_INTERP) != interp)
 				break;
 			th = thread_of(t, u64_at(state, TS_NATIVE_TID));
-			if (th && (rc = read_thread_frames(py, state, th)))
+			if (th && (rc = read_thread_frames(rd, state, th)))
 				return rc;
 			ts = u64_at(state, TS_NEXT);
 		}
 		interp = u64_at(is, IS_NEXT);
 	}
 	return 0;
+}
+
+int fr_py311_read(const struct fr_py_target *py, struct fr_trace *t)
+{
+	struct reading rd = { py, calloc(CODE_CACHE, sizeof(struct code_info)) };
+	int rc;
+
+	if (!rd.codes)
+		return -ENOMEM;
+	rc = read_interpreters(&rd, t);
+	for (size_t i = 0; i < CODE_CACHE; i++)
+		free(rd.codes[i].lines);
+	free(rd.codes);
+	return rc;
 }
 
 /* A libpython the program loaded privately (RTLD_LOCAL), which the global
