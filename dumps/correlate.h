@@ -353,6 +353,10 @@ struct fr_stack_group {
 	const struct fr_thread *thread;
 	const struct fr_frame *frames;
 	size_t nframes;                 /* from `frames` to the outermost */
+	/* Grouped by Python frames: the thread's, innermost first, and
+	 * `frames` all of its native ones; else NULL. */
+	const struct fr_pyframe *pyframes;
+	size_t npyframes;
 };
 
 struct fr_stack_groups {
@@ -370,6 +374,11 @@ struct fr_stack_groups {
  */
 int fr_stack_groups_build(const struct fr_trace *const *idx, uint32_t world,
 			  struct fr_stack_groups *out);
+/* The same, but a rank whose thread runs Python is grouped by its Python
+ * frames (function, file, line): ranks on the same line of the script are
+ * one group whatever the library under it does. The report's grouping. */
+int fr_stack_groups_build_python(const struct fr_trace *const *idx, uint32_t world,
+				 struct fr_stack_groups *out);
 void fr_stack_groups_free(struct fr_stack_groups *g);
 
 /*

@@ -4,7 +4,8 @@
 # stalls in load_batch() before an allreduce, the dumps carry each thread's
 # Python frames (read by the agent without the GIL), rank 2's innermost is
 # load_batch on the sleeping line, the others' is train_step on the
-# allreduce line, and fr-analyze names rank 2 and shows its Python stack.
+# allreduce line, and fr-analyze names rank 2, shows its Python stack and
+# merges the ranks' stacks by Python frames.
 . "$(dirname "$0")/lib.sh"
 
 PY=/usr/bin/python3
@@ -58,4 +59,10 @@ expect ".culprits[0].python_frames[0] | .function == \"load_batch\" and .line ==
 "$BIN/fr-analyze" "$INCIDENT" >"$T/report.txt"
 grep -q "load_batch ($(basename "$SCRIPT"):$LOAD_LINE)" "$T/report.txt" ||
 	fail "the report lacks rank 2's Python frame: $(cat "$T/report.txt")"
+# Merged stacks group ranks by Python frames: the three waiting ranks are on
+# the same line of the script, whatever MPI call each is caught in.
+NAME=$(basename "$SCRIPT")
+grep -qE "^  3 ranks \(0-1,3\): train_step \($NAME:$REDUCE_LINE\) <- main " "$T/report.txt" &&
+	grep -qE "^  1 rank \(2\): load_batch \($NAME:$LOAD_LINE\) <- main " "$T/report.txt" ||
+	fail "stacks not merged by Python frames: $(sed -n '/^Stacks/,$p' "$T/report.txt")"
 echo "PASS python frames: output unchanged; rank 2 named, in load_batch (line $LOAD_LINE)"
