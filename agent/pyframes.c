@@ -94,12 +94,10 @@ enum {
  * not mapped (or the address is null). */
 static bool peek(uint64_t addr, void *buf, size_t len)
 {
-	static pid_t self;
 	struct iovec local = { buf, len }, remote = { (void *)(uintptr_t)addr, len };
 
-	if (!self)
-		self = getpid();
-	return addr && process_vm_readv(self, &local, 1, &remote, 1, 0) == (ssize_t)len;
+	/* getpid() each time, not kept: a forked child must read itself. */
+	return addr && process_vm_readv(getpid(), &local, 1, &remote, 1, 0) == (ssize_t)len;
 }
 
 static uint64_t u64_at(const uint8_t *p, size_t off)
