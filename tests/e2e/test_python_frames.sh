@@ -4,8 +4,10 @@
 # stalls in load_batch() before an allreduce, the dumps carry each thread's
 # Python frames (read by the agent without the GIL), rank 2's innermost is
 # load_batch on the sleeping line, the others' is train_step on the
-# allreduce line, and fr-analyze names rank 2, shows its Python stack and
-# merges the ranks' stacks by Python frames.
+# allreduce line, the data-loader thread's are its own, a live look shows
+# them too, and fr-analyze names rank 2, shows its Python stack and merges
+# the ranks' stacks by Python frames. A rank spinning in pure Python while
+# holding the GIL is read as well.
 . "$(dirname "$0")/lib.sh"
 
 PY=/usr/bin/python3
@@ -16,6 +18,7 @@ $PY -c 'import mpi4py' 2>/dev/null ||
 	skip "/usr/bin/python3 is not CPython 3.11, the version the agent reads"
 LOAD_LINE=$(grep -n 'LOAD_BATCH_LINE' "$SCRIPT" | cut -d: -f1)
 REDUCE_LINE=$(grep -n 'ALLREDUCE_LINE' "$SCRIPT" | cut -d: -f1)
+SPIN_LINE=$(grep -n 'SPIN_LINE' "$SCRIPT" | cut -d: -f1)
 
 # No daemon, no stall: the same output and status with and without the agent.
 mpirun -np 4 $PY "$SCRIPT" -1 0 20 >"$T/plain.out" 2>&1
@@ -49,6 +52,10 @@ expect "[.threads[] | select(.python_frames) | .python_frames[0]] |
 	any(.function == \"load_batch\" and .file == \"$SCRIPT\" and .line == $LOAD_LINE)" "$D2"
 expect '[.threads[] | select(.python_frames) | .python_frames | map(.function)] |
 	any(. == ["load_batch", "main", "<module>"])' "$D2"
+# The data-loader thread has its own Python frames: prefetch, under
+# threading's own.
+expect '[.threads[] | select(.python_frames) | .python_frames | map(.function)] |
+	any(index("prefetch") and index("Thread.run"))' "$D2"
 # A waiting rank is in train_step, on its allreduce line.
 expect "[.threads[] | select(.python_frames) | .python_frames[0]] |
 	any(.function == \"train_step\" and .line == $REDUCE_LINE)" "$INCIDENT/rank-0.json"
@@ -65,4 +72,18 @@ NAME=$(basename "$SCRIPT")
 grep -qE "^  3 ranks \(0-1,3\): train_step \($NAME:$REDUCE_LINE\) <- main " "$T/report.txt" &&
 	grep -qE "^  1 rank \(2\): load_batch \($NAME:$LOAD_LINE\) <- main " "$T/report.txt" ||
 	fail "stacks not merged by Python frames: $(sed -n '/^Stacks/,$p' "$T/report.txt")"
+# While the job stays stuck, a live look at rank 2's stacks carries them too.
+http_get "/v1/jobs/$JOB/ranks/2/stacks" >"$T/live2.json" ||
+	fail "live look at rank 2's stacks failed: $(cat "$T/live2.json")"
+expect "[.threads[] | select(.python_frames) | .python_frames[0]] |
+	any(.function == \"load_batch\" and .line == $LOAD_LINE)" "$T/live2.json"
+stop_job
+
+# Rank 2 spinning in pure Python, holding the GIL, is read just as well.
+JOB=$JOB-spin
+start_mpi_program 4 $PY "$SCRIPT" 2 3 100 spin
+wait_incident 40
+expect "[.threads[] | select(.python_frames) | .python_frames[0]] |
+	any(.function == \"load_batch\" and (.line == $SPIN_LINE or .line == $SPIN_LINE - 1))" \
+	"$INCIDENT/rank-2.json"
 echo "PASS python frames: output unchanged; rank 2 named, in load_batch (line $LOAD_LINE)"
