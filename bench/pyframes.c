@@ -6,10 +6,18 @@
  * median time of one reading, and what was read.
  *
  * usage: pyframes [THREADS [DEPTH [ROUNDS]]]  (defaults 64 50 20)
+ *
+ * With --stress ROUNDS, a stress test instead (tests/e2e/test_python_stress):
+ * eight threads create and destroy frames, generators and threads as fast
+ * as they can while the main thread reads them ROUNDS times. It must never
+ * crash or hang, and every frame read of the churning script must name one
+ * of its functions on one of its lines; exits 1 otherwise.
  */
 #include <Python.h>
 
 #include <dirent.h>
+#include <stdbool.h>
+#include <string.h>
 #include <dlfcn.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -54,15 +62,114 @@ static void list_threads(struct fr_trace *t)
 		closedir(d);
 }
 
+/* The churn of --stress, compiled as "churn.py": its functions and lines
+ * are all a reading may report of that file. */
+static const char churn_src[] =
+	"import random, threading\n"
+	"stop = threading.Event()\n"
+	"def rec(n):\n"
+	"    if n:\n"
+	"        return rec(n - 1)\n"
+	"    return sum(range(50))\n"
+	"def gen(k):\n"
+	"    for i in range(k):\n"
+	"        yield rec(i % 7)\n"
+	"def churn(seed):\n"
+	"    r = random.Random(seed)\n"
+	"    while not stop.is_set():\n"
+	"        list(gen(r.randrange(12)))\n"
+	"        rec(r.randrange(60))\n"
+	"        if r.random() < 0.05:\n"
+	"            t = threading.Thread(target=lambda: rec(r.randrange(30)))\n"
+	"            t.start()\n"
+	"            t.join()\n"
+	"workers = [threading.Thread(target=churn, args=(i,)) for i in range(8)]\n"
+	"for w in workers:\n"
+	"    w.start()\n";
+#define CHURN_LINES 21
+
+static bool churn_frame_ok(const struct fr_pyframe *f)
+{
+	static const char *const names[] = { "rec", "gen", "churn", "churn.<locals>.<lambda>",
+					     "<module>" };
+
+	if (strcmp(f->file, "churn.py") != 0)
+		return strlen(f->file) > 0;
+	if (f->line > CHURN_LINES)
+		return false;
+	for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++)
+		if (strcmp(f->function, names[i]) == 0)
+			return true;
+	return false;
+}
+
+/* Checks every frame of one reading; counts what it read into the totals. */
+static void check_reading(const struct fr_trace *t, size_t *frames, size_t *truncated,
+			  size_t *bad)
+{
+	for (size_t i = 0; i < t->nthreads; i++) {
+		const struct fr_thread *th = &t->threads[i];
+
+		*truncated += th->py_truncated;
+		*frames += th->npyframes;
+		for (size_t k = 0; k < th->npyframes; k++)
+			if (!churn_frame_ok(&th->pyframes[k]) && (*bad)++ < 5)
+				fprintf(stderr, "wrong frame: %s (%s:%u)\n", th->pyframes[k].function,
+					th->pyframes[k].file, th->pyframes[k].line);
+	}
+}
+
+static int stress(int rounds)
+{
+	size_t frames = 0, truncated = 0, bad = 0;
+	PyObject *code, *globals, *r;
+	PyThreadState *saved;
+	double t0;
+
+	Py_Initialize();
+	code = Py_CompileString(churn_src, "churn.py", Py_file_input);
+	globals = PyDict_New();
+	if (!code || !globals || PyDict_SetItemString(globals, "__builtins__", PyEval_GetBuiltins()))
+		return 1;
+	if (!(r = PyEval_EvalCode(code, globals, globals)))
+		return 1;
+	Py_DECREF(r);
+	saved = PyEval_SaveThread();
+	t0 = now_s();
+	for (int n = 0; n < rounds; n++) {
+		struct fr_trace t;
+
+		list_threads(&t);
+		if (fr_pyframes_collect(&t))
+			return 1;
+		check_reading(&t, &frames, &truncated, &bad);
+		fr_trace_free(&t);
+	}
+	t0 = now_s() - t0;
+	PyEval_RestoreThread(saved);
+	if (!(r = PyRun_String("stop.set()\nfor w in workers: w.join()\n", Py_file_input, globals,
+			       globals)))
+		return 1;
+	Py_DECREF(r);
+	Py_DECREF(globals);
+	Py_DECREF(code);
+	printf("stress: %d readings in %.2f s, %zu frames read, %zu threads truncated, %zu wrong\n",
+	       rounds, t0, frames, truncated, bad);
+	return Py_FinalizeEx() < 0 || bad;
+}
+
 int main(int argc, char **argv)
 {
 	int threads = argc > 1 ? atoi(argv[1]) : 64, depth = argc > 2 ? atoi(argv[2]) : 50;
 	int rounds = argc > 3 ? atoi(argv[3]) : 20;
-	double *took = calloc((size_t)rounds, sizeof(*took));
+	double *took;
 	char script[1024];
 	size_t nthreads = 0, nframes = 0;
 	PyThreadState *saved;
 
+	if (argc > 2 && strcmp(argv[1], "--stress") == 0)
+		return stress(atoi(argv[2]));
+	took = calloc((size_t)rounds, sizeof(*took));
 	snprintf(script, sizeof(script),
 		 "import threading\n"
 		 "ready = threading.Barrier(%d + 1)\n"
