@@ -477,41 +477,70 @@ static uint64_t sym(void *h, const char *name)
 	return (uint64_t)(uintptr_t)fr_real_dlsym(h, name);
 }
 
-int fr_pyframes_collect(struct fr_trace *t)
+/*
+ * Finds the interpreter: in the executable (Debian's python3.11 links
+ * libpython statically and exports its symbols) or a libpython in the
+ * global scope, else one loaded privately. Fills `py` and *version
+ * (PY_VERSION_HEX, 0 before 3.11, which has no Py_Version); false when the
+ * process has no Python. Found in the global scope, the answer is kept:
+ * the lookups take the dynamic linker's locks, which an application thread
+ * stuck in dlopen would hold, so a process that runs Python pays them once.
+ */
+static bool find_python(struct fr_py_target *py, uint64_t *version)
 {
-	struct fr_py_target py = { 0 };
+	static struct fr_py_target kept;
+	static uint64_t kept_version;
 	char path[PATH_MAX] = "";
 	void *h = RTLD_DEFAULT, *own = NULL;
-	uint64_t vaddr, version = 0;
-	int rc = 0;
+	uint64_t vaddr;
 
-	/* The executable (Debian's python3.11 links libpython statically and
-	 * exports its symbols) or a libpython in the global scope; else one
-	 * loaded privately. */
-	if (!(py.runtime = sym(h, "_PyRuntime")) && dl_iterate_phdr(find_libpython, path) &&
+	if (kept.runtime) {
+		*py = kept;
+		*version = kept_version;
+		return true;
+	}
+	memset(py, 0, sizeof(*py));
+	*version = 0;
+	if (!(py->runtime = sym(h, "_PyRuntime")) && dl_iterate_phdr(find_libpython, path) &&
 	    (own = dlopen(path, RTLD_LAZY | RTLD_NOLOAD)))
-		py.runtime = sym(h = own, "_PyRuntime");
-	if (!py.runtime)
-		goto out; /* no Python in this process */
-	/* Py_Version (PY_VERSION_HEX) exists from 3.11 on. */
-	if (!(vaddr = sym(h, "Py_Version")) || !peek(vaddr, &version, sizeof(version))) {
+		py->runtime = sym(h = own, "_PyRuntime");
+	if (!py->runtime)
+		return false;
+	if ((vaddr = sym(h, "Py_Version")) && !peek(vaddr, version, sizeof(*version)))
+		*version = 0;
+	py->code_type = sym(h, "PyCode_Type");
+	py->unicode_type = sym(h, "PyUnicode_Type");
+	py->bytes_type = sym(h, "PyBytes_Type");
+	if (own) {
+		dlclose(own);
+	} else {
+		kept = *py;
+		kept_version = *version;
+	}
+	return true;
+}
+
+int fr_pyframes_collect(struct fr_trace *t)
+{
+	struct fr_py_target py;
+	uint64_t version;
+
+	if (!find_python(&py, &version))
+		return 0; /* nothing changes for a process without Python */
+	if (!version) {
 		snprintf(t->python_note, sizeof(t->python_note),
 			 "Python frames unavailable: Python older than 3.11 (the agent reads 3.11)");
-		goto out;
+		return 0;
 	}
-	if (version >> 16 != 0x030b) {
+	/* The offsets are those of a 64-bit build. */
+	if (version >> 16 != 0x030b || sizeof(void *) != 8) {
 		snprintf(t->python_note, sizeof(t->python_note),
-			 "Python frames unavailable for Python %u.%u (the agent reads 3.11)",
-			 (unsigned)(version >> 24 & 0xff), (unsigned)(version >> 16 & 0xff));
-		goto out;
+			 "Python frames unavailable for Python %u.%u%s (the agent reads 3.11)",
+			 (unsigned)(version >> 24 & 0xff), (unsigned)(version >> 16 & 0xff),
+			 sizeof(void *) != 8 ? " on a 32-bit target" : "");
+		return 0;
 	}
-	py.code_type = sym(h, "PyCode_Type");
-	py.unicode_type = sym(h, "PyUnicode_Type");
-	py.bytes_type = sym(h, "PyBytes_Type");
-	if (py.code_type && py.unicode_type && py.bytes_type)
-		rc = fr_py311_read(&py, t);
-out:
-	if (own)
-		dlclose(own);
-	return rc;
+	if (!py.code_type || !py.unicode_type || !py.bytes_type)
+		return 0;
+	return fr_py311_read(&py, t);
 }
