@@ -19,12 +19,16 @@
  * marked py_truncated, rather than report a frame it is not sure of. Walks
  * are bounded in threads, depth and string length.
  *
- * The layout is CPython 3.11's (Debian 12), chosen by the version the
- * process carries (Py_Version). The offsets are written out here rather
+ * The layout is chosen by the version the process carries (Py_Version):
+ * CPython 3.11 (Debian 12's, the one required), 3.12 and 3.13; any other
+ * gets a python_note instead. The offsets are written out here rather
  * than taken from Python's headers at build time: the agent must build
  * without them, and the headers of the build machine's Python say nothing
  * of the version an application runs. tests/unit/test_pyframes.c checks
- * them against the real 3.11 headers where python3.11-dev is installed.
+ * 3.11's against the real headers where python3.11-dev is installed.
+ * (3.13 also describes its layout itself, in _Py_DebugOffsets at the start
+ * of _PyRuntime; reading that would serve 3.14 on, whose own structures
+ * this file does not know.)
  */
 #include "pyframes.h"
 
@@ -43,46 +47,79 @@
 #include "dlsym.h"
 
 /*
- * CPython 3.11 on a 64-bit target: byte offsets of the fields read. Each
- * is offsetof() of the named field in the 3.11 headers (the test names the
- * header of each).
+ * Where the fields read are, by version: byte offsets on a 64-bit build,
+ * each offsetof() of the named field in that version's headers (the unit
+ * test checks 3.11's against the real headers where python3.11-dev is
+ * installed; 3.12's and 3.13's were taken from their headers the same
+ * way, and test_python_versions reads those interpreters).
  */
+struct layout {
+	uint32_t version;          /* PY_VERSION_HEX >> 16 */
+	uint16_t rt_interp_head;   /* _PyRuntimeState.interpreters.head */
+	uint16_t is_next;          /* PyInterpreterState.next */
+	uint16_t is_threads_head;  /* PyInterpreterState.threads.head */
+	uint16_t ts_next;          /* PyThreadState.next */
+	uint16_t ts_interp;        /* PyThreadState.interp */
+	uint16_t ts_frame;         /* PyThreadState.cframe; from 3.13 .current_frame */
+	int16_t cf_current_frame;  /* _PyCFrame.current_frame; -1: ts_frame is the frame */
+	uint16_t ts_native_tid;    /* PyThreadState.native_thread_id */
+	uint16_t fr_code;          /* _PyInterpreterFrame.f_code; from 3.13 .f_executable */
+	uint16_t fr_previous;      /* _PyInterpreterFrame.previous */
+	/* _PyInterpreterFrame.prev_instr, the last instruction begun; from
+	 * 3.13 .instr_ptr, the one being executed or next: either way the
+	 * interpreter's own "last instruction" for line numbers. */
+	uint16_t fr_instr;
+	uint16_t fr_owner;         /* _PyInterpreterFrame.owner (a char) */
+	uint8_t owner_max;         /* the highest FRAME_OWNED_BY_* */
+	uint16_t co_firstlineno;   /* PyCodeObject.co_firstlineno (int) */
+	uint16_t co_filename;
+	uint16_t co_qualname;
+	uint16_t co_linetable;
+	uint16_t co_firsttraceable; /* PyCodeObject._co_firsttraceable (int) */
+	uint16_t co_code;          /* PyCodeObject.co_code_adaptive */
+	uint16_t str_ascii_data;   /* sizeof(PyASCIIObject) */
+	uint16_t str_data;         /* sizeof(PyCompactUnicodeObject) */
+	bool str_ready;            /* PyASCIIObject.state has `ready` (bit 7) */
+};
+
+static const struct layout layouts[] = {
+	{ .version = 0x030b, .rt_interp_head = 40, .is_next = 0, .is_threads_head = 16,
+	  .ts_next = 8, .ts_interp = 16, .ts_frame = 56, .cf_current_frame = 8,
+	  .ts_native_tid = 160, .fr_code = 32, .fr_previous = 48, .fr_instr = 56, .fr_owner = 69,
+	  .owner_max = 2, .co_firstlineno = 72, .co_filename = 112, .co_qualname = 128,
+	  .co_linetable = 136, .co_firsttraceable = 168, .co_code = 184, .str_ascii_data = 48,
+	  .str_data = 72, .str_ready = true },
+	{ .version = 0x030c, .rt_interp_head = 40, .is_next = 0, .is_threads_head = 72,
+	  .ts_next = 8, .ts_interp = 16, .ts_frame = 56, .cf_current_frame = 0,
+	  .ts_native_tid = 144, .fr_code = 0, .fr_previous = 8, .fr_instr = 56, .fr_owner = 70,
+	  .owner_max = 3, .co_firstlineno = 68, .co_filename = 112, .co_qualname = 128,
+	  .co_linetable = 136, .co_firsttraceable = 176, .co_code = 192, .str_ascii_data = 40,
+	  .str_data = 56, .str_ready = false },
+	{ .version = 0x030d, .rt_interp_head = 632, .is_next = 7264, .is_threads_head = 7344,
+	  .ts_next = 8, .ts_interp = 16, .ts_frame = 72, .cf_current_frame = -1,
+	  .ts_native_tid = 160, .fr_code = 0, .fr_previous = 8, .fr_instr = 56, .fr_owner = 70,
+	  .owner_max = 3, .co_firstlineno = 68, .co_filename = 112, .co_qualname = 128,
+	  .co_linetable = 136, .co_firsttraceable = 184, .co_code = 200, .str_ascii_data = 40,
+	  .str_data = 56, .str_ready = false },
+};
+
+/* The same in every version read. */
 enum {
-	RT_INTERP_HEAD = 40,       /* _PyRuntimeState.interpreters.head */
-	IS_NEXT = 0,               /* PyInterpreterState.next */
-	IS_THREADS_HEAD = 16,      /* PyInterpreterState.threads.head */
-	TS_NEXT = 8,               /* PyThreadState.next */
-	TS_INTERP = 16,            /* PyThreadState.interp */
-	TS_CFRAME = 56,            /* PyThreadState.cframe */
-	TS_NATIVE_TID = 160,       /* PyThreadState.native_thread_id */
-	TS_SIZE = 168,
-	CF_CURRENT_FRAME = 8,      /* _PyCFrame.current_frame */
-	FR_CODE = 32,              /* _PyInterpreterFrame.f_code */
-	FR_PREVIOUS = 48,          /* _PyInterpreterFrame.previous */
-	FR_PREV_INSTR = 56,        /* _PyInterpreterFrame.prev_instr */
-	FR_OWNER = 69,             /* _PyInterpreterFrame.owner (a char) */
-	FR_SIZE = 72,
 	OB_TYPE = 8,               /* PyObject.ob_type */
 	OB_SIZE = 16,              /* PyVarObject.ob_size */
-	CO_FIRSTLINENO = 72,       /* PyCodeObject.co_firstlineno (int) */
-	CO_FILENAME = 112,         /* PyCodeObject.co_filename */
-	CO_QUALNAME = 128,         /* PyCodeObject.co_qualname */
-	CO_LINETABLE = 136,        /* PyCodeObject.co_linetable */
-	CO_FIRSTTRACEABLE = 168,   /* PyCodeObject._co_firsttraceable (int) */
-	CO_CODE = 184,             /* PyCodeObject.co_code_adaptive */
 	BYTES_DATA = 32,           /* PyBytesObject.ob_sval */
 	STR_LENGTH = 16,           /* PyASCIIObject.length */
 	STR_STATE = 32,            /* PyASCIIObject.state (bit fields) */
-	STR_ASCII_DATA = 48,       /* sizeof(PyASCIIObject) */
-	STR_UTF8_LENGTH = 48,      /* PyCompactUnicodeObject.utf8_length */
-	STR_UTF8 = 56,             /* PyCompactUnicodeObject.utf8 */
-	STR_DATA = 72,             /* sizeof(PyCompactUnicodeObject) */
+	FRAME_READ = 72,           /* bytes of a frame read: past every field */
+	CODE_READ_MAX = 256,       /* bytes of a code object read, at most */
+	TSTATE_READ_MAX = 256,
 };
 
-/* _PyInterpreterFrame.owner: FRAME_OWNED_BY_GENERATOR; the highest is
- * FRAME_OWNED_BY_FRAME_OBJECT. */
+/* _PyInterpreterFrame.owner: FRAME_OWNED_BY_GENERATOR; from 3.12,
+ * FRAME_OWNED_BY_CSTACK, the interpreter's entry frames, which run no code
+ * of the script. */
 #define OWNED_BY_GENERATOR 1
-#define OWNED_BY_MAX 2
+#define OWNED_BY_CSTACK 3
 /* More than any real interpreter has; a longer list is a cycle. */
 #define MAX_INTERPRETERS 64
 /* Code units of one code object, and bytes of its location table, past
@@ -154,26 +191,28 @@ static bool put_utf8(char *out, size_t *n, size_t cap, uint32_t c)
  * cut at FR_PY_STR_MAX bytes on a character's boundary. False when it is
  * not a ready compact str, or not readable.
  */
-static bool read_str(const struct fr_py_target *py, uint64_t addr, char *out)
+static bool read_str(const struct fr_py_target *py, const struct layout *l, uint64_t addr,
+		     char *out)
 {
 	/* Code units of a string cut at the limit: the widest takes 4 bytes. */
-	uint8_t h[STR_DATA], raw[FR_PY_STR_MAX * 4];
+	uint8_t h[STR_STATE + 4], raw[FR_PY_STR_MAX * 4];
 	uint32_t state, kind;
 	int64_t length;
 	size_t n = 0, take;
 
-	if (!peek(addr, h, STR_ASCII_DATA) || u64_at(h, OB_TYPE) != py->unicode_type)
+	if (!peek(addr, h, STR_STATE + 4) || u64_at(h, OB_TYPE) != py->unicode_type)
 		return false;
 	memcpy(&length, h + STR_LENGTH, sizeof(length));
 	memcpy(&state, h + STR_STATE, sizeof(state));
-	/* state: interned:2, kind:3, compact:1, ascii:1, ready:1 */
+	/* state: interned:2, kind:3, compact:1, ascii:1, then ready:1 in 3.11 */
 	kind = state >> 2 & 7;
-	if (!(state >> 5 & 1) || !(state >> 7 & 1) || length < 0 || length > MAX_CODE_UNITS ||
+	if (!(state >> 5 & 1) || (l->str_ready && !(state >> 7 & 1)) || length < 0 ||
+	    length > MAX_CODE_UNITS ||
 	    (kind != 1 && kind != 2 && kind != 4))
 		return false;
 	take = (size_t)length < FR_PY_STR_MAX ? (size_t)length : FR_PY_STR_MAX;
 	if (state >> 6 & 1) {
-		if (kind != 1 || !peek(addr + STR_ASCII_DATA, out, take))
+		if (kind != 1 || !peek(addr + l->str_ascii_data, out, take))
 			return false;
 		for (size_t i = 0; i < take; i++)
 			if (!out[i] || (uint8_t)out[i] >= 0x80)
@@ -183,7 +222,7 @@ static bool read_str(const struct fr_py_target *py, uint64_t addr, char *out)
 	}
 	/* Not ASCII: the code units follow the compact header, 1, 2 or 4
 	 * bytes each (the UTF-8 copy exists only once asked for). */
-	if (!peek(addr, h, STR_DATA) || !peek(addr + STR_DATA, raw, take * kind))
+	if (!peek(addr + l->str_data, raw, take * kind))
 		return false;
 	for (size_t i = 0; i < take; i++) {
 		uint32_t c = kind == 1 ? raw[i] :
@@ -219,7 +258,7 @@ static bool scan_varint(const uint8_t *t, size_t len, size_t *i, uint32_t *out)
 	return false;
 }
 
-uint32_t fr_py311_addr2line(const uint8_t *t, size_t len, int32_t firstlineno, int64_t addr)
+uint32_t fr_py_addr2line(const uint8_t *t, size_t len, int32_t firstlineno, int64_t addr)
 {
 	int64_t line = firstlineno, end = 0;
 	size_t i = 0;
@@ -275,6 +314,7 @@ struct code_info {
 
 struct reading {
 	const struct fr_py_target *py;
+	const struct layout *l;
 	struct code_info *codes;                  /* CODE_CACHE of them */
 };
 
@@ -303,8 +343,9 @@ static void read_lines(const struct fr_py_target *py, uint64_t table, struct cod
 static const struct code_info *code_info(struct reading *rd, uint64_t co, const uint8_t *code)
 {
 	struct code_info *ci = &rd->codes[(co >> 4) % CODE_CACHE];
-	uint64_t qualname = u64_at(code, CO_QUALNAME), filename = u64_at(code, CO_FILENAME);
-	uint64_t table = u64_at(code, CO_LINETABLE);
+	uint64_t qualname = u64_at(code, rd->l->co_qualname);
+	uint64_t filename = u64_at(code, rd->l->co_filename);
+	uint64_t table = u64_at(code, rd->l->co_linetable);
 
 	if (ci->code == co && ci->qualname == qualname && ci->filename == filename &&
 	    ci->table == table)
@@ -315,8 +356,8 @@ static const struct code_info *code_info(struct reading *rd, uint64_t co, const 
 	ci->qualname = qualname;
 	ci->filename = filename;
 	ci->table = table;
-	ci->named = read_str(rd->py, qualname, ci->function) &&
-		    read_str(rd->py, filename, ci->file);
+	ci->named = read_str(rd->py, rd->l, qualname, ci->function) &&
+		    read_str(rd->py, rd->l, filename, ci->file);
 	if (!ci->named)
 		return NULL;
 	read_lines(rd->py, table, ci);
@@ -339,34 +380,37 @@ static struct fr_thread *thread_of(struct fr_trace *t, uint64_t tid)
  */
 static int add_frame(struct reading *rd, const uint8_t *frame, struct fr_thread *th)
 {
-	uint8_t code[CO_CODE];
-	uint64_t co = u64_at(frame, FR_CODE), prev_instr = u64_at(frame, FR_PREV_INSTR);
+	const struct layout *l = rd->l;
+	uint8_t code[CODE_READ_MAX], owner = frame[l->fr_owner];
+	uint64_t co = u64_at(frame, l->fr_code), instr = u64_at(frame, l->fr_instr);
 	int64_t units, first, lasti;
 	const struct code_info *ci;
 	struct fr_pyframe *f;
 
-	if (frame[FR_OWNER] > OWNED_BY_MAX || !peek(co, code, sizeof(code)) ||
-	    u64_at(code, OB_TYPE) != rd->py->code_type)
+	if (owner > l->owner_max)
+		return -EPROTO;
+	if (owner == OWNED_BY_CSTACK)
+		return 0; /* the interpreter's entry frame: no code of the script */
+	if (!peek(co, code, l->co_code) || u64_at(code, OB_TYPE) != rd->py->code_type)
 		return -EPROTO;
 	memcpy(&units, code + OB_SIZE, sizeof(units));
-	first = i32_at(code, CO_FIRSTTRACEABLE);
+	first = i32_at(code, l->co_firsttraceable);
 	if (units <= 0 || units > MAX_CODE_UNITS || first < 0 || first >= units)
 		return -EPROTO;
-	/* prev_instr points at the last instruction begun, in the code's
-	 * instructions, which start CO_CODE bytes into the code object. A
-	 * frame whose function has not reached its first traceable
-	 * instruction is still being set up: the interpreter itself leaves
-	 * such a frame out of tracebacks (_PyFrame_IsIncomplete). */
-	lasti = ((int64_t)prev_instr - (int64_t)(co + CO_CODE)) / 2;
-	if (lasti < -1 || lasti >= units || (prev_instr - co) % 2)
+	/* The instruction pointer points into the code's instructions, which
+	 * start co_code bytes into the code object. A frame whose function
+	 * has not reached its first traceable instruction is still being set
+	 * up: the interpreter itself leaves such a frame out of tracebacks
+	 * (_PyFrame_IsIncomplete). */
+	lasti = ((int64_t)instr - (int64_t)(co + l->co_code)) / 2;
+	if (lasti < -1 || lasti >= units || (instr - co) % 2)
 		return -EPROTO;
-	if (frame[FR_OWNER] != OWNED_BY_GENERATOR && lasti < first)
+	if (owner != OWNED_BY_GENERATOR && lasti < first)
 		return 0;
 	if (!(ci = code_info(rd, co, code)))
 		return -EPROTO;
 	f = &th->pyframes[th->npyframes];
-	f->line = fr_py311_addr2line(ci->lines, ci->nlines, i32_at(code, CO_FIRSTLINENO),
-				     lasti * 2);
+	f->line = fr_py_addr2line(ci->lines, ci->nlines, i32_at(code, l->co_firstlineno), lasti * 2);
 	if (!(f->function = strdup(ci->function)) || !(f->file = strdup(ci->file))) {
 		free(f->function);
 		f->function = NULL;
@@ -379,13 +423,16 @@ static int add_frame(struct reading *rd, const uint8_t *frame, struct fr_thread 
 /* The frames of the thread state read into `ts`, into `th`. */
 static int read_thread_frames(struct reading *rd, const uint8_t *ts, struct fr_thread *th)
 {
-	uint8_t frame[FR_SIZE];
-	uint64_t cframe = u64_at(ts, TS_CFRAME), at;
+	uint8_t frame[FRAME_READ];
+	uint64_t at = u64_at(ts, rd->l->ts_frame);
 	int depth, rc = 0;
 
 	if (th->pyframes)
 		return 0; /* a second thread state naming the same thread */
-	if (!peek(cframe + CF_CURRENT_FRAME, &at, sizeof(at))) {
+	/* Up to 3.12 the thread state points at the innermost C frame of the
+	 * evaluation loop (_PyCFrame), which points at the Python frame. */
+	if (rd->l->cf_current_frame >= 0 && at &&
+	    !peek(at + (uint64_t)rd->l->cf_current_frame, &at, sizeof(at))) {
 		th->py_truncated = true;
 		return 0;
 	}
@@ -401,7 +448,7 @@ static int read_thread_frames(struct reading *rd, const uint8_t *ts, struct fr_t
 		}
 		if (rc)
 			return rc;
-		at = u64_at(frame, FR_PREVIOUS);
+		at = u64_at(frame, rd->l->fr_previous);
 	}
 	th->py_truncated = at != 0;
 	if (!th->npyframes) {
@@ -414,42 +461,56 @@ static int read_thread_frames(struct reading *rd, const uint8_t *ts, struct fr_t
 /* Walks every interpreter's thread states. */
 static int read_interpreters(struct reading *rd, struct fr_trace *t)
 {
+	const struct layout *l = rd->l;
 	uint64_t interp, ts;
 	unsigned nthreads = 0;
 
-	if (!peek(rd->py->runtime + RT_INTERP_HEAD, &interp, sizeof(interp)))
+	if (!peek(rd->py->runtime + l->rt_interp_head, &interp, sizeof(interp)))
 		return 0;
 	for (int ni = 0; interp && ni < MAX_INTERPRETERS; ni++) {
-		uint8_t is[IS_THREADS_HEAD + 8];
+		uint64_t next;
 
-		if (!peek(interp, is, sizeof(is)))
+		if (!peek(interp + l->is_next, &next, sizeof(next)) ||
+		    !peek(interp + l->is_threads_head, &ts, sizeof(ts)))
 			break;
-		ts = u64_at(is, IS_THREADS_HEAD);
 		for (; ts && nthreads < FR_PY_MAX_THREADS; nthreads++) {
-			uint8_t state[TS_SIZE];
+			uint8_t state[TSTATE_READ_MAX];
 			struct fr_thread *th;
 			int rc;
 
 			/* A thread state of another interpreter, or none at
 			 * all: the list changed under the reader. */
-			if (!peek(ts, state, sizeof(state)) || u64_at(state, TS_INTERP) != interp)
+			if (!peek(ts, state, l->ts_native_tid + 8u) ||
+			    u64_at(state, l->ts_interp) != interp)
 				break;
-			th = thread_of(t, u64_at(state, TS_NATIVE_TID));
+			th = thread_of(t, u64_at(state, l->ts_native_tid));
 			if (th && (rc = read_thread_frames(rd, state, th)))
 				return rc;
-			ts = u64_at(state, TS_NEXT);
+			ts = u64_at(state, l->ts_next);
 		}
-		interp = u64_at(is, IS_NEXT);
+		interp = next;
 	}
 	return 0;
 }
 
-int fr_py311_read(const struct fr_py_target *py, struct fr_trace *t)
+/* The layout of version `hex` (PY_VERSION_HEX), or NULL. */
+static const struct layout *layout_of(uint64_t hex)
 {
-	struct reading rd = { py, calloc(CODE_CACHE, sizeof(struct code_info)) };
+	for (size_t i = 0; i < sizeof(layouts) / sizeof(layouts[0]); i++)
+		if (layouts[i].version == hex >> 16)
+			return &layouts[i];
+	return NULL;
+}
+
+int fr_py_read(const struct fr_py_target *py, struct fr_trace *t)
+{
+	struct reading rd = { py, layout_of(py->version), NULL };
 	int rc;
 
-	if (!rd.codes)
+	/* The offsets are those of a 64-bit build. */
+	if (!rd.l || sizeof(void *) != 8)
+		return -ENOTSUP;
+	if (!(rd.codes = calloc(CODE_CACHE, sizeof(struct code_info))))
 		return -ENOMEM;
 	rc = read_interpreters(&rd, t);
 	for (size_t i = 0; i < CODE_CACHE; i++)
@@ -480,34 +541,32 @@ static uint64_t sym(void *h, const char *name)
 /*
  * Finds the interpreter: in the executable (Debian's python3.11 links
  * libpython statically and exports its symbols) or a libpython in the
- * global scope, else one loaded privately. Fills `py` and *version
- * (PY_VERSION_HEX, 0 before 3.11, which has no Py_Version); false when the
- * process has no Python. Found in the global scope, the answer is kept:
+ * global scope, else one loaded privately. Fills `py` (its version 0
+ * before 3.11, which has no Py_Version); false when the process has no
+ * Python. Found in the global scope, the answer is kept:
  * the lookups take the dynamic linker's locks, which an application thread
  * stuck in dlopen would hold, so a process that runs Python pays them once.
  */
-static bool find_python(struct fr_py_target *py, uint64_t *version)
+static bool find_python(struct fr_py_target *py)
 {
 	static struct fr_py_target kept;
-	static uint64_t kept_version;
 	char path[PATH_MAX] = "";
 	void *h = RTLD_DEFAULT, *own = NULL;
 	uint64_t vaddr;
 
 	if (kept.runtime) {
 		*py = kept;
-		*version = kept_version;
 		return true;
 	}
 	memset(py, 0, sizeof(*py));
-	*version = 0;
 	if (!(py->runtime = sym(h, "_PyRuntime")) && dl_iterate_phdr(find_libpython, path) &&
 	    (own = dlopen(path, RTLD_LAZY | RTLD_NOLOAD)))
 		py->runtime = sym(h = own, "_PyRuntime");
 	if (!py->runtime)
 		return false;
-	if ((vaddr = sym(h, "Py_Version")) && !peek(vaddr, version, sizeof(*version)))
-		*version = 0;
+	/* Py_Version, PY_VERSION_HEX as an unsigned long, exists from 3.11 on. */
+	if ((vaddr = sym(h, "Py_Version")) && !peek(vaddr, &py->version, sizeof(py->version)))
+		py->version = 0;
 	py->code_type = sym(h, "PyCode_Type");
 	py->unicode_type = sym(h, "PyUnicode_Type");
 	py->bytes_type = sym(h, "PyBytes_Type");
@@ -515,7 +574,6 @@ static bool find_python(struct fr_py_target *py, uint64_t *version)
 		dlclose(own);
 	} else {
 		kept = *py;
-		kept_version = *version;
 	}
 	return true;
 }
@@ -523,24 +581,22 @@ static bool find_python(struct fr_py_target *py, uint64_t *version)
 int fr_pyframes_collect(struct fr_trace *t)
 {
 	struct fr_py_target py;
-	uint64_t version;
+	int rc;
 
-	if (!find_python(&py, &version))
+	if (!find_python(&py))
 		return 0; /* nothing changes for a process without Python */
-	if (!version) {
-		snprintf(t->python_note, sizeof(t->python_note),
-			 "Python frames unavailable: Python older than 3.11 (the agent reads 3.11)");
-		return 0;
-	}
-	/* The offsets are those of a 64-bit build. */
-	if (version >> 16 != 0x030b || sizeof(void *) != 8) {
-		snprintf(t->python_note, sizeof(t->python_note),
-			 "Python frames unavailable for Python %u.%u%s (the agent reads 3.11)",
-			 (unsigned)(version >> 24 & 0xff), (unsigned)(version >> 16 & 0xff),
-			 sizeof(void *) != 8 ? " on a 32-bit target" : "");
-		return 0;
-	}
 	if (!py.code_type || !py.unicode_type || !py.bytes_type)
 		return 0;
-	return fr_py311_read(&py, t);
+	rc = py.version ? fr_py_read(&py, t) : -ENOTSUP;
+	if (rc != -ENOTSUP)
+		return rc;
+	if (!py.version)
+		snprintf(t->python_note, sizeof(t->python_note),
+			 "Python frames unavailable: Python older than 3.11 (the agent reads 3.11 to 3.13)");
+	else
+		snprintf(t->python_note, sizeof(t->python_note),
+			 "Python frames unavailable for Python %u.%u%s (the agent reads 3.11 to 3.13)",
+			 (unsigned)(py.version >> 24 & 0xff), (unsigned)(py.version >> 16 & 0xff),
+			 sizeof(void *) != 8 ? " on a 32-bit target" : "");
+	return 0;
 }

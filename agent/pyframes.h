@@ -18,7 +18,7 @@ struct fr_trace;
 
 /*
  * Gives the threads of `t` (already listed, with their tids) their Python
- * frames when this process runs a CPython the agent reads (3.11), or sets
+ * frames when this process runs a CPython the agent reads (3.11 to 3.13), or sets
  * t->python_note to say which version it does not read. Nothing for a
  * process without Python. Link thread only (it allocates). Returns 0 or
  * -ENOMEM.
@@ -32,6 +32,7 @@ int fr_pyframes_collect(struct fr_trace *t);
  * their own.
  */
 struct fr_py_target {
+	uint64_t version; /* PY_VERSION_HEX */
 	uint64_t runtime;
 	uint64_t code_type;
 	uint64_t unicode_type;
@@ -39,20 +40,21 @@ struct fr_py_target {
 };
 
 /*
- * Reads a CPython 3.11 interpreter at `py` into the threads of `t` whose
- * tid a thread state names. Every read goes through process_vm_readv on
- * this process, so that an address that is not mapped is an error, never
- * a fault; anything inconsistent ends that thread's frames there, marked
- * py_truncated. Returns 0 or -ENOMEM.
+ * Reads the CPython interpreter at `py` (3.11, 3.12 or 3.13) into the
+ * threads of `t` whose tid a thread state names. Every read goes through
+ * process_vm_readv on this process, so that an address that is not mapped
+ * is an error, never a fault; anything inconsistent ends that thread's
+ * frames there, marked py_truncated. Returns 0, -ENOTSUP for a version it
+ * does not read, or -ENOMEM.
  */
-int fr_py311_read(const struct fr_py_target *py, struct fr_trace *t);
+int fr_py_read(const struct fr_py_target *py, struct fr_trace *t);
 
 /*
- * The line of the instruction at byte offset `addr` of a 3.11 code object
- * whose first line is `firstlineno`, from its location table (co_linetable,
- * Objects/locations.md in CPython): 0 when the table has none for it.
- * Pure, for any bytes.
+ * The line of the instruction at byte offset `addr` of a code object whose
+ * first line is `firstlineno`, from its location table (co_linetable, in
+ * the format of CPython 3.11 to 3.13, Objects/locations.md): 0 when the
+ * table has none for it. Pure, for any bytes.
  */
-uint32_t fr_py311_addr2line(const uint8_t *table, size_t len, int32_t firstlineno, int64_t addr);
+uint32_t fr_py_addr2line(const uint8_t *table, size_t len, int32_t firstlineno, int64_t addr);
 
 #endif

@@ -78,14 +78,14 @@ static void line_table_as_cpython_reads_it(void **state)
 	for (size_t u = 0; u < NUNITS; u++) {
 		uint32_t want = lt_lines[u] < 0 ? 0 : (uint32_t)lt_lines[u];
 
-		assert_int_equal(fr_py311_addr2line(lt_bytes, sizeof(lt_bytes), LT_FIRSTLINENO,
+		assert_int_equal(fr_py_addr2line(lt_bytes, sizeof(lt_bytes), LT_FIRSTLINENO,
 						    (int64_t)u * 2),
 				 want);
 	}
 	/* Before the first instruction (a generator not started): the
 	 * first line; past the table: none. */
-	assert_int_equal(fr_py311_addr2line(lt_bytes, sizeof(lt_bytes), LT_FIRSTLINENO, -2), 2);
-	assert_int_equal(fr_py311_addr2line(lt_bytes, sizeof(lt_bytes), LT_FIRSTLINENO,
+	assert_int_equal(fr_py_addr2line(lt_bytes, sizeof(lt_bytes), LT_FIRSTLINENO, -2), 2);
+	assert_int_equal(fr_py_addr2line(lt_bytes, sizeof(lt_bytes), LT_FIRSTLINENO,
 					    NUNITS * 2),
 			 0);
 }
@@ -99,18 +99,18 @@ static void line_table_garbage(void **state)
 	 * and nothing past. */
 	for (size_t len = 0; len <= sizeof(lt_bytes); len++)
 		for (size_t u = 0; u < NUNITS; u++)
-			(void)fr_py311_addr2line(lt_bytes, len, LT_FIRSTLINENO, (int64_t)u * 2);
+			(void)fr_py_addr2line(lt_bytes, len, LT_FIRSTLINENO, (int64_t)u * 2);
 	/* A table that does not start on an entry is no table. */
-	assert_int_equal(fr_py311_addr2line((const uint8_t[]){ 0x01, 0x80 }, 2, 5, 0), 0);
+	assert_int_equal(fr_py_addr2line((const uint8_t[]){ 0x01, 0x80 }, 2, 5, 0), 0);
 	/* A varint that never ends. */
 	memset(junk, 0xf0, 1);
 	memset(junk + 1, 0x7f, sizeof(junk) - 1);
-	assert_int_equal(fr_py311_addr2line(junk, sizeof(junk), 5, 0), 0);
+	assert_int_equal(fr_py_addr2line(junk, sizeof(junk), 5, 0), 0);
 	srand(20);
 	for (int round = 0; round < 2000; round++) {
 		for (size_t i = 0; i < sizeof(junk); i++)
 			junk[i] = (uint8_t)rand();
-		(void)fr_py311_addr2line(junk, sizeof(junk), rand() - RAND_MAX / 2, rand() % 4096);
+		(void)fr_py_addr2line(junk, sizeof(junk), rand() - RAND_MAX / 2, rand() % 4096);
 	}
 }
 
@@ -217,7 +217,7 @@ static void make_fake(struct fake *f, uint32_t tid)
 }
 
 static const struct fr_py_target target = {
-	0, (uint64_t)(uintptr_t)&code_type_obj, (uint64_t)(uintptr_t)&unicode_type_obj,
+	0x030b02f0, 0, (uint64_t)(uintptr_t)&code_type_obj, (uint64_t)(uintptr_t)&unicode_type_obj,
 	(uint64_t)(uintptr_t)&bytes_type_obj,
 };
 
@@ -233,7 +233,7 @@ static struct fr_thread *read_fake(struct fake *f, struct fr_trace *t)
 	t->threads[0].tid = 41;
 	t->threads[1].tid = 42;
 	py.runtime = addr(f->runtime);
-	assert_int_equal(fr_py311_read(&py, t), 0);
+	assert_int_equal(fr_py_read(&py, t), 0);
 	return &t->threads[1];
 }
 
