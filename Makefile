@@ -132,6 +132,15 @@ $(CLI): $(call obj,$(CLI_SRC)) $(CORE_LIB)
 
 $(UNIT_TESTS): $(BUILD)/tests/%: $(BUILD)/obj/tests/unit/%.o $(CORE_LIB)
 $(BUILD)/tests/test_ring: $(call obj,agent/ring.c)
+$(BUILD)/tests/test_pyframes: $(call obj,agent/pyframes.c)
+# With python3.11-dev, test_pyframes checks the agent's CPython 3.11
+# offsets against the real headers (as system headers: their own code is
+# not held to our warnings).
+PY311_CFLAGS := $(patsubst -I%,-isystem %,$(shell $(PKG_CONFIG) --cflags python-3.11-embed 2>/dev/null))
+$(BUILD)/obj/tests/unit/test_pyframes.o: ALL_CFLAGS += $(if $(PY311_CFLAGS),$(PY311_CFLAGS) -DFR_HAVE_PY311_HEADERS)
+# The stress run of tests/e2e/test_python_stress embeds CPython 3.11: built
+# only where python3.11-dev is (the test skips otherwise).
+PY_STRESS := $(if $(PY311_CFLAGS),$(BUILD)/bench/pyframes)
 $(BUILD)/tests/test_handles: $(call obj,agent/handles.c)
 $(BUILD)/tests/test_route: $(call obj,daemon/route.c)
 $(BUILD)/tests/test_ratelog: $(call obj,daemon/ratelog.c)
@@ -202,7 +211,7 @@ $(BUILD)/obj/%.h.ok: %.h
 unit: $(UNIT_TESTS) $(CLI) $(HEADER_CHECKS)
 	$(Q)tests/run-unit $(UNIT_TESTS)
 
-e2e: all $(MPI_PROGS) $(NCCL_FAKE) $(BENCH_GEN) $(BENCH_SUMMARIZE) $(BENCH_LOAD) $(BENCH_FAKENODES)
+e2e: all $(MPI_PROGS) $(NCCL_FAKE) $(BENCH_GEN) $(BENCH_SUMMARIZE) $(BENCH_LOAD) $(BENCH_FAKENODES) $(PY_STRESS)
 	$(Q)BUILD=$(BUILD) tests/e2e/run
 
 # The libFuzzer targets (tests/fuzz) are built with clang into
@@ -211,7 +220,7 @@ e2e: all $(MPI_PROGS) $(NCCL_FAKE) $(BENCH_GEN) $(BENCH_SUMMARIZE) $(BENCH_LOAD)
 # clang it skips them (tests/fuzz/run exits 77), make fuzz fails.
 FUZZ_SECONDS ?= 15
 
-test: all $(UNIT_TESTS) $(HEADER_CHECKS) $(MPI_PROGS) $(NCCL_FAKE) $(BENCH_GEN) $(BENCH_SUMMARIZE) $(BENCH_LOAD) $(BENCH_FAKENODES)
+test: all $(UNIT_TESTS) $(HEADER_CHECKS) $(MPI_PROGS) $(NCCL_FAKE) $(BENCH_GEN) $(BENCH_SUMMARIZE) $(BENCH_LOAD) $(BENCH_FAKENODES) $(PY_STRESS)
 	$(Q)tests/run-unit $(UNIT_TESTS)
 	$(Q)BUILD=$(BUILD) tests/e2e/run
 	$(Q)BUILD=$(BUILD) tests/fuzz/run $(if $(filter 0,$(FUZZ_SECONDS)),--replay,$(FUZZ_SECONDS)) \
@@ -238,6 +247,16 @@ $(BENCH_SCALE): $(call obj,bench/scale_correlate.c) $(CORE_LIB)
 	@$(if $(Q),echo "  LD      $@")
 	$(Q)$(CC) $(LDFLAGS) -o $@ $(call obj,bench/scale_correlate.c) $(CORE_LIB) \
 		$$($(PKG_CONFIG) --libs jansson) -lm
+
+# What reading Python frames costs a dump: 64 threads of 50 frames in an
+# embedded CPython 3.11 (needs python3.11-dev).
+BENCH_PYFRAMES := $(BUILD)/bench/pyframes
+$(BUILD)/obj/bench/pyframes.o: ALL_CFLAGS += $(PY311_CFLAGS)
+$(BENCH_PYFRAMES): $(call obj,bench/pyframes.c agent/pyframes.c) $(CORE_LIB)
+	@mkdir -p $(dir $@)
+	@$(if $(Q),echo "  LD      $@")
+	$(Q)$(CC) $(LDFLAGS) -o $@ $(call obj,bench/pyframes.c agent/pyframes.c) $(CORE_LIB) \
+		$$($(PKG_CONFIG) --libs python-3.11-embed) $$($(PKG_CONFIG) --libs jansson) -lm
 
 # What member lists cost on the wire and in a dump, before and after runs.
 BENCH_MEMBERS := $(BUILD)/bench/member_bytes
@@ -269,9 +288,10 @@ $(BENCH_FAKENODES): $(call obj,bench/fakenodes.c) $(CORE_LIB)
 	$(Q)$(CC) $(LDFLAGS) -o $@ $(call obj,bench/fakenodes.c) $(CORE_LIB) \
 		$$($(PKG_CONFIG) --libs jansson) -lm
 
-bench: all $(MPI_PROGS) $(NCCL_FAKE) $(BENCH_GEN) $(BENCH_SUMMARIZE) $(BENCH_LOAD) $(BENCH_FAKENODES) $(BENCH_SCALE) $(BENCH_MEMBERS)
+bench: all $(MPI_PROGS) $(NCCL_FAKE) $(BENCH_GEN) $(BENCH_SUMMARIZE) $(BENCH_LOAD) $(BENCH_FAKENODES) $(BENCH_SCALE) $(BENCH_MEMBERS) $(PY_STRESS)
 	$(Q)BUILD=$(BUILD) bench/run
 	$(Q)$(BENCH_SCALE)
+	$(Q)$(if $(PY_STRESS),echo "== reading Python frames (64 threads x 50 frames, CPython 3.11)" && $(PY_STRESS))
 	$(Q)$(BENCH_MEMBERS)
 	$(Q)BUILD=$(BUILD) bench/analyze.sh
 	$(Q)BUILD=$(BUILD) bench/load.sh

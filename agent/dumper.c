@@ -11,6 +11,7 @@
 #include "agent.h"
 #include "crash.h"
 #include "link.h"
+#include "pyframes.h"
 #include "stacks.h"
 
 /* Fills op, of trace t, from its record; -ENOMEM when it cannot. */
@@ -139,6 +140,8 @@ int fr_dumper_build(struct fr_trace *t, const char *incident, const char *reason
 		rc = add_ops(t, last, left_out);
 	if (!rc && stacks)
 		rc = fr_stacks_collect(t, fr_agent.cfg.stack_signal);
+	if (!rc && stacks)
+		rc = fr_pyframes_collect(t);
 	if (!rc)
 		rc = fr_crash_to_trace(t);
 	if (!rc) {

@@ -1082,19 +1082,19 @@ static void trace_trim(struct fr_trace *t, size_t *threads_cut, size_t *frames_c
 {
 	for (size_t i = 0; i < t->nthreads; i++) {
 		struct fr_thread *th = &t->threads[i];
-		size_t keep = i < JOB_STACK_THREADS_MAX ? JOB_STACK_FRAMES_MAX : 0;
+		size_t keep = JOB_STACK_FRAMES_MAX;
 
+		/* A thread past the first ones goes with its Python frames. */
+		if (i >= JOB_STACK_THREADS_MAX) {
+			fr_thread_free(th);
+			continue;
+		}
 		if (th->nframes <= keep)
 			continue;
 		for (size_t j = keep; j < th->nframes; j++)
 			free(th->frames[j].name);
-		if (keep)
-			*frames_cut += th->nframes - keep;
+		*frames_cut += th->nframes - keep;
 		th->nframes = keep;
-		if (!keep) {
-			free(th->frames);
-			th->frames = NULL;
-		}
 	}
 	if (t->nthreads > JOB_STACK_THREADS_MAX) {
 		*threads_cut += t->nthreads - JOB_STACK_THREADS_MAX;

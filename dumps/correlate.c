@@ -439,6 +439,39 @@ static void verdict_drop_classes(struct fr_verdict *v)
 	v->nclasses = 0;
 }
 
+/* Frees what a culprit owns. */
+static void culprit_free(struct fr_culprit *cu)
+{
+	fr_crash_free(cu->crash);
+	if (cu->py_thread)
+		fr_thread_free(cu->py_thread);
+	free(cu->py_thread);
+}
+
+/*
+ * Each culprit's thread that runs Python, the first (the main thread, as
+ * threads are listed) other than the dumping agent's, copied: the verdict
+ * outlives the traces. Done last, on the final culprits.
+ */
+static int culprits_python(const struct ctx *cx, struct fr_verdict *v)
+{
+	for (size_t i = 0; i < v->nculprits; i++) {
+		struct fr_culprit *cu = &v->culprits[i];
+		const struct fr_trace *t = cu->rank < cx->world ? cx->by_rank[cu->rank] : NULL;
+
+		for (size_t j = 0; t && j < t->nthreads && !cu->py_thread; j++) {
+			const struct fr_thread *th = &t->threads[j];
+
+			if (th->current || !th->npyframes)
+				continue;
+			if (!(cu->py_thread = calloc(1, sizeof(*cu->py_thread))) ||
+			    fr_thread_copy(cu->py_thread, th))
+				return -ENOMEM;
+		}
+	}
+	return 0;
+}
+
 /*
  * Makes `v` a verdict of `kind` whose culprits are `cu` (taken), found by
  * a check that overrides what the others found: their culprits and any
@@ -449,7 +482,7 @@ static void verdict_take_culprits(struct fr_verdict *v, enum fr_verdict_kind kin
 				  struct fr_culprit *cu, size_t n)
 {
 	for (size_t i = 0; i < v->nculprits; i++)
-		fr_crash_free(v->culprits[i].crash);
+		culprit_free(&v->culprits[i]);
 	free(v->culprits);
 	free(v->stragglers);
 	v->stragglers = NULL;
@@ -655,6 +688,8 @@ int fr_correlate(const struct fr_trace *const *traces, size_t ntraces, uint32_t 
 			    &v->aligned);
 	if (rc == 0)
 		rc = own_strings(v);
+	if (rc == 0)
+		rc = culprits_python(&cx, v);
 out_free:
 	fr_corr_ctx_free(&cx);
 	if (rc < 0)
@@ -771,7 +806,7 @@ int fr_verdict_name_silent(struct fr_verdict *v, const struct fr_trace *const *t
 void fr_verdict_free(struct fr_verdict *v)
 {
 	for (size_t i = 0; v->culprits && i < v->nculprits; i++)
-		fr_crash_free(v->culprits[i].crash);
+		culprit_free(&v->culprits[i]);
 	free(v->culprits);
 	free(v->comm_ranks);
 	free(v->waiting);

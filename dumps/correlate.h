@@ -80,6 +80,9 @@ struct fr_culprit {
 	/* killed: the kernel log of its node shows the OOM killer killing
 	 * its pid (fr_klog_name_oom()). */
 	bool oom_killed;
+	/* Owned; NULL unless its application thread runs Python: that
+	 * thread, whose Python frames --json gives (fr_correlate()). */
+	struct fr_thread *py_thread;
 };
 
 /*
@@ -328,8 +331,10 @@ void fr_verdict_print(FILE *out, const struct fr_verdict *v,
 		      const struct fr_trace *const *traces, size_t ntraces);
 
 /* One thread's stack as the report prints it: "  thread TID "NAME":" and
- * its frames, innermost first. */
+ * its frames, innermost first, its Python frames (when it has some) first. */
 void fr_thread_print(FILE *out, const struct fr_thread *th);
+/* A Python frame as the report shows it: "load_batch (train.py:41)". */
+void fr_pyframe_text(char *buf, size_t len, const struct fr_pyframe *f);
 
 /*
  * Ranks whose application stacks are the same. A rank's application stack
@@ -348,6 +353,10 @@ struct fr_stack_group {
 	const struct fr_thread *thread;
 	const struct fr_frame *frames;
 	size_t nframes;                 /* from `frames` to the outermost */
+	/* Grouped by Python frames: the thread's, innermost first, and
+	 * `frames` all of its native ones; else NULL. */
+	const struct fr_pyframe *pyframes;
+	size_t npyframes;
 };
 
 struct fr_stack_groups {
@@ -365,6 +374,11 @@ struct fr_stack_groups {
  */
 int fr_stack_groups_build(const struct fr_trace *const *idx, uint32_t world,
 			  struct fr_stack_groups *out);
+/* The same, but a rank whose thread runs Python is grouped by its Python
+ * frames (function, file, line): ranks on the same line of the script are
+ * one group whatever the library under it does. The report's grouping. */
+int fr_stack_groups_build_python(const struct fr_trace *const *idx, uint32_t world,
+				 struct fr_stack_groups *out);
 void fr_stack_groups_free(struct fr_stack_groups *g);
 
 /*

@@ -40,6 +40,10 @@
  * "nccl_error" (an asynchronous NCCL error); only a dump, or a manifest's
  * view of a rank, with one is written as 1.8. */
 #define FR_DUMP_VERSION_EXIT "1.8"
+/* 1.9 adds threads' "python_frames" and "python_truncated", and
+ * "python_note" (agent/pyframes.c); only a dump with one of them is
+ * written as 1.9. */
+#define FR_DUMP_VERSION_PYTHON "1.9"
 #define FR_DUMP_VERSION_MAJOR 1
 /*
  * Manifests are versioned apart from dumps since 2.0, which lists each
@@ -55,6 +59,10 @@
 
 /* Dumps of a 2000-entry ring are a few MiB; a file this big is not one. */
 #define FR_DUMP_FILE_MAX (1ull << 30)
+
+/* A thread's "python_frames" (FORMAT.md, "threads[i]"): a new reference,
+ * NULL when out of memory. */
+json_t *fr_pyframes_to_json(const struct fr_thread *th);
 
 /*
  * The JSON object of a trace (the dump document). Returns a new reference,

@@ -1414,7 +1414,57 @@ out_bad_ip:
 			  fr_rd_path(p, at, "ip"));
 }
 
-/* One thread object: tid, name, current, frames. */
+/* The longest Python function or file name read: the agent writes at most
+ * 255 bytes (agent/pyframes.c); a PyTorch-converted name may be longer. */
+#define PYFRAME_STR_MAX 4095
+
+static int read_pystr(const struct rd *rd, const struct fr_val *fo, const char *at,
+		      const char *key, char **dst)
+{
+	const struct fr_val *v = fr_val_get(fo, key);
+	int rc;
+
+	if (!present(v))
+		return want(rd, v, at, key, true, "a string");
+	if ((rc = str_check(rd, v, at, key, PYFRAME_STR_MAX + 1)))
+		return rc;
+	if (!(*dst = strdup(v->u.s)))
+		return fr_rd_nomem(rd);
+	return 0;
+}
+
+/* A thread's "python_frames" (1.9, optional): [{function, file, line}]. */
+static int read_pyframes(const struct rd *rd, const struct fr_val *to, const char *tat,
+			 struct fr_thread *th)
+{
+	char fat[AT_MAX];
+	const struct fr_val *frames;
+	int rc;
+
+	if ((rc = fr_rd_container(rd, to, tat, "python_frames", false, FR_VAL_ARRAY, &frames)) ||
+	    !frames || frames->n == 0)
+		return rc;
+	th->pyframes = calloc(frames->n, sizeof(*th->pyframes));
+	if (!th->pyframes)
+		return fr_rd_nomem(rd);
+	for (uint32_t j = 0; j < frames->n; j++) {
+		const struct fr_val *fo = frames->u.items[j];
+		struct fr_pyframe *f = &th->pyframes[j];
+
+		th->npyframes = j + 1;
+		fr_rd_item(fat, tat, "python_frames", j);
+		if (!fr_val_is(fo, FR_VAL_OBJECT))
+			return fr_rd_fail(rd, -EPROTO, "%s: expected an object, got %s", fat,
+					  fr_val_type_name(fo));
+		if ((rc = read_pystr(rd, fo, fat, "function", &f->function)) ||
+		    (rc = read_pystr(rd, fo, fat, "file", &f->file)) ||
+		    (rc = get_u32(rd, fr_val_get(fo, "line"), fat, "line", true, &f->line)))
+			return rc;
+	}
+	return 0;
+}
+
+/* One thread object: tid, name, current, frames, python_frames. */
 static int read_thread(const struct rd *rd, const struct fr_val *to, const char *tat,
 		       struct fr_thread *th)
 {
@@ -1429,6 +1479,9 @@ static int read_thread(const struct rd *rd, const struct fr_val *to, const char 
 	    (rc = GET_STR(rd, to, tat, "name", false, th->name)) ||
 	    (rc = get_bool(rd, fr_val_get(to, "current"), tat, "current", false,
 			   &th->current)) ||
+	    (rc = get_bool(rd, fr_val_get(to, "python_truncated"), tat, "python_truncated",
+			   false, &th->py_truncated)) ||
+	    (rc = read_pyframes(rd, to, tat, th)) ||
 	    (rc = fr_rd_container(rd, to, tat, "frames", true, FR_VAL_ARRAY, &frames)))
 		return rc;
 	if (frames->n == 0)
@@ -1655,7 +1708,8 @@ int fr_rd_trace(const struct rd *rd, const struct fr_val *root, const char *at,
 	if (rd->visit && rd->visit->done && (rc = rd->visit->done(rd->visit->arg, t)))
 		return rc;
 	if ((rc = read_summary(rd, root, at, t)) || (rc = read_crash(rd, root, at, t)) ||
-	    (rc = read_exit(rd, root, at, t)) || (rc = read_nccl_error(rd, root, at, t)))
+	    (rc = read_exit(rd, root, at, t)) || (rc = read_nccl_error(rd, root, at, t)) ||
+	    (rc = GET_STR(rd, root, at, "python_note", false, t->python_note)))
 		return rc;
 	return read_threads(rd, root, at, t);
 }

@@ -284,6 +284,40 @@ static json_t *pg_status_json(const struct fr_comm *c)
 	return o;
 }
 
+json_t *fr_pyframes_to_json(const struct fr_thread *th)
+{
+	json_t *a = json_array();
+	int bad = !a;
+
+	for (size_t i = 0; a && i < th->npyframes && !bad; i++) {
+		const struct fr_pyframe *f = &th->pyframes[i];
+		json_t *fo = json_object();
+
+		bad |= append(a, fo);
+		if (!fo)
+			break;
+		bad |= set(fo, "function", JSTRZ(f->function));
+		bad |= set(fo, "file", JSTRZ(f->file));
+		bad |= set(fo, "line", json_integer(f->line));
+	}
+	if (bad) {
+		json_decref(a);
+		return NULL;
+	}
+	return a;
+}
+
+/* Whether a dump of `t` carries Python frames or says why it has none. */
+static bool has_python(const struct fr_trace *t)
+{
+	if (t->python_note[0])
+		return true;
+	for (size_t i = 0; i < t->nthreads; i++)
+		if (t->threads[i].npyframes || t->threads[i].py_truncated)
+			return true;
+	return false;
+}
+
 static json_t *thread_json(const struct fr_thread *th)
 {
 	json_t *o = json_object();
@@ -310,6 +344,10 @@ static json_t *thread_json(const struct fr_thread *th)
 	bad |= set(o, "current", json_boolean(th->current));
 	bad |= set(o, "frames", frames);
 	frames = NULL;
+	if (th->npyframes)
+		bad |= set(o, "python_frames", fr_pyframes_to_json(th));
+	if (th->py_truncated)
+		bad |= set(o, "python_truncated", json_true());
 	if (bad)
 		goto out_free;
 	return o;
@@ -446,9 +484,12 @@ json_t *dump_trace_json(const struct fr_trace *t, bool with_threads,
 	}
 
 	bad |= set(root, "format", json_string(FR_DUMP_FORMAT));
-	/* A dump without an exit (1.8) or a crash (1.7) that needs no member
-	 * runs (1.6) and is no summary (1.5) stays a 1.4 one, byte for byte. */
-	bad |= set(root, "version", json_string(t->has_exit || t->has_nccl_error ?
+	/* A dump without Python frames (1.9), an exit (1.8) or a crash (1.7)
+	 * that needs no member runs (1.6) and is no summary (1.5) stays a 1.4
+	 * one, byte for byte. */
+	bad |= set(root, "version", json_string(with_threads && has_python(t) ?
+							FR_DUMP_VERSION_PYTHON :
+						t->has_exit || t->has_nccl_error ?
 							FR_DUMP_VERSION_EXIT :
 						t->crash ? FR_DUMP_VERSION_CRASH :
 						runs	   ? FR_DUMP_VERSION_RUNS :
@@ -481,6 +522,8 @@ json_t *dump_trace_json(const struct fr_trace *t, bool with_threads,
 		bad |= set(root, "exit", fr_exit_to_json(&t->exit));
 	if (t->has_nccl_error)
 		bad |= set(root, "nccl_error", fr_nccl_error_to_json(&t->nccl_error));
+	if (with_threads && t->python_note[0])
+		bad |= set(root, "python_note", JSTR(t->python_note));
 	if (bad)
 		goto out_free;
 	return root;

@@ -203,26 +203,11 @@ static const struct fr_thread *app_thread(const struct fr_trace *t)
 
 static int copy_thread(struct fr_trace *out, const struct fr_thread *th)
 {
-	struct fr_thread *c;
-
 	out->threads = calloc(1, sizeof(*out->threads));
 	if (!out->threads)
 		return -ENOMEM;
 	out->nthreads = 1;
-	c = out->threads;
-	*c = *th;
-	c->frames = calloc(th->nframes, sizeof(*c->frames));
-	c->nframes = 0;
-	if (!c->frames)
-		return -ENOMEM;
-	for (size_t i = 0; i < th->nframes; i++) {
-		c->frames[i] = th->frames[i];
-		c->frames[i].name = NULL;
-		c->nframes = i + 1;
-		if (th->frames[i].name && !(c->frames[i].name = strdup(th->frames[i].name)))
-			return -ENOMEM;
-	}
-	return 0;
+	return fr_thread_copy(out->threads, th);
 }
 
 static int copy_op(struct fr_trace *out, size_t *cap, const struct fr_op *op)

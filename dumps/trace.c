@@ -127,6 +127,54 @@ void fr_op_init(struct fr_op *op)
 	op->comm = op->dtype = op->redop = "";
 }
 
+void fr_thread_free(struct fr_thread *th)
+{
+	for (size_t j = 0; j < th->nframes; j++)
+		free(th->frames[j].name);
+	free(th->frames);
+	for (size_t j = 0; j < th->npyframes; j++) {
+		free(th->pyframes[j].function);
+		free(th->pyframes[j].file);
+	}
+	free(th->pyframes);
+	th->frames = NULL;
+	th->nframes = 0;
+	th->pyframes = NULL;
+	th->npyframes = 0;
+}
+
+int fr_thread_copy(struct fr_thread *dst, const struct fr_thread *src)
+{
+	*dst = *src;
+	dst->frames = NULL;
+	dst->nframes = 0;
+	dst->pyframes = NULL;
+	dst->npyframes = 0;
+	if (src->nframes && !(dst->frames = calloc(src->nframes, sizeof(*dst->frames))))
+		return -ENOMEM;
+	for (size_t i = 0; i < src->nframes; i++) {
+		const struct fr_frame *f = &src->frames[i];
+
+		dst->frames[i] = *f;
+		dst->frames[i].name = NULL;
+		dst->nframes = i + 1;
+		if (f->name && !(dst->frames[i].name = strdup(f->name)))
+			return -ENOMEM;
+	}
+	if (src->npyframes && !(dst->pyframes = calloc(src->npyframes, sizeof(*dst->pyframes))))
+		return -ENOMEM;
+	for (size_t i = 0; i < src->npyframes; i++) {
+		const struct fr_pyframe *f = &src->pyframes[i];
+
+		dst->npyframes = i + 1;
+		dst->pyframes[i].line = f->line;
+		if (!(dst->pyframes[i].function = strdup(f->function)) ||
+		    !(dst->pyframes[i].file = strdup(f->file)))
+			return -ENOMEM;
+	}
+	return 0;
+}
+
 void fr_trace_free(struct fr_trace *t)
 {
 	for (size_t i = 0; i < t->ncomms; i++)
@@ -134,13 +182,8 @@ void fr_trace_free(struct fr_trace *t)
 	free(t->comms);
 	if (!t->arena)
 		free(t->ops);
-	for (size_t i = 0; i < t->nthreads; i++) {
-		struct fr_thread *th = &t->threads[i];
-
-		for (size_t j = 0; j < th->nframes; j++)
-			free(th->frames[j].name);
-		free(th->frames);
-	}
+	for (size_t i = 0; i < t->nthreads; i++)
+		fr_thread_free(&t->threads[i]);
 	free(t->threads);
 	fr_strs_free(t->strs);
 	if (t->summary)
@@ -168,9 +211,7 @@ void fr_crash_free(struct fr_crash *c)
 {
 	if (!c)
 		return;
-	for (size_t j = 0; j < c->thread.nframes; j++)
-		free(c->thread.frames[j].name);
-	free(c->thread.frames);
+	fr_thread_free(&c->thread);
 	free(c);
 }
 
@@ -197,22 +238,8 @@ int fr_crash_copy(struct fr_crash **dst, const struct fr_crash *src)
 	if (!c)
 		return -ENOMEM;
 	*c = *src;
-	c->thread.frames = NULL;
-	c->thread.nframes = 0;
-	if (src->thread.nframes) {
-		c->thread.frames = calloc(src->thread.nframes, sizeof(*c->thread.frames));
-		if (!c->thread.frames)
-			goto out_free;
-	}
-	for (size_t i = 0; i < src->thread.nframes; i++) {
-		const struct fr_frame *f = &src->thread.frames[i];
-
-		c->thread.frames[i] = *f;
-		c->thread.frames[i].name = NULL;
-		c->thread.nframes = i + 1;
-		if (f->name && !(c->thread.frames[i].name = strdup(f->name)))
-			goto out_free;
-	}
+	if (fr_thread_copy(&c->thread, &src->thread))
+		goto out_free;
 	*dst = c;
 	return 0;
 

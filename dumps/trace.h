@@ -105,13 +105,32 @@ struct fr_frame {
 	uint64_t ip;
 };
 
+/* A frame of the Python interpreter's own stack (agent/pyframes.c). */
+struct fr_pyframe {
+	char *function;    /* the code's qualified name, owned */
+	char *file;        /* owned */
+	uint32_t line;     /* 0 when the interpreter has none for where it is */
+};
+
 struct fr_thread {
 	uint32_t tid;
 	char name[32];
 	bool current;      /* the thread that wrote the dump */
 	size_t nframes;
 	struct fr_frame *frames; /* innermost first, owned */
+	/* Its Python frames, innermost first, when it runs Python; owned. */
+	size_t npyframes;
+	struct fr_pyframe *pyframes;
+	/* Frames past the last in `pyframes` could not be read consistently
+	 * (the interpreter changed them as they were read, or too deep). */
+	bool py_truncated;
 };
+
+/* Frees what a thread owns (not the thread) and zeroes its frames. */
+void fr_thread_free(struct fr_thread *th);
+/* A deep copy of `src` into `dst`; on -ENOMEM, `dst` owns what it got so
+ * far (fr_thread_free it). */
+int fr_thread_copy(struct fr_thread *dst, const struct fr_thread *src);
 
 /*
  * How a rank died of a fatal signal: what its agent's signal handler
@@ -200,6 +219,9 @@ struct fr_trace_summary {
 	uint64_t threads_left_out;               /* threads of the full dump not here */
 };
 
+/* The longest python_note. */
+#define FR_PYTHON_NOTE_MAX 127
+
 struct fr_trace {
 	enum fr_rank_status status;
 	char job[FR_JOB_MAX + 1];
@@ -235,6 +257,9 @@ struct fr_trace {
 	/* Its first asynchronous NCCL error, when it had one. */
 	bool has_nccl_error;
 	struct fr_nccl_error nccl_error;
+	/* Why its threads carry no Python frames though it runs Python (a
+	 * version the agent does not read); "" otherwise. */
+	char python_note[FR_PYTHON_NOTE_MAX + 1];
 };
 
 /* Releases everything a trace owns and zeroes it. */

@@ -255,6 +255,10 @@ json_t *fr_verdict_to_json(const struct fr_verdict *v)
 			rc |= jset(c, "oom_killed", json_boolean(cu->oom_killed));
 		if (cu->has_nccl_error)
 			rc |= nccl_error_fields(c, &cu->nccl_error);
+		if (cu->py_thread)
+			rc |= jset(c, "python_frames", fr_pyframes_to_json(cu->py_thread));
+		if (cu->py_thread && cu->py_thread->py_truncated)
+			rc |= jset(c, "python_truncated", json_true());
 	}
 	rc |= jset(o, "verdict", json_string(fr_verdict_name(v->kind)));
 	rc |= json_object_set_new(o, "culprits", cs);

@@ -189,10 +189,41 @@ out_free:
 	free(r);
 }
 
+/* A Python file as the report names it: its last component. */
+static const char *py_file_name(const char *file)
+{
+	const char *slash = strrchr(file, '/');
+
+	return slash && slash[1] ? slash + 1 : file;
+}
+
+/* "load_batch (train.py:41)", or without the line when it is not known. */
+void fr_pyframe_text(char *buf, size_t len, const struct fr_pyframe *f)
+{
+	if (f->line)
+		snprintf(buf, len, "%s (%s:%" PRIu32 ")", f->function, py_file_name(f->file),
+			 f->line);
+	else
+		snprintf(buf, len, "%s (%s)", f->function, py_file_name(f->file));
+}
+
 void fr_thread_print(FILE *out, const struct fr_thread *th)
 {
+	char text[2 * 256 + 32];
+
 	fprintf(out, "  thread %" PRIu32 "%s%s%s:\n", th->tid, th->name[0] ? " \"" : "", th->name,
 		th->name[0] ? "\"" : "");
+	/* Where the script is comes first: the native frames under it are
+	 * the interpreter's loop, and say little to the script's author. */
+	for (size_t j = 0; j < th->npyframes; j++) {
+		fr_pyframe_text(text, sizeof(text), &th->pyframes[j]);
+		fprintf(out, "    py#%zu %s\n", j, text);
+	}
+	if (th->py_truncated)
+		fprintf(out, "    py#%zu (outer Python frames not read: too deep, or changing as they were read)\n",
+			th->npyframes);
+	if (th->npyframes && th->nframes)
+		fprintf(out, "    native:\n");
 	if (!th->nframes)
 		fprintf(out, "    (no frames)\n");
 	for (size_t j = 0; j < th->nframes; j++) {
@@ -223,6 +254,8 @@ static void print_stack(FILE *out, const struct fr_trace *t)
 			continue;
 		fr_thread_print(out, th);
 	}
+	if (t->python_note[0])
+		fprintf(out, "  %s\n", t->python_note);
 }
 
 static const char *reason_text(enum fr_reason r)
@@ -383,17 +416,46 @@ static bool is_api_frame(const char *name)
 			strncmp(name, "nccl", 4) == 0 || strncmp(name, "pnccl", 5) == 0);
 }
 
+/* A rank's thread whose Python frames it is compared by, when grouping by
+ * them: the first one that runs Python, else NULL. */
+static const struct fr_thread *py_thread(const struct fr_trace *t)
+{
+	for (size_t i = 0; t && i < t->nthreads; i++)
+		if (!t->threads[i].current && t->threads[i].npyframes)
+			return &t->threads[i];
+	return NULL;
+}
+
 struct stack_ref {
 	uint64_t hash;
 	uint32_t rank;
 	const struct fr_frame *frames; /* from the first frame compared */
 	size_t n;                      /* frames compared */
-	size_t total;                  /* frames from `frames` to the outermost */
+	size_t total;                  /* frames from `frames` (or `py`) to the outermost */
+	/* Compared by its Python frames instead (all of them, innermost
+	 * first): function, file and line. */
+	const struct fr_pyframe *py;
 };
+
+static struct stack_ref py_stack_ref_of(uint32_t rank, const struct fr_thread *th)
+{
+	struct stack_ref ref = { FR_FNV_INIT, rank, th->frames, 0, th->npyframes, th->pyframes };
+
+	ref.n = ref.total < MERGE_FRAMES ? ref.total : MERGE_FRAMES;
+	ref.hash = fr_fnv1a(ref.hash, "py", 3);
+	for (size_t i = 0; i < ref.n; i++) {
+		const struct fr_pyframe *f = &ref.py[i];
+
+		ref.hash = fr_fnv1a(ref.hash, f->function, strlen(f->function) + 1);
+		ref.hash = fr_fnv1a(ref.hash, f->file, strlen(f->file) + 1);
+		ref.hash = fr_fnv1a(ref.hash, &f->line, sizeof(f->line));
+	}
+	return ref;
+}
 
 static struct stack_ref stack_ref_of(uint32_t rank, const struct fr_thread *th)
 {
-	struct stack_ref ref = { FR_FNV_INIT, rank, th->frames, 0, th->nframes };
+	struct stack_ref ref = { FR_FNV_INIT, rank, th->frames, 0, th->nframes, NULL };
 	size_t start = 0;
 
 	for (size_t i = 0; i < th->nframes; i++)
@@ -412,9 +474,13 @@ static struct stack_ref stack_ref_of(uint32_t rank, const struct fr_thread *th)
 
 static bool same_stack(const struct stack_ref *a, const struct stack_ref *b)
 {
-	if (a->n != b->n)
+	if (a->n != b->n || !a->py != !b->py)
 		return false;
-	for (size_t i = 0; i < a->n; i++) {
+	for (size_t i = 0; a->py && i < a->n; i++)
+		if (a->py[i].line != b->py[i].line || strcmp(a->py[i].function, b->py[i].function) ||
+		    strcmp(a->py[i].file, b->py[i].file))
+			return false;
+	for (size_t i = 0; !a->py && i < a->n; i++) {
 		const char *x = a->frames[i].name, *y = b->frames[i].name;
 
 		if (x != y && (!x || !y || strcmp(x, y) != 0))
@@ -450,8 +516,8 @@ void fr_stack_groups_free(struct fr_stack_groups *g)
 	memset(g, 0, sizeof(*g));
 }
 
-int fr_stack_groups_build(const struct fr_trace *const *idx, uint32_t world,
-			  struct fr_stack_groups *out)
+static int stack_groups_build(const struct fr_trace *const *idx, uint32_t world, bool python,
+			      struct fr_stack_groups *out)
 {
 	struct stack_ref *refs = malloc((world ? world : 1) * sizeof(*refs));
 	struct stack_group *runs = malloc((world ? world : 1) * sizeof(*runs));
@@ -464,9 +530,12 @@ int fr_stack_groups_build(const struct fr_trace *const *idx, uint32_t world,
 	if (!refs || !runs || !out->groups || !out->ranks)
 		goto out_free;
 	for (uint32_t r = 0; r < world; r++) {
+		const struct fr_thread *py = python ? py_thread(idx[r]) : NULL;
 		const struct fr_thread *th = idx[r] ? app_thread(idx[r]) : NULL;
 
-		if (th)
+		if (py)
+			refs[n++] = py_stack_ref_of(r, py);
+		else if (th)
 			refs[n++] = stack_ref_of(r, th);
 	}
 	qsort(refs, n, sizeof(*refs), cmp_stack_ref);
@@ -486,13 +555,22 @@ int fr_stack_groups_build(const struct fr_trace *const *idx, uint32_t world,
 		const struct stack_ref *ref = &refs[runs[g].first];
 		struct fr_stack_group *sg = &out->groups[g];
 
+		memset(sg, 0, sizeof(*sg));
 		sg->ranks = out->ranks + out->nranks;
 		sg->nranks = runs[g].n;
 		for (size_t k = 0; k < runs[g].n; k++)
 			out->ranks[out->nranks++] = refs[runs[g].first + k].rank;
-		sg->thread = app_thread(idx[ref->rank]);
-		sg->frames = ref->frames;
-		sg->nframes = ref->total;
+		if (ref->py) {
+			sg->thread = py_thread(idx[ref->rank]);
+			sg->frames = sg->thread->frames;
+			sg->nframes = sg->thread->nframes;
+			sg->pyframes = ref->py;
+			sg->npyframes = ref->total;
+		} else {
+			sg->thread = app_thread(idx[ref->rank]);
+			sg->frames = ref->frames;
+			sg->nframes = ref->total;
+		}
 	}
 	out->ngroups = ng;
 	rc = 0;
@@ -504,6 +582,18 @@ out_free:
 	return rc;
 }
 
+int fr_stack_groups_build(const struct fr_trace *const *idx, uint32_t world,
+			  struct fr_stack_groups *out)
+{
+	return stack_groups_build(idx, world, false, out);
+}
+
+int fr_stack_groups_build_python(const struct fr_trace *const *idx, uint32_t world,
+				 struct fr_stack_groups *out)
+{
+	return stack_groups_build(idx, world, true, out);
+}
+
 /*
  * Ranks grouped by identical application stack (function names, innermost
  * first), largest group first, as STAT does: at 1024 ranks, "1023 ranks:
@@ -512,9 +602,9 @@ out_free:
 static void print_merged_stacks(FILE *out, const struct fr_trace *const *idx, uint32_t world)
 {
 	struct fr_stack_groups sg;
-	char rt[256];
+	char rt[256], text[2 * 256 + 32];
 
-	if (fr_stack_groups_build(idx, world, &sg))
+	if (fr_stack_groups_build_python(idx, world, &sg))
 		return;
 	if (sg.nranks < 2)
 		goto out_free;
@@ -524,10 +614,15 @@ static void print_merged_stacks(FILE *out, const struct fr_trace *const *idx, ui
 
 		fprintf(out, "  %zu %s (%s):", grp->nranks, grp->nranks == 1 ? "rank" : "ranks",
 			fr_corr_ranks_text(rt, sizeof(rt), grp->ranks, grp->nranks));
-		for (size_t i = 0; i < grp->nframes && i < MERGE_SHOWN; i++)
+		for (size_t i = 0; i < grp->npyframes && i < MERGE_SHOWN; i++) {
+			fr_pyframe_text(text, sizeof(text), &grp->pyframes[i]);
+			fprintf(out, "%s%s", i ? " <- " : " ", text);
+		}
+		for (size_t i = 0; !grp->pyframes && i < grp->nframes && i < MERGE_SHOWN; i++)
 			fprintf(out, "%s%s", i ? " <- " : " ",
 				grp->frames[i].name ? grp->frames[i].name : "??");
-		fprintf(out, "%s\n", grp->nframes > MERGE_SHOWN ? " <- ..." : "");
+		fprintf(out, "%s\n",
+			(grp->pyframes ? grp->npyframes : grp->nframes) > MERGE_SHOWN ? " <- ..." : "");
 	}
 	if (sg.ngroups > MERGE_GROUPS)
 		fprintf(out, "  ... and %zu more distinct stacks\n", sg.ngroups - MERGE_GROUPS);

@@ -128,6 +128,63 @@ static void test_round_trip_crash(void **state)
 	fr_trace_free(&t);
 }
 
+/* Python frames (format 1.9) read back as written, the thread's native
+ * frames beside them; a bad one is refused with its path. */
+static void test_round_trip_python(void **state)
+{
+	static const char *const bad[][2] = {
+		{ "\"python_frames\": [{\"function\": \"f\", \"file\": \"t.py\"}]",
+		  "threads[0].python_frames[0].line" },
+		{ "\"python_frames\": [{\"function\": 3, \"file\": \"t.py\", \"line\": 1}]",
+		  "threads[0].python_frames[0].function" },
+		{ "\"python_frames\": {}", "threads[0].python_frames" },
+	};
+	struct fr_trace t, back;
+	struct fr_thread *th;
+	char err[512], doc[512];
+	char *text;
+	size_t len;
+
+	(void)state;
+	make_rich_trace(&t);
+	assert_true(t.nthreads > 0);
+	th = &t.threads[0];
+	th->pyframes = calloc(2, sizeof(*th->pyframes));
+	assert_non_null(th->pyframes);
+	th->npyframes = 2;
+	th->pyframes[0] = (struct fr_pyframe){ strdup("Loader.load_batch"), strdup("/srv/train.py"), 41 };
+	th->pyframes[1] = (struct fr_pyframe){ strdup("<module>"), strdup("/srv/train.py"), 0 };
+	th->py_truncated = true;
+	snprintf(t.python_note, sizeof(t.python_note), "a note");
+	assert_int_equal(fr_dump_serialize(&t, &text, &len), 0);
+	assert_non_null(strstr(text, "\"1.9\""));
+	assert_int_equal(fr_dump_parse(text, len, "py.json", &back, err, sizeof(err)), 0);
+	assert_int_equal(back.threads[0].npyframes, 2);
+	assert_string_equal(back.threads[0].pyframes[0].function, "Loader.load_batch");
+	assert_string_equal(back.threads[0].pyframes[0].file, "/srv/train.py");
+	assert_int_equal(back.threads[0].pyframes[0].line, 41);
+	assert_int_equal(back.threads[0].pyframes[1].line, 0);
+	assert_true(back.threads[0].py_truncated);
+	assert_int_equal(back.threads[0].nframes, t.threads[0].nframes);
+	assert_string_equal(back.python_note, "a note");
+	free(text);
+	fr_trace_free(&back);
+	fr_trace_free(&t);
+
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		snprintf(doc, sizeof(doc),
+			 "{\"format\": \"flightrec-dump\", \"version\": \"1.9\", \"job\": \"j\", \"rank\": 0, "
+			 "\"world_size\": 1, \"host\": \"h\", \"pid\": 1, \"status\": \"dumped\", "
+			 "\"comm_lib_version\": \"\", \"incident\": \"i\", \"dump_reason\": \"r\", "
+			 "\"time_dumped_ns\": 1, \"dropped_entries\": 0, \"pg_config\": {}, "
+			 "\"pg_status\": {}, \"entries\": [], \"threads\": [{\"tid\": 1, \"frames\": [], %s}]}",
+			 bad[i][0]);
+		assert_int_not_equal(fr_dump_parse(doc, strlen(doc), "py.json", &back, err, sizeof(err)), 0);
+		assert_non_null(strstr(err, bad[i][1]));
+		fr_trace_free(&back);
+	}
+}
+
 /* Each document of `bad` (a field, put first in a good dump) is refused
  * with a message that names the second string. */
 static void refuse_each(const char *const (*bad)[2], size_t n)
@@ -1313,6 +1370,7 @@ int main(void)
 		cmocka_unit_test(test_read_pytorch_start_time),
 		cmocka_unit_test(test_unknown_members),
 		cmocka_unit_test(test_read_world_size_bounds),
+		cmocka_unit_test(test_round_trip_python),
 		cmocka_unit_test(test_parse_not_json),
 		cmocka_unit_test(test_text_and_tree_agree),
 		cmocka_unit_test(test_written_entries_agree),
