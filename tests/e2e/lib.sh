@@ -314,6 +314,25 @@ start_running() {
 	[ -n "$RANK_PID" ] && [ "$RANK_PID" -gt 1 ] || fail "no pid for rank $2"
 }
 
+# For the kernel log tests (root, /dev/kmsg): plant_xid PID writes an Xid
+# line naming PID and one naming pid 1, both marked with this job's name
+# ($KMSG_MARK); expect_xid_kept MANIFEST RANK PID checks that the first,
+# and not the second, is in MANIFEST's kernel logs, attributed to RANK.
+plant_xid() {
+	KMSG_MARK="flightrec-e2e $JOB"
+	echo "NVRM: Xid (PCI:0000:3b:00): 79, pid=$1, GPU has fallen off the bus. $KMSG_MARK" >/dev/kmsg
+	echo "NVRM: Xid (PCI:0000:3b:00): 79, pid=1, GPU has fallen off the bus. $KMSG_MARK other" >/dev/kmsg
+}
+expect_xid_kept() {
+	local lines
+	lines=$(jq --arg m "$KMSG_MARK" '[.kernel_log[].lines[] | select(.text | endswith($m))]' "$1")
+	[ "$(jq length <<<"$lines")" = 1 ] || fail "the rank's Xid line is not in $1 once: $(jq -c .kernel_log "$1")"
+	jq -e --argjson pid "$3" --argjson r "$2" '.[0] | .kind == "xid" and .pid == $pid and .rank == $r and .time_ns > 0' \
+		<<<"$lines" >/dev/null || fail "the Xid line is not attributed to rank $2: $lines"
+	jq -e --arg m "$KMSG_MARK other" '[.kernel_log[].lines[] | select(.text | endswith($m))] | length == 0' "$1" \
+		>/dev/null || fail "a line naming a pid that is not the job's was kept"
+}
+
 ranks_connected() {
 	local job=$JOB
 	[ $# -ge 2 ] && { job=$1; shift; }

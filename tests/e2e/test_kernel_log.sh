@@ -20,25 +20,18 @@ wait_for 20 ranks_connected 4 || fail "ranks did not connect: $(http_get "/v1/jo
 pid=$(http_get "/v1/jobs/$JOB" | jq -r '.ranks[] | select(.rank == 2) | .pid')
 [ -n "$pid" ] && [ "$pid" -gt 1 ] || fail "no pid for rank 2"
 # Before the watchdog's 6 s are up: in the window the manifest reads.
-mark="flightrec-e2e $JOB"
-echo "NVRM: Xid (PCI:0000:3b:00): 79, pid=$pid, GPU has fallen off the bus. $mark" >/dev/kmsg
-echo "NVRM: Xid (PCI:0000:3b:00): 79, pid=1, GPU has fallen off the bus. $mark other" >/dev/kmsg
+plant_xid "$pid"
 wait_incident 60
 M=$INCIDENT/manifest.json
 
 expect '.version == "2.1" and (.kernel_log | length) == 1' "$M"
 expect '.kernel_log[0].available == true and .kernel_log[0].error == null' "$M"
-mine() { jq --arg m "$mark" '[.kernel_log[0].lines[] | select(.text | endswith($m))]' "$M"; }
-[ "$(mine | jq length)" = 1 ] || fail "the rank's Xid line is not in the manifest once: $(jq -c .kernel_log "$M")"
-mine | jq -e --argjson pid "$pid" '.[0] | .kind == "xid" and .pid == $pid and .rank == 2 and .time_ns > 0' \
-	>/dev/null || fail "the Xid line is not attributed to rank 2: $(mine)"
-jq -e --arg m "$mark other" '[.kernel_log[0].lines[] | select(.text | endswith($m))] | length == 0' "$M" \
-	>/dev/null || fail "a line naming a pid that is not the job's was kept"
+expect_xid_kept "$M" 2 "$pid"
 
 analyze "$INCIDENT"
 [ "$RC" -eq 1 ] || fail "fr-analyze exit $RC, want 1: $(cat "$T/analyze.err")"
 expect '.verdict == "hang" and [.culprits[].rank] == [2]'
-jq -e --arg m "$mark" --argjson pid "$pid" \
+jq -e --arg m "$KMSG_MARK" --argjson pid "$pid" \
 	'[.culprits[0].kernel_log[] | select(.text | endswith($m))] | length == 1 and
 	 (.[0] | .kind == "xid" and .rank == 2 and .pid == $pid and (.node | length) > 0 and
 	  (.before_s | type) == "number")' "$T/verdict.json" >/dev/null ||
@@ -46,12 +39,12 @@ jq -e --arg m "$mark" --argjson pid "$pid" \
 expect '.kernel_log[0].available == true'
 
 "$BIN/fr-analyze" "$INCIDENT" >"$T/analyze.txt" 2>&1
-line=$(grep -F "$mark" "$T/analyze.txt")
+line=$(grep -F "$KMSG_MARK" "$T/analyze.txt")
 case $line in
-"  kernel: "*": NVRM: Xid (PCI:0000:3b:00): 79, pid=$pid, GPU has fallen off the bus. $mark, "*" rank 2 stopped") ;;
+"  kernel: "*": NVRM: Xid (PCI:0000:3b:00): 79, pid=$pid, GPU has fallen off the bus. $KMSG_MARK, "*" rank 2 stopped") ;;
 *) fail "the report does not tell the line under rank 2: $(cat "$T/analyze.txt")" ;;
 esac
 # Under the culprit: after its heading, before anything else's.
-awk -v m="$mark" '/^Culprit rank 2/ {c = 1} c && index($0, m) {found = 1} /^Kernel log/ {c = 0}
+awk -v m="$KMSG_MARK" '/^Culprit rank 2/ {c = 1} c && index($0, m) {found = 1} /^Kernel log/ {c = 0}
 	END {exit !found}' "$T/analyze.txt" || fail "the line is not under culprit rank 2: $(cat "$T/analyze.txt")"
 echo "PASS kernel log: an Xid naming rank 2's pid is kept in the manifest and told under culprit rank 2"

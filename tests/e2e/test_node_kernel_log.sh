@@ -37,40 +37,33 @@ wait_for 30 nodes_connected || fail "the central daemon does not list nodeA and 
 pid=$(http_get "/v1/jobs/$JOB" | jq -r '.ranks[] | select(.rank == 3) | .pid')
 [ -n "$pid" ] && [ "$pid" -gt 1 ] || fail "no pid for rank 3: $(http_get "/v1/jobs/$JOB")"
 # Before the watchdog's 6 s are up: in the window the nodes read.
-mark="flightrec-e2e $JOB"
-echo "NVRM: Xid (PCI:0000:3b:00): 79, pid=$pid, GPU has fallen off the bus. $mark" >/dev/kmsg
-echo "NVRM: Xid (PCI:0000:3b:00): 79, pid=1, GPU has fallen off the bus. $mark other" >/dev/kmsg
+plant_xid "$pid"
 wait_incident 60
 M=$INCIDENT/manifest.json
 
 expect '.version == "2.1" and (.kernel_log | length) == 2' "$M"
 expect '[.kernel_log[] | .available == true and .error == null] == [true, true]' "$M"
-mine() { jq --arg m "$mark" '[.kernel_log[].lines[] | select(.text | endswith($m))]' "$M"; }
-[ "$(mine | jq length)" = 1 ] || fail "the rank's Xid line is not in the central manifest once: $(jq -c .kernel_log "$M")"
-mine | jq -e --argjson pid "$pid" '.[0] | .kind == "xid" and .pid == $pid and .rank == 3 and .time_ns > 0' \
-	>/dev/null || fail "the Xid line is not attributed to rank 3: $(mine)"
-jq -e --arg m "$mark other" '[.kernel_log[].lines[] | select(.text | endswith($m))] | length == 0' "$M" \
-	>/dev/null || fail "a line naming a pid that is not the job's was kept"
+expect_xid_kept "$M" 3 "$pid"
 # NodeB's own incident has it too: the central daemon's is what it sent.
 node_m=$(ls -d "$T/nodeB-incidents/$JOB"/*/manifest.json | head -n 1)
-jq -e --arg m "$mark" '[.kernel_log[0].lines[] | select(.text | endswith($m))] | length == 1' "$node_m" \
+jq -e --arg m "$KMSG_MARK" '[.kernel_log[0].lines[] | select(.text | endswith($m))] | length == 1' "$node_m" \
 	>/dev/null || fail "nodeB's own manifest lacks the line: $(jq -c .kernel_log "$node_m")"
 
 analyze "$INCIDENT"
 [ "$RC" -eq 1 ] || fail "fr-analyze exit $RC, want 1: $(cat "$T/analyze.err")"
 expect '.verdict == "hang" and [.culprits[].rank] == [3]'
-jq -e --arg m "$mark" --argjson pid "$pid" \
+jq -e --arg m "$KMSG_MARK" --argjson pid "$pid" \
 	'[.culprits[0].kernel_log[] | select(.text | endswith($m))] | length == 1 and
 	 (.[0] | .kind == "xid" and .rank == 3 and .pid == $pid and (.before_s | type) == "number")' \
 	"$T/verdict.json" >/dev/null ||
 	fail "the culprit's kernel_log lacks the line: $(jq -c .culprits "$T/verdict.json")"
 
 "$BIN/fr-analyze" "$INCIDENT" >"$T/analyze.txt" 2>&1
-line=$(grep -F "$mark" "$T/analyze.txt")
+line=$(grep -F "$KMSG_MARK" "$T/analyze.txt")
 case $line in
-"  kernel: "*": NVRM: Xid (PCI:0000:3b:00): 79, pid=$pid, GPU has fallen off the bus. $mark, "*" rank 3 stopped") ;;
+"  kernel: "*": NVRM: Xid (PCI:0000:3b:00): 79, pid=$pid, GPU has fallen off the bus. $KMSG_MARK, "*" rank 3 stopped") ;;
 *) fail "the report does not tell the line under rank 3: $(cat "$T/analyze.txt")" ;;
 esac
-awk -v m="$mark" '/^Culprit rank 3/ {c = 1} c && index($0, m) {found = 1} /^Kernel log/ {c = 0}
+awk -v m="$KMSG_MARK" '/^Culprit rank 3/ {c = 1} c && index($0, m) {found = 1} /^Kernel log/ {c = 0}
 	END {exit !found}' "$T/analyze.txt" || fail "the line is not under culprit rank 3: $(cat "$T/analyze.txt")"
 echo "PASS node kernel log: an Xid naming rank 3's pid reaches the central manifest from nodeB and is told under culprit rank 3"
