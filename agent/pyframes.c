@@ -44,6 +44,7 @@
 #include <unistd.h>
 
 #include "../dumps/trace.h"
+#include "clock.h"
 #include "dlsym.h"
 
 /*
@@ -547,23 +548,34 @@ static uint64_t sym(void *h, const char *name)
  * the lookups take the dynamic linker's locks, which an application thread
  * stuck in dlopen would hold, so a process that runs Python pays them once.
  */
+#define FIND_PYTHON_AGAIN_MS 30000u
+
 static bool find_python(struct fr_py_target *py)
 {
 	static struct fr_py_target kept;
+	/* A process without Python is looked at again at most every
+	 * FIND_PYTHON_AGAIN_MS (an interpreter may be loaded late): the
+	 * lookups take the dynamic linker's locks, and a process dumped
+	 * again and again must not take them each time. */
+	static uint64_t not_found_ms;
 	char path[PATH_MAX] = "";
 	void *h = RTLD_DEFAULT, *own = NULL;
-	uint64_t vaddr;
+	uint64_t vaddr, now = fr_mono_ms();
 
 	if (kept.runtime) {
 		*py = kept;
 		return true;
 	}
+	if (not_found_ms && now - not_found_ms < FIND_PYTHON_AGAIN_MS)
+		return false;
 	memset(py, 0, sizeof(*py));
 	if (!(py->runtime = sym(h, "_PyRuntime")) && dl_iterate_phdr(find_libpython, path) &&
 	    (own = dlopen(path, RTLD_LAZY | RTLD_NOLOAD)))
 		py->runtime = sym(h = own, "_PyRuntime");
-	if (!py->runtime)
+	if (!py->runtime) {
+		not_found_ms = now ? now : 1;
 		return false;
+	}
 	/* Py_Version, PY_VERSION_HEX as an unsigned long, exists from 3.11 on. */
 	if ((vaddr = sym(h, "Py_Version")) && !peek(vaddr, &py->version, sizeof(py->version)))
 		py->version = 0;
