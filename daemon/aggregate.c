@@ -5,6 +5,8 @@
 #include "aggregate.h"
 #include "registry.h"
 
+#include "../protocol/hash.h"
+
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -25,11 +27,7 @@ struct rec_index {
 
 static uint64_t id_hash(const char *id)
 {
-	uint64_t h = 1469598103934665603ull;
-
-	for (; *id; id++)
-		h = (h ^ (uint8_t)*id) * 1099511628211ull;
-	return h;
+	return fr_fnv1a(FR_FNV_INIT, id, strlen(id));
 }
 
 static int rec_index_build(struct rec_index *ix, const struct fr_node_comm_progress *out,

@@ -15,6 +15,7 @@
 #include "ratelog.h"
 #include "registry.h"
 
+#include "../protocol/hash.h"
 #include "../protocol/op.h"
 
 /*
@@ -37,11 +38,7 @@ static struct reported **reported;
 
 static size_t reported_bucket(const char *job)
 {
-	uint64_t h = 1469598103934665603ull;
-
-	while (*job)
-		h = (h ^ (uint8_t)*job++) * 1099511628211ull;
-	return h & (REPORTED_BUCKETS - 1);
+	return fr_fnv1a(FR_FNV_INIT, job, strlen(job)) & (REPORTED_BUCKETS - 1);
 }
 
 /* A job's state gathered from the nodes: the input of nv_decide(). */

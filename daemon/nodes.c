@@ -413,11 +413,7 @@ void node_job_free(struct node_job *j)
 
 static uint64_t hash_id(const char *s)
 {
-	uint64_t h = 1469598103934665603ull;
-
-	while (*s)
-		h = (h ^ (uint8_t)*s++) * 1099511628211ull;
-	return h;
+	return fr_fnv1a(FR_FNV_INIT, s, strlen(s));
 }
 
 static struct nodes_entry *entry_find(const char *job)

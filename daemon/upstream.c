@@ -9,6 +9,7 @@
 #include "upstream_look.h"
 
 #include "../protocol/frame.h"
+#include "../protocol/hash.h"
 #include "../protocol/node_wire.h"
 
 #include <errno.h>
@@ -419,16 +420,6 @@ out_free:
 	return err;
 }
 
-/* FNV-1a of a payload: tells a record that changed from one sent already. */
-static uint64_t fnv(const uint8_t *p, size_t n)
-{
-	uint64_t h = 1469598103934665603ull;
-
-	for (size_t i = 0; i < n; i++)
-		h = (h ^ p[i]) * 1099511628211ull;
-	return h;
-}
-
 /* NODE_PROGRESS for each frame of communicators whose records changed. */
 /* Communicators whose records one pass over the ranks makes; a multiple of FR_NODE_PROGRESS_COMMS_MAX. */
 #define UP_PROGRESS_CHUNK 256u
@@ -488,7 +479,8 @@ static int up_send_progress(struct up_job *uj, const struct job *job, uint64_t n
 			break;
 		}
 		len = fr_wire_node_progress_encode(&m, w->frame, size);
-		h = len > 0 ? fnv(w->frame, (size_t)len) : 0;
+		/* Tells a record that changed from one sent already. */
+		h = len > 0 ? fr_fnv1a(FR_FNV_INIT, w->frame, (size_t)len) : 0;
 		if (len > 0 && h == uj->progress_hash[f]) {
 			free(w);
 			continue;

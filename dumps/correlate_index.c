@@ -15,6 +15,8 @@
  */
 #include "correlate_int.h"
 
+#include "../protocol/hash.h"
+
 #include <assert.h>
 #include <string.h>
 
@@ -122,11 +124,7 @@ bool fr_corr_sig_equal(const struct fr_op *a, const struct fr_op *b, bool strict
 
 static uint64_t hash_str(const char *s)
 {
-	uint64_t h = 0xcbf29ce484222325ull;
-
-	for (; *s; s++)
-		h = (h ^ (unsigned char)*s) * 0x100000001b3ull;
-	return h;
+	return fr_fnv1a(FR_FNV_INIT, s, strlen(s));
 }
 
 /* Open addressing with a power-of-two table of indexes (NONE = empty). */
