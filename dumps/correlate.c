@@ -527,8 +527,7 @@ static void death_text(char *buf, size_t len, const struct fr_culprit *c, bool f
 			 c->exit.underscore ? "_exit, " : "");
 	} else {
 		snprintf(buf, len, "%s", first_of_many ?
-			 "were killed or lost (their connections dropped without a goodbye)" :
-			 "was killed or lost (its connection dropped without a goodbye)");
+			 FR_KILLED_WORDS_MANY : FR_KILLED_WORDS_ONE);
 	}
 }
 

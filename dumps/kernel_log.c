@@ -266,8 +266,8 @@ static const struct fr_klog_line *oom_line_of(const struct fr_klog *k, const str
 
 /* The killed culprits' words in a summary (correlate.c's death text). */
 static const char *const killed_words[] = {
-	"was killed or lost (its connection dropped without a goodbye)",
-	"were killed or lost (their connections dropped without a goodbye)",
+	FR_KILLED_WORDS_ONE,
+	FR_KILLED_WORDS_MANY,
 };
 
 void fr_klog_name_oom(struct fr_verdict *v)
