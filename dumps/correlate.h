@@ -60,6 +60,11 @@ const char *fr_reason_name(unsigned r);
 
 struct fr_klog;
 
+/* What a crash verdict's summary says of a killed rank, or of the first of
+ * several (fr_klog_name_oom() finds these words to say more). */
+#define FR_KILLED_WORDS_ONE "was killed or lost (its connection dropped without a goodbye)"
+#define FR_KILLED_WORDS_MANY "were killed or lost (their connections dropped without a goodbye)"
+
 struct fr_culprit {
 	uint32_t rank;
 	enum fr_reason reason;
@@ -403,8 +408,4 @@ int fr_traces_split_comms(struct fr_trace *const *traces, size_t n, FILE *note,
 			  const char *prog);
 
 #endif
-/* What a crash verdict's summary says of a killed rank, or of the first of
- * several (fr_klog_name_oom() finds these words to say more). */
-#define FR_KILLED_WORDS_ONE "was killed or lost (its connection dropped without a goodbye)"
-#define FR_KILLED_WORDS_MANY "were killed or lost (their connections dropped without a goodbye)"
 
