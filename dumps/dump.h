@@ -44,6 +44,11 @@
  * "python_note" (agent/pyframes.c); only a dump with one of them is
  * written as 1.9. */
 #define FR_DUMP_VERSION_PYTHON "1.9"
+/* 1.10 leaves PyTorch's copies (entry.h's `copy`: process_group, op_id,
+ * profiling_name, input_sizes, input_dtypes, output_sizes, output_dtypes,
+ * retired) out of a summary's entries, a third of their bytes; every
+ * summary is written as 1.10. */
+#define FR_DUMP_VERSION_SUMMARY_OURS "1.10"
 #define FR_DUMP_VERSION_MAJOR 1
 /*
  * Manifests are versioned apart from dumps since 2.0, which lists each

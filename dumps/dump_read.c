@@ -945,6 +945,9 @@ static const char *written_entry(const struct rd *rd, struct fr_trace *t, const 
 	bool running;
 	char sep = '{';
 
+	/* A summary leaves out process_group: the group is then pg_id. */
+	w.pg[0] = (struct text){ NULL, 0 };
+
 /* Each step moves p on, or gives up. */
 #define W(step)                    \
 	do {                       \
@@ -967,6 +970,14 @@ static const char *written_entry(const struct rd *rd, struct fr_trace *t, const 
 		if (p < end && *p == ',' && (q = W_LIT(p + 1, end, "\"" key "\":"))) \
 			W(scan_##shape(q, end, &(into)));                      \
 	} while (0);
+/* One of PyTorch's copies (entry.h's `copy`), which a summary leaves out:
+ * read when it is there. Never the first field. */
+#define SCAN_COPY(key, shape, into)                                              \
+	do {                                                                     \
+		if (p < end && *p == ',' &&                                      \
+		    (q = W_LIT(p + 1, end, "\"" key "\":" OPEN_##shape)))         \
+			W(scan_##shape(q, end, &(into)));                        \
+	} while (0);
 #define SCAN_u64(key, into) SCAN(key, u64, into)
 #define SCAN_str(key, into) SCAN(key, str, into)
 #define SCAN_pair(key, into) SCAN(key, pair, into)
@@ -978,10 +989,14 @@ static const char *written_entry(const struct rd *rd, struct fr_trace *t, const 
 #define SCAN_if_true(key, into) SCAN_OPTIONAL(key, flag, into)
 #define SCAN_ratio(key, into) SCAN_OPTIONAL(key, ratio, into)
 #define SCAN_none(key, into)
-#define EF_SCAN(id, key, drop, shape, into, ...) SCAN_##shape(key, into)
+#define SCAN_COPY_0(key, shape, into) SCAN_##shape(key, into)
+#define SCAN_COPY_1(key, shape, into) SCAN_COPY(key, shape, into)
+#define EF_SCAN(id, key, drop, copy, shape, into, ...) SCAN_COPY_##copy(key, shape, into)
 	ENTRY_FIELDS(EF_SCAN)
 	W(W_LIT(p, end, "}"));
 #undef EF_SCAN
+#undef SCAN_COPY_1
+#undef SCAN_COPY_0
 #undef SCAN_none
 #undef SCAN_ratio
 #undef SCAN_if_true
@@ -993,10 +1008,13 @@ static const char *written_entry(const struct rd *rd, struct fr_trace *t, const 
 #undef SCAN_pair
 #undef SCAN_str
 #undef SCAN_u64
+#undef SCAN_COPY
 #undef SCAN_OPTIONAL
 #undef SCAN
 #undef W
 
+	if (!w.pg[0].s)
+		w.pg[0] = w.pg_id;
 	/* The rules, of what the shapes do not settle. */
 	if (w.op.n > ENTRY_NAME_MAX || !entry_state(op, w.state.s, w.state.n, &running) ||
 	    !entry_waited_ok(op) || w.pg[0].n > FR_COMM_ID_MAX || w.dtype.n > FR_DTYPE_MAX ||

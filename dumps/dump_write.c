@@ -109,23 +109,28 @@ static json_t *pair_json(const char *a, json_t *b)
 #define put_rank(e, key, r) set((e), (key), json_integer(r))
 #define put_none(e, key, v) 0
 
-/* An entry, its fields as entry.h lists them. */
+/* An entry, its fields as entry.h lists them; a summary's without
+ * PyTorch's copies. */
 static json_t *entry_json(const struct fr_trace *t, const struct fr_op *op)
 {
+	const bool copies = !t->summary;
 	const struct fr_comm *comm = fr_trace_comm(t, op->comm);
 	const char *opname = fr_op_name(op->type);
 	char profiling[64];
 	json_t *e = json_object();
-	json_t *desc = comm ? JSTR(comm->desc) : json_string("");
+	/* Taken by process_group, the only field that writes it. */
+	json_t *desc = !copies ? NULL : comm ? JSTR(comm->desc) : json_string("");
 	int bad = 0;
 
 	snprintf(profiling, sizeof(profiling), "mpi:%s", opname);
-	if (!e || !desc) {
+	if (!e || (copies && !desc)) {
 		json_decref(desc);
 		json_decref(e);
 		return NULL;
 	}
-#define EF_PUT(id, key, drop, shape, into, ...) bad |= put_##shape(e, key, __VA_ARGS__);
+#define EF_PUT(id, key, drop, copy, shape, into, ...) \
+	if (!(copy) || copies)                        \
+		bad |= put_##shape(e, key, __VA_ARGS__);
 	ENTRY_FIELDS(EF_PUT)
 #undef EF_PUT
 	if (bad) {
@@ -484,16 +489,16 @@ json_t *dump_trace_json(const struct fr_trace *t, bool with_threads,
 	}
 
 	bad |= set(root, "format", json_string(FR_DUMP_FORMAT));
-	/* A dump without Python frames (1.9), an exit (1.8) or a crash (1.7)
-	 * that needs no member runs (1.6) and is no summary (1.5) stays a 1.4
-	 * one, byte for byte. */
-	bad |= set(root, "version", json_string(with_threads && has_python(t) ?
+	/* A summary is 1.10 (1.5 before). A dump without Python frames (1.9),
+	 * an exit (1.8) or a crash (1.7) that needs no member runs (1.6) stays
+	 * a 1.4 one, byte for byte. */
+	bad |= set(root, "version", json_string(t->summary ? FR_DUMP_VERSION_SUMMARY_OURS :
+						with_threads && has_python(t) ?
 							FR_DUMP_VERSION_PYTHON :
 						t->has_exit || t->has_nccl_error ?
 							FR_DUMP_VERSION_EXIT :
 						t->crash ? FR_DUMP_VERSION_CRASH :
 						runs	   ? FR_DUMP_VERSION_RUNS :
-						t->summary ? FR_DUMP_VERSION_SUMMARY :
 							     FR_DUMP_VERSION));
 	bad |= set(root, "job", JSTR(t->job));
 	bad |= set(root, "rank", json_integer(t->rank));

@@ -402,13 +402,28 @@ static void test_summary_contents(void **state)
 	assert_int_equal(s.summary->entries_left_out, t->nops - 8);
 	assert_int_equal(s.summary->threads_left_out, 1);
 
-	/* Written as 1.5 with "summary", read back by both readers. */
+	/* Written as 1.10 with "summary", its entries without PyTorch's
+	 * copies, read back by both readers. */
 	assert_int_equal(fr_dump_serialize(&s, &text, &len), 0);
-	assert_non_null(strstr(text, "\"version\":\"1.5\""));
+	assert_non_null(strstr(text, "\"version\":\"1.10\""));
+	assert_non_null(strstr(text, "\"entries\":[{\"record_id\":"));
+	assert_null(strstr(text, "\"process_group\""));
+	assert_null(strstr(text, "\"profiling_name\""));
+	assert_null(strstr(text, "\"input_sizes\""));
+	assert_null(strstr(text, "\"retired\""));
 	assert_non_null(strstr(text, "\"summary\":{\"node\":\"nodeA\",\"full_dump\":"
 				     "\"/var/lib/x/rank-0.json\",\"entries_left_out\":"));
 	assert_non_null(strstr(text, "\"ranks\":[]"));
 	assert_int_equal(fr_dump_parse(text, len, "s.json", &back, err, sizeof(err)), 0);
+	assert_int_equal(back.nops, s.nops);
+	for (size_t i = 0; i < s.nops; i++) {
+		assert_string_equal(back.ops[i].comm, s.ops[i].comm);
+		assert_int_equal(back.ops[i].seq, s.ops[i].seq);
+		assert_int_equal(back.ops[i].type, s.ops[i].type);
+		assert_int_equal(back.ops[i].state, s.ops[i].state);
+		assert_int_equal(back.ops[i].count, s.ops[i].count);
+		assert_string_equal(back.ops[i].dtype, s.ops[i].dtype);
+	}
 	assert_non_null(back.summary);
 	assert_string_equal(back.summary->full_dump, "/var/lib/x/rank-0.json");
 	assert_int_equal(back.summary->threads_left_out, 1);
