@@ -129,8 +129,11 @@ awk -v u="$((u1 - u0))" -v s="$((s1 - s0))" -v hz="$HZ" -v r="$RANKS" -v t="$lat
 # summaries judged, the culprit's full dump in, the incident closed.
 wait_for 10 grep -q " closed" "$T/stamped.log" || true
 at() { awk -v t0="$t0" -v pat="$1" 'index($0, pat) {t = $1} END {if (t) printf "%.2f", t - t0; else printf "?"}' "$T/stamped.log"; }
-say "phases (s after the request): last node done $(at 'is done ('), judged $(at 'the summaries say'), \
+say "phases (s after the request): summaries collected $(at 'collected the summaries'), judged $(at 'the summaries say'), \
 culprit's full dump $(at 'full dump fetched'), closed $(at ' closed')"
+# What an operator's journal gets of one incident: a few lines, whatever
+# the number of nodes.
+say "daemon log: $(wc -l <"$T/stamped.log") lines through the incident ($NODES nodes)"
 hwm=$(hwm_kib "$DAEMON_PID")
 say "central peak RSS $(awk -v k="$hwm" 'BEGIN {printf "%.0f", k / 1024}') MiB [target < 2048 MiB: $(pass "$((hwm / 1024))" 2048)]"
 sort -n "$T/healthz.txt" | awk '{v[NR] = $1} END {

@@ -43,7 +43,9 @@
 #include "../dumps/correlate.h"
 #include "../dumps/dump.h"
 #include "../dumps/evidence.h"
+#include "../dumps/grow.h"
 #include "../dumps/kernel_log.h"
+#include "../protocol/hash.h"
 #include "../protocol/node_wire.h"
 
 #include <assert.h>
@@ -120,6 +122,11 @@ struct cl_node {
 	 * JSON of at most about FR_NODE_KERNEL_LOG_MAX bytes, owned; NULL
 	 * while none came. */
 	char *klog;
+	/* The ranks it holds, ascending (owned): a node lost, or back, is
+	 * about its ranks, not every rank of the job, which at 8,192 nodes
+	 * lost at once was half a billion steps. */
+	uint32_t *ranks;
+	uint32_t nranks;
 };
 
 enum cl_phase { CL_COLLECTING, CL_JUDGING, CL_FETCHING, CL_FINISHING };
@@ -141,8 +148,15 @@ struct cl_incident {
 	bool stretch_logged;
 	uint32_t world_size;
 	struct cl_rank *ranks;
-	size_t nnodes;
+	size_t nnodes, nodes_cap;
 	struct cl_node *nodes;
+	/* The nodes by name (cl_node_index()): a node's every message finds
+	 * its place, 8,192 nodes for a job of 8 GPUs a node. An open
+	 * addressing table of node indices, NODE_SLOT_FREE where empty,
+	 * `node_mask` + 1 slots, at most half full; NULL: look linearly. */
+	uint32_t *node_slots;
+	size_t node_mask;
+	size_t nodes_pending;   /* nodes not done (cl_node_done()) */
 	unsigned writes;        /* dumps on the thread pool */
 	uint64_t charged;       /* `ranks`, charged to the memory budget */
 	/* Each summary as it was parsed when checked, by rank, for the
@@ -374,19 +388,67 @@ static void cl_incident_free(struct cl_incident *inc)
 		if (inc->nodes[i].fd >= 0)
 			close(inc->nodes[i].fd);
 		free(inc->nodes[i].klog);
+		free(inc->nodes[i].ranks);
 	}
 	free(inc->nodes);
+	free(inc->node_slots);
 	json_decref(inc->verdict);
 	json_decref(inc->prebuilt);
 	free(inc);
 }
 
+#define NODE_SLOT_FREE UINT32_MAX
+
+static size_t cl_node_slot(const struct cl_incident *inc, const char *node)
+{
+	return (size_t)fr_fnv1a(FR_FNV_INIT, node, strlen(node)) & inc->node_mask;
+}
+
+/* Indexes the incident's nodes by name, once they are all known; without
+ * memory, cl_node_index() looks linearly. */
+static void cl_index_nodes(struct cl_incident *inc)
+{
+	size_t nslots = 16;
+
+	while (nslots < 2 * inc->nnodes)
+		nslots *= 2;
+	inc->node_slots = malloc(nslots * sizeof(*inc->node_slots));
+	if (!inc->node_slots)
+		return;
+	inc->node_mask = nslots - 1;
+	for (size_t i = 0; i < nslots; i++)
+		inc->node_slots[i] = NODE_SLOT_FREE;
+	for (size_t i = 0; i < inc->nnodes; i++) {
+		size_t at = cl_node_slot(inc, inc->nodes[i].name);
+
+		while (inc->node_slots[at] != NODE_SLOT_FREE)
+			at = (at + 1) & inc->node_mask;
+		inc->node_slots[at] = (uint32_t)i;
+	}
+}
+
 static int cl_node_index(const struct cl_incident *inc, const char *node)
 {
-	for (size_t i = 0; i < inc->nnodes; i++)
-		if (strcmp(inc->nodes[i].name, node) == 0)
-			return (int)i;
+	if (!inc->node_slots) {
+		for (size_t i = 0; i < inc->nnodes; i++)
+			if (strcmp(inc->nodes[i].name, node) == 0)
+				return (int)i;
+		return -1;
+	}
+	for (size_t at = cl_node_slot(inc, node); inc->node_slots[at] != NODE_SLOT_FREE;
+	     at = (at + 1) & inc->node_mask)
+		if (strcmp(inc->nodes[inc->node_slots[at]].name, node) == 0)
+			return (int)inc->node_slots[at];
 	return -1;
+}
+
+/* Node `i` has answered, or will not: the collecting waits for it no more. */
+static void cl_node_done(struct cl_incident *inc, size_t i)
+{
+	if (inc->nodes[i].done)
+		return;
+	inc->nodes[i].done = true;
+	inc->nodes_pending--;
 }
 
 /* The connection of node `i` of the incident, NULL while lost. */
@@ -416,11 +478,10 @@ static void cl_check_collected(struct cl_incident *inc)
 {
 	/* Summaries still being written: the last one to finish looks again
 	 * (looking over every rank once per write would be quadratic). */
-	if (inc->phase != CL_COLLECTING || inc->writes)
+	uint32_t received = 0;
+
+	if (inc->phase != CL_COLLECTING || inc->writes || inc->nodes_pending)
 		return;
-	for (size_t i = 0; i < inc->nnodes; i++)
-		if (!inc->nodes[i].done)
-			return;
 	for (uint32_t r = 0; r < inc->world_size; r++) {
 		struct cl_rank *cr = &inc->ranks[r];
 
@@ -431,7 +492,12 @@ static void cl_check_collected(struct cl_incident *inc)
 				     cr->node >= 0 ? inc->nodes[cr->node].name : "?");
 			cl_drop_upload(cr);
 		}
+		received += cr->answer == CL_RECEIVED;
 	}
+	daemon_log("incident %s of job %s: collected the summaries of %" PRIu32 " of %" PRIu32
+		   " ranks from %zu node%s in %.2f s", inc->id, inc->job->id, received,
+		   inc->world_size, inc->nnodes, inc->nnodes == 1 ? "" : "s",
+		   (double)(daemon_now_ns() - inc->opened_ns) / NS_PER_S);
 	cl_update_record(inc);
 	cl_judge(inc);
 }
@@ -1198,24 +1264,30 @@ static void cl_open_node(void *arg, const char *node, struct conn *conn,
 {
 	struct cl_open_ctx *ctx = arg;
 	struct cl_incident *inc = ctx->inc;
-	struct cl_node *nodes = realloc(inc->nodes, (inc->nnodes + 1) * sizeof(*nodes));
+	struct cl_node *nodes;
 	int idx = (int)inc->nnodes;
 
-	if (!nodes) {
+	if (fr_grow((void **)&inc->nodes, &inc->nodes_cap, inc->nnodes + 1, sizeof(*nodes), 64)) {
 		ctx->err = -ENOMEM;
 		return;
 	}
-	inc->nodes = nodes;
+	nodes = inc->nodes;
 	memset(&nodes[idx], 0, sizeof(nodes[idx]));
 	nodes[idx].fd = -1;
 	snprintf(nodes[idx].name, sizeof(nodes[idx].name), "%s", node);
 	nodes[idx].done = !conn;
+	inc->nodes_pending += !!conn;
 	inc->nnodes++;
+	if (nranks && !(nodes[idx].ranks = malloc(nranks * sizeof(*nodes[idx].ranks)))) {
+		ctx->err = -ENOMEM;
+		return;
+	}
 	for (uint32_t i = 0; i < nranks; i++) {
 		struct cl_rank *cr;
 
 		if (ranks[i].rank >= inc->world_size)
 			continue;
+		nodes[idx].ranks[nodes[idx].nranks++] = ranks[i].rank;
 		cr = &inc->ranks[ranks[i].rank];
 		if (cr->node >= 0) {
 			/* nodes.c gives a rank one holder; should two still
@@ -1352,6 +1424,7 @@ static int cl_open(struct flightrecd *d, const char *job, const struct incident_
 	inc->opened_ns = daemon_now_ns();
 	ctx.inc = inc;
 	nodes_job_each_node(job, cl_open_node, &ctx);
+	cl_index_nodes(inc);
 	summary = verdict ? json_object_get(verdict, "summary") : NULL;
 	if (ctx.err || cl_add_record(inc, json_is_string(summary) ? json_string_value(summary) :
 				     "asked for; the nodes' summaries are being collected")) {
@@ -1547,9 +1620,12 @@ void cluster_incident_node_done(struct flightrecd *d, const char *node,
 	(void)d;
 	if (!inc || strcmp(inc->id, m->incident) != 0 || (i = cl_node_index(inc, node)) < 0)
 		return;
-	inc->nodes[i].done = true;
-	daemon_log("incident %s of job %s: node %s is done (%" PRIu32 " summaries, %" PRIu32
-		   " ranks without one)", inc->id, j->id, node, m->answered, m->failed);
+	cl_node_done(inc, (size_t)i);
+	/* A node that answered for every rank says so in the incident's
+	 * count only: 8,192 lines an incident otherwise. */
+	if (m->failed)
+		daemon_log("incident %s of job %s: node %s is done (%" PRIu32 " summaries, %" PRIu32
+			   " ranks without one)", inc->id, j->id, node, m->answered, m->failed);
 	cl_check_collected(inc);
 }
 
@@ -1601,9 +1677,9 @@ void cluster_incident_node_lost(struct flightrecd *d, const char *node)
 /* Node `i` of `inc` answers no more: what it owes is lost, for `why`. */
 static void cl_node_gone_in(struct cl_incident *inc, int i, const char *why)
 {
-	inc->nodes[i].done = true;
-	for (uint32_t r = 0; r < inc->world_size; r++) {
-		struct cl_rank *cr = &inc->ranks[r];
+	cl_node_done(inc, (size_t)i);
+	for (uint32_t k = 0; k < inc->nodes[i].nranks; k++) {
+		struct cl_rank *cr = &inc->ranks[inc->nodes[i].ranks[k]];
 
 		if (cr->node != i)
 			continue;
@@ -1652,9 +1728,12 @@ static int cl_ask_again(struct cl_incident *inc, int i, struct conn *conn)
 {
 	struct fr_msg_node_dump_request m;
 
-	for (uint32_t r = 0; r < inc->world_size; r++)
-		if (inc->ranks[r].node == i && inc->ranks[r].answer == CL_PENDING)
-			cl_drop_upload(&inc->ranks[r]);
+	for (uint32_t k = 0; k < inc->nodes[i].nranks; k++) {
+		struct cl_rank *cr = &inc->ranks[inc->nodes[i].ranks[k]];
+
+		if (cr->node == i && cr->answer == CL_PENDING)
+			cl_drop_upload(cr);
+	}
 	cl_request_msg(inc, &m);
 	if (conn_send_node_dump_request(conn, &m))
 		return -EPIPE;
@@ -1702,7 +1781,7 @@ static void cl_give_up(struct cl_incident *inc)
 			cl_stop_fetch(cr, "its node did not send it by the deadline");
 	}
 	for (size_t i = 0; i < inc->nnodes; i++)
-		inc->nodes[i].done = true;
+		cl_node_done(inc, i);
 }
 
 /*

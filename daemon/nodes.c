@@ -1020,13 +1020,37 @@ int nodes_progress(struct node *n, const struct fr_msg_node_progress *m)
 	return err ? node_refuse(n, m->job, err, "progress records") : 0;
 }
 
+/*
+ * Nodes lost are logged each by name, up to NODES_LOST_LOG_BURST within
+ * NODES_LOST_LOG_WINDOW_NS; past that (a switch down, the central
+ * daemon's network, a cluster's nodes killed at once: thousands in a
+ * second) one line a minute says how many more (ratelog.h). The nodes'
+ * states stay in GET /v1/nodes.
+ */
+#define NODES_LOST_LOG_BURST 16u
+#define NODES_LOST_LOG_WINDOW_NS (10ull * NS_PER_S)
+
+static struct {
+	uint64_t since;
+	unsigned n;
+} lost_log;
+
 void nodes_conn_lost(struct node *n, struct conn *c)
 {
 	if (n->conn != c)
 		return;
 	n->conn = NULL;
 	n->lost_mono_ns = daemon_mono_ns();
-	daemon_log("node %s lost: its ranks are unresponsive until it reconnects", n->name);
+	if (!lost_log.n || n->lost_mono_ns - lost_log.since > NODES_LOST_LOG_WINDOW_NS) {
+		lost_log.since = n->lost_mono_ns;
+		lost_log.n = 0;
+	}
+	if (lost_log.n++ < NODES_LOST_LOG_BURST)
+		daemon_log("node %s lost: its ranks are unresponsive until it reconnects", n->name);
+	else
+		ratelog("nodes lost", "many", "node %s lost, and more than %u nodes within %llu s: "
+			"each is counted here; GET /v1/nodes lists them", n->name,
+			NODES_LOST_LOG_BURST, NODES_LOST_LOG_WINDOW_NS / NS_PER_S);
 }
 
 uint64_t nodes_lost_grace_ns(double heartbeat_timeout_s)
