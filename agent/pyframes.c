@@ -19,6 +19,10 @@
  * marked py_truncated, rather than report a frame it is not sure of. Walks
  * are bounded in threads, depth and string length.
  *
+ * Each frame at which a call of the evaluation loop began is marked as an
+ * entry, so that fr-analyze can show each group of Python frames beside
+ * the native frame of the call that runs it (dumps/FORMAT.md).
+ *
  * The layout is chosen by the version the process carries (Py_Version):
  * CPython 3.11 (Debian 12's, the one required), 3.12 and 3.13; any other
  * gets a python_note instead. The offsets are written out here rather
@@ -90,21 +94,21 @@ static const struct layout layouts[] = {
 	{ .version = 0x030b, .rt_interp_head = 40, .is_next = 0, .is_threads_head = 16,
 	  .ts_next = 8, .ts_interp = 16, .ts_frame = 56, .cf_current_frame = 8,
 	  .ts_native_tid = 160, .fr_code = 32, .fr_previous = 48, .fr_instr = 56, .fr_owner = 69,
-	  .fr_is_entry = 68, .owner_max = 2, .co_firstlineno = 72, .co_filename = 112, .co_qualname = 128,
-	  .co_linetable = 136, .co_firsttraceable = 168, .co_code = 184, .str_ascii_data = 48,
-	  .str_data = 72, .str_ready = true },
+	  .fr_is_entry = 68, .owner_max = 2, .co_firstlineno = 72, .co_filename = 112,
+	  .co_qualname = 128, .co_linetable = 136, .co_firsttraceable = 168, .co_code = 184,
+	  .str_ascii_data = 48, .str_data = 72, .str_ready = true },
 	{ .version = 0x030c, .rt_interp_head = 40, .is_next = 0, .is_threads_head = 72,
 	  .ts_next = 8, .ts_interp = 16, .ts_frame = 56, .cf_current_frame = 0,
 	  .ts_native_tid = 144, .fr_code = 0, .fr_previous = 8, .fr_instr = 56, .fr_owner = 70,
-	  .fr_is_entry = -1, .owner_max = 3, .co_firstlineno = 68, .co_filename = 112, .co_qualname = 128,
-	  .co_linetable = 136, .co_firsttraceable = 176, .co_code = 192, .str_ascii_data = 40,
-	  .str_data = 56, .str_ready = false },
+	  .fr_is_entry = -1, .owner_max = 3, .co_firstlineno = 68, .co_filename = 112,
+	  .co_qualname = 128, .co_linetable = 136, .co_firsttraceable = 176, .co_code = 192,
+	  .str_ascii_data = 40, .str_data = 56, .str_ready = false },
 	{ .version = 0x030d, .rt_interp_head = 632, .is_next = 7264, .is_threads_head = 7344,
 	  .ts_next = 8, .ts_interp = 16, .ts_frame = 72, .cf_current_frame = -1,
 	  .ts_native_tid = 160, .fr_code = 0, .fr_previous = 8, .fr_instr = 56, .fr_owner = 70,
-	  .fr_is_entry = -1, .owner_max = 3, .co_firstlineno = 68, .co_filename = 112, .co_qualname = 128,
-	  .co_linetable = 136, .co_firsttraceable = 184, .co_code = 200, .str_ascii_data = 40,
-	  .str_data = 56, .str_ready = false },
+	  .fr_is_entry = -1, .owner_max = 3, .co_firstlineno = 68, .co_filename = 112,
+	  .co_qualname = 128, .co_linetable = 136, .co_firsttraceable = 184, .co_code = 200,
+	  .str_ascii_data = 40, .str_data = 56, .str_ready = false },
 };
 
 /* The same in every version read. */
