@@ -138,6 +138,8 @@ $(BUILD)/tests/test_pyframes: $(call obj,agent/pyframes.c)
 # not held to our warnings).
 PY311_CFLAGS := $(patsubst -I%,-isystem %,$(shell $(PKG_CONFIG) --cflags python-3.11-embed 2>/dev/null))
 $(BUILD)/obj/tests/unit/test_pyframes.o: ALL_CFLAGS += $(if $(PY311_CFLAGS),$(PY311_CFLAGS) -DFR_HAVE_PY311_HEADERS)
+# ... and embeds it, to read the entry marks of a real interpreter.
+$(BUILD)/tests/test_pyframes: UNIT_LIBS = $(if $(PY311_CFLAGS),$$($(PKG_CONFIG) --libs python-3.11-embed))
 # The stress run of tests/e2e/test_python_stress embeds CPython 3.11: built
 # only where python3.11-dev is (the test skips otherwise).
 PY_STRESS := $(if $(PY311_CFLAGS),$(BUILD)/bench/pyframes)
@@ -162,7 +164,7 @@ $(UNIT_TESTS):
 	@mkdir -p $(dir $@)
 	@$(if $(Q),echo "  LD      $@")
 	$(Q)$(CC) $(LDFLAGS) -o $@ $(filter-out %.a,$^) $(filter %.a,$^) \
-		$$($(PKG_CONFIG) --libs cmocka jansson) -lpthread -lm
+		$$($(PKG_CONFIG) --libs cmocka jansson) $(UNIT_LIBS) -lpthread -lm
 
 # An application that sleeps, for what the agent may do to it (test_agent_trust).
 MPI_PROGS += $(BUILD)/tests/mpi_sleeper

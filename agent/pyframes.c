@@ -19,6 +19,10 @@
  * marked py_truncated, rather than report a frame it is not sure of. Walks
  * are bounded in threads, depth and string length.
  *
+ * Each frame at which a call of the evaluation loop began is marked as an
+ * entry, so that fr-analyze can show each group of Python frames beside
+ * the native frame of the call that runs it (dumps/FORMAT.md).
+ *
  * The layout is chosen by the version the process carries (Py_Version):
  * CPython 3.11 (Debian 12's, the one required), 3.12 and 3.13; any other
  * gets a python_note instead. The offsets are written out here rather
@@ -71,6 +75,9 @@ struct layout {
 	 * interpreter's own "last instruction" for line numbers. */
 	uint16_t fr_instr;
 	uint16_t fr_owner;         /* _PyInterpreterFrame.owner (a char) */
+	/* _PyInterpreterFrame.is_entry (a bool, 3.11 only); -1 from 3.12,
+	 * where the evaluation loop's own frame on the C stack marks it. */
+	int16_t fr_is_entry;
 	uint8_t owner_max;         /* the highest FRAME_OWNED_BY_* */
 	uint16_t co_firstlineno;   /* PyCodeObject.co_firstlineno (int) */
 	uint16_t co_filename;
@@ -87,21 +94,21 @@ static const struct layout layouts[] = {
 	{ .version = 0x030b, .rt_interp_head = 40, .is_next = 0, .is_threads_head = 16,
 	  .ts_next = 8, .ts_interp = 16, .ts_frame = 56, .cf_current_frame = 8,
 	  .ts_native_tid = 160, .fr_code = 32, .fr_previous = 48, .fr_instr = 56, .fr_owner = 69,
-	  .owner_max = 2, .co_firstlineno = 72, .co_filename = 112, .co_qualname = 128,
-	  .co_linetable = 136, .co_firsttraceable = 168, .co_code = 184, .str_ascii_data = 48,
-	  .str_data = 72, .str_ready = true },
+	  .fr_is_entry = 68, .owner_max = 2, .co_firstlineno = 72, .co_filename = 112,
+	  .co_qualname = 128, .co_linetable = 136, .co_firsttraceable = 168, .co_code = 184,
+	  .str_ascii_data = 48, .str_data = 72, .str_ready = true },
 	{ .version = 0x030c, .rt_interp_head = 40, .is_next = 0, .is_threads_head = 72,
 	  .ts_next = 8, .ts_interp = 16, .ts_frame = 56, .cf_current_frame = 0,
 	  .ts_native_tid = 144, .fr_code = 0, .fr_previous = 8, .fr_instr = 56, .fr_owner = 70,
-	  .owner_max = 3, .co_firstlineno = 68, .co_filename = 112, .co_qualname = 128,
-	  .co_linetable = 136, .co_firsttraceable = 176, .co_code = 192, .str_ascii_data = 40,
-	  .str_data = 56, .str_ready = false },
+	  .fr_is_entry = -1, .owner_max = 3, .co_firstlineno = 68, .co_filename = 112,
+	  .co_qualname = 128, .co_linetable = 136, .co_firsttraceable = 176, .co_code = 192,
+	  .str_ascii_data = 40, .str_data = 56, .str_ready = false },
 	{ .version = 0x030d, .rt_interp_head = 632, .is_next = 7264, .is_threads_head = 7344,
 	  .ts_next = 8, .ts_interp = 16, .ts_frame = 72, .cf_current_frame = -1,
 	  .ts_native_tid = 160, .fr_code = 0, .fr_previous = 8, .fr_instr = 56, .fr_owner = 70,
-	  .owner_max = 3, .co_firstlineno = 68, .co_filename = 112, .co_qualname = 128,
-	  .co_linetable = 136, .co_firsttraceable = 184, .co_code = 200, .str_ascii_data = 40,
-	  .str_data = 56, .str_ready = false },
+	  .fr_is_entry = -1, .owner_max = 3, .co_firstlineno = 68, .co_filename = 112,
+	  .co_qualname = 128, .co_linetable = 136, .co_firsttraceable = 184, .co_code = 200,
+	  .str_ascii_data = 40, .str_data = 56, .str_ready = false },
 };
 
 /* The same in every version read. */
@@ -421,11 +428,39 @@ static int add_frame(struct reading *rd, const uint8_t *frame, struct fr_thread 
 	return 0;
 }
 
+/*
+ * Marks the entry frames (struct fr_pyframe.entry) as the walk meets them,
+ * `listed` saying whether it kept the frame just read, `inner_listed`
+ * whether it kept the one before (inner to) it. In 3.11 a frame says so
+ * itself (is_entry); from 3.12 the evaluation loop links a frame of its
+ * own, owned by the C stack, between the frame it was called for and that
+ * frame's caller (Python/ceval.c, entry_frame), so the frame walked just
+ * before such a one is the entry. False when an entry cannot be marked:
+ * it is a frame left out (not yet begun) or not a sane bool.
+ */
+static bool mark_entry(const struct layout *l, const uint8_t *frame, bool listed,
+		       bool inner_listed, struct fr_thread *th)
+{
+	bool entry = l->fr_is_entry >= 0 ? frame[l->fr_is_entry] != 0 :
+					   frame[l->fr_owner] == OWNED_BY_CSTACK;
+	bool kept = l->fr_is_entry >= 0 ? listed : inner_listed;
+
+	if (l->fr_is_entry >= 0 && frame[l->fr_is_entry] > 1)
+		return false;
+	if (!entry)
+		return true;
+	if (!kept)
+		return false;
+	th->pyframes[th->npyframes - 1].entry = true;
+	return true;
+}
+
 /* The frames of the thread state read into `ts`, into `th`. */
 static int read_thread_frames(struct reading *rd, const uint8_t *ts, struct fr_thread *th)
 {
 	uint8_t frame[FRAME_READ];
 	uint64_t at = u64_at(ts, rd->l->ts_frame);
+	bool listed = false, marks_known = true;
 	int depth, rc = 0;
 
 	if (th->pyframes)
@@ -443,14 +478,23 @@ static int read_thread_frames(struct reading *rd, const uint8_t *ts, struct fr_t
 	if (!th->pyframes)
 		return -ENOMEM;
 	for (depth = 0; at && depth < FR_PY_MAX_DEPTH; depth++) {
+		size_t before = th->npyframes;
+		bool inner_listed = listed;
+
 		if (!peek(at, frame, sizeof(frame)) || (rc = add_frame(rd, frame, th)) == -EPROTO) {
 			rc = 0;
 			break;
 		}
 		if (rc)
 			return rc;
+		listed = th->npyframes > before;
+		marks_known &= mark_entry(rd->l, frame, listed, inner_listed, th);
 		at = u64_at(frame, rd->l->fr_previous);
 	}
+	/* A call of the loop whose entry is not marked would pair the
+	 * report's groups with the wrong native frames: none are marked. */
+	for (size_t i = 0; !marks_known && i < th->npyframes; i++)
+		th->pyframes[i].entry = false;
 	th->py_truncated = at != 0;
 	if (!th->npyframes) {
 		free(th->pyframes);

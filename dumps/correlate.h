@@ -336,8 +336,21 @@ void fr_verdict_print(FILE *out, const struct fr_verdict *v,
 		      const struct fr_trace *const *traces, size_t ntraces);
 
 /* One thread's stack as the report prints it: "  thread TID "NAME":" and
- * its frames, innermost first, its Python frames (when it has some) first. */
+ * its frames, innermost first; its Python frames (when it has some) among
+ * the native ones where fr_thread_interleaves() says they fit, else
+ * before them. */
 void fr_thread_print(FILE *out, const struct fr_thread *th);
+/*
+ * Whether `th`'s Python frames can be shown among its native ones, as
+ * py-spy --native shows them: each native frame of CPython's evaluation
+ * loop (_PyEval_EvalFrameDefault) runs one group of Python frames, from
+ * an entry frame (struct fr_pyframe.entry) inwards, the innermost group in
+ * the innermost call. True only when both stacks are whole and the loop's
+ * frames are as many as the entries: a stack cut short, a frame changing
+ * as it was read or a loop without a symbol leaves them apart rather than
+ * paired by guess.
+ */
+bool fr_thread_interleaves(const struct fr_thread *th);
 /* A Python frame as the report shows it: "load_batch (train.py:41)". */
 void fr_pyframe_text(char *buf, size_t len, const struct fr_pyframe *f);
 

@@ -49,6 +49,9 @@
  * retired) out of a summary's entries, a third of their bytes; every
  * summary is written as 1.10. */
 #define FR_DUMP_VERSION_SUMMARY_OURS "1.10"
+/* 1.11 adds "entry" to Python frames (where a call of the interpreter's
+ * evaluation loop began); only a dump with one is written as 1.11. */
+#define FR_DUMP_VERSION_PYENTRY "1.11"
 #define FR_DUMP_VERSION_MAJOR 1
 /*
  * Manifests are versioned apart from dumps since 2.0, which lists each

@@ -1451,7 +1451,8 @@ static int read_pystr(const struct rd *rd, const struct fr_val *fo, const char *
 	return 0;
 }
 
-/* A thread's "python_frames" (1.9, optional): [{function, file, line}]. */
+/* A thread's "python_frames" (1.9, optional): [{function, file, line}],
+ * and from 1.11 "entry" (optional, default false). */
 static int read_pyframes(const struct rd *rd, const struct fr_val *to, const char *tat,
 			 struct fr_thread *th)
 {
@@ -1476,7 +1477,8 @@ static int read_pyframes(const struct rd *rd, const struct fr_val *to, const cha
 					  fr_val_type_name(fo));
 		if ((rc = read_pystr(rd, fo, fat, "function", &f->function)) ||
 		    (rc = read_pystr(rd, fo, fat, "file", &f->file)) ||
-		    (rc = get_u32(rd, fr_val_get(fo, "line"), fat, "line", true, &f->line)))
+		    (rc = get_u32(rd, fr_val_get(fo, "line"), fat, "line", true, &f->line)) ||
+		    (rc = get_bool(rd, fr_val_get(fo, "entry"), fat, "entry", false, &f->entry)))
 			return rc;
 	}
 	return 0;

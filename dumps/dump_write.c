@@ -304,6 +304,8 @@ json_t *fr_pyframes_to_json(const struct fr_thread *th)
 		bad |= set(fo, "function", JSTRZ(f->function));
 		bad |= set(fo, "file", JSTRZ(f->file));
 		bad |= set(fo, "line", json_integer(f->line));
+		if (f->entry)
+			bad |= set(fo, "entry", json_true());
 	}
 	if (bad) {
 		json_decref(a);
@@ -312,15 +314,22 @@ json_t *fr_pyframes_to_json(const struct fr_thread *th)
 	return a;
 }
 
-/* Whether a dump of `t` carries Python frames or says why it has none. */
-static bool has_python(const struct fr_trace *t)
+/* The version a dump of `t` that carries Python frames, or says why it
+ * has none, is written as (1.11 with entry marks, else 1.9); NULL when it
+ * has nothing of Python. */
+static const char *python_version(const struct fr_trace *t)
 {
-	if (t->python_note[0])
-		return true;
-	for (size_t i = 0; i < t->nthreads; i++)
-		if (t->threads[i].npyframes || t->threads[i].py_truncated)
-			return true;
-	return false;
+	bool python = t->python_note[0];
+
+	for (size_t i = 0; i < t->nthreads; i++) {
+		const struct fr_thread *th = &t->threads[i];
+
+		for (size_t j = 0; j < th->npyframes; j++)
+			if (th->pyframes[j].entry)
+				return FR_DUMP_VERSION_PYENTRY;
+		python |= th->npyframes || th->py_truncated;
+	}
+	return python ? FR_DUMP_VERSION_PYTHON : NULL;
 }
 
 static json_t *thread_json(const struct fr_thread *th)
@@ -461,6 +470,7 @@ json_t *dump_trace_json(const struct fr_trace *t, bool with_threads,
 	json_t *pg_status = json_object();
 	json_t *entries = json_array();
 	json_t *threads = NULL;
+	const char *pyver = python_version(t);
 	bool runs = false;
 	int bad = 0;
 
@@ -489,12 +499,11 @@ json_t *dump_trace_json(const struct fr_trace *t, bool with_threads,
 	}
 
 	bad |= set(root, "format", json_string(FR_DUMP_FORMAT));
-	/* A summary is 1.10 (1.5 before). A dump without Python frames (1.9),
-	 * an exit (1.8) or a crash (1.7) that needs no member runs (1.6) stays
-	 * a 1.4 one, byte for byte. */
+	/* A summary is 1.10 (1.5 before). A dump without Python frames (1.9,
+	 * 1.11), an exit (1.8) or a crash (1.7) that needs no member runs
+	 * (1.6) stays a 1.4 one, byte for byte. */
 	bad |= set(root, "version", json_string(t->summary ? FR_DUMP_VERSION_SUMMARY_OURS :
-						with_threads && has_python(t) ?
-							FR_DUMP_VERSION_PYTHON :
+						with_threads && pyver ? pyver :
 						t->has_exit || t->has_nccl_error ?
 							FR_DUMP_VERSION_EXIT :
 						t->crash ? FR_DUMP_VERSION_CRASH :

@@ -168,6 +168,7 @@ int fr_thread_copy(struct fr_thread *dst, const struct fr_thread *src)
 
 		dst->npyframes = i + 1;
 		dst->pyframes[i].line = f->line;
+		dst->pyframes[i].entry = f->entry;
 		if (!(dst->pyframes[i].function = strdup(f->function)) ||
 		    !(dst->pyframes[i].file = strdup(f->file)))
 			return -ENOMEM;

@@ -110,6 +110,12 @@ struct fr_pyframe {
 	char *function;    /* the code's qualified name, owned */
 	char *file;        /* owned */
 	uint32_t line;     /* 0 when the interpreter has none for where it is */
+	/* The frame at which a call of the evaluation loop began: it and
+	 * the frames inner to it, up to the next entry frame, are what that
+	 * one call of _PyEval_EvalFrameDefault runs (calls between Python
+	 * functions do not call the loop again). A thread has every entry
+	 * marked or none. */
+	bool entry;
 };
 
 struct fr_thread {

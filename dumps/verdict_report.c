@@ -207,27 +207,61 @@ void fr_pyframe_text(char *buf, size_t len, const struct fr_pyframe *f)
 		snprintf(buf, len, "%s (%s)", f->function, py_file_name(f->file));
 }
 
-void fr_thread_print(FILE *out, const struct fr_thread *th)
+/* A native frame of a call of CPython's evaluation loop. */
+static bool is_eval_loop(const struct fr_frame *f)
+{
+	return f->name && strcmp(f->name, "_PyEval_EvalFrameDefault") == 0;
+}
+
+bool fr_thread_interleaves(const struct fr_thread *th)
+{
+	size_t loops = 0, entries = 0;
+
+	if (!th->npyframes || th->py_truncated || !th->pyframes[th->npyframes - 1].entry)
+		return false;
+	for (size_t j = 0; j < th->nframes; j++)
+		loops += is_eval_loop(&th->frames[j]);
+	for (size_t j = 0; j < th->npyframes; j++)
+		entries += th->pyframes[j].entry;
+	return loops == entries;
+}
+
+static void print_pyframe(FILE *out, const struct fr_thread *th, size_t j)
 {
 	char text[2 * 256 + 32];
 
+	fr_pyframe_text(text, sizeof(text), &th->pyframes[j]);
+	fprintf(out, "    py#%zu %s\n", j, text);
+}
+
+void fr_thread_print(FILE *out, const struct fr_thread *th)
+{
+	bool mixed = fr_thread_interleaves(th);
+	size_t py = 0;
+
 	fprintf(out, "  thread %" PRIu32 "%s%s%s:\n", th->tid, th->name[0] ? " \"" : "", th->name,
 		th->name[0] ? "\"" : "");
-	/* Where the script is comes first: the native frames under it are
-	 * the interpreter's loop, and say little to the script's author. */
-	for (size_t j = 0; j < th->npyframes; j++) {
-		fr_pyframe_text(text, sizeof(text), &th->pyframes[j]);
-		fprintf(out, "    py#%zu %s\n", j, text);
-	}
+	/* Apart, where the script is comes first: the native frames under
+	 * it are the interpreter's loop, and say little to the script's
+	 * author. */
+	for (size_t j = 0; !mixed && j < th->npyframes; j++)
+		print_pyframe(out, th, j);
 	if (th->py_truncated)
 		fprintf(out, "    py#%zu (outer Python frames not read: too deep, or changing as they were read)\n",
 			th->npyframes);
-	if (th->npyframes && th->nframes)
+	if (!mixed && th->npyframes && th->nframes)
 		fprintf(out, "    native:\n");
 	if (!th->nframes)
 		fprintf(out, "    (no frames)\n");
 	for (size_t j = 0; j < th->nframes; j++) {
 		const struct fr_frame *f = &th->frames[j];
+
+		/* Together, a call of the loop comes after (outside) the
+		 * Python frames it runs, down to its entry frame. */
+		if (mixed && is_eval_loop(f))
+			do
+				print_pyframe(out, th, py);
+			while (!th->pyframes[py++].entry);
 
 		/* Frames without an address are source-level (Python, from a
 		 * PyTorch dump): the name says it all. */

@@ -5,8 +5,10 @@
 # Python frames (read by the agent without the GIL), rank 2's innermost is
 # load_batch on the sleeping line, the others' is train_step on the
 # allreduce line, the data-loader thread's are its own, a live look shows
-# them too, and fr-analyze names rank 2, shows its Python stack and merges
-# the ranks' stacks by Python frames. A rank spinning in pure Python while
+# them too, and fr-analyze names rank 2, shows its Python stack among its
+# native frames (each group of Python frames beside the call of the
+# interpreter's loop that runs it) and merges the ranks' stacks by Python
+# frames. A rank spinning in pure Python while
 # holding the GIL is read as well.
 . "$(dirname "$0")/lib.sh"
 
@@ -47,7 +49,7 @@ expect '.waiting_ranks == [0,1,3]'
 # The stalled rank's dump: a thread whose innermost Python frame is
 # load_batch, in the script, on the line that sleeps, called from main.
 D2=$INCIDENT/rank-2.json
-expect '.version == "1.9"' "$D2"
+expect '.version == "1.11"' "$D2"
 expect "[.threads[] | select(.python_frames) | .python_frames[0]] |
 	any(.function == \"load_batch\" and .file == \"$SCRIPT\" and .line == $LOAD_LINE)" "$D2"
 expect '[.threads[] | select(.python_frames) | .python_frames | map(.function)] |
@@ -56,6 +58,13 @@ expect '[.threads[] | select(.python_frames) | .python_frames | map(.function)] 
 # threading's own.
 expect '[.threads[] | select(.python_frames) | .python_frames | map(.function)] |
 	any(index("prefetch") and index("Thread.run"))' "$D2"
+# Where each call of the interpreter's loop began: main runs in <module>'s
+# call; the thread's start calls Thread._bootstrap, and Thread.run calls
+# prefetch through a C call (target(*args)), each in a call of its own.
+expect '[.threads[] | select(.python_frames) | .python_frames | map(.entry // false)] |
+	any(. == [false, false, true])' "$D2"
+expect '[.threads[] | select(.python_frames) | .python_frames | map(select(.entry) | .function)] |
+	any(. == ["prefetch", "Thread._bootstrap"])' "$D2"
 # A waiting rank is in train_step, on its allreduce line.
 expect "[.threads[] | select(.python_frames) | .python_frames[0]] |
 	any(.function == \"train_step\" and .line == $REDUCE_LINE)" "$INCIDENT/rank-0.json"
@@ -66,6 +75,11 @@ expect ".culprits[0].python_frames[0] | .function == \"load_batch\" and .line ==
 "$BIN/fr-analyze" "$INCIDENT" >"$T/report.txt"
 grep -q "load_batch ($(basename "$SCRIPT"):$LOAD_LINE)" "$T/report.txt" ||
 	fail "the report lacks rank 2's Python frame: $(cat "$T/report.txt")"
+# ... among its native frames: after the C calls time.sleep made, before
+# the call of the loop that runs them.
+grep -A 3 "py#0 load_batch" "$T/report.txt" | tr -d '\n' | grep -qE \
+	"py#0 load_batch .*py#1 main .*py#2 <module> .* #[0-9]+ _PyEval_EvalFrameDefault\+" ||
+	fail "rank 2's Python frames are not among its native ones: $(cat "$T/report.txt")"
 # Merged stacks group ranks by Python frames: the three waiting ranks are on
 # the same line of the script, whatever MPI call each is caught in.
 NAME=$(basename "$SCRIPT")

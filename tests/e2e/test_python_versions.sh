@@ -2,8 +2,11 @@
 # CPythons other than Debian's /usr/bin/python3 (found on PATH or under
 # pyenv; PYTHONS="path ..." names them instead), each running a stuck
 # ctypes MPI job under the agent: 3.11 (another build, with a shared
-# libpython), 3.12 and 3.13 give the stuck rank's Python frames; any other
-# version gives native frames and one python_note naming the version.
+# libpython), 3.12 and 3.13 give the stuck rank's Python frames, with the
+# frame where the interpreter's loop was entered marked (<module>, as
+# main and stuck_in_compute are Python calls of Python) and shown among
+# the native frames by fr-analyze; any other version gives native frames
+# and one python_note naming the version.
 . "$(dirname "$0")/lib.sh"
 
 SCRIPT=$ROOT/tests/python/ctypes_hang.py
@@ -30,6 +33,12 @@ for py in $found; do
 		expect "[.threads[] | select(.python_frames) | .python_frames] |
 			any(map(.function) == [\"stuck_in_compute\", \"main\", \"<module>\"] and
 			    .[0].line == $SLEEP_LINE and .[0].file == \"$SCRIPT\")" "$D"
+		expect "[.threads[] | select(.python_frames) | .python_frames] |
+			any(map(.function) == [\"stuck_in_compute\", \"main\", \"<module>\"] and
+			    map(.entry // false) == [false, false, true])" "$D"
+		"$BIN/fr-analyze" "$INCIDENT" >"$T/report-$n.txt"
+		grep -A 1 "py#2 <module> " "$T/report-$n.txt" | grep -qE "^    #[0-9]+ _PyEval_EvalFrameDefault\+" ||
+			fail "python $ver: the Python frames are not among the native ones: $(cat "$T/report-$n.txt")"
 		;;
 	*)
 		expect "(.python_note | contains(\"Python $ver\") or contains(\"older than 3.11\")) and

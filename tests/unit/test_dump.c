@@ -152,8 +152,8 @@ static void test_round_trip_python(void **state)
 	th->pyframes = calloc(2, sizeof(*th->pyframes));
 	assert_non_null(th->pyframes);
 	th->npyframes = 2;
-	th->pyframes[0] = (struct fr_pyframe){ strdup("Loader.load_batch"), strdup("/srv/train.py"), 41 };
-	th->pyframes[1] = (struct fr_pyframe){ strdup("<module>"), strdup("/srv/train.py"), 0 };
+	th->pyframes[0] = (struct fr_pyframe){ strdup("Loader.load_batch"), strdup("/srv/train.py"), 41, false };
+	th->pyframes[1] = (struct fr_pyframe){ strdup("<module>"), strdup("/srv/train.py"), 0, false };
 	th->py_truncated = true;
 	snprintf(t.python_note, sizeof(t.python_note), "a note");
 	assert_int_equal(fr_dump_serialize(&t, &text, &len), 0);
@@ -183,6 +183,48 @@ static void test_round_trip_python(void **state)
 		assert_non_null(strstr(err, bad[i][1]));
 		fr_trace_free(&back);
 	}
+}
+
+/* Entry marks (format 1.11) read back as written, and only a dump with
+ * one is 1.11; an entry that is not a bool is refused with its path. */
+static void test_round_trip_python_entry(void **state)
+{
+	static const char bad[] =
+		"{\"format\": \"flightrec-dump\", \"version\": \"1.11\", \"job\": \"j\", \"rank\": 0, "
+		"\"world_size\": 1, \"host\": \"h\", \"pid\": 1, \"status\": \"dumped\", "
+		"\"comm_lib_version\": \"\", \"incident\": \"i\", \"dump_reason\": \"r\", "
+		"\"time_dumped_ns\": 1, \"dropped_entries\": 0, \"pg_config\": {}, "
+		"\"pg_status\": {}, \"entries\": [], \"threads\": [{\"tid\": 1, \"frames\": [], "
+		"\"python_frames\": [{\"function\": \"f\", \"file\": \"t.py\", \"line\": 1, \"entry\": 1}]}]}";
+	struct fr_trace t, back;
+	struct fr_thread *th;
+	char err[512];
+	char *text;
+	size_t len;
+
+	(void)state;
+	make_rich_trace(&t);
+	th = &t.threads[0];
+	th->pyframes = calloc(2, sizeof(*th->pyframes));
+	assert_non_null(th->pyframes);
+	th->npyframes = 2;
+	th->pyframes[0] = (struct fr_pyframe){ .function = strdup("key"), .file = strdup("/srv/t.py"),
+					       .line = 3, .entry = true };
+	th->pyframes[1] = (struct fr_pyframe){ .function = strdup("main"), .file = strdup("/srv/t.py"),
+					       .line = 9 };
+	assert_int_equal(fr_dump_serialize(&t, &text, &len), 0);
+	assert_non_null(strstr(text, "\"1.11\""));
+	assert_int_equal(fr_dump_parse(text, len, "py.json", &back, err, sizeof(err)), 0);
+	assert_int_equal(back.threads[0].npyframes, 2);
+	assert_true(back.threads[0].pyframes[0].entry);
+	assert_false(back.threads[0].pyframes[1].entry);
+	free(text);
+	fr_trace_free(&back);
+	fr_trace_free(&t);
+
+	assert_int_not_equal(fr_dump_parse(bad, strlen(bad), "py.json", &back, err, sizeof(err)), 0);
+	assert_non_null(strstr(err, "threads[0].python_frames[0].entry"));
+	fr_trace_free(&back);
 }
 
 /* Each document of `bad` (a field, put first in a good dump) is refused
@@ -1406,6 +1448,7 @@ int main(void)
 		cmocka_unit_test(test_unknown_members),
 		cmocka_unit_test(test_read_world_size_bounds),
 		cmocka_unit_test(test_round_trip_python),
+		cmocka_unit_test(test_round_trip_python_entry),
 		cmocka_unit_test(test_parse_not_json),
 		cmocka_unit_test(test_text_and_tree_agree),
 		cmocka_unit_test_prestate(test_written_entries_agree, (void *)&dump),

@@ -3,7 +3,9 @@
  * CPython decodes it, on a table CPython 3.11 wrote; a reader that walks a
  * made-up interpreter right and stops, without a fault, on every kind of
  * garbage; and, where python3.11-dev is installed, the agent's offsets
- * equal to the real headers'.
+ * equal to the real headers', and the entry marks it reads from a real
+ * interpreter (embedded) paired with that thread's native calls of the
+ * evaluation loop.
  */
 #ifdef FR_HAVE_PY311_HEADERS
 /* Internal structures: _PyRuntimeState, _PyInterpreterFrame. */
@@ -15,16 +17,21 @@
 #endif
 
 #include <dlfcn.h>
+#include <execinfo.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <cmocka.h>
 
 #include "../../agent/pyframes.h"
+#include "../../dumps/correlate.h"
 #include "../../dumps/trace.h"
 
 /* pyframes.c looks its symbols up through the agent's dlsym; these tests
@@ -273,6 +280,49 @@ static void reads_a_thread(void **state)
 	free(f);
 }
 
+/* 3.11's entry marks (_PyInterpreterFrame.is_entry, at 68) read as the
+ * frames' `entry`; a thread with a mark it cannot place gets none. */
+static void entry_marks(void **state)
+{
+	struct fake *f = calloc(1, sizeof(*f));
+	struct fr_trace t;
+	struct fr_thread *th;
+
+	(void)state;
+	make_fake(f, 42);
+	f->frames[1][68] = 1;
+	th = read_fake(f, &t);
+	assert_int_equal(th->npyframes, 2);
+	assert_false(th->pyframes[0].entry);
+	assert_true(th->pyframes[1].entry);
+	fr_trace_free(&t);
+
+	f->frames[0][68] = 1;
+	th = read_fake(f, &t);
+	assert_true(th->pyframes[0].entry && th->pyframes[1].entry);
+	fr_trace_free(&t);
+
+	/* The inner call of the loop is at a frame not yet begun, which is
+	 * left out: its mark has no frame, and main's would pair with the
+	 * wrong native call. */
+	make_frame(f, 0, 0, 0, f->frames[1]);
+	f->frames[0][68] = 1;
+	th = read_fake(f, &t);
+	assert_int_equal(th->npyframes, 1);
+	assert_false(th->pyframes[0].entry);
+	fr_trace_free(&t);
+
+	/* A bool that is not 0 or 1: changing as it was read, no marks. */
+	make_fake(f, 42);
+	f->frames[1][68] = 1;
+	f->frames[0][68] = 7;
+	th = read_fake(f, &t);
+	assert_int_equal(th->npyframes, 2);
+	assert_false(th->pyframes[0].entry || th->pyframes[1].entry);
+	fr_trace_free(&t);
+	free(f);
+}
+
 /* Makes `f` wrong in way `how`; false when there are no more ways. */
 static bool spoil(struct fake *f, int how)
 {
@@ -390,6 +440,7 @@ static void offsets_match_python_headers(void **state)
 	assert_int_equal(offsetof(_PyInterpreterFrame, f_code), 32);
 	assert_int_equal(offsetof(_PyInterpreterFrame, previous), 48);
 	assert_int_equal(offsetof(_PyInterpreterFrame, prev_instr), 56);
+	assert_int_equal(offsetof(_PyInterpreterFrame, is_entry), 68);
 	assert_int_equal(offsetof(_PyInterpreterFrame, owner), 69);
 	assert_int_equal(FRAME_OWNED_BY_GENERATOR, 1);
 	assert_int_equal(FRAME_OWNED_BY_FRAME_OBJECT, 2);
@@ -413,14 +464,126 @@ static void offsets_match_python_headers(void **state)
 #endif
 }
 
+#ifdef FR_HAVE_PY311_HEADERS
+/*
+ * The real thing: Python calling C calling Python, twice over. probe() is a
+ * C builtin that, called from leaf(), reads its own thread as the agent
+ * does (its Python frames, and its native stack by name) and describes
+ * them: "leaf* mid* top <module>* | 3 loops | together", a "*" after each
+ * entry frame.
+ */
+static const char nested_src[] =
+	"def leaf(x):\n"
+	"    return probe(x)\n"
+	"def mid(x):\n"
+	"    return list(map(leaf, [x]))\n"
+	"def top():\n"
+	"    return sorted([1], key=mid)\n"
+	"top()\n";
+
+static char described[512];
+
+static void describe_this_thread(char *out, size_t cap)
+{
+	struct fr_thread th = { .tid = (uint32_t)gettid() };
+	struct fr_trace t = { .threads = &th, .nthreads = 1 };
+	void *ips[64];
+	int n = backtrace(ips, 64);
+	size_t len = 0, loops = 0;
+
+	th.frames = calloc((size_t)n, sizeof(*th.frames));
+	for (int i = 0; th.frames && i < n; i++) {
+		Dl_info info;
+
+		th.frames[i].ip = (uint64_t)(uintptr_t)ips[i];
+		if (dladdr(ips[i], &info) && info.dli_sname)
+			th.frames[i].name = strdup(info.dli_sname);
+		loops += th.frames[i].name &&
+			 strcmp(th.frames[i].name, "_PyEval_EvalFrameDefault") == 0;
+		th.nframes = (size_t)i + 1;
+	}
+	if (fr_pyframes_collect(&t) != 0)
+		snprintf(out, cap, "reading failed");
+	for (size_t i = 0; i < th.npyframes && len < cap; i++)
+		len += (size_t)snprintf(out + len, cap - len, "%s%s ", th.pyframes[i].function,
+					th.pyframes[i].entry ? "*" : "");
+	if (len < cap)
+		snprintf(out + len, cap - len, "| %zu loops | %s", loops,
+			 fr_thread_interleaves(&th) ? "together" : "apart");
+	fr_thread_free(&th);
+}
+
+static PyObject *probe(PyObject *self, PyObject *arg)
+{
+	(void)self;
+	if (!described[0])
+		describe_this_thread(described, sizeof(described));
+	Py_INCREF(arg);
+	return arg;
+}
+
+static PyMethodDef probe_def = { "probe", probe, METH_O, NULL };
+
+/* In a child, which ends with _exit: the interpreter stays out of this
+ * process, and its memory out of a sanitizer's leak report. */
+static void run_nested(int fd)
+{
+	PyObject *globals, *fn, *r;
+
+	Py_InitializeEx(0);
+	globals = PyModule_GetDict(PyImport_AddModule("__main__"));
+	fn = PyCFunction_New(&probe_def, NULL);
+	if (!globals || !fn || PyDict_SetItemString(globals, "probe", fn) ||
+	    !(r = PyRun_String(nested_src, Py_file_input, globals, globals)))
+		snprintf(described, sizeof(described), "the script failed");
+	if (write(fd, described, strlen(described)) < 0)
+		_exit(2);
+	_exit(0);
+}
+#endif
+
+static void entry_marks_of_a_real_interpreter(void **state)
+{
+	(void)state;
+#if defined(FR_HAVE_PY311_HEADERS) && PY_VERSION_HEX >> 16 == 0x030b
+	char got[sizeof(described)] = "";
+	int fds[2], status;
+	ssize_t n, len = 0;
+	pid_t pid;
+
+	assert_int_equal(pipe(fds), 0);
+	pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		close(fds[0]);
+		run_nested(fds[1]);
+	}
+	close(fds[1]);
+	while (len < (ssize_t)sizeof(got) - 1 &&
+	       (n = read(fds[0], got + len, sizeof(got) - 1 - (size_t)len)) > 0)
+		len += n;
+	close(fds[0]);
+	assert_int_equal(waitpid(pid, &status, 0), pid);
+	assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+	/* sorted() and map() each call the loop again: leaf and mid are
+	 * entries; top runs in <module>'s call (a Python call of Python),
+	 * which PyRun_String began. */
+	assert_string_equal(got, "leaf* mid* top <module>* | 3 loops | together");
+#else
+	skip(); /* python3.11-dev is not installed */
+#endif
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(line_table_as_cpython_reads_it),
 		cmocka_unit_test(line_table_garbage),
 		cmocka_unit_test(reads_a_thread),
+		cmocka_unit_test(entry_marks),
 		cmocka_unit_test(garbage_truncates_never_faults),
 		cmocka_unit_test(offsets_match_python_headers),
+		cmocka_unit_test(entry_marks_of_a_real_interpreter),
 	};
 
 	return cmocka_run_group_tests_name("pyframes", tests, NULL, NULL);
