@@ -145,12 +145,67 @@ static void test_compared_frames_capped(void **state)
 	look_merged_free(&m);
 }
 
+/*
+ * Classes with Python frames merge by those alone, by fr-analyze's rule:
+ * function, file and line; native frames and thread names do not tell
+ * them apart, a line does, and they never merge with a native class.
+ */
+static void test_python_classes(void **state)
+{
+	struct fr_node_look_pyframe reduce[] = { { "train_step", "/srv/train.py", 88 },
+						 { "main", "/srv/train.py", 120 } };
+	struct fr_node_look_pyframe reduce2[] = { { "train_step", "/srv/train.py", 88 },
+						  { "main", "/srv/train.py", 120 } };
+	struct fr_node_look_pyframe load[] = { { "load_batch", "/srv/train.py", 41 },
+					       { "main", "/srv/train.py", 120 } };
+	struct fr_node_look_pyframe other_line[] = { { "train_step", "/srv/train.py", 89 },
+						     { "main", "/srv/train.py", 120 } };
+	struct fr_node_look_class c[5];
+	struct look_merge_in in[5];
+	struct look_merged m;
+
+	(void)state;
+	/* Node 0: ranks 0-1 in the allreduce line, caught in barrier's frames. */
+	class_of(&c[0], "python3", barrier, 3, 0, (struct fr_node_range[]){ { 0, 2 } }, 1);
+	c[0].pyframes = reduce;
+	c[0].npyframes = 2;
+	/* Node 1: rank 3 on the same line, other native frames and thread name;
+	 * rank 2 in load_batch. */
+	class_of(&c[1], "python3.11", compute, 2, 0, (struct fr_node_range[]){ { 3, 1 } }, 1);
+	c[1].pyframes = reduce2;
+	c[1].npyframes = 2;
+	class_of(&c[2], "python3", compute, 2, 0, (struct fr_node_range[]){ { 2, 1 } }, 1);
+	c[2].pyframes = load;
+	c[2].npyframes = 2;
+	/* Rank 4 one line further; rank 5 native only, with rank 0's frames. */
+	class_of(&c[3], "python3", barrier, 3, 0, (struct fr_node_range[]){ { 4, 1 } }, 1);
+	c[3].pyframes = other_line;
+	c[3].npyframes = 2;
+	class_of(&c[4], "python3", barrier, 3, 0, (struct fr_node_range[]){ { 5, 1 } }, 1);
+	for (uint32_t i = 0; i < 5; i++)
+		in[i] = (struct look_merge_in){ &c[i], i == 0 ? 0 : 1 };
+	assert_int_equal(look_merge(in, 5, &m), 0);
+	assert_int_equal(m.ngroups, 4);
+	assert_int_equal(m.groups[0].nranks, 3);
+	assert_int_equal(m.groups[0].nnodes, 2);
+	assert_int_equal(m.groups[0].nranges, 2);
+	assert_int_equal(m.groups[0].ranges[0].first, 0);
+	assert_int_equal(m.groups[0].ranges[1].first, 3);
+	assert_ptr_equal(m.groups[0].rep, &c[0]);
+	/* Then one rank each, lowest first: load_batch, the other line, native. */
+	assert_ptr_equal(m.groups[1].rep, &c[2]);
+	assert_ptr_equal(m.groups[2].rep, &c[3]);
+	assert_ptr_equal(m.groups[3].rep, &c[4]);
+	look_merged_free(&m);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_two_nodes_one_stack),
 		cmocka_unit_test(test_different_stacks_apart),
 		cmocka_unit_test(test_compared_frames_capped),
+		cmocka_unit_test(test_python_classes),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
