@@ -13,15 +13,8 @@
 . "$(dirname "$0")/node_daemons.sh"
 [ "$SANITIZER" = thread ] && skip "ThreadSanitizer holds the stack-capture signal back while a rank polls in uninstrumented libmpi"
 
-PY=/usr/bin/python3
-SCRIPT=$ROOT/tests/python/train_loop.py
+need_train_loop
 NAME=$(basename "$SCRIPT")
-$PY -c 'import mpi4py' 2>/dev/null ||
-	skip "/usr/bin/python3 cannot import mpi4py (apt-get install python3-mpi4py)"
-[ "$($PY -c 'import sys; print(sys.version_info[:2] == (3, 11))')" = True ] ||
-	skip "/usr/bin/python3 is not CPython 3.11, the version this test expects (Debian 12)"
-LOAD_LINE=$(grep -n 'LOAD_BATCH_LINE' "$SCRIPT" | cut -d: -f1)
-REDUCE_LINE=$(grep -n 'ALLREDUCE_LINE' "$SCRIPT" | cut -d: -f1)
 
 make_token
 start_daemon --token-file "$TOKEN" --dump-deadline 20

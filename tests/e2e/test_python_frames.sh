@@ -11,15 +11,7 @@
 # holding the GIL is read as well.
 . "$(dirname "$0")/lib.sh"
 
-PY=/usr/bin/python3
-SCRIPT=$ROOT/tests/python/train_loop.py
-$PY -c 'import mpi4py' 2>/dev/null ||
-	skip "/usr/bin/python3 cannot import mpi4py (apt-get install python3-mpi4py)"
-[ "$($PY -c 'import sys; print(sys.version_info[:2] == (3, 11))')" = True ] ||
-	skip "/usr/bin/python3 is not CPython 3.11, the version this test expects (Debian 12)"
-LOAD_LINE=$(grep -n 'LOAD_BATCH_LINE' "$SCRIPT" | cut -d: -f1)
-REDUCE_LINE=$(grep -n 'ALLREDUCE_LINE' "$SCRIPT" | cut -d: -f1)
-SPIN_LINE=$(grep -n 'SPIN_LINE' "$SCRIPT" | cut -d: -f1)
+need_train_loop
 
 # No daemon, no stall: the same output and status with and without the agent.
 mpirun -np 4 $PY "$SCRIPT" -1 0 20 >"$T/plain.out" 2>&1

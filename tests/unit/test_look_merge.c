@@ -164,26 +164,32 @@ static void test_python_classes(void **state)
 	struct look_merge_in in[5];
 	struct look_merged m;
 
+	/* Each class's Python frames, native frames and thread name, ranks. */
+	const struct {
+		struct fr_node_look_pyframe *py;
+		struct fr_node_look_frame *f;
+		uint32_t nf;
+		const char *thread;
+		struct fr_node_range r;
+	} cls[] = {
+		/* Node 0: ranks 0-1 on the allreduce line, caught in barrier's frames. */
+		{ reduce, barrier, 3, "python3", { 0, 2 } },
+		/* Node 1: rank 3 on the same line, other native frames and
+		 * thread name; rank 2 in load_batch. */
+		{ reduce2, compute, 2, "python3.11", { 3, 1 } },
+		{ load, compute, 2, "python3", { 2, 1 } },
+		/* Rank 4 one line further; rank 5 native only, with rank 0's frames. */
+		{ other_line, barrier, 3, "python3", { 4, 1 } },
+		{ NULL, barrier, 3, "python3", { 5, 1 } },
+	};
+
 	(void)state;
-	/* Node 0: ranks 0-1 in the allreduce line, caught in barrier's frames. */
-	class_of(&c[0], "python3", barrier, 3, 0, (struct fr_node_range[]){ { 0, 2 } }, 1);
-	c[0].pyframes = reduce;
-	c[0].npyframes = 2;
-	/* Node 1: rank 3 on the same line, other native frames and thread name;
-	 * rank 2 in load_batch. */
-	class_of(&c[1], "python3.11", compute, 2, 0, (struct fr_node_range[]){ { 3, 1 } }, 1);
-	c[1].pyframes = reduce2;
-	c[1].npyframes = 2;
-	class_of(&c[2], "python3", compute, 2, 0, (struct fr_node_range[]){ { 2, 1 } }, 1);
-	c[2].pyframes = load;
-	c[2].npyframes = 2;
-	/* Rank 4 one line further; rank 5 native only, with rank 0's frames. */
-	class_of(&c[3], "python3", barrier, 3, 0, (struct fr_node_range[]){ { 4, 1 } }, 1);
-	c[3].pyframes = other_line;
-	c[3].npyframes = 2;
-	class_of(&c[4], "python3", barrier, 3, 0, (struct fr_node_range[]){ { 5, 1 } }, 1);
-	for (uint32_t i = 0; i < 5; i++)
+	for (uint32_t i = 0; i < 5; i++) {
+		class_of(&c[i], cls[i].thread, cls[i].f, cls[i].nf, 0, &cls[i].r, 1);
+		c[i].pyframes = cls[i].py;
+		c[i].npyframes = cls[i].py ? 2 : 0;
 		in[i] = (struct look_merge_in){ &c[i], i == 0 ? 0 : 1 };
+	}
 	assert_int_equal(look_merge(in, 5, &m), 0);
 	assert_int_equal(m.ngroups, 4);
 	assert_int_equal(m.groups[0].nranks, 3);
