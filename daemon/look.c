@@ -1066,6 +1066,11 @@ static json_t *group_json(const struct fr_stack_group *g, const struct fr_trace 
 	}
 	o = json_pack("{s:s, s:I, s:O, s:O}", "ranks", ranks, "nranks", (json_int_t)g->nranks,
 		      "frames", frames, "thread", json_array_get(threads, 0));
+	/* A group told apart by its Python frames shows them. */
+	if (o && g->pyframes && json_object_set_new(o, "python_frames", fr_pyframes_to_json(g->thread))) {
+		json_decref(o);
+		o = NULL;
+	}
 out_free:
 	json_decref(threads);
 	json_decref(frames);
@@ -1088,6 +1093,14 @@ static void trace_trim(struct fr_trace *t, size_t *threads_cut, size_t *frames_c
 		if (i >= JOB_STACK_THREADS_MAX) {
 			fr_thread_free(th);
 			continue;
+		}
+		if (th->npyframes > keep) {
+			for (size_t j = keep; j < th->npyframes; j++) {
+				free(th->pyframes[j].function);
+				free(th->pyframes[j].file);
+			}
+			*frames_cut += th->npyframes - keep;
+			th->npyframes = keep;
 		}
 		if (th->nframes <= keep)
 			continue;
@@ -1115,7 +1128,7 @@ void look_job_stacks_free(struct look_job_stacks *js)
 	memset(js, 0, sizeof(*js));
 }
 
-int look_job_stacks_build(const struct look_result *res, struct look_job_stacks *js)
+int look_job_stacks_build(const struct look_result *res, bool python, struct look_job_stacks *js)
 {
 	uint32_t world = res->world_size;
 	char err[320];
@@ -1159,7 +1172,7 @@ int look_job_stacks_build(const struct look_result *res, struct look_job_stacks 
 	for (uint32_t r = 0; r < world; r++)
 		if (!js->idx[r])
 			js->missing[js->nmissing++] = r;
-	if (fr_stack_groups_build(js->idx, world, &js->sg))
+	if ((python ? fr_stack_groups_build_python : fr_stack_groups_build)(js->idx, world, &js->sg))
 		goto out_free;
 	return 0;
 out_free:
@@ -1182,7 +1195,7 @@ static int answer_job(struct MHD_Connection *mc, const struct live_req *lr)
 	char key[16];
 	size_t need;
 
-	if (look_job_stacks_build(lr->res, &js))
+	if (look_job_stacks_build(lr->res, true, &js))
 		return reply_error(mc, MHD_HTTP_INTERNAL_SERVER_ERROR, "out of memory");
 	if (js.stopping)
 		return reply_error(mc, MHD_HTTP_SERVICE_UNAVAILABLE, "the daemon is stopping");

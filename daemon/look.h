@@ -117,8 +117,12 @@ struct look_why {
 
 /*
  * A job's look, parsed and grouped as GET /v1/jobs/<job>/stacks shows it:
- * the ranks' stacks grouped (fr_stack_groups_build(), after trimming each
- * rank to JOB_STACK_THREADS_MAX threads of JOB_STACK_FRAMES_MAX frames),
+ * the ranks' stacks grouped (fr_stack_groups_build_python(), as fr-analyze
+ * merges them: a rank that runs Python by its Python frames; with
+ * `python` false, fr_stack_groups_build(), by native frames only, for a
+ * central daemon older than protocol 8), after trimming each rank to
+ * JOB_STACK_THREADS_MAX threads of JOB_STACK_FRAMES_MAX frames (native
+ * and Python each),
  * the ranks of the world with no stacks, the ranks asked that did not
  * answer and why for the first JOB_STACK_WHY_MAX of them.
  */
@@ -141,7 +145,7 @@ struct look_job_stacks {
 	const struct fr_trace **idx;
 };
 /* Returns 0 or -ENOMEM; `res` must outlive `js`. */
-int look_job_stacks_build(const struct look_result *res, struct look_job_stacks *js);
+int look_job_stacks_build(const struct look_result *res, bool python, struct look_job_stacks *js);
 void look_job_stacks_free(struct look_job_stacks *js);
 /* The trace of a group's lowest rank: whose thread the group shows. */
 const struct fr_trace *look_job_stacks_rep(const struct look_job_stacks *js,

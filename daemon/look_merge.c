@@ -13,14 +13,32 @@ static uint32_t compared(const struct fr_node_look_class *c)
 	return c->nframes ? (n < LOOK_MERGE_FRAMES ? n : LOOK_MERGE_FRAMES) : 0;
 }
 
-/* A total order in which classes of one stack are adjacent, by node within. */
+/* A class being merged, with its Python frames as fr_pyframes_cmp() reads them. */
+struct sorted_class {
+	struct look_merge_in in;
+	const struct fr_pyframe *py;    /* borrowed from the class; NULL when it has none */
+	uint32_t npy;
+};
+
+/*
+ * A total order in which classes of one stack are adjacent, by node within:
+ * classes with Python frames first, by those; the others by thread name
+ * and native frames.
+ */
 static int cmp_class(const void *a, const void *b)
 {
-	const struct look_merge_in *x = a, *y = b;
-	const struct fr_node_look_class *p = x->c, *q = y->c;
+	const struct sorted_class *x = a, *y = b;
+	const struct fr_node_look_class *p = x->in.c, *q = y->in.c;
 	uint32_t np = compared(p), nq = compared(q);
-	int d = strcmp(p->thread, q->thread);
+	int d;
 
+	if (!x->py != !y->py)
+		return x->py ? -1 : 1;
+	if (x->py) {
+		d = fr_pyframes_cmp(x->py, x->npy, y->py, y->npy);
+		return d ? d : (x->in.node > y->in.node) - (x->in.node < y->in.node);
+	}
+	d = strcmp(p->thread, q->thread);
 	if (d)
 		return d;
 	if (np != nq)
@@ -30,7 +48,7 @@ static int cmp_class(const void *a, const void *b)
 		if (d)
 			return d;
 	}
-	return (x->node > y->node) - (x->node < y->node);
+	return (x->in.node > y->in.node) - (x->in.node < y->in.node);
 }
 
 static int cmp_range(const void *a, const void *b)
@@ -49,11 +67,11 @@ static int cmp_group(const void *a, const void *b)
 	return (x->ranges[0].first > y->ranges[0].first) - (x->ranges[0].first < y->ranges[0].first);
 }
 
-static int same_stack(const struct look_merge_in *a, const struct look_merge_in *b)
+static int same_stack(const struct sorted_class *a, const struct sorted_class *b)
 {
-	struct look_merge_in x = *a, y = *b;
+	struct sorted_class x = *a, y = *b;
 
-	x.node = y.node = 0;
+	x.in.node = y.in.node = 0;
 	return cmp_class(&x, &y) == 0;
 }
 
@@ -66,32 +84,48 @@ void look_merged_free(struct look_merged *m)
 
 int look_merge(const struct look_merge_in *in, size_t n, struct look_merged *out)
 {
-	struct look_merge_in *sorted = malloc((n ? n : 1) * sizeof(*sorted));
-	size_t total = 0;
+	struct sorted_class *sorted = malloc((n ? n : 1) * sizeof(*sorted));
+	struct fr_pyframe *py = NULL;
+	size_t total = 0, npy = 0;
 
 	memset(out, 0, sizeof(*out));
-	for (size_t i = 0; i < n; i++)
+	for (size_t i = 0; i < n; i++) {
 		total += in[i].c->nranges;
+		npy += in[i].c->npyframes;
+	}
 	out->groups = malloc((n ? n : 1) * sizeof(*out->groups));
 	out->ranges = malloc((total ? total : 1) * sizeof(*out->ranges));
-	if (!sorted || !out->groups || !out->ranges) {
+	py = malloc((npy ? npy : 1) * sizeof(*py));
+	if (!sorted || !out->groups || !out->ranges || !py) {
 		free(sorted);
+		free(py);
 		look_merged_free(out);
 		return -ENOMEM;
 	}
-	memcpy(sorted, in, n * sizeof(*in));
+	/* The wire's Python frames as dumps/ compares them: the same strings. */
+	npy = 0;
+	for (size_t i = 0; i < n; i++) {
+		const struct fr_node_look_class *c = in[i].c;
+
+		sorted[i] = (struct sorted_class){ in[i], c->npyframes ? py + npy : NULL,
+						   c->npyframes };
+		for (uint32_t k = 0; k < c->npyframes; k++)
+			py[npy++] = (struct fr_pyframe){ .function = c->pyframes[k].function,
+							 .file = c->pyframes[k].file,
+							 .line = c->pyframes[k].line };
+	}
 	qsort(sorted, n, sizeof(*sorted), cmp_class);
 	for (size_t i = 0; i < n;) {
 		struct look_merge_group *g = &out->groups[out->ngroups++];
 		struct fr_node_range *r = out->ranges + out->nranges;
 		size_t j = i, nr = 0, kept = 0;
 
-		g->rep = sorted[i].c;
+		g->rep = sorted[i].in.c;
 		g->nnodes = 0;
 		for (; j < n && same_stack(&sorted[j], &sorted[i]); j++) {
-			const struct fr_node_look_class *c = sorted[j].c;
+			const struct fr_node_look_class *c = sorted[j].in.c;
 
-			if (j == i || sorted[j].node != sorted[j - 1].node)
+			if (j == i || sorted[j].in.node != sorted[j - 1].in.node)
 				g->nnodes++;
 			if (c->ranges[0].first < g->rep->ranges[0].first)
 				g->rep = c;
@@ -125,6 +159,7 @@ int look_merge(const struct look_merge_in *in, size_t n, struct look_merged *out
 	}
 	qsort(out->groups, out->ngroups, sizeof(*out->groups), cmp_group);
 	free(sorted);
+	free(py);
 	return 0;
 }
 

@@ -4,9 +4,11 @@
  * pure function for the tests. Classes with the same thread name and the
  * same frames compared (from the class's `start`, at most
  * LOOK_MERGE_FRAMES, as look.c's grouping compares them) are one group,
- * their ranks unioned as ranges; the group shows the thread of the class
- * with its lowest rank. Cost: a sort of the classes and of each group's
- * ranges, whatever the ranks.
+ * their ranks unioned as ranges; classes with Python frames are grouped by
+ * those alone, by fr-analyze's rule (fr_pyframes_cmp()), so that ranks on
+ * one line of the script are one group across nodes. A group shows the
+ * thread of the class with its lowest rank. Cost: a sort of the classes
+ * and of each group's ranges, whatever the ranks.
  */
 #ifndef FR_DAEMON_LOOK_MERGE_H
 #define FR_DAEMON_LOOK_MERGE_H
@@ -14,10 +16,11 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "../dumps/correlate.h"
 #include "../protocol/node_wire.h"
 
-/* dumps/verdict_report.c's MERGE_FRAMES: frames two stacks are compared by. */
-#define LOOK_MERGE_FRAMES 16
+/* Frames two stacks are compared by, as fr-analyze compares them. */
+#define LOOK_MERGE_FRAMES FR_MERGE_FRAMES
 
 /* One node's class: `node` tells nodes apart for the groups' node counts. */
 struct look_merge_in {

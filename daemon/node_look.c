@@ -168,30 +168,50 @@ static char *ranges_text(const struct fr_node_range *r, size_t n)
 	return s;
 }
 
-/* The "thread" of a group, as the dump writes a thread: its class's. */
-static json_t *class_thread_json(const struct fr_node_look_class *c)
+/*
+ * The thread of class `c` as the dump reader would give it, its strings
+ * borrowed from the class (the dump writer only reads them): `th` owns
+ * only its arrays (free them, not the strings). 0 or -ENOMEM.
+ */
+static int class_thread(const struct fr_node_look_class *c, struct fr_thread *th)
 {
-	struct fr_frame *frames = calloc(c->nframes ? c->nframes : 1, sizeof(*frames));
-	struct fr_thread th = { .tid = c->tid, .current = c->current, .nframes = c->nframes };
+	memset(th, 0, sizeof(*th));
+	th->tid = c->tid;
+	th->current = c->current;
+	th->py_truncated = c->py_truncated;
+	snprintf(th->name, sizeof(th->name), "%s", c->thread);
+	th->frames = calloc(c->nframes ? c->nframes : 1, sizeof(*th->frames));
+	th->pyframes = calloc(c->npyframes ? c->npyframes : 1, sizeof(*th->pyframes));
+	if (!th->frames || !th->pyframes) {
+		free(th->frames);
+		free(th->pyframes);
+		return -ENOMEM;
+	}
+	th->nframes = c->nframes;
+	for (uint32_t i = 0; i < c->nframes; i++) {
+		th->frames[i].name = c->frames[i].name[0] ? (char *)c->frames[i].name : NULL;
+		th->frames[i].offset = c->frames[i].offset;
+		th->frames[i].ip = c->frames[i].ip;
+	}
+	th->npyframes = c->npyframes;
+	for (uint32_t i = 0; i < c->npyframes; i++)
+		th->pyframes[i] = (struct fr_pyframe){ .function = c->pyframes[i].function,
+						       .file = c->pyframes[i].file,
+						       .line = c->pyframes[i].line };
+	return 0;
+}
+
+/* The "thread" of a group, as the dump writes a thread: its class's. */
+static json_t *class_thread_json(const struct fr_thread *th)
+{
 	struct fr_trace shell;
 	json_t *threads, *o = NULL;
 
-	if (!frames)
-		return NULL;
 	memset(&shell, 0, sizeof(shell));
-	snprintf(th.name, sizeof(th.name), "%s", c->thread);
-	for (uint32_t i = 0; i < c->nframes; i++) {
-		/* Borrowed: the dump writer only reads them. */
-		frames[i].name = c->frames[i].name[0] ? (char *)c->frames[i].name : NULL;
-		frames[i].offset = c->frames[i].offset;
-		frames[i].ip = c->frames[i].ip;
-	}
-	th.frames = frames;
-	threads = look_threads_json(&shell, &th);
+	threads = look_threads_json(&shell, th);
 	if (json_array_get(threads, 0))
 		o = json_incref(json_array_get(threads, 0));
 	json_decref(threads);
-	free(frames);
 	return o;
 }
 
@@ -201,7 +221,13 @@ static json_t *group_json(const struct look_merge_group *g)
 	char *ranks = ranges_text(g->ranges, g->nranges);
 	json_t *frames = json_array();
 	json_t *o = NULL;
+	struct fr_thread th;
 
+	if (class_thread(c, &th)) {
+		free(ranks);
+		json_decref(frames);
+		return NULL;
+	}
 	if (!ranks || !frames)
 		goto out_free;
 	for (uint32_t i = c->start; i < c->nframes; i++)
@@ -210,15 +236,20 @@ static json_t *group_json(const struct look_merge_group *g)
 								     "??")))
 			goto out_free;
 	o = json_pack("{s:s, s:I, s:O, s:o*, s:I}", "ranks", ranks, "nranks",
-		      (json_int_t)g->nranks, "frames", frames, "thread", class_thread_json(c),
+		      (json_int_t)g->nranks, "frames", frames, "thread", class_thread_json(&th),
 		      "nodes", (json_int_t)g->nnodes);
-	if (o && !json_object_get(o, "thread")) {
+	/* A class told apart by its Python frames shows them, as look.c's groups do. */
+	if (o && (!json_object_get(o, "thread") ||
+		  (th.npyframes &&
+		   json_object_set_new(o, "python_frames", fr_pyframes_to_json(&th))))) {
 		json_decref(o);
 		o = NULL;
 	}
 out_free:
 	json_decref(frames);
 	free(ranks);
+	free(th.frames);
+	free(th.pyframes);
 	return o;
 }
 

@@ -39,10 +39,50 @@ struct ul_req {
 };
 
 /*
+ * A copy of `s` of at most FR_NODE_LOOK_PYSTR_MAX bytes, cut before a
+ * UTF-8 character rather than inside one. NULL when out of memory.
+ */
+static char *pystr_cut(const char *s)
+{
+	size_t n = strnlen(s, FR_NODE_LOOK_PYSTR_MAX + 1);
+
+	if (n > FR_NODE_LOOK_PYSTR_MAX)
+		for (n = FR_NODE_LOOK_PYSTR_MAX; n && ((unsigned char)s[n] & 0xc0) == 0x80; n--)
+			;
+	return strndup(s, n);
+}
+
+/* The Python frames of a group told apart by them, into class `c`. 0 or -ENOMEM. */
+static int class_pyframes(struct fr_node_look_class *c, const struct fr_stack_group *g)
+{
+	uint32_t n = (uint32_t)(g->npyframes < FR_NODE_LOOK_PYFRAMES_MAX ?
+					g->npyframes :
+					FR_NODE_LOOK_PYFRAMES_MAX);
+
+	if (!g->pyframes || !n)
+		return 0;
+	c->py_truncated = g->thread->py_truncated;
+	c->pyframes = calloc(n, sizeof(*c->pyframes));
+	if (!c->pyframes)
+		return -ENOMEM;
+	for (uint32_t j = 0; j < n; j++) {
+		struct fr_node_look_pyframe *f = &c->pyframes[j];
+
+		c->npyframes = j + 1;
+		f->line = g->pyframes[j].line;
+		if (!(f->function = pystr_cut(g->pyframes[j].function)) ||
+		    !(f->file = pystr_cut(g->pyframes[j].file)))
+			return -ENOMEM;
+	}
+	return 0;
+}
+
+/*
  * The classes of one group of stacks: the thread of its lowest rank and
  * its ranks, FR_NODE_RANGES_MAX runs a class (a group whose ranks are
  * scattered goes as several classes of the same stack, which the central
- * daemon merges again). Returns how many classes it filled, at most `cap`.
+ * daemon merges again), with the Python frames it was told apart by, if
+ * any. Returns how many classes it filled, at most `cap`.
  */
 static uint32_t group_classes(const struct fr_stack_group *g, struct fr_node_look_class *out,
 			      uint32_t cap)
@@ -60,8 +100,10 @@ static uint32_t group_classes(const struct fr_stack_group *g, struct fr_node_loo
 						th->nframes :
 						FR_NODE_LOOK_FRAMES_MAX);
 		c->frames = calloc(c->nframes ? c->nframes : 1, sizeof(*c->frames));
-		if (!c->frames)
+		if (!c->frames || class_pyframes(c, g)) {
+			fr_node_look_class_free(c);
 			return n - 1;
+		}
 		for (uint32_t j = 0; j < c->nframes; j++) {
 			snprintf(c->frames[j].name, sizeof(c->frames[j].name), "%s",
 				 th->frames[j].name ? th->frames[j].name : "");
@@ -88,7 +130,7 @@ static uint32_t group_classes(const struct fr_stack_group *g, struct fr_node_loo
 static void classes_free(struct fr_node_look_class *c, uint32_t n)
 {
 	for (uint32_t i = 0; c && i < n; i++)
-		free(c[i].frames);
+		fr_node_look_class_free(&c[i]);
 	free(c);
 }
 
@@ -121,12 +163,16 @@ static void send_job_stacks(const struct ul_req *q, const struct look_result *re
 	struct look_job_stacks js;
 	uint32_t nclasses = 0;
 	size_t budget;
+	/* Python frames, and classes told apart by them, only for a central
+	 * daemon that reads them: an older one gets the native classes. */
+	bool python = upstream_central_version() >= 8;
+	uint8_t flags = 0;
 
 	if (!m)
 		return;
 	m->look = q->look;
 	snprintf(m->job, sizeof(m->job), "%s", q->job);
-	if (!res || look_job_stacks_build(res, &js)) {
+	if (!res || look_job_stacks_build(res, python, &js)) {
 		m->flags = FR_NODE_LOOK_LAST;
 		send_stacks_frame(m);
 		free(m);
@@ -153,7 +199,12 @@ static void send_job_stacks(const struct ul_req *q, const struct look_result *re
 		nclasses += group_classes(&js.sg.groups[g], classes + nclasses,
 					  FR_NODE_LOOK_CLASSES_MAX - nclasses);
 	}
+	/* A job without Python sends what protocol 7 sends. */
+	for (uint32_t i = 0; i < nclasses && !flags; i++)
+		if (classes[i].npyframes || classes[i].py_truncated)
+			flags = FR_NODE_LOOK_PYTHON;
 	/* Frames of classes within the central daemon's frame size. */
+	m->flags = flags;
 	budget = q->max_payload > 2 * fr_node_look_stacks_base_size(m) ?
 			 q->max_payload - fr_node_look_stacks_base_size(m) :
 			 0;
@@ -165,7 +216,7 @@ static void send_job_stacks(const struct ul_req *q, const struct look_result *re
 			used += fr_node_look_class_size(&classes[j++]);
 		m->classes = classes + i;
 		m->nclasses = j - i;
-		m->flags = j == nclasses ? FR_NODE_LOOK_LAST : 0;
+		m->flags = flags | (j == nclasses ? FR_NODE_LOOK_LAST : 0);
 		send_stacks_frame(m);
 		if (j == nclasses)
 			break;

@@ -399,6 +399,18 @@ int fr_stack_groups_build_python(const struct fr_trace *const *idx, uint32_t wor
 				 struct fr_stack_groups *out);
 void fr_stack_groups_free(struct fr_stack_groups *g);
 
+/* The frames, from the first one compared, by which two stacks are told
+ * apart when merged: ranks that agree on these are one group. */
+#define FR_MERGE_FRAMES 16
+/*
+ * The grouping rule for Python stacks (innermost first), for whoever merges
+ * groups again (the central daemon merging its nodes'): 0 when two stacks
+ * are one group of fr_stack_groups_build_python() (the same function, file
+ * and line in each of their first FR_MERGE_FRAMES frames), else below or
+ * above 0, a total order as strcmp()'s.
+ */
+int fr_pyframes_cmp(const struct fr_pyframe *a, size_t na, const struct fr_pyframe *b, size_t nb);
+
 /*
  * Formats ascending ranks as ranges, "0-2,4-5". Always NUL-terminates;
  * returns the length it needed (like snprintf).

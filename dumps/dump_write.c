@@ -459,6 +459,27 @@ static json_t *summary_json(const struct fr_trace_summary *s)
 }
 
 /*
+ * The version a dump of `t` is written as: the highest of what it holds,
+ * entry marks (1.11, `pyver` says), a summary (1.10; 1.5 before), Python
+ * frames (1.9, `pyver`), an exit (1.8), a crash (1.7), member runs (1.6).
+ * A dump of none of them stays a 1.4 one, byte for byte.
+ */
+static const char *dump_version(const struct fr_trace *t, const char *pyver, bool runs)
+{
+	if (pyver && strcmp(pyver, FR_DUMP_VERSION_PYENTRY) == 0)
+		return pyver;
+	if (t->summary)
+		return FR_DUMP_VERSION_SUMMARY_OURS;
+	if (pyver)
+		return pyver;
+	if (t->has_exit || t->has_nccl_error)
+		return FR_DUMP_VERSION_EXIT;
+	if (t->crash)
+		return FR_DUMP_VERSION_CRASH;
+	return runs ? FR_DUMP_VERSION_RUNS : FR_DUMP_VERSION;
+}
+
+/*
  * The dump document of `t`; a manifest reuses it without threads, its
  * communicators written by `w` (NULL for a dump).
  */
@@ -499,16 +520,7 @@ json_t *dump_trace_json(const struct fr_trace *t, bool with_threads,
 	}
 
 	bad |= set(root, "format", json_string(FR_DUMP_FORMAT));
-	/* A summary is 1.10 (1.5 before). A dump without Python frames (1.9,
-	 * 1.11), an exit (1.8) or a crash (1.7) that needs no member runs
-	 * (1.6) stays a 1.4 one, byte for byte. */
-	bad |= set(root, "version", json_string(t->summary ? FR_DUMP_VERSION_SUMMARY_OURS :
-						with_threads && pyver ? pyver :
-						t->has_exit || t->has_nccl_error ?
-							FR_DUMP_VERSION_EXIT :
-						t->crash ? FR_DUMP_VERSION_CRASH :
-						runs	   ? FR_DUMP_VERSION_RUNS :
-							     FR_DUMP_VERSION));
+	bad |= set(root, "version", json_string(dump_version(t, with_threads ? pyver : NULL, runs)));
 	bad |= set(root, "job", JSTR(t->job));
 	bad |= set(root, "rank", json_integer(t->rank));
 	bad |= set(root, "world_size", json_integer(t->world_size));

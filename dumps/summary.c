@@ -201,13 +201,40 @@ static const struct fr_thread *app_thread(const struct fr_trace *t)
 	return NULL;
 }
 
-static int copy_thread(struct fr_trace *out, const struct fr_thread *th)
+/* The thread the report's merged stacks compare a rank that runs Python
+ * by (verdict_report.c): its first that is not the agent's with Python
+ * frames. */
+static const struct fr_thread *py_thread(const struct fr_trace *t)
 {
-	out->threads = calloc(1, sizeof(*out->threads));
+	for (size_t i = 0; i < t->nthreads; i++)
+		if (!t->threads[i].current && t->threads[i].npyframes)
+			return &t->threads[i];
+	return NULL;
+}
+
+/* The threads a summary keeps: the application thread, and the one that
+ * runs Python when that is another, in the order of the dump; each with its
+ * native and Python frames. */
+static int copy_threads(struct fr_trace *out, const struct fr_trace *full)
+{
+	const struct fr_thread *app = app_thread(full), *py = py_thread(full);
+
+	if (!app && !py)
+		return 0;
+	out->threads = calloc(2, sizeof(*out->threads));
 	if (!out->threads)
 		return -ENOMEM;
-	out->nthreads = 1;
-	return fr_thread_copy(out->threads, th);
+	for (size_t i = 0; i < full->nthreads; i++) {
+		const struct fr_thread *th = &full->threads[i];
+
+		if (th != app && th != py)
+			continue;
+		/* Counted first: a failed copy's partial frames are freed with it. */
+		out->nthreads++;
+		if (fr_thread_copy(&out->threads[out->nthreads - 1], th))
+			return -ENOMEM;
+	}
+	return 0;
 }
 
 static int copy_op(struct fr_trace *out, size_t *cap, const struct fr_op *op)
@@ -249,6 +276,8 @@ static int copy_header(const struct fr_trace *full, const struct fr_summary_opts
 	out->exit = full->exit;
 	out->has_nccl_error = full->has_nccl_error;
 	out->nccl_error = full->nccl_error;
+	/* Why its threads carry no Python frames, as the full dump says. */
+	memcpy(out->python_note, full->python_note, sizeof(out->python_note));
 	for (size_t i = 0; i < full->ncomms; i++) {
 		struct fr_comm *c = fr_trace_add_comm(out, &cap);
 
@@ -276,7 +305,6 @@ int fr_trace_summarize(const struct fr_trace *full, const struct fr_summary_focu
 {
 	size_t window = opts && opts->window ? opts->window : FR_SUMMARY_WINDOW;
 	size_t comms = opts && opts->comms ? opts->comms : FR_SUMMARY_COMMS;
-	const struct fr_thread *app = app_thread(full);
 	struct group *g = NULL;
 	bool *keep = NULL;
 	size_t ng = 0, cap = 0;
@@ -295,7 +323,7 @@ int fr_trace_summarize(const struct fr_trace *full, const struct fr_summary_focu
 	for (size_t i = 0; i < full->nops; i++)
 		if (keep[i] && copy_op(out, &cap, &full->ops[i]) < 0)
 			goto out_free;
-	if (app && copy_thread(out, app) < 0)
+	if (copy_threads(out, full) < 0)
 		goto out_free;
 	out->summary->entries_left_out += full->nops - out->nops;
 	out->summary->threads_left_out += full->nthreads - out->nthreads;

@@ -47,7 +47,10 @@ struct fr_summary_opts {
  * of at most `comms` communicators, the focus's first, then those with an
  * entry in flight, then those used most recently; and the application
  * thread's stack only (the first thread with frames that is not the
- * agent's, as the report picks it). `focus` may be NULL. Returns 0 or
+ * agent's, as the report picks it), with its Python frames, and the first
+ * thread with Python frames when that is another (the one the report's
+ * merged stacks compare), and the dump's python_note, so that the report
+ * reads the same from summaries. `focus` may be NULL. Returns 0 or
  * -ENOMEM (`out` then freed and zeroed).
  */
 int fr_trace_summarize(const struct fr_trace *full, const struct fr_summary_focus *focus,

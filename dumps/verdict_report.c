@@ -424,7 +424,7 @@ static void print_culprit(FILE *out, const struct fr_verdict *v, const struct fr
 }
 
 /* Frames compared and shown when stacks are merged. */
-#define MERGE_FRAMES 16
+#define MERGE_FRAMES FR_MERGE_FRAMES
 #define MERGE_SHOWN 6
 #define MERGE_GROUPS 8
 
@@ -506,14 +506,29 @@ static struct stack_ref stack_ref_of(uint32_t rank, const struct fr_thread *th)
 	return ref;
 }
 
+int fr_pyframes_cmp(const struct fr_pyframe *a, size_t na, const struct fr_pyframe *b, size_t nb)
+{
+	int d;
+
+	na = na < MERGE_FRAMES ? na : MERGE_FRAMES;
+	nb = nb < MERGE_FRAMES ? nb : MERGE_FRAMES;
+	if (na != nb)
+		return na < nb ? -1 : 1;
+	for (size_t i = 0; i < na; i++) {
+		if (a[i].line != b[i].line)
+			return a[i].line < b[i].line ? -1 : 1;
+		if ((d = strcmp(a[i].function, b[i].function)) || (d = strcmp(a[i].file, b[i].file)))
+			return d;
+	}
+	return 0;
+}
+
 static bool same_stack(const struct stack_ref *a, const struct stack_ref *b)
 {
 	if (a->n != b->n || !a->py != !b->py)
 		return false;
-	for (size_t i = 0; a->py && i < a->n; i++)
-		if (a->py[i].line != b->py[i].line || strcmp(a->py[i].function, b->py[i].function) ||
-		    strcmp(a->py[i].file, b->py[i].file))
-			return false;
+	if (a->py)
+		return fr_pyframes_cmp(a->py, a->total, b->py, b->total) == 0;
 	for (size_t i = 0; !a->py && i < a->n; i++) {
 		const char *x = a->frames[i].name, *y = b->frames[i].name;
 

@@ -925,14 +925,63 @@ int fr_wire_node_look_request_decode(const uint8_t *payload, size_t len,
 
 #define LOOK_FRAME_MIN_SIZE (STR_SIZE(0) + 8 + 8)
 #define LOOK_CLASS_MIN_SIZE (STR_SIZE(0) + 4 + 1 + 4 + 4 + 4)
+#define LOOK_PYFRAME_MIN_SIZE (STR_SIZE(0) + STR_SIZE(0) + 4)
+/* A class's Python part: its index, truncated, count. */
+#define LOOK_PY_FIXED_SIZE (4 + 1 + 4)
+
+void fr_node_look_class_free(struct fr_node_look_class *c)
+{
+	for (uint32_t i = 0; c->pyframes && i < c->npyframes; i++) {
+		free(c->pyframes[i].function);
+		free(c->pyframes[i].file);
+	}
+	free(c->pyframes);
+	free(c->frames);
+	c->pyframes = NULL;
+	c->frames = NULL;
+	c->npyframes = c->nframes = 0;
+}
+
+/* A Python frame's string: present and within the limit. */
+static bool look_pystr_valid(const char *s)
+{
+	return s && str_len(s, FR_NODE_LOOK_PYSTR_MAX) <= FR_NODE_LOOK_PYSTR_MAX;
+}
+
+/* Reads a Python frame's string into a new allocation (NULL on a bad read
+ * or out of memory, with *ret -ENOMEM for the latter). */
+static char *rd_pystr(struct rd *r, int *ret)
+{
+	char buf[FR_NODE_LOOK_PYSTR_MAX + 1];
+	char *s;
+
+	rd_str(r, buf, FR_NODE_LOOK_PYSTR_MAX);
+	if (r->bad)
+		return NULL;
+	if (!(s = strdup(buf))) {
+		*ret = -ENOMEM;
+		rd_fail(r);
+	}
+	return s;
+}
 
 /*
  * A class has a name-length thread, frames within the cap, `start` among
  * them, and at least one run of ranks, coalesced.
  */
-static bool look_class_valid(const struct fr_node_look_class *c)
+static bool look_class_valid(const struct fr_node_look_class *c, bool python)
 {
 	uint64_t total = 0;
+
+	if (!python && (c->npyframes || c->py_truncated))
+		return false;
+	if (c->py_truncated > 1 || c->npyframes > FR_NODE_LOOK_PYFRAMES_MAX ||
+	    (c->npyframes && !c->pyframes))
+		return false;
+	for (uint32_t i = 0; i < c->npyframes; i++)
+		if (!look_pystr_valid(c->pyframes[i].function) ||
+		    !look_pystr_valid(c->pyframes[i].file))
+			return false;
 
 	if (str_len(c->thread, FR_NODE_LOOK_THREAD_MAX) > FR_NODE_LOOK_THREAD_MAX ||
 	    c->current > 1 || c->nframes > FR_NODE_LOOK_FRAMES_MAX ||
@@ -945,6 +994,12 @@ static bool look_class_valid(const struct fr_node_look_class *c)
 	return true;
 }
 
+/* Whether a class has a Python part on the wire. */
+static bool has_python(const struct fr_node_look_class *c)
+{
+	return c->npyframes || c->py_truncated;
+}
+
 size_t fr_node_look_class_size(const struct fr_node_look_class *c)
 {
 	size_t n = STR_SIZE(str_len(c->thread, FR_NODE_LOOK_THREAD_MAX)) + 4 + 1 + 4 + 4 +
@@ -952,7 +1007,19 @@ size_t fr_node_look_class_size(const struct fr_node_look_class *c)
 
 	for (uint32_t i = 0; i < c->nframes; i++)
 		n += STR_SIZE(str_len(c->frames[i].name, FR_NODE_LOOK_NAME_MAX)) + 8 + 8;
+	if (!has_python(c))
+		return n;
+	n += LOOK_PY_FIXED_SIZE;
+	for (uint32_t i = 0; i < c->npyframes; i++)
+		n += STR_SIZE(str_len(c->pyframes[i].function, FR_NODE_LOOK_PYSTR_MAX)) +
+		     STR_SIZE(str_len(c->pyframes[i].file, FR_NODE_LOOK_PYSTR_MAX)) + 4;
 	return n;
+}
+
+/* Whether NODE_LOOK_STACKS `m`'s classes go with their Python part. */
+static bool look_python(const struct fr_msg_node_look_stacks *m)
+{
+	return m->flags & FR_NODE_LOOK_PYTHON;
 }
 
 size_t fr_node_look_stacks_base_size(const struct fr_msg_node_look_stacks *m)
@@ -962,14 +1029,15 @@ size_t fr_node_look_stacks_base_size(const struct fr_msg_node_look_stacks *m)
 
 	for (uint32_t i = 0; i < m->nwhy && i < FR_NODE_LOOK_WHY_MAX; i++)
 		n += 4 + STR_SIZE(str_len(m->why[i].reason, FR_REASON_MAX));
-	return n;
+	/* The count of the classes' Python parts. */
+	return n + ((m->flags & FR_NODE_LOOK_PYTHON) ? 4 : 0);
 }
 
 static bool node_look_stacks_valid(const struct fr_msg_node_look_stacks *m)
 {
 	uint64_t missing = 0;
 
-	if (!fr_wire_valid_name(m->job) || (m->flags & ~FR_NODE_LOOK_LAST) ||
+	if (!fr_wire_valid_name(m->job) || (m->flags & ~(FR_NODE_LOOK_LAST | FR_NODE_LOOK_PYTHON)) ||
 	    m->answered > m->asked || m->nmissing > m->asked - m->answered ||
 	    m->nmranges > FR_NODE_RANGES_MAX || !ranges_valid(m->missing, m->nmranges, &missing) ||
 	    missing > m->nmissing || m->nwhy > FR_NODE_LOOK_WHY_MAX ||
@@ -980,7 +1048,7 @@ static bool node_look_stacks_valid(const struct fr_msg_node_look_stacks *m)
 		    str_len(m->why[i].reason, FR_REASON_MAX) > FR_REASON_MAX)
 			return false;
 	for (uint32_t i = 0; i < m->nclasses; i++)
-		if (!look_class_valid(&m->classes[i]))
+		if (!look_class_valid(&m->classes[i], look_python(m)))
 			return false;
 	return true;
 }
@@ -998,6 +1066,7 @@ int fr_wire_node_look_stacks_encode(const struct fr_msg_node_look_stacks *m, uin
 				    size_t cap)
 {
 	struct wr w;
+	uint32_t npy;
 	int total;
 
 	if (!node_look_stacks_valid(m) || (m->nclasses && !m->classes))
@@ -1036,13 +1105,77 @@ int fr_wire_node_look_stacks_encode(const struct fr_msg_node_look_stacks *m, uin
 		}
 		wr_ranges(&w, c->ranges, c->nranges);
 	}
+	if (!look_python(m))
+		return wr_end(&w, buf, total);
+	npy = 0;
+	for (uint32_t i = 0; i < m->nclasses; i++)
+		npy += has_python(&m->classes[i]);
+	wr_u32(&w, npy);
+	for (uint32_t i = 0; i < m->nclasses; i++) {
+		const struct fr_node_look_class *c = &m->classes[i];
+
+		if (!has_python(c))
+			continue;
+		wr_u32(&w, i);
+		wr_u8(&w, c->py_truncated);
+		wr_u32(&w, c->npyframes);
+		for (uint32_t j = 0; j < c->npyframes; j++) {
+			const struct fr_node_look_pyframe *f = &c->pyframes[j];
+
+			wr_str(&w, f->function, str_len(f->function, FR_NODE_LOOK_PYSTR_MAX));
+			wr_str(&w, f->file, str_len(f->file, FR_NODE_LOOK_PYSTR_MAX));
+			wr_u32(&w, f->line);
+		}
+	}
 	return wr_end(&w, buf, total);
+}
+
+/*
+ * The Python parts after the classes: each of a class with a higher index
+ * than the one before, with at least one frame or truncated (as the
+ * encoder writes them). 0 (r->bad on a malformed one) or -ENOMEM.
+ */
+static int rd_look_python(struct rd *r, struct fr_msg_node_look_stacks *m)
+{
+	uint32_t n = rd_count(r, LOOK_PY_FIXED_SIZE, 0);
+	int ret = 0;
+
+	if (n > m->nclasses)
+		rd_fail(r);
+	for (uint32_t i = 0, next = 0; i < n && !r->bad; i++) {
+		uint32_t at = rd_u32(r);
+		struct fr_node_look_class *c;
+
+		if (r->bad || at < next || at >= m->nclasses) {
+			rd_fail(r);
+			break;
+		}
+		next = at + 1;
+		c = &m->classes[at];
+		c->py_truncated = rd_u8(r);
+		c->npyframes = rd_count(r, LOOK_PYFRAME_MIN_SIZE, 0);
+		if (c->npyframes > FR_NODE_LOOK_PYFRAMES_MAX || !has_python(c))
+			rd_fail(r);
+		if (!r->bad &&
+		    rd_array(r, (void **)&c->pyframes, c->npyframes, sizeof(*c->pyframes), &ret))
+			return ret;
+		for (uint32_t j = 0; j < c->npyframes && !r->bad; j++) {
+			struct fr_node_look_pyframe *f = &c->pyframes[j];
+
+			f->function = rd_pystr(r, &ret);
+			f->file = rd_pystr(r, &ret);
+			f->line = rd_u32(r);
+		}
+		if (ret)
+			return ret;
+	}
+	return 0;
 }
 
 void fr_wire_node_look_stacks_free(struct fr_msg_node_look_stacks *m)
 {
 	for (uint32_t i = 0; m->classes && i < m->nclasses; i++)
-		free(m->classes[i].frames);
+		fr_node_look_class_free(&m->classes[i]);
 	free(m->classes);
 	memset(m, 0, sizeof(*m));
 }
@@ -1093,6 +1226,8 @@ int fr_wire_node_look_stacks_decode(const uint8_t *payload, size_t len,
 		}
 		c->nranges = rd_ranges(&r, c->ranges);
 	}
+	if (look_python(m) && !r.bad && (ret = rd_look_python(&r, m)))
+		goto out_fail;
 	if (rd_ok(&r) && node_look_stacks_valid(m))
 		return 0;
 	ret = -EPROTO;

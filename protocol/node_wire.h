@@ -332,10 +332,24 @@ struct fr_node_look_frame {
 	uint64_t ip;
 };
 
+/* What a class keeps of its Python frames (protocol 8): as many as of its
+ * native ones, each string cut to the agent's own limit. */
+#define FR_NODE_LOOK_PYFRAMES_MAX FR_NODE_LOOK_FRAMES_MAX
+#define FR_NODE_LOOK_PYSTR_MAX 255u
+
+/* A Python frame (dumps/FORMAT.md, "python_frames"); the strings are the
+ * class's (fr_node_look_class_free()), never NULL. */
+struct fr_node_look_pyframe {
+	char *function;
+	char *file;
+	uint32_t line;
+};
+
 /*
  * One class of stacks: the application thread of the class's lowest rank
  * (as the dump writes it: name, tid, the dump's own thread or not, its
- * frames innermost first) and `start`, the first frame the class was told
+ * frames innermost first; its first thread that runs Python, when the
+ * class was told apart by Python frames) and `start`, the first frame the class was told
  * apart by (GET /stacks's "frames" are frames[start..]), with the ranks
  * whose stacks fall in it as ranges. A class with more runs than
  * FR_NODE_RANGES_MAX is sent as several, with the same thread and frames.
@@ -349,7 +363,16 @@ struct fr_node_look_class {
 	struct fr_node_look_frame *frames;
 	uint32_t nranges;       /* at least one */
 	struct fr_node_range ranges[FR_NODE_RANGES_MAX];
+	/* Protocol 8, in a frame with FR_NODE_LOOK_PYTHON only: the thread's
+	 * Python frames, innermost first, by which the class was told apart
+	 * (then `start` is 0), and whether outer ones could not be read. */
+	uint8_t py_truncated;   /* 0 or 1 */
+	uint32_t npyframes;
+	struct fr_node_look_pyframe *pyframes;
 };
+
+/* Frees what a class owns (its frames, Python frames and their strings). */
+void fr_node_look_class_free(struct fr_node_look_class *c);
 
 struct fr_node_look_why {
 	uint32_t rank;
@@ -358,6 +381,14 @@ struct fr_node_look_why {
 
 /* NODE_LOOK_STACKS `flags`: the node's last frame for this look. */
 #define FR_NODE_LOOK_LAST 0x1u
+/*
+ * ... and (protocol 8) the Python frames of its classes that have some
+ * follow the classes on the wire, each with its class's index. A node
+ * sets it only for a central daemon that said 8 or more in its WELCOME
+ * (an older one refuses the flag), and only when a class has Python
+ * frames, so that a job without Python sends what protocol 7 sends.
+ */
+#define FR_NODE_LOOK_PYTHON 0x4u  /* 0x2 stays refused: tests pin it */
 
 /*
  * Node -> central: the answer to a JOB_STACKS look, as one or more frames
@@ -366,7 +397,7 @@ struct fr_node_look_why {
  * answer (`nmissing`, the first runs of them in `missing`, why for the
  * first few) and what it left out in its first frame, and its classes in
  * as many frames as they need. Decode allocates `classes` and each one's
- * `frames` (fr_wire_node_look_stacks_free()).
+ * `frames` and `pyframes` (fr_wire_node_look_stacks_free()).
  */
 struct fr_msg_node_look_stacks {
 	uint64_t look;

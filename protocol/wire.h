@@ -28,6 +28,12 @@
  * version, and an agent that is not asked for a token sends exactly what a
  * version-1 agent sends.
  *
+ * A version may also extend a message of an older one where the payload
+ * says so itself (a flag the older decoder refuses): such a frame keeps
+ * its message's version, and is sent only to a peer that said the newer
+ * one (WELCOME). Version 7 adds rank states 4-6 to NODE_RANKS, version 8
+ * Python frames to NODE_LOOK_STACKS's classes (FR_NODE_LOOK_PYTHON).
+ *
  * Errors are negative errno values:
  *   -EAGAIN           fewer bytes than a header (read more)
  *   -EPROTO           bad magic, non-zero flags, or a malformed payload
@@ -47,7 +53,7 @@
 
 #define FR_WIRE_MAGIC 0x43455246u
 /* The newest protocol version this build speaks, and the oldest it reads. */
-#define FR_WIRE_VERSION 7
+#define FR_WIRE_VERSION 8
 #define FR_WIRE_VERSION_MIN 1
 #define FR_WIRE_HEADER_SIZE 16
 /* Largest payload of one frame; dumps travel as several DUMP_DATA frames. */

@@ -4,6 +4,7 @@
 
 fake_central.py PORT_FILE fetch-flood FRAMES
 fake_central.py PORT_FILE request-again JOB N
+fake_central.py PORT_FILE look JOB N VERSION...
 
 Listens on an ephemeral port of 127.0.0.1 (written to PORT_FILE once
 bound) and runs without a token: the node daemon's NODE_HELLO is the whole
@@ -22,6 +23,12 @@ NODE_FETCH of an incident the node never made ("marker"): the node answers
 in order, so once the marker's failure comes every answer to the requests
 before it has come too. Prints "again K" then, K the frames (NODE_SUMMARY
 or NODE_DUMP_DONE) that answered the again-* requests.
+
+look waits until the node has listed N ranks of JOB (NODE_RANKS); then,
+for each VERSION, says it in a WELCOME and asks the node for JOB's stacks
+(NODE_LOOK_REQUEST, look K for the K-th), and prints "look K VERSION
+flags F" for each NODE_LOOK_STACKS frame of the answer (F in hex), up to
+the one with LAST.
 """
 import os
 import select
@@ -35,10 +42,11 @@ from port_file import listen_and_publish  # noqa: E402
 
 MAGIC = 0x43455246
 NODE_HELLO, NODE_RANKS, NODE_DUMP_REQUEST, NODE_SUMMARY, NODE_DUMP_DONE, NODE_FETCH = 13, 14, 17, 18, 19, 20
+WELCOME, NODE_LOOK_REQUEST, NODE_LOOK_STACKS = 22, 24, 25
 
 
-def frame(kind, payload):
-    return struct.pack("<IHHII", MAGIC, 4, kind, len(payload), 0) + payload
+def frame(kind, payload, version=4):
+    return struct.pack("<IHHII", MAGIC, version, kind, len(payload), 0) + payload
 
 
 def read_until(sock, want):
@@ -105,6 +113,30 @@ def request_again(conn, job, n):
             return
 
 
+def look(conn, job, n, versions):
+    held = 0
+    while held < n:
+        _, _, kind, length, _ = struct.unpack("<IHHII", recv_exact(conn, 16))
+        payload = recv_exact(conn, length)
+        n_id = struct.unpack_from("<H", payload)[0] if kind == NODE_RANKS else 0
+        if kind == NODE_RANKS and payload[2:2 + n_id].decode() == job:
+            held += struct.unpack_from("<I", payload, 2 + n_id + 4 + 1)[0]
+    for k, version in enumerate(versions, 1):
+        conn.sendall(frame(WELCOME, struct.pack("<H", version), 5) +
+                     frame(NODE_LOOK_REQUEST, struct.pack("<Q", k) + s(job) +
+                           struct.pack("<BII", 0, 0xffffffff, 0), 5))
+        while True:
+            _, _, kind, length, _ = struct.unpack("<IHHII", recv_exact(conn, 16))
+            payload = recv_exact(conn, length)
+            if kind != NODE_LOOK_STACKS:
+                continue
+            n_id = struct.unpack_from("<H", payload, 8)[0]
+            flags = payload[8 + 2 + n_id]
+            say("look %d %d flags %x" % (k, version, flags))
+            if flags & 1:
+                break
+
+
 def main():
     port_file, mode = sys.argv[1], sys.argv[2]
     srv = listen_and_publish(port_file, 4)
@@ -115,6 +147,8 @@ def main():
         fetch_flood(conn, int(sys.argv[3]))
     elif mode == "request-again":
         request_again(conn, sys.argv[3], int(sys.argv[4]))
+    elif mode == "look":
+        look(conn, sys.argv[3], int(sys.argv[4]), [int(v) for v in sys.argv[5:]])
     else:
         sys.exit("unknown mode " + mode)
     while True:

@@ -57,6 +57,22 @@ skip() {
 	exit 77
 }
 
+# need_train_loop: the Python training loop of the Python-frames tests:
+# Debian's CPython 3.11 with mpi4py in PY, tests/python/train_loop.py in
+# SCRIPT, and the lines its markers name in LOAD_LINE, REDUCE_LINE and
+# SPIN_LINE; skips where that interpreter or mpi4py is missing.
+need_train_loop() {
+	PY=/usr/bin/python3
+	SCRIPT=$ROOT/tests/python/train_loop.py
+	$PY -c 'import mpi4py' 2>/dev/null ||
+		skip "/usr/bin/python3 cannot import mpi4py (apt-get install python3-mpi4py)"
+	[ "$($PY -c 'import sys; print(sys.version_info[:2] == (3, 11))')" = True ] ||
+		skip "/usr/bin/python3 is not CPython 3.11, the version this test expects (Debian 12)"
+	LOAD_LINE=$(grep -n 'LOAD_BATCH_LINE' "$SCRIPT" | cut -d: -f1)
+	REDUCE_LINE=$(grep -n 'ALLREDUCE_LINE' "$SCRIPT" | cut -d: -f1)
+	SPIN_LINE=$(grep -n 'SPIN_LINE' "$SCRIPT" | cut -d: -f1)
+}
+
 # wait_for SECONDS COMMAND...: polls COMMAND every 100 ms until it succeeds.
 wait_for() {
 	local limit=$1 start=$SECONDS

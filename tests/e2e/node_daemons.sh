@@ -182,6 +182,14 @@ raw_node() {
 # ($T/split.sh) picks the address, and preloads the agent into the program
 # alone. AGENT_ENV adds "-x VAR=..." words as for start_job.
 start_split_job() {
+	local np=$1 addr_a=$2 addr_b=$3
+	shift 3
+	start_split_program "$np" "$addr_a" "$addr_b" "$HANG" "$@"
+}
+
+# start_split_program NP ADDR_A ADDR_B PROGRAM [arguments...]: any program
+# (a Python script's interpreter), as start_split_job runs the planted-fault one.
+start_split_program() {
 	local np=$1 addr_a=$2 addr_b=$3 preload=$PRELOAD
 	shift 3
 	cat >"$T/split.sh" <<'EOF'
@@ -193,7 +201,7 @@ exec "$@"
 EOF
 	chmod +x "$T/split.sh"
 	PRELOAD= AGENT_ENV="-x NW_PRELOAD=$preload -x NW_ADDR_A=$addr_a -x NW_ADDR_B=$addr_b ${AGENT_ENV:-}" \
-		start_mpi_program "$np" "$T/split.sh" "$HANG" "$@"
+		start_mpi_program "$np" "$T/split.sh" "$@"
 }
 
 # start_two_node_hang [central daemon options...]: the scene of the tests

@@ -5,22 +5,15 @@
 # Python frames (read by the agent without the GIL), rank 2's innermost is
 # load_batch on the sleeping line, the others' is train_step on the
 # allreduce line, the data-loader thread's are its own, a live look shows
-# them too, and fr-analyze names rank 2, shows its Python stack among its
-# native frames (each group of Python frames beside the call of the
-# interpreter's loop that runs it) and merges the ranks' stacks by Python
-# frames. A rank spinning in pure Python while
+# them too, the job's live stacks are grouped by them, and fr-analyze
+# names rank 2, shows its Python stack among its native frames (each group
+# of Python frames beside the call of the interpreter's loop that runs it)
+# and merges the ranks' stacks by Python frames. A rank spinning in pure
+# Python while
 # holding the GIL is read as well.
 . "$(dirname "$0")/lib.sh"
 
-PY=/usr/bin/python3
-SCRIPT=$ROOT/tests/python/train_loop.py
-$PY -c 'import mpi4py' 2>/dev/null ||
-	skip "/usr/bin/python3 cannot import mpi4py (apt-get install python3-mpi4py)"
-[ "$($PY -c 'import sys; print(sys.version_info[:2] == (3, 11))')" = True ] ||
-	skip "/usr/bin/python3 is not CPython 3.11, the version this test expects (Debian 12)"
-LOAD_LINE=$(grep -n 'LOAD_BATCH_LINE' "$SCRIPT" | cut -d: -f1)
-REDUCE_LINE=$(grep -n 'ALLREDUCE_LINE' "$SCRIPT" | cut -d: -f1)
-SPIN_LINE=$(grep -n 'SPIN_LINE' "$SCRIPT" | cut -d: -f1)
+need_train_loop
 
 # No daemon, no stall: the same output and status with and without the agent.
 mpirun -np 4 $PY "$SCRIPT" -1 0 20 >"$T/plain.out" 2>&1
@@ -91,6 +84,14 @@ http_get "/v1/jobs/$JOB/ranks/2/stacks" >"$T/live2.json" ||
 	fail "live look at rank 2's stacks failed: $(cat "$T/live2.json")"
 expect "[.threads[] | select(.python_frames) | .python_frames[0]] |
 	any(.function == \"load_batch\" and .line == $LOAD_LINE)" "$T/live2.json"
+# The job's live stacks are grouped by Python frames as fr-analyze groups
+# them: rank 2 alone in load_batch, the others on their allreduce line.
+http_get "/v1/jobs/$JOB/stacks" >"$T/live-job.json" ||
+	fail "live look at the job's stacks failed: $(cat "$T/live-job.json")"
+expect "[.groups[] | select(.ranks == \"2\")][0].python_frames[0] |
+	.function == \"load_batch\" and .file == \"$SCRIPT\" and .line == $LOAD_LINE" "$T/live-job.json"
+expect "[.groups[] | select(.ranks == \"0-1,3\")][0].python_frames[0] |
+	.function == \"train_step\" and .line == $REDUCE_LINE" "$T/live-job.json"
 stop_job
 
 # Rank 2 spinning in pure Python, holding the GIL, is read just as well.

@@ -132,6 +132,31 @@ esac
 js 'return document.getElementById("incidents").innerText' | grep -q "$INCIDENT_ID" ||
 	fail "the page does not list incident $INCIDENT_ID"
 
+# Merged stacks as GET /v1/jobs/<job>/stacks gives them for a Python job:
+# a class with python_frames shows those (function file:line), a class
+# without them its native frames.
+text=$(js 'const saved = state.stacks;
+	state.stacks = { job: "py", ok: true, at: Date.now(), body: { ranks_answered: 4, ranks_asked: 4, groups: [
+		{ ranks: "0-1,3", nranks: 3, frames: ["poll_progress", "PMPI_Allreduce"],
+		  python_frames: [{ function: "train_step", file: "/srv/train.py", line: 88 },
+				  { function: "main", file: "/srv/train.py", line: 120 }] },
+		{ ranks: "2", nranks: 1, frames: ["clock_nanosleep", "main"] }] } };
+	const d = document.createElement("div");
+	d.innerHTML = stacksHTML({ job: "py" }, { culprits: new Map() });
+	state.stacks = saved;
+	document.body.appendChild(d);
+	for (const e of d.querySelectorAll("details")) e.open = true;
+	const t = d.innerText;
+	d.remove();
+	return t')
+case "$text" in
+*"train_step (train.py:88) ← main (train.py:120)"*"py#0"*"clock_nanosleep ← main"*) ;;
+*) fail "the page does not show a class's Python frames: $text" ;;
+esac
+case "$text" in
+*"PMPI_Allreduce"*) fail "the page shows the native frames of a class with Python frames: $text" ;;
+esac
+
 # A click on rank 2's cell opens its panel with its live stack (or says why
 # there is none). The page redraws itself every few seconds, which can
 # replace the cell between finding it and clicking it: click until it opens.

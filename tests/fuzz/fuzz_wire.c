@@ -219,7 +219,8 @@ static void check_node_look_stacks(struct fr_msg_node_look_stacks *m, const uint
 {
 	(void)p;
 	(void)len;
-	FUZZ_CHECK(fr_wire_valid_name(m->job) && !(m->flags & ~FR_NODE_LOOK_LAST));
+	FUZZ_CHECK(fr_wire_valid_name(m->job) &&
+		   !(m->flags & ~(FR_NODE_LOOK_LAST | FR_NODE_LOOK_PYTHON)));
 	FUZZ_CHECK(m->answered <= m->asked && m->nmranges <= FR_NODE_RANGES_MAX);
 	FUZZ_CHECK(m->nwhy <= FR_NODE_LOOK_WHY_MAX && m->nclasses <= FR_NODE_LOOK_CLASSES_MAX);
 	for (uint32_t i = 0; i < m->nclasses; i++) {
@@ -228,6 +229,12 @@ static void check_node_look_stacks(struct fr_msg_node_look_stacks *m, const uint
 		FUZZ_CHECK(c->nranges >= 1 && c->nranges <= FR_NODE_RANGES_MAX);
 		FUZZ_CHECK(c->nframes <= FR_NODE_LOOK_FRAMES_MAX);
 		FUZZ_CHECK(c->nframes ? c->start < c->nframes : c->start == 0);
+		/* Python frames only under the flag, within their caps. */
+		FUZZ_CHECK((m->flags & FR_NODE_LOOK_PYTHON) || (!c->npyframes && !c->py_truncated));
+		FUZZ_CHECK(c->npyframes <= FR_NODE_LOOK_PYFRAMES_MAX && c->py_truncated <= 1);
+		for (uint32_t j = 0; j < c->npyframes; j++)
+			FUZZ_CHECK(strlen(c->pyframes[j].function) <= FR_NODE_LOOK_PYSTR_MAX &&
+				   strlen(c->pyframes[j].file) <= FR_NODE_LOOK_PYSTR_MAX);
 	}
 }
 

@@ -145,12 +145,73 @@ static void test_compared_frames_capped(void **state)
 	look_merged_free(&m);
 }
 
+/*
+ * Classes with Python frames merge by those alone, by fr-analyze's rule:
+ * function, file and line; native frames and thread names do not tell
+ * them apart, a line does, and they never merge with a native class.
+ */
+static void test_python_classes(void **state)
+{
+	struct fr_node_look_pyframe reduce[] = { { "train_step", "/srv/train.py", 88 },
+						 { "main", "/srv/train.py", 120 } };
+	struct fr_node_look_pyframe reduce2[] = { { "train_step", "/srv/train.py", 88 },
+						  { "main", "/srv/train.py", 120 } };
+	struct fr_node_look_pyframe load[] = { { "load_batch", "/srv/train.py", 41 },
+					       { "main", "/srv/train.py", 120 } };
+	struct fr_node_look_pyframe other_line[] = { { "train_step", "/srv/train.py", 89 },
+						     { "main", "/srv/train.py", 120 } };
+	struct fr_node_look_class c[5];
+	struct look_merge_in in[5];
+	struct look_merged m;
+
+	/* Each class's Python frames, native frames and thread name, ranks. */
+	const struct {
+		struct fr_node_look_pyframe *py;
+		struct fr_node_look_frame *f;
+		uint32_t nf;
+		const char *thread;
+		struct fr_node_range r;
+	} cls[] = {
+		/* Node 0: ranks 0-1 on the allreduce line, caught in barrier's frames. */
+		{ reduce, barrier, 3, "python3", { 0, 2 } },
+		/* Node 1: rank 3 on the same line, other native frames and
+		 * thread name; rank 2 in load_batch. */
+		{ reduce2, compute, 2, "python3.11", { 3, 1 } },
+		{ load, compute, 2, "python3", { 2, 1 } },
+		/* Rank 4 one line further; rank 5 native only, with rank 0's frames. */
+		{ other_line, barrier, 3, "python3", { 4, 1 } },
+		{ NULL, barrier, 3, "python3", { 5, 1 } },
+	};
+
+	(void)state;
+	for (uint32_t i = 0; i < 5; i++) {
+		class_of(&c[i], cls[i].thread, cls[i].f, cls[i].nf, 0, &cls[i].r, 1);
+		c[i].pyframes = cls[i].py;
+		c[i].npyframes = cls[i].py ? 2 : 0;
+		in[i] = (struct look_merge_in){ &c[i], i == 0 ? 0 : 1 };
+	}
+	assert_int_equal(look_merge(in, 5, &m), 0);
+	assert_int_equal(m.ngroups, 4);
+	assert_int_equal(m.groups[0].nranks, 3);
+	assert_int_equal(m.groups[0].nnodes, 2);
+	assert_int_equal(m.groups[0].nranges, 2);
+	assert_int_equal(m.groups[0].ranges[0].first, 0);
+	assert_int_equal(m.groups[0].ranges[1].first, 3);
+	assert_ptr_equal(m.groups[0].rep, &c[0]);
+	/* Then one rank each, lowest first: load_batch, the other line, native. */
+	assert_ptr_equal(m.groups[1].rep, &c[2]);
+	assert_ptr_equal(m.groups[2].rep, &c[3]);
+	assert_ptr_equal(m.groups[3].rep, &c[4]);
+	look_merged_free(&m);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_two_nodes_one_stack),
 		cmocka_unit_test(test_different_stacks_apart),
 		cmocka_unit_test(test_compared_frames_capped),
+		cmocka_unit_test(test_python_classes),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -899,6 +899,120 @@ static void test_look_stacks_roundtrip_and_refusals(void **state)
 	free(buf);
 }
 
+/*
+ * Protocol 8: with FR_NODE_LOOK_PYTHON, the Python frames of the classes
+ * that have some follow the classes, by index, and come back whole; the
+ * sizes add up; a frame without the flag carries none, and what is out of
+ * bounds or out of order is refused.
+ */
+static void test_look_stacks_python(void **state)
+{
+	struct fr_node_look_pyframe py[2] = {
+		{ "load_batch", "/srv/train.py", 41 },
+		{ "main", "/srv/train.py", 120 },
+	};
+	struct fr_msg_node_look_stacks m, out;
+	struct fr_node_look_class *c;
+	char long_name[FR_NODE_LOOK_PYSTR_MAX + 2];
+	uint8_t *buf;
+	size_t len, at;
+
+	(void)state;
+	sample_node_look_stacks(&m);
+	c = m.classes;
+	/* Only the second class runs Python; its outer frames were not read. */
+	c[1].pyframes = py;
+	c[1].npyframes = 2;
+	c[1].py_truncated = 1;
+	/* Without the flag, a class with Python frames is not encoded. */
+	assert_int_equal(fr_wire_node_look_stacks_encode(&m, (uint8_t[4096]){ 0 }, 4096), -EINVAL);
+	m.flags |= FR_NODE_LOOK_PYTHON;
+	len = ENCODE(node_look_stacks, &m, &buf);
+	assert_int_equal(len, FR_WIRE_HEADER_SIZE + fr_node_look_stacks_base_size(&m) +
+				      fr_node_look_class_size(&c[0]) +
+				      fr_node_look_class_size(&c[1]));
+	assert_int_equal(DECODE(node_look_stacks, buf, len, &out), 0);
+	assert_int_equal(out.flags, FR_NODE_LOOK_LAST | FR_NODE_LOOK_PYTHON);
+	assert_int_equal(out.classes[0].npyframes, 0);
+	assert_null(out.classes[0].pyframes);
+	assert_int_equal(out.classes[0].py_truncated, 0);
+	assert_int_equal(out.classes[1].npyframes, 2);
+	assert_int_equal(out.classes[1].py_truncated, 1);
+	assert_string_equal(out.classes[1].pyframes[0].function, "load_batch");
+	assert_string_equal(out.classes[1].pyframes[0].file, "/srv/train.py");
+	assert_int_equal(out.classes[1].pyframes[0].line, 41);
+	assert_string_equal(out.classes[1].pyframes[1].function, "main");
+	assert_int_equal(out.classes[1].pyframes[1].line, 120);
+	assert_string_equal(out.classes[1].frames[0].name, "stuck_in_compute");
+	fr_wire_node_look_stacks_free(&out);
+	for (size_t b = 0; b < sizeof(out); b++)
+		assert_int_equal(((uint8_t *)&out)[b], 0);
+	ASSERT_TRUNCATIONS_REFUSED(node_look_stacks, buf, len);
+	/* The Python part sits at the end: count 1, class 1, truncated, 2 frames. */
+	at = len - (4 + 4 + 1 + 4 + (2 + 10 + 2 + 13 + 4) + (2 + 4 + 2 + 13 + 4));
+	assert_int_equal(buf[at], 1);
+	/* A class index past the classes. */
+	buf[at + 4] = 2;
+	assert_int_equal(DECODE(node_look_stacks, buf, len, &out), -EPROTO);
+	buf[at + 4] = 1;
+	/* A truncated flag that is not 0 or 1. */
+	buf[at + 8] = 2;
+	assert_int_equal(DECODE(node_look_stacks, buf, len, &out), -EPROTO);
+	buf[at + 8] = 1;
+	/* More Python frames than a class keeps, or than the bytes hold. */
+	put_u32(buf + at + 9, FR_NODE_LOOK_PYFRAMES_MAX + 1);
+	assert_int_equal(DECODE(node_look_stacks, buf, len, &out), -EPROTO);
+	put_u32(buf + at + 9, 3);
+	assert_int_equal(DECODE(node_look_stacks, buf, len, &out), -EPROTO);
+	put_u32(buf + at + 9, 2);
+	/* More parts than classes. */
+	put_u32(buf + at, 3);
+	assert_int_equal(DECODE(node_look_stacks, buf, len, &out), -EPROTO);
+	put_u32(buf + at, 1);
+	assert_int_equal(DECODE(node_look_stacks, buf, len, &out), 0);
+	fr_wire_node_look_stacks_free(&out);
+	free(buf);
+
+	/* Parts out of order, or one class twice, are refused. */
+	c[0].pyframes = py + 1;
+	c[0].npyframes = 1;
+	len = ENCODE(node_look_stacks, &m, &buf);
+	assert_int_equal(DECODE(node_look_stacks, buf, len, &out), 0);
+	assert_string_equal(out.classes[0].pyframes[0].function, "main");
+	fr_wire_node_look_stacks_free(&out);
+	/* Class 0's part starts right after the count (its part 9 + 25
+	 * bytes, class 1's 9 + 31 + 25): say it is class 1's. */
+	at = len - (34 + 65);
+	assert_int_equal(buf[at - 4], 2);
+	assert_int_equal(buf[at], 0);
+	buf[at] = 1;
+	assert_int_equal(DECODE(node_look_stacks, buf, len, &out), -EPROTO);
+	free(buf);
+	c[0].pyframes = NULL;
+	c[0].npyframes = 0;
+
+	/* What an encoder refuses: a string over the limit, a NULL one. */
+	memset(long_name, 'x', sizeof(long_name) - 1);
+	long_name[sizeof(long_name) - 1] = '\0';
+	py[0].function = long_name;
+	assert_int_equal(fr_wire_node_look_stacks_encode(&m, (uint8_t[4096]){ 0 }, 4096), -EINVAL);
+	py[0].function = NULL;
+	assert_int_equal(fr_wire_node_look_stacks_encode(&m, (uint8_t[4096]){ 0 }, 4096), -EINVAL);
+	py[0].function = "load_batch";
+
+	/* The flag without a class that runs Python: a count of none. */
+	sample_node_look_stacks(&m);
+	m.flags |= FR_NODE_LOOK_PYTHON;
+	len = ENCODE(node_look_stacks, &m, &buf);
+	assert_int_equal(DECODE(node_look_stacks, buf, len, &out), 0);
+	assert_int_equal(out.classes[1].npyframes, 0);
+	fr_wire_node_look_stacks_free(&out);
+	/* Without the flag, the count is a trailing byte too many. */
+	buf[FR_WIRE_HEADER_SIZE + 8 + 2 + strlen(m.job)] = FR_NODE_LOOK_LAST;
+	assert_int_equal(DECODE(node_look_stacks, buf, len, &out), -EPROTO);
+	free(buf);
+}
+
 /* A look's body rides NODE_SUMMARY with LOOK; LOOK with FULL means nothing. */
 static void test_summary_look_flag(void **state)
 {
@@ -947,6 +1061,7 @@ int main(void)
 		cmocka_unit_test(test_kernel_log_roundtrip_and_refusals),
 		cmocka_unit_test(test_look_request_roundtrip_and_refusals),
 		cmocka_unit_test(test_look_stacks_roundtrip_and_refusals),
+		cmocka_unit_test(test_look_stacks_python),
 		cmocka_unit_test(test_summary_look_flag),
 	};
 

@@ -6,6 +6,7 @@
  * stored incidents (tests/data/analyze) and jobs built here.
  */
 #include <errno.h>
+#include <stdarg.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -438,6 +439,113 @@ static void test_summary_contents(void **state)
 	job_free(j);
 }
 
+/* One thread of `t`: its native frame `name`, and Python frames
+ * (function, line) pairs in train.py, innermost first. */
+static void add_thread(struct fr_trace *t, uint32_t tid, const char *name, size_t npy, ...)
+{
+	struct fr_thread *th;
+	va_list ap;
+
+	t->threads = realloc(t->threads, (t->nthreads + 1) * sizeof(*t->threads));
+	assert_non_null(t->threads);
+	th = &t->threads[t->nthreads++];
+	memset(th, 0, sizeof(*th));
+	th->tid = tid;
+	th->nframes = 1;
+	th->frames = calloc(1, sizeof(*th->frames));
+	assert_non_null(th->frames);
+	th->frames[0].name = strdup(name);
+	th->npyframes = npy;
+	th->pyframes = npy ? calloc(npy, sizeof(*th->pyframes)) : NULL;
+	va_start(ap, npy);
+	for (size_t i = 0; i < npy; i++) {
+		th->pyframes[i].function = strdup(va_arg(ap, const char *));
+		th->pyframes[i].file = strdup("/srv/train.py");
+		th->pyframes[i].line = va_arg(ap, uint32_t);
+	}
+	va_end(ap);
+}
+
+/*
+ * A rank that runs Python: its summary keeps the application thread's
+ * Python frames, the thread that runs Python when that is another one (the
+ * one the report's merged stacks compare), and the dump's python_note, and
+ * reads them back; the report's merged stacks from summaries are those
+ * from the full dumps.
+ */
+static void test_summary_python(void **state)
+{
+	struct job *j = world_job(2);
+	struct fr_summary_opts opts = { 0 };
+	struct fr_trace s[2], back;
+	const struct fr_trace *full_idx[2], *sum_idx[2];
+	struct fr_stack_groups a, b;
+	char *text;
+	size_t len;
+	char err[256];
+
+	(void)state;
+	for (uint32_t r = 0; r < 2; r++) {
+		struct fr_trace *t = &j->ev[r]->t;
+
+		history(j, r, "world", 4);
+		/* A native-only thread first (a helper in C), then Python's
+		 * main thread, then a data loader. */
+		add_thread(t, 10, "helper_loop", 0);
+		if (r == 1)
+			add_thread(t, 11, "clock_nanosleep", 2, "load_batch", (uint32_t)41, "main",
+				   (uint32_t)120);
+		else
+			add_thread(t, 11, "PMPI_Allreduce", 2, "train_step", (uint32_t)88, "main",
+				   (uint32_t)120);
+		add_thread(t, 12, "sem_wait", 1, "prefetch", (uint32_t)20);
+		snprintf(t->python_note, sizeof(t->python_note), "a note on rank %u", r);
+		full_idx[r] = t;
+		assert_int_equal(fr_trace_summarize(t, NULL, &opts, &s[r]), 0);
+		sum_idx[r] = &s[r];
+	}
+	/* The application thread (the helper) and the Python one, not the loader. */
+	assert_int_equal(s[1].nthreads, 2);
+	assert_int_equal(s[1].threads[0].tid, 10);
+	assert_int_equal(s[1].threads[1].tid, 11);
+	assert_int_equal(s[1].threads[1].npyframes, 2);
+	assert_string_equal(s[1].threads[1].pyframes[0].function, "load_batch");
+	assert_int_equal(s[1].threads[1].pyframes[0].line, 41);
+	assert_int_equal(s[1].summary->threads_left_out, 1);
+	assert_string_equal(s[1].python_note, "a note on rank 1");
+
+	/* Written as a summary (1.10), read back with its Python frames and note. */
+	assert_int_equal(fr_dump_serialize(&s[1], &text, &len), 0);
+	assert_non_null(strstr(text, "\"version\":\"1.10\""));
+	assert_int_equal(fr_dump_parse(text, len, "s.json", &back, err, sizeof(err)), 0);
+	assert_non_null(back.summary);
+	assert_int_equal(back.nthreads, 2);
+	assert_int_equal(back.threads[1].npyframes, 2);
+	assert_string_equal(back.threads[1].pyframes[1].function, "main");
+	assert_int_equal(back.threads[1].pyframes[1].line, 120);
+	assert_string_equal(back.python_note, "a note on rank 1");
+	fr_trace_free(&back);
+	free(text);
+
+	/* The same groups, by Python frames, from either. */
+	assert_int_equal(fr_stack_groups_build_python(full_idx, 2, &a), 0);
+	assert_int_equal(fr_stack_groups_build_python(sum_idx, 2, &b), 0);
+	assert_int_equal(a.ngroups, 2);
+	assert_int_equal(b.ngroups, 2);
+	for (size_t g = 0; g < 2; g++) {
+		assert_int_equal(a.groups[g].nranks, b.groups[g].nranks);
+		assert_int_equal(a.groups[g].ranks[0], b.groups[g].ranks[0]);
+		assert_int_equal(fr_pyframes_cmp(a.groups[g].pyframes, a.groups[g].npyframes,
+						 b.groups[g].pyframes, b.groups[g].npyframes),
+				 0);
+	}
+	fr_stack_groups_free(&a);
+	fr_stack_groups_free(&b);
+	fr_trace_free(&s[0]);
+	fr_trace_free(&s[1]);
+	job_free(j);
+}
+
 /* A malformed "summary" is refused with its place. */
 static void test_bad_summary(void **state)
 {
@@ -472,6 +580,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_summary_contents),
+		cmocka_unit_test(test_summary_python),
 		cmocka_unit_test(test_bad_summary),
 		cmocka_unit_test_setup_teardown(test_stored_incidents, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_long_hang, setup, teardown),
