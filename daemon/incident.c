@@ -15,6 +15,7 @@
 #include "clock.h"
 #include "kmsg.h"
 #include "log.h"
+#include "pool.h"
 #include "ratelog.h"
 #include "registry.h"
 #include "upstream.h"
@@ -812,6 +813,8 @@ static void manifest_work(uv_work_t *req)
 	struct manifest_write *w = req->data;
 	char *text;
 
+	pool_background();
+
 	if (!w->doc && w->build)
 		w->doc = w->build(w->arg);
 	/* Without memory for it, the manifest goes without. */
@@ -967,6 +970,8 @@ static void dump_work(uv_work_t *req)
 {
 	struct dump_write *w = req->data;
 	struct fr_trace t = { 0 };
+
+	pool_background();
 
 	if (!incident_dump_check(w->data, w->len, w->job, w->rank, &t, w->err, sizeof(w->err)))
 		return;

@@ -4,6 +4,7 @@
 #include "clock.h"
 #include "incident.h"
 #include "log.h"
+#include "pool.h"
 #include "registry.h"
 #include "upstream.h"
 
@@ -444,6 +445,8 @@ static void work_run(uv_work_t *req)
 	struct ui_work *w = req->data;
 	struct fr_trace t = { 0 };
 	int err;
+
+	pool_background();
 
 	if (w->full) {
 		err = read_file(w->path, w->max_size, &w->data, &w->len);
