@@ -298,7 +298,8 @@ bench: all $(MPI_PROGS) $(NCCL_FAKE) $(BENCH_GEN) $(BENCH_SUMMARIZE) $(BENCH_LOA
 	$(Q)BUILD=$(BUILD) bench/analyze.sh
 	$(Q)BUILD=$(BUILD) bench/load.sh
 	$(Q)BUILD=$(BUILD) bench/nodes.sh
-	$(Q)BUILD=$(BUILD) bench/central.sh
+	$(Q)BUILD=$(BUILD) CACHE=$(BUILD)/bench/cache bench/central.sh
+	$(Q)BUILD=$(BUILD) CACHE=$(BUILD)/bench/cache NODES=8192 bench/central.sh
 	$(Q)BUILD=$(BUILD) bench/summaries.sh
 
 # ---- install ----

@@ -253,6 +253,9 @@ view "the page" /
 
 # The hang: every loadgen plants it at one instant, 2 s from now.
 phase hang
+# The central daemon's log lines from here on, each with the time it was read.
+tail -n 0 -F "$T/daemon.log" 2>/dev/null | while IFS= read -r line; do echo "$EPOCHREALTIME $line"; done >"$T/stamped.log" &
+track_pid "$!"
 awk -v t="$(now_s)" 'BEGIN {printf "%.3f\n", t + 2}' >"$T/hang.tmp" && mv "$T/hang.tmp" "$T/hang"
 planted() { grep -q 'hang planted' "$T"/loadgen*.log; }
 wait_for 30 planted || fail "loadgen did not plant its hang"
@@ -285,6 +288,10 @@ if wait_for $((TIMEOUT + INCIDENT_WAIT)) incident_complete; then
 $(jq -r .ranks_requested <<<"$rec") ranks [target < 5 s: $(pass "$lat" 5)]"
 	read -r c0 n0 l0 c1 n1 l1 <<<"$cpu_at_timeout $(cpu_snapshot)"
 	[ -n "${PROFILE:-}" ] && kill -INT "$PERF_PID" && wait "$PERF_PID"
+	# Where the time went, from the central daemon's log (s after the timeout).
+	at() { awk -v t0="$expiry" -v pat="$1" 'index($0, pat) {t = $1} END {if (t) printf "%.2f", t - t0; else printf "?"}' "$T/stamped.log"; }
+	say "phases (s after the timeout): opened $(at ' opened for job'), summaries collected $(at 'collected the summaries'), \
+judged $(at 'the summaries say'), closed $(at ' closed')"
 	say "CPU from the timeout to the complete incident: central $(awk -v a="$c0" -v b="$c1" -v hz="$HZ" 'BEGIN {printf "%.1f", (b - a) / hz}') s, \
 node daemons $(awk -v a="$n0" -v b="$n1" -v hz="$HZ" 'BEGIN {printf "%.1f", (b - a) / hz}') s in all, \
 ranks (loadgen) $(awk -v a="$l0" -v b="$l1" -v hz="$HZ" 'BEGIN {printf "%.1f", (b - a) / hz}') s; $(nproc) cores"

@@ -249,8 +249,10 @@ int fr_write_file_at(int dirfd, const char *name, const void *buf, size_t len, m
  * written after that sync, makes whole.
  */
 int fr_write_file_unsynced(const char *path, const void *buf, size_t len, mode_t mode);
-/* Makes durable what was written in `dir` (syncfs, then the directory).
- * Returns 0 or -errno (a failed write-back is reported here). */
+/* Makes durable what was written in `dir`: each file when it holds at most
+ * FR_SYNC_EACH_MAX, else the whole file system (syncfs); then the
+ * directory. Returns 0 or -errno (a failed write-back is reported here). */
+#define FR_SYNC_EACH_MAX 64
 int fr_sync_dir(const char *dir);
 
 /*

@@ -43,6 +43,21 @@ ssize_t write(int fd, const void *buf, size_t n)
 	return syscall(SYS_write, fd, buf, n);
 }
 
+/* fdatasync() and syncfs() counted, for fr_sync_dir()'s choice between them. */
+static unsigned datasyncs, fs_syncs;
+
+int fdatasync(int fd)
+{
+	datasyncs++;
+	return (int)syscall(SYS_fdatasync, fd);
+}
+
+int syncfs(int fd)
+{
+	fs_syncs++;
+	return (int)syscall(SYS_syncfs, fd);
+}
+
 static void write_reset(enum write_mode mode)
 {
 	write_mode = mode;
@@ -277,6 +292,44 @@ static void test_atomic_write_enospc(void **state)
 }
 
 /* A temporary file left by a crashed process with the same pid is no obstacle. */
+/*
+ * A directory of a few files (a node daemon's incident) is made durable a
+ * file at a time, never by flushing the whole file system, which also
+ * writes back whatever the training job left there; one of many files
+ * (thousands of ranks' dumps) by one syncfs(). A missing directory is an
+ * error.
+ */
+static void test_sync_dir(void **state)
+{
+	char *dir = make_temp_dir();
+	char path[PATH_MAX];
+
+	(void)state;
+	for (int i = 0; i < FR_SYNC_EACH_MAX; i++) {
+		snprintf(path, sizeof(path), "%s/rank-%d.json", dir, i);
+		assert_int_equal(fr_write_file_unsynced(path, "{}\n", 3, 0640), 0);
+	}
+	snprintf(path, sizeof(path), "%s/sub", dir);
+	assert_int_equal(mkdir(path, 0700), 0);
+	datasyncs = fs_syncs = 0;
+	assert_int_equal(fr_sync_dir(dir), 0);
+	assert_int_equal(datasyncs, FR_SYNC_EACH_MAX);
+	assert_int_equal(fs_syncs, 0);
+
+	snprintf(path, sizeof(path), "%s/rank-%d.json", dir, FR_SYNC_EACH_MAX);
+	assert_int_equal(fr_write_file_unsynced(path, "{}\n", 3, 0640), 0);
+	datasyncs = fs_syncs = 0;
+	assert_int_equal(fr_sync_dir(dir), 0);
+	assert_int_equal(datasyncs, 0);
+	assert_int_equal(fs_syncs, 1);
+
+	snprintf(path, sizeof(path), "%s/missing", dir);
+	assert_int_equal(fr_sync_dir(path), -ENOENT);
+	snprintf(path, sizeof(path), "%s/sub", dir);
+	rmdir(path);
+	remove_dir(dir);
+}
+
 static void test_atomic_write_stale_temp(void **state)
 {
 	char *dir = make_temp_dir();
@@ -310,6 +363,7 @@ int main(void)
 		cmocka_unit_test_teardown(test_atomic_write_choppy, write_teardown),
 		cmocka_unit_test_teardown(test_atomic_write_enospc, write_teardown),
 		cmocka_unit_test(test_atomic_write_stale_temp),
+		cmocka_unit_test(test_sync_dir),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
