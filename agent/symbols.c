@@ -11,6 +11,7 @@
  * application.
  */
 #include <dlfcn.h>
+#include <errno.h>
 #include <elf.h>
 #include <fcntl.h>
 #include <link.h>
@@ -171,6 +172,7 @@ bool fr_symbolize(uintptr_t addr, char *name, size_t len, uint64_t *offset)
 	const struct link_map *lm = NULL;
 	const struct module *m;
 	const struct func *f;
+	const char *module, *base;
 	Dl_info info;
 
 	if (!dladdr1((void *)addr, &info, (void **)&lm, RTLD_DL_LINKMAP) || !lm)
@@ -191,5 +193,18 @@ bool fr_symbolize(uintptr_t addr, char *name, size_t len, uint64_t *offset)
 		*offset = addr - (uintptr_t)info.dli_saddr;
 		return true;
 	}
-	return false;
+	/*
+	 * No symbol covers it (a stripped library's static function: most
+	 * of libpython's as Debian ships it): the module, in brackets, and
+	 * the address in its file, which addr2line -e or a debug symbols
+	 * package turns into a line later. Better than "??", and frames of
+	 * one module still merge.
+	 */
+	module = lm->l_name && lm->l_name[0] ? lm->l_name :
+		 info.dli_fname && info.dli_fname[0] ? info.dli_fname :
+							 program_invocation_name;
+	base = strrchr(module, '/');
+	snprintf(name, len, "[%s]", base ? base + 1 : module);
+	*offset = addr - lm->l_addr;
+	return true;
 }

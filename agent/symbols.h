@@ -15,9 +15,10 @@
 
 /*
  * Writes the name of the function containing `addr` into `name` (cut to
- * `len`) and the offset of `addr` into it. False when no symbol covers the
- * address (code without symbols, a JIT, a stripped library's static
- * function).
+ * `len`) and the offset of `addr` into it. When no symbol covers the
+ * address (a stripped library's static function), the module's file name
+ * in brackets, "[libpython3.11.so.1.0]", and the address in that file.
+ * False outside every module (a JIT's code, an address gone).
  */
 bool fr_symbolize(uintptr_t addr, char *name, size_t len, uint64_t *offset);
 
