@@ -80,6 +80,8 @@ _Static_assert(CLUSTER_OPEN_MAX < CLUSTER_JOBS_MAX, "cl_job_get() always finds a
 /* Deaths a job remembers as reported (cl_job.deaths). */
 #define CL_DEATHS_KEPT 64
 #define CL_STRETCH_DEADLINES 4
+/* A node file not opened yet: no -errno is this low. */
+#define CL_FD_NONE INT_MIN
 /* Files of summaries an incident writes at most: one a node up to this
  * many nodes, a group of consecutive nodes a file past it. */
 #define CL_NODE_FILES_MAX 256
@@ -119,7 +121,8 @@ struct cl_node {
 	bool done;              /* NODE_DUMP_DONE, or lost */
 	uint64_t piece_mono;    /* when the last piece of a summary came from it; 0: none */
 	/* Its ranks' summaries, one a line (cl_node_file()): opened at the
-	 * first, -1 before, or -errno when it could not be. */
+	 * first, CL_FD_NONE before, or -errno when it could not be (-1 is
+	 * EPERM's). */
 	int fd;
 	char file[FR_HOST_MAX + 32];
 	/* Its kernel log (NODE_KERNEL_LOG) as read and written again, compact
@@ -554,9 +557,13 @@ static int cl_append_line(int fd, uint8_t *data, size_t len)
 	n = writev(fd, iov, 2);
 	if (n < 0)
 		return -errno;
+	if ((size_t)n == len + 1)
+		return 0;
 	/* Cut short (a full disk): that line is lost, reported, and the
-	 * reader leaves it out; the ones after it stand on lines of their own. */
-	return (size_t)n == len + 1 ? 0 : -ENOSPC;
+	 * reader leaves it out; its end is tried for, so that the next line
+	 * (another node's, in a file of a group) stands on its own. */
+	(void)!write(fd, "\n", 1);
+	return -ENOSPC;
 }
 
 static void cl_write_work(uv_work_t *req)
@@ -661,11 +668,6 @@ static void cl_write_after(uv_work_t *req, int status)
 }
 
 /*
- * Node `i`'s summaries file, opened at the first summary it sends:
- * summaries-<node>.jsonl, or summaries-node<i>.jsonl when the node's name
- * is not one a file may have. Returns its descriptor, or a negative errno.
- */
-/*
  * The node whose file node `i`'s summaries go to: itself, or past
  * CL_NODE_FILES_MAX nodes the first of its group of consecutive nodes.
  * A file a node at 8,192 nodes (8 GPUs each) was 8,192 files created per
@@ -684,8 +686,13 @@ static int cl_file_node(const struct cl_incident *inc, int i)
 	return per > 1 ? (int)((size_t)i - (size_t)i % per) : i;
 }
 
-/* The file node `i`'s summaries are appended to (O_APPEND: each line
- * is one write, whoever shares it): its fd, or -errno. */
+/*
+ * The file node `i`'s summaries are appended to, opened at the first
+ * summary of its group: summaries-<node>.jsonl, or summaries-node<i>.jsonl
+ * when the node's name is not one a file may have; a group's
+ * summaries-nodes<g>.jsonl. O_APPEND: each line is one write, whoever
+ * shares the file. Returns its descriptor, or a negative errno.
+ */
 static int cl_node_file(struct cl_incident *inc, int i)
 {
 	struct cl_node *n, *f;
@@ -697,7 +704,7 @@ static int cl_node_file(struct cl_incident *inc, int i)
 	n = &inc->nodes[i];
 	k = cl_file_node(inc, i);
 	f = &inc->nodes[k];
-	if (f->fd == -1) {
+	if (f->fd == CL_FD_NONE) {
 		if (cl_nodes_per_file(inc) > 1)
 			snprintf(f->file, sizeof(f->file), "summaries-nodes%zu.jsonl",
 				 (size_t)k / cl_nodes_per_file(inc));
@@ -1317,7 +1324,7 @@ static void cl_open_node(void *arg, const char *node, struct conn *conn,
 	}
 	nodes = inc->nodes;
 	memset(&nodes[idx], 0, sizeof(nodes[idx]));
-	nodes[idx].fd = -1;
+	nodes[idx].fd = CL_FD_NONE;
 	snprintf(nodes[idx].name, sizeof(nodes[idx].name), "%s", node);
 	nodes[idx].done = !conn;
 	inc->nodes_pending += !!conn;

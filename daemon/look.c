@@ -1101,6 +1101,7 @@ static void trace_trim(struct fr_trace *t, size_t *threads_cut, size_t *frames_c
 			}
 			*frames_cut += th->npyframes - keep;
 			th->npyframes = keep;
+			th->py_truncated = true;
 		}
 		if (th->nframes <= keep)
 			continue;

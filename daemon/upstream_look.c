@@ -61,7 +61,7 @@ static int class_pyframes(struct fr_node_look_class *c, const struct fr_stack_gr
 
 	if (!g->pyframes || !n)
 		return 0;
-	c->py_truncated = g->thread->py_truncated;
+	c->py_truncated = g->thread->py_truncated || g->npyframes > n;
 	c->pyframes = calloc(n, sizeof(*c->pyframes));
 	if (!c->pyframes)
 		return -ENOMEM;

@@ -155,7 +155,8 @@ static bool is_file(int fd, const struct dirent *e)
 /*
  * fdatasync()s each regular file of the directory open at `fd` when it
  * holds at most FR_SYNC_EACH_MAX; returns 0, -errno of the first that
- * failed, or 1 when it holds more (nothing synced).
+ * failed, or 1 when it holds more or cannot be read to its end (syncfs()
+ * is for the caller then).
  */
 static int sync_each(int fd)
 {
@@ -169,21 +170,32 @@ static int sync_each(int fd)
 			close(dup_fd);
 		return 1;
 	}
-	/* Counted first: past the limit, syncfs() is the cheaper. */
+	/* Counted first: past the limit, syncfs() is the cheaper. A
+	 * directory that cannot be read to its end is synced by syncfs()
+	 * too, never taken for one of fewer files. */
+	errno = 0;
 	while ((e = readdir(dir)))
 		if (is_file(fd, e) && ++n > FR_SYNC_EACH_MAX)
 			break;
-	if (n > FR_SYNC_EACH_MAX) {
+	if (n > FR_SYNC_EACH_MAX || (!e && errno)) {
 		closedir(dir);
 		return 1;
 	}
 	rewinddir(dir);
-	while ((e = readdir(dir))) {
+	for (;;) {
 		int f;
 
+		errno = 0;
+		if (!(e = readdir(dir))) {
+			if (errno && !rc)
+				rc = 1;
+			break;
+		}
 		if (!is_file(fd, e))
 			continue;
-		f = openat(fd, e->d_name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+		/* O_NONBLOCK: an entry swapped for a FIFO meanwhile must not
+		 * block the opener. */
+		f = openat(fd, e->d_name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
 		if (f < 0) {
 			/* One renamed or removed meanwhile is someone else's. */
 			if (errno != ENOENT && !rc)

@@ -291,7 +291,6 @@ static void test_atomic_write_enospc(void **state)
 	remove_dir(dir);
 }
 
-/* A temporary file left by a crashed process with the same pid is no obstacle. */
 /*
  * A directory of a few files (a node daemon's incident) is made durable a
  * file at a time, never by flushing the whole file system, which also
@@ -330,6 +329,7 @@ static void test_sync_dir(void **state)
 	remove_dir(dir);
 }
 
+/* A temporary file left by a crashed process with the same pid is no obstacle. */
 static void test_atomic_write_stale_temp(void **state)
 {
 	char *dir = make_temp_dir();
