@@ -27,8 +27,13 @@
 #include "config.h"
 #include "notify.h"
 
-/* Largest world size the daemon accepts; bounds every per-rank table. */
-#define DAEMON_MAX_WORLD (1u << 16)
+/*
+ * Largest world size the daemon accepts; bounds every per-rank table,
+ * each sized by the job's own world. 1,048,576: a 100,000-GPU job (today's
+ * largest clusters) and room beyond (STAT merged stacks of 1M MPI tasks);
+ * it was 65,536, and a job of 100,000 ranks was refused at its HELLO.
+ */
+#define DAEMON_MAX_WORLD (1u << 20)
 /* Jobs kept at once; beyond it, a job with no connected rank is forgotten. */
 #define DAEMON_MAX_JOBS 1024
 /* A job with no connected rank and no incident is forgotten after this long. */

@@ -151,7 +151,7 @@ static void usage(FILE *out)
 		"                               to the hard one at startup); at most half of them\n"
 		"                               may wait for their HELLO, and at either limit the\n"
 		"                               one waiting longest is closed for a newcomer\n"
-		"  --max-job-connections N      ranks of one job connected at once (default 65536)\n"
+		"  --max-job-connections N      ranks of one job connected at once (default 1048576)\n"
 		"  --max-frame-size BYTES       largest agent frame payload (default and most\n"
 		"                               1048576, at least 262229)\n"
 		"  --max-incidents-per-hour N   incidents one job may open, manual ones included:\n"

@@ -45,7 +45,7 @@ struct flightrecd;
 #define NODE_JOBS_MAX 1024u
 /* Ranks kept per job per node, and never more than the job's world size:
  * DAEMON_MAX_WORLD. */
-#define NODE_RANKS_MAX (1u << 16)
+#define NODE_RANKS_MAX (1u << 20)
 /* Communicators with a progress record per job per node: DAEMON_MAX_COMMS. */
 #define NODE_COMMS_MAX 16384u
 /* Jobs all nodes together may hold here: what the central watchdog walks

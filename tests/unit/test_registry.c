@@ -86,7 +86,7 @@ int __wrap_fr_wire_job_key(const struct fr_token *t, const char *job,
 #define WORLD 8u
 
 static struct flightrecd d;
-static struct conn conns[4];
+static struct conn conns[8];
 
 static int setup(void **state)
 {
@@ -147,6 +147,49 @@ static int comm_runs(struct conn *c, const char *id, uint32_t rank, uint32_t siz
 	snprintf(m.desc, sizeof(m.desc), "test");
 	*why = NULL;
 	return registry_comm_runs(c, &m, why);
+}
+
+/*
+ * A job of 100,000 ranks and one of DAEMON_MAX_WORLD are held (100,000 was
+ * refused once, past a limit of 65,536); one past it, or a rank not below
+ * its world, is refused with the reason.
+ */
+static void test_world_sizes(void **state)
+{
+	static const struct {
+		uint32_t world, rank;
+		const char *why;
+	} cases[] = {
+		{ 100000, 99999, NULL },
+		{ DAEMON_MAX_WORLD, DAEMON_MAX_WORLD - 1, NULL },
+		{ DAEMON_MAX_WORLD + 1, 0, "world size out of range" },
+		{ 0, 0, "world size out of range" },
+		{ 100000, 100000, "rank not below world size" },
+	};
+
+	(void)state;
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		struct fr_msg_hello m = { .rank = cases[i].rank, .world_size = cases[i].world,
+					  .pid = 100 + (uint32_t)i };
+		const char *why = NULL;
+		struct conn *c = &conns[i];
+		int rc;
+
+		memset(c, 0, sizeof(*c));
+		c->d = &d;
+		snprintf(c->peer, sizeof(c->peer), "127.0.0.1:%zu", 2000 + i);
+		snprintf(m.job, sizeof(m.job), "big%zu", i);
+		snprintf(m.host, sizeof(m.host), "node");
+		rc = registry_hello(&d, c, &m, &why);
+		if (cases[i].why) {
+			assert_int_not_equal(rc, 0);
+			assert_non_null(why);
+			assert_string_equal(why, cases[i].why);
+		} else {
+			assert_int_equal(rc, 0);
+			assert_non_null(c->job);
+		}
+	}
 }
 
 /*
@@ -365,6 +408,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_view_outlives_registry, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_refused_rereport_keeps_list, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_job_key_kept, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_world_sizes, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_runs_and_arrays_merge, setup, teardown),
 	};
 
