@@ -142,6 +142,9 @@ sort -n "$T/healthz.txt" | awk '{v[NR] = $1} END {
 		NR, 1000 * v[int((NR + 1) / 2)], 1000 * p99, 1000 * v[NR], (v[NR] < 0.1 ? "PASS" : "FAIL") }'
 
 dir=$T/incidents/$JOB/$(jq -r .id <<<"$rec")
+# Every rank in the manifest, each with its summary's file.
+listed=$(jq '[.ranks[] | select(.answer == "received" and .dump != null)] | length' "$dir/manifest.json")
+[ "$listed" = "$RANKS" ] || fail "the manifest lists $listed of $RANKS ranks as received with a file"
 /usr/bin/time -o "$T/time" -f '%e %M' "$BIN/fr-analyze" "$dir" >"$T/verdict.txt" 2>&1
 verdict=$(head -n 1 "$T/verdict.txt")
 grep -Eq "^rank $PLANTED[ (]" <<<"$verdict" || fail "WRONG VERDICT: expected rank $PLANTED; got: $verdict"

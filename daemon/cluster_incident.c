@@ -1128,46 +1128,73 @@ static void cl_manifest_rank(json_t *obj, const struct cl_incident *inc, uint32_
 	json_object_set_new(obj, "full_dump", json_boolean(cr->full));
 }
 
+/* Ranks whose views are made at a time (cl_manifest_ranks()): a view is
+ * a whole struct fr_trace, 1.2 KB, 160 MB at once for a world of 131,072. */
+#define CL_VIEWS_CHUNK 4096u
+
 /*
  * The manifest with every rank's entry, as of `view_ns`, and `verdict`
  * (borrowed, may be NULL): a rank's entry reads its cl_rank, nothing
- * else of the incident that changes.
+ * else of the incident that changes. The views (identity and status:
+ * the summaries say the rest) are made CL_VIEWS_CHUNK ranks at a time.
  */
 static json_t *cl_manifest_ranks(const struct cl_incident *inc, uint64_t view_ns, json_t *verdict)
 {
-	struct fr_trace *views = calloc(inc->world_size ? inc->world_size : 1, sizeof(*views));
-	const struct fr_trace **ptrs = calloc(inc->world_size ? inc->world_size : 1, sizeof(*ptrs));
-	json_t *doc = NULL, *ranks, *obj;
+	uint32_t chunk = inc->world_size < CL_VIEWS_CHUNK ? inc->world_size : CL_VIEWS_CHUNK;
+	struct fr_trace *views = calloc(chunk ? chunk : 1, sizeof(*views));
+	const struct fr_trace **ptrs = calloc(chunk ? chunk : 1, sizeof(*ptrs));
+	json_t *doc = NULL, *ranks = NULL, *part, *obj;
 	size_t i;
 
 	if (!views || !ptrs)
 		goto out;
-	for (uint32_t r = 0; r < inc->world_size; r++) {
-		struct fr_trace *t = &views[r];
+	for (uint32_t first = 0; first < inc->world_size; first += chunk) {
+		uint32_t n = inc->world_size - first < chunk ? inc->world_size - first : chunk;
 
-		t->status = cl_status(inc->ranks[r].answer);
-		snprintf(t->job, sizeof(t->job), "%s", inc->job->id);
-		t->rank = r;
-		t->world_size = inc->world_size;
-		snprintf(t->host, sizeof(t->host), "%s", inc->ranks[r].host);
-		t->pid = inc->ranks[r].pid;
-		snprintf(t->incident, sizeof(t->incident), "%s", inc->id);
-		snprintf(t->reason, sizeof(t->reason), "%s", inc->reason);
-		t->time_ns = view_ns;
-		ptrs[r] = t;
-	}
-	doc = fr_manifest_to_json(inc->job->id, inc->id, inc->reason, inc->world_size,
-				  inc->opened_ns, view_ns, ptrs, inc->world_size, verdict);
-	if (!doc)
-		goto out;
-	ranks = json_object_get(doc, "ranks");
-	json_array_foreach(ranks, i, obj) {
-		json_t *jr = json_object_get(obj, "rank");
-		json_int_t rank = json_is_integer(jr) ? json_integer_value(jr) : (json_int_t)i;
+		memset(views, 0, n * sizeof(*views));
+		for (uint32_t k = 0; k < n; k++) {
+			uint32_t r = first + k;
+			struct fr_trace *t = &views[k];
 
-		if (rank >= 0 && (uint64_t)rank < inc->world_size)
-			cl_manifest_rank(obj, inc, (uint32_t)rank);
+			t->status = cl_status(inc->ranks[r].answer);
+			snprintf(t->job, sizeof(t->job), "%s", inc->job->id);
+			t->rank = r;
+			t->world_size = inc->world_size;
+			snprintf(t->host, sizeof(t->host), "%s", inc->ranks[r].host);
+			t->pid = inc->ranks[r].pid;
+			snprintf(t->incident, sizeof(t->incident), "%s", inc->id);
+			snprintf(t->reason, sizeof(t->reason), "%s", inc->reason);
+			t->time_ns = view_ns;
+			ptrs[k] = t;
+		}
+		part = fr_manifest_to_json(inc->job->id, inc->id, inc->reason, inc->world_size,
+					   inc->opened_ns, view_ns, ptrs, n, verdict);
+		if (!part)
+			goto fail;
+		json_array_foreach(json_object_get(part, "ranks"), i, obj) {
+			json_t *jr = json_object_get(obj, "rank");
+			json_int_t rank = json_is_integer(jr) ? json_integer_value(jr) :
+								(json_int_t)(first + i);
+
+			if (rank >= 0 && (uint64_t)rank < inc->world_size)
+				cl_manifest_rank(obj, inc, (uint32_t)rank);
+		}
+		if (!doc) {
+			doc = part;
+			ranks = json_object_get(doc, "ranks");
+			continue;
+		}
+		/* The first part's document takes the others' ranks. */
+		if (json_array_extend(ranks, json_object_get(part, "ranks"))) {
+			json_decref(part);
+			goto fail;
+		}
+		json_decref(part);
 	}
+	goto out;
+fail:
+	json_decref(doc);
+	doc = NULL;
 out:
 	free(views);
 	free(ptrs);
