@@ -31,9 +31,19 @@
 #include <stdlib.h>
 #include <time.h>
 
+/* Lines of each kind of node loss logged (test_mass_loss_logged). */
+static unsigned logged_lost, logged_lost_many;
+
 void daemon_log(const char *fmt, ...)
 {
-	(void)fmt;
+	char line[512];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(line, sizeof(line), fmt, ap);
+	va_end(ap);
+	logged_lost += strstr(line, " lost: its ranks are unresponsive") != NULL;
+	logged_lost_many += strstr(line, " lost, and more than 16 nodes") != NULL;
 }
 
 static struct fr_node_rank rank(uint32_t r, uint8_t state)
@@ -988,9 +998,37 @@ static void test_backoff(void **state)
 	}
 }
 
+/*
+ * Thousands of nodes lost at once (a switch, the central daemon's own
+ * network) are not a line each: 16 by name, then one line that says
+ * they are being counted.
+ */
+static void test_mass_loss_logged(void **state)
+{
+	struct fr_msg_node_hello h = { .boot_id = 7 };
+	struct node *n[40];
+	struct conn *old;
+
+	(void)state;
+	for (uintptr_t i = 0; i < 40; i++) {
+		snprintf(h.node, sizeof(h.node), "mass%u", (unsigned)i);
+		n[i] = nodes_hello((struct conn *)(i + 100), "10.0.0.1:1", &h, &old);
+		assert_non_null(n[i]);
+	}
+	logged_lost = logged_lost_many = 0;
+	for (uintptr_t i = 0; i < 40; i++)
+		nodes_conn_lost(n[i], (struct conn *)(i + 100));
+	assert_int_equal(logged_lost, 16);
+	assert_int_equal(logged_lost_many, 1);
+	nodes_free();
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
+		/* First: the burst of losses logged by name is the process's,
+		 * and the other tests lose nodes too. */
+		cmocka_unit_test(test_mass_loss_logged),
 		cmocka_unit_test(test_ranks_full_then_delta),
 		cmocka_unit_test(test_progress_replaces_per_comm),
 		cmocka_unit_test(test_node_lost_and_restarted),
