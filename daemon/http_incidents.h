@@ -12,8 +12,13 @@
 
 #include "daemon.h"
 
-/* Files an incident listing names at most: every rank's dump and the manifest. */
-#define HTTP_INCIDENT_FILES_MAX (DAEMON_MAX_WORLD + 1)
+/*
+ * Files an incident listing names at most (the first in name order, then
+ * `truncated`): 65,536 ranks' dumps and the manifest, 5 MB of JSON. Not
+ * the largest world (DAEMON_MAX_WORLD): a million names would be 80 MB
+ * an answer; every file past the listing is still served by its name.
+ */
+#define HTTP_INCIDENT_FILES_MAX ((1u << 16) + 1)
 /* Whether `name` is a file the API serves: "rank-<N>.json" or "manifest.json". */
 bool http_incident_file_servable(const char *name);
 /* How far a request for an incident's files got on disk. */
