@@ -89,6 +89,15 @@ void budget_release_job(struct job *job, enum budget_kind kind, uint64_t bytes)
 		job->mem_bytes -= bytes;
 }
 
+bool budget_world_fits(uint32_t world, uint64_t per_rank)
+{
+	/* Up to the former largest world, whatever the budget: what was
+	 * admitted before still is. */
+	if (world <= BUDGET_WORLD_FREE)
+		return true;
+	return (uint64_t)world * per_rank <= atomic_load(&budget_max_bytes) / 2;
+}
+
 uint64_t budget_used(enum budget_kind kind)
 {
 	return atomic_load(&budget_kind_used[kind]);

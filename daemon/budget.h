@@ -32,6 +32,17 @@ void budget_release(enum budget_kind kind, uint64_t bytes);
 bool budget_charge_job(struct job *job, enum budget_kind kind, uint64_t bytes);
 void budget_release_job(struct job *job, enum budget_kind kind, uint64_t bytes);
 uint64_t budget_used(enum budget_kind kind);
+/*
+ * Whether a job of `world` ranks fits what one job may hold (half the
+ * budget) at `per_rank` bytes a rank of its world: what an incident of it
+ * costs however few of its ranks connect (tables and manifest entries for
+ * every rank). Checked when a job is first told of, so that one agent
+ * claiming a world of a million cannot make an incident of 6 GB. Worlds
+ * of up to BUDGET_WORLD_FREE (the largest accepted until 2026-12-04) fit
+ * whatever the budget.
+ */
+#define BUDGET_WORLD_FREE (1u << 16)
+bool budget_world_fits(uint32_t world, uint64_t per_rank);
 /* Charges refused since startup. */
 uint64_t budget_refused(enum budget_kind kind);
 

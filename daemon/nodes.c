@@ -137,6 +137,8 @@ int node_job_ranks(struct node_job *j, const struct fr_msg_node_ranks *m)
 
 	if (m->world_size > NODE_RANKS_MAX)
 		return -ENOSPC;
+	if (!budget_world_fits(m->world_size, NODES_BYTES_PER_WORLD_RANK))
+		return -EDQUOT;
 	if (m->nranks) {
 		b = malloc(m->nranks * sizeof(*b));
 		if (!b)

@@ -46,6 +46,11 @@ struct flightrecd;
 /* Ranks kept per job per node, and never more than the job's world size:
  * DAEMON_MAX_WORLD. */
 #define NODE_RANKS_MAX (1u << 20)
+/* What a central daemon's incident of a job costs per rank of its world
+ * (the rank's entry, its manifest entry, the engine's tables): a job whose
+ * world does not fit half of --max-memory at this much is refused
+ * (budget_world_fits()). */
+#define NODES_BYTES_PER_WORLD_RANK 3072u
 /* Communicators with a progress record per job per node: DAEMON_MAX_COMMS. */
 #define NODE_COMMS_MAX 16384u
 /* Jobs all nodes together may hold here: what the central watchdog walks

@@ -437,6 +437,15 @@ static void conn_unbind(struct conn *c)
 	c->job = NULL;
 }
 
+/*
+ * What an incident of a job costs per rank of its world, however many of
+ * its ranks connect: the incident's table, the manifest's view and entry
+ * of every rank, the engine's tables (5.8 GB for one agent that claimed a
+ * world of 1,048,576). A node daemon's views hold its own ranks only.
+ */
+#define REGISTRY_BYTES_PER_WORLD_RANK 6144u
+#define REGISTRY_NODE_BYTES_PER_WORLD_RANK 512u
+
 static int hello_check(const struct fr_msg_hello *m, const char **why)
 {
 	if (!fr_wire_valid_name(m->job)) {
@@ -562,6 +571,13 @@ int registry_hello(struct flightrecd *d, struct conn *c, const struct fr_msg_hel
 	err = hello_check(m, why);
 	if (err)
 		return err;
+	if (!budget_world_fits(m->world_size, d->cfg.upstream ? REGISTRY_NODE_BYTES_PER_WORLD_RANK :
+								 REGISTRY_BYTES_PER_WORLD_RANK)) {
+		*why = "world size too large for --max-memory: an incident costs the daemon memory "
+		       "for every rank of the world (6 KiB a rank, 512 bytes on a node daemon), "
+		       "within half of --max-memory";
+		return -EPROTO;
+	}
 	job = hello_job(d, m, why);
 	if (!job)
 		return -EPROTO;

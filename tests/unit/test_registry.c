@@ -190,6 +190,34 @@ static void test_world_sizes(void **state)
 			assert_non_null(c->job);
 		}
 	}
+
+	/* Past 65,536 ranks, what an incident of a world costs must fit half
+	 * of --max-memory (1 GiB here: 6 KiB a rank, 87,381 ranks at most);
+	 * up to 65,536, any budget holds it. */
+	budget_set_max(1ull << 30);
+	for (uint32_t k = 0; k < 3; k++) {
+		struct fr_msg_hello m = { .rank = 0, .world_size = k == 2 ? 100000 : k ? 80000 : 65536,
+					  .pid = 200 + k };
+		const char *why = NULL;
+		struct conn *c = &conns[5 + k];
+
+		if (k == 0)
+			budget_set_max(16ull << 20);
+		else
+			budget_set_max(1ull << 30);
+
+		memset(c, 0, sizeof(*c));
+		c->d = &d;
+		snprintf(c->peer, sizeof(c->peer), "127.0.0.1:%u", 3000 + k);
+		snprintf(m.job, sizeof(m.job), "budget%u", k);
+		snprintf(m.host, sizeof(m.host), "node");
+		if (k == 2) {
+			assert_int_not_equal(registry_hello(&d, c, &m, &why), 0);
+			assert_non_null(strstr(why, "world size too large for --max-memory"));
+		} else {
+			assert_int_equal(registry_hello(&d, c, &m, &why), 0);
+		}
+	}
 }
 
 /*
