@@ -82,6 +82,14 @@ void look_merged_free(struct look_merged *m)
 	memset(m, 0, sizeof(*m));
 }
 
+void look_class_pyframes(const struct fr_node_look_class *c, struct fr_pyframe *out)
+{
+	for (uint32_t k = 0; k < c->npyframes; k++)
+		out[k] = (struct fr_pyframe){ .function = c->pyframes[k].function,
+					      .file = c->pyframes[k].file,
+					      .line = c->pyframes[k].line };
+}
+
 int look_merge(const struct look_merge_in *in, size_t n, struct look_merged *out)
 {
 	struct sorted_class *sorted = malloc((n ? n : 1) * sizeof(*sorted));
@@ -109,10 +117,8 @@ int look_merge(const struct look_merge_in *in, size_t n, struct look_merged *out
 
 		sorted[i] = (struct sorted_class){ in[i], c->npyframes ? py + npy : NULL,
 						   c->npyframes };
-		for (uint32_t k = 0; k < c->npyframes; k++)
-			py[npy++] = (struct fr_pyframe){ .function = c->pyframes[k].function,
-							 .file = c->pyframes[k].file,
-							 .line = c->pyframes[k].line };
+		look_class_pyframes(c, py + npy);
+		npy += c->npyframes;
 	}
 	qsort(sorted, n, sizeof(*sorted), cmp_class);
 	for (size_t i = 0; i < n;) {

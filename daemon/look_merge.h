@@ -46,6 +46,9 @@ struct look_merged {
 /* Returns 0 or -ENOMEM; `out` borrows the classes, which must outlive it. */
 int look_merge(const struct look_merge_in *in, size_t n, struct look_merged *out);
 void look_merged_free(struct look_merged *m);
+/* Class `c`'s Python frames as dumps/ reads them (fr_pyframes_cmp(), the
+ * dump writer) into `out` (room for c->npyframes), the strings borrowed. */
+void look_class_pyframes(const struct fr_node_look_class *c, struct fr_pyframe *out);
 /*
  * The ranks below `world` in no group, as ascending runs into `gaps`
  * (room for m->nranges + 1). Returns how many.

@@ -194,10 +194,7 @@ static int class_thread(const struct fr_node_look_class *c, struct fr_thread *th
 		th->frames[i].ip = c->frames[i].ip;
 	}
 	th->npyframes = c->npyframes;
-	for (uint32_t i = 0; i < c->npyframes; i++)
-		th->pyframes[i] = (struct fr_pyframe){ .function = c->pyframes[i].function,
-						       .file = c->pyframes[i].file,
-						       .line = c->pyframes[i].line };
+	look_class_pyframes(c, th->pyframes);
 	return 0;
 }
 
