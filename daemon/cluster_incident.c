@@ -897,11 +897,19 @@ static void cl_judge_work(uv_work_t *req)
 	fr_verdict_free(&v);
 }
 
-/* What a judgement read and holds, freed. */
-static void cl_judgement_free(struct cl_judgement *jw)
+/* What a judgement read, freed: the bulk of it, and the part of its
+ * memory the thread pool frees (cl_release_work()). */
+static void cl_judged_free(struct cl_judgement *jw)
 {
 	fr_evidence_free(&jw->ev);
 	cl_free_traces(jw->traces, jw->world_size);
+	jw->traces = NULL;
+}
+
+/* A judgement, and all it holds, freed. */
+static void cl_judgement_free(struct cl_judgement *jw)
+{
+	cl_judged_free(jw);
 	budget_release_job(NULL, BUDGET_UPLOADS, jw->charged);
 	json_decref(jw->verdict);
 	free(jw->culprits);
@@ -913,10 +921,7 @@ static void cl_release_work(uv_work_t *req)
 	struct cl_judgement *jw = req->data;
 
 	pool_background();
-
-	fr_evidence_free(&jw->ev);
-	cl_free_traces(jw->traces, jw->world_size);
-	jw->traces = NULL;
+	cl_judged_free(jw);
 }
 
 static void cl_release_after(uv_work_t *req, int status)
