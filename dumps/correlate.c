@@ -457,17 +457,12 @@ static int culprits_python(const struct ctx *cx, struct fr_verdict *v)
 {
 	for (size_t i = 0; i < v->nculprits; i++) {
 		struct fr_culprit *cu = &v->culprits[i];
-		const struct fr_trace *t = cu->rank < cx->world ? cx->by_rank[cu->rank] : NULL;
+		const struct fr_thread *th =
+			fr_trace_py_thread(cu->rank < cx->world ? cx->by_rank[cu->rank] : NULL);
 
-		for (size_t j = 0; t && j < t->nthreads && !cu->py_thread; j++) {
-			const struct fr_thread *th = &t->threads[j];
-
-			if (th->current || !th->npyframes)
-				continue;
-			if (!(cu->py_thread = calloc(1, sizeof(*cu->py_thread))) ||
-			    fr_thread_copy(cu->py_thread, th))
-				return -ENOMEM;
-		}
+		if (th && !cu->py_thread && (!(cu->py_thread = calloc(1, sizeof(*cu->py_thread))) ||
+			   fr_thread_copy(cu->py_thread, th)))
+			return -ENOMEM;
 	}
 	return 0;
 }

@@ -192,32 +192,12 @@ static void mark_group(const struct fr_trace *t, const struct group *g,
 	}
 }
 
-/* The application thread, as the report picks it (verdict_report.c). */
-static const struct fr_thread *app_thread(const struct fr_trace *t)
-{
-	for (size_t i = 0; i < t->nthreads; i++)
-		if (!t->threads[i].current && t->threads[i].nframes)
-			return &t->threads[i];
-	return NULL;
-}
-
-/* The thread the report's merged stacks compare a rank that runs Python
- * by (verdict_report.c): its first that is not the agent's with Python
- * frames. */
-static const struct fr_thread *py_thread(const struct fr_trace *t)
-{
-	for (size_t i = 0; i < t->nthreads; i++)
-		if (!t->threads[i].current && t->threads[i].npyframes)
-			return &t->threads[i];
-	return NULL;
-}
-
 /* The threads a summary keeps: the application thread, and the one that
  * runs Python when that is another, in the order of the dump; each with its
  * native and Python frames. */
 static int copy_threads(struct fr_trace *out, const struct fr_trace *full)
 {
-	const struct fr_thread *app = app_thread(full), *py = py_thread(full);
+	const struct fr_thread *app = fr_trace_app_thread(full), *py = fr_trace_py_thread(full);
 
 	if (!app && !py)
 		return 0;

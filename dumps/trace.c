@@ -127,6 +127,22 @@ void fr_op_init(struct fr_op *op)
 	op->comm = op->dtype = op->redop = "";
 }
 
+const struct fr_thread *fr_trace_app_thread(const struct fr_trace *t)
+{
+	for (size_t i = 0; t && i < t->nthreads; i++)
+		if (!t->threads[i].current && t->threads[i].nframes)
+			return &t->threads[i];
+	return NULL;
+}
+
+const struct fr_thread *fr_trace_py_thread(const struct fr_trace *t)
+{
+	for (size_t i = 0; t && i < t->nthreads; i++)
+		if (!t->threads[i].current && t->threads[i].npyframes)
+			return &t->threads[i];
+	return NULL;
+}
+
 void fr_thread_free(struct fr_thread *th)
 {
 	for (size_t j = 0; j < th->nframes; j++)

@@ -272,6 +272,14 @@ struct fr_trace {
 void fr_trace_free(struct fr_trace *t);
 /* The communicator with this id, or NULL. */
 const struct fr_comm *fr_trace_comm(const struct fr_trace *t, const char *id);
+/* A rank's application thread: its first thread with frames that is not
+ * the agent's own (the main thread, as threads are listed). NULL when it
+ * has none, or for a NULL trace. */
+const struct fr_thread *fr_trace_app_thread(const struct fr_trace *t);
+/* Its first thread, not the agent's, that runs Python (has Python frames):
+ * the one a Python rank's stack is compared, shown and summarised by.
+ * NULL when none, or for a NULL trace. */
+const struct fr_thread *fr_trace_py_thread(const struct fr_trace *t);
 
 /*
  * Appends to growable arrays, doubling capacity; return a zeroed new element

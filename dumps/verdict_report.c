@@ -428,16 +428,6 @@ static void print_culprit(FILE *out, const struct fr_verdict *v, const struct fr
 #define MERGE_SHOWN 6
 #define MERGE_GROUPS 8
 
-/* A rank's application stack: its first thread with frames that is not the
- * agent's own (the main thread, as threads are listed). */
-static const struct fr_thread *app_thread(const struct fr_trace *t)
-{
-	for (size_t i = 0; t && i < t->nthreads; i++)
-		if (!t->threads[i].current && t->threads[i].nframes)
-			return &t->threads[i];
-	return NULL;
-}
-
 /*
  * Where a stack is compared from: the outermost call into the communication
  * library (MPI_Allreduce, ncclAllReduce) when there is one. Below it, ranks
@@ -448,16 +438,6 @@ static bool is_api_frame(const char *name)
 {
 	return name && (strncmp(name, "MPI_", 4) == 0 || strncmp(name, "PMPI_", 5) == 0 ||
 			strncmp(name, "nccl", 4) == 0 || strncmp(name, "pnccl", 5) == 0);
-}
-
-/* A rank's thread whose Python frames it is compared by, when grouping by
- * them: the first one that runs Python, else NULL. */
-static const struct fr_thread *py_thread(const struct fr_trace *t)
-{
-	for (size_t i = 0; t && i < t->nthreads; i++)
-		if (!t->threads[i].current && t->threads[i].npyframes)
-			return &t->threads[i];
-	return NULL;
 }
 
 struct stack_ref {
@@ -579,8 +559,8 @@ static int stack_groups_build(const struct fr_trace *const *idx, uint32_t world,
 	if (!refs || !runs || !out->groups || !out->ranks)
 		goto out_free;
 	for (uint32_t r = 0; r < world; r++) {
-		const struct fr_thread *py = python ? py_thread(idx[r]) : NULL;
-		const struct fr_thread *th = idx[r] ? app_thread(idx[r]) : NULL;
+		const struct fr_thread *py = python ? fr_trace_py_thread(idx[r]) : NULL;
+		const struct fr_thread *th = idx[r] ? fr_trace_app_thread(idx[r]) : NULL;
 
 		if (py)
 			refs[n++] = py_stack_ref_of(r, py);
@@ -610,13 +590,13 @@ static int stack_groups_build(const struct fr_trace *const *idx, uint32_t world,
 		for (size_t k = 0; k < runs[g].n; k++)
 			out->ranks[out->nranks++] = refs[runs[g].first + k].rank;
 		if (ref->py) {
-			sg->thread = py_thread(idx[ref->rank]);
+			sg->thread = fr_trace_py_thread(idx[ref->rank]);
 			sg->frames = sg->thread->frames;
 			sg->nframes = sg->thread->nframes;
 			sg->pyframes = ref->py;
 			sg->npyframes = ref->total;
 		} else {
-			sg->thread = app_thread(idx[ref->rank]);
+			sg->thread = fr_trace_app_thread(idx[ref->rank]);
 			sg->frames = ref->frames;
 			sg->nframes = ref->total;
 		}
