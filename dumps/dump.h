@@ -25,9 +25,8 @@
  * and adds "captured".
  */
 #define FR_DUMP_VERSION "1.4"
-/* 1.5 adds "summary" (a summary of a rank's full dump, dumps/summary.h);
- * only a summary is written as 1.5. */
-#define FR_DUMP_VERSION_SUMMARY "1.5"
+/* 1.5 added "summary" (a summary of a rank's full dump, dumps/summary.h);
+ * summaries are written as 1.10 now (FR_DUMP_VERSION_SUMMARY_OURS). */
 /* 1.6 lets pg_config "ranks" be a string of runs, "0-65535" (dumps/FORMAT.md);
  * only a dump that writes one is 1.6: a list of DUMP_RUNS_MIN_MEMBERS
  * members or more whose runs are shorter than its array. */

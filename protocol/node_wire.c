@@ -1030,7 +1030,7 @@ size_t fr_node_look_stacks_base_size(const struct fr_msg_node_look_stacks *m)
 	for (uint32_t i = 0; i < m->nwhy && i < FR_NODE_LOOK_WHY_MAX; i++)
 		n += 4 + STR_SIZE(str_len(m->why[i].reason, FR_REASON_MAX));
 	/* The count of the classes' Python parts. */
-	return n + ((m->flags & FR_NODE_LOOK_PYTHON) ? 4 : 0);
+	return n + (look_python(m) ? 4 : 0);
 }
 
 static bool node_look_stacks_valid(const struct fr_msg_node_look_stacks *m)
