@@ -362,7 +362,9 @@ const char *fr_crash_function(const struct fr_crash *c)
 
 		if (!name || !name[0])
 			continue;
-		if (!libc_signal_frame(name))
+		/* A module without a symbol ("[libc.so.6]", agent/symbols.c)
+		 * names no function: only when nothing else does. */
+		if (name[0] != '[' && !libc_signal_frame(name))
 			return name;
 		if (!first)
 			first = name;

@@ -159,7 +159,9 @@ int fr_crash_copy(struct fr_crash **dst, const struct fr_crash *src);
 /* The crash a CRASH message tells, in a new *dst. 0 or -ENOMEM. */
 int fr_crash_from_wire(struct fr_crash **dst, const struct fr_msg_crash *m);
 void fr_crash_free(struct fr_crash *c);
-/* The first frame of the crash's stack that has a name, or NULL. */
+/* The function the crash's stack was in: its first frame named by a
+ * symbol, past abort()'s and raise()'s; else the first with a name (a
+ * module's, "[libc.so.6]"), or NULL. */
 const char *fr_crash_function(const struct fr_crash *c);
 
 /*

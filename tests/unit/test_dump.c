@@ -128,6 +128,30 @@ static void test_round_trip_crash(void **state)
 	fr_trace_free(&t);
 }
 
+/*
+ * The function a crash is said to be in: the first frame a symbol names.
+ * A module without a symbol ("[libc.so.6]+0x16d8a2", a ctypes read of a
+ * bad address in a Python rank) gives way to its caller, and is named
+ * only when nothing else is.
+ */
+static void test_crash_function(void **state)
+{
+	struct fr_frame frames[] = { { .name = "[libc.so.6]" }, { .name = NULL },
+				     { .name = "PyBytes_FromStringAndSize" }, { .name = "main" } };
+	struct fr_crash c = { .signo = 11 };
+
+	(void)state;
+	c.thread.frames = frames;
+	c.thread.nframes = 4;
+	assert_string_equal(fr_crash_function(&c), "PyBytes_FromStringAndSize");
+	c.thread.nframes = 2;
+	assert_string_equal(fr_crash_function(&c), "[libc.so.6]");
+	frames[0].name = "raise";
+	assert_string_equal(fr_crash_function(&c), "raise");
+	c.thread.nframes = 0;
+	assert_null(fr_crash_function(&c));
+}
+
 /* Python frames (format 1.9) read back as written, the thread's native
  * frames beside them; a bad one is refused with its path. */
 static void test_round_trip_python(void **state)
@@ -1427,6 +1451,7 @@ int main(void)
 	static const bool dump = false, summary = true;
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_status_names),
+		cmocka_unit_test(test_crash_function),
 		cmocka_unit_test(test_trace_growth),
 		cmocka_unit_test(test_round_trip),
 		cmocka_unit_test(test_round_trip_crash),
